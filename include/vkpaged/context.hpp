@@ -1,0 +1,134 @@
+#pragma once
+// A vkpaged Context: one Vulkan device and what vkpaged keeps for it (pipelines, a command
+// pool for the convenience paths, a staging path). Create one per device and share it.
+#include <vulkan/vulkan.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vkpaged/export.hpp"
+#include "vkpaged/tensor.hpp"
+
+namespace vkpaged {
+
+namespace detail {
+struct ContextImpl;
+struct BufferImpl;
+}  // namespace detail
+
+// What vkpaged reads off a physical device and uses to pick shader variants.
+struct DeviceInfo {
+  uint32_t index = 0;  // position in vkEnumeratePhysicalDevices
+  std::string name;
+  std::string type;  // "discrete", "integrated", "virtual", "cpu", "other"
+  std::string driver;  // driver name and info, when the device reports them
+  uint32_t vendor_id = 0;
+  uint32_t api_version = 0;
+  uint32_t subgroup_size = 0;
+  bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute shaders
+  bool storage_16bit = false;
+  bool storage_8bit = false;
+  bool shader_float16 = false;
+  bool shader_int64 = false;
+  bool buffer_device_address = false;
+  bool push_descriptor = false;
+  bool timestamps = false;
+  uint64_t max_storage_buffer_range = 0;
+  uint32_t max_shared_memory = 0;
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_push_constants = 0;
+  uint32_t min_storage_buffer_offset_alignment = 0;
+  uint32_t compute_units = 0;  // multiprocessors/CUs where the driver reports them, else an estimate
+  bool compute_units_reported = false;
+  double timestamp_period_ns = 0;
+  uint32_t timestamp_valid_bits = 0;
+  uint64_t device_local_bytes = 0;
+};
+
+// Every Vulkan device the loader sees, in enumeration order, plus which one the default
+// choice picks (the `default_index`); throws vkpaged::Error when there is no Vulkan at all.
+struct DeviceList {
+  std::vector<DeviceInfo> devices;
+  uint32_t default_index = 0;
+};
+VKPAGED_API DeviceList list_devices();
+
+struct ContextOptions {
+  // "" = the VKPAGED_DEVICE environment variable, else the default choice (discrete GPU, then
+  // integrated, then virtual, then CPU). Otherwise an index ("1") or a name substring ("H200",
+  // "llvmpipe"). "cpu" is not a Vulkan device: the CLI maps it to the reference.
+  std::string device;
+  // Enable the Khronos validation layer (also when VKPAGED_VALIDATION=1). Messages are printed
+  // on stderr and counted: see Context::validation_message_count().
+  bool validation = false;
+};
+
+enum class MemoryKind {
+  device,       // device-local, not mapped
+  host_visible  // host-visible and coherent, persistently mapped (staging, swap pools)
+};
+
+// A buffer vkpaged allocated. Movable, destroyed with its memory.
+class VKPAGED_API DeviceBuffer {
+ public:
+  DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&&) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&&) noexcept;
+  ~DeviceBuffer();
+
+  VkBuffer handle() const noexcept;
+  size_t size() const noexcept;
+  void* mapped() const noexcept;  // null unless host_visible
+  BufferView view() const noexcept { return {handle(), 0, size()}; }
+  BufferView view(size_t offset, size_t bytes) const noexcept { return {handle(), offset, bytes}; }
+  TensorView tensor(DType dtype, Shape shape, size_t offset = 0) const;
+
+ private:
+  friend struct detail::ContextImpl;
+  friend class Context;
+  explicit DeviceBuffer(std::unique_ptr<detail::BufferImpl> impl);
+  std::unique_ptr<detail::BufferImpl> impl_;
+};
+
+class VKPAGED_API Context {
+ public:
+  explicit Context(const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const DeviceInfo& device_info() const noexcept;
+  VkInstance instance() const noexcept;
+  VkPhysicalDevice physical_device() const noexcept;
+  VkDevice device() const noexcept;
+  VkQueue queue() const noexcept;
+  uint32_t queue_family() const noexcept;
+
+  // Allocates a buffer usable as storage, transfer source and destination.
+  DeviceBuffer create_buffer(size_t bytes, MemoryKind kind = MemoryKind::device);
+  // Copies host bytes into a device range and back, through a staging buffer; waits.
+  void upload(const BufferView& dst, const void* src, size_t bytes);
+  void download(const BufferView& src, void* dst, size_t bytes);
+  // Records work with `record` into a fresh command buffer, submits it and waits.
+  void run_and_wait(const std::function<void(VkCommandBuffer)>& record);
+  // Same, with GPU timestamps before and after; returns the elapsed GPU time in nanoseconds.
+  double run_and_time(const std::function<void(VkCommandBuffer)>& record);
+
+  // Number of validation-layer messages seen since creation (0 unless validation is on).
+  uint32_t validation_message_count() const noexcept;
+
+  detail::ContextImpl& impl() const noexcept { return *impl_; }
+
+ private:
+  std::unique_ptr<detail::ContextImpl> impl_;
+};
+
+// A compute-to-compute and compute-to-transfer barrier over all memory: what the convenience
+// paths place between the operators they record; engines usually place narrower ones.
+VKPAGED_API void record_compute_barrier(const Context& context, VkCommandBuffer cmd);
+
+}  // namespace vkpaged

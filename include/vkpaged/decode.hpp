@@ -1,0 +1,139 @@
+#pragma once
+// Paged decode attention: one query token per sequence attends over its paged KV cache.
+// The math, layouts and bad-input answers are those of docs/contract.md.
+//
+//   DecodePlan plan = DecodePlan::create(ctx, shape, options);   // host only, once per shape
+//   record_decode(ctx, cmd, plan, views);                          // records, allocates nothing
+//
+// record_decode reads query, caches, block tables, context lengths, ALiBi slopes and sinks,
+// and writes output, LSE, scratch and status, all as storage buffers in the compute shader
+// stage (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, SHADER_READ / SHADER_WRITE). The caller places
+// the barriers that make its inputs visible before and its outputs visible after.
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "vkpaged/context.hpp"
+#include "vkpaged/export.hpp"
+#include "vkpaged/tensor.hpp"
+
+namespace vkpaged {
+
+enum class SplitMode {
+  automatic,    // pick from the batch, heads, lengths and the device's compute units
+  single_pass,  // one workgroup covers a whole context
+  split,        // the context is split into partitions merged by a reduce pass
+};
+
+// Per-call values. Everything here may change between calls of one plan except split and
+// partition_tokens, which shape the plan.
+struct DecodeOptions {
+  std::optional<float> scale;  // default 1/sqrt(head_size)
+  float softcap = 0.0f;        // > 0: logit = c * tanh(logit / c) (Gemma 2); 0 = off
+  uint32_t sliding_window = 0; // > 0: attend only the last W positions; 0 = off
+  float k_scale = 1.0f;        // fp8 caches: key = decode(byte) * k_scale
+  float v_scale = 1.0f;
+  SplitMode split = SplitMode::automatic;
+  uint32_t partition_tokens = 0;  // split: tokens per partition (multiple of 256); 0 = auto
+};
+
+// What shapes the work: validated by DecodePlan::create.
+struct DecodeShape {
+  uint32_t num_seqs = 0;
+  uint32_t num_heads = 0;
+  uint32_t num_kv_heads = 0;
+  uint32_t head_size = 0;
+  uint32_t block_size = 0;
+  uint32_t num_blocks = 0;          // N: blocks in the cache
+  uint32_t max_blocks_per_seq = 0;  // M: columns of the block table
+  // Upper bound on every context length, used to size the split; 0 means M * B.
+  uint32_t max_context_len = 0;
+  DType query_dtype = DType::f16;  // query and output: f32, f16, bf16
+  DType cache_dtype = DType::f16;  // f32, f16, bf16, fp8_e4m3, fp8_e5m2
+  bool alibi = false;              // ALiBi slopes [H] f32 will be given
+  bool sinks = false;              // sink logits [H] f32 will be given
+  bool lse = false;                // write log-sum-exp [S, H] f32
+};
+
+namespace detail {
+struct DecodePlanData;
+}
+
+class VKPAGED_API DecodePlan {
+ public:
+  // Validates the shape and options against the contract and the device, chooses the variant
+  // and the split, and creates (or finds) the pipelines. Throws vkpaged::Error.
+  static DecodePlan create(Context& context, const DecodeShape& shape, const DecodeOptions& options = {});
+
+  DecodePlan(const DecodePlan&);
+  DecodePlan& operator=(const DecodePlan&);
+  DecodePlan(DecodePlan&&) noexcept;
+  DecodePlan& operator=(DecodePlan&&) noexcept;
+  ~DecodePlan();
+
+  const DecodeShape& shape() const noexcept;
+  const DecodeOptions& options() const noexcept;
+  bool split() const noexcept;
+  uint32_t num_partitions() const noexcept;   // 1 when single pass
+  uint32_t partition_tokens() const noexcept; // 0 when single pass
+  size_t scratch_bytes() const noexcept;      // size of DecodeViews::scratch; 0 when single pass
+  std::string describe() const;               // "split 64 x 512 tokens, 4 heads/workgroup, ..."
+
+  const detail::DecodePlanData& data() const noexcept { return *data_; }
+
+ private:
+  explicit DecodePlan(std::unique_ptr<detail::DecodePlanData> data);
+  std::unique_ptr<detail::DecodePlanData> data_;
+};
+
+// The buffers of one call, in the contract's layouts (see docs/contract.md).
+struct DecodeViews {
+  TensorView query;          // [S, H, D] query_dtype
+  TensorView key_cache;      // [N, Hkv, D/x, B, x] cache_dtype
+  TensorView value_cache;    // [N, Hkv, D, B] cache_dtype
+  TensorView block_tables;   // [S, M] i32 or u32
+  TensorView context_lens;   // [S] i32 or u32
+  TensorView output;         // [S, H, D] query_dtype
+  TensorView alibi_slopes;   // [H] f32, when shape.alibi
+  TensorView sinks;          // [H] f32, when shape.sinks
+  TensorView lse;            // [S, H] f32, when shape.lse
+  BufferView scratch;        // plan.scratch_bytes() bytes, when the plan splits
+  // Optional [1] u32: the shaders OR in kStatus* bits when they meet a block id >= N or a
+  // context length > M * B in device memory (they skip or clamp it and go on safely).
+  BufferView status;
+};
+
+constexpr uint32_t kStatusBadBlockId = 1u;
+constexpr uint32_t kStatusBadContextLen = 2u;
+
+// Checks the views against the plan (dtypes, shapes, sizes, alignment) and records the work.
+VKPAGED_API void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan, const DecodeViews& views);
+
+// Host-side inputs for the convenience path, the CPU reference and the CLI.
+struct DecodeInputs {
+  HostTensor query;          // [S, H, D] f32, f16 or bf16
+  HostTensor key_cache;      // [N, Hkv, D/x, B, x]
+  HostTensor value_cache;    // [N, Hkv, D, B]
+  HostTensor block_tables;   // [S, M] i32 or u32 (i64 accepted: values must fit)
+  HostTensor context_lens;   // [S] i32 or u32 (i64 accepted)
+  HostTensor alibi_slopes;   // optional [H] f32
+  HostTensor sinks;          // optional [H] f32
+  DType cache_dtype = DType::f16;  // how the cache bytes are to be read (u8 arrays for fp8)
+};
+
+struct DecodeResult {
+  HostTensor output;  // [S, H, D] query dtype
+  HostTensor lse;     // [S, H] f32 (when asked for)
+};
+
+// Derives the shape from host inputs and validates it (same checks as DecodePlan::create, plus
+// block ids < N and lengths <= M * B, which the host can see here). Throws vkpaged::Error.
+VKPAGED_API DecodeShape decode_shape_of(const DecodeInputs& inputs, bool want_lse = false);
+
+// Convenience: uploads, plans, runs and waits, downloads. Throws vkpaged::Error.
+VKPAGED_API DecodeResult decode_attention(Context& context, const DecodeInputs& inputs, const DecodeOptions& options = {},
+                                          bool want_lse = false);
+
+}  // namespace vkpaged

@@ -1,0 +1,87 @@
+#pragma once
+// Views of memory the operators read and write. The library never needs to own an engine's
+// buffers: a BufferView names a range of a VkBuffer, a TensorView adds dtype and shape.
+// HostTensor is plain host memory with the same description (reference, tests, CLI).
+#include <vulkan/vulkan.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "vkpaged/dtype.hpp"
+#include "vkpaged/export.hpp"
+
+namespace vkpaged {
+
+constexpr int kMaxRank = 5;
+
+// Row-major (C order) shape of up to kMaxRank dimensions.
+class VKPAGED_API Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims);
+  explicit Shape(const std::vector<int64_t>& dims);
+
+  int rank() const noexcept { return rank_; }
+  int64_t operator[](int i) const noexcept { return dims_[size_t(i)]; }
+  int64_t numel() const noexcept;
+  std::vector<int64_t> dims() const { return {dims_.begin(), dims_.begin() + rank_}; }
+  bool operator==(const Shape& other) const noexcept;
+  std::string str() const;  // "[2, 8, 128]"
+
+ private:
+  std::array<int64_t, kMaxRank> dims_{};
+  int rank_ = 0;
+};
+
+// A byte range of a VkBuffer. size == VK_WHOLE_SIZE is not accepted: views carry real sizes so
+// that every operator can check that its inputs fit before recording.
+struct BufferView {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize offset = 0;
+  VkDeviceSize size = 0;
+  bool empty() const noexcept { return buffer == VK_NULL_HANDLE; }
+};
+
+struct TensorView {
+  BufferView memory;
+  DType dtype = DType::f32;
+  Shape shape;
+  bool empty() const noexcept { return memory.empty(); }
+  size_t bytes() const noexcept { return size_t(shape.numel()) * dtype_size(dtype); }
+};
+
+// Host memory with dtype and shape; the CPU reference and the CLI work on these.
+class VKPAGED_API HostTensor {
+ public:
+  HostTensor() = default;
+  HostTensor(DType dtype, Shape shape);  // zero-filled
+
+  DType dtype() const noexcept { return dtype_; }
+  const Shape& shape() const noexcept { return shape_; }
+  int64_t numel() const noexcept { return shape_.numel(); }
+  size_t bytes() const noexcept { return data_.size(); }
+  void* data() noexcept { return data_.data(); }
+  const void* data() const noexcept { return data_.data(); }
+  bool empty() const noexcept { return data_.empty() && shape_.rank() == 0; }
+
+  template <typename T>
+  T* as() noexcept { return reinterpret_cast<T*>(data_.data()); }
+  template <typename T>
+  const T* as() const noexcept { return reinterpret_cast<const T*>(data_.data()); }
+
+  // Element i as a float (float dtypes) or as an integer converted to double (int dtypes).
+  double get(size_t i) const noexcept;
+  // Sets element i, rounding to the dtype as the contract says.
+  void set(size_t i, double value) noexcept;
+
+ private:
+  DType dtype_ = DType::f32;
+  Shape shape_;
+  std::vector<std::byte> data_;
+};
+
+}  // namespace vkpaged

@@ -1,0 +1,297 @@
+// Paged decode attention (docs/contract.md), one pass with an online softmax.
+//
+// A workgroup takes one sequence, HEADS query heads that share one kv head (so each key and
+// value is read once for the whole GQA group), and one partition of the context (all of it
+// when not split). It walks the context in tiles of WG tokens:
+//   key phase:   invocation i scores token tile+i against the group's queries, reading the
+//                token's keys as 16-byte chunks; neighbouring invocations read neighbouring
+//                chunks of a block ([D/x][B][x] layout), so the reads coalesce.
+//   softmax:     tile max per head (workgroup reduction), running max and rescale.
+//   value phase: invocation (row, lane) accumulates p * v for dims row, row+ROWS, ... over
+//                LANES_PER_ROW interleaved 16-byte chunks of each block's value rows.
+// Split mode writes unnormalised partial outputs with their max and sum to scratch for
+// decode_reduce.comp; single pass normalises and writes the output.
+#extension GL_GOOGLE_include_directive : require
+#if VKP_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+
+#include "common/shader_interface.h"
+#include "common/dtype.glsl"
+
+layout(local_size_x_id = DECODE_SC_WORKGROUP) in;
+layout(constant_id = DECODE_SC_HEAD_SIZE) const uint D = 128u;
+layout(constant_id = DECODE_SC_BLOCK_SIZE) const uint B = 16u;
+layout(constant_id = DECODE_SC_HEADS_PER_WORKGROUP) const uint GROUP = 4u;
+layout(constant_id = DECODE_SC_QUERY_DTYPE) const uint QUERY_DTYPE = DT_F16;
+layout(constant_id = DECODE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
+layout(constant_id = DECODE_SC_FEATURES) const uint FEATURES = 0u;
+layout(constant_id = DECODE_SC_LANES_PER_ROW) const uint LANES = 2u;
+
+const uint WG = gl_WorkGroupSize.x;
+const bool ALIBI = (FEATURES & DECODE_FEATURE_ALIBI) != 0u;
+const bool SOFTCAP = (FEATURES & DECODE_FEATURE_SOFTCAP) != 0u;
+const bool SINKS = (FEATURES & DECODE_FEATURE_SINKS) != 0u;
+const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
+const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
+const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
+
+const uint CACHE_BYTES = CACHE_DTYPE == DT_F32 ? 4u : (CACHE_DTYPE == DT_F16 || CACHE_DTYPE == DT_BF16 ? 2u : 1u);
+const uint X = 16u / CACHE_BYTES;           // key pack factor: elements per 16 bytes
+const uint KEY_CHUNKS = D / X;              // 16-byte key chunks per token
+const uint VEC = B < X ? B : X;             // tokens per value load
+const uint VEC_BYTES = VEC * CACHE_BYTES;   // 16, 8, 4, 2 or 1
+const uint ROW_LOADS = B / VEC;             // value loads per dim row of one block
+const uint TILE = WG;                       // tokens per tile: one per invocation in the key phase
+const uint TILE_BLOCKS = TILE / B;
+const uint ROWS = WG / LANES;               // dim rows processed at once in the value phase
+const uint DIMS_PER_INVOCATION = (D + ROWS - 1u) / ROWS;
+const uint LANE_LOADS = (TILE / VEC) / LANES;  // value loads per lane per dim row per tile
+const uint NO_BLOCK = 0xffffffffu;
+#define NEG_INF uintBitsToFloat(0xff800000u)
+
+layout(push_constant) uniform PushBlock { DecodePush pc; };
+
+layout(set = 0, binding = DECODE_BINDING_QUERY) readonly buffer Query { uint query_words[]; };
+layout(set = 0, binding = DECODE_BINDING_KEY_CACHE) readonly buffer KeyCache { uvec4 key16[]; };
+layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache16 { uvec4 value16[]; };
+layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache8 { uvec2 value8[]; };
+layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache4 { uint value4[]; };
+layout(set = 0, binding = DECODE_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
+layout(set = 0, binding = DECODE_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };
+layout(set = 0, binding = DECODE_BINDING_OUTPUT) writeonly buffer Output { uint output_words[]; };
+layout(set = 0, binding = DECODE_BINDING_ALIBI) readonly buffer Alibi { float alibi_slopes[]; };
+layout(set = 0, binding = DECODE_BINDING_SINKS) readonly buffer Sinks { float sinks[]; };
+layout(set = 0, binding = DECODE_BINDING_LSE) writeonly buffer Lse { float lse[]; };
+layout(set = 0, binding = DECODE_BINDING_SCRATCH) writeonly buffer Scratch { float scratch[]; };
+layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
+
+shared float s_query[GROUP * D];       // scaled queries; reused for the final output
+shared float s_prob[GROUP * TILE];     // exp(logit - running max) of the tile's tokens
+shared float s_reduce[GROUP * WG];
+shared uint s_block[TILE_BLOCKS];      // physical block of each block slot of the tile
+
+#include "common/reduce.glsl"
+
+float query_element(uint seq, uint head, uint d) {
+  const uint i = (seq * pc.num_heads + head) * D + d;
+  return VKP_LOAD_ELEMENT(query_words, pc.query_offset, i, QUERY_DTYPE);
+}
+
+// The VEC value elements of dim row `row` (= (block * Hkv + kv_head) * D + d), load `c`.
+void load_values(uint row, uint c, out float v[VEC]) {
+  const uint chunk = row * ROW_LOADS + c;  // in units of VEC_BYTES
+  if (VEC_BYTES == 16u) {
+    uvec4 w = value16[pc.value_offset / 4u + chunk];
+    for (uint i = 0u; i < VEC; ++i) v[i] = unpack_word(w[i / elements_per_word(CACHE_DTYPE)], CACHE_DTYPE)[i % elements_per_word(CACHE_DTYPE)];
+  } else if (VEC_BYTES == 8u) {
+    uvec2 w = value8[pc.value_offset / 2u + chunk];
+    for (uint i = 0u; i < VEC; ++i) v[i] = unpack_word(w[i / elements_per_word(CACHE_DTYPE)], CACHE_DTYPE)[i % elements_per_word(CACHE_DTYPE)];
+  } else {
+    // 4, 2 or 1 bytes: inside one word
+    const uint byte_offset = chunk * VEC_BYTES;
+    const uint w = value4[pc.value_offset + byte_offset / 4u];
+    const uint first = (byte_offset % 4u) / CACHE_BYTES;
+    vec4 e = unpack_word(w, CACHE_DTYPE);
+    for (uint i = 0u; i < VEC; ++i) v[i] = e[first + i];
+  }
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint seq = gl_WorkGroupID.y;
+  const uint part = gl_WorkGroupID.z;
+  const uint heads_per_kv = pc.num_heads / pc.num_kv_heads;
+  const uint groups_per_kv = (heads_per_kv + GROUP - 1u) / GROUP;
+  const uint kv_head = gl_WorkGroupID.x / groups_per_kv;
+  const uint first_in_kv = (gl_WorkGroupID.x % groups_per_kv) * GROUP;
+  const uint head0 = kv_head * heads_per_kv + first_in_kv;
+  const uint heads = min(GROUP, heads_per_kv - first_in_kv);
+
+  uint len = context_lens[pc.context_lens_offset + seq];
+  if (len > pc.context_cap) {
+    if (tid == 0u && gl_WorkGroupID.x == 0u && part == 0u) atomicOr(status[pc.status_offset], STATUS_BAD_CONTEXT_LEN);
+    len = pc.context_cap;
+  }
+  uint lo = 0u;
+  if (WINDOW && pc.sliding_window > 0u && len > pc.sliding_window) lo = len - pc.sliding_window;
+  uint hi = len;
+  if (SPLIT) {
+    lo = max(lo, part * pc.partition_tokens);
+    hi = min(hi, (part + 1u) * pc.partition_tokens);
+    if (lo >= hi) return;  // decode_reduce skips partitions outside [window start, len)
+  }
+
+  // Queries of the group, with scale, k_scale and the fp8 decode factor folded in.
+  const float qscale = pc.scale * pc.k_scale * fp8_scale_fix(CACHE_DTYPE);
+  for (uint i = tid; i < GROUP * D; i += WG) {
+    const uint g = i / D;
+    s_query[i] = g < heads ? query_element(seq, head0 + g, i % D) * qscale : 0.0;
+  }
+
+  float running_max[GROUP];
+  float thread_sum[GROUP];
+  float acc[DIMS_PER_INVOCATION * GROUP];
+  for (uint g = 0u; g < GROUP; ++g) { running_max[g] = NEG_INF; thread_sum[g] = 0.0; }
+  for (uint i = 0u; i < DIMS_PER_INVOCATION * GROUP; ++i) acc[i] = 0.0;
+
+  const uint lane = tid % LANES;
+  const uint row0 = tid / LANES;
+  const uint table = pc.block_tables_offset + seq * pc.max_blocks_per_seq;
+
+  for (uint tile = (lo / B) * B; tile < hi; tile += TILE) {
+    if (tid < TILE_BLOCKS) {
+      const uint slot = tile / B + tid;
+      uint block = NO_BLOCK;
+      if (slot * B < hi) {
+        block = block_tables[table + slot];
+        if (block >= pc.num_blocks) {
+          atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
+          block = NO_BLOCK;
+        }
+      }
+      s_block[tid] = block;
+    }
+    barrier();
+
+    // ---- key phase: one token per invocation ----
+    const uint t = tile + tid;
+    const uint block = s_block[tid / B];
+    const bool valid = t >= lo && t < hi && block != NO_BLOCK;
+    float logit[GROUP];
+    for (uint g = 0u; g < GROUP; ++g) logit[g] = NEG_INF;
+    if (valid) {
+      float dot_product[GROUP];
+      for (uint g = 0u; g < GROUP; ++g) dot_product[g] = 0.0;
+      const uint base = pc.key_offset / 4u + (block * pc.num_kv_heads + kv_head) * KEY_CHUNKS * B + tid % B;
+      for (uint c = 0u; c < KEY_CHUNKS; ++c) {
+        const uvec4 w = key16[base + c * B];
+        for (uint j = 0u; j < 4u; ++j) {
+          const vec4 k = unpack_word(w[j], CACHE_DTYPE);
+          const uint per_word = elements_per_word(CACHE_DTYPE);
+          for (uint e = 0u; e < per_word; ++e) {
+            const uint d = c * X + j * per_word + e;
+            for (uint g = 0u; g < GROUP; ++g) dot_product[g] += s_query[g * D + d] * k[e];
+          }
+        }
+      }
+      for (uint g = 0u; g < GROUP; ++g) {
+        float l = dot_product[g];
+        if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
+        if (ALIBI && g < heads) l += alibi_slopes[pc.alibi_offset + head0 + g] * (float(t) - float(len) + 1.0);
+        logit[g] = l;
+      }
+    }
+
+    // ---- online softmax over the tile ----
+    float tile_max[GROUP];
+    for (uint g = 0u; g < GROUP; ++g) tile_max[g] = logit[g];
+    workgroup_reduce(tile_max, true);
+    for (uint g = 0u; g < GROUP; ++g) {
+      const float new_max = max(running_max[g], tile_max[g]);
+      // Nothing valid yet: keep everything at zero (no exp(-inf - -inf)).
+      const float alpha = new_max == NEG_INF ? 1.0 : exp(running_max[g] - new_max);
+      const float p = valid && new_max != NEG_INF ? exp(logit[g] - new_max) : 0.0;
+      thread_sum[g] = thread_sum[g] * alpha + p;
+      s_prob[g * TILE + tid] = p;
+      for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) acc[j * GROUP + g] *= alpha;
+      running_max[g] = new_max;
+    }
+    barrier();
+
+    // ---- value phase ----
+    for (uint li = 0u; li < LANE_LOADS; ++li) {
+      const uint q = lane + LANES * li;  // load index along the tile's row
+      const uint slot = q / ROW_LOADS;
+      const uint c = q % ROW_LOADS;
+      const uint vblock = s_block[slot];
+      const uint tok0 = slot * B + c * VEC;  // tile-local first token of the load
+      if (vblock == NO_BLOCK || tile + tok0 + VEC <= lo || tile + tok0 >= hi) continue;
+      const bool partial = tile + tok0 < lo || tile + tok0 + VEC > hi;
+      for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) {
+        const uint d = row0 + ROWS * j;
+        if (d >= D) break;
+        float v[VEC];
+        load_values((vblock * pc.num_kv_heads + kv_head) * D + d, c, v);
+        if (partial)
+          for (uint i = 0u; i < VEC; ++i) {
+            const uint tt = tile + tok0 + i;
+            if (tt < lo || tt >= hi) v[i] = 0.0;  // the slot may hold garbage (even NaN)
+          }
+        for (uint g = 0u; g < GROUP; ++g) {
+          float sum = 0.0;
+          for (uint i = 0u; i < VEC; ++i) sum += s_prob[g * TILE + tok0 + i] * v[i];
+          acc[j * GROUP + g] += sum;
+        }
+      }
+    }
+    barrier();
+  }
+
+  // ---- finish: sums over the workgroup, accumulators over the lanes of each row ----
+  workgroup_reduce(thread_sum, false);
+  for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) {
+    for (uint g = 0u; g < GROUP; ++g) s_reduce[g * WG + tid] = acc[j * GROUP + g];
+    barrier();
+    const uint d = row0 + ROWS * j;
+    if (lane == 0u && d < D)
+      for (uint g = 0u; g < GROUP; ++g) {
+        float total = 0.0;
+        for (uint l = 0u; l < LANES; ++l) total += s_reduce[g * WG + tid + l];
+        s_query[g * D + d] = total;
+      }
+    barrier();
+  }
+
+  const float out_scale = pc.v_scale * fp8_scale_fix(CACHE_DTYPE);
+  if (SPLIT) {
+    // scratch: partial outputs [S][H][P][D], then (max, sum) pairs [S][H][P][2]
+    for (uint i = tid; i < heads * D; i += WG) {
+      const uint g = i / D;
+      const uint row = (seq * pc.num_heads + head0 + g) * pc.num_partitions + part;
+      scratch[pc.scratch_offset + row * D + i % D] = s_query[i] * out_scale;
+    }
+    if (tid < heads) {
+      const uint row = (seq * pc.num_heads + head0 + tid) * pc.num_partitions + part;
+      const uint ml = pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u;
+      for (uint g = 0u; g < GROUP; ++g)
+        if (g == tid) { scratch[ml] = running_max[g]; scratch[ml + 1u] = thread_sum[g]; }
+    }
+    return;
+  }
+
+  // Single pass: normalise (sinks join the denominator) and write.
+  float out_factor[GROUP];
+  for (uint g = 0u; g < GROUP; ++g) {
+    float m = running_max[g];
+    float den = thread_sum[g];
+    float w = 1.0;
+    if (SINKS && g < heads) {
+      const float z = sinks[pc.sinks_offset + head0 + g];
+      const float mz = max(m, z);
+      w = m == NEG_INF ? 0.0 : exp(m - mz);
+      den = den * w + exp(z - mz);
+      m = mz;
+    }
+    out_factor[g] = den > 0.0 ? w * out_scale / den : 0.0;
+    if (WRITE_LSE && g < heads && tid == 0u)
+      lse[pc.lse_offset + seq * pc.num_heads + head0 + g] = den > 0.0 ? m + log(den) : NEG_INF;
+  }
+  const uint per_word = QUERY_DTYPE == DT_F32 ? 1u : 2u;
+  for (uint i = tid; i < heads * D / per_word; i += WG) {
+    const uint e = i * per_word;
+    const uint g = e / D;
+    float f = 0.0;
+    for (uint gg = 0u; gg < GROUP; ++gg)
+      if (gg == g) f = out_factor[gg];
+    const uint word = pc.output_offset + ((seq * pc.num_heads + head0) * D + e) / per_word;
+    const float a = s_query[e] * f;
+    if (QUERY_DTYPE == DT_F32) {
+      output_words[word] = floatBitsToUint(a);
+    } else {
+      const float b = s_query[e + 1u] * f;
+      output_words[word] = QUERY_DTYPE == DT_F16 ? packHalf2x16(vec2(a, b)) : (f32_to_bf16_bits(a) | (f32_to_bf16_bits(b) << 16));
+    }
+  }
+}

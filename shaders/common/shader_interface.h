@@ -1,0 +1,108 @@
+// Shared by C++ and GLSL: push-constant blocks, specialization-constant ids and dtype codes.
+// Host and shader include the same definitions, so layout drift is a compile error.
+// Every push-constant block is plain 32-bit fields and stays within 128 bytes.
+#ifndef VKPAGED_SHADER_INTERFACE_H
+#define VKPAGED_SHADER_INTERFACE_H
+
+#ifdef __cplusplus
+#include <cstdint>
+namespace vkpaged::shader {
+using uint = uint32_t;
+#endif
+
+// Element types (values of vkpaged::DType).
+#define DT_F32 0u
+#define DT_F16 1u
+#define DT_BF16 2u
+#define DT_FP8_E4M3 3u
+#define DT_FP8_E5M2 4u
+
+// Bits of the status word the shaders OR into when device-side indices are out of range.
+#define STATUS_BAD_BLOCK_ID 1u
+#define STATUS_BAD_CONTEXT_LEN 2u
+#define STATUS_BAD_SLOT 4u
+
+// ---- decode (shaders/decode*.comp) ----
+// Specialization constant ids, in the order the host passes them.
+#define DECODE_SC_WORKGROUP 0
+#define DECODE_SC_HEAD_SIZE 1
+#define DECODE_SC_BLOCK_SIZE 2
+#define DECODE_SC_HEADS_PER_WORKGROUP 3
+#define DECODE_SC_QUERY_DTYPE 4
+#define DECODE_SC_CACHE_DTYPE 5
+#define DECODE_SC_FEATURES 6
+#define DECODE_SC_LANES_PER_ROW 7
+#define DECODE_SC_COUNT 8
+
+// DECODE_SC_FEATURES bits.
+#define DECODE_FEATURE_ALIBI 1u
+#define DECODE_FEATURE_SOFTCAP 2u
+#define DECODE_FEATURE_SINKS 4u
+#define DECODE_FEATURE_WINDOW 8u
+#define DECODE_FEATURE_LSE 16u
+#define DECODE_FEATURE_SPLIT 32u
+
+// Bindings of the decode shader.
+#define DECODE_BINDING_QUERY 0
+#define DECODE_BINDING_KEY_CACHE 1
+#define DECODE_BINDING_VALUE_CACHE 2
+#define DECODE_BINDING_BLOCK_TABLES 3
+#define DECODE_BINDING_CONTEXT_LENS 4
+#define DECODE_BINDING_OUTPUT 5
+#define DECODE_BINDING_ALIBI 6
+#define DECODE_BINDING_SINKS 7
+#define DECODE_BINDING_LSE 8
+#define DECODE_BINDING_SCRATCH 9
+#define DECODE_BINDING_STATUS 10
+#define DECODE_BINDING_COUNT 11
+
+// Offsets are in 4-byte words from the start of each bound range (the host binds each view
+// at an aligned offset and passes the rest here). Cache offsets are multiples of 4 words.
+struct DecodePush {
+  uint num_seqs;
+  uint num_heads;
+  uint num_kv_heads;
+  uint num_blocks;
+  uint max_blocks_per_seq;
+  uint partition_tokens;  // split: tokens per partition (multiple of the workgroup size)
+  uint num_partitions;    // split: partitions per sequence in the scratch layout
+  uint sliding_window;    // 0 = off
+  uint context_cap;       // lengths above this are clamped (and flagged): M * B, or P * partition_tokens when split
+  uint query_offset;
+  uint key_offset;
+  uint value_offset;
+  uint block_tables_offset;
+  uint context_lens_offset;
+  uint output_offset;
+  uint alibi_offset;
+  uint sinks_offset;
+  uint lse_offset;
+  uint scratch_offset;
+  uint status_offset;
+  float scale;    // softmax scale
+  float softcap;  // > 0: logit = softcap * tanh(logit / softcap)
+  float k_scale;
+  float v_scale;
+};
+
+// ---- decode_reduce (shaders/decode_reduce.comp): merges split partitions ----
+#define REDUCE_SC_WORKGROUP 0
+#define REDUCE_SC_HEAD_SIZE 1
+#define REDUCE_SC_QUERY_DTYPE 2
+#define REDUCE_SC_FEATURES 3
+#define REDUCE_SC_COUNT 4
+// Bindings: 0 scratch, 1 context lens, 2 output, 3 sinks, 4 lse, 5 status (reuse DecodePush).
+#define REDUCE_BINDING_SCRATCH 0
+#define REDUCE_BINDING_CONTEXT_LENS 1
+#define REDUCE_BINDING_OUTPUT 2
+#define REDUCE_BINDING_SINKS 3
+#define REDUCE_BINDING_LSE 4
+#define REDUCE_BINDING_COUNT 5
+
+#ifdef __cplusplus
+static_assert(sizeof(DecodePush) == 24 * 4, "DecodePush must be plain 32-bit fields");
+static_assert(sizeof(DecodePush) <= 128, "push constants must fit the 128-byte minimum");
+}  // namespace vkpaged::shader
+#endif
+
+#endif  // VKPAGED_SHADER_INTERFACE_H

@@ -1,0 +1,4 @@
+#version 450
+// Decode attention with subgroup arithmetic for the workgroup reductions.
+#define VKP_SUBGROUP 1
+#include "common/decode_kernel.glsl"

@@ -1,0 +1,378 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "vk/check.hpp"
+#include "vk/context_impl.hpp"
+#include "vk/physical_device.hpp"
+#include "vkpaged/context.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged {
+namespace detail {
+
+namespace {
+
+uint32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& mem, uint32_t type_bits, VkMemoryPropertyFlags want,
+                          VkMemoryPropertyFlags prefer) {
+  int fallback = -1;
+  for (uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
+    if (!(type_bits & (1u << i))) continue;
+    const auto flags = mem.memoryTypes[i].propertyFlags;
+    if ((flags & want) != want) continue;
+    if ((flags & prefer) == prefer) return i;
+    if (fallback < 0) fallback = int(i);
+  }
+  if (fallback < 0) throw Error(ErrorCode::out_of_memory, "no Vulkan memory type fits the buffer");
+  return uint32_t(fallback);
+}
+
+}  // namespace
+
+ContextImpl::ContextImpl(const ContextOptions& options) {
+  instance = std::make_unique<vk::Instance>(options.validation || vk::env_flag("VKPAGED_VALIDATION"));
+  d = instance->dispatch();
+  auto physical = vk::enumerate_physical_devices(d, instance->get());
+  std::vector<DeviceInfo> infos;
+  for (uint32_t i = 0; i < physical.size(); ++i) infos.push_back(vk::query_device_info(d, physical[i], i));
+  const uint32_t chosen = vk::resolve_device_choice(options.device, infos);
+  physical_device = physical[chosen];
+  info = infos[chosen];
+  if (info.api_version < VK_API_VERSION_1_2)
+    throw Error(ErrorCode::unsupported, fmt::format("device {} supports only Vulkan {}.{}; vkpaged needs 1.2", info.name,
+                                                    VK_API_VERSION_MAJOR(info.api_version), VK_API_VERSION_MINOR(info.api_version)));
+  if (!info.push_descriptor)
+    throw Error(ErrorCode::unsupported, fmt::format("device {} lacks VK_KHR_push_descriptor, which vkpaged needs", info.name));
+  d.vkGetPhysicalDeviceMemoryProperties(physical_device, &memory_properties);
+
+  uint32_t family_count = 0;
+  d.vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &family_count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(family_count);
+  d.vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &family_count, families.data());
+  // Prefer a queue family with compute and timestamps (the universal queue on most GPUs).
+  int family = -1;
+  for (uint32_t i = 0; i < family_count && family < 0; ++i)
+    if ((families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && families[i].timestampValidBits > 0) family = int(i);
+  for (uint32_t i = 0; i < family_count && family < 0; ++i)
+    if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family = int(i);
+  if (family < 0) throw Error(ErrorCode::unsupported, fmt::format("device {} has no compute queue", info.name));
+  queue_family = uint32_t(family);
+  info.timestamp_valid_bits = families[queue_family].timestampValidBits;
+  info.timestamps = info.timestamps || info.timestamp_valid_bits > 0;
+
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo qinfo{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qinfo.queueFamilyIndex = queue_family;
+  qinfo.queueCount = 1;
+  qinfo.pQueuePriorities = &priority;
+
+  // Only what the shaders may use; every shader works on 32-bit words, so none is required.
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  f12.shaderFloat16 = info.shader_float16;
+  f12.storageBuffer8BitAccess = info.storage_8bit;
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  f11.storageBuffer16BitAccess = info.storage_16bit;
+  f11.pNext = &f12;
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.features.shaderInt64 = info.shader_int64;
+  features.pNext = &f11;
+
+  std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  VkDeviceCreateInfo dinfo{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dinfo.pNext = &features;
+  dinfo.queueCreateInfoCount = 1;
+  dinfo.pQueueCreateInfos = &qinfo;
+  dinfo.enabledExtensionCount = uint32_t(extensions.size());
+  dinfo.ppEnabledExtensionNames = extensions.data();
+  vk::check(d.vkCreateDevice(physical_device, &dinfo, nullptr, &device), "vkCreateDevice");
+  d.load_device(device);
+  d.vkGetDeviceQueue(device, queue_family, 0, &queue);
+
+  VkPipelineCacheCreateInfo cinfo{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  VkPipelineCache cache = VK_NULL_HANDLE;
+  vk::check(d.vkCreatePipelineCache(device, &cinfo, nullptr, &cache), "vkCreatePipelineCache");
+  pipeline_cache = vk::UniquePipelineCache(&d, device, cache);
+
+  VkCommandPoolCreateInfo pinfo{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pinfo.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+  pinfo.queueFamilyIndex = queue_family;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  vk::check(d.vkCreateCommandPool(device, &pinfo, nullptr, &pool), "vkCreateCommandPool");
+  command_pool = vk::UniqueCommandPool(&d, device, pool);
+
+  dummy = create_buffer(256, MemoryKind::device);
+}
+
+ContextImpl::~ContextImpl() {
+  if (device != VK_NULL_HANDLE) d.vkDeviceWaitIdle(device);
+  dummy.reset();
+  pipelines.clear();
+  command_pool.reset();
+  pipeline_cache.reset();
+  if (device != VK_NULL_HANDLE) d.vkDestroyDevice(device, nullptr);
+}
+
+std::unique_ptr<BufferImpl> ContextImpl::create_buffer(size_t bytes, MemoryKind kind) {
+  if (bytes == 0) bytes = 4;  // Vulkan refuses empty buffers; a zero-sized tensor still gets a handle
+  auto b = std::make_unique<BufferImpl>();
+  VkBufferCreateInfo binfo{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  binfo.size = bytes;
+  binfo.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  binfo.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  vk::check(d.vkCreateBuffer(device, &binfo, nullptr, &buffer), "vkCreateBuffer");
+  b->buffer = vk::UniqueBuffer(&d, device, buffer);
+  VkMemoryRequirements req{};
+  d.vkGetBufferMemoryRequirements(device, buffer, &req);
+  VkMemoryAllocateInfo ainfo{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  ainfo.allocationSize = req.size;
+  ainfo.memoryTypeIndex =
+      kind == MemoryKind::device
+          ? find_memory_type(memory_properties, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0)
+          : find_memory_type(memory_properties, req.memoryTypeBits,
+                             VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                             VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkResult r = d.vkAllocateMemory(device, &ainfo, nullptr, &memory);
+  if (r != VK_SUCCESS)
+    throw Error(ErrorCode::out_of_memory,
+                fmt::format("allocating {} bytes of {} memory failed: {}", bytes,
+                            kind == MemoryKind::device ? "device" : "host-visible", vk::result_name(r)));
+  b->memory = vk::UniqueMemory(&d, device, memory);
+  vk::check(d.vkBindBufferMemory(device, buffer, memory, 0), "vkBindBufferMemory");
+  if (kind == MemoryKind::host_visible) vk::check(d.vkMapMemory(device, memory, 0, VK_WHOLE_SIZE, 0, &b->mapped), "vkMapMemory");
+  b->size = bytes;
+  return b;
+}
+
+const ComputePipeline& ContextImpl::pipeline(const vk::ShaderRegistration& shader, std::span<const uint32_t> spec,
+                                             uint32_t num_bindings, uint32_t push_bytes) {
+  std::string key = shader.name;
+  for (uint32_t v : spec) key += fmt::format(":{}", v);
+  std::lock_guard lock(pipeline_mutex);
+  auto it = pipelines.find(key);
+  if (it != pipelines.end()) return *it->second;
+
+  auto p = std::make_unique<ComputePipeline>();
+  p->num_bindings = num_bindings;
+  p->push_bytes = push_bytes;
+  std::vector<VkDescriptorSetLayoutBinding> bindings(num_bindings);
+  for (uint32_t i = 0; i < num_bindings; ++i)
+    bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo slinfo{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  slinfo.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
+  slinfo.bindingCount = num_bindings;
+  slinfo.pBindings = bindings.data();
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  vk::check(d.vkCreateDescriptorSetLayout(device, &slinfo, nullptr, &set_layout), "vkCreateDescriptorSetLayout");
+  p->set_layout = vk::UniqueDescriptorSetLayout(&d, device, set_layout);
+
+  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+  VkPipelineLayoutCreateInfo plinfo{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  plinfo.setLayoutCount = 1;
+  plinfo.pSetLayouts = &set_layout;
+  plinfo.pushConstantRangeCount = push_bytes ? 1 : 0;
+  plinfo.pPushConstantRanges = &range;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  vk::check(d.vkCreatePipelineLayout(device, &plinfo, nullptr, &layout), "vkCreatePipelineLayout");
+  p->layout = vk::UniquePipelineLayout(&d, device, layout);
+
+  VkShaderModuleCreateInfo minfo{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  minfo.codeSize = shader.words * 4;
+  minfo.pCode = shader.code;
+  VkShaderModule module = VK_NULL_HANDLE;
+  vk::check(d.vkCreateShaderModule(device, &minfo, nullptr, &module), "vkCreateShaderModule");
+  vk::UniqueShaderModule module_owner(&d, device, module);
+
+  std::vector<VkSpecializationMapEntry> entries(spec.size());
+  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4u, 4u};
+  VkSpecializationInfo sinfo{uint32_t(entries.size()), entries.data(), spec.size() * 4, spec.data()};
+  VkComputePipelineCreateInfo cinfo{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  cinfo.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  cinfo.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  cinfo.stage.module = module;
+  cinfo.stage.pName = "main";
+  cinfo.stage.pSpecializationInfo = spec.empty() ? nullptr : &sinfo;
+  cinfo.layout = layout;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  vk::check(d.vkCreateComputePipelines(device, pipeline_cache.get(), 1, &cinfo, nullptr, &pipeline),
+            "vkCreateComputePipelines");
+  p->pipeline = vk::UniquePipeline(&d, device, pipeline);
+  return *pipelines.emplace(key, std::move(p)).first->second;
+}
+
+BoundView ContextImpl::bind_view(const BufferView& view) const {
+  BoundView b;
+  if (view.empty()) {
+    b.info = {dummy->buffer.get(), 0, dummy->size};
+    return b;
+  }
+  const VkDeviceSize align = std::max<VkDeviceSize>(info.min_storage_buffer_offset_alignment, 4);
+  const VkDeviceSize base = view.offset / align * align;
+  b.info = {view.buffer, base, view.offset - base + std::max<VkDeviceSize>(view.size, 4)};
+  b.word_offset = uint32_t((view.offset - base) / 4);
+  return b;
+}
+
+void ContextImpl::dispatch(VkCommandBuffer cmd, const ComputePipeline& p, std::span<const BoundView> views,
+                           const void* push, uint32_t gx, uint32_t gy, uint32_t gz) const {
+  std::vector<VkWriteDescriptorSet> writes(views.size());
+  for (uint32_t i = 0; i < views.size(); ++i) {
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &views[i].info;
+  }
+  d.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline.get());
+  d.vkCmdPushDescriptorSetKHR(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout.get(), 0, uint32_t(writes.size()),
+                              writes.data());
+  if (p.push_bytes) d.vkCmdPushConstants(cmd, p.layout.get(), VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
+  d.vkCmdDispatch(cmd, gx, gy, gz);
+}
+
+void ContextImpl::submit_and_wait(const std::function<void(VkCommandBuffer)>& record, VkQueryPool timestamps) {
+  std::lock_guard lock(submit_mutex);
+  VkCommandBufferAllocateInfo ainfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ainfo.commandPool = command_pool.get();
+  ainfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ainfo.commandBufferCount = 1;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  vk::check(d.vkAllocateCommandBuffers(device, &ainfo, &cmd), "vkAllocateCommandBuffers");
+  struct FreeCmd {
+    ContextImpl* self;
+    VkCommandBuffer cmd;
+    ~FreeCmd() { self->d.vkFreeCommandBuffers(self->device, self->command_pool.get(), 1, &cmd); }
+  } free_cmd{this, cmd};
+
+  VkCommandBufferBeginInfo binfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  binfo.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vk::check(d.vkBeginCommandBuffer(cmd, &binfo), "vkBeginCommandBuffer");
+  if (timestamps) {
+    d.vkCmdResetQueryPool(cmd, timestamps, 0, 2);
+    d.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, timestamps, 0);
+  }
+  record(cmd);
+  if (timestamps) d.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, 1);
+  vk::check(d.vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+
+  VkFenceCreateInfo finfo{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VkFence fence = VK_NULL_HANDLE;
+  vk::check(d.vkCreateFence(device, &finfo, nullptr, &fence), "vkCreateFence");
+  vk::UniqueFence fence_owner(&d, device, fence);
+  VkSubmitInfo sinfo{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  sinfo.commandBufferCount = 1;
+  sinfo.pCommandBuffers = &cmd;
+  vk::check(d.vkQueueSubmit(queue, 1, &sinfo, fence), "vkQueueSubmit");
+  vk::check(d.vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+}
+
+}  // namespace detail
+
+// ---- DeviceBuffer ----
+
+DeviceBuffer::DeviceBuffer() = default;
+DeviceBuffer::DeviceBuffer(std::unique_ptr<detail::BufferImpl> impl) : impl_(std::move(impl)) {}
+DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept = default;
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept = default;
+DeviceBuffer::~DeviceBuffer() = default;
+VkBuffer DeviceBuffer::handle() const noexcept { return impl_ ? impl_->buffer.get() : VK_NULL_HANDLE; }
+size_t DeviceBuffer::size() const noexcept { return impl_ ? impl_->size : 0; }
+void* DeviceBuffer::mapped() const noexcept { return impl_ ? impl_->mapped : nullptr; }
+TensorView DeviceBuffer::tensor(DType dtype, Shape shape, size_t offset) const {
+  TensorView t;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.memory = {handle(), offset, size_t(shape.numel()) * dtype_size(dtype)};
+  return t;
+}
+
+// ---- Context ----
+
+Context::Context(const ContextOptions& options) : impl_(std::make_unique<detail::ContextImpl>(options)) {}
+Context::~Context() = default;
+const DeviceInfo& Context::device_info() const noexcept { return impl_->info; }
+VkInstance Context::instance() const noexcept { return impl_->instance->get(); }
+VkPhysicalDevice Context::physical_device() const noexcept { return impl_->physical_device; }
+VkDevice Context::device() const noexcept { return impl_->device; }
+VkQueue Context::queue() const noexcept { return impl_->queue; }
+uint32_t Context::queue_family() const noexcept { return impl_->queue_family; }
+uint32_t Context::validation_message_count() const noexcept { return impl_->instance->validation_message_count(); }
+
+DeviceBuffer Context::create_buffer(size_t bytes, MemoryKind kind) {
+  return DeviceBuffer(impl_->create_buffer(bytes, kind));
+}
+
+void Context::upload(const BufferView& dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (bytes > dst.size)
+    throw Error(ErrorCode::invalid_argument, fmt::format("upload: {} bytes do not fit a view of {} bytes", bytes, dst.size));
+  auto staging = impl_->create_buffer(bytes, MemoryKind::host_visible);
+  std::memcpy(staging->mapped, src, bytes);
+  run_and_wait([&](VkCommandBuffer cmd) {
+    VkBufferCopy region{0, dst.offset, bytes};
+    impl_->d.vkCmdCopyBuffer(cmd, staging->buffer.get(), dst.buffer, 1, &region);
+  });
+}
+
+void Context::download(const BufferView& src, void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  if (bytes > src.size)
+    throw Error(ErrorCode::invalid_argument, fmt::format("download: {} bytes exceed a view of {} bytes", bytes, src.size));
+  auto staging = impl_->create_buffer(bytes, MemoryKind::host_visible);
+  run_and_wait([&](VkCommandBuffer cmd) {
+    VkBufferCopy region{src.offset, 0, bytes};
+    impl_->d.vkCmdCopyBuffer(cmd, src.buffer, staging->buffer.get(), 1, &region);
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    impl_->d.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0,
+                                  nullptr, 0, nullptr);
+  });
+  std::memcpy(dst, staging->mapped, bytes);
+}
+
+void Context::run_and_wait(const std::function<void(VkCommandBuffer)>& record) { impl_->submit_and_wait(record); }
+
+double Context::run_and_time(const std::function<void(VkCommandBuffer)>& record) {
+  if (!impl_->info.timestamps)
+    throw Error(ErrorCode::unsupported, fmt::format("device {} has no compute timestamps", impl_->info.name));
+  VkQueryPoolCreateInfo qinfo{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  qinfo.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  qinfo.queryCount = 2;
+  VkQueryPool pool = VK_NULL_HANDLE;
+  vk::check(impl_->d.vkCreateQueryPool(impl_->device, &qinfo, nullptr, &pool), "vkCreateQueryPool");
+  vk::UniqueQueryPool owner(&impl_->d, impl_->device, pool);
+  impl_->submit_and_wait(record, pool);
+  uint64_t ticks[2] = {0, 0};
+  vk::check(impl_->d.vkGetQueryPoolResults(impl_->device, pool, 0, 2, sizeof(ticks), ticks, sizeof(uint64_t),
+                                           VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+            "vkGetQueryPoolResults");
+  const uint32_t bits = impl_->info.timestamp_valid_bits;
+  const uint64_t mask = bits >= 64 ? ~uint64_t(0) : ((uint64_t(1) << bits) - 1);
+  const uint64_t delta = ((ticks[1] & mask) - (ticks[0] & mask)) & mask;
+  return double(delta) * impl_->info.timestamp_period_ns;
+}
+
+DeviceList list_devices() {
+  vk::Instance instance(false);
+  const auto& d = instance.dispatch();
+  auto physical = vk::enumerate_physical_devices(d, instance.get());
+  DeviceList list;
+  for (uint32_t i = 0; i < physical.size(); ++i) list.devices.push_back(vk::query_device_info(d, physical[i], i));
+  if (!list.devices.empty()) list.default_index = vk::default_device_index(list.devices);
+  return list;
+}
+
+void record_compute_barrier(const Context& context, VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                          VK_ACCESS_TRANSFER_WRITE_BIT;
+  context.impl().d.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
+                                        &barrier, 0, nullptr, 0, nullptr);
+}
+
+}  // namespace vkpaged

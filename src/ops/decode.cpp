@@ -1,0 +1,246 @@
+// Host side of shaders/decode*.comp and shaders/decode_reduce.comp: planning (variant, split,
+// scratch), view checks, recording, and the run-and-wait convenience.
+#include "vkpaged/decode.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "embedded_shaders.hpp"
+#include "ops/decode_plan.hpp"
+#include "ops/decode_validation.hpp"
+#include "ops/view_checks.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged {
+
+using detail::DecodePlanData;
+namespace sh = vkpaged::shader;
+
+namespace {
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
+
+size_t shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b) {
+  return 4ull * (size_t(heads) * d + 2ull * heads * wg + wg / b);
+}
+
+// Tokens per tile = workgroup size; split partitions are multiples of it.
+void choose_variant(DecodePlanData& p, const DeviceInfo& dev) {
+  const auto& s = p.shape;
+  const uint32_t group = s.num_heads / s.num_kv_heads;
+  const uint32_t max_heads = s.head_size >= 256 ? 4 : 8;  // register budget of the accumulators
+  p.groups_per_kv_head = ceil_div(group, max_heads);
+  p.heads_per_workgroup = ceil_div(group, p.groups_per_kv_head);
+  p.workgroup = std::min<uint32_t>(256, dev.max_workgroup_invocations);
+  while (p.workgroup > 128 && shared_bytes(p.workgroup, p.heads_per_workgroup, s.head_size, s.block_size) > dev.max_shared_memory)
+    p.workgroup /= 2;
+  while (p.heads_per_workgroup > 1 &&
+         shared_bytes(p.workgroup, p.heads_per_workgroup, s.head_size, s.block_size) > dev.max_shared_memory) {
+    ++p.groups_per_kv_head;
+    p.heads_per_workgroup = ceil_div(group, p.groups_per_kv_head);
+  }
+  if (p.workgroup < s.block_size || shared_bytes(p.workgroup, p.heads_per_workgroup, s.head_size, s.block_size) > dev.max_shared_memory)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("head_size {} with block_size {} needs more shared memory or invocations than device {} has",
+                            s.head_size, s.block_size, dev.name));
+  // Value phase: lanes of a dim row; start at one lane per 16-byte load of a block row and
+  // widen while more rows than dims would leave invocations idle.
+  const uint32_t x = cache_pack_factor(s.cache_dtype);
+  const uint32_t vec = std::min(s.block_size, x);
+  const uint32_t row_loads = s.block_size / vec;
+  const uint32_t tile_loads = p.workgroup / vec;
+  p.lanes_per_row = row_loads;
+  while (p.workgroup / p.lanes_per_row > s.head_size && p.lanes_per_row * 2 <= tile_loads) p.lanes_per_row *= 2;
+  p.subgroup = dev.subgroup_arithmetic;
+}
+
+void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
+  const auto& s = p.shape;
+  const uint32_t max_len = s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
+  const uint32_t tile = p.workgroup;
+  const uint64_t workgroups = uint64_t(s.num_seqs) * s.num_kv_heads * p.groups_per_kv_head;
+  uint32_t tokens = p.options.partition_tokens;
+  if (p.options.split == SplitMode::single_pass || max_len == 0) {
+    p.split = false;
+  } else if (p.options.split == SplitMode::split) {
+    p.split = true;
+    if (tokens == 0) tokens = std::max<uint32_t>(256, ceil_div(ceil_div(max_len, 4), 256) * 256);
+  } else if (tokens != 0) {
+    p.split = tokens < max_len;
+  } else {
+    // Enough workgroups for about two waves over the compute units, partitions of at least
+    // 512 tokens so that the reduce stays cheap.
+    const uint64_t want = 2ull * std::max(1u, dev.compute_units);
+    const uint32_t parts = workgroups >= want ? 1 : std::min<uint32_t>(ceil_div(want, std::max<uint64_t>(workgroups, 1)), ceil_div(max_len, 512));
+    p.split = parts > 1;
+    if (p.split) tokens = ceil_div(ceil_div(max_len, parts), 256) * 256;
+  }
+  if (!p.split) {
+    p.num_partitions = 1;
+    p.partition_tokens = 0;
+    p.scratch_bytes = 0;
+    return;
+  }
+  (void)tile;  // 256 is a multiple of every workgroup size chosen above (128 or 256)
+  p.partition_tokens = tokens;
+  p.num_partitions = std::max(1u, ceil_div(max_len, tokens));
+  p.scratch_bytes = 4ull * s.num_seqs * s.num_heads * p.num_partitions * (s.head_size + 2);
+}
+
+uint32_t feature_bits(const DecodeShape& s, const DecodeOptions& o, bool split) {
+  uint32_t f = 0;
+  if (s.alibi) f |= DECODE_FEATURE_ALIBI;
+  if (o.softcap > 0.0f) f |= DECODE_FEATURE_SOFTCAP;
+  if (s.sinks) f |= DECODE_FEATURE_SINKS;
+  if (o.sliding_window > 0) f |= DECODE_FEATURE_WINDOW;
+  if (s.lse) f |= DECODE_FEATURE_LSE;
+  if (split) f |= DECODE_FEATURE_SPLIT;
+  return f;
+}
+
+}  // namespace
+
+// ---- DecodePlan ----
+
+DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const DecodeOptions& options) {
+  detail::validate_decode_shape(shape);
+  detail::validate_decode_options(options, shape);
+  auto& impl = context.impl();
+  auto p = std::make_unique<DecodePlanData>();
+  p->shape = shape;
+  p->options = options;
+  choose_variant(*p, impl.info);
+  choose_split(*p, impl.info);
+  p->features = feature_bits(shape, options, p->split);
+
+  std::array<uint32_t, DECODE_SC_COUNT> spec{};
+  spec[DECODE_SC_WORKGROUP] = p->workgroup;
+  spec[DECODE_SC_HEAD_SIZE] = shape.head_size;
+  spec[DECODE_SC_BLOCK_SIZE] = shape.block_size;
+  spec[DECODE_SC_HEADS_PER_WORKGROUP] = p->heads_per_workgroup;
+  spec[DECODE_SC_QUERY_DTYPE] = uint32_t(shape.query_dtype);
+  spec[DECODE_SC_CACHE_DTYPE] = uint32_t(shape.cache_dtype);
+  spec[DECODE_SC_FEATURES] = p->features;
+  spec[DECODE_SC_LANES_PER_ROW] = p->lanes_per_row;
+  const auto& shader = p->subgroup ? vk::shader_decode_subgroup() : vk::shader_decode();
+  p->decode = &impl.pipeline(shader, spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
+  if (p->split) {
+    std::array<uint32_t, REDUCE_SC_COUNT> rspec{};
+    rspec[REDUCE_SC_WORKGROUP] = 64;
+    rspec[REDUCE_SC_HEAD_SIZE] = shape.head_size;
+    rspec[REDUCE_SC_QUERY_DTYPE] = uint32_t(shape.query_dtype);
+    rspec[REDUCE_SC_FEATURES] = p->features;
+    p->reduce = &impl.pipeline(vk::shader_decode_reduce(), rspec, REDUCE_BINDING_COUNT, sizeof(sh::DecodePush));
+  }
+  return DecodePlan(std::move(p));
+}
+
+DecodePlan::DecodePlan(std::unique_ptr<DecodePlanData> data) : data_(std::move(data)) {}
+DecodePlan::DecodePlan(const DecodePlan& o) : data_(std::make_unique<DecodePlanData>(*o.data_)) {}
+DecodePlan& DecodePlan::operator=(const DecodePlan& o) {
+  data_ = std::make_unique<DecodePlanData>(*o.data_);
+  return *this;
+}
+DecodePlan::DecodePlan(DecodePlan&&) noexcept = default;
+DecodePlan& DecodePlan::operator=(DecodePlan&&) noexcept = default;
+DecodePlan::~DecodePlan() = default;
+const DecodeShape& DecodePlan::shape() const noexcept { return data_->shape; }
+const DecodeOptions& DecodePlan::options() const noexcept { return data_->options; }
+bool DecodePlan::split() const noexcept { return data_->split; }
+uint32_t DecodePlan::num_partitions() const noexcept { return data_->num_partitions; }
+uint32_t DecodePlan::partition_tokens() const noexcept { return data_->partition_tokens; }
+size_t DecodePlan::scratch_bytes() const noexcept { return data_->scratch_bytes; }
+
+std::string DecodePlan::describe() const {
+  const auto& p = *data_;
+  std::string path = p.split ? fmt::format("split {} x {} tokens", p.num_partitions, p.partition_tokens) : "one pass";
+  return fmt::format("{}, {} heads/workgroup, workgroup {}, {} lanes/row, {} reductions", path, p.heads_per_workgroup,
+                     p.workgroup, p.lanes_per_row, p.subgroup ? "subgroup" : "shared-memory");
+}
+
+// ---- recording ----
+
+void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan, const DecodeViews& v) {
+  const auto& p = plan.data();
+  const auto& s = p.shape;
+  auto& impl = context.impl();
+  using detail::check_view;
+  const int64_t S = s.num_seqs, H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_size, B = s.block_size;
+  const int64_t x = cache_pack_factor(s.cache_dtype);
+  const DType cache_elem = is_fp8_dtype(s.cache_dtype) ? DType::u8 : s.cache_dtype;
+  check_view(impl, "query", v.query, {s.query_dtype}, Shape{S, H, D}, 4);
+  check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype}, Shape{s.num_blocks, Hkv, D / x, B, x}, 16);
+  check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype}, Shape{s.num_blocks, Hkv, D, B}, 16);
+  check_view(impl, "block_tables", v.block_tables, {DType::i32, DType::u32}, Shape{S, int64_t(s.max_blocks_per_seq)}, 4);
+  check_view(impl, "context_lens", v.context_lens, {DType::i32, DType::u32}, Shape{S}, 4);
+  check_view(impl, "output", v.output, {s.query_dtype}, Shape{S, H, D}, 4);
+  if (s.alibi) check_view(impl, "alibi_slopes", v.alibi_slopes, {DType::f32}, Shape{H}, 4);
+  if (s.sinks) check_view(impl, "sinks", v.sinks, {DType::f32}, Shape{H}, 4);
+  if (s.lse) check_view(impl, "lse", v.lse, {DType::f32}, Shape{S, H}, 4);
+  if (p.split) detail::check_buffer(impl, "scratch", v.scratch, p.scratch_bytes, 4);
+  if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
+  if (s.num_seqs == 0) return;
+
+  const auto options = p.options;
+  const float scale = options.scale ? *options.scale : 1.0f / std::sqrt(float(s.head_size));
+  std::array<detail::BoundView, DECODE_BINDING_COUNT> bound;
+  bound[DECODE_BINDING_QUERY] = impl.bind_view(v.query.memory);
+  bound[DECODE_BINDING_KEY_CACHE] = impl.bind_view(v.key_cache.memory);
+  bound[DECODE_BINDING_VALUE_CACHE] = impl.bind_view(v.value_cache.memory);
+  bound[DECODE_BINDING_BLOCK_TABLES] = impl.bind_view(v.block_tables.memory);
+  bound[DECODE_BINDING_CONTEXT_LENS] = impl.bind_view(v.context_lens.memory);
+  bound[DECODE_BINDING_OUTPUT] = impl.bind_view(v.output.memory);
+  bound[DECODE_BINDING_ALIBI] = impl.bind_view(s.alibi ? v.alibi_slopes.memory : BufferView{});
+  bound[DECODE_BINDING_SINKS] = impl.bind_view(s.sinks ? v.sinks.memory : BufferView{});
+  bound[DECODE_BINDING_LSE] = impl.bind_view(s.lse ? v.lse.memory : BufferView{});
+  bound[DECODE_BINDING_SCRATCH] = impl.bind_view(p.split ? v.scratch : BufferView{});
+  bound[DECODE_BINDING_STATUS] = impl.bind_view(v.status);
+
+  sh::DecodePush push{};
+  push.num_seqs = s.num_seqs;
+  push.num_heads = s.num_heads;
+  push.num_kv_heads = s.num_kv_heads;
+  push.num_blocks = s.num_blocks;
+  push.max_blocks_per_seq = s.max_blocks_per_seq;
+  push.partition_tokens = p.partition_tokens;
+  push.num_partitions = p.num_partitions;
+  push.sliding_window = options.sliding_window;
+  const uint64_t cap = uint64_t(s.max_blocks_per_seq) * s.block_size;
+  push.context_cap = uint32_t(p.split ? std::min<uint64_t>(cap, uint64_t(p.num_partitions) * p.partition_tokens) : cap);
+  push.query_offset = bound[DECODE_BINDING_QUERY].word_offset;
+  push.key_offset = bound[DECODE_BINDING_KEY_CACHE].word_offset;
+  push.value_offset = bound[DECODE_BINDING_VALUE_CACHE].word_offset;
+  push.block_tables_offset = bound[DECODE_BINDING_BLOCK_TABLES].word_offset;
+  push.context_lens_offset = bound[DECODE_BINDING_CONTEXT_LENS].word_offset;
+  push.output_offset = bound[DECODE_BINDING_OUTPUT].word_offset;
+  push.alibi_offset = bound[DECODE_BINDING_ALIBI].word_offset;
+  push.sinks_offset = bound[DECODE_BINDING_SINKS].word_offset;
+  push.lse_offset = bound[DECODE_BINDING_LSE].word_offset;
+  push.scratch_offset = bound[DECODE_BINDING_SCRATCH].word_offset;
+  push.status_offset = bound[DECODE_BINDING_STATUS].word_offset;
+  push.scale = scale;
+  push.softcap = options.softcap;
+  push.k_scale = options.k_scale;
+  push.v_scale = options.v_scale;
+
+  const uint32_t groups_x = s.num_kv_heads * p.groups_per_kv_head;
+  impl.dispatch(cmd, *p.decode, bound, &push, groups_x, s.num_seqs, p.num_partitions);
+  if (!p.split) return;
+
+  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+  impl.d.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                              &barrier, 0, nullptr, 0, nullptr);
+  std::array<detail::BoundView, REDUCE_BINDING_COUNT> rbound;
+  rbound[REDUCE_BINDING_SCRATCH] = bound[DECODE_BINDING_SCRATCH];
+  rbound[REDUCE_BINDING_CONTEXT_LENS] = bound[DECODE_BINDING_CONTEXT_LENS];
+  rbound[REDUCE_BINDING_OUTPUT] = bound[DECODE_BINDING_OUTPUT];
+  rbound[REDUCE_BINDING_SINKS] = bound[DECODE_BINDING_SINKS];
+  rbound[REDUCE_BINDING_LSE] = bound[DECODE_BINDING_LSE];
+  impl.dispatch(cmd, *p.reduce, rbound, &push, s.num_heads, s.num_seqs, 1);
+}
+
+}  // namespace vkpaged

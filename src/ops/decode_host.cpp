@@ -1,0 +1,75 @@
+// decode_attention over host tensors: upload, plan, run, download. For the CLI, the demo and
+// tests; engines record with record_decode on their own buffers instead.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "ops/decode_validation.hpp"
+#include "vkpaged/decode.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged {
+
+namespace {
+
+// Index tensors go to the GPU as 32-bit words; i64 values were range-checked by decode_shape_of.
+HostTensor as_int32(const HostTensor& t, const char* name) {
+  if (t.dtype() == DType::i32 || t.dtype() == DType::u32) return t;
+  HostTensor out(DType::i32, t.shape());
+  const auto values = detail::host_index_values(t, name);
+  for (size_t i = 0; i < values.size(); ++i) out.as<int32_t>()[i] = int32_t(values[i]);
+  return out;
+}
+
+TensorView upload(Context& ctx, std::vector<DeviceBuffer>& keep, const HostTensor& t, DType dtype) {
+  keep.push_back(ctx.create_buffer(std::max<size_t>(t.bytes(), 16)));
+  ctx.upload(keep.back().view(), t.data(), t.bytes());
+  return keep.back().tensor(dtype, t.shape());
+}
+
+}  // namespace
+
+DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const DecodeOptions& options, bool want_lse) {
+  DecodeShape shape = decode_shape_of(in, want_lse);
+  DecodePlan plan = DecodePlan::create(ctx, shape, options);
+
+  std::vector<DeviceBuffer> keep;
+  const DType cache_elem = is_fp8_dtype(in.cache_dtype) ? DType::u8 : in.cache_dtype;
+  DecodeViews v;
+  v.query = upload(ctx, keep, in.query, in.query.dtype());
+  v.key_cache = upload(ctx, keep, in.key_cache, cache_elem);
+  v.value_cache = upload(ctx, keep, in.value_cache, cache_elem);
+  v.block_tables = upload(ctx, keep, as_int32(in.block_tables, "block_tables"), DType::i32);
+  v.context_lens = upload(ctx, keep, as_int32(in.context_lens, "context_lens"), DType::i32);
+  if (shape.alibi) v.alibi_slopes = upload(ctx, keep, in.alibi_slopes, DType::f32);
+  if (shape.sinks) v.sinks = upload(ctx, keep, in.sinks, DType::f32);
+
+  DecodeResult result;
+  result.output = HostTensor(in.query.dtype(), in.query.shape());
+  keep.push_back(ctx.create_buffer(std::max<size_t>(result.output.bytes(), 16)));
+  v.output = keep.back().tensor(in.query.dtype(), in.query.shape());
+  if (want_lse) {
+    result.lse = HostTensor(DType::f32, Shape{int64_t(shape.num_seqs), int64_t(shape.num_heads)});
+    keep.push_back(ctx.create_buffer(std::max<size_t>(result.lse.bytes(), 16)));
+    v.lse = keep.back().tensor(DType::f32, result.lse.shape());
+  }
+  if (plan.scratch_bytes()) {
+    keep.push_back(ctx.create_buffer(plan.scratch_bytes()));
+    v.scratch = keep.back().view();
+  }
+  keep.push_back(ctx.create_buffer(16));
+  v.status = keep.back().view(0, 4);
+  const uint32_t zero = 0;
+  ctx.upload(v.status, &zero, 4);
+
+  ctx.run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v); });
+  uint32_t status = 0;
+  ctx.download(v.status, &status, 4);
+  if (status != 0)
+    throw Error(ErrorCode::internal, fmt::format("decode: the shader reported status {:#x} on validated inputs", status));
+  ctx.download(v.output.memory, result.output.data(), result.output.bytes());
+  if (want_lse) ctx.download(v.lse.memory, result.lse.data(), result.lse.bytes());
+  return result;
+}
+
+}  // namespace vkpaged

@@ -1,0 +1,29 @@
+#pragma once
+// What DecodePlan::create decides: the shader variant and its specialization, the split.
+#include <array>
+#include <cstdint>
+
+#include "common/shader_interface.h"
+#include "vk/context_impl.hpp"
+#include "vkpaged/decode.hpp"
+
+namespace vkpaged::detail {
+
+struct DecodePlanData {
+  DecodeShape shape;
+  DecodeOptions options;
+  uint32_t workgroup = 256;
+  uint32_t heads_per_workgroup = 1;
+  uint32_t groups_per_kv_head = 1;
+  uint32_t lanes_per_row = 1;
+  uint32_t features = 0;
+  bool subgroup = false;
+  bool split = false;
+  uint32_t num_partitions = 1;
+  uint32_t partition_tokens = 0;
+  size_t scratch_bytes = 0;
+  const ComputePipeline* decode = nullptr;
+  const ComputePipeline* reduce = nullptr;  // when split
+};
+
+}  // namespace vkpaged::detail

@@ -1,0 +1,154 @@
+#include "ops/decode_validation.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::detail {
+
+namespace {
+
+[[noreturn]] void refuse(const std::string& message) { throw Error(ErrorCode::invalid_argument, message); }
+
+bool is_power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+void check_index_dtype(const HostTensor& t, const char* name) {
+  if (t.dtype() != DType::i32 && t.dtype() != DType::u32 && t.dtype() != DType::i64)
+    refuse(fmt::format("{}: dtype {} is not i32, u32 or i64", name, dtype_name(t.dtype())));
+}
+
+}  // namespace
+
+void validate_decode_shape(const DecodeShape& s) {
+  if (!is_float_dtype(s.query_dtype))
+    refuse(fmt::format("query: dtype {} is not f32, f16 or bf16", dtype_name(s.query_dtype)));
+  if (!is_float_dtype(s.cache_dtype) && !is_fp8_dtype(s.cache_dtype))
+    refuse(fmt::format("kv_dtype: {} is not a cache dtype (f32, f16, bf16, fp8_e4m3, fp8_e5m2)", dtype_name(s.cache_dtype)));
+  if (s.num_heads == 0) refuse("num_heads: must be at least 1, got 0");
+  if (s.num_kv_heads == 0) refuse("num_kv_heads: must be at least 1, got 0");
+  if (s.num_heads % s.num_kv_heads != 0)
+    refuse(fmt::format("num_heads: {} is not a multiple of num_kv_heads {}", s.num_heads, s.num_kv_heads));
+  const bool head_ok = (s.head_size >= 32 && s.head_size <= 256 && s.head_size % 8 == 0) || s.head_size == 512;
+  if (!head_ok)
+    refuse(fmt::format("head_size: {} is not supported (multiples of 8 from 32 to 256, and 512)", s.head_size));
+  const uint32_t x = cache_pack_factor(s.cache_dtype);
+  if (s.head_size % x != 0)
+    refuse(fmt::format("head_size: D = {} is not a multiple of x = {} for the {} cache", s.head_size, x,
+                       dtype_name(s.cache_dtype)));
+  if (!is_power_of_two(s.block_size) || s.block_size > 128)
+    refuse(fmt::format("block_size: {} is not a power of two from 1 to 128", s.block_size));
+  if (s.num_blocks == 0 && s.num_seqs > 0) refuse("num_blocks: the cache has no blocks (N = 0)");
+  const uint64_t cap = uint64_t(s.max_blocks_per_seq) * s.block_size;
+  if (cap > 0x7fffffffu)
+    refuse(fmt::format("max_blocks_per_seq: M * B = {} exceeds 2^31 - 1 positions", cap));
+  if (s.max_context_len > cap)
+    refuse(fmt::format("max_context_len: {} exceeds M * B = {}", s.max_context_len, cap));
+}
+
+void validate_decode_options(const DecodeOptions& o, const DecodeShape& s) {
+  if (o.scale && !std::isfinite(*o.scale)) refuse(fmt::format("scale: {} is not finite", *o.scale));
+  if (!std::isfinite(o.softcap) || o.softcap < 0.0f)
+    refuse(fmt::format("softcap: {} must be finite and >= 0 (0 = off)", o.softcap));
+  if (!std::isfinite(o.k_scale) || o.k_scale == 0.0f) refuse(fmt::format("k_scale: {} must be finite and non-zero", o.k_scale));
+  if (!std::isfinite(o.v_scale) || o.v_scale == 0.0f) refuse(fmt::format("v_scale: {} must be finite and non-zero", o.v_scale));
+  if (o.partition_tokens % 256 != 0)
+    refuse(fmt::format("partition_tokens: {} is not a multiple of 256", o.partition_tokens));
+  if (o.partition_tokens != 0 && o.split == SplitMode::single_pass)
+    refuse("partition_tokens: given with split = single_pass");
+  (void)s;
+}
+
+std::vector<int64_t> host_index_values(const HostTensor& t, const char* name) {
+  check_index_dtype(t, name);
+  std::vector<int64_t> values(size_t(t.numel()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    switch (t.dtype()) {
+      case DType::i32: values[i] = t.as<int32_t>()[i]; break;
+      case DType::u32: values[i] = t.as<uint32_t>()[i]; break;
+      default: values[i] = t.as<int64_t>()[i]; break;
+    }
+  }
+  return values;
+}
+
+}  // namespace vkpaged::detail
+
+namespace vkpaged {
+
+DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
+  using detail::refuse;
+  const auto& q = in.query.shape();
+  const auto& k = in.key_cache.shape();
+  const auto& v = in.value_cache.shape();
+  if (q.rank() != 3) refuse(fmt::format("query: shape {} is not [S, H, D]", q.str()));
+  if (k.rank() != 5) refuse(fmt::format("key_cache: shape {} is not [N, Hkv, D/x, B, x]", k.str()));
+  if (v.rank() != 4) refuse(fmt::format("value_cache: shape {} is not [N, Hkv, D, B]", v.str()));
+  if (in.block_tables.shape().rank() != 2)
+    refuse(fmt::format("block_tables: shape {} is not [S, M]", in.block_tables.shape().str()));
+  if (in.context_lens.shape().rank() != 1)
+    refuse(fmt::format("context_lens: shape {} is not [S]", in.context_lens.shape().str()));
+
+  const DType cache = in.cache_dtype;
+  const size_t cache_bytes = is_fp8_dtype(cache) ? 1 : dtype_size(cache);
+  const DType stored_k = in.key_cache.dtype(), stored_v = in.value_cache.dtype();
+  auto cache_dtype_ok = [&](DType stored) { return is_fp8_dtype(cache) ? (stored == DType::u8 || stored == cache) : stored == cache; };
+  if (!cache_dtype_ok(stored_k))
+    refuse(fmt::format("key_cache: dtype {} does not hold a {} cache", dtype_name(stored_k), dtype_name(cache)));
+  if (!cache_dtype_ok(stored_v))
+    refuse(fmt::format("value_cache: dtype {} does not hold a {} cache", dtype_name(stored_v), dtype_name(cache)));
+
+  DecodeShape s;
+  s.query_dtype = in.query.dtype();
+  s.cache_dtype = cache;
+  s.num_seqs = uint32_t(q[0]);
+  s.num_heads = uint32_t(q[1]);
+  s.head_size = uint32_t(q[2]);
+  s.num_blocks = uint32_t(k[0]);
+  s.num_kv_heads = uint32_t(k[1]);
+  s.block_size = uint32_t(k[3]);
+  s.max_blocks_per_seq = uint32_t(in.block_tables.shape()[1]);
+  s.alibi = !in.alibi_slopes.empty();
+  s.sinks = !in.sinks.empty();
+  s.lse = want_lse;
+  detail::validate_decode_shape(s);
+
+  const int64_t x = int64_t(16 / cache_bytes);
+  if (k[4] != x) refuse(fmt::format("key_cache: last dimension is {}, expected x = {} for the {} cache", k[4], x, dtype_name(cache)));
+  if (k[2] * k[4] != q[2])
+    refuse(fmt::format("key_cache: D/x * x = {} does not match the query's head size D = {}", k[2] * k[4], q[2]));
+  const Shape want_v{k[0], k[1], q[2], k[3]};
+  if (!(v == want_v)) refuse(fmt::format("value_cache: shape {} does not match {}", v.str(), want_v.str()));
+  if (in.block_tables.shape()[0] != q[0])
+    refuse(fmt::format("block_tables: {} rows, but the query has S = {} sequences", in.block_tables.shape()[0], q[0]));
+  if (in.context_lens.shape()[0] != q[0])
+    refuse(fmt::format("context_lens: {} entries, but the query has S = {} sequences", in.context_lens.shape()[0], q[0]));
+  for (const auto* opt : {&in.alibi_slopes, &in.sinks}) {
+    if (opt->empty()) continue;
+    const char* name = opt == &in.alibi_slopes ? "alibi_slopes" : "sinks";
+    if (opt->dtype() != DType::f32) refuse(fmt::format("{}: dtype {} is not f32", name, dtype_name(opt->dtype())));
+    if (opt->shape().rank() != 1 || opt->shape()[0] != q[1])
+      refuse(fmt::format("{}: shape {} is not [H] = [{}]", name, opt->shape().str(), q[1]));
+  }
+
+  const auto lens = detail::host_index_values(in.context_lens, "context_lens");
+  const auto tables = detail::host_index_values(in.block_tables, "block_tables");
+  const int64_t cap = int64_t(s.max_blocks_per_seq) * s.block_size;
+  int64_t max_len = 0;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    if (lens[i] < 0 || lens[i] > cap)
+      refuse(fmt::format("context_lens[{}]: {} is outside [0, M * B = {}]", i, lens[i], cap));
+    max_len = std::max(max_len, lens[i]);
+    const int64_t used = (lens[i] + s.block_size - 1) / s.block_size;
+    for (int64_t j = 0; j < used; ++j) {
+      const int64_t id = tables[i * s.max_blocks_per_seq + size_t(j)];
+      if (id < 0 || id >= int64_t(s.num_blocks))
+        refuse(fmt::format("block_tables[{}][{}]: block id {} is outside [0, N = {})", i, j, id, s.num_blocks));
+    }
+  }
+  s.max_context_len = uint32_t(max_len);
+  return s;
+}
+
+}  // namespace vkpaged

@@ -1,0 +1,15 @@
+#pragma once
+// The contract's argument checks for decode attention, shared by the GPU path, the CPU
+// reference and the C API: each failure throws vkpaged::Error naming the argument and value.
+#include "vkpaged/decode.hpp"
+
+namespace vkpaged::detail {
+
+// Shape-level checks (dtypes, divisibility, supported head and block sizes).
+void validate_decode_shape(const DecodeShape& shape);
+// Per-call values (scale, soft cap, fp8 scales, partition size).
+void validate_decode_options(const DecodeOptions& options, const DecodeShape& shape);
+// Block tables / context lengths as plain int32 values read from a host tensor of i32, u32 or i64.
+std::vector<int64_t> host_index_values(const HostTensor& t, const char* name);
+
+}  // namespace vkpaged::detail

@@ -1,0 +1,15 @@
+#pragma once
+// Checks of caller views before anything is recorded: dtype, shape, size, alignment and the
+// device's storage-buffer range. Failures throw vkpaged::Error naming the argument.
+#include <initializer_list>
+
+#include "vk/context_impl.hpp"
+#include "vkpaged/tensor.hpp"
+
+namespace vkpaged::detail {
+
+void check_buffer(const ContextImpl& impl, const char* name, const BufferView& view, size_t min_bytes, size_t alignment);
+void check_view(const ContextImpl& impl, const char* name, const TensorView& view, std::initializer_list<DType> dtypes,
+                const Shape& shape, size_t alignment);
+
+}  // namespace vkpaged::detail

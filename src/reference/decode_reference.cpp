@@ -1,0 +1,81 @@
+// CPU reference of decode attention, straight from docs/contract.md, in double precision.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ops/decode_validation.hpp"
+#include "vkpaged/reference.hpp"
+
+namespace vkpaged::reference {
+
+namespace {
+
+// Reads element i of a cache tensor as the contract says: decode(byte) * scale for fp8.
+double cache_element(const HostTensor& t, DType cache, size_t i, double fp8_scale) {
+  if (is_fp8_dtype(cache)) return double(load_element(t.data(), cache, i)) * fp8_scale;
+  return t.get(i);
+}
+
+}  // namespace
+
+DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& options, bool want_lse) {
+  const DecodeShape s = decode_shape_of(in, want_lse);
+  detail::validate_decode_options(options, s);
+  const size_t S = s.num_seqs, H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_size, B = s.block_size;
+  const size_t M = s.max_blocks_per_seq;
+  const size_t x = cache_pack_factor(s.cache_dtype);
+  const double scale = options.scale ? double(*options.scale) : 1.0 / std::sqrt(double(D));
+  const auto lens = detail::host_index_values(in.context_lens, "context_lens");
+  const auto tables = detail::host_index_values(in.block_tables, "block_tables");
+
+  DecodeResult r;
+  r.output = HostTensor(in.query.dtype(), in.query.shape());
+  if (want_lse) r.lse = HostTensor(DType::f32, Shape{int64_t(S), int64_t(H)});
+  std::vector<double> logits, out(D);
+
+  for (size_t seq = 0; seq < S; ++seq) {
+    const size_t len = size_t(lens[seq]);
+    const size_t t0 = options.sliding_window > 0 && len > options.sliding_window ? len - options.sliding_window : 0;
+    for (size_t h = 0; h < H; ++h) {
+      const size_t g = h / (H / Hkv);
+      logits.assign(len, 0.0);
+      double m = -std::numeric_limits<double>::infinity();
+      for (size_t t = t0; t < len; ++t) {
+        const size_t block = size_t(tables[seq * M + t / B]);
+        const size_t off = t % B;
+        double dot = 0.0;
+        for (size_t d = 0; d < D; ++d) {
+          const size_t ki = (((block * Hkv + g) * (D / x) + d / x) * B + off) * x + d % x;
+          dot += in.query.get((seq * H + h) * D + d) * cache_element(in.key_cache, s.cache_dtype, ki, options.k_scale);
+        }
+        double l = scale * dot;
+        if (options.softcap > 0.0f) l = options.softcap * std::tanh(l / options.softcap);
+        if (s.alibi) l += in.alibi_slopes.get(h) * (double(t) - double(len) + 1.0);
+        logits[t] = l;
+        m = std::max(m, l);
+      }
+      const bool sink = s.sinks;
+      const double z = sink ? in.sinks.get(h) : 0.0;
+      if (sink) m = std::max(m, z);
+      double den = sink ? std::exp(z - m) : 0.0;
+      std::fill(out.begin(), out.end(), 0.0);
+      for (size_t t = t0; t < len; ++t) {
+        const double p = std::exp(logits[t] - m);
+        den += p;
+        const size_t block = size_t(tables[seq * M + t / B]);
+        for (size_t d = 0; d < D; ++d) {
+          const size_t vi = ((block * Hkv + g) * D + d) * B + t % B;
+          out[d] += p * cache_element(in.value_cache, s.cache_dtype, vi, options.v_scale);
+        }
+      }
+      for (size_t d = 0; d < D; ++d) r.output.set((seq * H + h) * D + d, den > 0.0 ? out[d] / den : 0.0);
+      if (want_lse)
+        r.lse.set(seq * H + h, den > 0.0 ? m + std::log(den) : -std::numeric_limits<double>::infinity());
+    }
+  }
+  return r;
+}
+
+}  // namespace vkpaged::reference

@@ -1,0 +1,113 @@
+#include "vk/instance.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "vk/check.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::vk {
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
+namespace {
+
+bool has_layer(const char* name) {
+  uint32_t count = 0;
+  vkEnumerateInstanceLayerProperties(&count, nullptr);
+  std::vector<VkLayerProperties> layers(count);
+  vkEnumerateInstanceLayerProperties(&count, layers.data());
+  for (const auto& l : layers)
+    if (std::strcmp(l.layerName, name) == 0) return true;
+  return false;
+}
+
+bool has_instance_extension(const char* name) {
+  uint32_t count = 0;
+  vkEnumerateInstanceExtensionProperties(nullptr, &count, nullptr);
+  std::vector<VkExtensionProperties> exts(count);
+  vkEnumerateInstanceExtensionProperties(nullptr, &count, exts.data());
+  for (const auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+}  // namespace
+
+Instance::Instance(bool validation) {
+  uint32_t loader_version = VK_API_VERSION_1_0;
+  vkEnumerateInstanceVersion(&loader_version);
+  if (loader_version < VK_API_VERSION_1_2)
+    throw Error(ErrorCode::unsupported, "the Vulkan loader supports only Vulkan 1.0/1.1; vkpaged needs 1.2");
+
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "vkpaged";
+  app.pEngineName = "vkpaged";
+  app.apiVersion = VK_API_VERSION_1_2;
+
+  std::vector<const char*> layers;
+  std::vector<const char*> extensions;
+  if (validation) {
+    if (!has_layer(kValidationLayer))
+      throw Error(ErrorCode::unsupported,
+                  "validation was asked for but VK_LAYER_KHRONOS_validation is not installed (Debian: vulkan-validationlayers)");
+    layers.push_back(kValidationLayer);
+  }
+  const bool debug_utils = validation && has_instance_extension(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  if (debug_utils) extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  // Lets the loader list portability drivers (MoltenVK) too.
+  VkInstanceCreateFlags flags = 0;
+  if (has_instance_extension(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    extensions.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+
+  VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  info.flags = flags;
+  info.pApplicationInfo = &app;
+  info.enabledLayerCount = uint32_t(layers.size());
+  info.ppEnabledLayerNames = layers.data();
+  info.enabledExtensionCount = uint32_t(extensions.size());
+  info.ppEnabledExtensionNames = extensions.data();
+  check(vkCreateInstance(&info, nullptr, &instance_), "vkCreateInstance");
+  dispatch_.load_instance(vkGetInstanceProcAddr, instance_);
+
+  if (debug_utils && dispatch_.vkCreateDebugUtilsMessengerEXT) {
+    VkDebugUtilsMessengerCreateInfoEXT m{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+    m.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    m.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                    VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    m.pfnUserCallback = &Instance::on_message;
+    m.pUserData = this;
+    VkResult r = dispatch_.vkCreateDebugUtilsMessengerEXT(instance_, &m, nullptr, &messenger_);
+    if (r != VK_SUCCESS) {
+      dispatch_.vkDestroyInstance(instance_, nullptr);
+      throw_vk_error(r, "vkCreateDebugUtilsMessengerEXT");
+    }
+  }
+}
+
+Instance::~Instance() {
+  if (messenger_ != VK_NULL_HANDLE) dispatch_.vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
+  if (instance_ != VK_NULL_HANDLE) dispatch_.vkDestroyInstance(instance_, nullptr);
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL Instance::on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                    VkDebugUtilsMessageTypeFlagsEXT,
+                                                    const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+  auto* self = static_cast<Instance*>(user);
+  self->messages_.fetch_add(1);
+  std::fprintf(stderr, "vkpaged: validation %s: %s\n",
+               (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning",
+               data && data->pMessage ? data->pMessage : "(no message)");
+  return VK_FALSE;
+}
+
+}  // namespace vkpaged::vk

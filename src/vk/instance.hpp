@@ -1,0 +1,36 @@
+#pragma once
+// The VkInstance vkpaged creates (with the validation layer when asked), and its debug
+// messenger, which prints and counts validation messages.
+#include <vulkan/vulkan.h>
+
+#include <atomic>
+
+#include "vk/dispatch.hpp"
+
+namespace vkpaged::vk {
+
+class Instance {
+ public:
+  explicit Instance(bool validation);
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  VkInstance get() const noexcept { return instance_; }
+  const Dispatch& dispatch() const noexcept { return dispatch_; }
+  uint32_t validation_message_count() const noexcept { return messages_.load(); }
+
+ private:
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                   VkDebugUtilsMessageTypeFlagsEXT types,
+                                                   const VkDebugUtilsMessengerCallbackDataEXT* data, void* user);
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  Dispatch dispatch_;
+  std::atomic<uint32_t> messages_{0};
+};
+
+// True when the environment variable is set to something other than "" or "0".
+bool env_flag(const char* name);
+
+}  // namespace vkpaged::vk

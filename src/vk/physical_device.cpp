@@ -1,0 +1,163 @@
+#include "vk/physical_device.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "vk/check.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::vk {
+
+std::vector<VkPhysicalDevice> enumerate_physical_devices(const Dispatch& d, VkInstance instance) {
+  uint32_t count = 0;
+  check(d.vkEnumeratePhysicalDevices(instance, &count, nullptr), "vkEnumeratePhysicalDevices");
+  std::vector<VkPhysicalDevice> devices(count);
+  check(d.vkEnumeratePhysicalDevices(instance, &count, devices.data()), "vkEnumeratePhysicalDevices");
+  devices.resize(count);
+  return devices;
+}
+
+namespace {
+
+const char* type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+  }
+}
+
+int type_rank(const std::string& type) {
+  if (type == "discrete") return 0;
+  if (type == "integrated") return 1;
+  if (type == "virtual") return 2;
+  if (type == "cpu") return 3;
+  return 4;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_t index) {
+  uint32_t ext_count = 0;
+  d.vkEnumerateDeviceExtensionProperties(device, nullptr, &ext_count, nullptr);
+  std::vector<VkExtensionProperties> exts(ext_count);
+  d.vkEnumerateDeviceExtensionProperties(device, nullptr, &ext_count, exts.data());
+  auto has_ext = [&](const char* name) {
+    return std::any_of(exts.begin(), exts.end(), [&](const auto& e) { return std::strcmp(e.extensionName, name) == 0; });
+  };
+
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV nv_sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  VkPhysicalDeviceShaderCorePropertiesAMD amd_core{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props.pNext = &subgroup;
+  subgroup.pNext = &driver;
+  void** tail = &driver.pNext;
+  const bool has_nv_sm = has_ext(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  const bool has_amd_core = has_ext(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+  if (has_nv_sm) { *tail = &nv_sm; tail = &nv_sm.pNext; }
+  if (has_amd_core) { *tail = &amd_core; tail = &amd_core.pNext; }
+  d.vkGetPhysicalDeviceProperties2(device, &props);
+
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.pNext = &f11;
+  f11.pNext = &f12;
+  d.vkGetPhysicalDeviceFeatures2(device, &features);
+
+  VkPhysicalDeviceMemoryProperties mem{};
+  d.vkGetPhysicalDeviceMemoryProperties(device, &mem);
+
+  const auto& p = props.properties;
+  DeviceInfo info;
+  info.index = index;
+  info.name = p.deviceName;
+  info.type = type_name(p.deviceType);
+  info.driver = driver.driverName[0] ? fmt::format("{} {}", driver.driverName, driver.driverInfo) : "";
+  info.vendor_id = p.vendorID;
+  info.api_version = p.apiVersion;
+  info.subgroup_size = subgroup.subgroupSize;
+  info.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                             (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  info.storage_16bit = f11.storageBuffer16BitAccess;
+  info.storage_8bit = f12.storageBuffer8BitAccess;
+  info.shader_float16 = f12.shaderFloat16;
+  info.shader_int64 = features.features.shaderInt64;
+  info.buffer_device_address = f12.bufferDeviceAddress;
+  info.push_descriptor = has_ext(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+  info.timestamps = p.limits.timestampComputeAndGraphics;
+  info.max_storage_buffer_range = p.limits.maxStorageBufferRange;
+  info.max_shared_memory = p.limits.maxComputeSharedMemorySize;
+  info.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
+  info.max_push_constants = p.limits.maxPushConstantsSize;
+  info.min_storage_buffer_offset_alignment = uint32_t(p.limits.minStorageBufferOffsetAlignment);
+  info.timestamp_period_ns = double(p.limits.timestampPeriod);
+  if (has_nv_sm && nv_sm.shaderSMCount > 0) {
+    info.compute_units = nv_sm.shaderSMCount;
+    info.compute_units_reported = true;
+  } else if (has_amd_core && amd_core.computeUnitsPerShaderArray > 0) {
+    info.compute_units = amd_core.shaderEngineCount * amd_core.shaderArraysPerEngineCount * amd_core.computeUnitsPerShaderArray;
+    info.compute_units_reported = true;
+  } else if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    info.compute_units = std::max(1u, std::thread::hardware_concurrency());
+  } else {
+    info.compute_units = 32;  // a mid-size GPU; only sizes the split
+  }
+  for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
+    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) info.device_local_bytes += mem.memoryHeaps[i].size;
+
+  uint32_t family_count = 0;
+  d.vkGetPhysicalDeviceQueueFamilyProperties(device, &family_count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(family_count);
+  d.vkGetPhysicalDeviceQueueFamilyProperties(device, &family_count, families.data());
+  for (const auto& f : families)
+    if ((f.queueFlags & VK_QUEUE_COMPUTE_BIT) && f.timestampValidBits > 0) {
+      info.timestamp_valid_bits = f.timestampValidBits;
+      break;
+    }
+  return info;
+}
+
+uint32_t default_device_index(const std::vector<DeviceInfo>& devices) {
+  uint32_t best = 0;
+  for (uint32_t i = 1; i < devices.size(); ++i)
+    if (type_rank(devices[i].type) < type_rank(devices[best].type)) best = i;
+  return best;
+}
+
+uint32_t resolve_device_choice(const std::string& choice_in, const std::vector<DeviceInfo>& devices) {
+  if (devices.empty()) throw Error(ErrorCode::unsupported, "no Vulkan device found (install mesa-vulkan-drivers for lavapipe)");
+  std::string choice = choice_in;
+  if (choice.empty()) {
+    const char* env = std::getenv("VKPAGED_DEVICE");
+    if (env != nullptr) choice = env;
+  }
+  if (choice.empty()) return default_device_index(devices);
+  if (std::all_of(choice.begin(), choice.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    unsigned long idx = std::strtoul(choice.c_str(), nullptr, 10);
+    if (idx >= devices.size())
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("device: index {} is out of range ({} Vulkan devices)", choice, devices.size()));
+    return uint32_t(idx);
+  }
+  const std::string needle = lower(choice);
+  for (const auto& dev : devices)
+    if (lower(dev.name).find(needle) != std::string::npos) return dev.index;
+  throw Error(ErrorCode::invalid_argument, fmt::format("device: no Vulkan device name contains \"{}\"", choice));
+}
+
+}  // namespace vkpaged::vk

@@ -1,0 +1,314 @@
+// Decode attention on the device against the CPU reference: shapes, ragged lengths, dtypes,
+// features, both paths (one pass and split), and the refusals of the contract.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/decode_case.hpp"
+#include "support/test_context.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/reference.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+class DecodeTest : public GpuTest {
+ protected:
+  // Runs the case on the device and the reference; checks output (and LSE) within tolerance.
+  void check(const DecodeCase& c, DecodeOptions options, uint32_t seed = 1, bool lse = false) {
+    std::mt19937 rng(seed);
+    const DecodeInputs in = make_decode_inputs(c, rng);
+    const DecodeResult want = reference::decode_attention(in, options, lse);
+    const DecodeResult got = decode_attention(ctx(), in, options, lse);
+    const double tol = tolerance(c.query_dtype, c.cache_dtype);
+    EXPECT_LE(max_abs_diff(got.output, want.output), tol) << c.str();
+    if (lse) {
+      for (int64_t i = 0; i < want.lse.numel(); ++i) {
+        const double w = want.lse.get(size_t(i)), g = got.lse.get(size_t(i));
+        if (std::isinf(w)) EXPECT_TRUE(std::isinf(g) && g < 0) << c.str() << " lse " << i;
+        else EXPECT_NEAR(g, w, 1e-3 + tol) << c.str() << " lse " << i;
+      }
+    }
+  }
+};
+
+TEST_F(DecodeTest, RaggedLengthsAroundBlockEdges) {
+  for (uint32_t B : {8u, 16u, 32u}) {
+    DecodeCase c;
+    c.block_size = B;
+    c.lens = {0, 1, B - 1, B, B + 1, 2 * B + 3, 301};
+    for (DType t : {DType::f32, DType::f16}) {
+      c.query_dtype = c.cache_dtype = t;
+      check(c, default_options(c));
+    }
+  }
+}
+
+TEST_F(DecodeTest, HeadSizesAndGqaRatios) {
+  for (uint32_t D : {64u, 80u, 96u, 112u, 128u, 256u}) {
+    for (uint32_t ratio : {1u, 4u}) {
+      DecodeCase c;
+      c.head_size = D;
+      c.kv_heads = 2;
+      c.heads = 2 * ratio;
+      c.lens = {5, 40, 129};
+      check(c, default_options(c), D + ratio);
+    }
+  }
+}
+
+TEST_F(DecodeTest, EveryBlockSize) {
+  for (uint32_t B : {1u, 2u, 4u, 8u, 16u, 32u, 64u, 128u}) {
+    DecodeCase c;
+    c.block_size = B;
+    c.lens = {1, B + 1, 3 * B + 2};
+    for (DType t : {DType::f32, DType::f16}) {
+      c.query_dtype = c.cache_dtype = t;
+      check(c, default_options(c), B);
+    }
+  }
+}
+
+TEST_F(DecodeTest, OddHeadSizesAndLargeGroups) {
+  for (uint32_t D : {32u, 40u, 72u, 168u, 512u}) {
+    DecodeCase c;
+    c.head_size = D;
+    c.lens = {3, 70};
+    check(c, default_options(c), D);
+  }
+  DecodeCase mqa;  // 12 query heads on one kv head: more than one workgroup per kv head
+  mqa.heads = 12;
+  mqa.kv_heads = 1;
+  mqa.lens = {33, 200};
+  check(mqa, default_options(mqa));
+}
+
+TEST_F(DecodeTest, Bf16AndFp8Caches) {
+  DecodeCase c;
+  c.lens = {0, 1, 15, 16, 17, 250};
+  c.query_dtype = c.cache_dtype = DType::bf16;
+  check(c, default_options(c));
+  for (DType fp8 : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    c.query_dtype = DType::f16;
+    c.cache_dtype = fp8;
+    c.head_size = 128;  // a multiple of x = 16
+    check(c, default_options(c));
+    c.query_dtype = DType::f32;
+    check(c, default_options(c));
+  }
+}
+
+TEST_F(DecodeTest, FeaturesAloneAndCombined) {
+  DecodeCase c;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.lens = {0, 1, 16, 17, 100, 333};
+  for (int mask = 0; mask < 16; ++mask) {
+    c.alibi = mask & 1;
+    c.sinks = mask & 2;
+    DecodeOptions o = default_options(c);
+    if (mask & 4) o.softcap = 3.0f;
+    if (mask & 8) o.sliding_window = 37;
+    o.scale = 0.3f;
+    check(c, o, uint32_t(mask), /*lse=*/true);
+  }
+}
+
+TEST_F(DecodeTest, SlidingWindowEdges) {
+  DecodeCase c;
+  c.lens = {0, 1, 31, 32, 33, 64, 65, 600};
+  for (uint32_t w : {1u, 16u, 32u, 33u, 1000u}) {
+    DecodeOptions o = default_options(c);
+    o.sliding_window = w;
+    check(c, o, w);
+  }
+}
+
+TEST_F(DecodeTest, SplitMatchesSinglePass) {
+  DecodeCase c;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.lens = {0, 1, 255, 256, 257, 1500, 3000};
+  c.sinks = true;
+  c.alibi = true;
+  for (uint32_t window : {0u, 700u}) {
+    DecodeOptions single = default_options(c);
+    single.sliding_window = window;
+    single.split = SplitMode::single_pass;
+    DecodeOptions split = single;
+    split.split = SplitMode::split;
+    split.partition_tokens = 256;  // up to 12 partitions
+    std::mt19937 rng(7);
+    const DecodeInputs in = make_decode_inputs(c, rng);
+    const auto a = decode_attention(ctx(), in, single, true);
+    const auto b = decode_attention(ctx(), in, split, true);
+    const auto ref = reference::decode_attention(in, single, true);
+    const double tol = tolerance(c.query_dtype, c.cache_dtype);
+    EXPECT_LE(max_abs_diff(a.output, b.output), tol);
+    EXPECT_LE(max_abs_diff(b.output, ref.output), tol);
+    EXPECT_LE(max_abs_diff(b.lse, ref.lse), 1e-3);
+  }
+}
+
+TEST_F(DecodeTest, PlanChoosesSplitForFewLongSequences) {
+  DecodeShape s;
+  s.num_seqs = 1;
+  s.num_heads = 32;
+  s.num_kv_heads = 8;
+  s.head_size = 128;
+  s.block_size = 16;
+  s.num_blocks = 2048;
+  s.max_blocks_per_seq = 2048;
+  s.max_context_len = 32768;
+  const auto plan = DecodePlan::create(ctx(), s);
+  const uint32_t cus = ctx().device_info().compute_units;
+  // 8 workgroups cannot fill the device unless it has at most 4 compute units.
+  EXPECT_EQ(plan.split(), cus > 4) << plan.describe();
+  DecodeOptions forced;
+  forced.split = SplitMode::single_pass;
+  EXPECT_FALSE(DecodePlan::create(ctx(), s, forced).split());
+  forced.split = SplitMode::split;
+  forced.partition_tokens = 1024;
+  const auto split = DecodePlan::create(ctx(), s, forced);
+  EXPECT_TRUE(split.split());
+  EXPECT_EQ(split.num_partitions(), 32u);
+  EXPECT_EQ(split.scratch_bytes(), 4u * 32 * 32 * (128 + 2));
+}
+
+// ---- refusals: every message names the argument and the value ----
+
+void expect_refused(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "not refused; expected a message containing: " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
+  }
+}
+
+TEST_F(DecodeTest, RefusesBadShapes) {
+  std::mt19937 rng(3);
+  DecodeCase c;
+  DecodeInputs good = make_decode_inputs(c, rng);
+
+  DecodeCase odd = c;
+  odd.heads = 3;  // not a multiple of 2 kv heads
+  DecodeInputs in = make_decode_inputs(odd, rng);
+  expect_refused([&] { decode_attention(ctx(), in); }, "num_heads: 3 is not a multiple of num_kv_heads 2");
+
+  DecodeCase fp8 = c;
+  fp8.head_size = 72;  // not a multiple of x = 16
+  fp8.cache_dtype = DType::fp8_e4m3;
+  expect_refused([&] { make_decode_inputs(fp8, rng); decode_attention(ctx(), make_decode_inputs(fp8, rng)); },
+                 "D = 72 is not a multiple of x = 16");
+
+  in = good;
+  in.block_tables.as<int32_t>()[0] = 1000;
+  expect_refused([&] { decode_attention(ctx(), in); }, "block id 1000");
+  in = good;
+  in.context_lens.as<int32_t>()[1] = 100000;
+  expect_refused([&] { decode_attention(ctx(), in); }, "context_lens[1]: 100000");
+  in = good;
+  in.context_lens.as<int32_t>()[0] = -1;
+  expect_refused([&] { decode_attention(ctx(), in); }, "context_lens[0]: -1");
+  in = good;
+  in.query = HostTensor(DType::f16, Shape{2, 4, 32});
+  expect_refused([&] { decode_attention(ctx(), in); }, "does not match the query's head size D = 32");
+  in = good;
+  in.value_cache = HostTensor(DType::f16, Shape{1, 2, 64, 16});
+  expect_refused([&] { decode_attention(ctx(), in); }, "value_cache: shape [1, 2, 64, 16]");
+  in = good;
+  in.key_cache = HostTensor(DType::f32, in.key_cache.shape());
+  expect_refused([&] { decode_attention(ctx(), in); }, "key_cache: dtype f32");
+  in = good;
+  in.sinks = HostTensor(DType::f32, Shape{3});
+  expect_refused([&] { decode_attention(ctx(), in); }, "sinks: shape [3]");
+
+  DecodeShape s = decode_shape_of(good);
+  s.head_size = 60;
+  expect_refused([&] { DecodePlan::create(ctx(), s); }, "head_size: 60 is not supported");
+  s = decode_shape_of(good);
+  s.block_size = 24;
+  expect_refused([&] { DecodePlan::create(ctx(), s); }, "block_size: 24");
+  s = decode_shape_of(good);
+  DecodeOptions o;
+  o.softcap = -1.0f;
+  expect_refused([&] { DecodePlan::create(ctx(), s, o); }, "softcap: -1");
+  o = {};
+  o.partition_tokens = 100;
+  expect_refused([&] { DecodePlan::create(ctx(), s, o); }, "partition_tokens: 100");
+}
+
+TEST_F(DecodeTest, RefusesViewsThatDoNotFit) {
+  DecodeCase c;
+  std::mt19937 rng(4);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  const DecodeShape s = decode_shape_of(in);
+  const auto plan = DecodePlan::create(ctx(), s);
+  auto small = ctx().create_buffer(64);
+  auto big = ctx().create_buffer(1 << 20);
+  DecodeViews v;
+  v.query = big.tensor(DType::f16, in.query.shape());
+  v.key_cache = big.tensor(DType::f16, in.key_cache.shape());
+  v.value_cache = big.tensor(DType::f16, in.value_cache.shape());
+  v.block_tables = big.tensor(DType::i32, in.block_tables.shape());
+  v.context_lens = big.tensor(DType::i32, in.context_lens.shape());
+  v.output = small.tensor(DType::f16, in.query.shape());
+  v.output.memory.size = 64;
+  expect_refused([&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, v); }); },
+                 "output: buffer view of 64 bytes is too small");
+  v.output = big.tensor(DType::f16, in.query.shape());
+  v.key_cache.memory.offset = 8;
+  expect_refused([&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, v); }); },
+                 "key_cache: offset 8 is not a multiple of 16");
+  v.key_cache = big.tensor(DType::f32, in.key_cache.shape());
+  expect_refused([&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, v); }); },
+                 "key_cache: dtype f32 is not f16");
+}
+
+// Block ids and lengths that only the device sees: skipped or clamped, flagged, nothing else read.
+TEST_F(DecodeTest, DeviceSideBadIndicesAreFlaggedNotFollowed) {
+  DecodeCase c;
+  c.lens = {20, 40, 33};  // sequence 2 stays intact and must come out right
+  std::mt19937 rng(5);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  const DecodeShape s = decode_shape_of(in);
+  const auto plan = DecodePlan::create(ctx(), s);
+
+  auto upload = [&](const HostTensor& t) {
+    auto b = ctx().create_buffer(t.bytes());
+    ctx().upload(b.view(), t.data(), t.bytes());
+    return b;
+  };
+  HostTensor tables = in.block_tables;
+  tables.as<int32_t>()[0] = 0x7fffffff;  // block id far past N
+  HostTensor lens = in.context_lens;
+  lens.as<int32_t>()[1] = 1 << 30;  // length far past M * B
+  auto q = upload(in.query), k = upload(in.key_cache), vc = upload(in.value_cache), bt = upload(tables),
+       cl = upload(lens);
+  auto out = ctx().create_buffer(in.query.bytes());
+  auto status = ctx().create_buffer(16);
+  const uint32_t zero = 0;
+  ctx().upload(status.view(0, 4), &zero, 4);
+  DecodeViews v;
+  v.query = q.tensor(DType::f16, in.query.shape());
+  v.key_cache = k.tensor(DType::f16, in.key_cache.shape());
+  v.value_cache = vc.tensor(DType::f16, in.value_cache.shape());
+  v.block_tables = bt.tensor(DType::i32, tables.shape());
+  v.context_lens = cl.tensor(DType::i32, lens.shape());
+  v.output = out.tensor(DType::f16, in.query.shape());
+  v.status = status.view(0, 4);
+  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, v); });
+  uint32_t flags = 0;
+  ctx().download(status.view(0, 4), &flags, 4);
+  EXPECT_EQ(flags, kStatusBadBlockId | kStatusBadContextLen);
+  HostTensor got(DType::f16, in.query.shape());
+  ctx().download(out.view(), got.data(), got.bytes());
+  const auto want = reference::decode_attention(in);
+  const int64_t row = int64_t(c.heads) * c.head_size;
+  for (int64_t i = 2 * row; i < 3 * row; ++i)
+    ASSERT_NEAR(got.get(size_t(i)), want.output.get(size_t(i)), tolerance(DType::f16, DType::f16)) << i;
+}
+
+}  // namespace
+}  // namespace vkpaged::test

@@ -1,0 +1,108 @@
+#include "support/decode_case.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace vkpaged::test {
+
+std::string DecodeCase::str() const {
+  return fmt::format("H={} Hkv={} D={} B={} q={} cache={} lens=[{}]{}{}", heads, kv_heads, head_size, block_size,
+                     dtype_name(query_dtype), dtype_name(cache_dtype), fmt::join(lens, ","), alibi ? " alibi" : "",
+                     sinks ? " sinks" : "");
+}
+
+DecodeOptions default_options(const DecodeCase& c) {
+  DecodeOptions o;
+  if (is_fp8_dtype(c.cache_dtype)) o.k_scale = o.v_scale = c.fp8_scale;
+  return o;
+}
+
+DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const int64_t S = int64_t(c.lens.size()), H = c.heads, Hkv = c.kv_heads, D = c.head_size, B = c.block_size;
+  const int64_t max_len = c.lens.empty() ? 0 : *std::max_element(c.lens.begin(), c.lens.end());
+  const int64_t M = (max_len + B - 1) / B + c.extra_columns;
+  int64_t used = 0;
+  for (uint32_t len : c.lens) used += (len + B - 1) / B;
+  const int64_t N = used + c.extra_blocks;
+  const bool fp8 = is_fp8_dtype(c.cache_dtype);
+  const DType stored = fp8 ? DType::u8 : c.cache_dtype;
+  const int64_t x = cache_pack_factor(c.cache_dtype);
+  const double fp8_inv = 1.0 / c.fp8_scale;
+
+  DecodeInputs in;
+  in.cache_dtype = c.cache_dtype;
+  in.query = HostTensor(c.query_dtype, Shape{S, H, D});
+  for (int64_t i = 0; i < in.query.numel(); ++i) in.query.set(size_t(i), uni(rng));
+  in.key_cache = HostTensor(stored, Shape{N, Hkv, D / x, B, x});
+  in.value_cache = HostTensor(stored, Shape{N, Hkv, D, B});
+  for (HostTensor* t : {&in.key_cache, &in.value_cache}) {
+    for (int64_t i = 0; i < t->numel(); ++i) {
+      if (fp8) {
+        const float v = float(uni(rng) * fp8_inv);
+        t->as<uint8_t>()[i] = c.cache_dtype == DType::fp8_e4m3 ? f32_to_fp8_e4m3(v) : f32_to_fp8_e5m2(v);
+      } else {
+        t->set(size_t(i), uni(rng));
+      }
+    }
+  }
+
+  // Physical blocks handed out in random order.
+  std::vector<int32_t> ids(static_cast<size_t>(N));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  in.block_tables = HostTensor(DType::i32, Shape{S, M});
+  in.context_lens = HostTensor(DType::i32, Shape{S});
+  size_t next = 0;
+  std::uniform_int_distribution<int32_t> any_block(0, int32_t(N - 1));
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t len = c.lens[size_t(s)];
+    in.context_lens.as<int32_t>()[s] = int32_t(len);
+    const int64_t blocks = (len + B - 1) / B;
+    for (int64_t j = 0; j < M; ++j) in.block_tables.as<int32_t>()[s * M + j] = j < blocks ? ids[next++] : any_block(rng);
+    // Slots past the length in the last block hold garbage that must not reach the output.
+    if (len % B != 0 && !fp8) {
+      const int64_t block = in.block_tables.as<int32_t>()[s * M + blocks - 1];
+      for (int64_t off = len % B; off < B; ++off)
+        for (int64_t g = 0; g < Hkv; ++g)
+          for (int64_t d = 0; d < D; ++d) {
+            const size_t ki = size_t((((block * Hkv + g) * (D / x) + d / x) * B + off) * x + d % x);
+            const size_t vi = size_t(((block * Hkv + g) * D + d) * B + off);
+            in.key_cache.set(ki, std::numeric_limits<double>::quiet_NaN());
+            in.value_cache.set(vi, std::numeric_limits<double>::quiet_NaN());
+          }
+    }
+  }
+  if (c.alibi) {
+    in.alibi_slopes = HostTensor(DType::f32, Shape{H});
+    for (int64_t h = 0; h < H; ++h) in.alibi_slopes.set(size_t(h), std::pow(2.0, -8.0 * double(h + 1) / double(H)));
+  }
+  if (c.sinks) {
+    in.sinks = HostTensor(DType::f32, Shape{H});
+    for (int64_t h = 0; h < H; ++h) in.sinks.set(size_t(h), 2.0 * uni(rng));
+  }
+  return in;
+}
+
+double tolerance(DType query, DType cache) {
+  if (cache == DType::bf16 || query == DType::bf16) return 2e-2;
+  if (cache == DType::f16 || query == DType::f16 || is_fp8_dtype(cache)) return 3e-3;
+  return 1e-4;
+}
+
+double max_abs_diff(const HostTensor& a, const HostTensor& b) {
+  if (!(a.shape() == b.shape())) return std::numeric_limits<double>::quiet_NaN();
+  double worst = 0.0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.get(size_t(i)), y = b.get(size_t(i));
+    if (!std::isfinite(x) || !std::isfinite(y)) return std::numeric_limits<double>::quiet_NaN();
+    worst = std::max(worst, std::fabs(x - y));
+  }
+  return worst;
+}
+
+}  // namespace vkpaged::test

@@ -1,0 +1,42 @@
+#pragma once
+// Random decode-attention inputs in the contract's layouts, and the comparison the tests use.
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "vkpaged/decode.hpp"
+
+namespace vkpaged::test {
+
+struct DecodeCase {
+  uint32_t heads = 4;
+  uint32_t kv_heads = 2;
+  uint32_t head_size = 64;
+  uint32_t block_size = 16;
+  std::vector<uint32_t> lens{1, 17};
+  DType query_dtype = DType::f16;
+  DType cache_dtype = DType::f16;  // the query's dtype for "auto"
+  bool alibi = false;
+  bool sinks = false;
+  uint32_t extra_blocks = 3;  // unused blocks in the cache, so tables do not cover it exactly
+  uint32_t extra_columns = 1; // block-table columns beyond the longest sequence
+  float fp8_scale = 0.05f;    // k_scale and v_scale of fp8 caches (values stored / scale)
+  std::string str() const;
+};
+
+// Inputs drawn from U(-1, 1), block tables shuffled over the whole cache, unused table entries
+// filled with valid-but-wrong ids, and cache slots past each length filled with garbage
+// (NaN bit patterns for float caches) that must never be read.
+DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng);
+
+// Options that fit the case: fp8 scales for fp8 caches.
+DecodeOptions default_options(const DecodeCase& c);
+
+// The contract's tolerance for a query/cache dtype pair.
+double tolerance(DType query, DType cache);
+
+// Largest |a - b| over two tensors of the same shape; NaN if either holds a NaN or Inf.
+double max_abs_diff(const HostTensor& a, const HostTensor& b);
+
+}  // namespace vkpaged::test

@@ -1,0 +1,28 @@
+#pragma once
+// One vkpaged::Context for the whole test binary, with the validation layer on (the ctest
+// environment sets VKPAGED_VALIDATION=1). Tests that use the GPU derive from GpuTest, which
+// fails the test when the validation layer printed anything while it ran.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "vkpaged/context.hpp"
+
+namespace vkpaged::test {
+
+Context& shared_context();
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override { messages_before_ = shared_context().validation_message_count(); }
+  void TearDown() override {
+    EXPECT_EQ(shared_context().validation_message_count(), messages_before_)
+        << "the Vulkan validation layer reported messages during this test (see stderr)";
+  }
+  Context& ctx() { return shared_context(); }
+
+ private:
+  uint32_t messages_before_ = 0;
+};
+
+}  // namespace vkpaged::test
