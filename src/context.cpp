@@ -39,6 +39,7 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   const uint32_t chosen = vk::resolve_device_choice(options.device, infos);
   physical_device = physical[chosen];
   info = infos[chosen];
+  if (options.disable_subgroup_arithmetic) info.subgroup_arithmetic = false;
   if (info.api_version < VK_API_VERSION_1_2)
     throw Error(ErrorCode::unsupported, fmt::format("device {} supports only Vulkan {}.{}; vkpaged needs 1.2", info.name,
                                                     VK_API_VERSION_MAJOR(info.api_version), VK_API_VERSION_MINOR(info.api_version)));
@@ -86,8 +87,42 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   dinfo.enabledExtensionCount = uint32_t(extensions.size());
   dinfo.ppEnabledExtensionNames = extensions.data();
   vk::check(d.vkCreateDevice(physical_device, &dinfo, nullptr, &device), "vkCreateDevice");
+  finish_setup(0);
+}
+
+ContextImpl::ContextImpl(const ExternalDevice& external) {
+  auto need = [](bool ok, const char* what) {
+    if (!ok) throw Error(ErrorCode::invalid_argument, fmt::format("external device: {} is null", what));
+  };
+  need(external.instance != VK_NULL_HANDLE, "instance");
+  need(external.physical_device != VK_NULL_HANDLE, "physical_device");
+  need(external.device != VK_NULL_HANDLE, "device");
+  instance = std::make_unique<vk::Instance>(external.instance, external.get_instance_proc_addr);
+  d = instance->dispatch();
+  physical_device = external.physical_device;
+  device = external.device;
+  owns_device = false;
+  info = vk::query_device_info(d, physical_device, 0);
+  if (!info.push_descriptor)
+    throw Error(ErrorCode::unsupported, fmt::format("device {} lacks VK_KHR_push_descriptor, which vkpaged needs", info.name));
+  d.vkGetPhysicalDeviceMemoryProperties(physical_device, &memory_properties);
+  uint32_t family_count = 0;
+  d.vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &family_count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(family_count);
+  d.vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &family_count, families.data());
+  if (external.queue_family >= family_count || !(families[external.queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT))
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("external device: queue_family {} is not a compute queue family of {} ({} families)",
+                            external.queue_family, info.name, family_count));
+  queue_family = external.queue_family;
+  info.timestamp_valid_bits = families[queue_family].timestampValidBits;
+  info.timestamps = info.timestamps && info.timestamp_valid_bits > 0;
+  finish_setup(external.queue_index);
+}
+
+void ContextImpl::finish_setup(uint32_t queue_index) {
   d.load_device(device);
-  d.vkGetDeviceQueue(device, queue_family, 0, &queue);
+  d.vkGetDeviceQueue(device, queue_family, queue_index, &queue);
 
   VkPipelineCacheCreateInfo cinfo{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   VkPipelineCache cache = VK_NULL_HANDLE;
@@ -105,12 +140,13 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
 }
 
 ContextImpl::~ContextImpl() {
-  if (device != VK_NULL_HANDLE) d.vkDeviceWaitIdle(device);
+  // An adopted device may be busy with the engine's own work: wait for vkpaged's queue only.
+  if (device != VK_NULL_HANDLE && queue != VK_NULL_HANDLE) d.vkQueueWaitIdle(queue);
   dummy.reset();
   pipelines.clear();
   command_pool.reset();
   pipeline_cache.reset();
-  if (device != VK_NULL_HANDLE) d.vkDestroyDevice(device, nullptr);
+  if (owns_device && device != VK_NULL_HANDLE) d.vkDestroyDevice(device, nullptr);
 }
 
 std::unique_ptr<BufferImpl> ContextImpl::create_buffer(size_t bytes, MemoryKind kind) {
@@ -291,6 +327,7 @@ TensorView DeviceBuffer::tensor(DType dtype, Shape shape, size_t offset) const {
 // ---- Context ----
 
 Context::Context(const ContextOptions& options) : impl_(std::make_unique<detail::ContextImpl>(options)) {}
+Context::Context(const ExternalDevice& external) : impl_(std::make_unique<detail::ContextImpl>(external)) {}
 Context::~Context() = default;
 const DeviceInfo& Context::device_info() const noexcept { return impl_->info; }
 VkInstance Context::instance() const noexcept { return impl_->instance->get(); }

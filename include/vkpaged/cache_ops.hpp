@@ -1,26 +1,49 @@
 #pragma once
 // Operations on the paged KV cache (docs/contract.md, "Cache operations"). Each records one
 // dispatch or one copy batch into the caller's command buffer, allocates nothing and never
-// waits; arguments are checked before anything is recorded (vkpaged::Error otherwise).
+// waits; arguments are checked before anything is recorded (vkpaged::Error otherwise, naming
+// the argument and its value). The caller places the barriers around them: each entry says
+// which stage it runs in.
 //
-// Cache views use the cache dtype itself (f32, f16, bf16, fp8_e4m3, fp8_e5m2) and the
-// contract's layouts: key [N, Hkv, D/x, B, x], value [N, Hkv, D, B].
+// Cache views carry the cache dtype itself (f32, f16, bf16, fp8_e4m3, fp8_e5m2; copy and
+// swap also take u8 for raw fp8 bytes) and the contract's layouts: key [N, Hkv, D/x, B, x],
+// value [N, Hkv, D, B], x = 16 / element bytes. Cache views must start 16-byte aligned.
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
 #include <span>
 
+#include "vkpaged/block_manager.hpp"  // BlockCopy: the (src, dst) pairs the block manager hands out
 #include "vkpaged/context.hpp"
+#include "vkpaged/decode.hpp"  // kStatusBadBlockId, kStatusBadContextLen
 #include "vkpaged/export.hpp"
 #include "vkpaged/tensor.hpp"
 
 namespace vkpaged {
 
+// fp8 caches: element = decode(byte) * scale. Finite and > 0; ignored by other cache dtypes.
+struct CacheScales {
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+};
+
+// Bit of the optional status word that reshape_and_cache ORs in; gather uses decode.hpp's
+// kStatusBadBlockId and kStatusBadContextLen.
+constexpr uint32_t kStatusBadSlot = 4u;
+
 // ---- reshape_and_cache: new tokens into their slots ----
-// Reads key/value [T, Hkv, D] (f32, f16 or bf16) and slot_mapping [T] i64 (or i32); writes the
-// caches (compute shader stage). Token i goes to block slot / B, offset slot % B; a negative
-// slot is padding and is skipped. fp8 caches store encode(value / scale), round to nearest
-// even, saturating. Slots >= N * B met on the device are skipped and flag kStatusBadSlot.
+// Reads key/value [T, Hkv, D] (f32, f16 or bf16, both the same) and slot_mapping [T] i64 (or
+// i32); writes key_cache and value_cache (any cache dtype, both the same). Token i goes to
+// block slot / B, offset slot % B; a negative slot is padding and is skipped. f32/f16/bf16
+// caches store the value rounded to nearest even; fp8 caches store
+// encode(value * (1 / scale)), rounded to nearest even and saturating at the format's max.
+// (The reciprocal is taken once on the host because GPU division is not correctly rounded;
+// the CPU reference does the same, so results are bit-exact.) Slots >= N * B met on the
+// device are skipped and set kStatusBadSlot in `status`. Two tokens with the same slot in one
+// call leave each element of it holding one of their two values (which one is not defined)
+// and never touch other slots.
+// Compute shader stage: reads key, value, slot_mapping; writes the caches; atomics on the
+// value cache and on status.
 struct ReshapeAndCacheViews {
   TensorView key;
   TensorView value;
@@ -29,38 +52,37 @@ struct ReshapeAndCacheViews {
   TensorView value_cache;
   BufferView status;  // optional [1] u32
 };
-struct CacheScales {
-  float k_scale = 1.0f;
-  float v_scale = 1.0f;
-};
-constexpr uint32_t kStatusBadSlot = 4u;
 VKPAGED_API void record_reshape_and_cache(Context& context, VkCommandBuffer cmd, const ReshapeAndCacheViews& views,
                                           const CacheScales& scales = {});
 
 // ---- copy_blocks / swap_blocks: whole blocks, keys and values ----
-struct BlockCopy {
-  uint32_t src = 0;
-  uint32_t dst = 0;
-};
-// One layer's pools. For swap_blocks, one side lives in host-visible memory.
+// One layer's pools.
 struct LayerCacheViews {
   TensorView key_cache;
   TensorView value_cache;
 };
-// Copies blocks within each layer (copy-on-write, forks). Transfer stage; one vkCmdCopyBuffer
-// per pool with a region per pair. src and dst < N; a dst may not appear twice.
+// Copies blocks within each layer (copy-on-write, forks): one vkCmdCopyBuffer per pool with a
+// region per pair. Refused: src or dst outside [0, N); a dst that appears twice; a block that
+// is both a source and a destination (the copies run in no defined order). A pair with
+// src == dst is a no-op. Transfer stage.
 VKPAGED_API void record_copy_blocks(Context& context, VkCommandBuffer cmd, std::span<const LayerCacheViews> layers,
                                     std::span<const BlockCopy> pairs);
-// Moves blocks between two caches of the same layout (device <-> host-visible, either way):
-// pairs index src's and dst's blocks respectively. Transfer stage.
+// Moves blocks between two caches of the same layout except N (typically device-local and
+// host-visible, either way): pairs index src's and dst's blocks respectively, src[l] goes to
+// dst[l]. One vkCmdCopyBuffer per pool. Refused: ids outside [0, N) of their side, a dst that
+// appears twice, src and dst views that overlap in one buffer. Transfer stage (add a
+// transfer -> host barrier before reading a host-visible destination on the host).
 VKPAGED_API void record_swap_blocks(Context& context, VkCommandBuffer cmd, std::span<const LayerCacheViews> src,
                                     std::span<const LayerCacheViews> dst, std::span<const BlockCopy> pairs);
 
 // ---- gather: paged to contiguous ----
-// For each sequence s, positions [0, seq_lens[s]) go to rows [starts[s], starts[s] + seq_lens[s])
-// of key_out/value_out [T, Hkv, D] (f32, f16 or bf16), dequantized (fp8 * scale).
-// block_tables [S, M] i32, seq_starts [S + 1] i32 (seq_starts[S] = T; lengths are the
-// differences). Compute shader stage.
+// Sequence s owns rows [seq_starts[s], seq_starts[s + 1]) of key_out/value_out [T, Hkv, D]
+// (f32, f16 or bf16): row seq_starts[s] + p holds its position p, read through
+// block_tables[s][p / B] and dequantized (fp8: decode(byte) * scale; others converted with
+// round to nearest even). block_tables [S, M] i32 or u32, seq_starts [S + 1] i32 or u32,
+// non-decreasing (vLLM's cu_seq_lens). Rows outside [seq_starts[0], seq_starts[S]) are left
+// as they are. On the device, a position >= M * B (kStatusBadContextLen) or a block id >= N
+// (kStatusBadBlockId) is flagged in `status` and its row left as it is. Compute shader stage.
 struct GatherViews {
   TensorView key_cache;
   TensorView value_cache;
@@ -74,9 +96,13 @@ VKPAGED_API void record_gather(Context& context, VkCommandBuffer cmd, const Gath
                                const CacheScales& scales = {});
 
 // ---- fp8 scale calibration ----
-// Writes max |x| over a tensor (f32, f16 or bf16) into amax_out (one f32; the caller zeroes it
-// first). scale = amax / dtype_max(fp8 format), see fp8_scale_from_amax.
+// Max |x| over a tensor (f32, f16 or bf16) into amax_out (one f32, 4-byte aligned), combined
+// with atomicMax with what amax_out holds: the caller zeroes it first. A NaN in x gives NaN.
+// A tensor of 16-bit elements with an odd count needs a view padded to a whole word.
+// Compute shader stage.
 VKPAGED_API void record_absmax(Context& context, VkCommandBuffer cmd, const TensorView& x, const BufferView& amax_out);
+// scale = max(amax, 1e-12) / dtype_max(fp8_format): the k_scale / v_scale that maps amax to
+// the format's max. Refused: a non-fp8 format, a negative, NaN or infinite amax.
 VKPAGED_API float fp8_scale_from_amax(float amax, DType fp8_format);
 
 }  // namespace vkpaged

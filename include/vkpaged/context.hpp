@@ -65,6 +65,24 @@ struct ContextOptions {
   // Enable the Khronos validation layer (also when VKPAGED_VALIDATION=1). Messages are printed
   // on stderr and counted: see Context::validation_message_count().
   bool validation = false;
+  // Use the shared-memory reductions even where the device has subgroup arithmetic (tests
+  // use this to run the fallback path on every device).
+  bool disable_subgroup_arithmetic = false;
+};
+
+// An engine's own Vulkan objects, for a Context that adopts them instead of creating its own.
+// The device must have been created with VK_KHR_push_descriptor enabled and a queue of
+// `queue_family` that supports compute. vkpaged never destroys adopted objects. Its
+// convenience paths (upload, download, run_and_wait) submit to `queue`; the engine must not
+// submit to that queue from another thread at the same time (Vulkan's queue rule).
+struct ExternalDevice {
+  VkInstance instance = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_device = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  uint32_t queue_family = 0;
+  uint32_t queue_index = 0;
+  // The engine's loader entry; null = the vkGetInstanceProcAddr vkpaged links against.
+  PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;
 };
 
 enum class MemoryKind {
@@ -97,6 +115,8 @@ class VKPAGED_API DeviceBuffer {
 class VKPAGED_API Context {
  public:
   explicit Context(const ContextOptions& options = {});
+  // Adopts an engine's instance, physical device, device and queue (see ExternalDevice).
+  explicit Context(const ExternalDevice& external);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

@@ -32,7 +32,8 @@ using uint = uint32_t;
 #define DECODE_SC_CACHE_DTYPE 5
 #define DECODE_SC_FEATURES 6
 #define DECODE_SC_LANES_PER_ROW 7
-#define DECODE_SC_COUNT 8
+#define DECODE_SC_KEYS_PER_INVOCATION 8
+#define DECODE_SC_COUNT 9
 
 // DECODE_SC_FEATURES bits.
 #define DECODE_FEATURE_ALIBI 1u
@@ -98,6 +99,106 @@ struct DecodePush {
 #define REDUCE_BINDING_SINKS 3
 #define REDUCE_BINDING_LSE 4
 #define REDUCE_BINDING_COUNT 5
+
+
+// ---- utilities (shaders/fill_random.comp, shaders/read_bandwidth.comp) ----
+struct FillRandomPush {
+  uint words;        // 32-bit words to write
+  uint word_offset;  // first word in the bound range
+  uint seed;
+  uint dtype;        // DT_*: what the words hold
+};
+struct ReadBandwidthPush {
+  uint vec4_count;  // 16-byte loads in the buffer
+  uint impossible;  // a value the XOR of the data never equals in practice
+};
+
+// ==== cache operations (shaders/reshape_and_cache.comp, gather.comp, absmax.comp) ====
+// Every one runs a 1-D grid of CACHE_OP_WORKGROUP invocations per workgroup, laid out over
+// (groups_x, groups_y) because large launches pass the 65535 limit of one grid dimension:
+// invocation id = (group.y * groups_x + group.x) * CACHE_OP_WORKGROUP + local id.
+#define CACHE_OP_WORKGROUP 64
+
+// reshape_and_cache: one invocation per (token, kv head, 16-byte key chunk of x elements).
+#define RESHAPE_SC_INPUT_DTYPE 0   // DT_F32, DT_F16 or DT_BF16 (key and value)
+#define RESHAPE_SC_CACHE_DTYPE 1   // any DT_*
+#define RESHAPE_SC_SLOT_I64 2      // 1: slot_mapping holds int64 (two words), 0: int32
+#define RESHAPE_SC_COUNT 3
+#define RESHAPE_BINDING_KEY 0
+#define RESHAPE_BINDING_VALUE 1
+#define RESHAPE_BINDING_SLOT_MAPPING 2
+#define RESHAPE_BINDING_KEY_CACHE 3
+#define RESHAPE_BINDING_VALUE_CACHE 4
+#define RESHAPE_BINDING_STATUS 5
+#define RESHAPE_BINDING_COUNT 6
+struct ReshapeAndCachePush {
+  uint num_tokens;
+  uint num_kv_heads;
+  uint head_size;
+  uint block_size;
+  uint num_slots;  // N * B: slots at or past it are skipped and flagged STATUS_BAD_SLOT
+  uint groups_x;
+  uint key_offset;          // word offsets into each bound range (caches: multiples of 4)
+  uint value_offset;
+  uint slot_offset;
+  uint key_cache_offset;
+  uint value_cache_offset;
+  uint status_offset;
+  float inv_k_scale;  // fp8 caches store encode(key * inv_k_scale), inv_k_scale = 1 / k_scale
+  float inv_v_scale;
+};
+
+// gather: one invocation per (output row, kv head, 16-byte key chunk of x elements).
+#define GATHER_SC_CACHE_DTYPE 0
+#define GATHER_SC_OUTPUT_DTYPE 1  // DT_F32, DT_F16 or DT_BF16
+#define GATHER_SC_COUNT 2
+#define GATHER_BINDING_KEY_CACHE 0
+#define GATHER_BINDING_VALUE_CACHE 1
+#define GATHER_BINDING_BLOCK_TABLES 2
+#define GATHER_BINDING_SEQ_STARTS 3
+#define GATHER_BINDING_KEY_OUT 4
+#define GATHER_BINDING_VALUE_OUT 5
+#define GATHER_BINDING_STATUS 6
+#define GATHER_BINDING_COUNT 7
+struct GatherPush {
+  uint num_rows;  // T
+  uint num_seqs;  // S
+  uint num_kv_heads;
+  uint head_size;
+  uint block_size;
+  uint num_blocks;
+  uint max_blocks_per_seq;
+  uint groups_x;
+  uint key_cache_offset;
+  uint value_cache_offset;
+  uint block_tables_offset;
+  uint seq_starts_offset;
+  uint key_out_offset;
+  uint value_out_offset;
+  uint status_offset;
+  float k_scale;  // fp8 caches only
+  float v_scale;
+};
+
+// absmax: grid-stride over the words of x, one atomicMax per workgroup.
+#define ABSMAX_SC_DTYPE 0  // DT_F32, DT_F16 or DT_BF16
+#define ABSMAX_SC_COUNT 1
+#define ABSMAX_BINDING_X 0
+#define ABSMAX_BINDING_AMAX 1
+#define ABSMAX_BINDING_COUNT 2
+struct AbsmaxPush {
+  uint num_elements;
+  uint num_words;
+  uint x_offset;
+  uint amax_offset;
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(ReshapeAndCachePush) == 14 * 4 && sizeof(ReshapeAndCachePush) <= 128);
+static_assert(sizeof(GatherPush) == 17 * 4 && sizeof(GatherPush) <= 128);
+static_assert(sizeof(AbsmaxPush) == 4 * 4);
+#endif
+// ==== end of cache operations ====
 
 #ifdef __cplusplus
 static_assert(sizeof(DecodePush) == 24 * 4, "DecodePush must be plain 32-bit fields");

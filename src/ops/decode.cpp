@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "embedded_shaders.hpp"
 #include "ops/decode_plan.hpp"
@@ -22,44 +24,90 @@ namespace {
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
 
-size_t shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b) {
-  return 4ull * (size_t(heads) * d + 2ull * heads * wg + wg / b);
+// Tuning knobs, from measurement (bench/RESULTS.md); VKPAGED_DECODE_TUNE overrides them for
+// experiments, e.g. "keys=2,lanes=8,workgroup=256,units=8". 0 means "choose".
+struct Tuning {
+  uint32_t keys = 0;       // tokens per invocation in the key phase
+  uint32_t lanes = 0;      // lanes per dim row in the value phase
+  uint32_t workgroup = 0;  // invocations per workgroup (128 or 256)
+  uint32_t units = 8;      // split: workgroups wanted per compute unit
+};
+
+Tuning tuning_from_env() {
+  Tuning t;
+  const char* env = std::getenv("VKPAGED_DECODE_TUNE");
+  if (env == nullptr) return t;
+  std::string_view rest(env);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view key = item.substr(0, eq);
+    const uint32_t value = uint32_t(std::strtoul(std::string(item.substr(eq + 1)).c_str(), nullptr, 10));
+    if (key == "keys") t.keys = value;
+    if (key == "lanes") t.lanes = value;
+    if (key == "workgroup") t.workgroup = value;
+    if (key == "units") t.units = value;
+  }
+  return t;
 }
 
-// Tokens per tile = workgroup size; split partitions are multiples of it.
+const Tuning& tuning() {
+  static const Tuning t = tuning_from_env();
+  return t;
+}
+
+size_t shared_bytes(uint32_t wg, uint32_t keys, uint32_t heads, uint32_t d, uint32_t b) {
+  const size_t tile = size_t(wg) * keys;
+  return 4ull * (size_t(heads) * d + size_t(heads) * tile + size_t(heads) * wg + tile / b);
+}
+
+// The workgroup shape: heads per workgroup (a GQA group or a slice of it), invocations, key
+// tokens per invocation, lanes per value row. Tiles of workgroup * keys tokens divide 256.
 void choose_variant(DecodePlanData& p, const DeviceInfo& dev) {
   const auto& s = p.shape;
+  const Tuning& tune = tuning();
   const uint32_t group = s.num_heads / s.num_kv_heads;
   const uint32_t max_heads = s.head_size >= 256 ? 4 : 8;  // register budget of the accumulators
   p.groups_per_kv_head = ceil_div(group, max_heads);
   p.heads_per_workgroup = ceil_div(group, p.groups_per_kv_head);
-  p.workgroup = std::min<uint32_t>(256, dev.max_workgroup_invocations);
-  while (p.workgroup > 128 && shared_bytes(p.workgroup, p.heads_per_workgroup, s.head_size, s.block_size) > dev.max_shared_memory)
-    p.workgroup /= 2;
-  while (p.heads_per_workgroup > 1 &&
-         shared_bytes(p.workgroup, p.heads_per_workgroup, s.head_size, s.block_size) > dev.max_shared_memory) {
+  p.workgroup = tune.workgroup ? tune.workgroup : 128;
+  p.workgroup = std::min(p.workgroup, dev.max_workgroup_invocations);
+  // Each query element read from shared memory serves `keys` tokens.
+  p.keys_per_invocation = tune.keys ? tune.keys : 2;
+  while (p.workgroup * p.keys_per_invocation > 256) p.keys_per_invocation /= 2;
+  p.keys_per_invocation = std::max(1u, p.keys_per_invocation);
+  auto shared = [&] { return shared_bytes(p.workgroup, p.keys_per_invocation, p.heads_per_workgroup, s.head_size, s.block_size); };
+  while (p.heads_per_workgroup > 1 && shared() > dev.max_shared_memory) {
     ++p.groups_per_kv_head;
     p.heads_per_workgroup = ceil_div(group, p.groups_per_kv_head);
   }
-  if (p.workgroup < s.block_size || shared_bytes(p.workgroup, p.heads_per_workgroup, s.head_size, s.block_size) > dev.max_shared_memory)
+  const uint32_t tile = p.workgroup * p.keys_per_invocation;
+  if (tile < s.block_size || 256 % tile != 0 || shared() > dev.max_shared_memory)
     throw Error(ErrorCode::unsupported,
                 fmt::format("head_size {} with block_size {} needs more shared memory or invocations than device {} has",
                             s.head_size, s.block_size, dev.name));
-  // Value phase: lanes of a dim row; start at one lane per 16-byte load of a block row and
-  // widen while more rows than dims would leave invocations idle.
+  // Value phase: lanes of a dim row; start at one lane per 16-byte load of a block row, widen
+  // while more rows than dims would leave invocations idle, then while the accumulators allow:
+  // each probability read from shared memory then serves more dims.
   const uint32_t x = cache_pack_factor(s.cache_dtype);
   const uint32_t vec = std::min(s.block_size, x);
-  const uint32_t row_loads = s.block_size / vec;
-  const uint32_t tile_loads = p.workgroup / vec;
-  p.lanes_per_row = row_loads;
+  const uint32_t tile_loads = tile / vec;
+  auto dims_per_invocation = [&](uint32_t lanes) { return ceil_div(s.head_size, p.workgroup / lanes); };
+  p.lanes_per_row = std::min(s.block_size / vec, tile_loads);
   while (p.workgroup / p.lanes_per_row > s.head_size && p.lanes_per_row * 2 <= tile_loads) p.lanes_per_row *= 2;
+  while (p.lanes_per_row * 2 <= tile_loads && p.lanes_per_row * 2 <= p.workgroup &&
+         dims_per_invocation(p.lanes_per_row * 2) * p.heads_per_workgroup <= 16)
+    p.lanes_per_row *= 2;
+  if (tune.lanes && tune.lanes <= tile_loads && tune.lanes <= p.workgroup) p.lanes_per_row = tune.lanes;
   p.subgroup = dev.subgroup_arithmetic;
 }
 
 void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
   const auto& s = p.shape;
   const uint32_t max_len = s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
-  const uint32_t tile = p.workgroup;
   const uint64_t workgroups = uint64_t(s.num_seqs) * s.num_kv_heads * p.groups_per_kv_head;
   uint32_t tokens = p.options.partition_tokens;
   if (p.options.split == SplitMode::single_pass || max_len == 0) {
@@ -70,12 +118,14 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
   } else if (tokens != 0) {
     p.split = tokens < max_len;
   } else {
-    // Enough workgroups for about two waves over the compute units, partitions of at least
-    // 512 tokens so that the reduce stays cheap.
-    const uint64_t want = 2ull * std::max(1u, dev.compute_units);
-    const uint32_t parts = workgroups >= want ? 1 : std::min<uint32_t>(ceil_div(want, std::max<uint64_t>(workgroups, 1)), ceil_div(max_len, 512));
-    p.split = parts > 1;
-    if (p.split) tokens = ceil_div(ceil_div(max_len, parts), 256) * 256;
+    // Decode is bound by memory latency as much as bandwidth: aim for enough workgroups to
+    // fill every compute unit several times over (Tuning::units), with partitions of at
+    // least 256 tokens so that the reduce stays cheap.
+    const uint64_t want = uint64_t(tuning().units) * std::max(1u, dev.compute_units);
+    const uint32_t parts = workgroups >= want ? 1 : ceil_div(want, std::max<uint64_t>(workgroups, 1));
+    const uint32_t per_part = std::max<uint32_t>(256, max_len / std::max(1u, parts) / 256 * 256);
+    p.split = per_part < max_len;
+    if (p.split) tokens = per_part;
   }
   if (!p.split) {
     p.num_partitions = 1;
@@ -83,7 +133,6 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
     p.scratch_bytes = 0;
     return;
   }
-  (void)tile;  // 256 is a multiple of every workgroup size chosen above (128 or 256)
   p.partition_tokens = tokens;
   p.num_partitions = std::max(1u, ceil_div(max_len, tokens));
   p.scratch_bytes = 4ull * s.num_seqs * s.num_heads * p.num_partitions * (s.head_size + 2);
@@ -124,6 +173,7 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   spec[DECODE_SC_CACHE_DTYPE] = uint32_t(shape.cache_dtype);
   spec[DECODE_SC_FEATURES] = p->features;
   spec[DECODE_SC_LANES_PER_ROW] = p->lanes_per_row;
+  spec[DECODE_SC_KEYS_PER_INVOCATION] = p->keys_per_invocation;
   const auto& shader = p->subgroup ? vk::shader_decode_subgroup() : vk::shader_decode();
   p->decode = &impl.pipeline(shader, spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
   if (p->split) {
@@ -156,8 +206,8 @@ size_t DecodePlan::scratch_bytes() const noexcept { return data_->scratch_bytes;
 std::string DecodePlan::describe() const {
   const auto& p = *data_;
   std::string path = p.split ? fmt::format("split {} x {} tokens", p.num_partitions, p.partition_tokens) : "one pass";
-  return fmt::format("{}, {} heads/workgroup, workgroup {}, {} lanes/row, {} reductions", path, p.heads_per_workgroup,
-                     p.workgroup, p.lanes_per_row, p.subgroup ? "subgroup" : "shared-memory");
+  return fmt::format("{}, {} heads/wg, wg {}x{} keys, {} lanes/row, {} reduce", path, p.heads_per_workgroup,
+                     p.workgroup, p.keys_per_invocation, p.lanes_per_row, p.subgroup ? "subgroup" : "shared");
 }
 
 // ---- recording ----

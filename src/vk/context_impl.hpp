@@ -45,12 +45,14 @@ struct BoundView {
 
 struct ContextImpl {
   explicit ContextImpl(const ContextOptions& options);
+  explicit ContextImpl(const ExternalDevice& external);
   ~ContextImpl();
 
   std::unique_ptr<vk::Instance> instance;
   vk::Dispatch d;  // instance + device entries
   VkPhysicalDevice physical_device = VK_NULL_HANDLE;
   VkDevice device = VK_NULL_HANDLE;
+  bool owns_device = true;
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   DeviceInfo info;
@@ -63,6 +65,9 @@ struct ContextImpl {
   std::mutex submit_mutex;  // the queue and the command pool
   std::mutex pipeline_mutex;
   std::map<std::string, std::unique_ptr<ComputePipeline>> pipelines;
+
+  // What both constructors do once the device exists: entry points, queue, caches.
+  void finish_setup(uint32_t queue_index);
 
   // Creates a buffer with its own memory. Throws vkpaged::Error(out_of_memory) on failure.
   std::unique_ptr<BufferImpl> create_buffer(size_t bytes, MemoryKind kind);

@@ -94,9 +94,13 @@ Instance::Instance(bool validation) {
   }
 }
 
+Instance::Instance(VkInstance instance, PFN_vkGetInstanceProcAddr get_instance_proc) : instance_(instance), owned_(false) {
+  dispatch_.load_instance(get_instance_proc ? get_instance_proc : vkGetInstanceProcAddr, instance_);
+}
+
 Instance::~Instance() {
   if (messenger_ != VK_NULL_HANDLE) dispatch_.vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
-  if (instance_ != VK_NULL_HANDLE) dispatch_.vkDestroyInstance(instance_, nullptr);
+  if (owned_ && instance_ != VK_NULL_HANDLE) dispatch_.vkDestroyInstance(instance_, nullptr);
 }
 
 VKAPI_ATTR VkBool32 VKAPI_CALL Instance::on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,

@@ -12,6 +12,9 @@ namespace vkpaged::vk {
 class Instance {
  public:
   explicit Instance(bool validation);
+  // Adopts an engine's instance: loads entry points through its vkGetInstanceProcAddr and
+  // never destroys it.
+  Instance(VkInstance instance, PFN_vkGetInstanceProcAddr get_instance_proc);
   ~Instance();
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
@@ -26,6 +29,7 @@ class Instance {
                                                    const VkDebugUtilsMessengerCallbackDataEXT* data, void* user);
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  bool owned_ = true;
   Dispatch dispatch_;
   std::atomic<uint32_t> messages_{0};
 };

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Builds vkpaged and runs the whole test suite (validation layer on) on the default device.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh
+cd build
+ctest --output-on-failure -j"$(nproc)" --timeout 600

@@ -1,0 +1,112 @@
+#pragma once
+// Helpers shared by the cache-operation tests: random host tensors in the contract's layouts,
+// device round trips, byte-exact comparison and "refused, naming X" checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/test_context.hpp"
+#include "vkpaged/cache_ops.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/reference.hpp"
+
+// In their own namespace: the tests share one binary, and other files have helpers of these names.
+namespace vkpaged::test::cache_helpers {
+
+inline Shape key_cache_shape(DType t, int64_t n, int64_t hkv, int64_t d, int64_t b) {
+  const int64_t x = cache_pack_factor(t);
+  return Shape{n, hkv, d / x, b, x};
+}
+inline Shape value_cache_shape(int64_t n, int64_t hkv, int64_t d, int64_t b) { return Shape{n, hkv, d, b}; }
+
+// Values in (-1, 1) for float dtypes; for fp8, random codes that are not NaN (or Inf).
+inline HostTensor random_tensor(DType t, Shape shape, uint32_t seed) {
+  HostTensor h(t, shape);
+  std::mt19937 rng(seed);
+  if (is_fp8_dtype(t)) {
+    auto* bytes = h.as<uint8_t>();
+    for (int64_t i = 0; i < h.numel(); ++i) {
+      uint8_t c;
+      do c = uint8_t(rng());
+      while (std::isnan(load_element(&c, t, 0)) || std::isinf(load_element(&c, t, 0)));
+      bytes[i] = c;
+    }
+    return h;
+  }
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t i = 0; i < h.numel(); ++i) h.set(size_t(i), u(rng));
+  return h;
+}
+
+// A device buffer holding a host tensor (at least 16 bytes, so empty tensors still bind).
+struct DeviceTensor {
+  DeviceBuffer buffer;
+  TensorView view;
+};
+inline DeviceTensor upload(Context& ctx, const HostTensor& h, MemoryKind kind = MemoryKind::device) {
+  DeviceTensor d;
+  d.buffer = ctx.create_buffer(std::max<size_t>(h.bytes(), 16), kind);
+  if (h.bytes()) ctx.upload(d.buffer.view(), h.data(), h.bytes());
+  d.view = d.buffer.tensor(h.dtype(), h.shape());
+  return d;
+}
+// Places a host tensor at `offset` of an existing buffer (views that do not start at 0).
+inline TensorView upload_at(Context& ctx, const DeviceBuffer& buffer, size_t offset, const HostTensor& h) {
+  TensorView v = buffer.tensor(h.dtype(), h.shape(), offset);
+  if (h.bytes()) ctx.upload(v.memory, h.data(), h.bytes());
+  return v;
+}
+inline HostTensor download(Context& ctx, const TensorView& v) {
+  HostTensor h(v.dtype, v.shape);
+  if (h.bytes()) ctx.download(v.memory, h.data(), h.bytes());
+  return h;
+}
+inline HostTensor download(Context& ctx, const DeviceTensor& d) {
+  HostTensor h(d.view.dtype, d.view.shape);
+  if (h.bytes()) ctx.download(d.view.memory, h.data(), h.bytes());
+  return h;
+}
+
+inline ::testing::AssertionResult bytes_equal(const HostTensor& got, const HostTensor& want) {
+  if (got.bytes() != want.bytes() || got.dtype() != want.dtype())
+    return ::testing::AssertionFailure() << "sizes or dtypes differ: " << got.bytes() << " vs " << want.bytes();
+  const auto* a = static_cast<const uint8_t*>(got.data());
+  const auto* b = static_cast<const uint8_t*>(want.data());
+  size_t mismatches = 0, first = 0;
+  for (size_t i = 0; i < got.bytes(); ++i)
+    if (a[i] != b[i] && mismatches++ == 0) first = i;
+  if (mismatches == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << mismatches << " bytes differ, first at byte " << first << " (got 0x"
+                                       << std::hex << int(a[first]) << ", want 0x" << int(b[first]) << ")";
+}
+
+// Runs `call`, expecting vkpaged::Error(invalid_argument) whose message contains `name`.
+inline void expect_refused(const std::function<void()>& call, const std::string& name) {
+  try {
+    call();
+    ADD_FAILURE() << "expected a refusal naming '" << name << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos)
+        << "message '" << e.what() << "' does not name " << name;
+  }
+}
+
+// Records `record` inside a real command buffer: a refusal must leave it empty and valid.
+inline void expect_refused_recording(Context& ctx, const std::function<void(VkCommandBuffer)>& record,
+                                     const std::string& name) {
+  ctx.run_and_wait([&](VkCommandBuffer cmd) { expect_refused([&] { record(cmd); }, name); });
+}
+
+inline uint32_t read_status(Context& ctx, const DeviceBuffer& status) {
+  uint32_t s = 0;
+  ctx.download(status.view(0, 4), &s, 4);
+  return s;
+}
+
+}  // namespace vkpaged::test::cache_helpers

@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""contract_check: `vkpaged attend` against an independent implementation of docs/contract.md.
+
+Written from the contract alone (NumPy, float64), it shares no code with vkpaged: it draws
+random configurations, writes them as .npy files, runs the CLI on them and compares the
+output within the contract's tolerances. A few cases are bad inputs, which must give a
+non-zero exit, one line on stderr and no output file.
+
+    /usr/bin/python3 contract_check.py path/to/vkpaged [--count N] [--seed S] [--device D]
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+# ---- dtypes ----
+
+FP8_FORMATS = {"fp8_e4m3": (4, 3, 7), "fp8_e5m2": (5, 2, 15)}  # exponent bits, mantissa bits, bias
+
+
+def fp8_decode_table(name):
+    """Value of every byte of an fp8 format; NaN for NaN codes (E4M3FN: no infinities)."""
+    exp_bits, man_bits, bias = FP8_FORMATS[name]
+    table = np.zeros(256)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        e = (code >> man_bits) & ((1 << exp_bits) - 1)
+        m = code & ((1 << man_bits) - 1)
+        if name == "fp8_e4m3" and e == 15 and m == 7:
+            value = np.nan
+        elif name == "fp8_e5m2" and e == 31:
+            value = np.inf if m == 0 else np.nan
+        elif e == 0:
+            value = m / (1 << man_bits) * 2.0 ** (1 - bias)
+        else:
+            value = (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+        table[code] = sign * value
+    return table
+
+
+def bf16_bits(x):
+    """float -> bf16 bits, round to nearest even (finite inputs)."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype(np.uint16)
+
+
+def bf16_value(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+FLOAT_NPY = {"f32": np.float32, "f16": np.float16}
+TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "bf16": 2e-2}
+PACK = {"f32": 4, "f16": 8, "bf16": 8, "fp8_e4m3": 16, "fp8_e5m2": 16}  # x = 16 / bytes
+
+
+def stored_array(values, dtype):
+    """U(-1, 1) values as the file holds them, and the float64 values they now stand for."""
+    if dtype == "bf16":
+        bits = bf16_bits(values)
+        return bits, bf16_value(bits)
+    a = values.astype(FLOAT_NPY[dtype])
+    return a, a.astype(np.float64)
+
+
+def random_fp8(rng, shape, name, scale):
+    """Random bytes of an fp8 format whose value * scale lies in [-1, 1]."""
+    table = fp8_decode_table(name)
+    codes = np.array([c for c in range(256) if np.isfinite(table[c]) and abs(table[c]) * scale <= 1.0], dtype=np.uint8)
+    stored = rng.choice(codes, size=shape)
+    return stored, table[stored] * scale
+
+
+# ---- the contract's decode attention ----
+
+def reference_decode(q, k, v, tables, lens, scale, softcap, alibi, sinks, window):
+    """q [S, H, D]; k, v [N, Hkv, B, D] float64 (already dequantized); docs/contract.md steps 1-8."""
+    S, H, D = q.shape
+    Hkv, B = k.shape[1], k.shape[2]
+    group = H // Hkv
+    out = np.zeros((S, H, D))
+    for s in range(S):
+        L = int(lens[s])
+        t0 = max(0, L - window) if window > 0 else 0
+        t = np.arange(t0, L)
+        blocks = tables[s, t // B].astype(np.int64)
+        keys = k[blocks, :, t % B, :]  # [T, Hkv, D]
+        values = v[blocks, :, t % B, :]
+        for h in range(H):
+            g = h // group
+            logits = scale * (keys[:, g, :] @ q[s, h])
+            if softcap > 0:
+                logits = softcap * np.tanh(logits / softcap)
+            if alibi is not None:
+                logits = logits + alibi[h] * (t - L + 1)
+            terms = [logits]
+            if sinks is not None:
+                terms.append(np.array([sinks[h]]))
+            every = np.concatenate(terms)
+            if every.size == 0:
+                continue  # empty range, no sink: zeros
+            m = every.max()
+            p = np.exp(logits - m)
+            den = np.exp(every - m).sum()
+            out[s, h] = (p @ values[:, g, :]) / den
+    return out
+
+
+# ---- random configurations ----
+
+def random_case(rng, index):
+    c = {}
+    c["dtype"] = rng.choice(["f32", "f16", "f16", "bf16"])
+    kv = rng.choice(["auto", "auto", "auto", "fp8_e4m3", "fp8_e5m2"])
+    c["kv_dtype"] = kv
+    c["head_size"] = int(rng.choice([64, 80, 96, 112, 128, 256]))
+    c["block_size"] = int(rng.choice([8, 16, 32]))
+    c["kv_heads"] = int(rng.choice([1, 2, 4]))
+    c["heads"] = c["kv_heads"] * int(rng.choice([1, 2, 4, 8]))
+    S = int(rng.integers(1, 7))
+    B = c["block_size"]
+    edges = [0, 1, B - 1, B, B + 1]
+    long_len = 1500 if index % 7 == 3 else 700  # a few long contexts take the split path
+    c["lens"] = [int(rng.choice(edges)) if rng.random() < 0.4 else int(rng.integers(0, long_len)) for _ in range(S)]
+    c["scale"] = float(rng.uniform(0.02, 0.3)) if rng.random() < 0.3 else None
+    c["softcap"] = float(rng.uniform(0.05, 1.0)) if rng.random() < 0.3 else 0.0
+    c["alibi"] = rng.random() < 0.3
+    c["sinks"] = rng.random() < 0.3
+    c["window"] = int(rng.integers(1, max(c["lens"]) + 20)) if rng.random() < 0.3 else 0
+    c["k_scale"] = float(rng.choice([1.0, 0.5, 2.0, 0.125])) if kv != "auto" else 1.0
+    c["v_scale"] = float(rng.choice([1.0, 0.25, 4.0])) if kv != "auto" else 1.0
+    c["index_dtype"] = rng.choice(["<i4", "<u4", "<i8"])
+    return c
+
+
+def build_arrays(rng, c):
+    """The case's arrays as the files hold them, and float64 views for the reference."""
+    S, H, Hkv, D, B = len(c["lens"]), c["heads"], c["kv_heads"], c["head_size"], c["block_size"]
+    cache = c["dtype"] if c["kv_dtype"] == "auto" else c["kv_dtype"]
+    x = PACK[cache]
+    used = [(L + B - 1) // B for L in c["lens"]]
+    M = max(used + [1]) + int(rng.integers(0, 3))
+    N = sum(used) + int(rng.integers(1, 5))
+    files, ref = {}, {}
+    files["query"], ref["q"] = stored_array(rng.uniform(-1, 1, (S, H, D)), c["dtype"])
+    k_shape, v_shape = (N, Hkv, D // x, B, x), (N, Hkv, D, B)
+    if cache.startswith("fp8"):
+        files["key_cache"], k = random_fp8(rng, k_shape, cache, c["k_scale"])
+        files["value_cache"], v = random_fp8(rng, v_shape, cache, c["v_scale"])
+    else:
+        files["key_cache"], k = stored_array(rng.uniform(-1, 1, k_shape), cache)
+        files["value_cache"], v = stored_array(rng.uniform(-1, 1, v_shape), cache)
+    ref["k"] = k.transpose(0, 1, 3, 2, 4).reshape(N, Hkv, B, D)  # [N, Hkv, B, D]
+    ref["v"] = v.transpose(0, 1, 3, 2)
+    pool = rng.permutation(N)
+    tables = rng.integers(0, N, (S, M))  # padding columns: any valid block
+    nxt = 0
+    for s in range(S):
+        tables[s, : used[s]] = pool[nxt : nxt + used[s]]
+        nxt += used[s]
+    files["block_tables"] = tables.astype(c["index_dtype"])
+    files["context_lens"] = np.array(c["lens"]).astype(c["index_dtype"])
+    ref["tables"], ref["lens"] = tables, np.array(c["lens"])
+    ref["alibi"] = ref["sinks"] = None
+    if c["alibi"]:
+        ref["alibi"] = 2.0 ** (-8.0 * np.arange(1, H + 1) / H)
+        files["alibi_slopes"] = ref["alibi"].astype("<f4")
+        ref["alibi"] = files["alibi_slopes"].astype(np.float64)
+    if c["sinks"]:
+        files["sinks"] = rng.uniform(-2, 2, H).astype("<f4")
+        ref["sinks"] = files["sinks"].astype(np.float64)
+    return files, ref
+
+
+def command(cli, c, paths, out, device):
+    cmd = [cli, "attend", "--query", paths["query"], "--key-cache", paths["key_cache"], "--value-cache",
+           paths["value_cache"], "--block-tables", paths["block_tables"], "--context-lens", paths["context_lens"],
+           "--out", out]
+    if c["scale"] is not None:
+        cmd += ["--scale", repr(c["scale"])]
+    if "alibi_slopes" in paths:
+        cmd += ["--alibi-slopes", paths["alibi_slopes"]]
+    if c["softcap"] > 0:
+        cmd += ["--softcap", repr(c["softcap"])]
+    if "sinks" in paths:
+        cmd += ["--sinks", paths["sinks"]]
+    if c["window"] > 0:
+        cmd += ["--sliding-window", str(c["window"])]
+    if c["kv_dtype"] != "auto":
+        cmd += ["--kv-dtype", c["kv_dtype"], "--k-scale", repr(c["k_scale"]), "--v-scale", repr(c["v_scale"])]
+    if c["dtype"] == "bf16":
+        cmd += ["--dtype", "bf16"]
+    if device:
+        cmd += ["--device", device]
+    return cmd
+
+
+def describe(c):
+    extras = [k for k in ("alibi", "sinks") if c[k]]
+    if c["softcap"]:
+        extras.append(f"softcap {c['softcap']:.2f}")
+    if c["window"]:
+        extras.append(f"window {c['window']}")
+    if c["scale"] is not None:
+        extras.append(f"scale {c['scale']:.3f}")
+    return (f"{c['dtype']} q, {c['kv_dtype']} kv, H {c['heads']}/Hkv {c['kv_heads']}, D {c['head_size']}, "
+            f"B {c['block_size']}, lens {c['lens']}" + (", " + ", ".join(extras) if extras else ""))
+
+
+def write_files(directory, files):
+    paths = {}
+    for name, array in files.items():
+        paths[name] = os.path.join(directory, name + ".npy")
+        np.save(paths[name], np.ascontiguousarray(array))
+    return paths
+
+
+def check_good_case(cli, rng, c, directory, device):
+    """None when the CLI's output matches the contract, else what went wrong."""
+    files, ref = build_arrays(rng, c)
+    paths = write_files(directory, files)
+    out = os.path.join(directory, "out.npy")
+    run = subprocess.run(command(cli, c, paths, out, device), capture_output=True, text=True, timeout=300)
+    if run.returncode != 0:
+        return f"exit {run.returncode}: {run.stderr.strip()}"
+    if run.stderr:
+        return f"exit 0 but stderr not empty: {run.stderr.strip()[:300]}"
+    got = np.load(out)
+    expected_descr = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}[c["dtype"]]
+    if got.dtype.str != expected_descr or got.shape != files["query"].shape:
+        return f"output {got.dtype.str} {got.shape}, expected {expected_descr} {files['query'].shape}"
+    got = bf16_value(got) if c["dtype"] == "bf16" else got.astype(np.float64)
+    D = c["head_size"]
+    scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(D)
+    want = reference_decode(ref["q"], ref["k"], ref["v"], ref["tables"], ref["lens"], scale, c["softcap"],
+                            ref["alibi"], ref["sinks"], c["window"])
+    if not np.all(np.isfinite(got)):
+        return "non-finite output"
+    err = float(np.abs(got - want).max()) if got.size else 0.0
+    tol = TOLERANCE[c["dtype"]]
+    return None if err <= tol else f"max |error| {err:.3e} > tolerance {tol:.0e}"
+
+
+# ---- bad inputs ----
+
+BAD_KINDS = ["block_id", "context_len", "heads", "fp8_head_size", "value_shape", "missing_file"]
+
+
+def check_bad_case(cli, rng, kind, directory, device):
+    c = random_case(rng, 0)
+    c.update(dtype="f32", kv_dtype="auto", heads=2, kv_heads=2, scale=None, softcap=0.0, alibi=False, sinks=False,
+             window=0, head_size=64)
+    c["lens"] = [int(rng.integers(1, 200)) for _ in range(3)]
+    files, _ = build_arrays(rng, c)
+    if kind == "block_id":
+        files["block_tables"] = files["block_tables"].copy()
+        files["block_tables"][0, 0] = files["key_cache"].shape[0]
+        must = "--block-tables"
+    elif kind == "context_len":
+        files["context_lens"] = files["context_lens"].copy()
+        files["context_lens"][1] = files["block_tables"].shape[1] * c["block_size"] + 1
+        must = "--context-lens"
+    elif kind == "heads":
+        S, H, D = files["query"].shape
+        files["query"] = rng.uniform(-1, 1, (S, 3, D)).astype("<f4")  # 3 heads over 2 kv heads
+        must = "num_heads"
+    elif kind == "fp8_head_size":
+        S, H, D = files["query"].shape
+        files["query"] = files["query"][:, :, :40].astype("<f2").copy()  # D = 40: no fp8 layout (x = 16)
+        c["kv_dtype"] = "fp8_e4m3"
+        files["key_cache"] = np.zeros((files["key_cache"].shape[0], c["kv_heads"], 5, c["block_size"], 8), np.uint8)
+        files["value_cache"] = np.zeros((files["key_cache"].shape[0], c["kv_heads"], 40, c["block_size"]), np.uint8)
+        must = "40"
+    elif kind == "value_shape":
+        files["value_cache"] = files["value_cache"][..., :-1].copy()
+        must = "--value-cache"
+    paths = write_files(directory, files)
+    if kind == "missing_file":
+        os.remove(paths["key_cache"])
+        must = "--key-cache"
+    out = os.path.join(directory, "out.npy")
+    run = subprocess.run(command(cli, c, paths, out, device), capture_output=True, text=True, timeout=300)
+    problems = []
+    if run.returncode == 0 or run.returncode >= 128 or run.returncode < 0:
+        problems.append(f"exit {run.returncode}")
+    if run.stderr.count("\n") != 1 or not run.stderr.startswith("vkpaged: "):
+        problems.append(f"stderr is not one 'vkpaged: ' line: {run.stderr!r}")
+    if must not in run.stderr:
+        problems.append(f"stderr does not name {must}: {run.stderr.strip()}")
+    if os.path.exists(out):
+        problems.append("an output file was left behind")
+    return "; ".join(problems) or None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cli", help="path to the vkpaged binary")
+    parser.add_argument("--count", type=int, default=120, help="random valid cases (default 120)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument("--device", default="", help="passed to --device (default: the CLI's default)")
+    parser.add_argument("--bad", type=int, default=len(BAD_KINDS), help="bad-input cases (default: one of each kind)")
+    parser.add_argument("--verbose", action="store_true", help="print every case")
+    args = parser.parse_args()
+
+    rng = np.random.default_rng(args.seed)
+    passed = failed = 0
+    work = tempfile.mkdtemp(prefix="vkpaged_contract_")
+    try:
+        cases = [("good", i) for i in range(args.count)] + [("bad", BAD_KINDS[i % len(BAD_KINDS)]) for i in range(args.bad)]
+        for n, (kind, what) in enumerate(cases):
+            directory = os.path.join(work, str(n))
+            os.makedirs(directory)
+            if kind == "good":
+                c = random_case(rng, what)
+                label = describe(c)
+                problem = check_good_case(args.cli, rng, c, directory, args.device)
+            else:
+                label = f"bad input: {what}"
+                problem = check_bad_case(args.cli, rng, what, directory, args.device)
+            shutil.rmtree(directory)
+            if problem is None:
+                passed += 1
+                if args.verbose:
+                    print(f"ok   case {n}: {label}")
+            else:
+                failed += 1
+                print(f"FAIL case {n} (seed {args.seed}): {label}: {problem}")
+            sys.stdout.flush()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"contract_check: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

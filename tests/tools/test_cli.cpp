@@ -1,0 +1,525 @@
+// `vkpaged attend` run as a subprocess (VKPAGED_CLI is the built binary; the test is skipped
+// without it): outputs against the CPU reference, and the contract's answer to bad input:
+// a non-zero exit, one line on stderr naming the argument, no output file.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attend_inputs.hpp"
+#include "commands.hpp"
+#include "npy.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/reference.hpp"
+
+extern char** environ;
+
+namespace vkpaged::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int exit_code = -1;  // 128 + signal when it crashed
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+CliResult run_cli(const std::string& cli, const std::vector<std::string>& args, const fs::path& dir) {
+  const fs::path out = dir / "cli_stdout.txt", err = dir / "cli_stderr.txt";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> argv{const_cast<char*>(cli.c_str())};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  CliResult r;
+  const int spawned = posix_spawn(&pid, cli.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    r.err = "posix_spawn failed";
+    return r;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+// A random decode case in the contract's layouts: U(-1, 1) values, each sequence's blocks
+// drawn from a shuffled pool, unused table entries pointing at arbitrary valid blocks.
+struct CaseSpec {
+  DType dtype = DType::f32;
+  DType cache_dtype = DType::f32;  // = dtype unless fp8
+  uint32_t heads = 4;
+  uint32_t kv_heads = 4;
+  uint32_t head_size = 64;
+  uint32_t block_size = 16;
+  std::vector<int32_t> lens{0, 1, 15, 16, 17, 300};
+  uint32_t spare_blocks = 3;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+};
+
+DecodeInputs random_inputs(const CaseSpec& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const int64_t S = int64_t(c.lens.size()), H = c.heads, Hkv = c.kv_heads, D = c.head_size, B = c.block_size;
+  const bool fp8 = is_fp8_dtype(c.cache_dtype);
+  const int64_t x = cache_pack_factor(c.cache_dtype);
+  int64_t M = 1, used_blocks = 0;
+  for (int32_t len : c.lens) {
+    M = std::max<int64_t>(M, (len + B - 1) / B);
+    used_blocks += (len + B - 1) / B;
+  }
+  M += 1;  // a padding column the kernel must not read
+  const int64_t N = used_blocks + c.spare_blocks;
+
+  DecodeInputs in;
+  in.cache_dtype = c.cache_dtype;
+  in.query = HostTensor(c.dtype, Shape{S, H, D});
+  const DType stored = fp8 ? DType::u8 : c.cache_dtype;
+  in.key_cache = HostTensor(stored, Shape{N, Hkv, D / std::max<int64_t>(x, 1), B, x});
+  in.value_cache = HostTensor(stored, Shape{N, Hkv, D, B});
+  for (size_t i = 0; i < size_t(in.query.numel()); ++i) in.query.set(i, uniform(rng));
+  auto fill_cache = [&](HostTensor& cache, float scale) {
+    for (size_t i = 0; i < size_t(cache.numel()); ++i) {
+      if (fp8)
+        store_element(cache.data(), c.cache_dtype, i, uniform(rng) / scale);
+      else
+        cache.set(i, uniform(rng));
+    }
+  };
+  fill_cache(in.key_cache, c.k_scale);
+  fill_cache(in.value_cache, c.v_scale);
+
+  std::vector<int32_t> pool(static_cast<size_t>(N));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  in.block_tables = HostTensor(DType::i32, Shape{S, M});
+  in.context_lens = HostTensor(DType::i32, Shape{S});
+  size_t next = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    in.context_lens.as<int32_t>()[s] = c.lens[size_t(s)];
+    const int64_t used = (c.lens[size_t(s)] + B - 1) / B;
+    for (int64_t j = 0; j < M; ++j)
+      in.block_tables.as<int32_t>()[s * M + j] = j < used ? pool[next++] : int32_t(rng() % uint32_t(N));
+  }
+  return in;
+}
+
+double tolerance_of(DType query) { return query == DType::f32 ? 1e-4 : query == DType::f16 ? 3e-3 : 2e-2; }
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* cli = std::getenv("VKPAGED_CLI");
+    if (cli == nullptr || *cli == '\0') GTEST_SKIP() << "VKPAGED_CLI is not set (ctest sets it to the vkpaged binary)";
+    cli_ = cli;
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("vkpaged_cli_" + std::to_string(::getpid()) + "_" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  fs::path path(const std::string& name) const { return dir_ / name; }
+
+  // Writes the inputs as .npy files; returns the attend arguments naming them and out.npy.
+  std::vector<std::string> write_case(const DecodeInputs& in) {
+    write_npy(path("q.npy"), in.query);
+    write_npy(path("k.npy"), in.key_cache);
+    write_npy(path("v.npy"), in.value_cache);
+    write_npy(path("bt.npy"), in.block_tables);
+    write_npy(path("cl.npy"), in.context_lens);
+    std::vector<std::string> args{"attend", "--query", path("q.npy"), "--key-cache", path("k.npy"),
+                                  "--value-cache", path("v.npy"), "--block-tables", path("bt.npy"),
+                                  "--context-lens", path("cl.npy"), "--out", path("out.npy")};
+    if (!in.alibi_slopes.empty()) {
+      write_npy(path("alibi.npy"), in.alibi_slopes);
+      args.insert(args.end(), {"--alibi-slopes", path("alibi.npy")});
+    }
+    if (!in.sinks.empty()) {
+      write_npy(path("sinks.npy"), in.sinks);
+      args.insert(args.end(), {"--sinks", path("sinks.npy")});
+    }
+    return args;
+  }
+
+  CliResult run(const std::vector<std::string>& args) { return run_cli(cli_, args, dir_); }
+
+  // Runs the CLI on `in` and compares its output with the reference under `options`.
+  void expect_matches_reference(const DecodeInputs& in, const DecodeOptions& options, std::vector<std::string> extra) {
+    auto args = write_case(in);
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
+    const HostTensor out = read_npy(path("out.npy"), NpyReadOptions{in.query.dtype() == DType::bf16});
+    const DecodeResult expected = reference::decode_attention(in, options);
+    ASSERT_EQ(out.dtype(), in.query.dtype());
+    ASSERT_EQ(out.shape(), in.query.shape());
+    const double tolerance = tolerance_of(in.query.dtype());
+    double worst = 0;
+    for (size_t i = 0; i < size_t(out.numel()); ++i) {
+      const double err = std::fabs(out.get(i) - expected.output.get(i));
+      worst = std::isfinite(err) ? std::max(worst, err) : INFINITY;
+    }
+    EXPECT_LE(worst, tolerance) << "max |CLI - reference| over " << out.numel() << " outputs";
+  }
+
+  // The contract's answer to bad input: non-zero exit, one line "vkpaged: ..." on stderr that
+  // mentions every string of `mentions`, and no output file.
+  void expect_refused(const std::vector<std::string>& args, const std::vector<std::string>& mentions) {
+    const CliResult r = run(args);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_LT(r.exit_code, 128) << "the CLI crashed: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr:\n" << r.err;
+    EXPECT_TRUE(r.err.rfind("vkpaged: ", 0) == 0) << r.err;
+    for (const auto& m : mentions) EXPECT_NE(r.err.find(m), std::string::npos) << "'" << m << "' not in: " << r.err;
+    EXPECT_FALSE(fs::exists(path("out.npy"))) << "an output file was left behind";
+    for (const auto& entry : fs::directory_iterator(dir_))
+      EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << "temporary file left: " << entry.path();
+  }
+
+  std::string cli_;
+  fs::path dir_;
+};
+
+// ---- outputs against the reference ----
+
+TEST_F(CliTest, F32HeadSize64Mha) {
+  CaseSpec c;
+  expect_matches_reference(random_inputs(c, 1), {}, {});
+}
+
+TEST_F(CliTest, F16HeadSize128Gqa4) {
+  CaseSpec c;
+  c.dtype = c.cache_dtype = DType::f16;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.head_size = 128;
+  expect_matches_reference(random_inputs(c, 2), {}, {});
+}
+
+TEST_F(CliTest, F32HeadSize128Gqa4Block32) {
+  CaseSpec c;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.head_size = 128;
+  c.block_size = 32;
+  c.lens = {257, 0, 31, 1, 33, 32};
+  expect_matches_reference(random_inputs(c, 3), {}, {});
+}
+
+TEST_F(CliTest, F16HeadSize64MhaBlock8) {
+  CaseSpec c;
+  c.dtype = c.cache_dtype = DType::f16;
+  c.block_size = 8;
+  c.lens = {7, 8, 9, 0, 1, 400};
+  expect_matches_reference(random_inputs(c, 4), {}, {});
+}
+
+TEST_F(CliTest, ScaleAlibiSoftcapSinksWindowSplit) {
+  CaseSpec c;
+  c.dtype = c.cache_dtype = DType::f16;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.lens = {600, 1, 17, 0};
+  DecodeInputs in = random_inputs(c, 5);
+  in.alibi_slopes = HostTensor(DType::f32, Shape{8});
+  in.sinks = HostTensor(DType::f32, Shape{8});
+  for (size_t h = 0; h < 8; ++h) {
+    in.alibi_slopes.set(h, std::exp2(-double(h + 1)));
+    in.sinks.set(h, 0.25 * double(h) - 1.0);
+  }
+  DecodeOptions o;
+  o.scale = 0.2f;
+  o.softcap = 1.5f;
+  o.sliding_window = 100;
+  o.split = SplitMode::split;
+  o.partition_tokens = 256;
+  expect_matches_reference(in, o,
+                           {"--scale", "0.2", "--softcap", "1.5", "--sliding-window", "100", "--split", "split",
+                            "--partition-tokens", "256"});
+}
+
+TEST_F(CliTest, Fp8CachesWithScales) {
+  CaseSpec c;
+  c.dtype = DType::f16;
+  c.cache_dtype = DType::fp8_e4m3;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.head_size = 128;
+  c.k_scale = 0.5f;
+  c.v_scale = 2.0f;
+  DecodeOptions o;
+  o.k_scale = 0.5f;
+  o.v_scale = 2.0f;
+  expect_matches_reference(random_inputs(c, 6), o, {"--kv-dtype", "fp8_e4m3", "--k-scale", "0.5", "--v-scale", "2"});
+  c.cache_dtype = DType::fp8_e5m2;
+  expect_matches_reference(random_inputs(c, 7), o, {"--kv-dtype", "fp8_e5m2", "--k-scale", "0.5", "--v-scale", "2"});
+}
+
+TEST_F(CliTest, Bf16WithDtypeFlag) {
+  CaseSpec c;
+  c.dtype = c.cache_dtype = DType::bf16;
+  c.heads = 8;
+  c.kv_heads = 8;
+  expect_matches_reference(random_inputs(c, 8), {}, {"--dtype", "bf16"});
+}
+
+TEST_F(CliTest, CpuDeviceAndOtherIndexDtypes) {
+  CaseSpec c;
+  DecodeInputs in = random_inputs(c, 9);
+  // u32 block tables and i64 context lengths are accepted too.
+  HostTensor tables(DType::u32, in.block_tables.shape());
+  for (size_t i = 0; i < size_t(tables.numel()); ++i) tables.as<uint32_t>()[i] = uint32_t(in.block_tables.as<int32_t>()[i]);
+  HostTensor lens(DType::i64, in.context_lens.shape());
+  for (size_t i = 0; i < size_t(lens.numel()); ++i) lens.as<int64_t>()[i] = in.context_lens.as<int32_t>()[i];
+  in.block_tables = tables;
+  in.context_lens = lens;
+  expect_matches_reference(in, {}, {"--device", "cpu"});
+}
+
+// ---- bad input ----
+
+class CliBadInputTest : public CliTest {
+ protected:
+  // A small valid f32 case; each test breaks one thing.
+  DecodeInputs base(uint32_t heads = 4, uint32_t kv_heads = 4, uint32_t head_size = 64, uint32_t block_size = 16) {
+    CaseSpec c;
+    c.heads = heads;
+    c.kv_heads = kv_heads;
+    c.head_size = head_size;
+    c.block_size = block_size;
+    c.lens = {5, 40};
+    return random_inputs(c, 11);
+  }
+};
+
+TEST_F(CliBadInputTest, ValueCacheShapeMismatch) {
+  DecodeInputs in = base();
+  const auto& v = in.value_cache.shape();
+  in.value_cache = HostTensor(DType::f32, Shape{v[0], v[1], v[2], v[3] / 2});
+  expect_refused(write_case(in), {"--value-cache", "shape"});
+}
+
+TEST_F(CliBadInputTest, KeyCacheHeadSizeDisagreesWithQuery) {
+  DecodeInputs in = base();
+  in.query = HostTensor(DType::f32, Shape{2, 4, 128});
+  expect_refused(write_case(in), {"--key-cache", "128"});
+}
+
+TEST_F(CliBadInputTest, BlockTablesRowsDisagreeWithQuery) {
+  DecodeInputs in = base();
+  in.block_tables = HostTensor(DType::i32, Shape{3, in.block_tables.shape()[1]});
+  expect_refused(write_case(in), {"--block-tables", "3"});
+}
+
+TEST_F(CliBadInputTest, HeadsNotAMultipleOfKvHeads) {
+  DecodeInputs in = base(/*heads=*/4, /*kv_heads=*/4);
+  in.query = HostTensor(DType::f32, Shape{2, 6, 64});
+  expect_refused(write_case(in), {"num_heads", "6"});
+}
+
+TEST_F(CliBadInputTest, UnsupportedHeadSize) {
+  expect_refused(write_case(base(4, 4, /*head_size=*/20)), {"--query", "head_size", "20"});
+}
+
+TEST_F(CliBadInputTest, UnsupportedBlockSize) {
+  expect_refused(write_case(base(4, 4, 64, /*block_size=*/12)), {"--key-cache", "block_size", "12"});
+}
+
+TEST_F(CliBadInputTest, BlockIdAtOrPastN) {
+  DecodeInputs in = base();
+  const int64_t N = in.key_cache.shape()[0];
+  in.block_tables.as<int32_t>()[0] = int32_t(N);
+  expect_refused(write_case(in), {"--block-tables", std::to_string(N)});
+}
+
+TEST_F(CliBadInputTest, ContextLengthPastMTimesB) {
+  DecodeInputs in = base();
+  const int64_t cap = in.block_tables.shape()[1] * 16;
+  in.context_lens.as<int32_t>()[1] = int32_t(cap + 1);
+  expect_refused(write_case(in), {"--context-lens", std::to_string(cap + 1)});
+}
+
+TEST_F(CliBadInputTest, NegativeContextLength) {
+  DecodeInputs in = base();
+  in.context_lens.as<int32_t>()[0] = -1;
+  expect_refused(write_case(in), {"--context-lens", "-1"});
+}
+
+TEST_F(CliBadInputTest, HeadSizeNotAMultipleOfXForFp8) {
+  CaseSpec c;
+  c.dtype = c.cache_dtype = DType::f16;
+  c.head_size = 40;  // fine for f16 (x = 8), not for fp8 (x = 16)
+  c.lens = {5, 40};
+  DecodeInputs in = random_inputs(c, 12);
+  // Byte caches, as an fp8 cache is stored; no [.., D/x, B, x] layout exists for D = 40.
+  in.key_cache = HostTensor(DType::u8, in.key_cache.shape());
+  in.value_cache = HostTensor(DType::u8, in.value_cache.shape());
+  auto args = write_case(in);
+  args.insert(args.end(), {"--kv-dtype", "fp8_e4m3"});
+  expect_refused(args, {"head_size", "40", "16"});
+}
+
+TEST_F(CliBadInputTest, MissingFile) {
+  auto args = write_case(base());
+  fs::remove(path("k.npy"));
+  expect_refused(args, {"--key-cache", "k.npy", "cannot open"});
+}
+
+TEST_F(CliBadInputTest, NotAnNpyFile) {
+  auto args = write_case(base());
+  std::ofstream(path("q.npy"), std::ios::binary | std::ios::trunc) << "this is not an array";
+  expect_refused(args, {"--query", "q.npy", "bad magic"});
+}
+
+TEST_F(CliBadInputTest, TruncatedNpyFile) {
+  auto args = write_case(base());
+  fs::resize_file(path("v.npy"), fs::file_size(path("v.npy")) - 4);
+  expect_refused(args, {"--value-cache", "truncated"});
+}
+
+TEST_F(CliBadInputTest, Bf16BitsWithoutDtypeFlag) {
+  CaseSpec c;
+  c.dtype = c.cache_dtype = DType::bf16;
+  c.lens = {5, 40};
+  expect_refused(write_case(random_inputs(c, 13)), {"--query", "--dtype bf16"});
+}
+
+TEST_F(CliBadInputTest, IndexFileWithAFloatDtype) {
+  DecodeInputs in = base();
+  in.context_lens = HostTensor(DType::f32, Shape{2});
+  expect_refused(write_case(in), {"--context-lens", "f32"});
+}
+
+TEST_F(CliBadInputTest, AlibiSlopesOfTheWrongLength) {
+  DecodeInputs in = base();
+  in.alibi_slopes = HostTensor(DType::f32, Shape{3});
+  expect_refused(write_case(in), {"--alibi-slopes", "[3]"});
+}
+
+TEST_F(CliBadInputTest, BadOptionValues) {
+  const auto args = write_case(base());
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = args;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  expect_refused(with({"--kv-dtype", "fp4"}), {"--kv-dtype", "fp4"});
+  expect_refused(with({"--split", "sideways"}), {"--split", "sideways"});
+  expect_refused(with({"--softcap", "-1"}), {"--softcap"});
+  expect_refused(with({"--k-scale", "0"}), {"--k-scale"});
+  expect_refused(with({"--scale", "nan"}), {"--scale"});
+  expect_refused(with({"--sliding-window", "many"}), {"--sliding-window"});
+  expect_refused(with({"--frobnicate"}), {"frobnicate"});
+}
+
+TEST_F(CliBadInputTest, MissingRequiredOption) {
+  auto args = write_case(base());
+  args.resize(args.size() - 2);  // drops --out O.npy
+  expect_refused(args, {"--out"});
+}
+
+TEST_F(CliBadInputTest, OutputDirectoryMissing) {
+  auto args = write_case(base());
+  args.back() = (path("no_such_dir") / "out.npy").string();
+  expect_refused(args, {"--out", "no_such_dir"});
+  EXPECT_FALSE(fs::exists(path("no_such_dir")));
+}
+
+TEST_F(CliBadInputTest, FailedCallKeepsAnEarlierOutput) {
+  DecodeInputs in = base();
+  const auto args = write_case(in);
+  ASSERT_EQ(run(args).exit_code, 0);
+  const std::string before = slurp(path("out.npy"));
+  in.context_lens.as<int32_t>()[0] = 100000;
+  write_npy(path("cl.npy"), in.context_lens);
+  const CliResult r = run(args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(slurp(path("out.npy")), before) << "a refused call changed the earlier output";
+}
+
+// ---- info and demo ----
+
+TEST_F(CliTest, InfoListsDevicesAndTheCpuReference) {
+  const CliResult r = run({"info"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(default)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("maxStorageBufferRange"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("VKPAGED_DEVICE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu: the CPU reference (--device cpu)"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, DemoDecodesStepByStepAndPassesItsChecks) {
+  const CliResult r = run({"demo", "--batch", "3", "--min-len", "0", "--max-len", "40", "--steps", "6", "--heads", "4",
+                           "--kv-heads", "2", "--head-size", "64", "--block-size", "8", "--check-every", "3"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("checks: 2 of 2 passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
+  // Not a terminal: one line per check, no carriage returns.
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, DemoRefusesBadOptionsInOneLine) {
+  const CliResult r = run({"demo", "--dtype", "f64"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("--dtype"), std::string::npos) << r.err;
+}
+
+// ---- in-process pieces ----
+
+TEST(CliErrors, EveryExceptionBecomesOneLine) {
+  std::ostringstream err;
+  EXPECT_EQ(run_reporting_errors([]() -> int { throw Error(ErrorCode::invalid_argument, "two\nlines"); }, err), 1);
+  EXPECT_EQ(err.str(), "vkpaged: two lines\n");
+  err.str("");
+  EXPECT_EQ(run_reporting_errors([]() -> int { throw Error(ErrorCode::internal, "bug"); }, err), 2);
+  err.str("");
+  EXPECT_EQ(run_reporting_errors([]() -> int { throw 42; }, err), 1);
+  EXPECT_EQ(err.str(), "vkpaged: unknown error\n");
+  err.str("");
+  EXPECT_EQ(run_reporting_errors([] { return 0; }, err), 0);
+  EXPECT_EQ(err.str(), "");
+}
+
+TEST(CliErrors, LibraryMessagesNameTheOption) {
+  EXPECT_EQ(blame_option("block_tables[0][1]: block id 9 is outside [0, N = 8)"),
+            "--block-tables: block_tables[0][1]: block id 9 is outside [0, N = 8)");
+  EXPECT_EQ(blame_option("num_heads: 6 is not a multiple of num_kv_heads 4"),
+            "--query: num_heads: 6 is not a multiple of num_kv_heads 4");
+  EXPECT_EQ(blame_option("something else"), "something else");
+}
+
+}  // namespace
+}  // namespace vkpaged::cli

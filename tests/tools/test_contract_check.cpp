@@ -1,0 +1,38 @@
+// Keeps tests/tools/contract_check.py (an independent NumPy implementation of the contract,
+// run against `vkpaged attend`) in CI. Skipped without the CLI or without Python + NumPy.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+bool python_has_numpy() {
+  const std::string probe = std::string(kPython) + " -c 'import numpy' > /dev/null 2>&1";
+  return std::filesystem::exists(kPython) && std::system(probe.c_str()) == 0;
+}
+
+TEST(ContractCheck, RandomCasesMatchTheIndependentImplementation) {
+  const char* cli = std::getenv("VKPAGED_CLI");
+  if (cli == nullptr || *cli == '\0') GTEST_SKIP() << "VKPAGED_CLI is not set (ctest sets it to the vkpaged binary)";
+  if (!python_has_numpy()) GTEST_SKIP() << kPython << " with NumPy is not available (apt-get install python3-numpy)";
+  const auto script = std::filesystem::path(__FILE__).parent_path() / "contract_check.py";
+  ASSERT_TRUE(std::filesystem::exists(script)) << script;
+
+  const std::string command = std::string(kPython) + " '" + script.string() + "' '" + cli + "' --count 40 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+  const int status = pclose(pipe);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("contract_check: "), std::string::npos) << output;
+  EXPECT_NE(output.find(" 0 failed"), std::string::npos) << output;
+}
+
+}  // namespace

@@ -1,0 +1,24 @@
+#pragma once
+// `vkpaged attend`'s arguments turned into the library's inputs, and the library's error
+// messages turned into ones that name the command-line option at fault.
+#include <string>
+
+#include "commands.hpp"
+#include "vkpaged/decode.hpp"
+
+namespace vkpaged::cli {
+
+struct AttendCall {
+  DecodeInputs inputs;
+  DecodeOptions options;
+};
+
+// Parses the option values and reads every .npy file. Throws vkpaged::Error whose message
+// starts with the option at fault ("--key-cache: k.npy: truncated .npy file: ...").
+AttendCall load_attend_call(const AttendArgs& args);
+
+// "block_tables[0][1]: block id 9 ..." -> "--block-tables: block_tables[0][1]: block id 9 ...":
+// prefixes a library message with the option that holds the named argument, when one does.
+std::string blame_option(const std::string& library_message);
+
+}  // namespace vkpaged::cli

@@ -1,0 +1,52 @@
+#pragma once
+// `vkpaged bench`: decode attention timed with GPU timestamps over the suites of
+// docs/performance-targets.md, against the read bandwidth measured on the same device.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vkpaged/decode.hpp"
+
+namespace vkpaged::cli {
+
+struct BenchCase {
+  std::string name;
+  uint32_t batch = 1;
+  uint32_t context = 1024;
+  uint32_t heads = 32;
+  uint32_t kv_heads = 8;
+  uint32_t head_size = 128;
+  uint32_t block_size = 16;
+  DType query_dtype = DType::f16;
+  DType cache_dtype = DType::f16;
+  bool ragged = false;  // lengths spread uniformly over [1, context]
+};
+
+struct BenchResult {
+  BenchCase config;
+  std::string path;      // plan.describe()
+  uint64_t kv_bytes = 0; // keys and values actually read
+  double median_us = 0, min_us = 0, max_us = 0;
+  double kv_bytes_per_second() const { return median_us > 0 ? double(kv_bytes) / (median_us * 1e-6) : 0.0; }
+  std::string skipped;  // why the case did not run, if it did not
+};
+
+struct BenchOptions {
+  std::string suite = "standard";  // standard, ragged, dtypes, blocks, long, quick, all
+  std::string device;
+  int repetitions = 30;
+  int warmup = 5;
+  std::string split = "auto";  // auto, single, split
+  uint32_t partition_tokens = 0;
+  std::string json_path;
+  std::string chart_path;
+};
+
+// Cases of a suite by name; throws vkpaged::Error for an unknown name.
+std::vector<BenchCase> bench_suite(const std::string& name);
+// Runs the suite and prints the table; returns the process exit status.
+int run_bench(const BenchOptions& options);
+// Draws the share of measured bandwidth per case as an SVG bar chart.
+std::string bench_chart_svg(const std::vector<BenchResult>& results, double bandwidth, const std::string& title);
+
+}  // namespace vkpaged::cli

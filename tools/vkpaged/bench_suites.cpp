@@ -1,0 +1,105 @@
+// The benchmark suites: `standard` is the table of docs/performance-targets.md.
+#include <fmt/format.h>
+
+#include "bench.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::cli {
+
+namespace {
+
+BenchCase make(std::string name, uint32_t batch, uint32_t context, uint32_t heads, uint32_t kv_heads, uint32_t head_size) {
+  BenchCase c;
+  c.name = std::move(name);
+  c.batch = batch;
+  c.context = context;
+  c.heads = heads;
+  c.kv_heads = kv_heads;
+  c.head_size = head_size;
+  return c;
+}
+
+std::vector<BenchCase> standard() {
+  return {make("long1", 1, 32768, 32, 8, 128),   make("mid8", 8, 4096, 32, 8, 128),
+          make("batch64", 64, 4096, 32, 8, 128), make("batch256", 256, 1024, 32, 8, 128),
+          make("mha32", 32, 8192, 32, 32, 128),  make("gqa8x", 16, 2048, 64, 8, 128),
+          make("d64", 4, 16384, 32, 8, 64)};
+}
+
+std::vector<BenchCase> ragged() {
+  std::vector<BenchCase> cases;
+  for (auto c : standard()) {
+    if (c.name != "batch64" && c.name != "batch256" && c.name != "mha32") continue;
+    c.name += "-ragged";
+    c.ragged = true;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+std::vector<BenchCase> dtypes() {
+  std::vector<BenchCase> cases;
+  const std::pair<DType, DType> pairs[] = {{DType::f32, DType::f32},
+                                           {DType::f16, DType::f16},
+                                           {DType::bf16, DType::bf16},
+                                           {DType::f16, DType::fp8_e4m3},
+                                           {DType::f16, DType::fp8_e5m2}};
+  for (const char* base : {"batch64", "batch256"})
+    for (auto [q, kv] : pairs) {
+      BenchCase c = make(base, base[5] == '6' ? 64 : 256, base[5] == '6' ? 4096 : 1024, 32, 8, 128);
+      c.query_dtype = q;
+      c.cache_dtype = kv;
+      c.name = fmt::format("{}-{}", base, dtype_name(kv));
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+std::vector<BenchCase> blocks() {
+  std::vector<BenchCase> cases;
+  for (uint32_t b : {8u, 16u, 32u, 64u, 128u}) {
+    BenchCase c = make(fmt::format("batch64-b{}", b), 64, 4096, 32, 8, 128);
+    c.block_size = b;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+std::vector<BenchCase> long_contexts() {
+  return {make("1x32k", 1, 32768, 32, 8, 128), make("1x128k", 1, 131072, 32, 8, 128),
+          make("1x256k", 1, 262144, 32, 8, 128), make("2x128k", 2, 131072, 32, 8, 128),
+          make("4x64k", 4, 65536, 32, 8, 128), make("4x256k", 4, 262144, 32, 8, 128)};
+}
+
+// Small enough for lavapipe on two CPU cores.
+std::vector<BenchCase> quick() {
+  std::vector<BenchCase> cases{make("q-long", 1, 4096, 8, 2, 128), make("q-batch", 16, 512, 8, 2, 128),
+                               make("q-mha", 8, 512, 8, 8, 64)};
+  BenchCase ragged = make("q-ragged", 16, 1024, 8, 2, 128);
+  ragged.ragged = true;
+  cases.push_back(ragged);
+  return cases;
+}
+
+}  // namespace
+
+std::vector<BenchCase> bench_suite(const std::string& name) {
+  if (name == "standard") return standard();
+  if (name == "ragged") return ragged();
+  if (name == "dtypes") return dtypes();
+  if (name == "blocks") return blocks();
+  if (name == "long") return long_contexts();
+  if (name == "quick") return quick();
+  if (name == "all") {
+    std::vector<BenchCase> all;
+    for (const char* s : {"standard", "ragged", "dtypes", "blocks", "long"}) {
+      auto part = bench_suite(s);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+  }
+  throw Error(ErrorCode::invalid_argument,
+              fmt::format("--suite: unknown suite \"{}\" (standard, ragged, dtypes, blocks, long, quick, all)", name));
+}
+
+}  // namespace vkpaged::cli

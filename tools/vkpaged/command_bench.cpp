@@ -1,0 +1,192 @@
+// `vkpaged bench`: sets up each case's paged cache on the device (random data, shuffled block
+// tables), times record_decode with GPU timestamps, and reports KV bytes per second against
+// the read bandwidth measured by the same run.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "bench.hpp"
+#include "vkpaged/context.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/utilities.hpp"
+
+namespace vkpaged::cli {
+
+namespace {
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
+
+SplitMode parse_split(const std::string& s) {
+  if (s == "auto") return SplitMode::automatic;
+  if (s == "single") return SplitMode::single_pass;
+  if (s == "split") return SplitMode::split;
+  throw Error(ErrorCode::invalid_argument, fmt::format("--split: \"{}\" is not auto, single or split", s));
+}
+
+BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o) {
+  BenchResult r;
+  r.config = c;
+  const auto& dev = ctx.device_info();
+  std::mt19937 rng(1234);
+  std::vector<int32_t> lens(c.batch, int32_t(c.context));
+  if (c.ragged) {
+    std::uniform_int_distribution<int32_t> len(1, int32_t(c.context));
+    for (auto& l : lens) l = len(rng);
+  }
+  const uint32_t M = ceil_div(c.context, c.block_size);
+  uint64_t blocks = 0, tokens = 0;
+  for (int32_t l : lens) {
+    blocks += ceil_div(uint64_t(l), c.block_size);
+    tokens += uint64_t(l);
+  }
+  const uint64_t elem = is_fp8_dtype(c.cache_dtype) ? 1 : dtype_size(c.cache_dtype);
+  const uint64_t pool_bytes = blocks * c.kv_heads * c.head_size * c.block_size * elem;
+  r.kv_bytes = 2 * tokens * c.kv_heads * c.head_size * elem;
+  if (pool_bytes > dev.max_storage_buffer_range) {
+    r.skipped = fmt::format("a pool of {} MB exceeds maxStorageBufferRange", pool_bytes / 1000000);
+    return r;
+  }
+  if (2 * pool_bytes > dev.device_local_bytes * 3 / 4) {
+    r.skipped = fmt::format("{} MB of KV does not fit device memory", 2 * pool_bytes / 1000000);
+    return r;
+  }
+
+  DecodeShape s;
+  s.num_seqs = c.batch;
+  s.num_heads = c.heads;
+  s.num_kv_heads = c.kv_heads;
+  s.head_size = c.head_size;
+  s.block_size = c.block_size;
+  s.num_blocks = uint32_t(blocks);
+  s.max_blocks_per_seq = M;
+  s.max_context_len = uint32_t(*std::max_element(lens.begin(), lens.end()));
+  s.query_dtype = c.query_dtype;
+  s.cache_dtype = c.cache_dtype;
+  DecodeOptions options;
+  options.split = parse_split(o.split);
+  options.partition_tokens = o.partition_tokens;
+  const DecodePlan plan = DecodePlan::create(ctx, s, options);
+  r.path = plan.describe();
+
+  const int64_t x = cache_pack_factor(c.cache_dtype);
+  const DType stored = is_fp8_dtype(c.cache_dtype) ? DType::u8 : c.cache_dtype;
+  const Shape kshape{int64_t(blocks), c.kv_heads, c.head_size / x, c.block_size, x};
+  const Shape vshape{int64_t(blocks), c.kv_heads, c.head_size, c.block_size};
+  const Shape qshape{c.batch, c.heads, c.head_size};
+  DeviceBuffer key = ctx.create_buffer(pool_bytes), value = ctx.create_buffer(pool_bytes);
+  DeviceBuffer query = ctx.create_buffer(size_t(qshape.numel()) * dtype_size(c.query_dtype));
+  DeviceBuffer output = ctx.create_buffer(size_t(qshape.numel()) * dtype_size(c.query_dtype));
+  DeviceBuffer tables = ctx.create_buffer(size_t(c.batch) * M * 4), lengths = ctx.create_buffer(size_t(c.batch) * 4);
+  DeviceBuffer scratch = ctx.create_buffer(std::max<size_t>(plan.scratch_bytes(), 16));
+
+  // Blocks in random order, as a long-running server's free list hands them out.
+  std::vector<int32_t> ids(blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  std::vector<int32_t> table(size_t(c.batch) * M, 0);
+  size_t next = 0;
+  for (uint32_t i = 0; i < c.batch; ++i)
+    for (uint32_t j = 0; j < ceil_div(uint64_t(lens[i]), c.block_size); ++j) table[size_t(i) * M + j] = ids[next++];
+  ctx.upload(tables.view(), table.data(), table.size() * 4);
+  ctx.upload(lengths.view(), lens.data(), lens.size() * 4);
+
+  DecodeViews v;
+  v.query = query.tensor(c.query_dtype, qshape);
+  v.key_cache = key.tensor(stored, kshape);
+  v.value_cache = value.tensor(stored, vshape);
+  v.block_tables = tables.tensor(DType::i32, Shape{c.batch, M});
+  v.context_lens = lengths.tensor(DType::i32, Shape{c.batch});
+  v.output = output.tensor(c.query_dtype, qshape);
+  if (plan.split()) v.scratch = scratch.view(0, plan.scratch_bytes());
+  ctx.run_and_wait([&](VkCommandBuffer cmd) {
+    record_fill_random(ctx, cmd, v.key_cache, 1);
+    record_fill_random(ctx, cmd, v.value_cache, 2);
+    record_fill_random(ctx, cmd, v.query, 3);
+  });
+
+  auto run = [&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v); };
+  for (int i = 0; i < o.warmup; ++i) ctx.run_and_wait(run);
+  std::vector<double> us;
+  for (int i = 0; i < std::max(20, o.repetitions); ++i) us.push_back(ctx.run_and_time(run) * 1e-3);
+  std::sort(us.begin(), us.end());
+  r.median_us = us[us.size() / 2];
+  r.min_us = us.front();
+  r.max_us = us.back();
+  return r;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+void write_json(const std::string& path, const DeviceInfo& dev, double bandwidth, const std::vector<BenchResult>& results) {
+  std::string j = fmt::format("{{\n  \"device\": \"{}\",\n  \"driver\": \"{}\",\n  \"read_bandwidth_bytes_per_second\": {:.6g},\n  \"cases\": [\n",
+                              json_escape(dev.name), json_escape(dev.driver), bandwidth);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const auto& c = r.config;
+    j += fmt::format(
+        "    {{\"name\": \"{}\", \"batch\": {}, \"context\": {}, \"heads\": {}, \"kv_heads\": {}, \"head_size\": {}, "
+        "\"block_size\": {}, \"query_dtype\": \"{}\", \"cache_dtype\": \"{}\", \"ragged\": {}, \"kv_bytes\": {}, "
+        "\"median_us\": {:.3f}, \"min_us\": {:.3f}, \"max_us\": {:.3f}, \"kv_bytes_per_second\": {:.6g}, "
+        "\"share_of_bandwidth\": {:.4f}, \"path\": \"{}\", \"skipped\": \"{}\"}}{}\n",
+        c.name, c.batch, c.context, c.heads, c.kv_heads, c.head_size, c.block_size, dtype_name(c.query_dtype),
+        dtype_name(c.cache_dtype), c.ragged ? "true" : "false", r.kv_bytes, r.median_us, r.min_us, r.max_us,
+        r.kv_bytes_per_second(), bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0, json_escape(r.path),
+        json_escape(r.skipped), i + 1 < results.size() ? "," : "");
+  }
+  j += "  ]\n}\n";
+  std::ofstream f(path);
+  f << j;
+  if (!f) throw Error(ErrorCode::io_error, fmt::format("--json: cannot write {}", path));
+}
+
+}  // namespace
+
+int run_bench(const BenchOptions& o) {
+  const auto cases = bench_suite(o.suite);
+  ContextOptions copts;
+  copts.device = o.device;
+  Context ctx(copts);
+  const auto& dev = ctx.device_info();
+  // Several times the largest L2 caches (60 MB on an H200), capped by the device's limits.
+  const size_t probe = std::min<size_t>({size_t(1) << 30, dev.max_storage_buffer_range, dev.device_local_bytes / 4});
+  const auto bw = measure_read_bandwidth(ctx, probe, o.repetitions);
+  const double bandwidth = bw.bytes_per_second();
+  fmt::print("device: {} ({})\n", dev.name, dev.driver);
+  fmt::print("read bandwidth (streaming 16-byte loads, {} MB, median of {}): {:.1f} GB/s\n\n", bw.bytes / 1000000,
+             o.repetitions, bandwidth / 1e9);
+  fmt::print("{:<18} {:>5} {:>7} {:>3}/{:<3} {:>3} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}  {}\n", "case", "batch",
+             "context", "H", "Hkv", "D", "B", "kv", "median us", "min us", "max us", "GB/s", "share", "path");
+  std::vector<BenchResult> results;
+  for (const auto& c : cases) {
+    BenchResult r = run_case(ctx, c, o);
+    const double share = bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0;
+    if (!r.skipped.empty())
+      fmt::print("{:<18} skipped: {}\n", c.name, r.skipped);
+    else
+      fmt::print("{:<18} {:>5} {:>7} {:>3}/{:<3} {:>3} {:>3} {:>9} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>5.1f}%  {}\n",
+                 c.name, c.batch, c.context, c.heads, c.kv_heads, c.head_size, c.block_size, dtype_name(c.cache_dtype),
+                 r.median_us, r.min_us, r.max_us, r.kv_bytes_per_second() / 1e9, 100.0 * share, r.path);
+    std::fflush(stdout);
+    results.push_back(std::move(r));
+  }
+  if (!o.json_path.empty()) write_json(o.json_path, dev, bandwidth, results);
+  if (!o.chart_path.empty()) {
+    std::ofstream f(o.chart_path);
+    f << bench_chart_svg(results, bandwidth, fmt::format("vkpaged decode, {} suite, {}", o.suite, dev.name));
+    if (!f) throw Error(ErrorCode::io_error, fmt::format("--chart: cannot write {}", o.chart_path));
+  }
+  return 0;
+}
+
+}  // namespace vkpaged::cli

@@ -1,0 +1,133 @@
+// `vkpaged demo`: what an inference engine does with vkpaged, in miniature. A batch of
+// sequences with prompts of different lengths decodes step by step: each step writes every
+// sequence's new key and value into the paged cache, grows the block tables as blocks fill,
+// and runs decode attention; every few steps the result is checked against the CPU reference.
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <chrono>
+
+#include "commands.hpp"
+#include "demo_session.hpp"
+#include "progress_bar.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::cli {
+
+namespace {
+
+[[noreturn]] void refuse(const std::string& message) { throw Error(ErrorCode::invalid_argument, message); }
+
+DemoShape demo_shape(const DemoArgs& a) {
+  if (a.batch == 0) refuse("--batch: must be at least 1");
+  if (a.min_len > a.max_len) refuse(fmt::format("--min-len: {} is above --max-len {}", a.min_len, a.max_len));
+  if (a.block_size == 0) refuse("--block-size: must be at least 1");
+  if (a.device == "cpu") refuse("--device: the demo runs on a Vulkan device; the CPU reference is what it checks against");
+  if (uint64_t(a.max_len) + a.steps > (1u << 24))
+    refuse(fmt::format("--max-len: {} plus --steps {} exceeds 2^24 tokens", a.max_len, a.steps));
+  DemoShape s;
+  s.num_seqs = a.batch;
+  s.num_heads = a.heads;
+  s.num_kv_heads = a.kv_heads;
+  s.head_size = a.head_size;
+  s.block_size = a.block_size;
+  s.max_len = a.max_len + a.steps;
+  const auto dtype = parse_dtype(a.dtype);
+  if (!dtype || !is_float_dtype(*dtype)) refuse(fmt::format("--dtype: '{}' is not f32, f16 or bf16", a.dtype));
+  s.dtype = *dtype;
+  if (a.kv_dtype == "auto")
+    s.cache_dtype = s.dtype;
+  else if (a.kv_dtype == "fp8_e4m3")
+    s.cache_dtype = DType::fp8_e4m3;
+  else if (a.kv_dtype == "fp8_e5m2")
+    s.cache_dtype = DType::fp8_e5m2;
+  else
+    refuse(fmt::format("--kv-dtype: '{}' is not auto, fp8_e4m3 or fp8_e5m2", a.kv_dtype));
+  return s;
+}
+
+// Prompt lengths spread evenly from --min-len to --max-len over the batch.
+std::vector<uint32_t> prompt_lengths(const DemoArgs& a) {
+  std::vector<uint32_t> lens(a.batch);
+  for (uint32_t i = 0; i < a.batch; ++i)
+    lens[i] = a.batch == 1 ? a.max_len : a.min_len + uint32_t(uint64_t(a.max_len - a.min_len) * i / (a.batch - 1));
+  return lens;
+}
+
+std::string check_text(uint32_t step, uint32_t steps, const DemoCheck& c) {
+  std::string text = fmt::format("step {}/{}: check {}: max |error| {:.2e} (tolerance {:.0e})", step, steps,
+                                 c.passed ? "passed" : "FAILED", c.max_error, c.tolerance);
+  if (c.cache_mismatches) text += fmt::format(", {} cache elements differ from encode(value)", c.cache_mismatches);
+  if (c.status) text += fmt::format(", shader status {:#x}", c.status);
+  return text;
+}
+
+std::string rate(double value, const char* unit) {
+  if (value >= 1e9) return fmt::format("{:.2f} G{}", value / 1e9, unit);
+  if (value >= 1e6) return fmt::format("{:.2f} M{}", value / 1e6, unit);
+  if (value >= 1e3) return fmt::format("{:.2f} k{}", value / 1e3, unit);
+  return fmt::format("{:.2f} {}", value, unit);
+}
+
+}  // namespace
+
+int run_demo(const DemoArgs& args, std::ostream& out, std::ostream& progress, bool progress_is_tty) {
+  const DemoShape shape = demo_shape(args);
+  ContextOptions options;
+  options.device = args.device;
+  Context context(options);
+  DemoSession session(context, shape, prompt_lengths(args), args.seed);
+
+  fmt::print(out, "vkpaged demo on {}: {} sequences, prompts {}..{} tokens, {} steps\n", context.device_info().name,
+             args.batch, args.min_len, args.max_len, args.steps);
+  fmt::print(out, "  heads {}, kv heads {}, head size {}, block size {}, {} query, {} cache, {} blocks\n", args.heads,
+             args.kv_heads, args.head_size, args.block_size, dtype_name(shape.dtype), dtype_name(shape.cache_dtype),
+             session.num_blocks());
+  fmt::print(out, "  plan: {}\n", session.plan().describe());
+  out << std::flush;
+
+  session.prefill();
+  const auto start = std::chrono::steady_clock::now();
+  ProgressBar bar(progress, progress_is_tty, args.steps);
+  double decode_ns = 0;
+  uint64_t kv_bytes = 0;
+  uint32_t checks = 0, failed = 0;
+  double worst_error = 0, tolerance = 0;
+  for (uint32_t step = 1; step <= args.steps; ++step) {
+    decode_ns += session.step();
+    kv_bytes += session.kv_bytes_last_step();
+    const bool check_now = args.check_every > 0 && (step % args.check_every == 0 || step == args.steps);
+    std::string status = fmt::format("{} checks, {} failed", checks, failed);
+    if (check_now) {
+      const DemoCheck c = session.check();
+      ++checks;
+      failed += !c.passed;
+      worst_error = std::max(worst_error, c.max_error);
+      tolerance = c.tolerance;
+      status = fmt::format("{} checks, {} failed", checks, failed);
+      // A line per check in logs; on a terminal the bar says it, and only failures stay.
+      if (!progress_is_tty || !c.passed) bar.note(check_text(step, args.steps, c));
+    }
+    bar.update(step, status);
+  }
+  bar.finish();
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  const uint64_t tokens = uint64_t(args.batch) * args.steps;
+  if (checks == 0)
+    fmt::print(out, "checks: none (--check-every 0)\n");
+  else
+    fmt::print(out, "checks: {} of {} passed, max |error| {:.2e} (tolerance {:.0e}){}\n", checks - failed, checks,
+               worst_error, tolerance, failed ? ": FAILED" : "");
+  if (decode_ns > 0) {
+    const double seconds = decode_ns * 1e-9;
+    fmt::print(out, "decode: {} tokens in {:.1f} ms (by {}): {}, KV read {}\n", tokens, decode_ns * 1e-6,
+               context.device_info().timestamps ? "GPU timestamps" : "wall clock", rate(double(tokens) / seconds, "tokens/s"),
+               rate(double(kv_bytes) / seconds, "B/s"));
+  }
+  fmt::print(out, "wall time of the steps: {:.2f} s (cache writes, decode, checks)\n", wall_s);
+  fmt::print(out, "blocks in use at the end: {} of {}\n", session.blocks_in_use(), session.num_blocks());
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace vkpaged::cli

@@ -1,0 +1,64 @@
+#pragma once
+// The subcommands of the `vkpaged` tool, callable from tests. Each returns the process exit
+// status and throws vkpaged::Error on bad input; run_reporting_errors turns any exception into
+// the CLI's one line on stderr.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+
+namespace vkpaged::cli {
+
+// `vkpaged info`: the Vulkan devices and the features vkpaged uses on each.
+int run_info(std::ostream& out);
+
+// `vkpaged attend`: docs/contract.md, "The command-line contract". Paths are .npy files.
+struct AttendArgs {
+  std::string query;
+  std::string key_cache;
+  std::string value_cache;
+  std::string block_tables;
+  std::string context_lens;
+  std::string out;
+  std::optional<float> scale;  // default 1/sqrt(D)
+  std::string alibi_slopes;    // "" = none
+  float softcap = 0.0f;
+  std::string sinks;           // "" = none
+  uint32_t sliding_window = 0;
+  std::string kv_dtype = "auto";  // auto | fp8_e4m3 | fp8_e5m2
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  std::string dtype = "auto";  // auto | f32 | f16 | bf16 (bf16: <u2 arrays hold bf16 bits)
+  std::string device;          // "" = default Vulkan device; INDEX, NAME substring or "cpu"
+  std::string split = "auto";  // auto | single | split
+  uint32_t partition_tokens = 0;
+};
+int run_attend(const AttendArgs& args);
+
+// `vkpaged demo`: a batch of sequences decoding step by step on the paged cache, checked
+// against the CPU reference every few steps. Returns 1 when a check failed.
+struct DemoArgs {
+  uint32_t batch = 8;
+  uint32_t min_len = 1;
+  uint32_t max_len = 300;
+  uint32_t steps = 64;
+  uint32_t heads = 8;
+  uint32_t kv_heads = 2;
+  uint32_t head_size = 128;
+  uint32_t block_size = 16;
+  std::string dtype = "f16";      // f32 | f16 | bf16: queries, new keys/values, output
+  std::string kv_dtype = "auto";  // auto | fp8_e4m3 | fp8_e5m2
+  uint32_t check_every = 8;       // 0 = never check
+  std::string device;
+  uint64_t seed = 1;
+};
+// Results go to `out`; progress (a \r-updated bar on a terminal, else a line per check) to
+// `progress`, with `progress_is_tty` choosing the form.
+int run_demo(const DemoArgs& args, std::ostream& out, std::ostream& progress, bool progress_is_tty);
+
+// Runs a command; an exception becomes exactly one line "vkpaged: <message>" on `err` and
+// exit status 1 (2 for an internal error).
+int run_reporting_errors(const std::function<int()>& command, std::ostream& err);
+
+}  // namespace vkpaged::cli

@@ -1,0 +1,124 @@
+// The `vkpaged` command line: option parsing only; the subcommands live in command_*.cpp.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+
+#include "bench.hpp"
+#include "commands.hpp"
+
+namespace {
+
+using namespace vkpaged::cli;
+
+void add_attend_options(CLI::App& cmd, AttendArgs& a, float& scale) {
+  cmd.add_option("--query", a.query, "[S, H, D] query: <f4, <f2, or <u2 with --dtype bf16")->required()->type_name("Q.npy");
+  cmd.add_option("--key-cache", a.key_cache, "[N, Hkv, D/x, B, x] key cache")->required()->type_name("K.npy");
+  cmd.add_option("--value-cache", a.value_cache, "[N, Hkv, D, B] value cache")->required()->type_name("V.npy");
+  cmd.add_option("--block-tables", a.block_tables, "[S, M] block ids: <i4, <u4 or <i8")->required()->type_name("BT.npy");
+  cmd.add_option("--context-lens", a.context_lens, "[S] context lengths: <i4, <u4 or <i8")->required()->type_name("CL.npy");
+  cmd.add_option("--out", a.out, "[S, H, D] output, in the query's dtype, written atomically")->required()->type_name("O.npy");
+  cmd.add_option("--scale", scale, "logit scale (default 1/sqrt(D))")->type_name("F");
+  cmd.add_option("--alibi-slopes", a.alibi_slopes, "[H] <f4 ALiBi slopes")->type_name("A.npy");
+  cmd.add_option("--softcap", a.softcap, "soft cap c: logit = c*tanh(logit/c) (0 = off)")->type_name("F");
+  cmd.add_option("--sinks", a.sinks, "[H] <f4 sink logits (gpt-oss)")->type_name("Z.npy");
+  cmd.add_option("--sliding-window", a.sliding_window, "attend only the last W positions (0 = all)")->type_name("W");
+  cmd.add_option("--kv-dtype", a.kv_dtype, "cache dtype: auto (the query's), fp8_e4m3 or fp8_e5m2 (|u1 bytes)")
+      ->type_name("auto|fp8_e4m3|fp8_e5m2");
+  cmd.add_option("--k-scale", a.k_scale, "fp8 key scale (default 1)")->type_name("F");
+  cmd.add_option("--v-scale", a.v_scale, "fp8 value scale (default 1)")->type_name("F");
+  cmd.add_option("--dtype", a.dtype, "bf16: <u2 query and caches hold bf16 bits (default auto)")->type_name("bf16");
+  cmd.add_option("--device", a.device, "Vulkan device index or name substring, or cpu for the CPU reference")
+      ->type_name("INDEX|NAME|cpu");
+  cmd.add_option("--split", a.split, "extra: auto, single (one pass) or split (partitions + reduce)")
+      ->type_name("auto|single|split");
+  cmd.add_option("--partition-tokens", a.partition_tokens, "extra: tokens per split partition, a multiple of 256 (0 = auto)")
+      ->type_name("N");
+}
+
+void add_demo_options(CLI::App& cmd, DemoArgs& d) {
+  cmd.add_option("--batch", d.batch, "sequences in the batch")->capture_default_str();
+  cmd.add_option("--min-len", d.min_len, "shortest initial prompt")->capture_default_str();
+  cmd.add_option("--max-len", d.max_len, "longest initial prompt")->capture_default_str();
+  cmd.add_option("--steps", d.steps, "decode steps")->capture_default_str();
+  cmd.add_option("--heads", d.heads, "query heads H")->capture_default_str();
+  cmd.add_option("--kv-heads", d.kv_heads, "key/value heads Hkv")->capture_default_str();
+  cmd.add_option("--head-size", d.head_size, "head size D")->capture_default_str();
+  cmd.add_option("--block-size", d.block_size, "tokens per KV block B")->capture_default_str();
+  cmd.add_option("--dtype", d.dtype, "query and new key/value dtype: f32, f16 or bf16")->capture_default_str();
+  cmd.add_option("--kv-dtype", d.kv_dtype, "cache dtype: auto, fp8_e4m3 or fp8_e5m2")->capture_default_str();
+  cmd.add_option("--check-every", d.check_every, "check against the CPU reference every N steps (0 = never)")
+      ->capture_default_str();
+  cmd.add_option("--device", d.device, "Vulkan device index or name substring (default: VKPAGED_DEVICE, else the best)");
+  cmd.add_option("--seed", d.seed, "random seed")->capture_default_str();
+}
+
+void add_bench_options(CLI::App& cmd, BenchOptions& b) {
+  cmd.add_option("--suite", b.suite, "standard, ragged, dtypes, blocks, long, quick (lavapipe-sized) or all")
+      ->capture_default_str();
+  cmd.add_option("--device", b.device, "Vulkan device index or name substring");
+  cmd.add_option("--repetitions", b.repetitions, "timed repetitions per case (at least 20)")->capture_default_str();
+  cmd.add_option("--warmup", b.warmup, "untimed runs before timing")->capture_default_str();
+  cmd.add_option("--split", b.split, "auto, single (one pass) or split")->capture_default_str();
+  cmd.add_option("--partition-tokens", b.partition_tokens, "tokens per split partition (multiple of 256; 0 = auto)");
+  cmd.add_option("--json", b.json_path, "also write the results as JSON")->type_name("FILE");
+  cmd.add_option("--chart", b.chart_path, "draw the share of bandwidth per case as an SVG chart")->type_name("FILE");
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"vkpaged: paged decode attention and KV cache on Vulkan", "vkpaged"};
+  app.require_subcommand(1);
+  auto* info = app.add_subcommand("info", "list the Vulkan devices and the features vkpaged uses on each");
+  AttendArgs attend_args;
+  float scale = 0.0f;
+  auto* attend = app.add_subcommand("attend", "decode attention on .npy inputs (docs/contract.md)");
+  add_attend_options(*attend, attend_args, scale);
+  DemoArgs demo_args;
+  auto* demo = app.add_subcommand("demo", "decode a batch step by step on the paged cache, checked against the CPU reference");
+  add_demo_options(*demo, demo_args);
+  BenchOptions bench_args;
+  auto* bench = app.add_subcommand("bench", "time decode attention against the device's measured read bandwidth");
+  add_bench_options(*bench, bench_args);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "vkpaged: " << one_line(e.what()) << " (see vkpaged --help)" << std::endl;
+    return e.get_exit_code() != 0 ? e.get_exit_code() : 1;
+  }
+
+  if (attend->parsed() && attend->get_option("--scale")->count() > 0) attend_args.scale = scale;
+  return run_reporting_errors(
+      [&] {
+        if (info->parsed()) return run_info(std::cout);
+        if (attend->parsed()) return run_attend(attend_args);
+        if (bench->parsed()) return run_bench(bench_args);
+        return run_demo(demo_args, std::cout, std::cerr, ::isatty(STDERR_FILENO) == 1);
+      },
+      std::cerr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Nothing may escape main: the CLI's errors are one line on stderr and a non-zero exit.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "vkpaged: " << one_line(e.what()) << std::endl;
+  } catch (...) {
+    std::cerr << "vkpaged: unknown error" << std::endl;
+  }
+  return 1;
+}
