@@ -200,6 +200,22 @@ static_assert(sizeof(AbsmaxPush) == 4 * 4);
 #endif
 // ==== end of cache operations ====
 
+
+// ---- merge_states (shaders/merge_states.comp) ----
+#define MERGE_SC_HEAD_SIZE 0
+#define MERGE_SC_DTYPE 1
+#define MERGE_SC_WRITE_LSE 2
+#define MERGE_SC_COUNT 3
+struct MergePush {
+  uint num_heads;
+  uint output_a_offset;
+  uint lse_a_offset;
+  uint output_b_offset;
+  uint lse_b_offset;
+  uint output_offset;
+  uint lse_offset;
+};
+
 #ifdef __cplusplus
 static_assert(sizeof(DecodePush) == 24 * 4, "DecodePush must be plain 32-bit fields");
 static_assert(sizeof(DecodePush) <= 128, "push constants must fit the 128-byte minimum");

@@ -1,0 +1,122 @@
+#pragma once
+// The KV cache itself: for L layers, a key pool [N, Hkv, D/x, B, x] and a value pool
+// [N, Hkv, D, B] per layer in device memory (docs/contract.md's layouts), and optionally a
+// host-visible pool of the same layout for swapping. Sized by a block count or by a memory
+// budget; every limit is checked before anything is allocated.
+//
+//   KvCacheShape shape{.num_layers = 32, .num_kv_heads = 8, .head_size = 128, .block_size = 16};
+//   KvCacheSizing s = KvCache::plan(ctx.device_info(), shape, {.budget_fraction = 0.9});  // no allocation
+//   KvCache cache(ctx, shape, {.budget_fraction = 0.9, .num_host_blocks = 512});
+//   record_decode(..., views with cache.key_cache(l), cache.value_cache(l));
+//   cache.record_copy_blocks(cmd, copy_on_write_pairs);  // every layer, one copy batch
+//
+// The block ids are a BlockManager's (block_manager.hpp): its num_blocks is num_blocks() and
+// its num_host_blocks is num_host_blocks().
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "vkpaged/block_manager.hpp"
+#include "vkpaged/cache_ops.hpp"
+#include "vkpaged/context.hpp"
+#include "vkpaged/export.hpp"
+#include "vkpaged/tensor.hpp"
+
+namespace vkpaged {
+
+// What one cache holds per block. Every layer has the same pools.
+struct KvCacheShape {
+  uint32_t num_layers = 1;
+  uint32_t num_kv_heads = 0;  // Hkv
+  uint32_t head_size = 0;     // D, a multiple of x = 16 / element bytes
+  uint32_t block_size = 16;   // B, tokens per block
+  DType dtype = DType::f16;   // f32, f16, bf16, fp8_e4m3, fp8_e5m2
+};
+
+// What a number of blocks holds and costs (device pools; the host pool has the same per-block
+// figures).
+struct KvCacheSizing {
+  uint32_t num_blocks = 0;
+  uint64_t num_tokens = 0;       // num_blocks * block_size
+  uint64_t block_bytes = 0;      // one block of one pool (the keys, or the values, of one layer)
+  uint64_t bytes_per_block = 0;  // one block of every pool: 2 * num_layers * block_bytes
+  uint64_t pool_bytes = 0;       // one pool: num_blocks * block_bytes
+  uint64_t total_bytes = 0;      // every pool: num_blocks * bytes_per_block
+};
+
+// How many device blocks: give exactly one of num_blocks, budget_bytes, budget_fraction.
+struct KvCacheOptions {
+  uint32_t num_blocks = 0;       // exactly this many, or
+  uint64_t budget_bytes = 0;     // as many as fit this many bytes (all layers, keys and values), or
+  double budget_fraction = 0.0;  // as many as fit this fraction, in (0, 1], of DeviceInfo::device_local_bytes
+  uint32_t num_host_blocks = 0;  // blocks of the host-visible swap pool; 0 = none
+};
+
+class VKPAGED_API KvCache {
+ public:
+  // ---- sizing, without a device or an allocation (vkpaged::Error for a bad shape) ----
+  // Checks the shape: layers, heads and block size > 0, a cache dtype, D a multiple of x.
+  static void validate(const KvCacheShape& shape);
+  // Bytes one block costs over every layer, keys and values.
+  static uint64_t bytes_per_block(const KvCacheShape& shape);
+  // Blocks that fit `bytes` (rounded down; 0 when not even one fits).
+  static uint32_t blocks_for_budget(const KvCacheShape& shape, uint64_t bytes);
+  static KvCacheSizing sizing(const KvCacheShape& shape, uint32_t num_blocks);
+  // Most blocks one pool of a device with this maxStorageBufferRange can hold.
+  static uint32_t max_blocks_per_pool(const KvCacheShape& shape, uint64_t max_storage_buffer_range);
+  // What the constructor would allocate on `device`: resolves the options to a block count and
+  // applies every device check (throws as the constructor does). The host pool's memory heap
+  // is checked only by the constructor, which sees the device's heaps.
+  static KvCacheSizing plan(const DeviceInfo& device, const KvCacheShape& shape, const KvCacheOptions& options);
+
+  // Checks everything first, then allocates 2 * num_layers device buffers (and as many
+  // host-visible ones). Refused (vkpaged::Error, nothing allocated): a bad shape
+  // (invalid_argument); no block count or budget, or one that holds no block
+  // (invalid_argument); a budget or block count over the device-local memory or the
+  // host-visible heap (out_of_memory); a pool over the device's maxStorageBufferRange
+  // (unsupported, naming the limit). An allocation that fails part-way frees what it had
+  // allocated before the Error leaves. The pools' contents start undefined. The cache keeps a
+  // reference to `context`, which must outlive it.
+  KvCache(Context& context, const KvCacheShape& shape, const KvCacheOptions& options);
+  ~KvCache();
+  KvCache(KvCache&&) noexcept;
+  KvCache& operator=(KvCache&&) noexcept;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  const KvCacheShape& shape() const noexcept;
+  uint32_t num_blocks() const noexcept;
+  uint32_t num_host_blocks() const noexcept;
+  uint64_t num_tokens() const noexcept;  // num_blocks * block_size
+  const KvCacheSizing& sizing() const noexcept;  // of the device pools
+  uint64_t host_bytes() const noexcept;          // of every host pool together
+
+  // Layer `layer`'s pools as the operators take them, dtype the cache's. Host views have
+  // N = num_host_blocks() and exist only when there is a host pool. A layer out of range, or
+  // a host view without a host pool, is refused (invalid_argument).
+  TensorView key_cache(uint32_t layer) const;
+  TensorView value_cache(uint32_t layer) const;
+  TensorView host_key_cache(uint32_t layer) const;
+  TensorView host_value_cache(uint32_t layer) const;
+  // The device pools of every layer, and the host pools (empty without a host pool), for
+  // record_copy_blocks and record_swap_blocks.
+  std::span<const LayerCacheViews> layers() const noexcept;
+  std::span<const LayerCacheViews> host_layers() const noexcept;
+
+  // Whole blocks, keys and values, in every layer: one vkCmdCopyBuffer per pool, the checks
+  // of record_copy_blocks / record_swap_blocks first. Transfer stage; the caller places the
+  // barriers (and a transfer -> host one before reading a host pool on the CPU).
+  void record_copy_blocks(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const;
+  // (device block, host block) pairs, as BlockManager::swap_out returns them.
+  void record_swap_out(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const;
+  // (host block, device block) pairs, as BlockManager::swap_in returns them.
+  void record_swap_in(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vkpaged

@@ -1,0 +1,602 @@
+/* The vkpaged C API: the C++ API (context.hpp, decode.hpp, cache_ops.hpp, block_manager.hpp,
+ * reference.hpp, utilities.hpp, dtype.hpp) behind opaque handles and plain structs, for C,
+ * Rust, Python (ctypes/cffi) and every other language with a C FFI. docs/api.md describes each
+ * call at length; the layouts and the math are those of docs/contract.md.
+ *
+ * Conventions:
+ * - Every call that can fail returns a vkp_status. On failure vkp_last_error() holds one line
+ *   that names the argument and the offending value; nothing was recorded or changed. No C++
+ *   exception ever leaves this API.
+ * - A NULL handle or a NULL required pointer is refused with VKP_ERROR_INVALID_ARGUMENT.
+ * - Objects are created by vkp_*_create and released by vkp_*_destroy (NULL is a no-op).
+ *   Buffers and decode plans belong to their context: destroy them before it.
+ * - Options structs: NULL means the defaults; the *_init functions fill the defaults in, so
+ *   set only what differs (a zero-filled struct is not the defaults).
+ * - Threads: a context may be used from several threads at once (recording into different
+ *   command buffers, creating plans, buffers, uploads); vkp_decode_plan is immutable and may
+ *   be shared; a vkp_block_manager must be used by one thread at a time. vkp_last_error() is
+ *   per thread.
+ */
+#ifndef VKPAGED_VKPAGED_H
+#define VKPAGED_VKPAGED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+/* The version of these headers; vkp_version() answers the library's. */
+#define VKPAGED_VERSION_MAJOR 0
+#define VKPAGED_VERSION_MINOR 1
+#define VKPAGED_VERSION_PATCH 0
+#define VKPAGED_MAKE_VERSION(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
+#define VKPAGED_VERSION VKPAGED_MAKE_VERSION(VKPAGED_VERSION_MAJOR, VKPAGED_VERSION_MINOR, VKPAGED_VERSION_PATCH)
+
+#if defined(VKPAGED_BUILDING)
+#define VKP_API __attribute__((visibility("default")))
+#else
+#define VKP_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ===================================================================== status and errors */
+
+/* Values equal vkpaged::ErrorCode's. */
+typedef enum vkp_status {
+  VKP_OK = 0,
+  VKP_ERROR_INVALID_ARGUMENT = 1, /* a shape, dtype, index, size or handle the contract refuses */
+  VKP_ERROR_UNSUPPORTED = 2,      /* valid, but not available on this device or build */
+  VKP_ERROR_OUT_OF_MEMORY = 3,    /* a device or host allocation failed, or blocks ran out */
+  VKP_ERROR_DEVICE = 4,           /* a Vulkan call failed (device lost, driver error) */
+  VKP_ERROR_IO = 5,               /* a file could not be read or written */
+  VKP_ERROR_INTERNAL = 6          /* a bug in vkpaged */
+} vkp_status;
+
+/* The message of the last failed call on this thread, "" after a call that succeeded. The
+ * pointer stays valid until the next vkpaged call on this thread. Never NULL. */
+VKP_API const char* vkp_last_error(void);
+/* "ok", "invalid_argument", "unsupported", ...; "unknown" for other values. */
+VKP_API const char* vkp_status_name(vkp_status status);
+
+/* The library's version: VKPAGED_MAKE_VERSION(major, minor, patch). Compare with
+ * VKPAGED_VERSION to detect headers that do not match the library. */
+VKP_API uint32_t vkp_version(void);
+/* The library's version as "major.minor.patch". */
+VKP_API const char* vkp_version_string(void);
+
+/* ===================================================================== element types */
+
+/* Values equal vkpaged::DType's and the shaders' DT_* constants. */
+typedef enum vkp_dtype {
+  VKP_DTYPE_F32 = 0,
+  VKP_DTYPE_F16 = 1,
+  VKP_DTYPE_BF16 = 2,
+  VKP_DTYPE_FP8_E4M3 = 3, /* OCP E4M3FN: max 448, no infinities */
+  VKP_DTYPE_FP8_E5M2 = 4, /* max 57344 */
+  VKP_DTYPE_I32 = 5,
+  VKP_DTYPE_U32 = 6,
+  VKP_DTYPE_I64 = 7,
+  VKP_DTYPE_U8 = 8
+} vkp_dtype;
+
+/* Bytes per element (0 for an unknown value). */
+VKP_API size_t vkp_dtype_size(vkp_dtype dtype);
+/* "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "i32", "u32", "i64", "u8"; "unknown" otherwise. */
+VKP_API const char* vkp_dtype_name(vkp_dtype dtype);
+/* Parses a name vkp_dtype_name gives. Errors: INVALID_ARGUMENT for an unknown name. */
+VKP_API vkp_status vkp_dtype_parse(const char* name, vkp_dtype* out);
+/* Largest finite value of a float dtype (448 for fp8_e4m3, 57344 for fp8_e5m2, ...). */
+VKP_API float vkp_dtype_max(vkp_dtype dtype);
+
+/* Bit-exact scalar conversions: round to nearest even; fp8 saturates at the format's max and
+ * never makes Inf or NaN from finite input; NaN stays NaN. */
+VKP_API float vkp_f16_to_f32(uint16_t bits);
+VKP_API uint16_t vkp_f32_to_f16(float value);
+VKP_API float vkp_bf16_to_f32(uint16_t bits);
+VKP_API uint16_t vkp_f32_to_bf16(float value);
+VKP_API float vkp_fp8_e4m3_to_f32(uint8_t bits);
+VKP_API uint8_t vkp_f32_to_fp8_e4m3(float value);
+VKP_API float vkp_fp8_e5m2_to_f32(uint8_t bits);
+VKP_API uint8_t vkp_f32_to_fp8_e5m2(float value);
+
+/* ===================================================================== views and host arrays */
+
+#define VKP_MAX_RANK 5
+
+/* A byte range of a VkBuffer (size is the real size; VK_WHOLE_SIZE is refused). A view whose
+ * buffer is VK_NULL_HANDLE is "absent" (for optional arguments). */
+typedef struct vkp_buffer_view {
+  VkBuffer buffer;
+  VkDeviceSize offset;
+  VkDeviceSize size;
+} vkp_buffer_view;
+
+/* A buffer range with dtype and a row-major shape of `rank` dimensions. */
+typedef struct vkp_tensor_view {
+  vkp_buffer_view memory;
+  vkp_dtype dtype;
+  int32_t rank;
+  int64_t shape[VKP_MAX_RANK];
+} vkp_tensor_view;
+
+/* Host memory with dtype and row-major shape. data holds shape's product of elements; it is
+ * read, except where a function says it writes it. Absent (optional) when data is NULL and
+ * rank is 0. */
+typedef struct vkp_host_tensor {
+  void* data;
+  vkp_dtype dtype;
+  int32_t rank;
+  int64_t shape[VKP_MAX_RANK];
+} vkp_host_tensor;
+
+/* ===================================================================== devices */
+
+typedef struct vkp_device_info {
+  uint32_t index; /* position in vkEnumeratePhysicalDevices */
+  char name[256];
+  char type[16];    /* "discrete", "integrated", "virtual", "cpu", "other" */
+  char driver[256]; /* driver name and info, where reported */
+  uint32_t vendor_id;
+  uint32_t api_version;
+  uint32_t subgroup_size;
+  bool subgroup_arithmetic;
+  bool storage_16bit;
+  bool storage_8bit;
+  bool shader_float16;
+  bool shader_int64;
+  bool buffer_device_address;
+  bool push_descriptor;
+  bool timestamps;
+  uint64_t max_storage_buffer_range;
+  uint32_t max_shared_memory;
+  uint32_t max_workgroup_invocations;
+  uint32_t max_push_constants;
+  uint32_t min_storage_buffer_offset_alignment;
+  uint32_t compute_units; /* reported by the driver, or estimated */
+  bool compute_units_reported;
+  double timestamp_period_ns;
+  uint32_t timestamp_valid_bits;
+  uint64_t device_local_bytes;
+} vkp_device_info;
+
+/* Lists the Vulkan devices, Vulkan style: with infos NULL, sets *count to their number; else
+ * fills min(*count, number) entries and sets *count to how many were written.
+ * default_index (may be NULL) receives the index the default choice picks.
+ * Errors: UNSUPPORTED or DEVICE when there is no Vulkan at all. */
+VKP_API vkp_status vkp_list_devices(vkp_device_info* infos, uint32_t* count, uint32_t* default_index);
+
+/* ===================================================================== context */
+
+typedef struct vkp_context vkp_context;
+
+typedef struct vkp_context_options {
+  /* NULL or "" = $VKPAGED_DEVICE, else the default choice (discrete, integrated, virtual,
+   * CPU). Otherwise an index ("1") or a name substring ("H200", "llvmpipe"). */
+  const char* device;
+  bool validation;                  /* Khronos validation layer (also VKPAGED_VALIDATION=1) */
+  bool disable_subgroup_arithmetic; /* force the shared-memory reductions */
+} vkp_context_options;
+VKP_API void vkp_context_options_init(vkp_context_options* options);
+
+/* An engine's Vulkan objects for a context that adopts them. The device must have
+ * VK_KHR_push_descriptor enabled and queue_family must support compute. vkpaged never
+ * destroys them. Its convenience calls (upload, download, run_and_wait, decode_attention)
+ * submit to (queue_family, queue_index): the engine must not submit to that queue from another
+ * thread at the same time. get_instance_proc_addr NULL = the loader vkpaged links. */
+typedef struct vkp_external_device {
+  VkInstance instance;
+  VkPhysicalDevice physical_device;
+  VkDevice device;
+  uint32_t queue_family;
+  uint32_t queue_index;
+  PFN_vkGetInstanceProcAddr get_instance_proc_addr;
+} vkp_external_device;
+
+/* Creates a context on its own instance and device. options NULL = defaults.
+ * Errors: INVALID_ARGUMENT (no device matches options->device), UNSUPPORTED (Vulkan < 1.2, no
+ * push descriptors, no compute queue), DEVICE. */
+VKP_API vkp_status vkp_context_create(const vkp_context_options* options, vkp_context** out);
+/* Creates a context on an engine's device (see vkp_external_device).
+ * Errors: INVALID_ARGUMENT (a NULL handle, a queue family without compute), UNSUPPORTED. */
+VKP_API vkp_status vkp_context_create_external(const vkp_external_device* external, vkp_context** out);
+/* Waits for vkpaged's queue and destroys what the context created. NULL is a no-op. */
+VKP_API void vkp_context_destroy(vkp_context* context);
+
+VKP_API vkp_status vkp_context_device_info(const vkp_context* context, vkp_device_info* out);
+
+/* The Vulkan objects the context runs on (its own, or the adopted ones). */
+typedef struct vkp_vulkan_handles {
+  VkInstance instance;
+  VkPhysicalDevice physical_device;
+  VkDevice device;
+  VkQueue queue;
+  uint32_t queue_family;
+} vkp_vulkan_handles;
+VKP_API vkp_status vkp_context_vulkan_handles(const vkp_context* context, vkp_vulkan_handles* out);
+
+/* Validation-layer messages seen since creation (0 unless validation is on). */
+VKP_API vkp_status vkp_context_validation_message_count(const vkp_context* context, uint32_t* out);
+
+/* Records work into a command buffer. Return VKP_OK, or a failure to abandon the submission. */
+typedef vkp_status (*vkp_record_fn)(VkCommandBuffer cmd, void* user_data);
+
+/* Records `record` into a fresh command buffer of the context, submits it and waits.
+ * Errors: what `record` returned (nothing is submitted then; vkp_last_error() keeps its
+ * message), DEVICE. */
+VKP_API vkp_status vkp_run_and_wait(vkp_context* context, vkp_record_fn record, void* user_data);
+/* Same, with GPU timestamps around the work: *elapsed_ns receives the GPU time.
+ * Errors: as vkp_run_and_wait, UNSUPPORTED (no compute timestamps). */
+VKP_API vkp_status vkp_run_and_time(vkp_context* context, vkp_record_fn record, void* user_data, double* elapsed_ns);
+
+/* Records a compute+transfer -> compute+transfer barrier over all memory (what the convenience
+ * paths put between operators; engines usually record narrower ones). */
+VKP_API vkp_status vkp_record_compute_barrier(const vkp_context* context, VkCommandBuffer cmd);
+
+/* ===================================================================== buffers */
+
+typedef struct vkp_buffer vkp_buffer;
+
+typedef enum vkp_memory_kind {
+  VKP_MEMORY_DEVICE = 0,      /* device-local, not mapped */
+  VKP_MEMORY_HOST_VISIBLE = 1 /* host-visible, coherent, persistently mapped */
+} vkp_memory_kind;
+
+/* A buffer usable as storage buffer, transfer source and destination.
+ * Errors: OUT_OF_MEMORY, INVALID_ARGUMENT (unknown kind), DEVICE. */
+VKP_API vkp_status vkp_buffer_create(vkp_context* context, size_t bytes, vkp_memory_kind kind, vkp_buffer** out);
+VKP_API void vkp_buffer_destroy(vkp_buffer* buffer);
+/* The VkBuffer, its size and (host-visible buffers) its mapping; VK_NULL_HANDLE, 0, NULL for
+ * a NULL handle. */
+VKP_API VkBuffer vkp_buffer_handle(const vkp_buffer* buffer);
+VKP_API size_t vkp_buffer_size(const vkp_buffer* buffer);
+VKP_API void* vkp_buffer_mapped(const vkp_buffer* buffer);
+/* {handle, offset, bytes}; no check (the operators check views when they use them). */
+VKP_API vkp_buffer_view vkp_buffer_view_of(const vkp_buffer* buffer, VkDeviceSize offset, VkDeviceSize bytes);
+/* A tensor view of `dtype` and `shape` starting at `offset`, sized to hold it.
+ * Errors: INVALID_ARGUMENT (rank outside [0, 5], a negative dimension, unknown dtype). */
+VKP_API vkp_status vkp_buffer_tensor(const vkp_buffer* buffer, vkp_dtype dtype, const int64_t* shape, int32_t rank,
+                                     VkDeviceSize offset, vkp_tensor_view* out);
+
+/* Copies host bytes into a buffer range, or a buffer range into host memory, through a
+ * staging buffer, and waits (the whole copy is finished on return).
+ * Errors: INVALID_ARGUMENT (bytes larger than the view), OUT_OF_MEMORY, DEVICE. */
+VKP_API vkp_status vkp_upload(vkp_context* context, const vkp_buffer_view* dst, const void* src, size_t bytes);
+VKP_API vkp_status vkp_download(vkp_context* context, const vkp_buffer_view* src, void* dst, size_t bytes);
+
+/* ===================================================================== decode attention */
+
+typedef enum vkp_split_mode {
+  VKP_SPLIT_AUTOMATIC = 0,   /* from the batch, heads, lengths and compute units */
+  VKP_SPLIT_SINGLE_PASS = 1, /* one workgroup covers a whole context */
+  VKP_SPLIT_SPLIT = 2        /* partitions merged by a reduce pass */
+} vkp_split_mode;
+
+/* See vkpaged::DecodeShape. Dtypes: query f32/f16/bf16; cache f32/f16/bf16/fp8_e4m3/fp8_e5m2. */
+typedef struct vkp_decode_shape {
+  uint32_t num_seqs;           /* S */
+  uint32_t num_heads;          /* H */
+  uint32_t num_kv_heads;       /* Hkv, divides H */
+  uint32_t head_size;          /* D */
+  uint32_t block_size;         /* B */
+  uint32_t num_blocks;         /* N */
+  uint32_t max_blocks_per_seq; /* M */
+  uint32_t max_context_len;    /* bound on every length, sizes the split; 0 = M * B */
+  vkp_dtype query_dtype;
+  vkp_dtype cache_dtype;
+  bool alibi; /* ALiBi slopes [H] f32 will be given */
+  bool sinks; /* sink logits [H] f32 will be given */
+  bool lse;   /* write log-sum-exp [S, H] f32 */
+} vkp_decode_shape;
+
+/* See vkpaged::DecodeOptions. */
+typedef struct vkp_decode_options {
+  bool has_scale;          /* false: scale = 1 / sqrt(head_size) */
+  float scale;
+  float softcap;           /* > 0: logit = c * tanh(logit / c); 0 = off */
+  uint32_t sliding_window; /* > 0: attend the last W positions; 0 = off */
+  float k_scale;           /* fp8 caches: key = decode(byte) * k_scale */
+  float v_scale;
+  vkp_split_mode split;
+  uint32_t partition_tokens; /* split: tokens per partition, a multiple of 256; 0 = auto */
+} vkp_decode_options;
+/* Defaults: no scale given, softcap 0, window 0, k_scale = v_scale = 1, automatic split. */
+VKP_API void vkp_decode_options_init(vkp_decode_options* options);
+
+typedef struct vkp_decode_plan vkp_decode_plan;
+
+/* Validates the shape and options against the contract and the device, chooses the variant
+ * and the split, and creates (or finds) the pipelines. Host only; records nothing.
+ * Errors: INVALID_ARGUMENT (naming the field: head_size, block_size, num_heads, k_scale...),
+ * UNSUPPORTED (the device cannot run this shape), DEVICE. */
+VKP_API vkp_status vkp_decode_plan_create(vkp_context* context, const vkp_decode_shape* shape,
+                                          const vkp_decode_options* options, vkp_decode_plan** out);
+VKP_API void vkp_decode_plan_destroy(vkp_decode_plan* plan);
+
+typedef struct vkp_decode_plan_info {
+  vkp_decode_shape shape;
+  vkp_decode_options options;
+  bool split;
+  uint32_t num_partitions;   /* 1 when single pass */
+  uint32_t partition_tokens; /* 0 when single pass */
+  size_t scratch_bytes;      /* size of vkp_decode_views.scratch; 0 when single pass */
+} vkp_decode_plan_info;
+VKP_API vkp_status vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_decode_plan_info* out);
+/* Bytes of scratch the plan's views need (0 when single pass or for a NULL plan). */
+VKP_API size_t vkp_decode_plan_scratch_bytes(const vkp_decode_plan* plan);
+/* "split 64 x 512 tokens, 4 heads/workgroup, ..."; owned by the plan ("" for NULL). */
+VKP_API const char* vkp_decode_plan_describe(const vkp_decode_plan* plan);
+
+/* The buffers of one decode, in the contract's layouts. Optional views are absent when their
+ * buffer is VK_NULL_HANDLE. */
+typedef struct vkp_decode_views {
+  vkp_tensor_view query;        /* [S, H, D] query dtype */
+  vkp_tensor_view key_cache;    /* [N, Hkv, D/x, B, x] cache dtype (u8 for fp8) */
+  vkp_tensor_view value_cache;  /* [N, Hkv, D, B] */
+  vkp_tensor_view block_tables; /* [S, M] i32 or u32 */
+  vkp_tensor_view context_lens; /* [S] i32 or u32 */
+  vkp_tensor_view output;       /* [S, H, D] query dtype */
+  vkp_tensor_view alibi_slopes; /* [H] f32, when shape.alibi */
+  vkp_tensor_view sinks;        /* [H] f32, when shape.sinks */
+  vkp_tensor_view lse;          /* [S, H] f32, when shape.lse */
+  vkp_buffer_view scratch;      /* scratch_bytes, when the plan splits */
+  vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_* bits ORed in on the device */
+} vkp_decode_views;
+
+/* Bits of the optional device status word. */
+#define VKP_STATUS_BAD_BLOCK_ID 1u
+#define VKP_STATUS_BAD_CONTEXT_LEN 2u
+#define VKP_STATUS_BAD_SLOT 4u
+
+/* Checks the views against the plan (dtypes, shapes, sizes, alignment) and records one or two
+ * dispatches into cmd (compute shader stage: SHADER_READ of the inputs, SHADER_WRITE of
+ * output, lse, scratch, status). Allocates nothing, never waits; barriers are the caller's.
+ * Errors: INVALID_ARGUMENT naming the view (nothing recorded then). */
+VKP_API vkp_status vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
+                                     const vkp_decode_views* views);
+
+/* Host inputs of the convenience path and the reference (see vkpaged::DecodeInputs). */
+typedef struct vkp_decode_inputs {
+  vkp_host_tensor query;        /* [S, H, D] f32, f16 or bf16 */
+  vkp_host_tensor key_cache;    /* [N, Hkv, D/x, B, x] cache dtype, or u8 for fp8 */
+  vkp_host_tensor value_cache;  /* [N, Hkv, D, B] */
+  vkp_host_tensor block_tables; /* [S, M] i32, u32 or i64 */
+  vkp_host_tensor context_lens; /* [S] i32, u32 or i64 */
+  vkp_host_tensor alibi_slopes; /* optional [H] f32 */
+  vkp_host_tensor sinks;        /* optional [H] f32 */
+  vkp_dtype cache_dtype;        /* how the cache bytes are read */
+} vkp_decode_inputs;
+
+/* Derives and validates the shape of host inputs (block ids < N, lengths <= M * B too).
+ * Errors: INVALID_ARGUMENT naming the input. */
+VKP_API vkp_status vkp_decode_shape_of(const vkp_decode_inputs* inputs, bool want_lse, vkp_decode_shape* out);
+
+/* Uploads, plans, runs, waits and downloads. output: S * H * D elements of the query dtype
+ * (output_bytes at least that); lse: NULL, or S * H floats (lse_count at least that).
+ * options NULL = defaults. Errors: INVALID_ARGUMENT, UNSUPPORTED, OUT_OF_MEMORY, DEVICE. */
+VKP_API vkp_status vkp_decode_attention(vkp_context* context, const vkp_decode_inputs* inputs,
+                                        const vkp_decode_options* options, void* output, size_t output_bytes,
+                                        float* lse, size_t lse_count);
+/* The CPU reference of the same (double accumulation), with the same arguments. */
+VKP_API vkp_status vkp_reference_decode_attention(const vkp_decode_inputs* inputs, const vkp_decode_options* options,
+                                                  void* output, size_t output_bytes, float* lse, size_t lse_count);
+
+/* ===================================================================== cache operations */
+
+/* fp8 caches: element = decode(byte) * scale; finite and > 0. NULL = both 1. */
+typedef struct vkp_cache_scales {
+  float k_scale;
+  float v_scale;
+} vkp_cache_scales;
+
+/* A whole-block copy: pairs for copy_blocks and swap_blocks, as the block manager hands out. */
+typedef struct vkp_block_copy {
+  int32_t src;
+  int32_t dst;
+} vkp_block_copy;
+
+typedef struct vkp_reshape_and_cache_views {
+  vkp_tensor_view key;          /* [T, Hkv, D] f32, f16 or bf16 */
+  vkp_tensor_view value;        /* [T, Hkv, D], key's dtype */
+  vkp_tensor_view slot_mapping; /* [T] i64 or i32; negative = padding */
+  vkp_tensor_view key_cache;    /* [N, Hkv, D/x, B, x] any cache dtype */
+  vkp_tensor_view value_cache;  /* [N, Hkv, D, B] */
+  vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_BAD_SLOT */
+} vkp_reshape_and_cache_views;
+/* Writes token i into block slot / B, offset slot % B (fp8: encode(value * (1 / scale))).
+ * Compute shader stage: reads key, value, slot_mapping; writes the caches (atomics on the
+ * value cache) and status. Errors: INVALID_ARGUMENT naming the view or scale. */
+VKP_API vkp_status vkp_record_reshape_and_cache(vkp_context* context, VkCommandBuffer cmd,
+                                                const vkp_reshape_and_cache_views* views,
+                                                const vkp_cache_scales* scales);
+
+/* One layer's key and value pools. */
+typedef struct vkp_layer_cache_views {
+  vkp_tensor_view key_cache;
+  vkp_tensor_view value_cache;
+} vkp_layer_cache_views;
+/* Copies whole blocks within each of num_layers layers: one vkCmdCopyBuffer per pool.
+ * Transfer stage. Errors: INVALID_ARGUMENT (ids outside [0, N), a dst given twice, a block
+ * both source and destination, layouts that disagree). */
+VKP_API vkp_status vkp_record_copy_blocks(vkp_context* context, VkCommandBuffer cmd,
+                                          const vkp_layer_cache_views* layers, size_t num_layers,
+                                          const vkp_block_copy* pairs, size_t num_pairs);
+/* Moves blocks src[l] -> dst[l] between caches of one layout except N (device <-> host
+ * visible): pairs index src's and dst's blocks. Transfer stage (barrier transfer -> host
+ * before reading a host-visible destination). Errors: INVALID_ARGUMENT (ids, a dst given
+ * twice, num_dst != num_src, overlapping views). */
+VKP_API vkp_status vkp_record_swap_blocks(vkp_context* context, VkCommandBuffer cmd, const vkp_layer_cache_views* src,
+                                          size_t num_src, const vkp_layer_cache_views* dst, size_t num_dst,
+                                          const vkp_block_copy* pairs, size_t num_pairs);
+
+typedef struct vkp_gather_views {
+  vkp_tensor_view key_cache;
+  vkp_tensor_view value_cache;
+  vkp_tensor_view block_tables; /* [S, M] i32 or u32 */
+  vkp_tensor_view seq_starts;   /* [S + 1] i32 or u32, non-decreasing */
+  vkp_tensor_view key_out;      /* [T, Hkv, D] f32, f16 or bf16 */
+  vkp_tensor_view value_out;    /* [T, Hkv, D], key_out's dtype */
+  vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_BAD_BLOCK_ID / _BAD_CONTEXT_LEN */
+} vkp_gather_views;
+/* Paged to contiguous: row seq_starts[s] + p of the outputs is position p of sequence s.
+ * Compute shader stage. Errors: INVALID_ARGUMENT naming the view or scale. */
+VKP_API vkp_status vkp_record_gather(vkp_context* context, VkCommandBuffer cmd, const vkp_gather_views* views,
+                                     const vkp_cache_scales* scales);
+
+/* max |x| of x (f32, f16, bf16) combined by atomicMax into the f32 at amax_out, which the
+ * caller zeroes first. Compute shader stage. Errors: INVALID_ARGUMENT. */
+VKP_API vkp_status vkp_record_absmax(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* x,
+                                     const vkp_buffer_view* amax_out);
+/* *scale = max(amax, 1e-12) / max of fp8_format. Errors: INVALID_ARGUMENT (not an fp8 dtype,
+ * amax negative or not finite). */
+VKP_API vkp_status vkp_fp8_scale_from_amax(float amax, vkp_dtype fp8_format, float* scale);
+
+/* Fills a view with reproducible pseudo-random values in (-1, 1) of its dtype (fp8: codes of
+ * magnitude below 2; integer dtypes: random bits). Compute shader stage.
+ * Errors: INVALID_ARGUMENT (not a whole number of 32-bit words, bad view). */
+VKP_API vkp_status vkp_record_fill_random(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* view,
+                                          uint32_t seed);
+
+typedef struct vkp_bandwidth {
+  size_t bytes;            /* bytes read per repetition */
+  double median_ns;        /* median GPU time */
+  double bytes_per_second;
+} vkp_bandwidth;
+/* Streams `bytes` from a device buffer: warm-up, then the median of `repetitions` timed runs.
+ * Errors: INVALID_ARGUMENT, UNSUPPORTED (no timestamps), OUT_OF_MEMORY, DEVICE. */
+VKP_API vkp_status vkp_measure_read_bandwidth(vkp_context* context, size_t bytes, int32_t repetitions,
+                                              vkp_bandwidth* out);
+
+/* ===================================================================== CPU references */
+
+/* As vkp_record_reshape_and_cache, in place on host caches (key_cache and value_cache are
+ * written). Refuses a slot >= N * B. */
+VKP_API vkp_status vkp_reference_reshape_and_cache(const vkp_host_tensor* key, const vkp_host_tensor* value,
+                                                   const vkp_host_tensor* slot_mapping, vkp_host_tensor* key_cache,
+                                                   vkp_host_tensor* value_cache, const vkp_cache_scales* scales);
+/* One layer of copy_blocks, in place. */
+VKP_API vkp_status vkp_reference_copy_blocks(vkp_host_tensor* key_cache, vkp_host_tensor* value_cache,
+                                             const vkp_block_copy* pairs, size_t num_pairs);
+/* One layer of swap_blocks: src blocks into dst blocks (dst is written). */
+VKP_API vkp_status vkp_reference_swap_blocks(const vkp_host_tensor* src_key_cache,
+                                             const vkp_host_tensor* src_value_cache, vkp_host_tensor* dst_key_cache,
+                                             vkp_host_tensor* dst_value_cache, const vkp_block_copy* pairs,
+                                             size_t num_pairs);
+/* gather into key_out and value_out, whose dtype (f32, f16, bf16) and shape [T, Hkv, D] with
+ * T = seq_starts[S] the caller sets; they are written. */
+VKP_API vkp_status vkp_reference_gather(const vkp_host_tensor* key_cache, const vkp_host_tensor* value_cache,
+                                        const vkp_host_tensor* block_tables, const vkp_host_tensor* seq_starts,
+                                        const vkp_cache_scales* scales, vkp_host_tensor* key_out,
+                                        vkp_host_tensor* value_out);
+/* max |x| (NaN if x holds one). */
+VKP_API vkp_status vkp_reference_absmax(const vkp_host_tensor* x, float* out);
+
+/* ===================================================================== block manager */
+
+typedef struct vkp_block_manager vkp_block_manager;
+
+typedef struct vkp_block_manager_options {
+  double watermark;           /* fraction of blocks admission keeps free (default 0.01) */
+  bool enable_prefix_caching; /* default true */
+  uint64_t hash_salt;         /* mixed into every block hash (default 0) */
+  int32_t num_host_blocks;    /* swap space in blocks (default 0) */
+} vkp_block_manager_options;
+VKP_API void vkp_block_manager_options_init(vkp_block_manager_options* options);
+
+typedef enum vkp_admission {
+  VKP_ADMISSION_OK = 0,    /* fits now and leaves the watermark free */
+  VKP_ADMISSION_LATER = 1, /* would fit once other sequences release blocks */
+  VKP_ADMISSION_NEVER = 2  /* more blocks than the cache has above the watermark */
+} vkp_admission;
+
+/* Host-side block tables of sequences with caller-chosen ids (see block_manager.hpp). Not
+ * thread-safe. Errors of every call: INVALID_ARGUMENT (unknown or duplicate id, swapped-out
+ * sequence, bad width...), OUT_OF_MEMORY (no free block; check the can_* calls first). A
+ * refused call changes nothing. Arrays the manager returns (const pointers) stay valid until
+ * the next call on the manager that returns an array, or its destruction. */
+VKP_API vkp_status vkp_block_manager_create(int32_t num_blocks, int32_t block_size,
+                                            const vkp_block_manager_options* options, vkp_block_manager** out);
+VKP_API void vkp_block_manager_destroy(vkp_block_manager* manager);
+VKP_API vkp_status vkp_block_manager_block_size(const vkp_block_manager* manager, int32_t* out);
+
+VKP_API vkp_status vkp_block_manager_can_allocate(const vkp_block_manager* manager, const int32_t* prompt,
+                                                  size_t prompt_len, vkp_admission* out);
+/* Allocates the prompt's blocks, reusing prefix-cached ones; *cached_tokens (may be NULL)
+ * receives how many leading tokens are already in the cache. */
+VKP_API vkp_status vkp_block_manager_add_sequence(vkp_block_manager* manager, uint64_t seq_id, const int32_t* prompt,
+                                                  size_t prompt_len, int32_t* cached_tokens);
+VKP_API vkp_status vkp_block_manager_can_append(const vkp_block_manager* manager, uint64_t seq_id, bool* out);
+
+typedef struct vkp_append_result {
+  int64_t slot;        /* for reshape_and_cache */
+  bool has_copy;       /* copy-on-write: run copy_blocks(copy) before writing the slot */
+  vkp_block_copy copy;
+} vkp_append_result;
+VKP_API vkp_status vkp_block_manager_append_token(vkp_block_manager* manager, uint64_t seq_id, int32_t token,
+                                                  vkp_append_result* out);
+VKP_API vkp_status vkp_block_manager_fork(vkp_block_manager* manager, uint64_t parent_id, uint64_t child_id);
+VKP_API vkp_status vkp_block_manager_free_sequence(vkp_block_manager* manager, uint64_t seq_id);
+/* Frees the sequence for recompute; *num_tokens (may be NULL) receives its token count. */
+VKP_API vkp_status vkp_block_manager_preempt(vkp_block_manager* manager, uint64_t seq_id, int32_t* num_tokens);
+
+VKP_API vkp_status vkp_block_manager_can_swap_out(const vkp_block_manager* manager, const uint64_t* seq_ids,
+                                                  size_t num_seqs, bool* out);
+VKP_API vkp_status vkp_block_manager_can_swap_in(const vkp_block_manager* manager, const uint64_t* seq_ids,
+                                                 size_t num_seqs, vkp_admission* out);
+/* Swaps sequences out (pairs: device block -> host block) or in (host -> device); *pairs is
+ * owned by the manager (see above), for vkp_record_swap_blocks. */
+VKP_API vkp_status vkp_block_manager_swap_out(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
+                                              const vkp_block_copy** pairs, size_t* num_pairs);
+VKP_API vkp_status vkp_block_manager_swap_in(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
+                                             const vkp_block_copy** pairs, size_t* num_pairs);
+
+VKP_API vkp_status vkp_block_manager_contains(const vkp_block_manager* manager, uint64_t seq_id, bool* out);
+VKP_API vkp_status vkp_block_manager_is_swapped(const vkp_block_manager* manager, uint64_t seq_id, bool* out);
+VKP_API vkp_status vkp_block_manager_context_len(const vkp_block_manager* manager, uint64_t seq_id, int32_t* out);
+/* The sequence's device blocks (width 0), or padded with block 0 to `width` columns; *table is
+ * owned by the manager (see above). */
+VKP_API vkp_status vkp_block_manager_block_table(vkp_block_manager* manager, uint64_t seq_id, int32_t width,
+                                                 const int32_t** table, size_t* count);
+/* The host blocks of a swapped-out sequence; *table is owned by the manager. */
+VKP_API vkp_status vkp_block_manager_host_block_table(vkp_block_manager* manager, uint64_t seq_id,
+                                                      const int32_t** table, size_t* count);
+/* The decode arrays of num_seqs sequences at width M: block_tables [num_seqs * width]
+ * row-major (padded with block 0) and context_lens [num_seqs], both caller-allocated. */
+VKP_API vkp_status vkp_block_manager_build_batch(const vkp_block_manager* manager, const uint64_t* seq_ids,
+                                                 size_t num_seqs, int32_t width, int32_t* block_tables,
+                                                 int32_t* context_lens);
+/* Slots of tokens [first_token, first_token + count) into slots[count] (caller-allocated). */
+VKP_API vkp_status vkp_block_manager_slot_mapping(const vkp_block_manager* manager, uint64_t seq_id,
+                                                  int32_t first_token, int32_t count, int64_t* slots);
+
+/* Device blocks: in_use + free + cached == num_blocks. */
+typedef struct vkp_block_usage {
+  int32_t num_blocks;
+  int32_t in_use;
+  int32_t free;
+  int32_t cached; /* held by no sequence, kept for prefix reuse */
+  int32_t num_host_blocks;
+  int32_t host_in_use;
+} vkp_block_usage;
+VKP_API vkp_status vkp_block_manager_usage(const vkp_block_manager* manager, vkp_block_usage* out);
+
+typedef struct vkp_prefix_cache_stats {
+  uint64_t queries;
+  uint64_t queried_blocks;
+  uint64_t hit_blocks;
+  uint64_t queried_tokens;
+  uint64_t hit_tokens;
+} vkp_prefix_cache_stats;
+VKP_API vkp_status vkp_block_manager_prefix_cache_stats(const vkp_block_manager* manager,
+                                                        vkp_prefix_cache_stats* out);
+/* Reference count of a device block (host = false) or a host block (host = true). */
+VKP_API vkp_status vkp_block_manager_ref_count(const vkp_block_manager* manager, bool host, int32_t block,
+                                               int32_t* out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* VKPAGED_VKPAGED_H */

@@ -1,0 +1,206 @@
+// C API: cache operations recorded into a caller's command buffer (reshape_and_cache,
+// copy_blocks, swap_blocks, gather, absmax), fill_random, the bandwidth probe, and the CPU
+// references of the cache operations.
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "c_api/c_api_convert.hpp"
+#include "c_api/c_api_guard.hpp"
+#include "c_api/c_api_handles.hpp"
+#include "vkpaged/cache_ops.hpp"
+#include "vkpaged/reference.hpp"
+#include "vkpaged/utilities.hpp"
+#include "vkpaged/vkpaged.h"
+
+using namespace vkpaged;
+using namespace vkpaged::c_api;
+
+namespace {
+
+// "layers[2]" style names, so that refusals point at the C array element.
+std::vector<LayerCacheViews> to_layers(const vkp_layer_cache_views* layers, size_t count, const char* name) {
+  std::vector<LayerCacheViews> v;
+  v.reserve(count);
+  size_t i = 0;
+  for (const auto& l : array_of(layers, count, name)) {
+    const std::string key = fmt::format("{}[{}].key_cache", name, i);
+    const std::string value = fmt::format("{}[{}].value_cache", name, i++);
+    v.push_back({to_cpp(l.key_cache, key.c_str()), to_cpp(l.value_cache, value.c_str())});
+  }
+  return v;
+}
+
+}  // namespace
+
+extern "C" {
+
+VKP_API vkp_status vkp_record_reshape_and_cache(vkp_context* context, VkCommandBuffer cmd,
+                                                const vkp_reshape_and_cache_views* views,
+                                                const vkp_cache_scales* scales) {
+  return guarded("vkp_record_reshape_and_cache", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(cmd, "cmd");
+    const auto& v = *require(views, "views");
+    ReshapeAndCacheViews d;
+    d.key = to_cpp(v.key, "key");
+    d.value = to_cpp(v.value, "value");
+    d.slot_mapping = to_cpp(v.slot_mapping, "slot_mapping");
+    d.key_cache = to_cpp(v.key_cache, "key_cache");
+    d.value_cache = to_cpp(v.value_cache, "value_cache");
+    d.status = to_cpp(v.status);
+    record_reshape_and_cache(ctx, cmd, d, to_cpp(scales));
+  });
+}
+
+VKP_API vkp_status vkp_record_copy_blocks(vkp_context* context, VkCommandBuffer cmd,
+                                          const vkp_layer_cache_views* layers, size_t num_layers,
+                                          const vkp_block_copy* pairs, size_t num_pairs) {
+  return guarded("vkp_record_copy_blocks", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(cmd, "cmd");
+    record_copy_blocks(ctx, cmd, to_layers(layers, num_layers, "layers"), to_pairs(pairs, num_pairs));
+  });
+}
+
+VKP_API vkp_status vkp_record_swap_blocks(vkp_context* context, VkCommandBuffer cmd, const vkp_layer_cache_views* src,
+                                          size_t num_src, const vkp_layer_cache_views* dst, size_t num_dst,
+                                          const vkp_block_copy* pairs, size_t num_pairs) {
+  return guarded("vkp_record_swap_blocks", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(cmd, "cmd");
+    record_swap_blocks(ctx, cmd, to_layers(src, num_src, "src"), to_layers(dst, num_dst, "dst"),
+                       to_pairs(pairs, num_pairs));
+  });
+}
+
+VKP_API vkp_status vkp_record_gather(vkp_context* context, VkCommandBuffer cmd, const vkp_gather_views* views,
+                                     const vkp_cache_scales* scales) {
+  return guarded("vkp_record_gather", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(cmd, "cmd");
+    const auto& v = *require(views, "views");
+    GatherViews d;
+    d.key_cache = to_cpp(v.key_cache, "key_cache");
+    d.value_cache = to_cpp(v.value_cache, "value_cache");
+    d.block_tables = to_cpp(v.block_tables, "block_tables");
+    d.seq_starts = to_cpp(v.seq_starts, "seq_starts");
+    d.key_out = to_cpp(v.key_out, "key_out");
+    d.value_out = to_cpp(v.value_out, "value_out");
+    d.status = to_cpp(v.status);
+    record_gather(ctx, cmd, d, to_cpp(scales));
+  });
+}
+
+VKP_API vkp_status vkp_record_absmax(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* x,
+                                     const vkp_buffer_view* amax_out) {
+  return guarded("vkp_record_absmax", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(cmd, "cmd");
+    record_absmax(ctx, cmd, to_cpp(*require(x, "x"), "x"), to_cpp(*require(amax_out, "amax_out")));
+  });
+}
+
+VKP_API vkp_status vkp_fp8_scale_from_amax(float amax, vkp_dtype fp8_format, float* scale) {
+  return guarded("vkp_fp8_scale_from_amax", [&] {
+    require(scale, "scale");
+    *scale = fp8_scale_from_amax(amax, to_dtype(fp8_format, "fp8_format"));
+  });
+}
+
+VKP_API vkp_status vkp_record_fill_random(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* view,
+                                          uint32_t seed) {
+  return guarded("vkp_record_fill_random", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(cmd, "cmd");
+    record_fill_random(ctx, cmd, to_cpp(*require(view, "view"), "view"), seed);
+  });
+}
+
+VKP_API vkp_status vkp_measure_read_bandwidth(vkp_context* context, size_t bytes, int32_t repetitions,
+                                              vkp_bandwidth* out) {
+  return guarded("vkp_measure_read_bandwidth", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(out, "out");
+    if (bytes < 16) throw Error(ErrorCode::invalid_argument, fmt::format("bytes: {} is less than 16", bytes));
+    if (repetitions < 1)
+      throw Error(ErrorCode::invalid_argument, fmt::format("repetitions: must be at least 1, got {}", repetitions));
+    const BandwidthMeasurement m = measure_read_bandwidth(ctx, bytes, repetitions);
+    *out = {m.bytes, m.median_ns, m.bytes_per_second()};
+  });
+}
+
+// ---- CPU references: the caller's arrays are copied in, and results copied back only on success ----
+
+VKP_API vkp_status vkp_reference_reshape_and_cache(const vkp_host_tensor* key, const vkp_host_tensor* value,
+                                                   const vkp_host_tensor* slot_mapping, vkp_host_tensor* key_cache,
+                                                   vkp_host_tensor* value_cache, const vkp_cache_scales* scales) {
+  return guarded("vkp_reference_reshape_and_cache", [&] {
+    const HostTensor k = to_host(*require(key, "key"), "key");
+    const HostTensor v = to_host(*require(value, "value"), "value");
+    const HostTensor slots = to_host(*require(slot_mapping, "slot_mapping"), "slot_mapping");
+    HostTensor kc = to_host(*require(key_cache, "key_cache"), "key_cache");
+    HostTensor vc = to_host(*require(value_cache, "value_cache"), "value_cache");
+    reference::reshape_and_cache(k, v, slots, kc, vc, to_cpp(scales));
+    copy_back(kc, *key_cache, "key_cache");
+    copy_back(vc, *value_cache, "value_cache");
+  });
+}
+
+VKP_API vkp_status vkp_reference_copy_blocks(vkp_host_tensor* key_cache, vkp_host_tensor* value_cache,
+                                             const vkp_block_copy* pairs, size_t num_pairs) {
+  return guarded("vkp_reference_copy_blocks", [&] {
+    HostTensor kc = to_host(*require(key_cache, "key_cache"), "key_cache");
+    HostTensor vc = to_host(*require(value_cache, "value_cache"), "value_cache");
+    reference::copy_blocks(kc, vc, to_pairs(pairs, num_pairs));
+    copy_back(kc, *key_cache, "key_cache");
+    copy_back(vc, *value_cache, "value_cache");
+  });
+}
+
+VKP_API vkp_status vkp_reference_swap_blocks(const vkp_host_tensor* src_key_cache,
+                                             const vkp_host_tensor* src_value_cache, vkp_host_tensor* dst_key_cache,
+                                             vkp_host_tensor* dst_value_cache, const vkp_block_copy* pairs,
+                                             size_t num_pairs) {
+  return guarded("vkp_reference_swap_blocks", [&] {
+    const HostTensor sk = to_host(*require(src_key_cache, "src_key_cache"), "src_key_cache");
+    const HostTensor sv = to_host(*require(src_value_cache, "src_value_cache"), "src_value_cache");
+    HostTensor dk = to_host(*require(dst_key_cache, "dst_key_cache"), "dst_key_cache");
+    HostTensor dv = to_host(*require(dst_value_cache, "dst_value_cache"), "dst_value_cache");
+    reference::swap_blocks(sk, sv, dk, dv, to_pairs(pairs, num_pairs));
+    copy_back(dk, *dst_key_cache, "dst_key_cache");
+    copy_back(dv, *dst_value_cache, "dst_value_cache");
+  });
+}
+
+VKP_API vkp_status vkp_reference_gather(const vkp_host_tensor* key_cache, const vkp_host_tensor* value_cache,
+                                        const vkp_host_tensor* block_tables, const vkp_host_tensor* seq_starts,
+                                        const vkp_cache_scales* scales, vkp_host_tensor* key_out,
+                                        vkp_host_tensor* value_out) {
+  return guarded("vkp_reference_gather", [&] {
+    const HostTensor kc = to_host(*require(key_cache, "key_cache"), "key_cache");
+    const HostTensor vc = to_host(*require(value_cache, "value_cache"), "value_cache");
+    const HostTensor tables = to_host(*require(block_tables, "block_tables"), "block_tables");
+    const HostTensor starts = to_host(*require(seq_starts, "seq_starts"), "seq_starts");
+    require(key_out, "key_out");
+    require(value_out, "value_out");
+    const auto result =
+        reference::gather(kc, vc, tables, starts, to_dtype(key_out->dtype, "key_out.dtype"), to_cpp(scales));
+    // Both outputs are checked before either is written.
+    const HostTensor empty_like_value(result.value.dtype(), to_shape(value_out->shape, value_out->rank, "value_out"));
+    if (to_dtype(value_out->dtype, "value_out.dtype") != result.value.dtype() ||
+        !(empty_like_value.shape() == result.value.shape()))
+      copy_back(result.value, *value_out, "value_out");  // refuses, naming value_out
+    copy_back(result.key, *key_out, "key_out");
+    copy_back(result.value, *value_out, "value_out");
+  });
+}
+
+VKP_API vkp_status vkp_reference_absmax(const vkp_host_tensor* x, float* out) {
+  return guarded("vkp_reference_absmax", [&] {
+    const HostTensor t = to_host(*require(x, "x"), "x");
+    *require(out, "out") = reference::absmax(t);
+  });
+}
+
+}  // extern "C"

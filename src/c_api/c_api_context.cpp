@@ -1,0 +1,188 @@
+// C API: devices, contexts (own or adopted device), buffers, uploads and run-and-wait.
+#include <algorithm>
+#include <memory>
+
+#include "c_api/c_api_convert.hpp"
+#include "c_api/c_api_guard.hpp"
+#include "c_api/c_api_handles.hpp"
+#include "vkpaged/vkpaged.h"
+
+using namespace vkpaged;
+using namespace vkpaged::c_api;
+
+namespace {
+
+// Thrown through Context::run_and_wait when the caller's record callback fails, so that
+// nothing is submitted; caught before guarded() sees it.
+struct RecordAbandoned {};
+
+vkp_status run_with_callback(const char* function, vkp_context* context, vkp_record_fn record, void* user_data,
+                             bool timed, double* elapsed_ns) {
+  vkp_status from_callback = VKP_OK;
+  const vkp_status status = guarded(function, [&] {
+    auto& ctx = require(context, "context")->context;
+    require(record, "record");
+    if (timed) require(elapsed_ns, "elapsed_ns");
+    auto record_or_abandon = [&](VkCommandBuffer cmd) {
+      from_callback = record(cmd, user_data);
+      if (from_callback != VKP_OK) throw RecordAbandoned{};
+    };
+    try {
+      if (timed)
+        *elapsed_ns = ctx.run_and_time(record_or_abandon);
+      else
+        ctx.run_and_wait(record_or_abandon);
+    } catch (const RecordAbandoned&) {
+    }
+  });
+  if (status != VKP_OK || from_callback == VKP_OK) return status;
+  // Keep the message of the call that failed inside the callback, where there is one.
+  if (vkp_last_error()[0] == '\0') set_error(from_callback, function, "the record callback returned an error");
+  return from_callback;
+}
+
+}  // namespace
+
+extern "C" {
+
+VKP_API vkp_status vkp_list_devices(vkp_device_info* infos, uint32_t* count, uint32_t* default_index) {
+  return guarded("vkp_list_devices", [&] {
+    require(count, "count");
+    const DeviceList list = list_devices();
+    if (default_index != nullptr) *default_index = list.default_index;
+    if (infos == nullptr) {
+      *count = uint32_t(list.devices.size());
+      return;
+    }
+    const uint32_t n = std::min<uint32_t>(*count, uint32_t(list.devices.size()));
+    for (uint32_t i = 0; i < n; ++i) fill_device_info(list.devices[i], infos[i]);
+    *count = n;
+  });
+}
+
+VKP_API void vkp_context_options_init(vkp_context_options* options) {
+  if (options != nullptr) *options = vkp_context_options{nullptr, false, false};
+}
+
+VKP_API vkp_status vkp_context_create(const vkp_context_options* options, vkp_context** out) {
+  return guarded("vkp_context_create", [&] {
+    require(out, "out");
+    *out = nullptr;
+    ContextOptions o;
+    if (options != nullptr) {
+      o.device = options->device != nullptr ? options->device : "";
+      o.validation = options->validation;
+      o.disable_subgroup_arithmetic = options->disable_subgroup_arithmetic;
+    }
+    *out = new vkp_context{Context(o)};
+  });
+}
+
+VKP_API vkp_status vkp_context_create_external(const vkp_external_device* external, vkp_context** out) {
+  return guarded("vkp_context_create_external", [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(external, "external");
+    ExternalDevice e;
+    e.instance = external->instance;
+    e.physical_device = external->physical_device;
+    e.device = external->device;
+    e.queue_family = external->queue_family;
+    e.queue_index = external->queue_index;
+    e.get_instance_proc_addr = external->get_instance_proc_addr;
+    *out = new vkp_context{Context(e)};
+  });
+}
+
+VKP_API void vkp_context_destroy(vkp_context* context) { delete context; }
+
+VKP_API vkp_status vkp_context_device_info(const vkp_context* context, vkp_device_info* out) {
+  return guarded("vkp_context_device_info", [&] {
+    fill_device_info(require(context, "context")->context.device_info(), *require(out, "out"));
+  });
+}
+
+VKP_API vkp_status vkp_context_vulkan_handles(const vkp_context* context, vkp_vulkan_handles* out) {
+  return guarded("vkp_context_vulkan_handles", [&] {
+    const auto& ctx = require(context, "context")->context;
+    *require(out, "out") = {ctx.instance(), ctx.physical_device(), ctx.device(), ctx.queue(), ctx.queue_family()};
+  });
+}
+
+VKP_API vkp_status vkp_context_validation_message_count(const vkp_context* context, uint32_t* out) {
+  return guarded("vkp_context_validation_message_count", [&] {
+    *require(out, "out") = require(context, "context")->context.validation_message_count();
+  });
+}
+
+VKP_API vkp_status vkp_run_and_wait(vkp_context* context, vkp_record_fn record, void* user_data) {
+  return run_with_callback("vkp_run_and_wait", context, record, user_data, false, nullptr);
+}
+
+VKP_API vkp_status vkp_run_and_time(vkp_context* context, vkp_record_fn record, void* user_data, double* elapsed_ns) {
+  return run_with_callback("vkp_run_and_time", context, record, user_data, true, elapsed_ns);
+}
+
+VKP_API vkp_status vkp_record_compute_barrier(const vkp_context* context, VkCommandBuffer cmd) {
+  return guarded("vkp_record_compute_barrier", [&] {
+    const auto& ctx = require(context, "context")->context;
+    require(cmd, "cmd");
+    record_compute_barrier(ctx, cmd);
+  });
+}
+
+// ---- buffers ----
+
+VKP_API vkp_status vkp_buffer_create(vkp_context* context, size_t bytes, vkp_memory_kind kind, vkp_buffer** out) {
+  return guarded("vkp_buffer_create", [&] {
+    require(out, "out");
+    *out = nullptr;
+    auto& ctx = require(context, "context")->context;
+    if (kind != VKP_MEMORY_DEVICE && kind != VKP_MEMORY_HOST_VISIBLE)
+      throw Error(ErrorCode::invalid_argument, "kind: " + std::to_string(int(kind)) + " is not a vkp_memory_kind");
+    auto buffer = std::make_unique<vkp_buffer>();
+    buffer->buffer = ctx.create_buffer(bytes, kind == VKP_MEMORY_DEVICE ? MemoryKind::device : MemoryKind::host_visible);
+    *out = buffer.release();
+  });
+}
+
+VKP_API void vkp_buffer_destroy(vkp_buffer* buffer) { delete buffer; }
+VKP_API VkBuffer vkp_buffer_handle(const vkp_buffer* buffer) { return buffer ? buffer->buffer.handle() : VK_NULL_HANDLE; }
+VKP_API size_t vkp_buffer_size(const vkp_buffer* buffer) { return buffer ? buffer->buffer.size() : 0; }
+VKP_API void* vkp_buffer_mapped(const vkp_buffer* buffer) { return buffer ? buffer->buffer.mapped() : nullptr; }
+
+VKP_API vkp_buffer_view vkp_buffer_view_of(const vkp_buffer* buffer, VkDeviceSize offset, VkDeviceSize bytes) {
+  return {vkp_buffer_handle(buffer), offset, bytes};
+}
+
+VKP_API vkp_status vkp_buffer_tensor(const vkp_buffer* buffer, vkp_dtype dtype, const int64_t* shape, int32_t rank,
+                                     VkDeviceSize offset, vkp_tensor_view* out) {
+  return guarded("vkp_buffer_tensor", [&] {
+    const auto& b = require(buffer, "buffer")->buffer;
+    require(out, "out");
+    if (rank > 0) require(shape, "shape");
+    *out = to_c(b.tensor(to_dtype(dtype, "dtype"), to_shape(shape, rank, "shape"), offset));
+  });
+}
+
+VKP_API vkp_status vkp_upload(vkp_context* context, const vkp_buffer_view* dst, const void* src, size_t bytes) {
+  return guarded("vkp_upload", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(dst, "dst");
+    if (bytes > 0) require(src, "src");
+    if (bytes > 0 && dst->buffer == VK_NULL_HANDLE) throw Error(ErrorCode::invalid_argument, "dst: no buffer");
+    ctx.upload(to_cpp(*dst), src, bytes);
+  });
+}
+
+VKP_API vkp_status vkp_download(vkp_context* context, const vkp_buffer_view* src, void* dst, size_t bytes) {
+  return guarded("vkp_download", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(src, "src");
+    if (bytes > 0) require(dst, "dst");
+    if (bytes > 0 && src->buffer == VK_NULL_HANDLE) throw Error(ErrorCode::invalid_argument, "src: no buffer");
+    ctx.download(to_cpp(*src), dst, bytes);
+  });
+}
+
+}  // extern "C"

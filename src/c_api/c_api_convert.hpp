@@ -1,0 +1,53 @@
+#pragma once
+// Conversions between the C structs of vkpaged.h and the C++ types, checking what C cannot:
+// enum values in range, ranks and dimensions, NULL data. Errors name the argument.
+#include <span>
+#include <string>
+#include <vector>
+
+#include "vkpaged/block_manager.hpp"
+#include "vkpaged/cache_ops.hpp"
+#include "vkpaged/context.hpp"
+#include "vkpaged/decode.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/tensor.hpp"
+#include "vkpaged/vkpaged.h"
+
+namespace vkpaged::c_api {
+
+DType to_dtype(vkp_dtype dtype, const char* name);
+vkp_dtype to_c(DType dtype) noexcept;
+Shape to_shape(const int64_t* dims, int32_t rank, const char* name);
+
+BufferView to_cpp(const vkp_buffer_view& view) noexcept;
+vkp_buffer_view to_c(const BufferView& view) noexcept;
+// An absent view (VK_NULL_HANDLE) converts to an empty TensorView whatever its other fields.
+TensorView to_cpp(const vkp_tensor_view& view, const char* name);
+vkp_tensor_view to_c(const TensorView& view) noexcept;
+
+// Copies host data into a HostTensor; an absent tensor (data NULL, rank 0) gives an empty one.
+HostTensor to_host(const vkp_host_tensor& tensor, const char* name);
+// Copies a result back into the caller's tensor, which must have its dtype and shape.
+void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const char* name);
+
+DecodeShape to_cpp(const vkp_decode_shape& shape);
+vkp_decode_shape to_c(const DecodeShape& shape) noexcept;
+DecodeOptions to_cpp(const vkp_decode_options* options);  // NULL = defaults
+vkp_decode_options to_c(const DecodeOptions& options) noexcept;
+CacheScales to_cpp(const vkp_cache_scales* scales) noexcept;  // NULL = 1, 1
+
+std::vector<BlockCopy> to_pairs(const vkp_block_copy* pairs, size_t count);
+vkp_block_copy to_c(const BlockCopy& pair) noexcept;
+vkp_admission to_c(AdmissionStatus status) noexcept;
+
+void fill_device_info(const DeviceInfo& info, vkp_device_info& out) noexcept;
+
+// The span of a C array, refusing NULL with a non-zero count.
+template <typename T>
+std::span<const T> array_of(const T* data, size_t count, const char* name) {
+  if (data == nullptr && count > 0)
+    throw Error(ErrorCode::invalid_argument, std::string(name) + " is NULL with a count of " + std::to_string(count));
+  return {data, count};
+}
+
+}  // namespace vkpaged::c_api

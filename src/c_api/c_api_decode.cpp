@@ -1,0 +1,147 @@
+// C API: decode plans, recording decode into a caller's command buffer, the run-and-wait
+// convenience over host arrays and the CPU reference.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <memory>
+
+#include "c_api/c_api_convert.hpp"
+#include "c_api/c_api_guard.hpp"
+#include "c_api/c_api_handles.hpp"
+#include "vkpaged/reference.hpp"
+#include "vkpaged/vkpaged.h"
+
+using namespace vkpaged;
+using namespace vkpaged::c_api;
+
+namespace {
+
+DecodeInputs to_inputs(const vkp_decode_inputs& in) {
+  DecodeInputs d;
+  d.query = to_host(in.query, "inputs.query");
+  d.key_cache = to_host(in.key_cache, "inputs.key_cache");
+  d.value_cache = to_host(in.value_cache, "inputs.value_cache");
+  d.block_tables = to_host(in.block_tables, "inputs.block_tables");
+  d.context_lens = to_host(in.context_lens, "inputs.context_lens");
+  d.alibi_slopes = to_host(in.alibi_slopes, "inputs.alibi_slopes");
+  d.sinks = to_host(in.sinks, "inputs.sinks");
+  d.cache_dtype = to_dtype(in.cache_dtype, "inputs.cache_dtype");
+  return d;
+}
+
+// Checks the caller's output arrays against the shape before any work, so that a refusal
+// leaves them untouched.
+void check_outputs(const DecodeShape& s, const void* output, size_t output_bytes, const float* lse, size_t lse_count) {
+  const size_t want = size_t(s.num_seqs) * s.num_heads * s.head_size * dtype_size(s.query_dtype);
+  if (want > 0) require(output, "output");
+  if (output_bytes < want)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("output_bytes: {} is less than S * H * D * {} = {}", output_bytes, dtype_size(s.query_dtype), want));
+  if (lse != nullptr && lse_count < size_t(s.num_seqs) * s.num_heads)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("lse_count: {} is less than S * H = {}", lse_count, size_t(s.num_seqs) * s.num_heads));
+}
+
+void copy_result(const DecodeResult& r, void* output, float* lse) {
+  if (r.output.bytes() > 0) std::memcpy(output, r.output.data(), r.output.bytes());
+  if (lse != nullptr && r.lse.bytes() > 0) std::memcpy(lse, r.lse.data(), r.lse.bytes());
+}
+
+}  // namespace
+
+extern "C" {
+
+VKP_API void vkp_decode_options_init(vkp_decode_options* options) {
+  if (options != nullptr) *options = to_c(DecodeOptions{});
+}
+
+VKP_API vkp_status vkp_decode_plan_create(vkp_context* context, const vkp_decode_shape* shape,
+                                          const vkp_decode_options* options, vkp_decode_plan** out) {
+  return guarded("vkp_decode_plan_create", [&] {
+    require(out, "out");
+    *out = nullptr;
+    auto& ctx = require(context, "context")->context;
+    const DecodeShape s = to_cpp(*require(shape, "shape"));
+    auto plan = std::make_unique<vkp_decode_plan>(vkp_decode_plan{DecodePlan::create(ctx, s, to_cpp(options)), ""});
+    plan->description = plan->plan.describe();
+    *out = plan.release();
+  });
+}
+
+VKP_API void vkp_decode_plan_destroy(vkp_decode_plan* plan) { delete plan; }
+
+VKP_API vkp_status vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_decode_plan_info* out) {
+  return guarded("vkp_decode_plan_info_get", [&] {
+    const auto& p = require(plan, "plan")->plan;
+    require(out, "out");
+    *out = vkp_decode_plan_info{};
+    out->shape = to_c(p.shape());
+    out->options = to_c(p.options());
+    out->split = p.split();
+    out->num_partitions = p.num_partitions();
+    out->partition_tokens = p.partition_tokens();
+    out->scratch_bytes = p.scratch_bytes();
+  });
+}
+
+VKP_API size_t vkp_decode_plan_scratch_bytes(const vkp_decode_plan* plan) {
+  return plan ? plan->plan.scratch_bytes() : 0;
+}
+
+VKP_API const char* vkp_decode_plan_describe(const vkp_decode_plan* plan) {
+  return plan ? plan->description.c_str() : "";
+}
+
+VKP_API vkp_status vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
+                                     const vkp_decode_views* views) {
+  return guarded("vkp_record_decode", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(cmd, "cmd");
+    const auto& p = require(plan, "plan")->plan;
+    const auto& v = *require(views, "views");
+    DecodeViews d;
+    d.query = to_cpp(v.query, "query");
+    d.key_cache = to_cpp(v.key_cache, "key_cache");
+    d.value_cache = to_cpp(v.value_cache, "value_cache");
+    d.block_tables = to_cpp(v.block_tables, "block_tables");
+    d.context_lens = to_cpp(v.context_lens, "context_lens");
+    d.output = to_cpp(v.output, "output");
+    d.alibi_slopes = to_cpp(v.alibi_slopes, "alibi_slopes");
+    d.sinks = to_cpp(v.sinks, "sinks");
+    d.lse = to_cpp(v.lse, "lse");
+    d.scratch = to_cpp(v.scratch);
+    d.status = to_cpp(v.status);
+    record_decode(ctx, cmd, p, d);
+  });
+}
+
+VKP_API vkp_status vkp_decode_shape_of(const vkp_decode_inputs* inputs, bool want_lse, vkp_decode_shape* out) {
+  return guarded("vkp_decode_shape_of", [&] {
+    const DecodeInputs in = to_inputs(*require(inputs, "inputs"));
+    *require(out, "out") = to_c(decode_shape_of(in, want_lse));
+  });
+}
+
+VKP_API vkp_status vkp_decode_attention(vkp_context* context, const vkp_decode_inputs* inputs,
+                                        const vkp_decode_options* options, void* output, size_t output_bytes,
+                                        float* lse, size_t lse_count) {
+  return guarded("vkp_decode_attention", [&] {
+    auto& ctx = require(context, "context")->context;
+    const DecodeInputs in = to_inputs(*require(inputs, "inputs"));
+    const DecodeOptions opt = to_cpp(options);
+    check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);
+    copy_result(decode_attention(ctx, in, opt, lse != nullptr), output, lse);
+  });
+}
+
+VKP_API vkp_status vkp_reference_decode_attention(const vkp_decode_inputs* inputs, const vkp_decode_options* options,
+                                                  void* output, size_t output_bytes, float* lse, size_t lse_count) {
+  return guarded("vkp_reference_decode_attention", [&] {
+    const DecodeInputs in = to_inputs(*require(inputs, "inputs"));
+    const DecodeOptions opt = to_cpp(options);
+    check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);
+    copy_result(reference::decode_attention(in, opt, lse != nullptr), output, lse);
+  });
+}
+
+}  // extern "C"

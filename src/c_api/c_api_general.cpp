@@ -1,0 +1,62 @@
+// C API: errors, version, element types and scalar conversions.
+#include <string>
+
+#include "c_api/c_api_convert.hpp"
+#include "c_api/c_api_guard.hpp"
+#include "vkpaged/dtype.hpp"
+#include "vkpaged/vkpaged.h"
+
+using namespace vkpaged;
+using namespace vkpaged::c_api;
+
+#define VKP_STRINGIFY2(x) #x
+#define VKP_STRINGIFY(x) VKP_STRINGIFY2(x)
+
+namespace {
+bool known(vkp_dtype dtype) { return int(dtype) >= int(VKP_DTYPE_F32) && int(dtype) <= int(VKP_DTYPE_U8); }
+}  // namespace
+
+extern "C" {
+
+VKP_API const char* vkp_last_error(void) { return last_error_message(); }
+
+VKP_API const char* vkp_status_name(vkp_status status) {
+  if (status == VKP_OK) return "ok";
+  if (int(status) < int(VKP_ERROR_INVALID_ARGUMENT) || int(status) > int(VKP_ERROR_INTERNAL)) return "unknown";
+  return to_string(ErrorCode(status));
+}
+
+VKP_API uint32_t vkp_version(void) { return VKPAGED_VERSION; }
+
+VKP_API const char* vkp_version_string(void) {
+  return VKP_STRINGIFY(VKPAGED_VERSION_MAJOR) "." VKP_STRINGIFY(VKPAGED_VERSION_MINOR) "." VKP_STRINGIFY(
+      VKPAGED_VERSION_PATCH);
+}
+
+VKP_API size_t vkp_dtype_size(vkp_dtype dtype) { return known(dtype) ? dtype_size(DType(dtype)) : 0; }
+
+// dtype_name's views are views of string literals, so their data is NUL-terminated.
+VKP_API const char* vkp_dtype_name(vkp_dtype dtype) { return known(dtype) ? dtype_name(DType(dtype)).data() : "unknown"; }
+
+VKP_API vkp_status vkp_dtype_parse(const char* name, vkp_dtype* out) {
+  return guarded("vkp_dtype_parse", [&] {
+    require(name, "name");
+    require(out, "out");
+    const auto parsed = parse_dtype(name);
+    if (!parsed) throw Error(ErrorCode::invalid_argument, std::string("name: \"") + name + "\" is not a dtype name");
+    *out = to_c(*parsed);
+  });
+}
+
+VKP_API float vkp_dtype_max(vkp_dtype dtype) { return known(dtype) ? dtype_max(DType(dtype)) : 0.0f; }
+
+VKP_API float vkp_f16_to_f32(uint16_t bits) { return f16_to_f32(bits); }
+VKP_API uint16_t vkp_f32_to_f16(float value) { return f32_to_f16(value); }
+VKP_API float vkp_bf16_to_f32(uint16_t bits) { return bf16_to_f32(bits); }
+VKP_API uint16_t vkp_f32_to_bf16(float value) { return f32_to_bf16(value); }
+VKP_API float vkp_fp8_e4m3_to_f32(uint8_t bits) { return fp8_e4m3_to_f32(bits); }
+VKP_API uint8_t vkp_f32_to_fp8_e4m3(float value) { return f32_to_fp8_e4m3(value); }
+VKP_API float vkp_fp8_e5m2_to_f32(uint8_t bits) { return fp8_e5m2_to_f32(bits); }
+VKP_API uint8_t vkp_f32_to_fp8_e5m2(float value) { return f32_to_fp8_e5m2(value); }
+
+}  // extern "C"

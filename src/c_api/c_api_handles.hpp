@@ -1,0 +1,29 @@
+#pragma once
+// What the C API's opaque handles hold: the C++ objects, plus the storage for what a call
+// hands back by pointer (a plan's description, a manager's last returned array).
+#include <string>
+#include <vector>
+
+#include "vkpaged/block_manager.hpp"
+#include "vkpaged/context.hpp"
+#include "vkpaged/decode.hpp"
+#include "vkpaged/vkpaged.h"
+
+struct vkp_context {
+  vkpaged::Context context;
+};
+
+struct vkp_buffer {
+  vkpaged::DeviceBuffer buffer;
+};
+
+struct vkp_decode_plan {
+  vkpaged::DecodePlan plan;
+  std::string description;
+};
+
+struct vkp_block_manager {
+  vkpaged::BlockManager manager;
+  std::vector<vkp_block_copy> pairs;  // of the last swap_out / swap_in
+  std::vector<int32_t> table;         // of the last block_table / host_block_table
+};

@@ -1,0 +1,69 @@
+// Host side of shaders/merge_states.comp.
+#include <fmt/format.h>
+
+#include <array>
+
+#include "common/shader_interface.h"
+#include "embedded_shaders.hpp"
+#include "ops/merge_validation.hpp"
+#include "ops/view_checks.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/merge.hpp"
+
+namespace vkpaged {
+
+void record_merge_attention(Context& context, VkCommandBuffer cmd, const MergeViews& v) {
+  auto& impl = context.impl();
+  const Shape& s = v.output_a.shape;
+  if (s.rank() != 3)
+    throw Error(ErrorCode::invalid_argument, fmt::format("output_a: shape {} is not [S, H, D]", s.str()));
+  const DType dt = v.output_a.dtype;
+  if (!is_float_dtype(dt)) throw Error(ErrorCode::invalid_argument, fmt::format("output_a: dtype {} is not f32, f16 or bf16", dtype_name(dt)));
+  const int64_t D = s[2];
+  if (D % 2 != 0 || D == 0) throw Error(ErrorCode::invalid_argument, fmt::format("output_a: head size {} is not even", D));
+  const Shape lse_shape{s[0], s[1]};
+  detail::check_view(impl, "output_a", v.output_a, {dt}, s, 4);
+  detail::check_view(impl, "lse_a", v.lse_a, {DType::f32}, lse_shape, 4);
+  detail::check_view(impl, "output_b", v.output_b, {dt}, s, 4);
+  detail::check_view(impl, "lse_b", v.lse_b, {DType::f32}, lse_shape, 4);
+  detail::check_view(impl, "output", v.output, {dt}, s, 4);
+  if (!v.lse.empty()) detail::check_view(impl, "lse", v.lse, {DType::f32}, lse_shape, 4);
+  if (s.numel() == 0) return;
+
+  const std::array<uint32_t, MERGE_SC_COUNT> spec{uint32_t(D), uint32_t(dt), v.lse.empty() ? 0u : 1u};
+  const auto& pipeline = impl.pipeline(vk::shader_merge_states(), spec, 6, sizeof(shader::MergePush));
+  const std::array<detail::BoundView, 6> bound{impl.bind_view(v.output_a.memory), impl.bind_view(v.lse_a.memory),
+                                               impl.bind_view(v.output_b.memory), impl.bind_view(v.lse_b.memory),
+                                               impl.bind_view(v.output.memory), impl.bind_view(v.lse.memory)};
+  shader::MergePush push{uint32_t(s[1]),        bound[0].word_offset, bound[1].word_offset, bound[2].word_offset,
+                         bound[3].word_offset, bound[4].word_offset, bound[5].word_offset};
+  impl.dispatch(cmd, pipeline, bound, &push, uint32_t(s[1]), uint32_t(s[0]), 1);
+}
+
+DecodeResult merge_attention(Context& ctx, const DecodeResult& a, const DecodeResult& b) {
+  detail::check_merge_input(a.output, a.lse, "a");
+  detail::check_merge_input(b.output, b.lse, "b");
+  if (!(a.output.shape() == b.output.shape()) || a.output.dtype() != b.output.dtype())
+    throw Error(ErrorCode::invalid_argument, fmt::format("b.output: shape {} {} does not match a's {} {}", b.output.shape().str(),
+                                                         dtype_name(b.output.dtype()), a.output.shape().str(), dtype_name(a.output.dtype())));
+  std::vector<DeviceBuffer> keep;
+  auto upload = [&](const HostTensor& t) {
+    keep.push_back(ctx.create_buffer(std::max<size_t>(t.bytes(), 16)));
+    ctx.upload(keep.back().view(), t.data(), t.bytes());
+    return keep.back().tensor(t.dtype(), t.shape());
+  };
+  MergeViews v;
+  v.output_a = upload(a.output);
+  v.lse_a = upload(a.lse);
+  v.output_b = upload(b.output);
+  v.lse_b = upload(b.lse);
+  DecodeResult r{HostTensor(a.output.dtype(), a.output.shape()), HostTensor(DType::f32, a.lse.shape())};
+  v.output = upload(r.output);
+  v.lse = upload(r.lse);
+  ctx.run_and_wait([&](VkCommandBuffer cmd) { record_merge_attention(ctx, cmd, v); });
+  ctx.download(v.output.memory, r.output.data(), r.output.bytes());
+  ctx.download(v.lse.memory, r.lse.data(), r.lse.bytes());
+  return r;
+}
+
+}  // namespace vkpaged

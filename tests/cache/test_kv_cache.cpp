@@ -1,0 +1,378 @@
+// KvCache: sizing arithmetic (budget -> blocks -> tokens) for several dtypes, every refusal
+// before allocation (bad shapes, no size, budgets and counts over memory, pools over the
+// storage-buffer range), and on the GPU: views in the contract's layouts, copy_blocks over every
+// layer and swap out -> overwrite -> swap in, byte for byte.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "support/test_context.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/kv_cache.hpp"
+#include "vkpaged/reference.hpp"
+#include "vkpaged/utilities.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+
+KvCacheShape shape_of(uint32_t layers, uint32_t kv_heads, uint32_t head_size, uint32_t block_size, DType dtype) {
+  KvCacheShape s;
+  s.num_layers = layers;
+  s.num_kv_heads = kv_heads;
+  s.head_size = head_size;
+  s.block_size = block_size;
+  s.dtype = dtype;
+  return s;
+}
+
+// A device as lavapipe reports it (128 MiB storage-buffer range), with `memory` bytes.
+DeviceInfo fake_device(uint64_t memory, uint64_t range = 128 * kMiB) {
+  DeviceInfo d;
+  d.name = "test device";
+  d.device_local_bytes = memory;
+  d.max_storage_buffer_range = range;
+  return d;
+}
+
+// Runs `call`, expecting vkpaged::Error of `code` whose message contains every one of `parts`.
+template <typename F>
+void expect_refused(F&& call, ErrorCode code, std::initializer_list<std::string> parts) {
+  try {
+    call();
+    ADD_FAILURE() << "not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const auto& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+// ---- sizing, no device ----
+
+TEST(KvCacheSizing, SmallShapeBudgetToBlocksToTokens) {
+  // Hkv 2, D 64, B 16: one pool's block is 2 * 64 * 16 elements.
+  struct Case {
+    DType dtype;
+    uint64_t block_bytes;
+  };
+  for (const Case c : {Case{DType::f32, 8192}, Case{DType::f16, 4096}, Case{DType::bf16, 4096},
+                       Case{DType::fp8_e4m3, 2048}, Case{DType::fp8_e5m2, 2048}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.dtype)));
+    const auto s = shape_of(2, 2, 64, 16, c.dtype);
+    EXPECT_EQ(KvCache::bytes_per_block(s), 2 * 2 * c.block_bytes);  // 2 layers, keys and values
+    const uint32_t blocks = KvCache::blocks_for_budget(s, kMiB);
+    EXPECT_EQ(blocks, kMiB / (4 * c.block_bytes));
+    EXPECT_EQ(KvCache::blocks_for_budget(s, kMiB + 4 * c.block_bytes - 1), blocks);  // rounds down
+    const KvCacheSizing z = KvCache::sizing(s, blocks);
+    EXPECT_EQ(z.num_blocks, blocks);
+    EXPECT_EQ(z.num_tokens, uint64_t(blocks) * 16);
+    EXPECT_EQ(z.block_bytes, c.block_bytes);
+    EXPECT_EQ(z.pool_bytes, blocks * c.block_bytes);
+    EXPECT_EQ(z.total_bytes, kMiB);
+  }
+  // Exact figures for f16 and fp8: 64 and 128 blocks, 1024 and 2048 tokens in 1 MiB.
+  EXPECT_EQ(KvCache::sizing(shape_of(2, 2, 64, 16, DType::f16), 64).num_tokens, 1024u);
+  EXPECT_EQ(KvCache::blocks_for_budget(shape_of(2, 2, 64, 16, DType::fp8_e4m3), kMiB), 128u);
+  EXPECT_EQ(KvCache::blocks_for_budget(shape_of(2, 2, 64, 16, DType::f32), kMiB), 32u);
+}
+
+TEST(KvCacheSizing, Llama8BShapeInSixteenGiB) {
+  // 32 layers, 8 kv heads of 128, blocks of 16: a block is 32 KiB per pool, 2 MiB in all (f16).
+  const auto f16 = shape_of(32, 8, 128, 16, DType::f16);
+  EXPECT_EQ(KvCache::bytes_per_block(f16), 2 * kMiB);
+  EXPECT_EQ(KvCache::blocks_for_budget(f16, 16 * kGiB), 8192u);
+  EXPECT_EQ(KvCache::sizing(f16, 8192).num_tokens, 131072u);
+  const auto fp8 = shape_of(32, 8, 128, 16, DType::fp8_e5m2);
+  EXPECT_EQ(KvCache::blocks_for_budget(fp8, 16 * kGiB), 16384u);
+  EXPECT_EQ(KvCache::sizing(fp8, 16384).num_tokens, 262144u);
+  const auto f32 = shape_of(32, 8, 128, 32, DType::f32);
+  EXPECT_EQ(KvCache::bytes_per_block(f32), 8 * kMiB);
+  EXPECT_EQ(KvCache::blocks_for_budget(f32, 16 * kGiB), 2048u);
+  EXPECT_EQ(KvCache::sizing(f32, 2048).num_tokens, 65536u);
+  // A budget below one block holds nothing.
+  EXPECT_EQ(KvCache::blocks_for_budget(f16, 2 * kMiB - 1), 0u);
+}
+
+TEST(KvCacheSizing, MaxBlocksPerPool) {
+  const auto s = shape_of(32, 8, 128, 16, DType::f16);  // 32 KiB per pool block
+  EXPECT_EQ(KvCache::max_blocks_per_pool(s, 128 * kMiB), 4096u);
+  EXPECT_EQ(KvCache::max_blocks_per_pool(s, 0xffffffffull), 131071u);  // NVIDIA: 4 GiB - 1
+  EXPECT_EQ(KvCache::max_blocks_per_pool(shape_of(1, 8, 128, 16, DType::fp8_e4m3), 128 * kMiB), 8192u);
+}
+
+TEST(KvCacheSizing, PlanResolvesEachKindOfSize) {
+  const auto s = shape_of(2, 2, 64, 16, DType::f16);  // 16 KiB per block
+  const DeviceInfo device = fake_device(kGiB);
+  KvCacheOptions o;
+  o.num_blocks = 100;
+  EXPECT_EQ(KvCache::plan(device, s, o).num_blocks, 100u);
+  o = {};
+  o.budget_bytes = 10 * kMiB + 5;
+  EXPECT_EQ(KvCache::plan(device, s, o).num_blocks, 640u);
+  o = {};
+  o.budget_fraction = 0.0625;  // 64 MiB of 1 GiB
+  const KvCacheSizing z = KvCache::plan(device, s, o);
+  EXPECT_EQ(z.num_blocks, 4096u);
+  EXPECT_EQ(z.num_tokens, 65536u);
+  EXPECT_EQ(z.total_bytes, 64 * kMiB);
+}
+
+// ---- refusals, no device ----
+
+TEST(KvCacheRefusals, BadShapes) {
+  auto refused = [](KvCacheShape s, std::initializer_list<std::string> parts) {
+    expect_refused([&] { KvCache::validate(s); }, ErrorCode::invalid_argument, parts);
+    expect_refused([&] { (void)KvCache::bytes_per_block(s); }, ErrorCode::invalid_argument, parts);
+  };
+  refused(shape_of(0, 2, 64, 16, DType::f16), {"num_layers"});
+  refused(shape_of(1, 0, 64, 16, DType::f16), {"num_kv_heads"});
+  refused(shape_of(1, 2, 64, 0, DType::f16), {"block_size"});
+  refused(shape_of(1, 2, 64, 16, DType::i32), {"dtype i32"});
+  refused(shape_of(1, 2, 64, 16, DType::u8), {"dtype u8"});
+  refused(shape_of(1, 2, 12, 16, DType::f16), {"D = 12", "x = 8"});
+  refused(shape_of(1, 2, 8, 16, DType::fp8_e4m3), {"D = 8", "x = 16"});
+  refused(shape_of(1, 2, 0, 16, DType::f32), {"D = 0"});
+  EXPECT_NO_THROW(KvCache::validate(shape_of(1, 2, 4, 16, DType::f32)));
+}
+
+TEST(KvCacheRefusals, NoSizeZeroBlocksOrTwoSizes) {
+  const auto s = shape_of(2, 2, 64, 16, DType::f16);
+  const DeviceInfo device = fake_device(kGiB);
+  expect_refused([&] { KvCache::plan(device, s, {}); }, ErrorCode::invalid_argument, {"no size given"});
+  KvCacheOptions o;
+  o.budget_bytes = 16383;  // one block is 16384 bytes
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::invalid_argument, {"16383", "holds no block", "16384"});
+  o = {};
+  o.budget_fraction = 1e-9;
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::invalid_argument, {"holds no block"});
+  o = {};
+  o.num_blocks = 4;
+  o.budget_bytes = kMiB;
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::invalid_argument, {"give only one"});
+  for (double f : {1.5, -0.5}) {
+    o = {};
+    o.budget_fraction = f;
+    expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::invalid_argument, {"outside (0, 1]"});
+  }
+}
+
+TEST(KvCacheRefusals, BudgetOrBlocksOverDeviceMemory) {
+  const auto s = shape_of(2, 2, 64, 16, DType::f16);  // 16 KiB per block
+  const DeviceInfo device = fake_device(64 * kMiB);
+  KvCacheOptions o;
+  o.budget_bytes = 64 * kMiB + 1;
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::out_of_memory,
+                 {"67108865", "larger than", "67108864", "device-local"});
+  o = {};
+  o.num_blocks = 4097;  // 64 MiB + one block
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::out_of_memory, {"4097 blocks", "device-local"});
+  o.num_blocks = 4096;
+  EXPECT_EQ(KvCache::plan(device, s, o).total_bytes, 64 * kMiB);
+}
+
+TEST(KvCacheRefusals, PoolOverStorageBufferRange) {
+  const auto s = shape_of(1, 8, 128, 16, DType::f16);  // 32 KiB per pool block: 4096 fit 128 MiB
+  const DeviceInfo device = fake_device(16 * kGiB);
+  KvCacheOptions o;
+  o.num_blocks = 4096;
+  EXPECT_EQ(KvCache::plan(device, s, o).pool_bytes, 128 * kMiB);
+  o.num_blocks = 4097;
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::unsupported,
+                 {"maxStorageBufferRange", "134217728", "at most 4096 blocks"});
+  o = {};
+  o.budget_bytes = 512 * kMiB;  // 8192 blocks: 256 MiB per pool
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::unsupported, {"maxStorageBufferRange"});
+  // The same budget fits a device with NVIDIA's range.
+  EXPECT_EQ(KvCache::plan(fake_device(16 * kGiB, 0xffffffffull), s, o).num_blocks, 8192u);
+}
+
+// ---- on the GPU ----
+
+class KvCacheTest : public GpuTest {
+ protected:
+  // Fills every device pool with reproducible random bytes of its dtype (seed per pool).
+  void fill_device(const KvCache& cache, uint32_t seed) {
+    ctx().run_and_wait([&](VkCommandBuffer cmd) {
+      for (uint32_t l = 0; l < cache.shape().num_layers; ++l) {
+        record_fill_random(ctx(), cmd, cache.key_cache(l), seed + 2 * l);
+        record_fill_random(ctx(), cmd, cache.value_cache(l), seed + 2 * l + 1);
+      }
+    });
+  }
+  HostTensor fetch(const TensorView& v) {
+    HostTensor h(is_fp8_dtype(v.dtype) ? DType::u8 : v.dtype, v.shape);
+    ctx().download(v.memory, h.data(), h.bytes());
+    return h;
+  }
+  struct Pools {
+    std::vector<HostTensor> key, value;
+  };
+  Pools fetch_device(const KvCache& cache) {
+    Pools p;
+    for (uint32_t l = 0; l < cache.shape().num_layers; ++l) {
+      p.key.push_back(fetch(cache.key_cache(l)));
+      p.value.push_back(fetch(cache.value_cache(l)));
+    }
+    return p;
+  }
+  Pools fetch_host(const KvCache& cache) {
+    Pools p;
+    for (uint32_t l = 0; l < cache.shape().num_layers; ++l) {
+      p.key.push_back(fetch(cache.host_key_cache(l)));
+      p.value.push_back(fetch(cache.host_value_cache(l)));
+    }
+    return p;
+  }
+};
+
+const uint8_t* block_of(const HostTensor& pool, uint64_t block_bytes, int32_t block) {
+  return static_cast<const uint8_t*>(pool.data()) + uint64_t(block) * block_bytes;
+}
+
+bool same_block(const HostTensor& a, int32_t block_a, const HostTensor& b, int32_t block_b, uint64_t block_bytes) {
+  return std::memcmp(block_of(a, block_bytes, block_a), block_of(b, block_bytes, block_b), block_bytes) == 0;
+}
+
+TEST_F(KvCacheTest, ViewsAreTheContractLayouts) {
+  const auto s = shape_of(3, 2, 64, 16, DType::fp8_e4m3);
+  KvCacheOptions o;
+  o.num_blocks = 10;
+  o.num_host_blocks = 4;
+  KvCache cache(ctx(), s, o);
+  EXPECT_EQ(cache.num_blocks(), 10u);
+  EXPECT_EQ(cache.num_host_blocks(), 4u);
+  EXPECT_EQ(cache.num_tokens(), 160u);
+  EXPECT_EQ(cache.sizing().total_bytes, 10u * 6 * 2048);
+  EXPECT_EQ(cache.host_bytes(), 4u * 6 * 2048);
+  ASSERT_EQ(cache.layers().size(), 3u);
+  ASSERT_EQ(cache.host_layers().size(), 3u);
+  for (uint32_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(cache.key_cache(l).shape, (Shape{10, 2, 4, 16, 16}));
+    EXPECT_EQ(cache.value_cache(l).shape, (Shape{10, 2, 64, 16}));
+    EXPECT_EQ(cache.key_cache(l).dtype, DType::fp8_e4m3);
+    EXPECT_EQ(cache.key_cache(l).memory.size, 10u * 2048);
+    EXPECT_EQ(cache.host_value_cache(l).shape, (Shape{4, 2, 64, 16}));
+    EXPECT_EQ(cache.layers()[l].key_cache.memory.buffer, cache.key_cache(l).memory.buffer);
+    EXPECT_NE(cache.key_cache(l).memory.buffer, cache.value_cache(l).memory.buffer);
+  }
+  expect_refused([&] { cache.key_cache(3); }, ErrorCode::invalid_argument, {"layer 3", "[0, 3)"});
+
+  KvCache moved = std::move(cache);
+  EXPECT_EQ(moved.num_blocks(), 10u);
+
+  o.num_host_blocks = 0;
+  KvCache device_only(ctx(), s, o);
+  EXPECT_TRUE(device_only.host_layers().empty());
+  expect_refused([&] { device_only.host_key_cache(0); }, ErrorCode::invalid_argument, {"no host pool"});
+  const BlockCopy pair{0, 0};
+  expect_refused([&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { device_only.record_swap_out(cmd, {&pair, 1}); }); },
+                 ErrorCode::invalid_argument, {"record_swap_out", "no host pool"});
+}
+
+TEST_F(KvCacheTest, BudgetFractionOnTheDevice) {
+  const DeviceInfo& device = ctx().device_info();
+  ASSERT_GT(device.device_local_bytes, 0u);
+  const auto s = shape_of(2, 2, 64, 16, DType::f16);
+  // A fraction whose pools stay well within the storage-buffer range.
+  KvCacheOptions o;
+  o.budget_fraction = double(16 * kMiB) / double(device.device_local_bytes);
+  KvCache cache(ctx(), s, o);
+  EXPECT_EQ(cache.num_blocks(), KvCache::blocks_for_budget(s, uint64_t(o.budget_fraction * device.device_local_bytes)));
+  EXPECT_LE(cache.sizing().total_bytes, 16 * kMiB);
+  EXPECT_GT(cache.sizing().total_bytes, 16 * kMiB - KvCache::bytes_per_block(s));
+}
+
+TEST_F(KvCacheTest, RefusalsOnTheDeviceAllocateNothing) {
+  const DeviceInfo& device = ctx().device_info();
+  const auto s = shape_of(1, 8, 128, 16, DType::f16);
+  KvCacheOptions o;
+  o.budget_bytes = device.device_local_bytes + 1;
+  expect_refused([&] { KvCache c(ctx(), s, o); }, ErrorCode::out_of_memory, {"larger than", "device-local"});
+  o = {};
+  o.num_blocks = KvCache::max_blocks_per_pool(s, device.max_storage_buffer_range) + 1;
+  expect_refused([&] { KvCache c(ctx(), s, o); }, ErrorCode::unsupported,
+                 {"maxStorageBufferRange", std::to_string(device.max_storage_buffer_range)});
+  // Host pools: each within the range, together far beyond any host-visible heap.
+  const auto deep = shape_of(4096, 8, 128, 16, DType::f16);
+  o = {};
+  o.num_blocks = 1;
+  o.num_host_blocks = KvCache::max_blocks_per_pool(deep, device.max_storage_buffer_range);
+  expect_refused([&] { KvCache c(ctx(), deep, o); }, ErrorCode::out_of_memory, {"host blocks", "host-visible heap"});
+  o.num_host_blocks += 1;
+  expect_refused([&] { KvCache c(ctx(), deep, o); }, ErrorCode::unsupported, {"host key or value pool", "maxStorageBufferRange"});
+}
+
+TEST_F(KvCacheTest, CopyBlocksOverEveryLayerIsBitExact) {
+  for (DType dtype : {DType::f16, DType::fp8_e5m2, DType::f32}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const auto s = shape_of(3, 2, 64, 8, dtype);
+    KvCacheOptions o;
+    o.num_blocks = 12;
+    KvCache cache(ctx(), s, o);
+    fill_device(cache, 100);
+    Pools want = fetch_device(cache);
+    const std::vector<BlockCopy> pairs = {{0, 5}, {2, 6}, {11, 1}, {3, 3}};
+    for (uint32_t l = 0; l < 3; ++l) reference::copy_blocks(want.key[l], want.value[l], pairs);
+    ctx().run_and_wait([&](VkCommandBuffer cmd) { cache.record_copy_blocks(cmd, pairs); });
+    const Pools got = fetch_device(cache);
+    for (uint32_t l = 0; l < 3; ++l) {
+      EXPECT_EQ(std::memcmp(got.key[l].data(), want.key[l].data(), want.key[l].bytes()), 0) << "layer " << l;
+      EXPECT_EQ(std::memcmp(got.value[l].data(), want.value[l].data(), want.value[l].bytes()), 0) << "layer " << l;
+    }
+    // Refused pairs change nothing.
+    const std::vector<BlockCopy> bad = {{0, 12}};
+    expect_refused([&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { cache.record_copy_blocks(cmd, bad); }); },
+                   ErrorCode::invalid_argument, {"pairs[0].dst", "12"});
+  }
+}
+
+TEST_F(KvCacheTest, SwapOutOverwriteSwapInIsBitExact) {
+  for (DType dtype : {DType::f16, DType::bf16, DType::fp8_e4m3, DType::f32}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const auto s = shape_of(3, 2, 64, 16, dtype);
+    KvCacheOptions o;
+    o.num_blocks = 16;
+    o.num_host_blocks = 6;
+    KvCache cache(ctx(), s, o);
+    const uint64_t bb = cache.sizing().block_bytes;
+    fill_device(cache, 7);
+    const Pools before = fetch_device(cache);
+
+    const std::vector<BlockCopy> out = {{1, 0}, {4, 3}, {15, 5}, {9, 1}};  // (device, host)
+    ctx().run_and_wait([&](VkCommandBuffer cmd) { cache.record_swap_out(cmd, out); });
+    const Pools host = fetch_host(cache);
+    for (uint32_t l = 0; l < 3; ++l)
+      for (const BlockCopy& p : out) {
+        EXPECT_TRUE(same_block(host.key[l], p.dst, before.key[l], p.src, bb)) << "layer " << l << " block " << p.src;
+        EXPECT_TRUE(same_block(host.value[l], p.dst, before.value[l], p.src, bb)) << "layer " << l << " block " << p.src;
+      }
+
+    // The device blocks are reused by others: overwrite every pool, then bring the blocks back,
+    // two of them to other device blocks than they left.
+    fill_device(cache, 9000);
+    const Pools overwritten = fetch_device(cache);
+    ASSERT_FALSE(same_block(overwritten.key[0], 1, before.key[0], 1, bb));
+    const std::vector<BlockCopy> in = {{0, 1}, {3, 4}, {5, 12}, {1, 2}};  // (host, device)
+    ctx().run_and_wait([&](VkCommandBuffer cmd) { cache.record_swap_in(cmd, in); });
+    const Pools after = fetch_device(cache);
+    for (uint32_t l = 0; l < 3; ++l) {
+      for (int32_t b = 0; b < 16; ++b) {
+        int32_t original = -1;  // the device block whose pre-swap bytes b must hold now
+        for (size_t i = 0; i < in.size(); ++i)
+          if (in[i].dst == b) original = out[i].src;
+        const HostTensor& k = original >= 0 ? before.key[l] : overwritten.key[l];
+        const HostTensor& v = original >= 0 ? before.value[l] : overwritten.value[l];
+        const int32_t from = original >= 0 ? original : b;
+        EXPECT_TRUE(same_block(after.key[l], b, k, from, bb)) << "layer " << l << " block " << b;
+        EXPECT_TRUE(same_block(after.value[l], b, v, from, bb)) << "layer " << l << " block " << b;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vkpaged::test

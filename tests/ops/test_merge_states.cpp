@@ -1,0 +1,104 @@
+// Cascade attention: attention over a prefix and over the rest, merged, equals attention over
+// the whole context (on the device and in the reference).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "support/decode_case.hpp"
+#include "support/test_context.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/merge.hpp"
+#include "vkpaged/reference.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+// Positions [begin[s], end[s]) of each sequence copied into a fresh cache, starting at
+// position 0, blocks in order.
+DecodeInputs extract(const DecodeInputs& in, const std::vector<int32_t>& begin, const std::vector<int32_t>& end) {
+  const auto& k = in.key_cache.shape();
+  const int64_t Hkv = k[1], Dx = k[2], B = k[3], x = k[4], D = Dx * x, S = in.query.shape()[0];
+  const int64_t M_in = in.block_tables.shape()[1];
+  const size_t esize = dtype_size(in.key_cache.dtype());
+  int64_t blocks = 0, M = 1;
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t n = (end[s] - begin[s] + B - 1) / B;
+    blocks += n;
+    M = std::max(M, n);
+  }
+  DecodeInputs out = in;
+  out.key_cache = HostTensor(in.key_cache.dtype(), Shape{std::max<int64_t>(blocks, 1), Hkv, Dx, B, x});
+  out.value_cache = HostTensor(in.value_cache.dtype(), Shape{std::max<int64_t>(blocks, 1), Hkv, D, B});
+  out.block_tables = HostTensor(DType::i32, Shape{S, M});
+  out.context_lens = HostTensor(DType::i32, Shape{S});
+  int64_t next = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    out.context_lens.as<int32_t>()[s] = end[s] - begin[s];
+    for (int64_t t = begin[s]; t < end[s]; ++t) {
+      const int64_t src_block = in.block_tables.as<int32_t>()[s * M_in + t / B], so = t % B;
+      const int64_t pos = t - begin[s], dst_block = next + pos / B, dof = pos % B;
+      out.block_tables.as<int32_t>()[s * M + pos / B] = int32_t(dst_block);
+      for (int64_t g = 0; g < Hkv; ++g)
+        for (int64_t d = 0; d < D; ++d) {
+          const size_t ks = size_t((((src_block * Hkv + g) * Dx + d / x) * B + so) * x + d % x);
+          const size_t kd = size_t((((dst_block * Hkv + g) * Dx + d / x) * B + dof) * x + d % x);
+          const size_t vs = size_t(((src_block * Hkv + g) * D + d) * B + so);
+          const size_t vd = size_t(((dst_block * Hkv + g) * D + d) * B + dof);
+          std::memcpy(static_cast<char*>(out.key_cache.data()) + kd * esize, static_cast<const char*>(in.key_cache.data()) + ks * esize, esize);
+          std::memcpy(static_cast<char*>(out.value_cache.data()) + vd * esize, static_cast<const char*>(in.value_cache.data()) + vs * esize, esize);
+        }
+    }
+    next += (end[s] - begin[s] + B - 1) / B;
+  }
+  return out;
+}
+
+class MergeTest : public GpuTest {};
+
+TEST_F(MergeTest, PrefixPlusSuffixEqualsWholeContext) {
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    DecodeCase c;
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.query_dtype = c.cache_dtype = dt;
+    c.lens = {0, 1, 16, 40, 77, 300};
+    std::mt19937 rng(21);
+    const DecodeInputs whole = make_decode_inputs(c, rng);
+    // Split points: empty prefix, empty suffix, mid-block and block edges.
+    const std::vector<int32_t> zero(c.lens.size(), 0), split{0, 1, 16, 17, 0, 150};
+    std::vector<int32_t> lens(c.lens.begin(), c.lens.end());
+    const DecodeInputs prefix = extract(whole, zero, split), suffix = extract(whole, split, lens);
+    const auto a = decode_attention(ctx(), prefix, {}, true);
+    const auto b = decode_attention(ctx(), suffix, {}, true);
+    const auto merged = merge_attention(ctx(), a, b);
+    const auto want = reference::decode_attention(whole, {}, true);
+    const double tol = tolerance(dt, dt);
+    EXPECT_LE(max_abs_diff(merged.output, want.output), 2 * tol) << dtype_name(dt);
+    for (int64_t i = 0; i < want.lse.numel(); ++i) {
+      const double w = want.lse.get(size_t(i)), g = merged.lse.get(size_t(i));
+      if (std::isinf(w)) EXPECT_TRUE(std::isinf(g) && g < 0) << i;
+      else EXPECT_NEAR(g, w, 1e-3) << i;
+    }
+    // The reference merge of the reference halves agrees too.
+    const auto ref = reference::merge_attention(reference::decode_attention(prefix, {}, true),
+                                                reference::decode_attention(suffix, {}, true));
+    EXPECT_LE(max_abs_diff(ref.output, want.output), tol) << dtype_name(dt);
+  }
+}
+
+TEST_F(MergeTest, RefusesMismatchedInputs) {
+  DecodeResult a{HostTensor(DType::f16, Shape{2, 4, 64}), HostTensor(DType::f32, Shape{2, 4})};
+  DecodeResult b{HostTensor(DType::f16, Shape{2, 4, 32}), HostTensor(DType::f32, Shape{2, 4})};
+  try {
+    merge_attention(ctx(), a, b);
+    ADD_FAILURE() << "not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("b.output: shape [2, 4, 32]"), std::string::npos) << e.what();
+  }
+  b = DecodeResult{HostTensor(DType::f16, Shape{2, 4, 64}), HostTensor()};
+  EXPECT_THROW(merge_attention(ctx(), a, b), Error);
+  EXPECT_THROW(reference::merge_attention(a, b), Error);
+}
+
+}  // namespace
+}  // namespace vkpaged::test
