@@ -5,3 +5,6 @@ cd "$(dirname "$0")/.."
 scripts/build.sh
 cd build
 ctest --output-on-failure -j"$(nproc)" --timeout 600
+../scripts/examples.sh
+../scripts/sanitize.sh
+../scripts/fuzz.sh

@@ -39,7 +39,7 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   const uint32_t chosen = vk::resolve_device_choice(options.device, infos);
   physical_device = physical[chosen];
   info = infos[chosen];
-  if (options.disable_subgroup_arithmetic) info.subgroup_arithmetic = false;
+  if (options.disable_subgroup_arithmetic) info.subgroup_arithmetic = info.subgroup_shuffle = false;
   if (info.api_version < VK_API_VERSION_1_2)
     throw Error(ErrorCode::unsupported, fmt::format("device {} supports only Vulkan {}.{}; vkpaged needs 1.2", info.name,
                                                     VK_API_VERSION_MAJOR(info.api_version), VK_API_VERSION_MINOR(info.api_version)));
@@ -72,6 +72,8 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   f12.shaderFloat16 = info.shader_float16;
   f12.storageBuffer8BitAccess = info.storage_8bit;
+  f12.bufferDeviceAddress = info.buffer_device_address;
+  buffer_device_address = info.buffer_device_address;
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
   f11.storageBuffer16BitAccess = info.storage_16bit;
   f11.pNext = &f12;
@@ -103,6 +105,7 @@ ContextImpl::ContextImpl(const ExternalDevice& external) {
   device = external.device;
   owns_device = false;
   info = vk::query_device_info(d, physical_device, 0);
+  buffer_device_address = external.buffer_device_address && info.buffer_device_address;
   if (!info.push_descriptor)
     throw Error(ErrorCode::unsupported, fmt::format("device {} lacks VK_KHR_push_descriptor, which vkpaged needs", info.name));
   d.vkGetPhysicalDeviceMemoryProperties(physical_device, &memory_properties);
@@ -155,13 +158,17 @@ std::unique_ptr<BufferImpl> ContextImpl::create_buffer(size_t bytes, MemoryKind 
   VkBufferCreateInfo binfo{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   binfo.size = bytes;
   binfo.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  if (buffer_device_address) binfo.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   binfo.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkBuffer buffer = VK_NULL_HANDLE;
   vk::check(d.vkCreateBuffer(device, &binfo, nullptr, &buffer), "vkCreateBuffer");
   b->buffer = vk::UniqueBuffer(&d, device, buffer);
   VkMemoryRequirements req{};
   d.vkGetBufferMemoryRequirements(device, buffer, &req);
+  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
   VkMemoryAllocateInfo ainfo{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  if (buffer_device_address) ainfo.pNext = &flags;
   ainfo.allocationSize = req.size;
   ainfo.memoryTypeIndex =
       kind == MemoryKind::device

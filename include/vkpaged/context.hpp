@@ -30,6 +30,7 @@ struct DeviceInfo {
   uint32_t api_version = 0;
   uint32_t subgroup_size = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute shaders
+  bool subgroup_shuffle = false;     // subgroupShuffleXor in compute shaders
   bool storage_16bit = false;
   bool storage_8bit = false;
   bool shader_float16 = false;
@@ -83,6 +84,10 @@ struct ExternalDevice {
   uint32_t queue_index = 0;
   // The engine's loader entry; null = the vkGetInstanceProcAddr vkpaged links against.
   PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;
+  // Whether the engine enabled the bufferDeviceAddress feature. Decode over caches larger than
+  // maxStorageBufferRange needs it, and cache buffers created with
+  // VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT.
+  bool buffer_device_address = false;
 };
 
 enum class MemoryKind {
@@ -112,6 +117,18 @@ class VKPAGED_API DeviceBuffer {
   std::unique_ptr<detail::BufferImpl> impl_;
 };
 
+// Threads. One Context may be used from several threads at once:
+// - record_* calls and DecodePlan::create: pipelines are created under a lock and never
+//   removed, so threads may record into different command buffers at the same time (each
+//   command buffer, and its pool, used by one thread at a time: Vulkan's rule);
+// - create_buffer, which shares nothing between calls;
+// - upload, download, run_and_wait, run_and_time and the host conveniences (decode_attention,
+//   merge_attention, measure_read_bandwidth): they submit to queue() under the Context's lock.
+// That lock is internal: an engine that submits to queue() itself (see ExternalDevice) must not
+// do so while another thread is inside one of those calls, and a run_and_wait callback must not
+// call them (it runs under the lock). A DecodePlan is immutable after create and may be shared;
+// a BlockManager is not thread-safe. Destroy plans and buffers before their Context, and the
+// Context after every thread has stopped using it.
 class VKPAGED_API Context {
  public:
   explicit Context(const ContextOptions& options = {});
@@ -128,7 +145,8 @@ class VKPAGED_API Context {
   VkQueue queue() const noexcept;
   uint32_t queue_family() const noexcept;
 
-  // Allocates a buffer usable as storage, transfer source and destination.
+  // Allocates a buffer usable as storage, transfer source and destination (and through its
+  // device address, where the device supports that).
   DeviceBuffer create_buffer(size_t bytes, MemoryKind kind = MemoryKind::device);
   // Copies host bytes into a device range and back, through a staging buffer; waits.
   void upload(const BufferView& dst, const void* src, size_t bytes);

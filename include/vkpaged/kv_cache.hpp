@@ -89,7 +89,7 @@ class VKPAGED_API KvCache {
   const KvCacheShape& shape() const noexcept;
   uint32_t num_blocks() const noexcept;
   uint32_t num_host_blocks() const noexcept;
-  uint64_t num_tokens() const noexcept;  // num_blocks * block_size
+  uint64_t num_tokens() const noexcept;          // num_blocks * block_size
   const KvCacheSizing& sizing() const noexcept;  // of the device pools
   uint64_t host_bytes() const noexcept;          // of every host pool together
 

@@ -160,6 +160,7 @@ typedef struct vkp_device_info {
   double timestamp_period_ns;
   uint32_t timestamp_valid_bits;
   uint64_t device_local_bytes;
+  bool subgroup_shuffle; /* subgroupShuffleXor in compute shaders */
 } vkp_device_info;
 
 /* Lists the Vulkan devices, Vulkan style: with infos NULL, sets *count to their number; else
@@ -193,6 +194,9 @@ typedef struct vkp_external_device {
   uint32_t queue_family;
   uint32_t queue_index;
   PFN_vkGetInstanceProcAddr get_instance_proc_addr;
+  /* Whether the engine enabled the bufferDeviceAddress feature: decode over caches larger
+   * than maxStorageBufferRange needs it (see context.hpp). */
+  bool buffer_device_address;
 } vkp_external_device;
 
 /* Creates a context on its own instance and device. options NULL = defaults.
@@ -469,6 +473,32 @@ typedef struct vkp_bandwidth {
 VKP_API vkp_status vkp_measure_read_bandwidth(vkp_context* context, size_t bytes, int32_t repetitions,
                                               vkp_bandwidth* out);
 
+/* ===================================================================== cascade merge */
+
+/* Merges the (output, log-sum-exp) pairs of attention over two disjoint key sets (a shared
+ * prefix and each sequence's suffix) into attention over their union; see merge.hpp. */
+typedef struct vkp_merge_views {
+  vkp_tensor_view output_a; /* [S, H, D] f32, f16 or bf16 */
+  vkp_tensor_view lse_a;    /* [S, H] f32 */
+  vkp_tensor_view output_b; /* [S, H, D], output_a's dtype */
+  vkp_tensor_view lse_b;    /* [S, H] f32 */
+  vkp_tensor_view output;   /* [S, H, D]; may be output_a's or output_b's memory */
+  vkp_tensor_view lse;      /* optional [S, H] f32 */
+} vkp_merge_views;
+/* Compute shader stage: reads the four inputs, writes output and lse.
+ * Errors: INVALID_ARGUMENT naming the view. */
+VKP_API vkp_status vkp_record_merge_attention(vkp_context* context, VkCommandBuffer cmd, const vkp_merge_views* views);
+/* The same over host arrays (upload, run, wait, download): the states a and b are (output
+ * [S, H, D], lse [S, H] f32), named a.output, a.lse, b.output, b.lse in messages; output gets
+ * [S, H, D] of a's dtype and lse (may be NULL) [S, H] f32: their dtype and shape must be those. */
+VKP_API vkp_status vkp_merge_attention(vkp_context* context, const vkp_host_tensor* a_output,
+                                       const vkp_host_tensor* a_lse, const vkp_host_tensor* b_output,
+                                       const vkp_host_tensor* b_lse, vkp_host_tensor* output, vkp_host_tensor* lse);
+/* The CPU reference of the merge (double precision), with the same arguments. */
+VKP_API vkp_status vkp_reference_merge_attention(const vkp_host_tensor* a_output, const vkp_host_tensor* a_lse,
+                                                 const vkp_host_tensor* b_output, const vkp_host_tensor* b_lse,
+                                                 vkp_host_tensor* output, vkp_host_tensor* lse);
+
 /* ===================================================================== CPU references */
 
 /* As vkp_record_reshape_and_cache, in place on host caches (key_cache and value_cache are
@@ -492,6 +522,78 @@ VKP_API vkp_status vkp_reference_gather(const vkp_host_tensor* key_cache, const 
                                         vkp_host_tensor* value_out);
 /* max |x| (NaN if x holds one). */
 VKP_API vkp_status vkp_reference_absmax(const vkp_host_tensor* x, float* out);
+
+/* ===================================================================== KV cache */
+
+/* The pools of an L-layer paged KV cache in device memory, plus an optional host-visible swap
+ * pool of the same layout (see kv_cache.hpp). Block ids are a block manager's. */
+typedef struct vkp_kv_cache vkp_kv_cache;
+
+typedef struct vkp_kv_cache_shape {
+  uint32_t num_layers;   /* default 1 */
+  uint32_t num_kv_heads; /* Hkv */
+  uint32_t head_size;    /* D, a multiple of x = 16 / element bytes */
+  uint32_t block_size;   /* B, default 16 */
+  vkp_dtype dtype;       /* f32, f16 (default), bf16, fp8_e4m3, fp8_e5m2 */
+} vkp_kv_cache_shape;
+VKP_API void vkp_kv_cache_shape_init(vkp_kv_cache_shape* shape);
+
+/* Exactly one of num_blocks, budget_bytes, budget_fraction (of the device-local memory). */
+typedef struct vkp_kv_cache_options {
+  uint32_t num_blocks;
+  uint64_t budget_bytes;
+  double budget_fraction;
+  uint32_t num_host_blocks; /* host-visible swap pool; 0 = none */
+} vkp_kv_cache_options;
+
+typedef struct vkp_kv_cache_sizing {
+  uint32_t num_blocks;
+  uint64_t num_tokens;      /* num_blocks * block_size */
+  uint64_t block_bytes;     /* one block of one pool */
+  uint64_t bytes_per_block; /* one block of every pool: 2 * num_layers * block_bytes */
+  uint64_t pool_bytes;      /* one pool */
+  uint64_t total_bytes;     /* every device pool */
+} vkp_kv_cache_sizing;
+
+/* Sizing without a device or an allocation. Errors: INVALID_ARGUMENT for a bad shape. */
+VKP_API vkp_status vkp_kv_cache_sizing_of(const vkp_kv_cache_shape* shape, uint32_t num_blocks,
+                                          vkp_kv_cache_sizing* out);
+VKP_API vkp_status vkp_kv_cache_blocks_for_budget(const vkp_kv_cache_shape* shape, uint64_t bytes, uint32_t* out);
+VKP_API vkp_status vkp_kv_cache_max_blocks_per_pool(const vkp_kv_cache_shape* shape,
+                                                    uint64_t max_storage_buffer_range, uint32_t* out);
+/* What vkp_kv_cache_create would allocate on a device (from vkp_list_devices or
+ * vkp_context_device_info), with every device check except the host pool's heap.
+ * Errors: INVALID_ARGUMENT, OUT_OF_MEMORY (over the device memory), UNSUPPORTED (a pool over
+ * maxStorageBufferRange). */
+VKP_API vkp_status vkp_kv_cache_plan(const vkp_device_info* device, const vkp_kv_cache_shape* shape,
+                                     const vkp_kv_cache_options* options, vkp_kv_cache_sizing* out);
+/* Checks everything, then allocates the pools (contents undefined). The cache belongs to the
+ * context: destroy it first. Errors: as vkp_kv_cache_plan; nothing is allocated then. */
+VKP_API vkp_status vkp_kv_cache_create(vkp_context* context, const vkp_kv_cache_shape* shape,
+                                       const vkp_kv_cache_options* options, vkp_kv_cache** out);
+VKP_API void vkp_kv_cache_destroy(vkp_kv_cache* cache);
+
+typedef struct vkp_kv_cache_info {
+  vkp_kv_cache_shape shape;
+  uint32_t num_blocks;
+  uint32_t num_host_blocks;
+  uint64_t num_tokens;
+  vkp_kv_cache_sizing sizing; /* of the device pools */
+  uint64_t host_bytes;        /* of every host pool together */
+} vkp_kv_cache_info;
+VKP_API vkp_status vkp_kv_cache_info_get(const vkp_kv_cache* cache, vkp_kv_cache_info* out);
+/* Layer `layer`'s device pools (host = false) or host pools (host = true) as the operators
+ * take them. Errors: INVALID_ARGUMENT (layer out of range, no host pool). */
+VKP_API vkp_status vkp_kv_cache_layer(const vkp_kv_cache* cache, uint32_t layer, bool host,
+                                      vkp_layer_cache_views* out);
+/* copy_blocks over every layer; swap_out (device block, host block) and swap_in (host block,
+ * device block) pairs, as the block manager returns them. Transfer stage. */
+VKP_API vkp_status vkp_kv_cache_record_copy_blocks(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                                                   const vkp_block_copy* pairs, size_t num_pairs);
+VKP_API vkp_status vkp_kv_cache_record_swap_out(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                                                const vkp_block_copy* pairs, size_t num_pairs);
+VKP_API vkp_status vkp_kv_cache_record_swap_in(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                                               const vkp_block_copy* pairs, size_t num_pairs);
 
 /* ===================================================================== block manager */
 

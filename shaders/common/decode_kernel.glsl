@@ -2,21 +2,27 @@
 //
 // A workgroup takes one sequence, HEADS query heads that share one kv head (so each key and
 // value is read once for the whole GQA group), and one partition of the context (all of it
-// when not split). It walks the context in tiles of KEYS_PER_INVOCATION * WG tokens:
-//   key phase:   invocation i scores tokens tile+i, tile+i+WG, ... against the group's
-//                queries, reading each token's keys as 16-byte chunks; neighbouring
-//                invocations read neighbouring chunks of a block ([D/x][B][x] layout), so the
-//                reads coalesce, and each query element read from shared memory serves
-//                KEYS_PER_INVOCATION tokens.
+// when not split). It walks the context in tiles of WG tokens:
+//   key phase:   invocation i scores token tile+i against the group's queries, reading the
+//                token's keys as 16-byte chunks; neighbouring invocations read neighbouring
+//                chunks of a block ([D/x][B][x] layout), so the reads coalesce.
 //   softmax:     tile max per head (workgroup reduction), running max and rescale.
 //   value phase: invocation (row, lane) accumulates p * v for dims row, row+ROWS, ... over
 //                LANES_PER_ROW interleaved 16-byte chunks of each block's value rows.
+// Every intermediate stays in registers: measured on an H200, variants that held query slices,
+// several keys or hoisted probabilities in registers lost more to occupancy than they saved
+// in shared-memory loads (bench/RESULTS.md, "What was tried").
 // Split mode writes unnormalised partial outputs with their max and sum to scratch for
 // decode_reduce.comp; single pass normalises and writes the output.
 #extension GL_GOOGLE_include_directive : require
 #if VKP_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#if VKP_ADDRESS
+// Caches larger than maxStorageBufferRange are read through buffer device addresses.
+#extension GL_EXT_buffer_reference2 : require
+#extension GL_EXT_buffer_reference_uvec2 : require
 #endif
 
 #include "common/shader_interface.h"
@@ -30,7 +36,6 @@ layout(constant_id = DECODE_SC_QUERY_DTYPE) const uint QUERY_DTYPE = DT_F16;
 layout(constant_id = DECODE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
 layout(constant_id = DECODE_SC_FEATURES) const uint FEATURES = 0u;
 layout(constant_id = DECODE_SC_LANES_PER_ROW) const uint LANES = 2u;
-layout(constant_id = DECODE_SC_KEYS_PER_INVOCATION) const uint KEYS = 1u;
 
 const uint WG = gl_WorkGroupSize.x;
 const bool ALIBI = (FEATURES & DECODE_FEATURE_ALIBI) != 0u;
@@ -46,7 +51,7 @@ const uint KEY_CHUNKS = D / X;              // 16-byte key chunks per token
 const uint VEC = B < X ? B : X;             // tokens per value load
 const uint VEC_BYTES = VEC * CACHE_BYTES;   // 16, 8, 4, 2 or 1
 const uint ROW_LOADS = B / VEC;             // value loads per dim row of one block
-const uint TILE = WG * KEYS;                // tokens per tile
+const uint TILE = WG;                       // tokens per tile: one per invocation in the key phase
 const uint TILE_BLOCKS = TILE / B;
 const uint ROWS = WG / LANES;               // dim rows processed at once in the value phase
 const uint DIMS_PER_INVOCATION = (D + ROWS - 1u) / ROWS;
@@ -57,10 +62,25 @@ const uint NO_BLOCK = 0xffffffffu;
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 
 layout(set = 0, binding = DECODE_BINDING_QUERY) readonly buffer Query { uint query_words[]; };
+#if VKP_ADDRESS
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Words16 { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Words8 { uvec2 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Words4 { uint v[]; };
+// Indices are in units of the element type from the start of the view (offsets are 0).
+#define KEY16(i) Words16(pc.key_address).v[i]
+#define VALUE16(i) Words16(pc.value_address).v[i]
+#define VALUE8(i) Words8(pc.value_address).v[i]
+#define VALUE4(i) Words4(pc.value_address).v[i]
+#else
 layout(set = 0, binding = DECODE_BINDING_KEY_CACHE) readonly buffer KeyCache { uvec4 key16[]; };
 layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache16 { uvec4 value16[]; };
 layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache8 { uvec2 value8[]; };
 layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache4 { uint value4[]; };
+#define KEY16(i) key16[i]
+#define VALUE16(i) value16[i]
+#define VALUE8(i) value8[i]
+#define VALUE4(i) value4[i]
+#endif
 layout(set = 0, binding = DECODE_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
 layout(set = 0, binding = DECODE_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };
 layout(set = 0, binding = DECODE_BINDING_OUTPUT) writeonly buffer Output { uint output_words[]; };
@@ -86,15 +106,15 @@ float query_element(uint seq, uint head, uint d) {
 void load_values(uint row, uint c, out float v[VEC]) {
   const uint chunk = row * ROW_LOADS + c;  // in units of VEC_BYTES
   if (VEC_BYTES == 16u) {
-    uvec4 w = value16[pc.value_offset / 4u + chunk];
+    uvec4 w = VALUE16(pc.value_offset / 4u + chunk);
     for (uint i = 0u; i < VEC; ++i) v[i] = unpack_word(w[i / elements_per_word(CACHE_DTYPE)], CACHE_DTYPE)[i % elements_per_word(CACHE_DTYPE)];
   } else if (VEC_BYTES == 8u) {
-    uvec2 w = value8[pc.value_offset / 2u + chunk];
+    uvec2 w = VALUE8(pc.value_offset / 2u + chunk);
     for (uint i = 0u; i < VEC; ++i) v[i] = unpack_word(w[i / elements_per_word(CACHE_DTYPE)], CACHE_DTYPE)[i % elements_per_word(CACHE_DTYPE)];
   } else {
     // 4, 2 or 1 bytes: inside one word
     const uint byte_offset = chunk * VEC_BYTES;
-    const uint w = value4[pc.value_offset + byte_offset / 4u];
+    const uint w = VALUE4(pc.value_offset + byte_offset / 4u);
     const uint first = (byte_offset % 4u) / CACHE_BYTES;
     vec4 e = unpack_word(w, CACHE_DTYPE);
     for (uint i = 0u; i < VEC; ++i) v[i] = e[first + i];
@@ -144,8 +164,8 @@ void main() {
   const uint table = pc.block_tables_offset + seq * pc.max_blocks_per_seq;
 
   for (uint tile = (lo / B) * B; tile < hi; tile += TILE) {
-    for (uint i = tid; i < TILE_BLOCKS; i += WG) {
-      const uint slot = tile / B + i;
+    if (tid < TILE_BLOCKS) {
+      const uint slot = tile / B + tid;
       uint block = NO_BLOCK;
       if (slot * B < hi) {
         block = block_tables[table + slot];
@@ -154,66 +174,50 @@ void main() {
           block = NO_BLOCK;
         }
       }
-      s_block[i] = block;
+      s_block[tid] = block;
     }
     barrier();
 
-    // ---- key phase: KEYS tokens per invocation ----
-    float logit[KEYS * GROUP];
-    bool valid[KEYS];
-    uint key_base[KEYS];
-    for (uint k = 0u; k < KEYS; ++k) {
-      const uint i = tid + k * WG;
-      const uint t = tile + i;
-      const uint block = s_block[i / B];
-      valid[k] = t >= lo && t < hi && block != NO_BLOCK;
-      key_base[k] = pc.key_offset / 4u + (block * pc.num_kv_heads + kv_head) * KEY_CHUNKS * B + i % B;
-      for (uint g = 0u; g < GROUP; ++g) logit[k * GROUP + g] = 0.0;
-    }
-    for (uint c = 0u; c < KEY_CHUNKS; ++c) {
-      uvec4 w[KEYS];
-      for (uint k = 0u; k < KEYS; ++k) w[k] = valid[k] ? key16[key_base[k] + c * B] : uvec4(0u);
-      for (uint j = 0u; j < 4u; ++j) {
-        const uint per_word = elements_per_word(CACHE_DTYPE);
-        vec4 kv[KEYS];
-        for (uint k = 0u; k < KEYS; ++k) kv[k] = unpack_word(w[k][j], CACHE_DTYPE);
-        for (uint e = 0u; e < per_word; ++e) {
-          const uint d = c * X + j * per_word + e;
-          for (uint g = 0u; g < GROUP; ++g) {
-            const float q = s_query[g * D + d];
-            for (uint k = 0u; k < KEYS; ++k) logit[k * GROUP + g] += q * kv[k][e];
+    // ---- key phase: one token per invocation ----
+    const uint t = tile + tid;
+    const uint block = s_block[tid / B];
+    const bool valid = t >= lo && t < hi && block != NO_BLOCK;
+    float logit[GROUP];
+    for (uint g = 0u; g < GROUP; ++g) logit[g] = NEG_INF;
+    if (valid) {
+      float dot_product[GROUP];
+      for (uint g = 0u; g < GROUP; ++g) dot_product[g] = 0.0;
+      const uint base = pc.key_offset / 4u + (block * pc.num_kv_heads + kv_head) * KEY_CHUNKS * B + tid % B;
+      for (uint c = 0u; c < KEY_CHUNKS; ++c) {
+        const uvec4 w = KEY16(base + c * B);
+        for (uint j = 0u; j < 4u; ++j) {
+          const vec4 k = unpack_word(w[j], CACHE_DTYPE);
+          const uint per_word = elements_per_word(CACHE_DTYPE);
+          for (uint e = 0u; e < per_word; ++e) {
+            const uint d = c * X + j * per_word + e;
+            for (uint g = 0u; g < GROUP; ++g) dot_product[g] += s_query[g * D + d] * k[e];
           }
         }
       }
-    }
-    for (uint k = 0u; k < KEYS; ++k) {
-      const float t = float(tile + tid + k * WG);
       for (uint g = 0u; g < GROUP; ++g) {
-        float l = logit[k * GROUP + g];
+        float l = dot_product[g];
         if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
-        if (ALIBI && g < heads) l += alibi_slopes[pc.alibi_offset + head0 + g] * (t - float(len) + 1.0);
-        logit[k * GROUP + g] = valid[k] ? l : NEG_INF;
+        if (ALIBI && g < heads) l += alibi_slopes[pc.alibi_offset + head0 + g] * (float(t) - float(len) + 1.0);
+        logit[g] = l;
       }
     }
 
     // ---- online softmax over the tile ----
     float tile_max[GROUP];
-    for (uint g = 0u; g < GROUP; ++g) {
-      tile_max[g] = NEG_INF;
-      for (uint k = 0u; k < KEYS; ++k) tile_max[g] = max(tile_max[g], logit[k * GROUP + g]);
-    }
+    for (uint g = 0u; g < GROUP; ++g) tile_max[g] = logit[g];
     workgroup_reduce(tile_max, true);
     for (uint g = 0u; g < GROUP; ++g) {
       const float new_max = max(running_max[g], tile_max[g]);
       // Nothing valid yet: keep everything at zero (no exp(-inf - -inf)).
       const float alpha = new_max == NEG_INF ? 1.0 : exp(running_max[g] - new_max);
-      float sum = thread_sum[g] * alpha;
-      for (uint k = 0u; k < KEYS; ++k) {
-        const float p = valid[k] && new_max != NEG_INF ? exp(logit[k * GROUP + g] - new_max) : 0.0;
-        sum += p;
-        s_prob[g * TILE + tid + k * WG] = p;
-      }
-      thread_sum[g] = sum;
+      const float p = valid && new_max != NEG_INF ? exp(logit[g] - new_max) : 0.0;
+      thread_sum[g] = thread_sum[g] * alpha + p;
+      s_prob[g * TILE + tid] = p;
       for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) acc[j * GROUP + g] *= alpha;
       running_max[g] = new_max;
     }

@@ -8,6 +8,9 @@
 #include <cstdint>
 namespace vkpaged::shader {
 using uint = uint32_t;
+struct uvec2 {
+  uint32_t x, y;
+};
 #endif
 
 // Element types (values of vkpaged::DType).
@@ -32,8 +35,7 @@ using uint = uint32_t;
 #define DECODE_SC_CACHE_DTYPE 5
 #define DECODE_SC_FEATURES 6
 #define DECODE_SC_LANES_PER_ROW 7
-#define DECODE_SC_KEYS_PER_INVOCATION 8
-#define DECODE_SC_COUNT 9
+#define DECODE_SC_COUNT 8
 
 // DECODE_SC_FEATURES bits.
 #define DECODE_FEATURE_ALIBI 1u
@@ -84,6 +86,8 @@ struct DecodePush {
   float softcap;  // > 0: logit = softcap * tanh(logit / softcap)
   float k_scale;
   float v_scale;
+  uvec2 key_address;    // address variant: device addresses of the caches (else unused)
+  uvec2 value_address;
 };
 
 // ---- decode_reduce (shaders/decode_reduce.comp): merges split partitions ----
@@ -217,7 +221,7 @@ struct MergePush {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(DecodePush) == 24 * 4, "DecodePush must be plain 32-bit fields");
+static_assert(sizeof(DecodePush) == 28 * 4, "DecodePush must be plain 32-bit fields");
 static_assert(sizeof(DecodePush) <= 128, "push constants must fit the 128-byte minimum");
 }  // namespace vkpaged::shader
 #endif

@@ -94,15 +94,18 @@ HostTensor to_host(const vkp_host_tensor& tensor, const char* name) {
   return h;
 }
 
-void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const char* name) {
+void check_matches(const HostTensor& result, const vkp_host_tensor& tensor, const char* name) {
   const DType dtype = to_dtype(tensor.dtype, name);
   const Shape shape = to_shape(tensor.shape, tensor.rank, name);
   if (dtype != result.dtype() || !(shape == result.shape()))
     refuse(fmt::format("{}: {} {} given where the result is {} {}", name, dtype_name(dtype), shape.str(),
                        dtype_name(result.dtype()), result.shape().str()));
-  if (result.bytes() == 0) return;
-  if (tensor.data == nullptr) refuse(fmt::format("{}: data is NULL", name));
-  std::memcpy(tensor.data, result.data(), result.bytes());
+  if (tensor.data == nullptr && result.bytes() > 0) refuse(fmt::format("{}: data is NULL", name));
+}
+
+void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const char* name) {
+  check_matches(result, tensor, name);
+  if (result.bytes() > 0) std::memcpy(tensor.data, result.data(), result.bytes());
 }
 
 DecodeShape to_cpp(const vkp_decode_shape& s) {
@@ -216,6 +219,38 @@ void fill_device_info(const DeviceInfo& i, vkp_device_info& o) noexcept {
   o.timestamp_period_ns = i.timestamp_period_ns;
   o.timestamp_valid_bits = i.timestamp_valid_bits;
   o.device_local_bytes = i.device_local_bytes;
+  o.subgroup_shuffle = i.subgroup_shuffle;
+}
+
+DeviceInfo to_cpp(const vkp_device_info& i) {
+  DeviceInfo o;
+  o.index = i.index;
+  o.name = std::string(i.name, strnlen(i.name, sizeof(i.name)));
+  o.type = std::string(i.type, strnlen(i.type, sizeof(i.type)));
+  o.driver = std::string(i.driver, strnlen(i.driver, sizeof(i.driver)));
+  o.vendor_id = i.vendor_id;
+  o.api_version = i.api_version;
+  o.subgroup_size = i.subgroup_size;
+  o.subgroup_arithmetic = i.subgroup_arithmetic;
+  o.storage_16bit = i.storage_16bit;
+  o.storage_8bit = i.storage_8bit;
+  o.shader_float16 = i.shader_float16;
+  o.shader_int64 = i.shader_int64;
+  o.buffer_device_address = i.buffer_device_address;
+  o.push_descriptor = i.push_descriptor;
+  o.timestamps = i.timestamps;
+  o.max_storage_buffer_range = i.max_storage_buffer_range;
+  o.max_shared_memory = i.max_shared_memory;
+  o.max_workgroup_invocations = i.max_workgroup_invocations;
+  o.max_push_constants = i.max_push_constants;
+  o.min_storage_buffer_offset_alignment = i.min_storage_buffer_offset_alignment;
+  o.compute_units = i.compute_units;
+  o.compute_units_reported = i.compute_units_reported;
+  o.timestamp_period_ns = i.timestamp_period_ns;
+  o.timestamp_valid_bits = i.timestamp_valid_bits;
+  o.device_local_bytes = i.device_local_bytes;
+  o.subgroup_shuffle = i.subgroup_shuffle;
+  return o;
 }
 
 }  // namespace vkpaged::c_api

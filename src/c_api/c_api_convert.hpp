@@ -27,7 +27,9 @@ vkp_tensor_view to_c(const TensorView& view) noexcept;
 
 // Copies host data into a HostTensor; an absent tensor (data NULL, rank 0) gives an empty one.
 HostTensor to_host(const vkp_host_tensor& tensor, const char* name);
-// Copies a result back into the caller's tensor, which must have its dtype and shape.
+// Refuses a caller's output tensor whose dtype or shape differs from the result's.
+void check_matches(const HostTensor& result, const vkp_host_tensor& tensor, const char* name);
+// Copies a result back into the caller's tensor, after check_matches.
 void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const char* name);
 
 DecodeShape to_cpp(const vkp_decode_shape& shape);
@@ -41,6 +43,7 @@ vkp_block_copy to_c(const BlockCopy& pair) noexcept;
 vkp_admission to_c(AdmissionStatus status) noexcept;
 
 void fill_device_info(const DeviceInfo& info, vkp_device_info& out) noexcept;
+DeviceInfo to_cpp(const vkp_device_info& info);
 
 // The span of a C array, refusing NULL with a non-zero count.
 template <typename T>

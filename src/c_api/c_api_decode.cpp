@@ -62,7 +62,7 @@ VKP_API vkp_status vkp_decode_plan_create(vkp_context* context, const vkp_decode
     *out = nullptr;
     auto& ctx = require(context, "context")->context;
     const DecodeShape s = to_cpp(*require(shape, "shape"));
-    auto plan = std::make_unique<vkp_decode_plan>(vkp_decode_plan{DecodePlan::create(ctx, s, to_cpp(options)), ""});
+    auto plan = std::make_unique<vkp_decode_plan>(vkp_decode_plan{DecodePlan::create(ctx, s, to_cpp(options)), "", context});
     plan->description = plan->plan.describe();
     *out = plan.release();
   });
@@ -98,6 +98,7 @@ VKP_API vkp_status vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, 
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
     const auto& p = require(plan, "plan")->plan;
+    if (plan->context != context) throw Error(ErrorCode::invalid_argument, "plan: created on another context");
     const auto& v = *require(views, "views");
     DecodeViews d;
     d.query = to_cpp(v.query, "query");

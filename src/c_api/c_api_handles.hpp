@@ -7,6 +7,7 @@
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"
+#include "vkpaged/kv_cache.hpp"
 #include "vkpaged/vkpaged.h"
 
 struct vkp_context {
@@ -20,10 +21,16 @@ struct vkp_buffer {
 struct vkp_decode_plan {
   vkpaged::DecodePlan plan;
   std::string description;
+  // Its pipelines belong to this context's device: recording with another context is refused.
+  const vkp_context* context = nullptr;
 };
 
 struct vkp_block_manager {
   vkpaged::BlockManager manager;
   std::vector<vkp_block_copy> pairs;  // of the last swap_out / swap_in
   std::vector<int32_t> table;         // of the last block_table / host_block_table
+};
+
+struct vkp_kv_cache {
+  vkpaged::KvCache cache;
 };

@@ -79,8 +79,9 @@ void KvCache::validate(const KvCacheShape& s) {
            fmt::format("dtype {} is not a cache dtype (f32, f16, bf16, fp8_e4m3, fp8_e5m2)", dtype_name(s.dtype)));
   const uint32_t x = cache_pack_factor(s.dtype);
   if (s.head_size == 0 || s.head_size % x != 0)
-    refuse(ErrorCode::invalid_argument, fmt::format("head size D = {} is not a positive multiple of x = {} for dtype {}",
-                                                    s.head_size, x, dtype_name(s.dtype)));
+    refuse(ErrorCode::invalid_argument,
+           fmt::format("head size D = {} is not a positive multiple of x = {} for dtype {}", s.head_size, x,
+                       dtype_name(s.dtype)));
 }
 
 namespace {
@@ -136,14 +137,14 @@ KvCacheSizing KvCache::plan(const DeviceInfo& device, const KvCacheShape& shape,
     if (!(o.budget_fraction > 0.0 && o.budget_fraction <= 1.0))
       refuse(ErrorCode::invalid_argument, fmt::format("budget_fraction {} is outside (0, 1]", o.budget_fraction));
     if (memory == 0)
-      refuse(ErrorCode::unsupported,
-             fmt::format("budget_fraction {}: device {} reports no device-local memory", o.budget_fraction, device.name));
+      refuse(ErrorCode::unsupported, fmt::format("budget_fraction {}: device {} reports no device-local memory",
+                                                 o.budget_fraction, device.name));
     const uint64_t bytes = uint64_t(std::floor(o.budget_fraction * double(memory)));
     blocks = blocks_for_budget(shape, bytes);
     if (blocks == 0)
       refuse(ErrorCode::invalid_argument,
-             fmt::format("budget_fraction {} of {} bytes is {} bytes, which holds no block of {} bytes", o.budget_fraction,
-                         memory, bytes, per_block));
+             fmt::format("budget_fraction {} of {} bytes is {} bytes, which holds no block of {} bytes",
+                         o.budget_fraction, memory, bytes, per_block));
   } else if (o.budget_bytes > 0) {
     if (memory > 0 && o.budget_bytes > memory)
       refuse(ErrorCode::out_of_memory,
@@ -156,7 +157,8 @@ KvCacheSizing KvCache::plan(const DeviceInfo& device, const KvCacheShape& shape,
                          per_block, shape.num_layers));
   }
   if (blocks > kMaxBlocks)
-    refuse(ErrorCode::invalid_argument, fmt::format("num_blocks {} is above {} (block ids are int32)", blocks, kMaxBlocks));
+    refuse(ErrorCode::invalid_argument,
+           fmt::format("num_blocks {} is above {} (block ids are int32)", blocks, kMaxBlocks));
 
   const KvCacheSizing z = sizing(shape, blocks);
   if (memory > 0 && z.total_bytes > memory)
@@ -168,8 +170,8 @@ KvCacheSizing KvCache::plan(const DeviceInfo& device, const KvCacheShape& shape,
     refuse(ErrorCode::unsupported,
            fmt::format("a layer's key or value pool of {} blocks x {} bytes = {} bytes ({}) exceeds the device's "
                        "maxStorageBufferRange of {} bytes ({}); at most {} blocks fit one pool on {}",
-                       blocks, z.block_bytes, z.pool_bytes, mib(z.pool_bytes), range, mib(range),
-                       range / z.block_bytes, device.name));
+                       blocks, z.block_bytes, z.pool_bytes, mib(z.pool_bytes), range, mib(range), range / z.block_bytes,
+                       device.name));
   return z;
 }
 
@@ -190,7 +192,9 @@ struct KvCache::Impl {
     const uint32_t x = cache_pack_factor(shape.dtype);
     return Shape{blocks, shape.num_kv_heads, shape.head_size / x, shape.block_size, x};
   }
-  Shape value_shape(uint32_t blocks) const { return Shape{blocks, shape.num_kv_heads, shape.head_size, shape.block_size}; }
+  Shape value_shape(uint32_t blocks) const {
+    return Shape{blocks, shape.num_kv_heads, shape.head_size, shape.block_size};
+  }
 
   LayerCacheViews views_of(const Layer& layer, uint32_t blocks) const {
     return {layer.key.buffer.tensor(shape.dtype, key_shape(blocks)),
@@ -221,20 +225,21 @@ KvCache::KvCache(Context& context, const KvCacheShape& shape, const KvCacheOptio
     const KvCacheSizing h = sizing(shape, options.num_host_blocks);
     if (h.pool_bytes > device.max_storage_buffer_range)
       refuse(ErrorCode::unsupported,
-             fmt::format("a layer's host key or value pool of {} blocks x {} bytes = {} bytes ({}) exceeds the device's "
-                         "maxStorageBufferRange of {} bytes ({}); at most {} blocks fit one pool on {}",
-                         h.num_blocks, h.block_bytes, h.pool_bytes, mib(h.pool_bytes), device.max_storage_buffer_range,
-                         mib(device.max_storage_buffer_range), device.max_storage_buffer_range / h.block_bytes,
-                         device.name));
+             fmt::format(
+                 "a layer's host key or value pool of {} blocks x {} bytes = {} bytes ({}) exceeds the device's "
+                 "maxStorageBufferRange of {} bytes ({}); at most {} blocks fit one pool on {}",
+                 h.num_blocks, h.block_bytes, h.pool_bytes, mib(h.pool_bytes), device.max_storage_buffer_range,
+                 mib(device.max_storage_buffer_range), device.max_storage_buffer_range / h.block_bytes, device.name));
     const HostHeap heap = host_heap(context.impl().memory_properties);
     // Where host-visible memory is device-local too, both pools come out of that one heap.
     const uint64_t needed = h.total_bytes + (heap.device_local ? z.total_bytes : 0);
     if (heap.bytes > 0 && needed > heap.bytes)
-      refuse(ErrorCode::out_of_memory,
-             fmt::format("{} host blocks need {} bytes ({}){}, more than the {} bytes ({}) of the host-visible heap of {}",
-                         h.num_blocks, h.total_bytes, mib(h.total_bytes),
-                         heap.device_local ? fmt::format(" besides the device pools' {}", mib(z.total_bytes)) : "",
-                         heap.bytes, mib(heap.bytes), device.name));
+      refuse(
+          ErrorCode::out_of_memory,
+          fmt::format("{} host blocks need {} bytes ({}){}, more than the {} bytes ({}) of the host-visible heap of {}",
+                      h.num_blocks, h.total_bytes, mib(h.total_bytes),
+                      heap.device_local ? fmt::format(" besides the device pools' {}", mib(z.total_bytes)) : "",
+                      heap.bytes, mib(heap.bytes), device.name));
     host_bytes = h.total_bytes;
   }
 

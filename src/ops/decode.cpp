@@ -25,12 +25,12 @@ namespace {
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
 
 // Tuning knobs, from measurement (bench/RESULTS.md); VKPAGED_DECODE_TUNE overrides them for
-// experiments, e.g. "keys=2,lanes=8,workgroup=256,units=8". 0 means "choose".
+// experiments, e.g. "lanes=4,workgroup=128,units=8,heads=4". 0 means "choose".
 struct Tuning {
-  uint32_t keys = 0;       // tokens per invocation in the key phase
-  uint32_t lanes = 0;      // lanes per dim row in the value phase
-  uint32_t workgroup = 0;  // invocations per workgroup (128 or 256)
-  uint32_t units = 8;      // split: workgroups wanted per compute unit
+  uint32_t lanes = 0;            // lanes per dim row in the value phase
+  uint32_t workgroup = 0;        // invocations per workgroup (128 or 256)
+  uint32_t units = 4;            // split: workgroups wanted per compute unit
+  uint32_t heads = 0;            // most query heads per workgroup (GQA groups are sliced)
 };
 
 Tuning tuning_from_env() {
@@ -46,10 +46,10 @@ Tuning tuning_from_env() {
     if (eq == std::string_view::npos) continue;
     const std::string_view key = item.substr(0, eq);
     const uint32_t value = uint32_t(std::strtoul(std::string(item.substr(eq + 1)).c_str(), nullptr, 10));
-    if (key == "keys") t.keys = value;
     if (key == "lanes") t.lanes = value;
     if (key == "workgroup") t.workgroup = value;
     if (key == "units") t.units = value;
+    if (key == "heads") t.heads = value;
   }
   return t;
 }
@@ -59,50 +59,44 @@ const Tuning& tuning() {
   return t;
 }
 
-size_t shared_bytes(uint32_t wg, uint32_t keys, uint32_t heads, uint32_t d, uint32_t b) {
-  const size_t tile = size_t(wg) * keys;
-  return 4ull * (size_t(heads) * d + size_t(heads) * tile + size_t(heads) * wg + tile / b);
+size_t shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b) {
+  return 4ull * (size_t(heads) * d + 2ull * heads * wg + wg / b);
 }
 
-// The workgroup shape: heads per workgroup (a GQA group or a slice of it), invocations, key
-// tokens per invocation, lanes per value row. Tiles of workgroup * keys tokens divide 256.
+bool is_power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// The workgroup shape: heads per workgroup (a GQA group or a slice of it), invocations, lanes
+// per value row. A tile is one token per invocation.
 void choose_variant(DecodePlanData& p, const DeviceInfo& dev) {
   const auto& s = p.shape;
   const Tuning& tune = tuning();
   const uint32_t group = s.num_heads / s.num_kv_heads;
-  const uint32_t max_heads = s.head_size >= 256 ? 4 : 8;  // register budget of the accumulators
+  const uint32_t max_heads = tune.heads ? tune.heads : (s.head_size >= 256 ? 4 : 8);  // accumulator registers
   p.groups_per_kv_head = ceil_div(group, max_heads);
   p.heads_per_workgroup = ceil_div(group, p.groups_per_kv_head);
-  p.workgroup = tune.workgroup ? tune.workgroup : 128;
-  p.workgroup = std::min(p.workgroup, dev.max_workgroup_invocations);
-  // Each query element read from shared memory serves `keys` tokens.
-  p.keys_per_invocation = tune.keys ? tune.keys : 2;
-  while (p.workgroup * p.keys_per_invocation > 256) p.keys_per_invocation /= 2;
-  p.keys_per_invocation = std::max(1u, p.keys_per_invocation);
-  auto shared = [&] { return shared_bytes(p.workgroup, p.keys_per_invocation, p.heads_per_workgroup, s.head_size, s.block_size); };
+  p.workgroup = std::min(tune.workgroup ? tune.workgroup : 256u, dev.max_workgroup_invocations);
+  while (p.workgroup > 128 && shared_bytes(p.workgroup, p.heads_per_workgroup, s.head_size, s.block_size) > dev.max_shared_memory)
+    p.workgroup /= 2;
+  auto shared = [&] { return shared_bytes(p.workgroup, p.heads_per_workgroup, s.head_size, s.block_size); };
   while (p.heads_per_workgroup > 1 && shared() > dev.max_shared_memory) {
     ++p.groups_per_kv_head;
     p.heads_per_workgroup = ceil_div(group, p.groups_per_kv_head);
   }
-  const uint32_t tile = p.workgroup * p.keys_per_invocation;
-  if (tile < s.block_size || 256 % tile != 0 || shared() > dev.max_shared_memory)
+  if (p.workgroup < s.block_size || 256 % p.workgroup != 0 || shared() > dev.max_shared_memory)
     throw Error(ErrorCode::unsupported,
                 fmt::format("head_size {} with block_size {} needs more shared memory or invocations than device {} has",
                             s.head_size, s.block_size, dev.name));
-  // Value phase: lanes of a dim row; start at one lane per 16-byte load of a block row, widen
-  // while more rows than dims would leave invocations idle, then while the accumulators allow:
-  // each probability read from shared memory then serves more dims.
+  p.subgroup = dev.subgroup_arithmetic;
+
+  // Value phase: lanes of a dim row; start at one lane per 16-byte load of a block row and
+  // widen while more rows than dims would leave invocations idle. (More lanes, so that each
+  // probability serves several dims, measured slower: more accumulators, lower occupancy.)
   const uint32_t x = cache_pack_factor(s.cache_dtype);
   const uint32_t vec = std::min(s.block_size, x);
-  const uint32_t tile_loads = tile / vec;
-  auto dims_per_invocation = [&](uint32_t lanes) { return ceil_div(s.head_size, p.workgroup / lanes); };
+  const uint32_t tile_loads = p.workgroup / vec;
   p.lanes_per_row = std::min(s.block_size / vec, tile_loads);
   while (p.workgroup / p.lanes_per_row > s.head_size && p.lanes_per_row * 2 <= tile_loads) p.lanes_per_row *= 2;
-  while (p.lanes_per_row * 2 <= tile_loads && p.lanes_per_row * 2 <= p.workgroup &&
-         dims_per_invocation(p.lanes_per_row * 2) * p.heads_per_workgroup <= 16)
-    p.lanes_per_row *= 2;
-  if (tune.lanes && tune.lanes <= tile_loads && tune.lanes <= p.workgroup) p.lanes_per_row = tune.lanes;
-  p.subgroup = dev.subgroup_arithmetic;
+  if (tune.lanes && is_power_of_two(tune.lanes) && tune.lanes <= tile_loads) p.lanes_per_row = tune.lanes;
 }
 
 void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
@@ -118,14 +112,16 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
   } else if (tokens != 0) {
     p.split = tokens < max_len;
   } else {
-    // Decode is bound by memory latency as much as bandwidth: aim for enough workgroups to
-    // fill every compute unit several times over (Tuning::units), with partitions of at
-    // least 256 tokens so that the reduce stays cheap.
+    // Decode is bound by memory latency as much as bandwidth: split when the batch's
+    // workgroups fill less than half of Tuning::units per compute unit, into partitions (a
+    // multiple of 256 tokens) that bring the count up to about that many.
     const uint64_t want = uint64_t(tuning().units) * std::max(1u, dev.compute_units);
-    const uint32_t parts = workgroups >= want ? 1 : ceil_div(want, std::max<uint64_t>(workgroups, 1));
-    const uint32_t per_part = std::max<uint32_t>(256, max_len / std::max(1u, parts) / 256 * 256);
-    p.split = per_part < max_len;
-    if (p.split) tokens = per_part;
+    if (workgroups * 2 < want) {
+      const uint32_t parts = ceil_div(want, std::max<uint64_t>(workgroups, 1));
+      const uint32_t per_part = std::max<uint32_t>(256, ceil_div(ceil_div(max_len, parts), 256) * 256);
+      p.split = per_part < max_len;
+      if (p.split) tokens = per_part;
+    }
   }
   if (!p.split) {
     p.num_partitions = 1;
@@ -163,6 +159,15 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   choose_variant(*p, impl.info);
   choose_split(*p, impl.info);
   p->features = feature_bits(shape, options, p->split);
+  // A pool past maxStorageBufferRange cannot be one descriptor: read it by device address.
+  const uint64_t pool_bytes = uint64_t(shape.num_blocks) * shape.num_kv_heads * shape.head_size * shape.block_size *
+                              (is_fp8_dtype(shape.cache_dtype) ? 1 : dtype_size(shape.cache_dtype));
+  p->address = pool_bytes + 256 > impl.info.max_storage_buffer_range;
+  if (p->address && !impl.buffer_device_address)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("num_blocks: a pool of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} bytes, "
+                            "and the context has no buffer device address to read it with",
+                            shape.num_blocks, pool_bytes, impl.info.max_storage_buffer_range));
 
   std::array<uint32_t, DECODE_SC_COUNT> spec{};
   spec[DECODE_SC_WORKGROUP] = p->workgroup;
@@ -173,8 +178,8 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   spec[DECODE_SC_CACHE_DTYPE] = uint32_t(shape.cache_dtype);
   spec[DECODE_SC_FEATURES] = p->features;
   spec[DECODE_SC_LANES_PER_ROW] = p->lanes_per_row;
-  spec[DECODE_SC_KEYS_PER_INVOCATION] = p->keys_per_invocation;
-  const auto& shader = p->subgroup ? vk::shader_decode_subgroup() : vk::shader_decode();
+  const auto& shader = p->address ? (p->subgroup ? vk::shader_decode_address_subgroup() : vk::shader_decode_address())
+                                  : (p->subgroup ? vk::shader_decode_subgroup() : vk::shader_decode());
   p->decode = &impl.pipeline(shader, spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
   if (p->split) {
     std::array<uint32_t, REDUCE_SC_COUNT> rspec{};
@@ -206,8 +211,9 @@ size_t DecodePlan::scratch_bytes() const noexcept { return data_->scratch_bytes;
 std::string DecodePlan::describe() const {
   const auto& p = *data_;
   std::string path = p.split ? fmt::format("split {} x {} tokens", p.num_partitions, p.partition_tokens) : "one pass";
-  return fmt::format("{}, {} heads/wg, wg {}x{} keys, {} lanes/row, {} reduce", path, p.heads_per_workgroup,
-                     p.workgroup, p.keys_per_invocation, p.lanes_per_row, p.subgroup ? "subgroup" : "shared");
+  return fmt::format("{}, {} heads/wg, wg {}, {} lanes/row, {} reduce", path, p.heads_per_workgroup, p.workgroup,
+                     p.lanes_per_row, p.subgroup ? "subgroup" : "shared") +
+         (p.address ? ", caches by device address" : "");
 }
 
 // ---- recording ----
@@ -221,8 +227,8 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   const int64_t x = cache_pack_factor(s.cache_dtype);
   const DType cache_elem = is_fp8_dtype(s.cache_dtype) ? DType::u8 : s.cache_dtype;
   check_view(impl, "query", v.query, {s.query_dtype}, Shape{S, H, D}, 4);
-  check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype}, Shape{s.num_blocks, Hkv, D / x, B, x}, 16);
-  check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype}, Shape{s.num_blocks, Hkv, D, B}, 16);
+  check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype}, Shape{s.num_blocks, Hkv, D / x, B, x}, 16, !p.address);
+  check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype}, Shape{s.num_blocks, Hkv, D, B}, 16, !p.address);
   check_view(impl, "block_tables", v.block_tables, {DType::i32, DType::u32}, Shape{S, int64_t(s.max_blocks_per_seq)}, 4);
   check_view(impl, "context_lens", v.context_lens, {DType::i32, DType::u32}, Shape{S}, 4);
   check_view(impl, "output", v.output, {s.query_dtype}, Shape{S, H, D}, 4);
@@ -237,8 +243,8 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   const float scale = options.scale ? *options.scale : 1.0f / std::sqrt(float(s.head_size));
   std::array<detail::BoundView, DECODE_BINDING_COUNT> bound;
   bound[DECODE_BINDING_QUERY] = impl.bind_view(v.query.memory);
-  bound[DECODE_BINDING_KEY_CACHE] = impl.bind_view(v.key_cache.memory);
-  bound[DECODE_BINDING_VALUE_CACHE] = impl.bind_view(v.value_cache.memory);
+  bound[DECODE_BINDING_KEY_CACHE] = impl.bind_view(p.address ? BufferView{} : v.key_cache.memory);
+  bound[DECODE_BINDING_VALUE_CACHE] = impl.bind_view(p.address ? BufferView{} : v.value_cache.memory);
   bound[DECODE_BINDING_BLOCK_TABLES] = impl.bind_view(v.block_tables.memory);
   bound[DECODE_BINDING_CONTEXT_LENS] = impl.bind_view(v.context_lens.memory);
   bound[DECODE_BINDING_OUTPUT] = impl.bind_view(v.output.memory);
@@ -274,6 +280,16 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   push.softcap = options.softcap;
   push.k_scale = options.k_scale;
   push.v_scale = options.v_scale;
+  if (p.address) {
+    auto address_of = [&](const BufferView& view) {
+      VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+      info.buffer = view.buffer;
+      const uint64_t a = impl.d.vkGetBufferDeviceAddress(impl.device, &info) + view.offset;
+      return sh::uvec2{uint32_t(a), uint32_t(a >> 32)};
+    };
+    push.key_address = address_of(v.key_cache.memory);
+    push.value_address = address_of(v.value_cache.memory);
+  }
 
   const uint32_t groups_x = s.num_kv_heads * p.groups_per_kv_head;
   impl.dispatch(cmd, *p.decode, bound, &push, groups_x, s.num_seqs, p.num_partitions);

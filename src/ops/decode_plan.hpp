@@ -16,9 +16,9 @@ struct DecodePlanData {
   uint32_t heads_per_workgroup = 1;
   uint32_t groups_per_kv_head = 1;
   uint32_t lanes_per_row = 1;
-  uint32_t keys_per_invocation = 1;
   uint32_t features = 0;
   bool subgroup = false;
+  bool address = false;  // caches read through device addresses (larger than a descriptor's range)
   bool split = false;
   uint32_t num_partitions = 1;
   uint32_t partition_tokens = 0;

@@ -8,7 +8,8 @@
 
 namespace vkpaged::detail {
 
-void check_buffer(const ContextImpl& impl, const char* name, const BufferView& view, size_t min_bytes, size_t alignment) {
+void check_buffer(const ContextImpl& impl, const char* name, const BufferView& view, size_t min_bytes, size_t alignment,
+                  bool check_range) {
   if (view.buffer == VK_NULL_HANDLE) throw Error(ErrorCode::invalid_argument, fmt::format("{}: no buffer given", name));
   if (view.size < min_bytes)
     throw Error(ErrorCode::invalid_argument,
@@ -18,14 +19,14 @@ void check_buffer(const ContextImpl& impl, const char* name, const BufferView& v
                 fmt::format("{}: offset {} is not a multiple of {} bytes", name, view.offset, alignment));
   const VkDeviceSize align = std::max<VkDeviceSize>(impl.info.min_storage_buffer_offset_alignment, 16);
   const VkDeviceSize range = view.offset % align + view.size;
-  if (range > impl.info.max_storage_buffer_range)
+  if (check_range && range > impl.info.max_storage_buffer_range)
     throw Error(ErrorCode::unsupported,
                 fmt::format("{}: a view of {} bytes exceeds the device's maxStorageBufferRange of {} bytes", name,
                             view.size, impl.info.max_storage_buffer_range));
 }
 
 void check_view(const ContextImpl& impl, const char* name, const TensorView& view, std::initializer_list<DType> dtypes,
-                const Shape& shape, size_t alignment) {
+                const Shape& shape, size_t alignment, bool check_range) {
   if (std::find(dtypes.begin(), dtypes.end(), view.dtype) == dtypes.end()) {
     std::vector<std::string_view> names;
     for (DType t : dtypes) names.push_back(dtype_name(t));
@@ -35,7 +36,7 @@ void check_view(const ContextImpl& impl, const char* name, const TensorView& vie
   if (!(view.shape == shape))
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("{}: shape {} does not match the plan's {}", name, view.shape.str(), shape.str()));
-  check_buffer(impl, name, view.memory, size_t(shape.numel()) * dtype_size(view.dtype), alignment);
+  check_buffer(impl, name, view.memory, size_t(shape.numel()) * dtype_size(view.dtype), alignment, check_range);
 }
 
 }  // namespace vkpaged::detail

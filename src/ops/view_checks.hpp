@@ -8,8 +8,11 @@
 
 namespace vkpaged::detail {
 
-void check_buffer(const ContextImpl& impl, const char* name, const BufferView& view, size_t min_bytes, size_t alignment);
+// check_range: the view is bound as a descriptor, so it must fit maxStorageBufferRange
+// (views read through device addresses need not).
+void check_buffer(const ContextImpl& impl, const char* name, const BufferView& view, size_t min_bytes, size_t alignment,
+                  bool check_range = true);
 void check_view(const ContextImpl& impl, const char* name, const TensorView& view, std::initializer_list<DType> dtypes,
-                const Shape& shape, size_t alignment);
+                const Shape& shape, size_t alignment, bool check_range = true);
 
 }  // namespace vkpaged::detail

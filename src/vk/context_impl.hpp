@@ -53,6 +53,7 @@ struct ContextImpl {
   VkPhysicalDevice physical_device = VK_NULL_HANDLE;
   VkDevice device = VK_NULL_HANDLE;
   bool owns_device = true;
+  bool buffer_device_address = false;  // the feature is enabled: buffers get device addresses
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   DeviceInfo info;

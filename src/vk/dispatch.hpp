@@ -64,7 +64,8 @@
   X(vkCmdPipelineBarrier)                 \
   X(vkCmdCopyBuffer)                      \
   X(vkCmdFillBuffer)                      \
-  X(vkCmdPushDescriptorSetKHR)
+  X(vkCmdPushDescriptorSetKHR)             \
+  X(vkGetBufferDeviceAddress)
 
 namespace vkpaged::vk {
 

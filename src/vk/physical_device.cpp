@@ -93,6 +93,8 @@ DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_
   info.subgroup_size = subgroup.subgroupSize;
   info.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                              (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  info.subgroup_shuffle = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                          (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   info.storage_16bit = f11.storageBuffer16BitAccess;
   info.storage_8bit = f12.storageBuffer8BitAccess;
   info.shader_float16 = f12.shaderFloat16;

@@ -145,7 +145,8 @@ TEST(KvCacheRefusals, NoSizeZeroBlocksOrTwoSizes) {
   expect_refused([&] { KvCache::plan(device, s, {}); }, ErrorCode::invalid_argument, {"no size given"});
   KvCacheOptions o;
   o.budget_bytes = 16383;  // one block is 16384 bytes
-  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::invalid_argument, {"16383", "holds no block", "16384"});
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::invalid_argument,
+                 {"16383", "holds no block", "16384"});
   o = {};
   o.budget_fraction = 1e-9;
   expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::invalid_argument, {"holds no block"});
@@ -269,8 +270,10 @@ TEST_F(KvCacheTest, ViewsAreTheContractLayouts) {
   EXPECT_TRUE(device_only.host_layers().empty());
   expect_refused([&] { device_only.host_key_cache(0); }, ErrorCode::invalid_argument, {"no host pool"});
   const BlockCopy pair{0, 0};
-  expect_refused([&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { device_only.record_swap_out(cmd, {&pair, 1}); }); },
-                 ErrorCode::invalid_argument, {"record_swap_out", "no host pool"});
+  auto swap_out = [&] {
+    ctx().run_and_wait([&](VkCommandBuffer cmd) { device_only.record_swap_out(cmd, std::span(&pair, 1)); });
+  };
+  expect_refused(swap_out, ErrorCode::invalid_argument, {"record_swap_out", "no host pool"});
 }
 
 TEST_F(KvCacheTest, BudgetFractionOnTheDevice) {
@@ -303,7 +306,8 @@ TEST_F(KvCacheTest, RefusalsOnTheDeviceAllocateNothing) {
   o.num_host_blocks = KvCache::max_blocks_per_pool(deep, device.max_storage_buffer_range);
   expect_refused([&] { KvCache c(ctx(), deep, o); }, ErrorCode::out_of_memory, {"host blocks", "host-visible heap"});
   o.num_host_blocks += 1;
-  expect_refused([&] { KvCache c(ctx(), deep, o); }, ErrorCode::unsupported, {"host key or value pool", "maxStorageBufferRange"});
+  expect_refused([&] { KvCache c(ctx(), deep, o); }, ErrorCode::unsupported,
+                 {"host key or value pool", "maxStorageBufferRange"});
 }
 
 TEST_F(KvCacheTest, CopyBlocksOverEveryLayerIsBitExact) {
@@ -348,7 +352,8 @@ TEST_F(KvCacheTest, SwapOutOverwriteSwapInIsBitExact) {
     for (uint32_t l = 0; l < 3; ++l)
       for (const BlockCopy& p : out) {
         EXPECT_TRUE(same_block(host.key[l], p.dst, before.key[l], p.src, bb)) << "layer " << l << " block " << p.src;
-        EXPECT_TRUE(same_block(host.value[l], p.dst, before.value[l], p.src, bb)) << "layer " << l << " block " << p.src;
+        EXPECT_TRUE(same_block(host.value[l], p.dst, before.value[l], p.src, bb))
+            << "layer " << l << " block " << p.src;
       }
 
     // The device blocks are reused by others: overwrite every pool, then bring the blocks back,

@@ -57,6 +57,32 @@ struct DemoArgs {
 // `progress`, with `progress_is_tty` choosing the form.
 int run_demo(const DemoArgs& args, std::ostream& out, std::ostream& progress, bool progress_is_tty);
 
+// `vkpaged simulate`: a synthetic serving workload (shared system prompts, requests arriving
+// over time) served on the GPU by continuous batching over a KvCache and a BlockManager with
+// prefix caching, compared with reserving every request's maximum length. Decode outputs are
+// checked against the CPU reference every few steps; returns 1 when a check failed.
+struct SimulateArgs {
+  uint32_t requests = 64;
+  uint32_t system_prompts = 4;  // shared prefixes; 0 = every prompt is unique
+  uint32_t max_prompt = 256;
+  uint32_t max_output = 256;
+  double arrival_rate = 1.0;    // requests arriving per step, on average (Poisson)
+  uint32_t blocks = 0;          // device blocks; 0 = from --budget-mb, else 256
+  double budget_mb = 0;         // MiB of device memory for the cache (all layers, keys and values)
+  uint32_t block_size = 16;
+  uint32_t layers = 2;
+  uint32_t heads = 4;
+  uint32_t kv_heads = 2;
+  uint32_t head_size = 64;
+  uint32_t max_batch = 256;     // most sequences decoding at once
+  std::string dtype = "f16";      // f32 | f16 | bf16: queries, new keys/values, output
+  std::string kv_dtype = "auto";  // auto | fp8_e4m3 | fp8_e5m2
+  uint32_t check_every = 16;      // 0 = never check
+  std::string device;
+  uint64_t seed = 1;
+};
+int run_simulate(const SimulateArgs& args, std::ostream& out, std::ostream& progress, bool progress_is_tty);
+
 // Runs a command; an exception becomes exactly one line "vkpaged: <message>" on `err` and
 // exit status 1 (2 for an internal error).
 int run_reporting_errors(const std::function<int()>& command, std::ostream& err);

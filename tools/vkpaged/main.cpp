@@ -54,6 +54,29 @@ void add_demo_options(CLI::App& cmd, DemoArgs& d) {
   cmd.add_option("--seed", d.seed, "random seed")->capture_default_str();
 }
 
+void add_simulate_options(CLI::App& cmd, SimulateArgs& s) {
+  cmd.add_option("--requests", s.requests, "requests in the workload")->capture_default_str();
+  cmd.add_option("--system-prompts", s.system_prompts, "shared system prompts (prefix-cache hits); 0 = none")
+      ->capture_default_str();
+  cmd.add_option("--max-prompt", s.max_prompt, "longest prompt, in tokens")->capture_default_str();
+  cmd.add_option("--max-output", s.max_output, "longest output, in tokens")->capture_default_str();
+  cmd.add_option("--arrival-rate", s.arrival_rate, "requests arriving per step, on average")->capture_default_str();
+  cmd.add_option("--blocks", s.blocks, "device blocks in the cache (default 256 unless --budget-mb)");
+  cmd.add_option("--budget-mb", s.budget_mb, "size the cache by a memory budget in MiB (all layers) instead");
+  cmd.add_option("--block-size", s.block_size, "tokens per KV block B")->capture_default_str();
+  cmd.add_option("--layers", s.layers, "layers of the cache (each decodes every step)")->capture_default_str();
+  cmd.add_option("--heads", s.heads, "query heads H")->capture_default_str();
+  cmd.add_option("--kv-heads", s.kv_heads, "key/value heads Hkv")->capture_default_str();
+  cmd.add_option("--head-size", s.head_size, "head size D")->capture_default_str();
+  cmd.add_option("--max-batch", s.max_batch, "most sequences decoding at once")->capture_default_str();
+  cmd.add_option("--dtype", s.dtype, "query and new key/value dtype: f32, f16 or bf16")->capture_default_str();
+  cmd.add_option("--kv-dtype", s.kv_dtype, "cache dtype: auto, fp8_e4m3 or fp8_e5m2")->capture_default_str();
+  cmd.add_option("--check-every", s.check_every, "check a decode against the CPU reference every N steps (0 = never)")
+      ->capture_default_str();
+  cmd.add_option("--device", s.device, "Vulkan device index or name substring (default: VKPAGED_DEVICE, else the best)");
+  cmd.add_option("--seed", s.seed, "random seed of the workload")->capture_default_str();
+}
+
 void add_bench_options(CLI::App& cmd, BenchOptions& b) {
   cmd.add_option("--suite", b.suite, "standard, ragged, dtypes, blocks, long, quick (lavapipe-sized) or all")
       ->capture_default_str();
@@ -83,6 +106,10 @@ int run(int argc, char** argv) {
   DemoArgs demo_args;
   auto* demo = app.add_subcommand("demo", "decode a batch step by step on the paged cache, checked against the CPU reference");
   add_demo_options(*demo, demo_args);
+  SimulateArgs simulate_args;
+  auto* simulate = app.add_subcommand(
+      "simulate", "serve a synthetic workload with continuous batching and prefix caching on the paged cache");
+  add_simulate_options(*simulate, simulate_args);
   BenchOptions bench_args;
   auto* bench = app.add_subcommand("bench", "time decode attention against the device's measured read bandwidth");
   add_bench_options(*bench, bench_args);
@@ -104,6 +131,8 @@ int run(int argc, char** argv) {
         if (info->parsed()) return run_info(std::cout);
         if (attend->parsed()) return run_attend(attend_args);
         if (bench->parsed()) return run_bench(bench_args);
+        if (simulate->parsed())
+          return run_simulate(simulate_args, std::cout, std::cerr, ::isatty(STDERR_FILENO) == 1);
         return run_demo(demo_args, std::cout, std::cerr, ::isatty(STDERR_FILENO) == 1);
       },
       std::cerr);

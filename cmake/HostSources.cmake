@@ -1,0 +1,27 @@
+# The sources of vkpaged that run without a Vulkan device: dtype conversions, shapes and
+# errors, the block manager and prefix cache, the argument checks and the CPU references, and
+# the CLI's .npy reader. The sanitizer build (vkpaged_host_tests in tests/CMakeLists.txt) and
+# the fuzzers (fuzz/CMakeLists.txt) compile only these, so neither needs shaders or a device.
+# A file added here must not call Vulkan (the headers are fine: views carry VkBuffer handles).
+function(vkpaged_host_sources out_var root)
+  set(files
+    src/error.cpp
+    src/dtype.cpp
+    src/tensor.cpp
+    src/cache/block_allocator.cpp
+    src/cache/block_hash.cpp
+    src/cache/block_manager.cpp
+    src/cache/block_manager_state.cpp
+    src/cache/block_swap.cpp
+    src/cache/block_tables.cpp
+    src/cache/prefix_cache.cpp
+    src/ops/cache_geometry.cpp
+    src/ops/decode_validation.cpp
+    src/reference/cache_reference.cpp
+    src/reference/decode_reference.cpp
+    src/reference/merge_reference.cpp
+    tools/vkpaged/atomic_file.cpp
+    tools/vkpaged/npy.cpp)
+  list(TRANSFORM files PREPEND ${root}/)
+  set(${out_var} ${files} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,130 @@
+//! The part of include/vkpaged/vkpaged.h this example uses, declared by hand: #[repr(C)]
+//! structs with the C field order and types, opaque handles as empty enums. The library is
+//! linked by the build (rustc -l vkpaged, or build.rs).
+#![allow(dead_code)]
+
+use std::os::raw::{c_char, c_int, c_void};
+
+/// VKPAGED_MAKE_VERSION(0, 1, 0): the version these declarations mirror.
+pub const VKPAGED_VERSION: u32 = 100;
+
+pub type VkpStatus = c_int;
+pub const VKP_OK: VkpStatus = 0;
+
+pub type VkpDtype = c_int;
+pub const VKP_DTYPE_F32: VkpDtype = 0;
+pub const VKP_DTYPE_I32: VkpDtype = 5;
+
+pub type VkpSplitMode = c_int;
+
+pub const VKP_MAX_RANK: usize = 5;
+
+/// Opaque vkp_context.
+pub enum VkpContext {}
+
+#[repr(C)]
+pub struct VkpHostTensor {
+    pub data: *mut c_void,
+    pub dtype: VkpDtype,
+    pub rank: i32,
+    pub shape: [i64; VKP_MAX_RANK],
+}
+
+impl VkpHostTensor {
+    /// Absent (optional) tensor: data NULL, rank 0.
+    pub fn absent() -> Self {
+        VkpHostTensor { data: std::ptr::null_mut(), dtype: VKP_DTYPE_F32, rank: 0, shape: [0; VKP_MAX_RANK] }
+    }
+    /// Describes `values` with a shape; the C API only reads inputs.
+    pub fn of<T>(values: &[T], dtype: VkpDtype, dims: &[i64]) -> Self {
+        let mut shape = [0i64; VKP_MAX_RANK];
+        shape[..dims.len()].copy_from_slice(dims);
+        assert_eq!(dims.iter().product::<i64>() as usize, values.len());
+        VkpHostTensor { data: values.as_ptr() as *mut c_void, dtype, rank: dims.len() as i32, shape }
+    }
+}
+
+#[repr(C)]
+pub struct VkpDecodeInputs {
+    pub query: VkpHostTensor,
+    pub key_cache: VkpHostTensor,
+    pub value_cache: VkpHostTensor,
+    pub block_tables: VkpHostTensor,
+    pub context_lens: VkpHostTensor,
+    pub alibi_slopes: VkpHostTensor,
+    pub sinks: VkpHostTensor,
+    pub cache_dtype: VkpDtype,
+}
+
+#[repr(C)]
+pub struct VkpDecodeOptions {
+    pub has_scale: bool,
+    pub scale: f32,
+    pub softcap: f32,
+    pub sliding_window: u32,
+    pub k_scale: f32,
+    pub v_scale: f32,
+    pub split: VkpSplitMode,
+    pub partition_tokens: u32,
+}
+
+#[repr(C)]
+pub struct VkpDeviceInfo {
+    pub index: u32,
+    pub name: [c_char; 256],
+    pub device_type: [c_char; 16],
+    pub driver: [c_char; 256],
+    pub vendor_id: u32,
+    pub api_version: u32,
+    pub subgroup_size: u32,
+    pub subgroup_arithmetic: bool,
+    pub storage_16bit: bool,
+    pub storage_8bit: bool,
+    pub shader_float16: bool,
+    pub shader_int64: bool,
+    pub buffer_device_address: bool,
+    pub push_descriptor: bool,
+    pub timestamps: bool,
+    pub max_storage_buffer_range: u64,
+    pub max_shared_memory: u32,
+    pub max_workgroup_invocations: u32,
+    pub max_push_constants: u32,
+    pub min_storage_buffer_offset_alignment: u32,
+    pub compute_units: u32,
+    pub compute_units_reported: bool,
+    pub timestamp_period_ns: f64,
+    pub timestamp_valid_bits: u32,
+    pub device_local_bytes: u64,
+    pub subgroup_shuffle: bool,
+}
+
+extern "C" {
+    pub fn vkp_version() -> u32;
+    pub fn vkp_version_string() -> *const c_char;
+    pub fn vkp_last_error() -> *const c_char;
+    pub fn vkp_status_name(status: VkpStatus) -> *const c_char;
+
+    /// options: NULL for the defaults (this example does not mirror vkp_context_options).
+    pub fn vkp_context_create(options: *const c_void, out: *mut *mut VkpContext) -> VkpStatus;
+    pub fn vkp_context_destroy(context: *mut VkpContext);
+    pub fn vkp_context_device_info(context: *const VkpContext, out: *mut VkpDeviceInfo) -> VkpStatus;
+
+    pub fn vkp_decode_options_init(options: *mut VkpDecodeOptions);
+    pub fn vkp_decode_attention(
+        context: *mut VkpContext,
+        inputs: *const VkpDecodeInputs,
+        options: *const VkpDecodeOptions,
+        output: *mut c_void,
+        output_bytes: usize,
+        lse: *mut f32,
+        lse_count: usize,
+    ) -> VkpStatus;
+    pub fn vkp_reference_decode_attention(
+        inputs: *const VkpDecodeInputs,
+        options: *const VkpDecodeOptions,
+        output: *mut c_void,
+        output_bytes: usize,
+        lse: *mut f32,
+        lse_count: usize,
+    ) -> VkpStatus;
+}

@@ -1,0 +1,238 @@
+// C API: the host-side BlockManager. Arrays of unknown length (swap pairs, block tables) are
+// kept in the handle and handed out by pointer; arrays whose length the caller knows (batch
+// arrays, slot mappings) are written into the caller's memory.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <span>
+
+#include "c_api/c_api_convert.hpp"
+#include "c_api/c_api_guard.hpp"
+#include "c_api/c_api_handles.hpp"
+#include "vkpaged/vkpaged.h"
+
+using namespace vkpaged;
+using namespace vkpaged::c_api;
+
+namespace {
+
+std::span<const int32_t> prompt_of(const int32_t* prompt, size_t len) { return array_of(prompt, len, "prompt"); }
+std::span<const uint64_t> ids_of(const uint64_t* ids, size_t count) { return array_of(ids, count, "seq_ids"); }
+
+void hand_out_pairs(vkp_block_manager& m, const std::vector<BlockCopy>& pairs, const vkp_block_copy** out,
+                    size_t* count) {
+  m.pairs.clear();
+  for (const auto& p : pairs) m.pairs.push_back(to_c(p));
+  *out = m.pairs.data();
+  *count = m.pairs.size();
+}
+
+void hand_out_table(vkp_block_manager& m, std::vector<int32_t> table, const int32_t** out, size_t* count) {
+  m.table = std::move(table);
+  *out = m.table.data();
+  *count = m.table.size();
+}
+
+}  // namespace
+
+extern "C" {
+
+VKP_API void vkp_block_manager_options_init(vkp_block_manager_options* options) {
+  if (options == nullptr) return;
+  const BlockManagerOptions d;
+  *options = {d.watermark, d.enable_prefix_caching, d.hash_salt, d.num_host_blocks};
+}
+
+VKP_API vkp_status vkp_block_manager_create(int32_t num_blocks, int32_t block_size,
+                                            const vkp_block_manager_options* options, vkp_block_manager** out) {
+  return guarded("vkp_block_manager_create", [&] {
+    require(out, "out");
+    *out = nullptr;
+    BlockManagerOptions o;
+    if (options != nullptr) {
+      o.watermark = options->watermark;
+      o.enable_prefix_caching = options->enable_prefix_caching;
+      o.hash_salt = options->hash_salt;
+      o.num_host_blocks = options->num_host_blocks;
+    }
+    *out = new vkp_block_manager{BlockManager(num_blocks, block_size, o), {}, {}};
+  });
+}
+
+VKP_API void vkp_block_manager_destroy(vkp_block_manager* manager) { delete manager; }
+
+VKP_API vkp_status vkp_block_manager_block_size(const vkp_block_manager* manager, int32_t* out) {
+  return guarded("vkp_block_manager_block_size",
+                 [&] { *require(out, "out") = require(manager, "manager")->manager.block_size(); });
+}
+
+VKP_API vkp_status vkp_block_manager_can_allocate(const vkp_block_manager* manager, const int32_t* prompt,
+                                                  size_t prompt_len, vkp_admission* out) {
+  return guarded("vkp_block_manager_can_allocate", [&] {
+    const auto& m = require(manager, "manager")->manager;
+    *require(out, "out") = to_c(m.can_allocate(prompt_of(prompt, prompt_len)));
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_add_sequence(vkp_block_manager* manager, uint64_t seq_id, const int32_t* prompt,
+                                                  size_t prompt_len, int32_t* cached_tokens) {
+  return guarded("vkp_block_manager_add_sequence", [&] {
+    auto& m = require(manager, "manager")->manager;
+    const int32_t cached = m.add_sequence(seq_id, prompt_of(prompt, prompt_len));
+    if (cached_tokens != nullptr) *cached_tokens = cached;
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_can_append(const vkp_block_manager* manager, uint64_t seq_id, bool* out) {
+  return guarded("vkp_block_manager_can_append",
+                 [&] { *require(out, "out") = require(manager, "manager")->manager.can_append(seq_id); });
+}
+
+VKP_API vkp_status vkp_block_manager_append_token(vkp_block_manager* manager, uint64_t seq_id, int32_t token,
+                                                  vkp_append_result* out) {
+  return guarded("vkp_block_manager_append_token", [&] {
+    auto& m = require(manager, "manager")->manager;
+    require(out, "out");
+    const AppendResult r = m.append_token(seq_id, token);
+    *out = vkp_append_result{r.slot, r.copy.has_value(), r.copy ? to_c(*r.copy) : vkp_block_copy{0, 0}};
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_fork(vkp_block_manager* manager, uint64_t parent_id, uint64_t child_id) {
+  return guarded("vkp_block_manager_fork", [&] { require(manager, "manager")->manager.fork(parent_id, child_id); });
+}
+
+VKP_API vkp_status vkp_block_manager_free_sequence(vkp_block_manager* manager, uint64_t seq_id) {
+  return guarded("vkp_block_manager_free_sequence",
+                 [&] { require(manager, "manager")->manager.free_sequence(seq_id); });
+}
+
+VKP_API vkp_status vkp_block_manager_preempt(vkp_block_manager* manager, uint64_t seq_id, int32_t* num_tokens) {
+  return guarded("vkp_block_manager_preempt", [&] {
+    const int32_t n = require(manager, "manager")->manager.preempt(seq_id);
+    if (num_tokens != nullptr) *num_tokens = n;
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_can_swap_out(const vkp_block_manager* manager, const uint64_t* seq_ids,
+                                                  size_t num_seqs, bool* out) {
+  return guarded("vkp_block_manager_can_swap_out", [&] {
+    const auto& m = require(manager, "manager")->manager;
+    *require(out, "out") = m.can_swap_out(ids_of(seq_ids, num_seqs));
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_can_swap_in(const vkp_block_manager* manager, const uint64_t* seq_ids,
+                                                 size_t num_seqs, vkp_admission* out) {
+  return guarded("vkp_block_manager_can_swap_in", [&] {
+    const auto& m = require(manager, "manager")->manager;
+    *require(out, "out") = to_c(m.can_swap_in(ids_of(seq_ids, num_seqs)));
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_swap_out(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
+                                              const vkp_block_copy** pairs, size_t* num_pairs) {
+  return guarded("vkp_block_manager_swap_out", [&] {
+    auto& h = *require(manager, "manager");
+    require(pairs, "pairs");
+    require(num_pairs, "num_pairs");
+    hand_out_pairs(h, h.manager.swap_out(ids_of(seq_ids, num_seqs)), pairs, num_pairs);
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_swap_in(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
+                                             const vkp_block_copy** pairs, size_t* num_pairs) {
+  return guarded("vkp_block_manager_swap_in", [&] {
+    auto& h = *require(manager, "manager");
+    require(pairs, "pairs");
+    require(num_pairs, "num_pairs");
+    hand_out_pairs(h, h.manager.swap_in(ids_of(seq_ids, num_seqs)), pairs, num_pairs);
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_contains(const vkp_block_manager* manager, uint64_t seq_id, bool* out) {
+  return guarded("vkp_block_manager_contains",
+                 [&] { *require(out, "out") = require(manager, "manager")->manager.contains(seq_id); });
+}
+
+VKP_API vkp_status vkp_block_manager_is_swapped(const vkp_block_manager* manager, uint64_t seq_id, bool* out) {
+  return guarded("vkp_block_manager_is_swapped",
+                 [&] { *require(out, "out") = require(manager, "manager")->manager.is_swapped(seq_id); });
+}
+
+VKP_API vkp_status vkp_block_manager_context_len(const vkp_block_manager* manager, uint64_t seq_id, int32_t* out) {
+  return guarded("vkp_block_manager_context_len",
+                 [&] { *require(out, "out") = require(manager, "manager")->manager.context_len(seq_id); });
+}
+
+VKP_API vkp_status vkp_block_manager_block_table(vkp_block_manager* manager, uint64_t seq_id, int32_t width,
+                                                 const int32_t** table, size_t* count) {
+  return guarded("vkp_block_manager_block_table", [&] {
+    auto& h = *require(manager, "manager");
+    require(table, "table");
+    require(count, "count");
+    if (width < 0) throw Error(ErrorCode::invalid_argument, fmt::format("width: {} is negative", width));
+    hand_out_table(h, width == 0 ? h.manager.block_table(seq_id) : h.manager.block_table(seq_id, width), table, count);
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_host_block_table(vkp_block_manager* manager, uint64_t seq_id,
+                                                      const int32_t** table, size_t* count) {
+  return guarded("vkp_block_manager_host_block_table", [&] {
+    auto& h = *require(manager, "manager");
+    require(table, "table");
+    require(count, "count");
+    hand_out_table(h, h.manager.host_block_table(seq_id), table, count);
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_build_batch(const vkp_block_manager* manager, const uint64_t* seq_ids,
+                                                 size_t num_seqs, int32_t width, int32_t* block_tables,
+                                                 int32_t* context_lens) {
+  return guarded("vkp_block_manager_build_batch", [&] {
+    const auto& m = require(manager, "manager")->manager;
+    if (num_seqs > 0) {
+      require(context_lens, "context_lens");
+      if (width > 0) require(block_tables, "block_tables");
+    }
+    const BatchArrays batch = m.build_batch(ids_of(seq_ids, num_seqs), width);
+    std::copy(batch.block_tables.begin(), batch.block_tables.end(), block_tables);
+    std::copy(batch.context_lens.begin(), batch.context_lens.end(), context_lens);
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_slot_mapping(const vkp_block_manager* manager, uint64_t seq_id,
+                                                  int32_t first_token, int32_t count, int64_t* slots) {
+  return guarded("vkp_block_manager_slot_mapping", [&] {
+    const auto& m = require(manager, "manager")->manager;
+    if (count > 0) require(slots, "slots");
+    const std::vector<int64_t> v = m.slot_mapping(seq_id, first_token, count);
+    std::copy(v.begin(), v.end(), slots);
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_usage(const vkp_block_manager* manager, vkp_block_usage* out) {
+  return guarded("vkp_block_manager_usage", [&] {
+    const BlockUsage u = require(manager, "manager")->manager.usage();
+    *require(out, "out") = {u.num_blocks, u.in_use, u.free, u.cached, u.num_host_blocks, u.host_in_use};
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_prefix_cache_stats(const vkp_block_manager* manager,
+                                                        vkp_prefix_cache_stats* out) {
+  return guarded("vkp_block_manager_prefix_cache_stats", [&] {
+    const PrefixCacheStats s = require(manager, "manager")->manager.prefix_cache_stats();
+    *require(out, "out") = {s.queries, s.queried_blocks, s.hit_blocks, s.queried_tokens, s.hit_tokens};
+  });
+}
+
+VKP_API vkp_status vkp_block_manager_ref_count(const vkp_block_manager* manager, bool host, int32_t block,
+                                               int32_t* out) {
+  return guarded("vkp_block_manager_ref_count", [&] {
+    const auto& m = require(manager, "manager")->manager;
+    *require(out, "out") = (host ? m.host_allocator() : m.device_allocator()).ref_count(block);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,95 @@
+#pragma once
+// Helpers of the C API tests: one C context for the binary that adopts the shared test
+// context's device (so the validation layer's messages reach GpuTest's check), device
+// tensors owned through the C API, and "refused, naming X" checks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "support/test_context.hpp"
+#include "vkpaged/tensor.hpp"
+#include "vkpaged/vkpaged.h"
+
+#define EXPECT_VKP_OK(expr) EXPECT_EQ((expr), VKP_OK) << vkp_last_error()
+#define ASSERT_VKP_OK(expr) ASSERT_EQ((expr), VKP_OK) << vkp_last_error()
+
+namespace vkpaged::test::c_api_helpers {
+
+using BufferPtr = std::unique_ptr<vkp_buffer, decltype(&vkp_buffer_destroy)>;
+
+// A buffer made through the C API and a tensor view of all of it.
+struct CTensor {
+  BufferPtr buffer{nullptr, &vkp_buffer_destroy};
+  vkp_tensor_view view{};
+};
+
+// Created on first use after shared_context(), so destroyed before it at exit.
+inline vkp_context* c_context() {
+  static const std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)> context = [] {
+    Context& shared = shared_context();
+    vkp_external_device ext{};
+    ext.instance = shared.instance();
+    ext.physical_device = shared.physical_device();
+    ext.device = shared.device();
+    ext.queue_family = shared.queue_family();
+    vkp_context* c = nullptr;
+    if (vkp_context_create_external(&ext, &c) != VKP_OK) ADD_FAILURE() << vkp_last_error();
+    return std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)>(c, &vkp_context_destroy);
+  }();
+  return context.get();
+}
+
+// A refusal: the status and a message that contains `name`.
+inline void expect_refused(vkp_status status, const std::string& name, vkp_status want = VKP_ERROR_INVALID_ARGUMENT) {
+  EXPECT_EQ(status, want) << vkp_status_name(status) << ": " << vkp_last_error();
+  const std::string message = vkp_last_error();
+  EXPECT_NE(message.find(name), std::string::npos) << "message '" << message << "' does not name " << name;
+}
+
+inline CTensor upload(vkp_context* ctx, const HostTensor& host, vkp_memory_kind kind = VKP_MEMORY_DEVICE) {
+  CTensor t;
+  vkp_buffer* buffer = nullptr;
+  // At least 16 bytes, so that empty tensors still have a buffer to bind.
+  EXPECT_VKP_OK(vkp_buffer_create(ctx, std::max<size_t>(host.bytes(), 16), kind, &buffer));
+  t.buffer.reset(buffer);
+  const auto dims = host.shape().dims();
+  EXPECT_VKP_OK(vkp_buffer_tensor(buffer, vkp_dtype(host.dtype()), dims.data(), int32_t(dims.size()), 0, &t.view));
+  EXPECT_VKP_OK(vkp_upload(ctx, &t.view.memory, host.data(), host.bytes()));
+  return t;
+}
+
+inline CTensor zeros(vkp_context* ctx, DType dtype, const Shape& shape, vkp_memory_kind kind = VKP_MEMORY_DEVICE) {
+  return upload(ctx, HostTensor(dtype, shape), kind);
+}
+
+inline HostTensor download(vkp_context* ctx, const CTensor& tensor) {
+  HostTensor h(DType(tensor.view.dtype),
+               Shape(std::vector<int64_t>(tensor.view.shape, tensor.view.shape + tensor.view.rank)));
+  EXPECT_VKP_OK(vkp_download(ctx, &tensor.view.memory, h.data(), h.bytes()));
+  return h;
+}
+
+// A C description of host memory (the C API reads it, or writes it where it says so).
+inline vkp_host_tensor host_view(const HostTensor& tensor) {
+  vkp_host_tensor h{};
+  h.data = const_cast<void*>(tensor.data());
+  h.dtype = vkp_dtype(tensor.dtype());
+  h.rank = tensor.shape().rank();
+  for (int i = 0; i < h.rank; ++i) h.shape[i] = tensor.shape()[i];
+  return h;
+}
+
+// vkp_run_and_wait with a C++ callable as the record callback.
+template <typename Record>
+vkp_status run(vkp_context* ctx, Record&& record) {
+  using R = std::remove_reference_t<Record>;
+  return vkp_run_and_wait(
+      ctx, [](VkCommandBuffer cmd, void* user) -> vkp_status { return (*static_cast<R*>(user))(cmd); },
+      const_cast<void*>(static_cast<const void*>(&record)));
+}
+
+}  // namespace vkpaged::test::c_api_helpers

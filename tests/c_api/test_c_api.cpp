@@ -1,0 +1,298 @@
+// The C API's general surface: version, status codes and the error translation, dtypes,
+// NULL handles, devices, contexts (own and adopted), buffers, run-and-wait callbacks.
+// The operators through the C API: test_c_api_decode.cpp, test_c_api_cache_ops.cpp,
+// test_c_api_block_manager.cpp.
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <new>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "c_api/c_api_guard.hpp"
+#include "c_api/c_api_test_helpers.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+using namespace c_api_helpers;
+
+class CApiTest : public GpuTest {};
+
+// The header's macros are the CMake project version (read from the top-level CMakeLists.txt
+// next to this source), and the library answers the same.
+TEST_F(CApiTest, VersionMatchesTheProjectAndTheLibrary) {
+  const auto cmake = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "CMakeLists.txt";
+  std::ifstream in(cmake);
+  ASSERT_TRUE(in) << cmake;
+  std::stringstream text;
+  text << in.rdbuf();
+  std::smatch m;
+  const std::string s = text.str();
+  ASSERT_TRUE(std::regex_search(s, m, std::regex(R"(project\(vkpaged VERSION (\d+)\.(\d+)\.(\d+))")));
+  EXPECT_EQ(std::stoi(m[1]), VKPAGED_VERSION_MAJOR);
+  EXPECT_EQ(std::stoi(m[2]), VKPAGED_VERSION_MINOR);
+  EXPECT_EQ(std::stoi(m[3]), VKPAGED_VERSION_PATCH);
+  EXPECT_EQ(vkp_version(), uint32_t(VKPAGED_VERSION));
+  EXPECT_EQ(std::string(vkp_version_string()), std::string(m[1]) + "." + std::string(m[2]) + "." + std::string(m[3]));
+}
+
+TEST_F(CApiTest, StatusCodesMatchTheErrorCodes) {
+  EXPECT_STREQ(vkp_status_name(VKP_OK), "ok");
+  for (int code = 1; code <= 6; ++code)
+    EXPECT_STREQ(vkp_status_name(vkp_status(code)), to_string(ErrorCode(code)));
+  EXPECT_STREQ(vkp_status_name(vkp_status(99)), "unknown");
+}
+
+// Whatever the body throws, the caller gets a status and a message, never an exception.
+TEST_F(CApiTest, TranslatesEveryExceptionIntoAStatus) {
+  using vkpaged::c_api::guarded;
+  EXPECT_EQ(guarded("f", [] { throw Error(ErrorCode::unsupported, "no such thing"); }), VKP_ERROR_UNSUPPORTED);
+  EXPECT_STREQ(vkp_last_error(), "f: no such thing");
+  EXPECT_EQ(guarded("f", [] { throw Error(ErrorCode::device_error, "lost"); }), VKP_ERROR_DEVICE);
+  EXPECT_EQ(guarded("f", [] { throw Error(ErrorCode::io_error, "disk"); }), VKP_ERROR_IO);
+  EXPECT_EQ(guarded("g", [] { throw std::bad_alloc(); }), VKP_ERROR_OUT_OF_MEMORY);
+  EXPECT_STREQ(vkp_last_error(), "g: out of host memory");
+  EXPECT_EQ(guarded("h", [] { throw std::logic_error("oops"); }), VKP_ERROR_INTERNAL);
+  EXPECT_STREQ(vkp_last_error(), "h: oops");
+  EXPECT_EQ(guarded("i", [] { throw 42; }), VKP_ERROR_INTERNAL);
+  EXPECT_STREQ(vkp_last_error(), "i: unknown exception");
+  // A long message is truncated, not overflowed.
+  EXPECT_EQ(guarded("j", [] { throw Error(ErrorCode::internal, std::string(5000, 'x')); }), VKP_ERROR_INTERNAL);
+  EXPECT_LT(std::string(vkp_last_error()).size(), 1024u);
+  // The message is per thread, and a successful call clears it.
+  std::string other = "unset";
+  std::thread([&] { other = vkp_last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_EQ(guarded("k", [] {}), VKP_OK);
+  EXPECT_STREQ(vkp_last_error(), "");
+}
+
+TEST_F(CApiTest, DtypesAndConversionsMatchTheCppApi) {
+  for (int t = 0; t <= 8; ++t) {
+    EXPECT_EQ(vkp_dtype_size(vkp_dtype(t)), dtype_size(DType(t)));
+    EXPECT_EQ(std::string(vkp_dtype_name(vkp_dtype(t))), dtype_name(DType(t)));
+    vkp_dtype parsed = VKP_DTYPE_U8;
+    EXPECT_VKP_OK(vkp_dtype_parse(vkp_dtype_name(vkp_dtype(t)), &parsed));
+    EXPECT_EQ(parsed, vkp_dtype(t));
+  }
+  EXPECT_EQ(vkp_dtype_size(vkp_dtype(17)), 0u);
+  EXPECT_STREQ(vkp_dtype_name(vkp_dtype(17)), "unknown");
+  vkp_dtype parsed;
+  expect_refused(vkp_dtype_parse("f17", &parsed), "\"f17\"");
+  EXPECT_EQ(vkp_dtype_max(VKP_DTYPE_FP8_E4M3), 448.0f);
+  for (float v : {0.0f, -1.5f, 3.14159f, 1e-6f, 500.0f, 70000.0f}) {
+    EXPECT_EQ(vkp_f32_to_f16(v), f32_to_f16(v));
+    EXPECT_EQ(vkp_f32_to_bf16(v), f32_to_bf16(v));
+    EXPECT_EQ(vkp_f32_to_fp8_e4m3(v), f32_to_fp8_e4m3(v));
+    EXPECT_EQ(vkp_f32_to_fp8_e5m2(v), f32_to_fp8_e5m2(v));
+  }
+  EXPECT_EQ(vkp_f16_to_f32(0x3c00), 1.0f);
+  EXPECT_EQ(vkp_bf16_to_f32(0x3f80), 1.0f);
+  EXPECT_EQ(vkp_fp8_e4m3_to_f32(0x7e), 448.0f);
+  EXPECT_EQ(vkp_fp8_e5m2_to_f32(0x7b), 57344.0f);
+}
+
+// Every call that takes a handle refuses NULL, naming it; destroy(NULL) and accessors are safe.
+TEST_F(CApiTest, RefusesNullHandles) {
+  VkCommandBuffer cmd = reinterpret_cast<VkCommandBuffer>(uintptr_t(1));  // never reached
+  vkp_device_info info;
+  vkp_buffer* buffer = nullptr;
+  vkp_decode_plan* plan = nullptr;
+  vkp_decode_shape shape{};
+  vkp_decode_views views{};
+  vkp_buffer_view view{};
+  uint32_t u = 0;
+  int32_t i = 0;
+  bool b = false;
+  expect_refused(vkp_context_create(nullptr, nullptr), "out is NULL");
+  expect_refused(vkp_context_create_external(nullptr, reinterpret_cast<vkp_context**>(&buffer)), "external is NULL");
+  expect_refused(vkp_context_device_info(nullptr, &info), "context is NULL");
+  expect_refused(vkp_context_validation_message_count(nullptr, &u), "context is NULL");
+  expect_refused(vkp_buffer_create(nullptr, 16, VKP_MEMORY_DEVICE, &buffer), "context is NULL");
+  EXPECT_EQ(buffer, nullptr);
+  expect_refused(vkp_upload(nullptr, &view, &u, 4), "context is NULL");
+  expect_refused(vkp_download(c_context(), nullptr, &u, 4), "src is NULL");
+  expect_refused(vkp_run_and_wait(nullptr, nullptr, nullptr), "context is NULL");
+  expect_refused(vkp_run_and_wait(c_context(), nullptr, nullptr), "record is NULL");
+  expect_refused(vkp_record_compute_barrier(c_context(), VK_NULL_HANDLE), "cmd is NULL");
+  expect_refused(vkp_decode_plan_create(nullptr, &shape, nullptr, &plan), "context is NULL");
+  expect_refused(vkp_decode_plan_create(c_context(), nullptr, nullptr, &plan), "shape is NULL");
+  expect_refused(vkp_record_decode(c_context(), cmd, nullptr, &views), "plan is NULL");
+  expect_refused(vkp_record_decode(c_context(), VK_NULL_HANDLE, nullptr, &views), "cmd is NULL");
+  expect_refused(vkp_decode_plan_info_get(nullptr, nullptr), "plan is NULL");
+  expect_refused(vkp_decode_attention(nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0), "context is NULL");
+  expect_refused(vkp_reference_decode_attention(nullptr, nullptr, nullptr, 0, nullptr, 0), "inputs is NULL");
+  expect_refused(vkp_record_reshape_and_cache(nullptr, cmd, nullptr, nullptr), "context is NULL");
+  expect_refused(vkp_record_copy_blocks(c_context(), cmd, nullptr, 1, nullptr, 0), "layers is NULL");
+  expect_refused(vkp_record_gather(c_context(), cmd, nullptr, nullptr), "views is NULL");
+  expect_refused(vkp_record_absmax(c_context(), cmd, nullptr, &view), "x is NULL");
+  expect_refused(vkp_record_fill_random(nullptr, cmd, nullptr, 0), "context is NULL");
+  expect_refused(vkp_block_manager_block_size(nullptr, &i), "manager is NULL");
+  expect_refused(vkp_block_manager_add_sequence(nullptr, 1, nullptr, 0, nullptr), "manager is NULL");
+  expect_refused(vkp_block_manager_contains(nullptr, 1, &b), "manager is NULL");
+  expect_refused(vkp_block_manager_create(4, 16, nullptr, nullptr), "out is NULL");
+  expect_refused(vkp_record_merge_attention(nullptr, cmd, nullptr), "context is NULL");
+  expect_refused(vkp_merge_attention(c_context(), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), "a.output is NULL");
+  expect_refused(vkp_kv_cache_info_get(nullptr, nullptr), "cache is NULL");
+  expect_refused(vkp_kv_cache_record_copy_blocks(nullptr, cmd, nullptr, 0), "cache is NULL");
+  expect_refused(vkp_kv_cache_create(nullptr, nullptr, nullptr, nullptr), "out is NULL");
+  vkp_context_destroy(nullptr);
+  vkp_buffer_destroy(nullptr);
+  vkp_decode_plan_destroy(nullptr);
+  vkp_block_manager_destroy(nullptr);
+  vkp_kv_cache_destroy(nullptr);
+  EXPECT_EQ(vkp_buffer_handle(nullptr), VK_NULL_HANDLE);
+  EXPECT_EQ(vkp_buffer_size(nullptr), 0u);
+  EXPECT_EQ(vkp_buffer_mapped(nullptr), nullptr);
+  EXPECT_EQ(vkp_decode_plan_scratch_bytes(nullptr), 0u);
+  EXPECT_STREQ(vkp_decode_plan_describe(nullptr), "");
+}
+
+TEST_F(CApiTest, ListsDevicesAndDescribesTheAdoptedContext) {
+  uint32_t count = 0, default_index = 99;
+  ASSERT_VKP_OK(vkp_list_devices(nullptr, &count, &default_index));
+  const DeviceList cpp = list_devices();
+  ASSERT_EQ(count, cpp.devices.size());
+  EXPECT_EQ(default_index, cpp.default_index);
+  std::vector<vkp_device_info> infos(count + 1);
+  count = uint32_t(infos.size());
+  ASSERT_VKP_OK(vkp_list_devices(infos.data(), &count, nullptr));
+  ASSERT_EQ(count, cpp.devices.size());
+  for (uint32_t i = 0; i < count; ++i) {
+    EXPECT_EQ(std::string(infos[i].name), cpp.devices[i].name);
+    EXPECT_EQ(std::string(infos[i].type), cpp.devices[i].type);
+    EXPECT_EQ(infos[i].subgroup_size, cpp.devices[i].subgroup_size);
+    EXPECT_EQ(infos[i].max_storage_buffer_range, cpp.devices[i].max_storage_buffer_range);
+    EXPECT_EQ(infos[i].subgroup_shuffle, cpp.devices[i].subgroup_shuffle);
+    EXPECT_EQ(infos[i].device_local_bytes, cpp.devices[i].device_local_bytes);
+  }
+
+  vkp_device_info info;
+  ASSERT_VKP_OK(vkp_context_device_info(c_context(), &info));
+  EXPECT_EQ(std::string(info.name), ctx().device_info().name);
+  EXPECT_TRUE(info.push_descriptor);
+  vkp_vulkan_handles handles;
+  ASSERT_VKP_OK(vkp_context_vulkan_handles(c_context(), &handles));
+  EXPECT_EQ(handles.instance, ctx().instance());
+  EXPECT_EQ(handles.device, ctx().device());
+  EXPECT_EQ(handles.queue, ctx().queue());
+  EXPECT_EQ(handles.queue_family, ctx().queue_family());
+}
+
+// A context on its own device, with options; a decode on it matches the reference.
+TEST_F(CApiTest, CreatesItsOwnContextWithOptions) {
+  vkp_context_options options;
+  vkp_context_options_init(&options);
+  const std::string index = std::to_string(list_devices().default_index);
+  options.device = index.c_str();
+  options.validation = true;
+  options.disable_subgroup_arithmetic = true;
+  vkp_context* own = nullptr;
+  ASSERT_VKP_OK(vkp_context_create(&options, &own));
+  std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)> owner(own, &vkp_context_destroy);
+  vkp_device_info info;
+  ASSERT_VKP_OK(vkp_context_device_info(own, &info));
+  EXPECT_FALSE(info.subgroup_arithmetic);
+  vkp_vulkan_handles handles;
+  ASSERT_VKP_OK(vkp_context_vulkan_handles(own, &handles));
+  EXPECT_NE(handles.device, ctx().device());
+
+  // 64 floats through a host-visible buffer: upload, download and the mapping agree.
+  std::vector<float> values(64), back(64);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(i) * 0.5f - 3.0f;
+  vkp_buffer* raw = nullptr;
+  ASSERT_VKP_OK(vkp_buffer_create(own, 256, VKP_MEMORY_HOST_VISIBLE, &raw));
+  BufferPtr buffer(raw, &vkp_buffer_destroy);
+  EXPECT_EQ(vkp_buffer_size(raw), 256u);
+  ASSERT_NE(vkp_buffer_mapped(raw), nullptr);
+  const vkp_buffer_view view = vkp_buffer_view_of(raw, 0, 256);
+  ASSERT_VKP_OK(vkp_upload(own, &view, values.data(), 256));
+  EXPECT_EQ(std::memcmp(vkp_buffer_mapped(raw), values.data(), 256), 0);
+  ASSERT_VKP_OK(vkp_download(own, &view, back.data(), 256));
+  EXPECT_EQ(back, values);
+  expect_refused(vkp_upload(own, &view, values.data(), 260), "260 bytes");
+  buffer.reset();
+
+  uint32_t messages = 99;
+  ASSERT_VKP_OK(vkp_context_validation_message_count(own, &messages));
+  EXPECT_EQ(messages, 0u);
+}
+
+TEST_F(CApiTest, RefusesBadContextArguments) {
+  vkp_context_options options;
+  vkp_context_options_init(&options);
+  options.device = "no such device at all";
+  vkp_context* c = reinterpret_cast<vkp_context*>(uintptr_t(8));
+  expect_refused(vkp_context_create(&options, &c), "no such device at all");
+  EXPECT_EQ(c, nullptr);
+  vkp_external_device ext{};
+  ext.instance = ctx().instance();
+  ext.physical_device = ctx().physical_device();
+  expect_refused(vkp_context_create_external(&ext, &c), "device is null");
+  ext.device = ctx().device();
+  ext.queue_family = 1000;
+  expect_refused(vkp_context_create_external(&ext, &c), "queue_family 1000");
+  vkp_buffer* b = nullptr;
+  expect_refused(vkp_buffer_create(c_context(), 16, vkp_memory_kind(7), &b), "kind: 7");
+  ASSERT_VKP_OK(vkp_buffer_create(c_context(), 64, VKP_MEMORY_DEVICE, &b));
+  BufferPtr owner(b, &vkp_buffer_destroy);
+  EXPECT_EQ(vkp_buffer_mapped(b), nullptr);
+  vkp_tensor_view t;
+  const int64_t dims[] = {2, -3};
+  expect_refused(vkp_buffer_tensor(b, VKP_DTYPE_F32, dims, 2, 0, &t), "shape[1] is negative");
+  expect_refused(vkp_buffer_tensor(b, VKP_DTYPE_F32, dims, 6, 0, &t), "rank 6");
+  expect_refused(vkp_buffer_tensor(b, vkp_dtype(12), dims, 1, 0, &t), "dtype: 12");
+  ASSERT_VKP_OK(vkp_buffer_tensor(b, VKP_DTYPE_F16, dims, 1, 8, &t));
+  EXPECT_EQ(t.memory.offset, 8u);
+  EXPECT_EQ(t.memory.size, 4u);
+}
+
+// A record callback that fails abandons the submission and its status and message come back.
+TEST_F(CApiTest, RunAndWaitPassesCallbackFailuresThrough) {
+  auto failing = [](VkCommandBuffer cmd) {
+    vkp_tensor_view odd{};  // 3 f16 values: not a whole number of words, refused before any use
+    odd.memory = {reinterpret_cast<VkBuffer>(uintptr_t(16)), 0, 6};
+    odd.dtype = VKP_DTYPE_F16;
+    odd.rank = 1;
+    odd.shape[0] = 3;
+    return vkp_record_fill_random(c_context(), cmd, &odd, 1);
+  };
+  expect_refused(run(c_context(), failing), "vkp_record_fill_random: fill_random: 6 bytes");
+  auto silent = [](VkCommandBuffer) { return VKP_ERROR_UNSUPPORTED; };
+  expect_refused(run(c_context(), silent), "the record callback returned an error", VKP_ERROR_UNSUPPORTED);
+  int calls = 0;
+  auto fine = [&](VkCommandBuffer cmd) {
+    ++calls;
+    return vkp_record_compute_barrier(c_context(), cmd);
+  };
+  EXPECT_VKP_OK(run(c_context(), fine));
+  EXPECT_EQ(calls, 1);
+  EXPECT_STREQ(vkp_last_error(), "");
+}
+
+TEST_F(CApiTest, RunAndTimeAndBandwidth) {
+  vkp_device_info info;
+  ASSERT_VKP_OK(vkp_context_device_info(c_context(), &info));
+  auto barrier = [](VkCommandBuffer cmd, void*) { return vkp_record_compute_barrier(c_context(), cmd); };
+  double ns = -1;
+  const vkp_status timed = vkp_run_and_time(c_context(), barrier, nullptr, &ns);
+  if (!info.timestamps) {
+    EXPECT_EQ(timed, VKP_ERROR_UNSUPPORTED);
+    GTEST_SKIP() << "no timestamps on " << info.name;
+  }
+  ASSERT_VKP_OK(timed);
+  EXPECT_GE(ns, 0.0);
+  expect_refused(vkp_run_and_time(c_context(), barrier, nullptr, nullptr), "elapsed_ns is NULL");
+  vkp_bandwidth bw{};
+  ASSERT_VKP_OK(vkp_measure_read_bandwidth(c_context(), 1 << 20, 2, &bw));
+  EXPECT_EQ(bw.bytes, size_t(1) << 20);
+  EXPECT_GT(bw.bytes_per_second, 0.0);
+  expect_refused(vkp_measure_read_bandwidth(c_context(), 1 << 20, 0, &bw), "repetitions");
+}
+
+}  // namespace
+}  // namespace vkpaged::test

@@ -1,0 +1,206 @@
+// Cache operations through the C API against the C API's references, byte for byte:
+// reshape_and_cache, copy_blocks, swap_blocks (device <-> host-visible), gather, absmax and the
+// fp8 scale, fill_random against the C++ API; refusals that name the argument.
+#include <cstring>
+#include <numeric>
+
+#include "c_api/c_api_test_helpers.hpp"
+#include "ops/cache_test_helpers.hpp"
+#include "vkpaged/utilities.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+using namespace c_api_helpers;
+using cache_helpers::bytes_equal;
+using cache_helpers::key_cache_shape;
+using cache_helpers::random_tensor;
+using cache_helpers::value_cache_shape;
+
+class CApiCacheOpsTest : public GpuTest {};
+
+struct Pools {
+  HostTensor key, value;
+  CTensor d_key, d_value;
+  vkp_layer_cache_views views() const { return {d_key.view, d_value.view}; }
+};
+
+Pools make_pools(DType dtype, int64_t n, int64_t hkv, int64_t d, int64_t b, uint32_t seed,
+                 vkp_memory_kind kind = VKP_MEMORY_DEVICE) {
+  Pools p;
+  p.key = random_tensor(dtype, key_cache_shape(dtype, n, hkv, d, b), seed);
+  p.value = random_tensor(dtype, value_cache_shape(n, hkv, d, b), seed + 1);
+  p.d_key = upload(c_context(), p.key, kind);
+  p.d_value = upload(c_context(), p.value, kind);
+  return p;
+}
+
+TEST_F(CApiCacheOpsTest, ReshapeAndCacheMatchesTheReferenceBitExactly) {
+  for (DType cache : {DType::f16, DType::fp8_e4m3}) {
+    const int64_t T = 30, Hkv = 2, D = 64, B = 8, N = 6;
+    const HostTensor key = random_tensor(DType::f16, Shape{T, Hkv, D}, 1);
+    const HostTensor value = random_tensor(DType::f16, Shape{T, Hkv, D}, 2);
+    HostTensor slots(DType::i64, Shape{T});
+    std::vector<int64_t> order(size_t(N * B));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(3));
+    for (int64_t t = 0; t < T; ++t) slots.as<int64_t>()[t] = t % 7 == 3 ? -1 : order[size_t(t)];
+    Pools pools = make_pools(cache, N, Hkv, D, B, 4);
+    const CTensor d_key = upload(c_context(), key), d_value = upload(c_context(), value);
+    const CTensor d_slots = upload(c_context(), slots);
+    const CTensor status = zeros(c_context(), DType::u32, Shape{1});
+    const vkp_cache_scales scales{0.5f, 2.0f};
+    vkp_reshape_and_cache_views v{d_key.view, d_value.view, d_slots.view, pools.d_key.view, pools.d_value.view,
+                                  status.view.memory};
+    ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+      return vkp_record_reshape_and_cache(c_context(), cmd, &v, &scales);
+    }));
+    vkp_host_tensor hk = host_view(key), hv = host_view(value), hs = host_view(slots);
+    vkp_host_tensor kc = host_view(pools.key), vc = host_view(pools.value);
+    ASSERT_VKP_OK(vkp_reference_reshape_and_cache(&hk, &hv, &hs, &kc, &vc, &scales));
+    EXPECT_TRUE(bytes_equal(download(c_context(), pools.d_key), pools.key)) << dtype_name(cache);
+    EXPECT_TRUE(bytes_equal(download(c_context(), pools.d_value), pools.value)) << dtype_name(cache);
+    EXPECT_EQ(download(c_context(), status).as<uint32_t>()[0], 0u);
+
+    // Refused before recording, naming the view; the reference refuses a slot past N * B.
+    v.slot_mapping.dtype = VKP_DTYPE_F32;
+    EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+      expect_refused(vkp_record_reshape_and_cache(c_context(), cmd, &v, &scales), "slot_mapping");
+      return VKP_OK;
+    }));
+    slots.as<int64_t>()[0] = N * B;
+    expect_refused(vkp_reference_reshape_and_cache(&hk, &hv, &hs, &kc, &vc, &scales), "48");
+  }
+}
+
+TEST_F(CApiCacheOpsTest, CopyBlocksMatchesTheReferenceInEveryLayer) {
+  Pools layers[] = {make_pools(DType::f16, 8, 2, 64, 16, 10), make_pools(DType::fp8_e5m2, 8, 1, 64, 8, 20)};
+  const vkp_layer_cache_views views[] = {layers[0].views(), layers[1].views()};
+  const vkp_block_copy pairs[] = {{0, 3}, {0, 5}, {7, 1}};
+  ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+    return vkp_record_copy_blocks(c_context(), cmd, views, 2, pairs, 3);
+  }));
+  for (auto& l : layers) {
+    vkp_host_tensor k = host_view(l.key), v = host_view(l.value);
+    ASSERT_VKP_OK(vkp_reference_copy_blocks(&k, &v, pairs, 3));
+    EXPECT_TRUE(bytes_equal(download(c_context(), l.d_key), l.key));
+    EXPECT_TRUE(bytes_equal(download(c_context(), l.d_value), l.value));
+  }
+  const vkp_block_copy bad[] = {{1, 2}, {3, 8}};
+  EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+    expect_refused(vkp_record_copy_blocks(c_context(), cmd, views, 2, bad, 2), "pairs[1].dst: block id 8");
+    expect_refused(vkp_record_copy_blocks(c_context(), cmd, views, 2, nullptr, 2), "pairs is NULL");
+    vkp_layer_cache_views odd[] = {views[0], views[1]};
+    odd[1].value_cache.dtype = VKP_DTYPE_F16;
+    expect_refused(vkp_record_copy_blocks(c_context(), cmd, odd, 2, pairs, 3), "layers[1].value_cache");
+    return VKP_OK;
+  }));
+}
+
+TEST_F(CApiCacheOpsTest, SwapBlocksOutToHostVisibleAndBackIn) {
+  Pools device = make_pools(DType::bf16, 10, 2, 64, 16, 30);
+  Pools host = make_pools(DType::bf16, 4, 2, 64, 16, 40, VKP_MEMORY_HOST_VISIBLE);
+  const vkp_layer_cache_views d = device.views(), h = host.views();
+  const vkp_block_copy out[] = {{7, 0}, {2, 3}, {9, 1}};
+  ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+    const vkp_status s = vkp_record_swap_blocks(c_context(), cmd, &d, 1, &h, 1, out, 3);
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr,
+                         0, nullptr);
+    return s;
+  }));
+  vkp_host_tensor dk = host_view(device.key), dv = host_view(device.value);
+  vkp_host_tensor hk = host_view(host.key), hv = host_view(host.value);
+  ASSERT_VKP_OK(vkp_reference_swap_blocks(&dk, &dv, &hk, &hv, out, 3));
+  EXPECT_EQ(std::memcmp(vkp_buffer_mapped(host.d_key.buffer.get()), host.key.data(), host.key.bytes()), 0);
+  EXPECT_EQ(std::memcmp(vkp_buffer_mapped(host.d_value.buffer.get()), host.value.data(), host.value.bytes()), 0);
+
+  const vkp_block_copy in[] = {{0, 5}, {3, 0}};
+  ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+    return vkp_record_swap_blocks(c_context(), cmd, &h, 1, &d, 1, in, 2);
+  }));
+  ASSERT_VKP_OK(vkp_reference_swap_blocks(&hk, &hv, &dk, &dv, in, 2));
+  EXPECT_TRUE(bytes_equal(download(c_context(), device.d_key), device.key));
+  EXPECT_TRUE(bytes_equal(download(c_context(), device.d_value), device.value));
+
+  EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+    expect_refused(vkp_record_swap_blocks(c_context(), cmd, &d, 1, &h, 0, out, 3), "dst: 0 layers");
+    expect_refused(vkp_record_swap_blocks(c_context(), cmd, &d, 1, &h, 1, in, 2), "pairs[0].dst: block id 5");
+    return VKP_OK;
+  }));
+}
+
+TEST_F(CApiCacheOpsTest, GatherMatchesTheReferenceBitExactly) {
+  const int64_t N = 9, Hkv = 2, D = 64, B = 8;
+  Pools pools = make_pools(DType::fp8_e4m3, N, Hkv, D, B, 50);
+  HostTensor tables(DType::i32, Shape{2, 3});
+  const int32_t ids[] = {4, 0, 7, 2, 8, 1};
+  std::memcpy(tables.data(), ids, sizeof(ids));
+  HostTensor starts(DType::i32, Shape{3});
+  const int32_t bounds[] = {0, 19, 40};
+  std::memcpy(starts.data(), bounds, sizeof(bounds));
+  const CTensor d_tables = upload(c_context(), tables), d_starts = upload(c_context(), starts);
+  const CTensor key_out = zeros(c_context(), DType::f32, Shape{40, Hkv, D});
+  const CTensor value_out = zeros(c_context(), DType::f32, Shape{40, Hkv, D});
+  const CTensor status = zeros(c_context(), DType::u32, Shape{1});
+  const vkp_cache_scales scales{0.25f, 0.5f};
+  const vkp_gather_views v{pools.d_key.view,  pools.d_value.view, d_tables.view,     d_starts.view,
+                           key_out.view,      value_out.view,     status.view.memory};
+  ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) { return vkp_record_gather(c_context(), cmd, &v, &scales); }));
+
+  HostTensor want_key(DType::f32, Shape{40, Hkv, D}), want_value(DType::f32, Shape{40, Hkv, D});
+  const vkp_host_tensor kc = host_view(pools.key), vc = host_view(pools.value);
+  const vkp_host_tensor bt = host_view(tables), ss = host_view(starts);
+  vkp_host_tensor ko = host_view(want_key), vo = host_view(want_value);
+  ASSERT_VKP_OK(vkp_reference_gather(&kc, &vc, &bt, &ss, &scales, &ko, &vo));
+  EXPECT_TRUE(bytes_equal(download(c_context(), key_out), want_key));
+  EXPECT_TRUE(bytes_equal(download(c_context(), value_out), want_value));
+  EXPECT_EQ(download(c_context(), status).as<uint32_t>()[0], 0u);
+
+  vo.shape[0] = 39;
+  expect_refused(vkp_reference_gather(&kc, &vc, &bt, &ss, &scales, &ko, &vo), "value_out");
+}
+
+TEST_F(CApiCacheOpsTest, AbsmaxAndFp8Scale) {
+  const HostTensor x = random_tensor(DType::bf16, Shape{1000}, 60);
+  const CTensor d_x = upload(c_context(), x);
+  const CTensor amax = zeros(c_context(), DType::f32, Shape{1});
+  ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+    return vkp_record_absmax(c_context(), cmd, &d_x.view, &amax.view.memory);
+  }));
+  const vkp_host_tensor hx = host_view(x);
+  float want = -1;
+  ASSERT_VKP_OK(vkp_reference_absmax(&hx, &want));
+  EXPECT_EQ(download(c_context(), amax).as<float>()[0], want);
+  float scale = 0;
+  ASSERT_VKP_OK(vkp_fp8_scale_from_amax(want, VKP_DTYPE_FP8_E4M3, &scale));
+  EXPECT_EQ(scale, fp8_scale_from_amax(want, DType::fp8_e4m3));
+  expect_refused(vkp_fp8_scale_from_amax(want, VKP_DTYPE_F16, &scale), "fp8_format: f16");
+  expect_refused(vkp_fp8_scale_from_amax(-1.0f, VKP_DTYPE_FP8_E5M2, &scale), "amax: -1");
+  vkp_tensor_view ints = d_x.view;
+  ints.dtype = VKP_DTYPE_I32;
+  EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+    expect_refused(vkp_record_absmax(c_context(), cmd, &ints, &amax.view.memory), "x: dtype i32");
+    return VKP_OK;
+  }));
+}
+
+TEST_F(CApiCacheOpsTest, FillRandomMatchesTheCppApi) {
+  const CTensor c_filled = zeros(c_context(), DType::f16, Shape{64, 10});
+  ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+    return vkp_record_fill_random(c_context(), cmd, &c_filled.view, 1234);
+  }));
+  DeviceBuffer cpp = ctx().create_buffer(64 * 10 * 2);
+  ctx().run_and_wait(
+      [&](VkCommandBuffer cmd) { record_fill_random(ctx(), cmd, cpp.tensor(DType::f16, Shape{64, 10}), 1234); });
+  HostTensor want(DType::f16, Shape{64, 10});
+  ctx().download(cpp.view(), want.data(), want.bytes());
+  const HostTensor got = download(c_context(), c_filled);
+  EXPECT_TRUE(bytes_equal(got, want));
+  for (int64_t i = 0; i < got.numel(); ++i) ASSERT_LT(std::abs(got.get(size_t(i))), 1.0) << i;
+}
+
+}  // namespace
+}  // namespace vkpaged::test

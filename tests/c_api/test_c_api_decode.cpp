@@ -1,0 +1,259 @@
+// Decode attention through the C API: plans, recording into a command buffer with C views
+// (bit for bit what the C++ API computes, within the contract's tolerance of the reference),
+// the host convenience, the reference, and refusals that name the argument.
+#include <cstring>
+
+#include "c_api/c_api_test_helpers.hpp"
+#include "support/decode_case.hpp"
+#include "vkpaged/reference.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+using namespace c_api_helpers;
+
+using PlanPtr = std::unique_ptr<vkp_decode_plan, decltype(&vkp_decode_plan_destroy)>;
+
+vkp_decode_inputs c_inputs(const DecodeInputs& in) {
+  vkp_decode_inputs c{};
+  c.query = host_view(in.query);
+  c.key_cache = host_view(in.key_cache);
+  c.value_cache = host_view(in.value_cache);
+  c.block_tables = host_view(in.block_tables);
+  c.context_lens = host_view(in.context_lens);
+  c.alibi_slopes = host_view(in.alibi_slopes);
+  c.sinks = host_view(in.sinks);
+  c.cache_dtype = vkp_dtype(in.cache_dtype);
+  return c;
+}
+
+vkp_decode_options c_options(const DecodeOptions& o) {
+  vkp_decode_options c;
+  vkp_decode_options_init(&c);
+  c.has_scale = o.scale.has_value();
+  c.scale = o.scale.value_or(0.0f);
+  c.softcap = o.softcap;
+  c.sliding_window = o.sliding_window;
+  c.k_scale = o.k_scale;
+  c.v_scale = o.v_scale;
+  c.split = vkp_split_mode(o.split);
+  c.partition_tokens = o.partition_tokens;
+  return c;
+}
+
+struct RecordedDecode {
+  HostTensor output;
+  HostTensor lse;
+  uint32_t status = 0;
+};
+
+// Plans with the C API, uploads with the C API and records vkp_record_decode into a command
+// buffer of vkp_run_and_wait.
+RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& options, bool want_lse) {
+  vkp_context* ctx = c_context();
+  const vkp_decode_inputs cin = c_inputs(in);
+  vkp_decode_shape shape{};
+  EXPECT_VKP_OK(vkp_decode_shape_of(&cin, want_lse, &shape));
+  const vkp_decode_options copt = c_options(options);
+  vkp_decode_plan* raw = nullptr;
+  EXPECT_VKP_OK(vkp_decode_plan_create(ctx, &shape, &copt, &raw));
+  PlanPtr plan(raw, &vkp_decode_plan_destroy);
+  vkp_decode_plan_info info{};
+  EXPECT_VKP_OK(vkp_decode_plan_info_get(raw, &info));
+  EXPECT_EQ(info.shape.num_seqs, shape.num_seqs);
+  EXPECT_EQ(info.options.split, copt.split);
+  EXPECT_EQ(info.scratch_bytes, vkp_decode_plan_scratch_bytes(raw));
+  EXPECT_NE(std::string(vkp_decode_plan_describe(raw)), "");
+
+  const CTensor query = upload(ctx, in.query), key = upload(ctx, in.key_cache), value = upload(ctx, in.value_cache);
+  const CTensor tables = upload(ctx, in.block_tables), lens = upload(ctx, in.context_lens);
+  const CTensor output = zeros(ctx, in.query.dtype(), in.query.shape());
+  const CTensor lse = zeros(ctx, DType::f32, Shape{in.query.shape()[0], in.query.shape()[1]});
+  const CTensor status = zeros(ctx, DType::u32, Shape{1});
+  CTensor alibi, sinks, scratch;
+  vkp_decode_views views{};
+  views.query = query.view;
+  views.key_cache = key.view;
+  views.value_cache = value.view;
+  views.block_tables = tables.view;
+  views.context_lens = lens.view;
+  views.output = output.view;
+  if (shape.alibi) views.alibi_slopes = (alibi = upload(ctx, in.alibi_slopes)).view;
+  if (shape.sinks) views.sinks = (sinks = upload(ctx, in.sinks)).view;
+  if (shape.lse) views.lse = lse.view;
+  if (info.scratch_bytes) {
+    scratch = zeros(ctx, DType::u8, Shape{int64_t(info.scratch_bytes)});
+    views.scratch = scratch.view.memory;
+  }
+  views.status = status.view.memory;
+  EXPECT_VKP_OK(run(ctx, [&](VkCommandBuffer cmd) { return vkp_record_decode(ctx, cmd, raw, &views); }));
+  RecordedDecode r;
+  r.output = download(ctx, output);
+  if (want_lse) r.lse = download(ctx, lse);
+  r.status = download(ctx, status).as<uint32_t>()[0];
+  return r;
+}
+
+struct DecodeParam {
+  DecodeCase c;
+  SplitMode split;
+};
+void PrintTo(const DecodeParam& p, std::ostream* os) { *os << p.c.str(); }
+
+class CApiDecodeTest : public GpuTest, public ::testing::WithParamInterface<DecodeParam> {};
+
+// The C path records the same work as the C++ path: identical bits, and the reference's values.
+TEST_P(CApiDecodeTest, RecordedDecodeMatchesCppBitForBitAndTheReference) {
+  const auto& [c, split] = GetParam();
+  std::mt19937 rng(101);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  DecodeOptions options = default_options(c);
+  options.split = split;
+  options.softcap = c.alibi ? 20.0f : 0.0f;
+  const bool want_lse = c.sinks;
+  const RecordedDecode got = record_through_c(in, options, want_lse);
+  EXPECT_EQ(got.status, 0u);
+  const DecodeResult cpp = decode_attention(ctx(), in, options, want_lse);
+  ASSERT_EQ(got.output.bytes(), cpp.output.bytes());
+  EXPECT_EQ(std::memcmp(got.output.data(), cpp.output.data(), cpp.output.bytes()), 0) << c.str();
+  const DecodeResult want = reference::decode_attention(in, options, want_lse);
+  EXPECT_LE(max_abs_diff(got.output, want.output), tolerance(c.query_dtype, c.cache_dtype)) << c.str();
+  if (want_lse) EXPECT_LE(max_abs_diff(got.lse, want.lse), 1e-3) << c.str();
+}
+
+DecodeCase make_case(DType q, DType cache, std::vector<uint32_t> lens, bool alibi, bool sinks) {
+  DecodeCase c;
+  c.query_dtype = q;
+  c.cache_dtype = cache;
+  c.lens = std::move(lens);
+  c.alibi = alibi;
+  c.sinks = sinks;
+  c.heads = 8;
+  c.kv_heads = 2;
+  return c;
+}
+
+std::string case_name(const ::testing::TestParamInfo<DecodeParam>& info) {
+  const DecodeCase& c = info.param.c;
+  const SplitMode split = info.param.split;
+  const char* mode = split == SplitMode::split ? "split" : split == SplitMode::single_pass ? "single_pass" : "auto";
+  return std::string(dtype_name(c.query_dtype)) + "_" + std::string(dtype_name(c.cache_dtype)) + "_" + mode;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CApiDecodeTest,
+    ::testing::Values(
+        DecodeParam{make_case(DType::f16, DType::f16, {1, 17, 40}, false, false), SplitMode::automatic},
+        DecodeParam{make_case(DType::f32, DType::f32, {0, 300, 700}, true, true), SplitMode::split},
+        DecodeParam{make_case(DType::bf16, DType::bf16, {5, 260}, false, true), SplitMode::single_pass},
+        DecodeParam{make_case(DType::f16, DType::fp8_e4m3, {33, 129}, false, false), SplitMode::automatic}),
+    case_name);
+
+class CApiDecodeHostTest : public GpuTest {};
+
+TEST_F(CApiDecodeHostTest, ConvenienceAndReferenceMatchTheCppApi) {
+  DecodeCase c = make_case(DType::f16, DType::fp8_e5m2, {3, 70, 513}, false, true);
+  std::mt19937 rng(7);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  const DecodeOptions options = default_options(c);
+  const vkp_decode_inputs cin = c_inputs(in);
+  const vkp_decode_options copt = c_options(options);
+  HostTensor out(in.query.dtype(), in.query.shape()), ref(in.query.dtype(), in.query.shape());
+  std::vector<float> lse(3 * 8), ref_lse(3 * 8);
+  ASSERT_VKP_OK(vkp_decode_attention(c_context(), &cin, &copt, out.data(), out.bytes(), lse.data(), lse.size()));
+  ASSERT_VKP_OK(vkp_reference_decode_attention(&cin, &copt, ref.data(), ref.bytes(), ref_lse.data(), ref_lse.size()));
+  // The C reference is the C++ reference, bit for bit.
+  const DecodeResult cpp_ref = reference::decode_attention(in, options, true);
+  EXPECT_EQ(std::memcmp(ref.data(), cpp_ref.output.data(), ref.bytes()), 0);
+  EXPECT_EQ(std::memcmp(ref_lse.data(), cpp_ref.lse.data(), ref_lse.size() * 4), 0);
+  EXPECT_LE(max_abs_diff(out, ref), tolerance(c.query_dtype, c.cache_dtype));
+  for (size_t i = 0; i < lse.size(); ++i) EXPECT_NEAR(lse[i], ref_lse[i], 1e-3) << i;
+  // Without options and without lse.
+  ASSERT_VKP_OK(vkp_reference_decode_attention(&cin, nullptr, ref.data(), ref.bytes(), nullptr, 0));
+}
+
+TEST_F(CApiDecodeHostTest, RefusesBadInputsNamingThem) {
+  DecodeCase c = make_case(DType::f32, DType::f32, {3, 20}, false, false);
+  std::mt19937 rng(8);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  vkp_decode_inputs cin = c_inputs(in);
+  HostTensor out(in.query.dtype(), in.query.shape());
+  std::vector<float> lse(16);
+  const std::vector<float> untouched(out.as<float>(), out.as<float>() + out.numel());
+  expect_refused(vkp_decode_attention(c_context(), &cin, nullptr, out.data(), out.bytes() - 4, nullptr, 0),
+                 "output_bytes");
+  expect_refused(vkp_reference_decode_attention(&cin, nullptr, out.data(), out.bytes(), lse.data(), 15), "lse_count: 15");
+  vkp_decode_options bad;
+  vkp_decode_options_init(&bad);
+  bad.k_scale = 0.0f;
+  expect_refused(vkp_decode_attention(c_context(), &cin, &bad, out.data(), out.bytes(), nullptr, 0), "k_scale");
+  vkp_decode_options_init(&bad);
+  bad.split = vkp_split_mode(9);
+  expect_refused(vkp_decode_attention(c_context(), &cin, &bad, out.data(), out.bytes(), nullptr, 0), "options.split");
+  HostTensor lens = in.context_lens;
+  lens.as<int32_t>()[1] = 1000;
+  cin.context_lens = host_view(lens);
+  expect_refused(vkp_decode_attention(c_context(), &cin, nullptr, out.data(), out.bytes(), nullptr, 0),
+                 "context_lens[1]: 1000");
+  cin = c_inputs(in);
+  cin.query.data = nullptr;
+  expect_refused(vkp_reference_decode_attention(&cin, nullptr, out.data(), out.bytes(), nullptr, 0),
+                 "inputs.query: data is NULL");
+  cin = c_inputs(in);
+  cin.cache_dtype = vkp_dtype(-1);
+  expect_refused(vkp_decode_shape_of(&cin, false, nullptr), "inputs.cache_dtype");
+  EXPECT_EQ(std::memcmp(out.data(), untouched.data(), out.bytes()), 0) << "a refused call wrote the output";
+}
+
+TEST_F(CApiDecodeHostTest, PlanAndRecordRefusalsNameTheArgument) {
+  vkp_decode_shape shape{};
+  shape.num_seqs = 2;
+  shape.num_heads = 8;
+  shape.num_kv_heads = 2;
+  shape.head_size = 64;
+  shape.block_size = 16;
+  shape.num_blocks = 8;
+  shape.max_blocks_per_seq = 4;
+  shape.query_dtype = VKP_DTYPE_F16;
+  shape.cache_dtype = VKP_DTYPE_F16;
+  vkp_decode_plan* raw = nullptr;
+  vkp_decode_shape bad = shape;
+  bad.head_size = 33;
+  expect_refused(vkp_decode_plan_create(c_context(), &bad, nullptr, &raw), "head_size: 33");
+  bad = shape;
+  bad.num_heads = 7;
+  expect_refused(vkp_decode_plan_create(c_context(), &bad, nullptr, &raw), "num_heads: 7");
+  bad = shape;
+  bad.query_dtype = vkp_dtype(42);
+  expect_refused(vkp_decode_plan_create(c_context(), &bad, nullptr, &raw), "shape.query_dtype: 42");
+  EXPECT_EQ(raw, nullptr);
+
+  ASSERT_VKP_OK(vkp_decode_plan_create(c_context(), &shape, nullptr, &raw));
+  PlanPtr plan(raw, &vkp_decode_plan_destroy);
+  const CTensor query = zeros(c_context(), DType::f16, Shape{2, 8, 60});  // wrong head size
+  vkp_decode_views views{};
+  views.query = query.view;
+  // Refused inside a real command buffer, which stays valid and empty.
+  EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+    expect_refused(vkp_record_decode(c_context(), cmd, raw, &views), "query: shape [2, 8, 60]");
+    views.query.rank = 9;
+    expect_refused(vkp_record_decode(c_context(), cmd, raw, &views), "query: rank 9");
+    return VKP_OK;
+  }));
+  // A plan belongs to the context it was made on.
+  vkp_context* other = nullptr;
+  vkp_external_device ext{};
+  ext.instance = ctx().instance();
+  ext.physical_device = ctx().physical_device();
+  ext.device = ctx().device();
+  ext.queue_family = ctx().queue_family();
+  ASSERT_VKP_OK(vkp_context_create_external(&ext, &other));
+  EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+    expect_refused(vkp_record_decode(other, cmd, raw, &views), "plan: created on another context");
+    return VKP_OK;
+  }));
+  vkp_context_destroy(other);
+}
+
+}  // namespace
+}  // namespace vkpaged::test
