@@ -161,7 +161,8 @@ std::unique_ptr<BufferImpl> ContextImpl::create_buffer(size_t bytes, MemoryKind 
   if (buffer_device_address) binfo.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   binfo.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkBuffer buffer = VK_NULL_HANDLE;
-  vk::check(d.vkCreateBuffer(device, &binfo, nullptr, &buffer), "vkCreateBuffer");
+  if (const VkResult r = d.vkCreateBuffer(device, &binfo, nullptr, &buffer); r != VK_SUCCESS)
+    vk::throw_vk_error(r, fmt::format("creating a buffer of {} bytes", bytes).c_str());
   b->buffer = vk::UniqueBuffer(&d, device, buffer);
   VkMemoryRequirements req{};
   d.vkGetBufferMemoryRequirements(device, buffer, &req);
@@ -176,6 +177,12 @@ std::unique_ptr<BufferImpl> ContextImpl::create_buffer(size_t bytes, MemoryKind 
           : find_memory_type(memory_properties, req.memoryTypeBits,
                              VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                              VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  // Drivers may overcommit (lavapipe) and the validation layer flags an allocation past its
+  // heap: refuse it here, naming the size.
+  const VkDeviceSize heap = memory_properties.memoryHeaps[memory_properties.memoryTypes[ainfo.memoryTypeIndex].heapIndex].size;
+  if (req.size > heap)
+    throw Error(ErrorCode::out_of_memory, fmt::format("allocating {} bytes of {} memory: more than the {} bytes of its heap",
+                                                      bytes, kind == MemoryKind::device ? "device" : "host-visible", heap));
   VkDeviceMemory memory = VK_NULL_HANDLE;
   VkResult r = d.vkAllocateMemory(device, &ainfo, nullptr, &memory);
   if (r != VK_SUCCESS)

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "vkpaged/error.hpp"
 
 namespace vkpaged {
@@ -14,6 +16,15 @@ Shape::Shape(const std::vector<int64_t>& dims) {
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0) throw Error(ErrorCode::invalid_argument, fmt::format("shape: dimension {} is negative ({})", i, dims[i]));
     dims_[i] = dims[i];
+  }
+  // The element count must fit int64 even when another dimension is 0 (numel and byte sizes
+  // are computed in int64 everywhere).
+  int64_t product = 1;
+  for (int64_t d : dims) {
+    if (d == 0) continue;
+    if (product > INT64_MAX / d)
+      throw Error(ErrorCode::invalid_argument, fmt::format("shape: [{}] has more than 2^63 elements", fmt::join(dims, ", ")));
+    product *= d;
   }
   rank_ = int(dims.size());
 }

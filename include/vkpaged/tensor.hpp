@@ -62,7 +62,7 @@ class VKPAGED_API HostTensor {
 
   DType dtype() const noexcept { return dtype_; }
   const Shape& shape() const noexcept { return shape_; }
-  int64_t numel() const noexcept { return shape_.numel(); }
+  int64_t numel() const noexcept { return empty() ? 0 : shape_.numel(); }  // an absent tensor holds nothing
   size_t bytes() const noexcept { return data_.size(); }
   void* data() noexcept { return data_.data(); }
   const void* data() const noexcept { return data_.data(); }

@@ -71,7 +71,8 @@ void choose_variant(DecodePlanData& p, const DeviceInfo& dev) {
   const auto& s = p.shape;
   const Tuning& tune = tuning();
   const uint32_t group = s.num_heads / s.num_kv_heads;
-  const uint32_t max_heads = tune.heads ? tune.heads : (s.head_size >= 256 ? 4 : 8);  // accumulator registers
+  // Accumulator registers; 4 measured faster than 8 for a GQA group of 8 (bench/RESULTS.md).
+  const uint32_t max_heads = tune.heads ? tune.heads : 4;
   p.groups_per_kv_head = ceil_div(group, max_heads);
   p.heads_per_workgroup = ceil_div(group, p.groups_per_kv_head);
   p.workgroup = std::min(tune.workgroup ? tune.workgroup : 256u, dev.max_workgroup_invocations);
@@ -159,6 +160,17 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   choose_variant(*p, impl.info);
   choose_split(*p, impl.info);
   p->features = feature_bits(shape, options, p->split);
+  // The grid is (kv-head groups, S, partitions) and the scratch one descriptor: refuse what
+  // no device launches or binds now, before anything is allocated or recorded. 65535 is the
+  // maxComputeWorkGroupCount every device has.
+  if (shape.num_seqs > 65535)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("num_seqs: {} sequences exceed the 65535 workgroups a dispatch may have in y", shape.num_seqs));
+  if (p->num_partitions > 65535 || p->scratch_bytes > impl.info.max_storage_buffer_range)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("partition_tokens: {} partitions of {} tokens need {} bytes of scratch (at most 65535 "
+                            "partitions within the device's maxStorageBufferRange of {} bytes)",
+                            p->num_partitions, p->partition_tokens, p->scratch_bytes, impl.info.max_storage_buffer_range));
   // A pool past maxStorageBufferRange cannot be one descriptor: read it by device address.
   const uint64_t pool_bytes = uint64_t(shape.num_blocks) * shape.num_kv_heads * shape.head_size * shape.block_size *
                               (is_fp8_dtype(shape.cache_dtype) ? 1 : dtype_size(shape.cache_dtype));

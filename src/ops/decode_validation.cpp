@@ -83,6 +83,12 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
   const auto& k = in.key_cache.shape();
   const auto& v = in.value_cache.shape();
   if (q.rank() != 3) refuse(fmt::format("query: shape {} is not [S, H, D]", q.str()));
+  for (const auto* t : {&in.query, &in.key_cache, &in.value_cache, &in.block_tables, &in.context_lens})
+    for (int i = 0; i < t->shape().rank(); ++i)
+      if (t->shape()[i] > int64_t(INT32_MAX))
+        refuse(fmt::format("{}: dimension {} of shape {} exceeds 2^31 - 1", t == &in.query ? "query"
+                           : t == &in.key_cache ? "key_cache" : t == &in.value_cache ? "value_cache"
+                           : t == &in.block_tables ? "block_tables" : "context_lens", i, t->shape().str()));
   if (k.rank() != 5) refuse(fmt::format("key_cache: shape {} is not [N, Hkv, D/x, B, x]", k.str()));
   if (v.rank() != 4) refuse(fmt::format("value_cache: shape {} is not [N, Hkv, D, B]", v.str()));
   if (in.block_tables.shape().rank() != 2)

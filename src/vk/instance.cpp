@@ -39,6 +39,16 @@ bool has_instance_extension(const char* name) {
 
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
+bool has_layer_extension(const char* layer, const char* name) {
+  uint32_t count = 0;
+  vkEnumerateInstanceExtensionProperties(layer, &count, nullptr);
+  std::vector<VkExtensionProperties> exts(count);
+  vkEnumerateInstanceExtensionProperties(layer, &count, exts.data());
+  for (const auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
 }  // namespace
 
 Instance::Instance(bool validation) {
@@ -69,7 +79,17 @@ Instance::Instance(bool validation) {
     flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
   }
 
+  // With validation, synchronization validation too: hazards between dispatches, copies and
+  // host access that no barrier orders (the layer provides VK_EXT_validation_features).
+  const VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = &sync;
+  const bool sync_validation = validation && has_layer_extension(kValidationLayer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+  if (sync_validation) extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+
   VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  if (sync_validation) info.pNext = &features;
   info.flags = flags;
   info.pApplicationInfo = &app;
   info.enabledLayerCount = uint32_t(layers.size());

@@ -55,7 +55,7 @@ void expect_close(const DecodeResult& got, const DecodeInputs& in, const DecodeC
 // its heap (the validation layer flags VUID-vkAllocateMemory-pAllocateInfo-01713), and a size
 // the driver refuses gives "vkCreateBuffer failed" without the size. Enable with the
 // create_buffer check described in docs/reliability.md ("Not guaranteed yet").
-TEST_F(ResourceTest, DISABLED_BufferLargerThanDeviceMemoryIsRefusedNamingTheSize) {
+TEST_F(ResourceTest, BufferLargerThanDeviceMemoryIsRefusedNamingTheSize) {
   const uint64_t heap = largest_heap();
   ASSERT_GT(heap, 0u);
   for (const uint64_t bytes : {heap + (uint64_t(1) << 20), heap * 4, uint64_t(1) << 50,
@@ -81,7 +81,7 @@ TEST_F(ResourceTest, DISABLED_BufferLargerThanDeviceMemoryIsRefusedNamingTheSize
 // nor a split scratch (4 * S * H * partitions * (D + 2) bytes) against the device, which
 // decode_attention then only meets when it allocates the scratch, after uploading the inputs.
 // Enable with the DecodePlan::create checks in docs/reliability.md ("Not guaranteed yet").
-TEST_F(ResourceTest, DISABLED_DecodeBeyondTheDeviceLimitsIsRefusedBeforeAllocating) {
+TEST_F(ResourceTest, DecodeBeyondTheDeviceLimitsIsRefusedBeforeAllocating) {
   auto expect_refused_early = [&](const DecodeInputs& in, const DecodeOptions& o, const std::string& names) {
     AllocationHook hook(ctx().impl());
     try {
