@@ -63,8 +63,6 @@ size_t shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b) {
   return 4ull * (size_t(heads) * d + 2ull * heads * wg + wg / b);
 }
 
-bool is_power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
-
 // The workgroup shape: heads per workgroup (a GQA group or a slice of it), invocations, lanes
 // per value row. A tile is one token per invocation.
 void choose_variant(DecodePlanData& p, const DeviceInfo& dev) {
@@ -97,7 +95,7 @@ void choose_variant(DecodePlanData& p, const DeviceInfo& dev) {
   const uint32_t tile_loads = p.workgroup / vec;
   p.lanes_per_row = std::min(s.block_size / vec, tile_loads);
   while (p.workgroup / p.lanes_per_row > s.head_size && p.lanes_per_row * 2 <= tile_loads) p.lanes_per_row *= 2;
-  if (tune.lanes && is_power_of_two(tune.lanes) && tune.lanes <= tile_loads) p.lanes_per_row = tune.lanes;
+  if (tune.lanes && detail::is_power_of_two(tune.lanes) && tune.lanes <= tile_loads) p.lanes_per_row = tune.lanes;
 }
 
 void choose_split(DecodePlanData& p, const DeviceInfo& dev) {

@@ -12,8 +12,6 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& message) { throw Error(ErrorCode::invalid_argument, message); }
 
-bool is_power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
-
 void check_index_dtype(const HostTensor& t, const char* name) {
   if (t.dtype() != DType::i32 && t.dtype() != DType::u32 && t.dtype() != DType::i64)
     refuse(fmt::format("{}: dtype {} is not i32, u32 or i64", name, dtype_name(t.dtype())));

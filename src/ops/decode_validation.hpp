@@ -5,6 +5,8 @@
 
 namespace vkpaged::detail {
 
+inline bool is_power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
 // Shape-level checks (dtypes, divisibility, supported head and block sizes).
 void validate_decode_shape(const DecodeShape& shape);
 // Per-call values (scale, soft cap, fp8 scales, partition size).

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/expect_error.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/error.hpp"
@@ -86,16 +87,7 @@ inline ::testing::AssertionResult bytes_equal(const HostTensor& got, const HostT
 }
 
 // Runs `call`, expecting vkpaged::Error(invalid_argument) whose message contains `name`.
-inline void expect_refused(const std::function<void()>& call, const std::string& name) {
-  try {
-    call();
-    ADD_FAILURE() << "expected a refusal naming '" << name << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(name), std::string::npos)
-        << "message '" << e.what() << "' does not name " << name;
-  }
-}
+using vkpaged::test::expect_refused;
 
 // Records `record` inside a real command buffer: a refusal must leave it empty and valid.
 inline void expect_refused_recording(Context& ctx, const std::function<void(VkCommandBuffer)>& record,

@@ -1,0 +1,24 @@
+#pragma once
+// Checks that a call is refused with vkpaged::Error of the expected code, and that the message
+// names what it should (the argument and the value, as the contract asks).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::test {
+
+inline void expect_refused(const std::function<void()>& call, const std::string& needle,
+                           ErrorCode code = ErrorCode::invalid_argument) {
+  try {
+    call();
+    ADD_FAILURE() << "not refused; expected a message containing: " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message '" << e.what() << "' does not name " << needle;
+  }
+}
+
+}  // namespace vkpaged::test
