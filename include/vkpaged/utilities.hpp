@@ -11,8 +11,9 @@
 
 namespace vkpaged {
 
-// Records a fill of `view` with reproducible pseudo-random values in (-1, 1) of its dtype
-// (fp8 caches: random codes of magnitude below 2; integer dtypes: random bits). Compute stage.
+// Records a fill of `view` with reproducible pseudo-random values: in (-1, 1) for f32, f16 and
+// bf16; for fp8 and every other dtype, random bytes with bit 6 clear (fp8 codes of magnitude
+// below 2, never NaN). Compute stage.
 VKPAGED_API void record_fill_random(Context& context, VkCommandBuffer cmd, const TensorView& view, uint32_t seed);
 
 struct BandwidthMeasurement {
