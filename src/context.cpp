@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "vk/check.hpp"
+#include "vk/pipeline_statistics.hpp"
 #include "vk/context_impl.hpp"
 #include "vk/physical_device.hpp"
 #include "vkpaged/context.hpp"
@@ -82,6 +83,24 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   features.pNext = &f11;
 
   std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  // Matrix units for the decode where the device has them (shaders/decode_coopmat.comp).
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  cooperative_matrix = info.cooperative_matrix;
+  if (cooperative_matrix) {
+    coopmat.cooperativeMatrix = VK_TRUE;
+    f12.pNext = &coopmat;
+    extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  pipeline_statistics = vk::pipeline_statistics_requested() && vk::has_device_extension(d, physical_device,
+                                                                                    VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  if (pipeline_statistics) {
+    executable_info.pipelineExecutableInfo = VK_TRUE;
+    executable_info.pNext = features.pNext;
+    features.pNext = &executable_info;
+    extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  }
   VkDeviceCreateInfo dinfo{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dinfo.pNext = &features;
   dinfo.queueCreateInfoCount = 1;
@@ -106,6 +125,7 @@ ContextImpl::ContextImpl(const ExternalDevice& external) {
   owns_device = false;
   info = vk::query_device_info(d, physical_device, 0);
   buffer_device_address = external.buffer_device_address && info.buffer_device_address;
+  cooperative_matrix = external.cooperative_matrix && info.cooperative_matrix;
   if (!info.push_descriptor)
     throw Error(ErrorCode::unsupported, fmt::format("device {} lacks VK_KHR_push_descriptor, which vkpaged needs", info.name));
   d.vkGetPhysicalDeviceMemoryProperties(physical_device, &memory_properties);
@@ -245,10 +265,12 @@ const ComputePipeline& ContextImpl::pipeline(const vk::ShaderRegistration& shade
   cinfo.stage.pName = "main";
   cinfo.stage.pSpecializationInfo = spec.empty() ? nullptr : &sinfo;
   cinfo.layout = layout;
+  if (pipeline_statistics) cinfo.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkPipeline pipeline = VK_NULL_HANDLE;
   vk::check(d.vkCreateComputePipelines(device, pipeline_cache.get(), 1, &cinfo, nullptr, &pipeline),
             "vkCreateComputePipelines");
   p->pipeline = vk::UniquePipeline(&d, device, pipeline);
+  if (pipeline_statistics) vk::print_pipeline_statistics(d, device, pipeline, key);
   return *pipelines.emplace(key, std::move(p)).first->second;
 }
 

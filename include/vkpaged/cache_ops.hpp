@@ -8,6 +8,14 @@
 // Cache views carry the cache dtype itself (f32, f16, bf16, fp8_e4m3, fp8_e5m2; copy and
 // swap also take u8 for raw fp8 bytes) and the contract's layouts: key [N, Hkv, D/x, B, x],
 // value [N, Hkv, D, B], x = 16 / element bytes. Cache views must start 16-byte aligned.
+//
+// Pools larger than the device's maxStorageBufferRange: reshape_and_cache and gather then reach
+// them through buffer device addresses (as decode does), which needs a context with buffer
+// device addresses (Context on a device with bufferDeviceAddress, or ExternalDevice::
+// buffer_device_address) and cache buffers created with VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT
+// (Context::create_buffer and KvCache add it); otherwise they are refused (unsupported, naming
+// the view and the limit). copy_blocks and swap_blocks copy with vkCmdCopyBuffer, which has no
+// range limit.
 #include <vulkan/vulkan.h>
 
 #include <cstdint>

@@ -36,6 +36,9 @@ struct DeviceInfo {
   bool shader_float16 = false;
   bool shader_int64 = false;
   bool buffer_device_address = false;
+  // VK_NV_cooperative_matrix with the f16 products the matrix decode kernel uses (16x8x8 and
+  // 16x8x16, f32 accumulators, subgroup scope), f16 arithmetic and storage, 32-wide subgroups.
+  bool cooperative_matrix = false;
   bool push_descriptor = false;
   bool timestamps = false;
   uint64_t max_storage_buffer_range = 0;
@@ -47,7 +50,12 @@ struct DeviceInfo {
   bool compute_units_reported = false;
   double timestamp_period_ns = 0;
   uint32_t timestamp_valid_bits = 0;
-  uint64_t device_local_bytes = 0;
+  uint64_t device_local_bytes = 0;  // the device-local heaps' size
+  // VK_EXT_memory_budget, where the device has it: the device-local memory this process could
+  // still allocate when the info was queried (heapBudget - heapUsage over the device-local
+  // heaps; other processes' use lowers it). 0 without the extension.
+  bool memory_budget = false;
+  uint64_t device_local_free_bytes = 0;
 };
 
 // Every Vulkan device the loader sees, in enumeration order, plus which one the default
@@ -84,10 +92,14 @@ struct ExternalDevice {
   uint32_t queue_index = 0;
   // The engine's loader entry; null = the vkGetInstanceProcAddr vkpaged links against.
   PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;
-  // Whether the engine enabled the bufferDeviceAddress feature. Decode over caches larger than
-  // maxStorageBufferRange needs it, and cache buffers created with
+  // Whether the engine enabled the bufferDeviceAddress feature. Caches larger than
+  // maxStorageBufferRange need it (decode, reshape_and_cache and gather reach them by address;
+  // KvCache refuses such pools without it), and cache buffers created with
   // VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT.
   bool buffer_device_address = false;
+  // Whether the engine enabled VK_NV_cooperative_matrix with its cooperativeMatrix feature,
+  // shaderFloat16 and storageBuffer16BitAccess: the decode then may run on matrix units.
+  bool cooperative_matrix = false;
 };
 
 enum class MemoryKind {

@@ -27,8 +27,15 @@ enum class SplitMode {
   split,        // the context is split into partitions merged by a reduce pass
 };
 
-// Per-call values. Everything here may change between calls of one plan except split and
-// partition_tokens, which shape the plan.
+enum class DecodeKernel {
+  automatic,  // matrix units where the context, dtypes and shape allow them, else scalar
+  scalar,     // the portable kernel (every device, dtype and shape)
+  matrix,     // matrix units (VK_NV_cooperative_matrix): f16 query and cache, head_size and
+              // block_size multiples of 16, caches within maxStorageBufferRange; refused elsewhere
+};
+
+// Per-call values. Everything here may change between calls of one plan except split,
+// partition_tokens and kernel, which shape the plan.
 struct DecodeOptions {
   std::optional<float> scale;  // default 1/sqrt(head_size)
   float softcap = 0.0f;        // > 0: logit = c * tanh(logit / c) (Gemma 2); 0 = off
@@ -37,6 +44,7 @@ struct DecodeOptions {
   float v_scale = 1.0f;
   SplitMode split = SplitMode::automatic;
   uint32_t partition_tokens = 0;  // split: tokens per partition (multiple of 256); 0 = auto
+  DecodeKernel kernel = DecodeKernel::automatic;
 };
 
 // What shapes the work: validated by DecodePlan::create.

@@ -35,6 +35,13 @@ struct KvCacheShape {
   DType dtype = DType::f16;   // f32, f16, bf16, fp8_e4m3, fp8_e5m2
 };
 
+// What a budget_fraction was taken of.
+enum class MemorySource {
+  none,           // the size was a block count or a byte budget
+  heap_size,      // DeviceInfo::device_local_bytes: the device-local heaps' size
+  memory_budget,  // DeviceInfo::device_local_free_bytes: free memory by VK_EXT_memory_budget
+};
+
 // What a number of blocks holds and costs (device pools; the host pool has the same per-block
 // figures).
 struct KvCacheSizing {
@@ -44,13 +51,17 @@ struct KvCacheSizing {
   uint64_t bytes_per_block = 0;  // one block of every pool: 2 * num_layers * block_bytes
   uint64_t pool_bytes = 0;       // one pool: num_blocks * block_bytes
   uint64_t total_bytes = 0;      // every pool: num_blocks * bytes_per_block
+  // budget_fraction only: which memory the fraction was of, and its bytes.
+  MemorySource fraction_of = MemorySource::none;
+  uint64_t fraction_of_bytes = 0;
 };
 
 // How many device blocks: give exactly one of num_blocks, budget_bytes, budget_fraction.
 struct KvCacheOptions {
   uint32_t num_blocks = 0;       // exactly this many, or
   uint64_t budget_bytes = 0;     // as many as fit this many bytes (all layers, keys and values), or
-  double budget_fraction = 0.0;  // as many as fit this fraction, in (0, 1], of DeviceInfo::device_local_bytes
+  double budget_fraction = 0.0;  // as many as fit this fraction, in (0, 1], of the free device-local
+                                 // memory (VK_EXT_memory_budget), else of the device-local heaps' size
   uint32_t num_host_blocks = 0;  // blocks of the host-visible swap pool; 0 = none
 };
 
@@ -64,21 +75,28 @@ class VKPAGED_API KvCache {
   // Blocks that fit `bytes` (rounded down; 0 when not even one fits).
   static uint32_t blocks_for_budget(const KvCacheShape& shape, uint64_t bytes);
   static KvCacheSizing sizing(const KvCacheShape& shape, uint32_t num_blocks);
-  // Most blocks one pool of a device with this maxStorageBufferRange can hold.
+  // Most blocks one pool of a device with this maxStorageBufferRange can hold as one storage
+  // buffer descriptor. Larger pools need buffer device addresses (see the constructor).
   static uint32_t max_blocks_per_pool(const KvCacheShape& shape, uint64_t max_storage_buffer_range);
   // What the constructor would allocate on `device`: resolves the options to a block count and
-  // applies every device check (throws as the constructor does). The host pool's memory heap
-  // is checked only by the constructor, which sees the device's heaps.
+  // applies every device check (throws as the constructor does). budget_fraction is taken of
+  // device.device_local_free_bytes where device.memory_budget, else of device_local_bytes; the
+  // result says which (fraction_of). The host pool's memory heap is checked only by the
+  // constructor, which sees the device's heaps.
   static KvCacheSizing plan(const DeviceInfo& device, const KvCacheShape& shape, const KvCacheOptions& options);
 
   // Checks everything first, then allocates 2 * num_layers device buffers (and as many
-  // host-visible ones). Refused (vkpaged::Error, nothing allocated): a bad shape
-  // (invalid_argument); no block count or budget, or one that holds no block
-  // (invalid_argument); a budget or block count over the device-local memory or the
-  // host-visible heap (out_of_memory); a pool over the device's maxStorageBufferRange
-  // (unsupported, naming the limit). An allocation that fails part-way frees what it had
-  // allocated before the Error leaves. The pools' contents start undefined. The cache keeps a
-  // reference to `context`, which must outlive it.
+  // host-visible ones). A budget_fraction is taken of the free memory queried now
+  // (VK_EXT_memory_budget), else of the heaps' size. Pools larger than the device's
+  // maxStorageBufferRange are allowed where the context has buffer device addresses: decode,
+  // reshape_and_cache and gather then reach them by address, copies need nothing. Refused
+  // (vkpaged::Error, nothing allocated): a bad shape (invalid_argument); no block count or
+  // budget, or one that holds no block (invalid_argument); a budget or block count over the
+  // device-local memory or the host-visible heap (out_of_memory); a pool over
+  // maxStorageBufferRange on a context without buffer device addresses (unsupported, naming
+  // num_blocks or num_host_blocks and the limit). An allocation that fails part-way frees what
+  // it had allocated before the Error leaves. The pools' contents start undefined. The cache
+  // keeps a reference to `context`, which must outlive it.
   KvCache(Context& context, const KvCacheShape& shape, const KvCacheOptions& options);
   ~KvCache();
   KvCache(KvCache&&) noexcept;

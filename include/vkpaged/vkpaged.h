@@ -161,6 +161,10 @@ typedef struct vkp_device_info {
   uint32_t timestamp_valid_bits;
   uint64_t device_local_bytes;
   bool subgroup_shuffle; /* subgroupShuffleXor in compute shaders */
+  /* VK_EXT_memory_budget: whether the device reports it, and the device-local memory this
+   * process could still allocate when the info was read (0 without it). */
+  bool memory_budget;
+  uint64_t device_local_free_bytes;
 } vkp_device_info;
 
 /* Lists the Vulkan devices, Vulkan style: with infos NULL, sets *count to their number; else
@@ -194,8 +198,8 @@ typedef struct vkp_external_device {
   uint32_t queue_family;
   uint32_t queue_index;
   PFN_vkGetInstanceProcAddr get_instance_proc_addr;
-  /* Whether the engine enabled the bufferDeviceAddress feature: decode over caches larger
-   * than maxStorageBufferRange needs it (see context.hpp). */
+  /* Whether the engine enabled the bufferDeviceAddress feature: caches larger than
+   * maxStorageBufferRange need it (decode, reshape_and_cache, gather, KvCache; see context.hpp). */
   bool buffer_device_address;
 } vkp_external_device;
 
@@ -538,13 +542,21 @@ typedef struct vkp_kv_cache_shape {
 } vkp_kv_cache_shape;
 VKP_API void vkp_kv_cache_shape_init(vkp_kv_cache_shape* shape);
 
-/* Exactly one of num_blocks, budget_bytes, budget_fraction (of the device-local memory). */
+/* Exactly one of num_blocks, budget_bytes, budget_fraction (of the free device-local memory
+ * where the device reports VK_EXT_memory_budget, else of the device-local heaps' size). */
 typedef struct vkp_kv_cache_options {
   uint32_t num_blocks;
   uint64_t budget_bytes;
   double budget_fraction;
   uint32_t num_host_blocks; /* host-visible swap pool; 0 = none */
 } vkp_kv_cache_options;
+
+/* What a budget_fraction was taken of (vkpaged::MemorySource). */
+typedef enum vkp_memory_source {
+  VKP_MEMORY_SOURCE_NONE = 0,          /* the size was a block count or a byte budget */
+  VKP_MEMORY_SOURCE_HEAP_SIZE = 1,     /* the device-local heaps' size */
+  VKP_MEMORY_SOURCE_MEMORY_BUDGET = 2, /* free device-local memory (VK_EXT_memory_budget) */
+} vkp_memory_source;
 
 typedef struct vkp_kv_cache_sizing {
   uint32_t num_blocks;
@@ -553,6 +565,8 @@ typedef struct vkp_kv_cache_sizing {
   uint64_t bytes_per_block; /* one block of every pool: 2 * num_layers * block_bytes */
   uint64_t pool_bytes;      /* one pool */
   uint64_t total_bytes;     /* every device pool */
+  vkp_memory_source fraction_of; /* budget_fraction only: of which memory, and its bytes */
+  uint64_t fraction_of_bytes;
 } vkp_kv_cache_sizing;
 
 /* Sizing without a device or an allocation. Errors: INVALID_ARGUMENT for a bad shape. */
@@ -564,10 +578,12 @@ VKP_API vkp_status vkp_kv_cache_max_blocks_per_pool(const vkp_kv_cache_shape* sh
 /* What vkp_kv_cache_create would allocate on a device (from vkp_list_devices or
  * vkp_context_device_info), with every device check except the host pool's heap.
  * Errors: INVALID_ARGUMENT, OUT_OF_MEMORY (over the device memory), UNSUPPORTED (a pool over
- * maxStorageBufferRange). */
+ * maxStorageBufferRange on a device without buffer device addresses). */
 VKP_API vkp_status vkp_kv_cache_plan(const vkp_device_info* device, const vkp_kv_cache_shape* shape,
                                      const vkp_kv_cache_options* options, vkp_kv_cache_sizing* out);
-/* Checks everything, then allocates the pools (contents undefined). The cache belongs to the
+/* Checks everything, then allocates the pools (contents undefined). A budget_fraction is taken
+ * of the free memory read now. Pools over maxStorageBufferRange need a context with buffer
+ * device addresses (the operators then reach them by address). The cache belongs to the
  * context: destroy it first. Errors: as vkp_kv_cache_plan; nothing is allocated then. */
 VKP_API vkp_status vkp_kv_cache_create(vkp_context* context, const vkp_kv_cache_shape* shape,
                                        const vkp_kv_cache_options* options, vkp_kv_cache** out);

@@ -35,7 +35,9 @@ struct uvec2 {
 #define DECODE_SC_CACHE_DTYPE 5
 #define DECODE_SC_FEATURES 6
 #define DECODE_SC_LANES_PER_ROW 7
-#define DECODE_SC_COUNT 8
+#define DECODE_SC_MATRIX_PREFETCH 8         // decode_coopmat.comp only
+#define DECODE_SC_MATRIX_QUERY_REGISTERS 9  // decode_coopmat.comp only
+#define DECODE_SC_COUNT 10
 
 // DECODE_SC_FEATURES bits.
 #define DECODE_FEATURE_ALIBI 1u
@@ -135,7 +137,12 @@ struct ReadBandwidthPush {
 #define RESHAPE_BINDING_VALUE_CACHE 4
 #define RESHAPE_BINDING_STATUS 5
 #define RESHAPE_BINDING_COUNT 6
+// Both cache operations that touch the pools by index (reshape_and_cache, gather) have a
+// descriptor variant and an `_address` variant for pools past maxStorageBufferRange
+// (common/cache_pools.glsl); the addresses come first so that they are 8-byte aligned.
 struct ReshapeAndCachePush {
+  uvec2 key_cache_address;    // address variant: device addresses of the cache views (else unused)
+  uvec2 value_cache_address;
   uint num_tokens;
   uint num_kv_heads;
   uint head_size;
@@ -165,6 +172,8 @@ struct ReshapeAndCachePush {
 #define GATHER_BINDING_STATUS 6
 #define GATHER_BINDING_COUNT 7
 struct GatherPush {
+  uvec2 key_cache_address;  // address variant: device addresses of the cache views (else unused)
+  uvec2 value_cache_address;
   uint num_rows;  // T
   uint num_seqs;  // S
   uint num_kv_heads;
@@ -198,8 +207,8 @@ struct AbsmaxPush {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(ReshapeAndCachePush) == 14 * 4 && sizeof(ReshapeAndCachePush) <= 128);
-static_assert(sizeof(GatherPush) == 17 * 4 && sizeof(GatherPush) <= 128);
+static_assert(sizeof(ReshapeAndCachePush) == 18 * 4 && sizeof(ReshapeAndCachePush) <= 128);
+static_assert(sizeof(GatherPush) == 21 * 4 && sizeof(GatherPush) <= 128);
 static_assert(sizeof(AbsmaxPush) == 4 * 4);
 #endif
 // ==== end of cache operations ====

@@ -220,6 +220,8 @@ void fill_device_info(const DeviceInfo& i, vkp_device_info& o) noexcept {
   o.timestamp_valid_bits = i.timestamp_valid_bits;
   o.device_local_bytes = i.device_local_bytes;
   o.subgroup_shuffle = i.subgroup_shuffle;
+  o.memory_budget = i.memory_budget;
+  o.device_local_free_bytes = i.device_local_free_bytes;
 }
 
 DeviceInfo to_cpp(const vkp_device_info& i) {
@@ -250,6 +252,8 @@ DeviceInfo to_cpp(const vkp_device_info& i) {
   o.timestamp_valid_bits = i.timestamp_valid_bits;
   o.device_local_bytes = i.device_local_bytes;
   o.subgroup_shuffle = i.subgroup_shuffle;
+  o.memory_budget = i.memory_budget;
+  o.device_local_free_bytes = i.device_local_free_bytes;
   return o;
 }
 

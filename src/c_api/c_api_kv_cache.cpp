@@ -10,6 +10,9 @@
 using namespace vkpaged;
 using namespace vkpaged::c_api;
 
+static_assert(int(MemorySource::none) == VKP_MEMORY_SOURCE_NONE && int(MemorySource::heap_size) == VKP_MEMORY_SOURCE_HEAP_SIZE &&
+              int(MemorySource::memory_budget) == VKP_MEMORY_SOURCE_MEMORY_BUDGET);
+
 namespace {
 
 KvCacheShape to_cpp(const vkp_kv_cache_shape* shape) {
@@ -27,7 +30,8 @@ KvCacheOptions to_cpp(const vkp_kv_cache_options* options) {
 }
 
 vkp_kv_cache_sizing to_c(const KvCacheSizing& s) noexcept {
-  return {s.num_blocks, s.num_tokens, s.block_bytes, s.bytes_per_block, s.pool_bytes, s.total_bytes};
+  return {s.num_blocks,  s.num_tokens,  s.block_bytes, s.bytes_per_block, s.pool_bytes,
+          s.total_bytes, vkp_memory_source(s.fraction_of), s.fraction_of_bytes};
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // KvCache: the pools of an L-layer paged KV cache, sized and checked before anything is
-// allocated. One device buffer per pool (2 per layer), so each pool is bound whole by the
-// operators and must stay within maxStorageBufferRange. A pool larger than that would be a
-// list of buffers, each holding a contiguous run of blocks; `Pool` is where that split would
-// go, with views per run. Until the decode kernel reads such pools, the constructor refuses.
+// allocated. One buffer per pool (2 per layer). A pool within maxStorageBufferRange is bound
+// whole as a descriptor by the operators; a larger one is reached through buffer device
+// addresses (decode, reshape_and_cache and gather pick their address variants; copies have no
+// limit), so such pools need a context with buffer device addresses.
 #include "vkpaged/kv_cache.hpp"
 
 #include <fmt/format.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "vk/context_impl.hpp"
+#include "vk/memory_budget.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged {
@@ -35,7 +36,22 @@ constexpr uint32_t kMaxBlocks = uint32_t(std::numeric_limits<int32_t>::max());  
 
 bool is_cache_dtype(DType t) { return is_float_dtype(t) || is_fp8_dtype(t); }
 
-// One pool: today one buffer of num_blocks blocks.
+// A pool past maxStorageBufferRange cannot be one descriptor: it is reached by device address,
+// which the device must offer (the constructor passes whether its context enabled it). `what`
+// names the size argument ("num_blocks", "num_host_blocks").
+void check_pool_reach(const DeviceInfo& device, const char* what, const char* pool, const KvCacheSizing& z) {
+  const uint64_t range = device.max_storage_buffer_range;
+  if (z.pool_bytes <= range || device.buffer_device_address) return;
+  refuse(ErrorCode::unsupported,
+         fmt::format("{} {}: a layer's {} of {} blocks x {} bytes = {} bytes ({}) exceeds the device's "
+                     "maxStorageBufferRange of {} bytes ({}), and buffer device addresses, which reach larger "
+                     "pools, are not available on {} (no bufferDeviceAddress, or an adopted device did not enable "
+                     "it); at most {} blocks fit one pool",
+                     what, z.num_blocks, pool, z.num_blocks, z.block_bytes, z.pool_bytes, mib(z.pool_bytes), range,
+                     mib(range), device.name, range / z.block_bytes));
+}
+
+// One pool: one buffer of num_blocks blocks.
 struct Pool {
   DeviceBuffer buffer;
 };
@@ -133,18 +149,24 @@ KvCacheSizing KvCache::plan(const DeviceInfo& device, const KvCacheShape& shape,
   const uint64_t memory = device.device_local_bytes;
 
   uint32_t blocks = o.num_blocks;
+  MemorySource fraction_of = MemorySource::none;
+  uint64_t fraction_of_bytes = 0;
   if (o.budget_fraction != 0.0) {
     if (!(o.budget_fraction > 0.0 && o.budget_fraction <= 1.0))
       refuse(ErrorCode::invalid_argument, fmt::format("budget_fraction {} is outside (0, 1]", o.budget_fraction));
-    if (memory == 0)
-      refuse(ErrorCode::unsupported, fmt::format("budget_fraction {}: device {} reports no device-local memory",
-                                                 o.budget_fraction, device.name));
-    const uint64_t bytes = uint64_t(std::floor(o.budget_fraction * double(memory)));
+    // Of what is free where the device says (VK_EXT_memory_budget), else of the heaps' size.
+    fraction_of = device.memory_budget ? MemorySource::memory_budget : MemorySource::heap_size;
+    fraction_of_bytes = device.memory_budget ? device.device_local_free_bytes : memory;
+    const char* of = device.memory_budget ? "free device-local memory (VK_EXT_memory_budget)" : "device-local memory";
+    if (fraction_of_bytes == 0)
+      refuse(device.memory_budget ? ErrorCode::out_of_memory : ErrorCode::unsupported,
+             fmt::format("budget_fraction {}: device {} reports no {}", o.budget_fraction, device.name, of));
+    const uint64_t bytes = uint64_t(std::floor(o.budget_fraction * double(fraction_of_bytes)));
     blocks = blocks_for_budget(shape, bytes);
     if (blocks == 0)
       refuse(ErrorCode::invalid_argument,
-             fmt::format("budget_fraction {} of {} bytes is {} bytes, which holds no block of {} bytes",
-                         o.budget_fraction, memory, bytes, per_block));
+             fmt::format("budget_fraction {} of {} bytes of {} is {} bytes, which holds no block of {} bytes",
+                         o.budget_fraction, fraction_of_bytes, of, bytes, per_block));
   } else if (o.budget_bytes > 0) {
     if (memory > 0 && o.budget_bytes > memory)
       refuse(ErrorCode::out_of_memory,
@@ -160,18 +182,14 @@ KvCacheSizing KvCache::plan(const DeviceInfo& device, const KvCacheShape& shape,
     refuse(ErrorCode::invalid_argument,
            fmt::format("num_blocks {} is above {} (block ids are int32)", blocks, kMaxBlocks));
 
-  const KvCacheSizing z = sizing(shape, blocks);
+  KvCacheSizing z = sizing(shape, blocks);
+  z.fraction_of = fraction_of;
+  z.fraction_of_bytes = fraction_of_bytes;
   if (memory > 0 && z.total_bytes > memory)
     refuse(ErrorCode::out_of_memory,
            fmt::format("{} blocks need {} bytes ({}), more than the {} bytes ({}) of device-local memory of {}", blocks,
                        z.total_bytes, mib(z.total_bytes), memory, mib(memory), device.name));
-  const uint64_t range = device.max_storage_buffer_range;
-  if (z.pool_bytes > range)
-    refuse(ErrorCode::unsupported,
-           fmt::format("a layer's key or value pool of {} blocks x {} bytes = {} bytes ({}) exceeds the device's "
-                       "maxStorageBufferRange of {} bytes ({}); at most {} blocks fit one pool on {}",
-                       blocks, z.block_bytes, z.pool_bytes, mib(z.pool_bytes), range, mib(range), range / z.block_bytes,
-                       device.name));
+  check_pool_reach(device, "num_blocks", "key or value pool", z);
   return z;
 }
 
@@ -214,7 +232,12 @@ struct KvCache::Impl {
 };
 
 KvCache::KvCache(Context& context, const KvCacheShape& shape, const KvCacheOptions& options) {
-  const DeviceInfo& device = context.device_info();
+  auto& context_impl = context.impl();
+  // The free memory of now (a fraction is taken of it), and the context's own reach: an adopted
+  // device may not have enabled buffer device addresses although the device has them.
+  DeviceInfo device = context.device_info();
+  vk::query_memory_budget(context_impl.d, context_impl.physical_device, device);
+  device.buffer_device_address = context_impl.buffer_device_address;
   const KvCacheSizing z = plan(device, shape, options);
 
   uint64_t host_bytes = 0;
@@ -223,14 +246,8 @@ KvCache::KvCache(Context& context, const KvCacheShape& shape, const KvCacheOptio
       refuse(ErrorCode::invalid_argument,
              fmt::format("num_host_blocks {} is above {} (block ids are int32)", options.num_host_blocks, kMaxBlocks));
     const KvCacheSizing h = sizing(shape, options.num_host_blocks);
-    if (h.pool_bytes > device.max_storage_buffer_range)
-      refuse(ErrorCode::unsupported,
-             fmt::format(
-                 "a layer's host key or value pool of {} blocks x {} bytes = {} bytes ({}) exceeds the device's "
-                 "maxStorageBufferRange of {} bytes ({}); at most {} blocks fit one pool on {}",
-                 h.num_blocks, h.block_bytes, h.pool_bytes, mib(h.pool_bytes), device.max_storage_buffer_range,
-                 mib(device.max_storage_buffer_range), device.max_storage_buffer_range / h.block_bytes, device.name));
-    const HostHeap heap = host_heap(context.impl().memory_properties);
+    check_pool_reach(device, "num_host_blocks", "host key or value pool", h);
+    const HostHeap heap = host_heap(context_impl.memory_properties);
     // Where host-visible memory is device-local too, both pools come out of that one heap.
     const uint64_t needed = h.total_bytes + (heap.device_local ? z.total_bytes : 0);
     if (heap.bytes > 0 && needed > heap.bytes)

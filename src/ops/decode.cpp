@@ -31,6 +31,10 @@ struct Tuning {
   uint32_t workgroup = 0;        // invocations per workgroup (128 or 256)
   uint32_t units = 4;            // split: workgroups wanted per compute unit
   uint32_t heads = 0;            // most query heads per workgroup (GQA groups are sliced)
+  uint32_t matrix = 1;           // 0: automatic picks the scalar kernel
+  uint32_t subgroups = 0;        // matrix kernel: subgroups per workgroup
+  uint32_t prefetch = 1;         // matrix kernel: load the next unit while computing one
+  uint32_t qregs = 1;            // matrix kernel: query fragments kept in registers
 };
 
 Tuning tuning_from_env() {
@@ -50,6 +54,10 @@ Tuning tuning_from_env() {
     if (key == "workgroup") t.workgroup = value;
     if (key == "units") t.units = value;
     if (key == "heads") t.heads = value;
+    if (key == "matrix") t.matrix = value;
+    if (key == "subgroups") t.subgroups = value;
+    if (key == "prefetch") t.prefetch = value;
+    if (key == "qregs") t.qregs = value;
   }
   return t;
 }
@@ -96,6 +104,53 @@ void choose_variant(DecodePlanData& p, const DeviceInfo& dev) {
   p.lanes_per_row = std::min(s.block_size / vec, tile_loads);
   while (p.workgroup / p.lanes_per_row > s.head_size && p.lanes_per_row * 2 <= tile_loads) p.lanes_per_row *= 2;
   if (tune.lanes && detail::is_power_of_two(tune.lanes) && tune.lanes <= tile_loads) p.lanes_per_row = tune.lanes;
+}
+
+// ---- the matrix kernel (shaders/decode_coopmat.comp) ----
+
+constexpr uint32_t kMatrixHeads = 8;   // N of its products
+constexpr uint32_t kMatrixUnit = 16;   // tokens per unit
+constexpr uint32_t kMatrixSubgroup = 32;
+
+size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d) {
+  const size_t per_subgroup = 2 * size_t(d) * 32                    // key and value tiles
+                              + kMatrixUnit * kMatrixHeads * (8 + 2)  // scores (two halves), probabilities
+                              + 16 * kMatrixHeads * 4                 // accumulator chunk
+                              + 3 * kMatrixHeads * 4;                 // max, sum, weight
+  return 2ull * kMatrixHeads * d + subgroups * per_subgroup + kMatrixHeads * 4;
+}
+
+// Why the matrix kernel cannot run this plan, or "" when it can.
+std::string matrix_refusal(const DecodePlanData& p, const detail::ContextImpl& impl) {
+  const auto& s = p.shape;
+  if (!impl.cooperative_matrix)
+    return fmt::format("device {} has no VK_NV_cooperative_matrix enabled with 16x8x8 and 16x8x16 f16 products, f16 "
+                       "storage and 32-wide subgroups",
+                       impl.info.name);
+  if (s.query_dtype != DType::f16 || s.cache_dtype != DType::f16)
+    return fmt::format("query_dtype {} and cache_dtype {}: the matrix kernel takes f16 only", dtype_name(s.query_dtype),
+                       dtype_name(s.cache_dtype));
+  if (s.head_size % 16 != 0) return fmt::format("head_size: {} is not a multiple of 16", s.head_size);
+  if (s.block_size % 16 != 0) return fmt::format("block_size: {} is not a multiple of 16", s.block_size);
+  if (p.address) return "num_blocks: the caches are past maxStorageBufferRange (read by device address)";
+  if (matrix_shared_bytes(1, s.head_size) > impl.info.max_shared_memory)
+    return fmt::format("head_size: {} needs more shared memory than device {} has", s.head_size, impl.info.name);
+  return "";
+}
+
+void choose_matrix_variant(DecodePlanData& p, const DeviceInfo& dev) {
+  const auto& s = p.shape;
+  const uint32_t group = s.num_heads / s.num_kv_heads;
+  p.matrix = true;
+  p.groups_per_kv_head = ceil_div(group, kMatrixHeads);
+  p.heads_per_workgroup = ceil_div(group, p.groups_per_kv_head);
+  uint32_t subgroups = tuning().subgroups ? tuning().subgroups : 4;
+  while (subgroups > 1 && (matrix_shared_bytes(subgroups, s.head_size) > dev.max_shared_memory ||
+                           subgroups * kMatrixSubgroup > dev.max_workgroup_invocations))
+    subgroups /= 2;
+  p.workgroup = subgroups * kMatrixSubgroup;
+  p.lanes_per_row = 0;
+  p.subgroup = true;
 }
 
 void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
@@ -155,7 +210,22 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   auto p = std::make_unique<DecodePlanData>();
   p->shape = shape;
   p->options = options;
-  choose_variant(*p, impl.info);
+  // A pool past maxStorageBufferRange cannot be one descriptor: read it by device address.
+  const uint64_t pool_bytes = uint64_t(shape.num_blocks) * shape.num_kv_heads * shape.head_size * shape.block_size *
+                              (is_fp8_dtype(shape.cache_dtype) ? 1 : dtype_size(shape.cache_dtype));
+  p->address = pool_bytes + 256 > impl.info.max_storage_buffer_range;
+  if (p->address && !impl.buffer_device_address)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("num_blocks: a pool of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} bytes, "
+                            "and the context has no buffer device address to read it with",
+                            shape.num_blocks, pool_bytes, impl.info.max_storage_buffer_range));
+  const std::string no_matrix = options.kernel == DecodeKernel::scalar ? "scalar asked" : matrix_refusal(*p, impl);
+  if (options.kernel == DecodeKernel::matrix && !no_matrix.empty())
+    throw Error(ErrorCode::unsupported, "kernel: matrix: " + no_matrix);
+  if (no_matrix.empty() && (options.kernel == DecodeKernel::matrix || tuning().matrix != 0))
+    choose_matrix_variant(*p, impl.info);
+  else
+    choose_variant(*p, impl.info);
   choose_split(*p, impl.info);
   p->features = feature_bits(shape, options, p->split);
   // The grid is (kv-head groups, S, partitions) and the scratch one descriptor: refuse what
@@ -169,15 +239,6 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
                 fmt::format("partition_tokens: {} partitions of {} tokens need {} bytes of scratch (at most 65535 "
                             "partitions within the device's maxStorageBufferRange of {} bytes)",
                             p->num_partitions, p->partition_tokens, p->scratch_bytes, impl.info.max_storage_buffer_range));
-  // A pool past maxStorageBufferRange cannot be one descriptor: read it by device address.
-  const uint64_t pool_bytes = uint64_t(shape.num_blocks) * shape.num_kv_heads * shape.head_size * shape.block_size *
-                              (is_fp8_dtype(shape.cache_dtype) ? 1 : dtype_size(shape.cache_dtype));
-  p->address = pool_bytes + 256 > impl.info.max_storage_buffer_range;
-  if (p->address && !impl.buffer_device_address)
-    throw Error(ErrorCode::unsupported,
-                fmt::format("num_blocks: a pool of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} bytes, "
-                            "and the context has no buffer device address to read it with",
-                            shape.num_blocks, pool_bytes, impl.info.max_storage_buffer_range));
 
   std::array<uint32_t, DECODE_SC_COUNT> spec{};
   spec[DECODE_SC_WORKGROUP] = p->workgroup;
@@ -188,7 +249,9 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   spec[DECODE_SC_CACHE_DTYPE] = uint32_t(shape.cache_dtype);
   spec[DECODE_SC_FEATURES] = p->features;
   spec[DECODE_SC_LANES_PER_ROW] = p->lanes_per_row;
-  const auto& shader = p->address ? (p->subgroup ? vk::shader_decode_address_subgroup() : vk::shader_decode_address())
+  spec[DECODE_SC_MATRIX_PREFETCH] = tuning().prefetch != 0;
+  spec[DECODE_SC_MATRIX_QUERY_REGISTERS] = tuning().qregs != 0;
+  const auto& shader = p->matrix ? vk::shader_decode_coopmat() : p->address ? (p->subgroup ? vk::shader_decode_address_subgroup() : vk::shader_decode_address())
                                   : (p->subgroup ? vk::shader_decode_subgroup() : vk::shader_decode());
   p->decode = &impl.pipeline(shader, spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
   if (p->split) {
@@ -221,6 +284,9 @@ size_t DecodePlan::scratch_bytes() const noexcept { return data_->scratch_bytes;
 std::string DecodePlan::describe() const {
   const auto& p = *data_;
   std::string path = p.split ? fmt::format("split {} x {} tokens", p.num_partitions, p.partition_tokens) : "one pass";
+  if (p.matrix)
+    return fmt::format("{}, matrix units, {} heads/wg, {} subgroups/wg", path, p.heads_per_workgroup,
+                       p.workgroup / kMatrixSubgroup);
   return fmt::format("{}, {} heads/wg, wg {}, {} lanes/row, {} reduce", path, p.heads_per_workgroup, p.workgroup,
                      p.lanes_per_row, p.subgroup ? "subgroup" : "shared") +
          (p.address ? ", caches by device address" : "");

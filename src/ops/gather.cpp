@@ -1,12 +1,18 @@
-// Host side of shaders/gather.comp: argument checks, then one dispatch.
+// Host side of shaders/gather.comp (and its _address variant for pools past
+// maxStorageBufferRange): argument checks, then one dispatch.
+#include <fmt/format.h>
+
 #include <array>
+#include <limits>
 
 #include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
 #include "ops/cache_geometry.hpp"
+#include "ops/cache_pool_access.hpp"
 #include "ops/linear_grid.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/cache_ops.hpp"
+#include "vkpaged/error.hpp"
 
 namespace vkpaged {
 
@@ -23,34 +29,42 @@ void record_gather(Context& context, VkCommandBuffer cmd, const GatherViews& v, 
     detail::check_cache_scale("k_scale", scales.k_scale);
     detail::check_cache_scale("v_scale", scales.v_scale);
   }
-  detail::check_buffer(impl, "key_cache", v.key_cache.memory, cache.pool_bytes(), 16);
-  detail::check_buffer(impl, "value_cache", v.value_cache.memory, cache.pool_bytes(), 16);
+  const auto pools =
+      detail::cache_pool_access(impl, v.key_cache.memory, v.value_cache.memory, cache.pool_bytes(), cache.block_bytes());
   detail::check_buffer(impl, "block_tables", v.block_tables.memory, v.block_tables.bytes(), 4);
   detail::check_buffer(impl, "seq_starts", v.seq_starts.memory, v.seq_starts.bytes(), 4);
   detail::check_buffer(impl, "key_out", v.key_out.memory, v.key_out.bytes(), 4);
   detail::check_buffer(impl, "value_out", v.value_out.memory, v.value_out.bytes(), 4);
   if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
+  if (uint64_t(cache.num_blocks) > std::numeric_limits<uint32_t>::max())  // pools past 4 GiB only
+    throw Error(ErrorCode::unsupported, fmt::format("value_cache: N = {} blocks is more than the shader's 32-bit "
+                                                    "block ids hold ({})",
+                                                    cache.num_blocks, std::numeric_limits<uint32_t>::max()));
   if (g.num_rows == 0 || g.num_seqs == 0) return;
 
   std::array<uint32_t, GATHER_SC_COUNT> spec{};
   spec[GATHER_SC_CACHE_DTYPE] = uint32_t(cache.dtype);
   spec[GATHER_SC_OUTPUT_DTYPE] = uint32_t(g.output_dtype);
-  const auto& pipeline = impl.pipeline(vk::shader_gather(), spec, GATHER_BINDING_COUNT, sizeof(shader::GatherPush));
+  const auto& pipeline = impl.pipeline(pools.address ? vk::shader_gather_address() : vk::shader_gather(), spec,
+                                       GATHER_BINDING_COUNT, sizeof(shader::GatherPush));
 
   std::array<detail::BoundView, GATHER_BINDING_COUNT> bound;
-  bound[GATHER_BINDING_KEY_CACHE] = impl.bind_view(v.key_cache.memory);
-  bound[GATHER_BINDING_VALUE_CACHE] = impl.bind_view(v.value_cache.memory);
+  bound[GATHER_BINDING_KEY_CACHE] = pools.key;
+  bound[GATHER_BINDING_VALUE_CACHE] = pools.value;
   bound[GATHER_BINDING_BLOCK_TABLES] = impl.bind_view(v.block_tables.memory);
   bound[GATHER_BINDING_SEQ_STARTS] = impl.bind_view(v.seq_starts.memory);
   bound[GATHER_BINDING_KEY_OUT] = impl.bind_view(v.key_out.memory);
   bound[GATHER_BINDING_VALUE_OUT] = impl.bind_view(v.value_out.memory);
   bound[GATHER_BINDING_STATUS] = impl.bind_view(v.status);
 
-  // Sizes fit 32 bits: every view was checked against maxStorageBufferRange (< 4 GiB).
+  // Sizes fit 32 bits: the other views were checked against maxStorageBufferRange (< 4 GiB);
+  // pools past it are addressed per block (cache_pool_access).
   const uint64_t invocations =
       uint64_t(g.num_rows) * uint64_t(cache.num_kv_heads) * uint64_t(cache.head_size / cache.pack());
   const auto grid = detail::linear_grid(invocations, CACHE_OP_WORKGROUP);
   shader::GatherPush push{};
+  push.key_cache_address = pools.key_address;
+  push.value_cache_address = pools.value_address;
   push.num_rows = uint32_t(g.num_rows);
   push.num_seqs = uint32_t(g.num_seqs);
   push.num_kv_heads = uint32_t(cache.num_kv_heads);

@@ -1,12 +1,18 @@
-// Host side of shaders/reshape_and_cache.comp: argument checks, then one dispatch.
+// Host side of shaders/reshape_and_cache.comp (and its _address variant for pools past
+// maxStorageBufferRange): argument checks, then one dispatch.
+#include <fmt/format.h>
+
 #include <array>
+#include <limits>
 
 #include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
 #include "ops/cache_geometry.hpp"
+#include "ops/cache_pool_access.hpp"
 #include "ops/linear_grid.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/cache_ops.hpp"
+#include "vkpaged/error.hpp"
 
 namespace vkpaged {
 
@@ -25,9 +31,13 @@ void record_reshape_and_cache(Context& context, VkCommandBuffer cmd, const Resha
   detail::check_buffer(impl, "key", v.key.memory, v.key.bytes(), 4);
   detail::check_buffer(impl, "value", v.value.memory, v.value.bytes(), 4);
   detail::check_buffer(impl, "slot_mapping", v.slot_mapping.memory, v.slot_mapping.bytes(), 4);
-  detail::check_buffer(impl, "key_cache", v.key_cache.memory, cache.pool_bytes(), 16);
-  detail::check_buffer(impl, "value_cache", v.value_cache.memory, cache.pool_bytes(), 16);
+  const auto pools =
+      detail::cache_pool_access(impl, v.key_cache.memory, v.value_cache.memory, cache.pool_bytes(), cache.block_bytes());
   if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
+  if (uint64_t(cache.num_slots()) > std::numeric_limits<uint32_t>::max())  // pools past 4 GiB only
+    throw Error(ErrorCode::unsupported,
+                fmt::format("value_cache: N * B = {} slots is more than the shader's 32-bit slots hold ({})",
+                            cache.num_slots(), std::numeric_limits<uint32_t>::max()));
   if (tokens == 0) return;
 
   std::array<uint32_t, RESHAPE_SC_COUNT> spec{};
@@ -35,21 +45,25 @@ void record_reshape_and_cache(Context& context, VkCommandBuffer cmd, const Resha
   spec[RESHAPE_SC_CACHE_DTYPE] = uint32_t(cache.dtype);
   spec[RESHAPE_SC_SLOT_I64] = v.slot_mapping.dtype == DType::i64 ? 1u : 0u;
   const auto& pipeline =
-      impl.pipeline(vk::shader_reshape_and_cache(), spec, RESHAPE_BINDING_COUNT, sizeof(shader::ReshapeAndCachePush));
+      impl.pipeline(pools.address ? vk::shader_reshape_and_cache_address() : vk::shader_reshape_and_cache(), spec,
+                    RESHAPE_BINDING_COUNT, sizeof(shader::ReshapeAndCachePush));
 
   std::array<detail::BoundView, RESHAPE_BINDING_COUNT> bound;
   bound[RESHAPE_BINDING_KEY] = impl.bind_view(v.key.memory);
   bound[RESHAPE_BINDING_VALUE] = impl.bind_view(v.value.memory);
   bound[RESHAPE_BINDING_SLOT_MAPPING] = impl.bind_view(v.slot_mapping.memory);
-  bound[RESHAPE_BINDING_KEY_CACHE] = impl.bind_view(v.key_cache.memory);
-  bound[RESHAPE_BINDING_VALUE_CACHE] = impl.bind_view(v.value_cache.memory);
+  bound[RESHAPE_BINDING_KEY_CACHE] = pools.key;
+  bound[RESHAPE_BINDING_VALUE_CACHE] = pools.value;
   bound[RESHAPE_BINDING_STATUS] = impl.bind_view(v.status);
 
-  // Sizes fit 32 bits: every view was checked against maxStorageBufferRange (< 4 GiB).
+  // Sizes fit 32 bits: the inputs were checked against maxStorageBufferRange (< 4 GiB); pools
+  // past it are addressed per block (cache_pool_access).
   const uint64_t invocations =
       uint64_t(tokens) * uint64_t(cache.num_kv_heads) * uint64_t(cache.head_size / cache.pack());
   const auto grid = detail::linear_grid(invocations, CACHE_OP_WORKGROUP);
   shader::ReshapeAndCachePush push{};
+  push.key_cache_address = pools.key_address;
+  push.value_cache_address = pools.value_address;
   push.num_tokens = uint32_t(tokens);
   push.num_kv_heads = uint32_t(cache.num_kv_heads);
   push.head_size = uint32_t(cache.head_size);

@@ -54,6 +54,8 @@ struct ContextImpl {
   VkDevice device = VK_NULL_HANDLE;
   bool owns_device = true;
   bool buffer_device_address = false;  // the feature is enabled: buffers get device addresses
+  bool cooperative_matrix = false;     // VK_NV_cooperative_matrix is enabled (DeviceInfo says what it needs)
+  bool pipeline_statistics = false;    // VKPAGED_PIPELINE_STATS: print compiler statistics of each pipeline
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   DeviceInfo info;

@@ -10,7 +10,9 @@
   X(vkGetPhysicalDeviceProperties)              \
   X(vkGetPhysicalDeviceProperties2)             \
   X(vkGetPhysicalDeviceFeatures2)               \
+  X(vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) \
   X(vkGetPhysicalDeviceMemoryProperties)        \
+  X(vkGetPhysicalDeviceMemoryProperties2)       \
   X(vkGetPhysicalDeviceQueueFamilyProperties)   \
   X(vkEnumerateDeviceExtensionProperties)       \
   X(vkCreateDevice)                             \
@@ -65,7 +67,9 @@
   X(vkCmdCopyBuffer)                      \
   X(vkCmdFillBuffer)                      \
   X(vkCmdPushDescriptorSetKHR)             \
-  X(vkGetBufferDeviceAddress)
+  X(vkGetBufferDeviceAddress)             \
+  X(vkGetPipelineExecutablePropertiesKHR) \
+  X(vkGetPipelineExecutableStatisticsKHR)
 
 namespace vkpaged::vk {
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "vk/check.hpp"
+#include "vk/memory_budget.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::vk {
@@ -47,7 +48,37 @@ std::string lower(std::string s) {
   return s;
 }
 
+// The f16 products of shaders/decode_coopmat.comp, with f32 accumulators, at subgroup scope.
+bool has_cooperative_matrix_products(const Dispatch& d, VkPhysicalDevice device) {
+  if (d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV == nullptr) return false;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV feature{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.pNext = &feature;
+  d.vkGetPhysicalDeviceFeatures2(device, &features);
+  if (!feature.cooperativeMatrix) return false;
+  uint32_t count = 0;
+  d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(device, &count, nullptr);
+  std::vector<VkCooperativeMatrixPropertiesNV> shapes(count, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(device, &count, shapes.data());
+  auto has = [&](uint32_t m, uint32_t n, uint32_t k) {
+    return std::any_of(shapes.begin(), shapes.begin() + count, [&](const auto& s) {
+      return s.MSize == m && s.NSize == n && s.KSize == k && s.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+             s.BType == VK_COMPONENT_TYPE_FLOAT16_NV && s.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+             s.DType == VK_COMPONENT_TYPE_FLOAT32_NV && s.scope == VK_SCOPE_SUBGROUP_NV;
+    });
+  };
+  return has(16, 8, 8) && has(16, 8, 16);
+}
+
 }  // namespace
+
+bool has_device_extension(const Dispatch& d, VkPhysicalDevice device, const char* name) {
+  uint32_t count = 0;
+  d.vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr);
+  std::vector<VkExtensionProperties> exts(count);
+  d.vkEnumerateDeviceExtensionProperties(device, nullptr, &count, exts.data());
+  return std::any_of(exts.begin(), exts.end(), [&](const auto& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
 
 DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_t index) {
   uint32_t ext_count = 0;
@@ -100,6 +131,12 @@ DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_
   info.shader_float16 = f12.shaderFloat16;
   info.shader_int64 = features.features.shaderInt64;
   info.buffer_device_address = f12.bufferDeviceAddress;
+  info.cooperative_matrix = has_ext(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && f11.storageBuffer16BitAccess &&
+                            f12.shaderFloat16 && subgroup.subgroupSize == 32 &&
+                            (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) &&
+                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT) &&
+                            has_cooperative_matrix_products(d, device);
   info.push_descriptor = has_ext(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   info.timestamps = p.limits.timestampComputeAndGraphics;
   info.max_storage_buffer_range = p.limits.maxStorageBufferRange;
@@ -121,6 +158,8 @@ DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_
   }
   for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
     if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) info.device_local_bytes += mem.memoryHeaps[i].size;
+  info.memory_budget = has_ext(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  query_memory_budget(d, device, info);
 
   uint32_t family_count = 0;
   d.vkGetPhysicalDeviceQueueFamilyProperties(device, &family_count, nullptr);

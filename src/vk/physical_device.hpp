@@ -11,6 +11,7 @@
 namespace vkpaged::vk {
 
 std::vector<VkPhysicalDevice> enumerate_physical_devices(const Dispatch& d, VkInstance instance);
+bool has_device_extension(const Dispatch& d, VkPhysicalDevice device, const char* name);
 DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_t index);
 // Discrete GPU first, then integrated, virtual, CPU (lavapipe); ties by enumeration order.
 uint32_t default_device_index(const std::vector<DeviceInfo>& devices);

@@ -46,7 +46,17 @@ TEST_F(CApiKvCacheTest, SizesAndPlansAsTheCppApi) {
   vkp_kv_cache_options options{};
   options.budget_fraction = 0.01;
   ASSERT_VKP_OK(vkp_kv_cache_plan(&info, &shape, &options, &sizing));
-  EXPECT_EQ(sizing.num_blocks, KvCache::plan(ctx().device_info(), cpp_shape(), {.budget_fraction = 0.01}).num_blocks);
+  const KvCacheSizing planned = KvCache::plan(ctx().device_info(), cpp_shape(), {.budget_fraction = 0.01});
+  EXPECT_EQ(sizing.num_blocks, planned.num_blocks);
+  EXPECT_EQ(int(sizing.fraction_of), int(planned.fraction_of));
+  EXPECT_EQ(sizing.fraction_of_bytes, planned.fraction_of_bytes);
+  EXPECT_EQ(info.memory_budget, ctx().device_info().memory_budget);
+  // The free memory crosses the C API: a device that reports half its memory free sizes from it.
+  info.memory_budget = true;
+  info.device_local_free_bytes = info.device_local_bytes / 2;
+  ASSERT_VKP_OK(vkp_kv_cache_plan(&info, &shape, &options, &sizing));
+  EXPECT_EQ(sizing.fraction_of, VKP_MEMORY_SOURCE_MEMORY_BUDGET);
+  EXPECT_EQ(sizing.fraction_of_bytes, info.device_local_bytes / 2);
 
   vkp_kv_cache_shape bad = shape;
   bad.head_size = 60;

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "support/decode_case.hpp"
+#include "support/pool_window.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/kv_cache.hpp"
@@ -175,20 +178,57 @@ TEST(KvCacheRefusals, BudgetOrBlocksOverDeviceMemory) {
   EXPECT_EQ(KvCache::plan(device, s, o).total_bytes, 64 * kMiB);
 }
 
-TEST(KvCacheRefusals, PoolOverStorageBufferRange) {
+TEST(KvCacheRefusals, PoolOverStorageBufferRangeWithoutDeviceAddresses) {
   const auto s = shape_of(1, 8, 128, 16, DType::f16);  // 32 KiB per pool block: 4096 fit 128 MiB
-  const DeviceInfo device = fake_device(16 * kGiB);
+  DeviceInfo device = fake_device(16 * kGiB);
   KvCacheOptions o;
   o.num_blocks = 4096;
   EXPECT_EQ(KvCache::plan(device, s, o).pool_bytes, 128 * kMiB);
   o.num_blocks = 4097;
   expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::unsupported,
-                 {"maxStorageBufferRange", "134217728", "at most 4096 blocks"});
+                 {"num_blocks 4097", "maxStorageBufferRange", "134217728", "buffer device addresses",
+                  "at most 4096 blocks"});
   o = {};
   o.budget_bytes = 512 * kMiB;  // 8192 blocks: 256 MiB per pool
   expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::unsupported, {"maxStorageBufferRange"});
-  // The same budget fits a device with NVIDIA's range.
+  // The same budget fits a device with NVIDIA's range, and one that reaches pools by address.
   EXPECT_EQ(KvCache::plan(fake_device(16 * kGiB, 0xffffffffull), s, o).num_blocks, 8192u);
+  device.buffer_device_address = true;
+  const KvCacheSizing z = KvCache::plan(device, s, o);
+  EXPECT_EQ(z.num_blocks, 8192u);
+  EXPECT_EQ(z.pool_bytes, 256 * kMiB);
+}
+
+// budget_fraction: of the free memory where VK_EXT_memory_budget reports it, else of the heaps.
+TEST(KvCacheSizing, BudgetFractionOfFreeMemoryWhereReported) {
+  const auto s = shape_of(2, 2, 64, 16, DType::f16);  // 16 KiB per block
+  DeviceInfo device = fake_device(kGiB);
+  KvCacheOptions o;
+  o.budget_fraction = 0.5;
+  KvCacheSizing z = KvCache::plan(device, s, o);
+  EXPECT_EQ(z.fraction_of, MemorySource::heap_size);
+  EXPECT_EQ(z.fraction_of_bytes, kGiB);
+  EXPECT_EQ(z.num_blocks, 32768u);  // 512 MiB
+  device.memory_budget = true;
+  device.device_local_free_bytes = 256 * kMiB;  // others hold the rest
+  z = KvCache::plan(device, s, o);
+  EXPECT_EQ(z.fraction_of, MemorySource::memory_budget);
+  EXPECT_EQ(z.fraction_of_bytes, 256 * kMiB);
+  EXPECT_EQ(z.num_blocks, 8192u);  // 128 MiB
+  EXPECT_EQ(z.total_bytes, 128 * kMiB);
+  // Block counts and byte budgets say nothing about a fraction.
+  o = {};
+  o.num_blocks = 10;
+  EXPECT_EQ(KvCache::plan(device, s, o).fraction_of, MemorySource::none);
+  // Nothing free: refused naming the fraction and the source.
+  device.device_local_free_bytes = 0;
+  o = {};
+  o.budget_fraction = 0.5;
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::out_of_memory,
+                 {"budget_fraction 0.5", "VK_EXT_memory_budget"});
+  device.device_local_free_bytes = 16383;  // less than a block
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::invalid_argument,
+                 {"budget_fraction 0.5", "free device-local memory", "holds no block"});
 }
 
 // ---- on the GPU ----
@@ -279,14 +319,28 @@ TEST_F(KvCacheTest, ViewsAreTheContractLayouts) {
 TEST_F(KvCacheTest, BudgetFractionOnTheDevice) {
   const DeviceInfo& device = ctx().device_info();
   ASSERT_GT(device.device_local_bytes, 0u);
+  // What the device reports is consistent: free memory only with the extension, at most the heaps.
+  if (device.memory_budget) {
+    EXPECT_GT(device.device_local_free_bytes, 0u);
+    EXPECT_LE(device.device_local_free_bytes, device.device_local_bytes);
+  } else {
+    EXPECT_EQ(device.device_local_free_bytes, 0u);
+  }
   const auto s = shape_of(2, 2, 64, 16, DType::f16);
-  // A fraction whose pools stay well within the storage-buffer range.
+  // A fraction of about 16 MiB of the memory it is taken of (free memory where reported, which
+  // the constructor queries again; else the heaps).
+  const uint64_t base = device.memory_budget ? device.device_local_free_bytes : device.device_local_bytes;
   KvCacheOptions o;
-  o.budget_fraction = double(16 * kMiB) / double(device.device_local_bytes);
+  o.budget_fraction = double(16 * kMiB) / double(base);
   KvCache cache(ctx(), s, o);
-  EXPECT_EQ(cache.num_blocks(), KvCache::blocks_for_budget(s, uint64_t(o.budget_fraction * device.device_local_bytes)));
-  EXPECT_LE(cache.sizing().total_bytes, 16 * kMiB);
-  EXPECT_GT(cache.sizing().total_bytes, 16 * kMiB - KvCache::bytes_per_block(s));
+  const KvCacheSizing& z = cache.sizing();
+  EXPECT_EQ(z.fraction_of, device.memory_budget ? MemorySource::memory_budget : MemorySource::heap_size);
+  EXPECT_EQ(cache.num_blocks(), KvCache::blocks_for_budget(s, uint64_t(o.budget_fraction * double(z.fraction_of_bytes))));
+  if (!device.memory_budget) {
+    EXPECT_EQ(z.fraction_of_bytes, device.device_local_bytes);
+    EXPECT_LE(z.total_bytes, 16 * kMiB);
+    EXPECT_GT(z.total_bytes, 16 * kMiB - KvCache::bytes_per_block(s));
+  }
 }
 
 TEST_F(KvCacheTest, RefusalsOnTheDeviceAllocateNothing) {
@@ -295,19 +349,38 @@ TEST_F(KvCacheTest, RefusalsOnTheDeviceAllocateNothing) {
   KvCacheOptions o;
   o.budget_bytes = device.device_local_bytes + 1;
   expect_refused([&] { KvCache c(ctx(), s, o); }, ErrorCode::out_of_memory, {"larger than", "device-local"});
-  o = {};
-  o.num_blocks = KvCache::max_blocks_per_pool(s, device.max_storage_buffer_range) + 1;
-  expect_refused([&] { KvCache c(ctx(), s, o); }, ErrorCode::unsupported,
-                 {"maxStorageBufferRange", std::to_string(device.max_storage_buffer_range)});
   // Host pools: each within the range, together far beyond any host-visible heap.
   const auto deep = shape_of(4096, 8, 128, 16, DType::f16);
   o = {};
   o.num_blocks = 1;
   o.num_host_blocks = KvCache::max_blocks_per_pool(deep, device.max_storage_buffer_range);
   expect_refused([&] { KvCache c(ctx(), deep, o); }, ErrorCode::out_of_memory, {"host blocks", "host-visible heap"});
-  o.num_host_blocks += 1;
-  expect_refused([&] { KvCache c(ctx(), deep, o); }, ErrorCode::unsupported,
-                 {"host key or value pool", "maxStorageBufferRange"});
+
+  // Pools past maxStorageBufferRange need buffer device addresses: an adopted device that did
+  // not enable them is refused, naming the argument and the limit.
+  ExternalDevice ext;
+  ext.instance = ctx().instance();
+  ext.physical_device = ctx().physical_device();
+  ext.device = ctx().device();
+  ext.queue_family = ctx().queue_family();
+  ext.buffer_device_address = false;
+  Context adopted(ext);
+  const uint32_t past = KvCache::max_blocks_per_pool(s, device.max_storage_buffer_range) + 1;
+  o = {};
+  o.num_blocks = past;
+  expect_refused([&] { KvCache c(adopted, s, o); }, ErrorCode::unsupported,
+                 {"num_blocks " + std::to_string(past), "maxStorageBufferRange",
+                  std::to_string(device.max_storage_buffer_range), "buffer device addresses"});
+  o.num_blocks = 1;
+  o.num_host_blocks = past;
+  expect_refused([&] { KvCache c(adopted, s, o); }, ErrorCode::unsupported,
+                 {"num_host_blocks " + std::to_string(past), "host key or value pool", "maxStorageBufferRange"});
+  // The same sizes are planned on this context, which reaches such pools by address.
+  if (device.buffer_device_address) {
+    o.num_blocks = past;
+    o.num_host_blocks = 0;
+    EXPECT_EQ(KvCache::plan(device, s, o).num_blocks, past);
+  }
 }
 
 TEST_F(KvCacheTest, CopyBlocksOverEveryLayerIsBitExact) {
@@ -377,6 +450,162 @@ TEST_F(KvCacheTest, SwapOutOverwriteSwapInIsBitExact) {
       }
     }
   }
+}
+
+// A cache whose pools pass maxStorageBufferRange, used end to end through its views: new
+// tokens written into blocks past the range, decoded (the decode reads them by address),
+// copied into other blocks and gathered from both, swapped out, overwritten and swapped back.
+// Only the blocks used travel to the host: the references run on them as a small pool.
+TEST_F(KvCacheTest, PoolsPastTheStorageBufferRangeEndToEnd) {
+  const DeviceInfo& device = ctx().device_info();
+  const uint64_t range = device.max_storage_buffer_range;
+  if (range > kGiB) GTEST_SKIP() << "a pool past this device's range is too large for a test";
+  if (!device.buffer_device_address) GTEST_SKIP() << "the device has no buffer device addresses";
+  const auto s = shape_of(1, 2, 64, 16, DType::f16);  // 4 KiB per pool block
+  KvCacheOptions o;
+  o.num_blocks = KvCache::max_blocks_per_pool(s, range) + 32;
+  o.num_host_blocks = 4;
+  KvCache cache(ctx(), s, o);
+  ASSERT_GT(cache.sizing().pool_bytes, range);
+  const int32_t N = int32_t(cache.num_blocks());
+  const PoolWindow w{N, 2, 32};  // blocks 0, 1 and the last 32, which start at the range's end
+  ASSERT_GE(uint64_t(N - 32) * cache.sizing().block_bytes, range);
+  const TensorView key_pool = cache.key_cache(0), value_pool = cache.value_cache(0);
+  std::mt19937 rng(17);
+
+  // Two sequences of 40 and 21 tokens in blocks past the range.
+  const int64_t B = 16, M = 3, H = 4;
+  const std::vector<std::vector<int32_t>> blocks = {{N - 1, N - 3, N - 5}, {N - 2, N - 4}};
+  const std::vector<int32_t> lens = {40, 21};
+  std::vector<int64_t> slot_list;
+  for (size_t q = 0; q < blocks.size(); ++q)
+    for (int32_t t = 0; t < lens[q]; ++t) slot_list.push_back(int64_t(blocks[q][size_t(t / B)]) * B + t % B);
+  const int64_t T = int64_t(slot_list.size());
+  HostTensor slots(DType::i64, Shape{T}), window_slots(DType::i64, Shape{T});
+  for (int64_t t = 0; t < T; ++t) {
+    slots.as<int64_t>()[t] = slot_list[size_t(t)];
+    window_slots.as<int64_t>()[t] = int64_t(w.window_block(int32_t(slot_list[size_t(t)] / B))) * B + slot_list[size_t(t)] % B;
+  }
+  HostTensor key(DType::f16, Shape{T, 2, 64}), value(DType::f16, Shape{T, 2, 64});
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t i = 0; i < key.numel(); ++i) {
+    key.set(size_t(i), u(rng));
+    value.set(size_t(i), u(rng));
+  }
+  HostTensor key_window = download_window(ctx(), key_pool, w), value_window = download_window(ctx(), value_pool, w);
+  DeviceBuffer staging = ctx().create_buffer(key.bytes() * 2 + slots.bytes());
+  ReshapeAndCacheViews rv;
+  rv.key = staging.tensor(DType::f16, key.shape());
+  rv.value = staging.tensor(DType::f16, value.shape(), key.bytes());
+  rv.slot_mapping = staging.tensor(DType::i64, slots.shape(), 2 * key.bytes());
+  ctx().upload(rv.key.memory, key.data(), key.bytes());
+  ctx().upload(rv.value.memory, value.data(), value.bytes());
+  ctx().upload(rv.slot_mapping.memory, slots.data(), slots.bytes());
+  rv.key_cache = key_pool;
+  rv.value_cache = value_pool;
+  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_reshape_and_cache(ctx(), cmd, rv); });
+  reference::reshape_and_cache(key, value, window_slots, key_window, value_window);
+  ASSERT_EQ(std::memcmp(download_window(ctx(), key_pool, w).data(), key_window.data(), key_window.bytes()), 0);
+  ASSERT_EQ(std::memcmp(download_window(ctx(), value_pool, w).data(), value_window.data(), value_window.bytes()), 0);
+
+  // Decode over the cache's views: the plan reads the pools by address.
+  DecodeShape shape;
+  shape.num_seqs = 2;
+  shape.num_heads = uint32_t(H);
+  shape.num_kv_heads = 2;
+  shape.head_size = 64;
+  shape.block_size = 16;
+  shape.num_blocks = uint32_t(N);
+  shape.max_blocks_per_seq = uint32_t(M);
+  shape.query_dtype = shape.cache_dtype = DType::f16;
+  const DecodePlan plan = DecodePlan::create(ctx(), shape);
+  EXPECT_NE(plan.describe().find("device address"), std::string::npos) << plan.describe();
+  DecodeInputs in;
+  in.query = HostTensor(DType::f16, Shape{2, H, 64});
+  for (int64_t i = 0; i < in.query.numel(); ++i) in.query.set(size_t(i), u(rng));
+  in.block_tables = HostTensor(DType::i32, Shape{2, M});
+  HostTensor tables(DType::i32, Shape{2, M});
+  in.context_lens = HostTensor(DType::i32, Shape{2});
+  for (size_t q = 0; q < 2; ++q) {
+    in.context_lens.as<int32_t>()[q] = lens[q];
+    for (size_t j = 0; j < size_t(M); ++j) {
+      const int32_t b = j < blocks[q].size() ? blocks[q][j] : N - 1;
+      tables.as<int32_t>()[q * M + j] = b;
+      in.block_tables.as<int32_t>()[q * M + j] = w.window_block(b);
+    }
+  }
+  in.key_cache = key_window;
+  in.value_cache = value_window;
+  DeviceBuffer arrays = ctx().create_buffer(4096);
+  DecodeViews dv;
+  dv.query = arrays.tensor(DType::f16, in.query.shape());
+  dv.block_tables = arrays.tensor(DType::i32, tables.shape(), 1024);
+  dv.context_lens = arrays.tensor(DType::i32, in.context_lens.shape(), 1536);
+  dv.output = arrays.tensor(DType::f16, in.query.shape(), 2048);
+  ctx().upload(dv.query.memory, in.query.data(), in.query.bytes());
+  ctx().upload(dv.block_tables.memory, tables.data(), tables.bytes());
+  ctx().upload(dv.context_lens.memory, in.context_lens.data(), in.context_lens.bytes());
+  dv.key_cache = key_pool;
+  dv.value_cache = value_pool;
+  DeviceBuffer scratch = ctx().create_buffer(std::max<size_t>(plan.scratch_bytes(), 16));
+  if (plan.scratch_bytes() > 0) dv.scratch = scratch.view(0, plan.scratch_bytes());
+  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, dv); });
+  HostTensor output(DType::f16, in.query.shape());
+  ctx().download(dv.output.memory, output.data(), output.bytes());
+  EXPECT_LE(max_abs_diff(output, reference::decode_attention(in).output), tolerance(DType::f16, DType::f16));
+
+  // copy_blocks of the first sequence to other blocks (one below the range), then gather it
+  // through both tables: the same rows, equal to the reference's.
+  const std::vector<BlockCopy> copies = {{N - 1, N - 7}, {N - 3, 1}, {N - 5, N - 9}};
+  ctx().run_and_wait([&](VkCommandBuffer cmd) { cache.record_copy_blocks(cmd, copies); });
+  HostTensor gather_tables(DType::i32, Shape{2, M}), starts(DType::i32, Shape{3});
+  for (int64_t j = 0; j < M; ++j) {
+    gather_tables.as<int32_t>()[j] = blocks[0][size_t(j)];
+    gather_tables.as<int32_t>()[M + j] = copies[size_t(j)].dst;
+  }
+  starts.as<int32_t>()[1] = lens[0];
+  starts.as<int32_t>()[2] = 2 * lens[0];
+  DeviceBuffer gather_buffers = ctx().create_buffer(256 + 2 * size_t(2 * lens[0]) * 128 * 4);
+  GatherViews gv;
+  gv.key_cache = key_pool;
+  gv.value_cache = value_pool;
+  gv.block_tables = gather_buffers.tensor(DType::i32, gather_tables.shape());
+  gv.seq_starts = gather_buffers.tensor(DType::i32, starts.shape(), 128);
+  const Shape rows{2 * lens[0], 2, 64};
+  gv.key_out = gather_buffers.tensor(DType::f32, rows, 256);
+  gv.value_out = gather_buffers.tensor(DType::f32, rows, 256 + size_t(rows.numel()) * 4);
+  ctx().upload(gv.block_tables.memory, gather_tables.data(), gather_tables.bytes());
+  ctx().upload(gv.seq_starts.memory, starts.data(), starts.bytes());
+  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_gather(ctx(), cmd, gv); });
+  HostTensor got_keys(DType::f32, rows), got_values(DType::f32, rows);
+  ctx().download(gv.key_out.memory, got_keys.data(), got_keys.bytes());
+  ctx().download(gv.value_out.memory, got_values.data(), got_values.bytes());
+  HostTensor one_table(DType::i32, Shape{1, M}), one_start(DType::i32, Shape{2});
+  for (int64_t j = 0; j < M; ++j) one_table.as<int32_t>()[j] = w.window_block(blocks[0][size_t(j)]);
+  one_start.as<int32_t>()[1] = lens[0];
+  const auto want = reference::gather(key_window, value_window, one_table, one_start, DType::f32);
+  const size_t half = got_keys.bytes() / 2;
+  for (size_t copy = 0; copy < 2; ++copy) {
+    EXPECT_EQ(std::memcmp(static_cast<const std::byte*>(got_keys.data()) + copy * half, want.key.data(), half), 0)
+        << (copy ? "the copied blocks" : "the original blocks");
+    EXPECT_EQ(std::memcmp(static_cast<const std::byte*>(got_values.data()) + copy * half, want.value.data(), half), 0)
+        << (copy ? "the copied blocks" : "the original blocks");
+  }
+
+  // Swap the second sequence's blocks out, overwrite them on the device, swap them back in.
+  const HostTensor keys_before = download_window(ctx(), key_pool, w);
+  const HostTensor values_before = download_window(ctx(), value_pool, w);
+  const std::vector<BlockCopy> out = {{N - 2, 0}, {N - 4, 1}}, in_pairs = {{0, N - 2}, {1, N - 4}};
+  ctx().run_and_wait([&](VkCommandBuffer cmd) { cache.record_swap_out(cmd, out); });
+  const std::vector<uint8_t> garbage(cache.sizing().block_bytes, 0x5a);
+  for (const BlockCopy& p : out)
+    for (const TensorView* pool : {&key_pool, &value_pool})
+      ctx().upload({pool->memory.buffer, pool->memory.offset + uint64_t(p.src) * garbage.size(), garbage.size()},
+                   garbage.data(), garbage.size());
+  ASSERT_NE(std::memcmp(download_window(ctx(), key_pool, w).data(), keys_before.data(), keys_before.bytes()), 0);
+  ctx().run_and_wait([&](VkCommandBuffer cmd) { cache.record_swap_in(cmd, in_pairs); });
+  EXPECT_EQ(std::memcmp(download_window(ctx(), key_pool, w).data(), keys_before.data(), keys_before.bytes()), 0);
+  EXPECT_EQ(std::memcmp(download_window(ctx(), value_pool, w).data(), values_before.data(), values_before.bytes()), 0);
 }
 
 }  // namespace

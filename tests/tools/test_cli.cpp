@@ -477,6 +477,39 @@ TEST_F(CliTest, InfoListsDevicesAndTheCpuReference) {
   EXPECT_NE(r.out.find("maxStorageBufferRange"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("VKPAGED_DEVICE"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cpu: the CPU reference (--device cpu)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("free device-local memory"), std::string::npos) << r.out;
+}
+
+// ---- simulate ----
+
+// A small workload that forks (parallel sampling), copies on write and swaps out and back in,
+// with every check on: exit 0, the new counts reported and above zero, every check passed.
+TEST_F(CliTest, SimulateForksSwapsAndPassesItsChecks) {
+  const CliResult r =
+      run({"simulate", "--requests", "8", "--max-prompt", "64", "--max-output", "32", "--arrival-rate", "4",
+           "--blocks", "14", "--host-blocks", "32", "--parallel-share", "0.5", "--max-samples", "3", "--layers", "1",
+           "--check-every", "3", "--seed", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto count_after = [&](const std::string& label) -> long {
+    const size_t at = r.out.find(label);
+    if (at == std::string::npos) return -1;
+    return std::strtol(r.out.c_str() + at + label.size(), nullptr, 10);
+  };
+  EXPECT_GT(count_after("parallel sampling: "), 0) << r.out;
+  EXPECT_GT(count_after("copy-on-write block copies: "), 0) << r.out;
+  EXPECT_GT(count_after("swap-outs: "), 0) << r.out;
+  EXPECT_GT(count_after("swap-ins: "), 0) << r.out;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("requests finished: 8 of 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sequences passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("copies passed"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, SimulateRefusesBadOptionsInOneLine) {
+  const CliResult r = run({"simulate", "--preemption", "drop"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("--preemption: 'drop'"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, DemoDecodesStepByStepAndPassesItsChecks) {

@@ -1,16 +1,20 @@
 // `vkpaged simulate` in-process on tiny workloads: every request finishes, every decode check
 // passes, paging wastes less of the cache than reserving the maximum length, shared system
-// prompts hit the prefix cache, a tight cache preempts and recomputes and still checks out;
-// plus the workload generator, the reserve-policy baseline on numbers worked by hand, and
-// the options it refuses.
+// prompts hit the prefix cache, requests with several samples fork and copy on write (every
+// copy checked against the block it copied), a tight cache preempts by swapping out and back
+// in (every swapped-in sequence checked bit for bit) or by recompute, and still checks out;
+// plus the workload generator, the slot comparison the checks use, the reserve-policy
+// baseline on numbers worked by hand, and the options it refuses.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 #include <sstream>
 #include <string>
 
 #include "commands.hpp"
 #include "simulate.hpp"
+#include "simulate_checks.hpp"
 #include "simulate_workload.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/error.hpp"
@@ -41,7 +45,7 @@ SimulateArgs tiny() {
 uint64_t total_output(const SimulateArgs& a) {
   const auto requests = make_workload(a);
   return std::accumulate(requests.begin(), requests.end(), uint64_t(0),
-                         [](uint64_t sum, const SimRequest& r) { return sum + r.output_len; });
+                         [](uint64_t sum, const SimRequest& r) { return sum + r.total_output(); });
 }
 
 class SimulateTest : public GpuTest {
@@ -78,12 +82,63 @@ TEST_F(SimulateTest, TightCachePreemptsRecomputesAndStillChecksOut) {
   a.check_every = 3;
   a.layers = 1;
   a.kv_dtype = "fp8_e4m3";
+  a.preemption = "recompute";
   const SimulateReport r = run(a);
   EXPECT_EQ(r.finished, a.requests);
   EXPECT_GT(r.preemptions, 0u);
+  EXPECT_EQ(r.swap_preemptions, 0u);
+  EXPECT_EQ(r.swap_outs, 0u);
   EXPECT_GT(r.recomputed_tokens, 0u);
   EXPECT_EQ(r.checks_failed, 0u) << "max |error| " << r.max_error;
   EXPECT_GT(r.checks, 0u);
+  EXPECT_TRUE(r.passed());
+}
+
+// The same tight cache with swap space: preempted sequences go to the host pool and come back
+// (swap_blocks through KvCache::record_swap_out/in), each checked bit for bit on its return.
+TEST_F(SimulateTest, TightCacheSwapsOutAndBackInBitForBit) {
+  SimulateArgs a = tiny();
+  a.requests = 10;
+  a.blocks = 14;
+  a.host_blocks = 64;
+  a.max_output = 48;
+  a.arrival_rate = 10.0;
+  a.check_every = 3;
+  a.layers = 2;
+  a.kv_dtype = "fp8_e5m2";
+  const SimulateReport r = run(a);
+  EXPECT_EQ(r.finished, a.requests);
+  EXPECT_GT(r.swap_preemptions, 0u);
+  EXPECT_GT(r.swap_outs, 0u);
+  EXPECT_EQ(r.swap_ins, r.swap_outs);  // every swapped-out sequence came back to finish
+  EXPECT_GT(r.swapped_bytes, 0u);
+  EXPECT_EQ(r.swapped_bytes % r.cache.bytes_per_block, 0u);
+  EXPECT_EQ(r.swap_checks, r.swap_ins);
+  EXPECT_EQ(r.swap_checks_failed, 0u);
+  EXPECT_GT(r.checks, 0u);
+  EXPECT_EQ(r.checks_failed, 0u) << "max |error| " << r.max_error;
+  EXPECT_TRUE(r.passed());
+}
+
+// Every request asks for 2 or 3 samples: forked after the prompt, the partly filled last block
+// is copied on write (copy_blocks on the GPU), each copy checked against the block it copied.
+TEST_F(SimulateTest, ParallelSamplingForksAndCopiesOnWrite) {
+  SimulateArgs a = tiny();
+  a.parallel_share = 1.0;
+  a.max_samples = 3;
+  a.blocks = 64;
+  a.check_every = 2;
+  const SimulateReport r = run(a);
+  EXPECT_EQ(r.finished, a.requests);
+  EXPECT_EQ(r.forked_requests, a.requests);
+  EXPECT_GE(r.forks, uint64_t(a.requests));
+  EXPECT_EQ(r.sequences, a.requests + r.forks);
+  EXPECT_EQ(r.generated_tokens, total_output(a));
+  EXPECT_GT(r.copy_on_write, 0u);
+  EXPECT_EQ(r.cow_checks, r.copy_on_write);
+  EXPECT_EQ(r.cow_checks_failed, 0u);
+  EXPECT_EQ(r.checks_failed, 0u) << "max |error| " << r.max_error;
+  EXPECT_TRUE(r.passed());
 }
 
 TEST_F(SimulateTest, SameSeedSameRun) {
@@ -94,6 +149,9 @@ TEST_F(SimulateTest, SameSeedSameRun) {
   EXPECT_EQ(x.steps, y.steps);
   EXPECT_EQ(x.preemptions, y.preemptions);
   EXPECT_EQ(x.prefix_hit_tokens, y.prefix_hit_tokens);
+  EXPECT_EQ(x.forks, y.forks);
+  EXPECT_EQ(x.copy_on_write, y.copy_on_write);
+  EXPECT_EQ(x.swap_outs, y.swap_outs);
   EXPECT_DOUBLE_EQ(x.live_fraction, y.live_fraction);
   EXPECT_EQ(x.checks, 0u);
 }
@@ -112,7 +170,11 @@ TEST_F(SimulateTest, RefusesOptionsBeforeAllocating) {
   refused(a, "--blocks: 6 blocks cannot hold one request");
   a = tiny();
   a.budget_mb = 1;
-  refused(a, "--blocks and --budget-mb");
+  refused(a, "--blocks, --budget-mb and --budget-fraction");
+  a = tiny();
+  a.blocks = 0;
+  a.budget_fraction = 2;
+  refused(a, "--budget-fraction: KvCache: budget_fraction 2 is outside (0, 1]");
   a = tiny();
   a.blocks = 0;
   a.budget_mb = 0.001;
@@ -129,6 +191,20 @@ TEST_F(SimulateTest, RefusesOptionsBeforeAllocating) {
   a = tiny();
   a.device = "cpu";
   refused(a, "--device");
+  a = tiny();
+  a.preemption = "drop";
+  refused(a, "--preemption: 'drop'");
+  a = tiny();
+  a.parallel_share = 1.5;
+  refused(a, "--parallel-share: 1.5");
+  a = tiny();
+  a.max_samples = 5;
+  a.max_batch = 4;
+  refused(a, "--max-samples: 5");
+  a = tiny();
+  a.blocks = 7;  // 7 blocks hold one request, not a prompt of 4 blocks forked into 4 samples
+  a.max_samples = 4;
+  refused(a, "--blocks: 7 blocks cannot hold a prompt");
 }
 
 TEST_F(SimulateTest, CommandPrintsTheReport) {
@@ -139,8 +215,34 @@ TEST_F(SimulateTest, CommandPrintsTheReport) {
   EXPECT_EQ(run_simulate(a, out, progress, false), 0);
   const std::string text = out.str();
   for (const char* part : {"cache memory holding live tokens", "prefix-cache hit rate", "preemptions",
-                           "requests finished: 4 of 4", "reserve-the-maximum-length", "checks:", "passed"})
+                           "requests finished: 4 of 4", "reserve-the-maximum-length", "checks:", "passed",
+                           "parallel sampling:", "copy-on-write block copies:", "swap-outs:", "swap-ins:",
+                           "swapped out and back in, bit for bit:", "copy-on-write left the shared slots unchanged:"})
     EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
+}
+
+// --budget-fraction sizes the cache from the free device memory where the device reports it
+// (VK_EXT_memory_budget), else from the heaps' size, and the report says which.
+TEST_F(SimulateTest, BudgetFractionSaysWhichMemoryItWasOf) {
+  SimulateArgs a = tiny();
+  a.requests = 3;
+  a.blocks = 0;
+  const DeviceInfo& device = ctx().device_info();
+  const uint64_t memory = device.memory_budget ? device.device_local_free_bytes : device.device_local_bytes;
+  const uint64_t block = KvCache::bytes_per_block({a.layers, a.kv_heads, a.head_size, a.block_size, DType::f16});
+  a.budget_fraction = double(48 * block) / double(memory);  // about 48 blocks
+  std::ostringstream out, progress;
+  EXPECT_EQ(run_simulate(a, out, progress, false), 0);
+  const SimulateReport r = run(a);
+  EXPECT_EQ(r.cache.fraction_of, device.memory_budget ? MemorySource::memory_budget : MemorySource::heap_size);
+  EXPECT_GE(r.cache.num_blocks, 40u);
+  EXPECT_LE(r.cache.num_blocks, 56u);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("sized by --budget-fraction"), std::string::npos) << text;
+  EXPECT_NE(text.find(device.memory_budget ? "free device-local memory (VK_EXT_memory_budget)"
+                                           : "device-local heaps' size (no VK_EXT_memory_budget)"),
+            std::string::npos)
+      << text;
 }
 
 // ---- host only ----
@@ -151,13 +253,19 @@ TEST(SimulateWorkload, DeterministicAndWithinBounds) {
   a.system_prompts = 3;
   const auto w = make_workload(a), again = make_workload(a);
   ASSERT_EQ(w.size(), 200u);
-  size_t with_system = 0;
+  size_t with_system = 0, multi = 0;
   for (size_t i = 0; i < w.size(); ++i) {
     EXPECT_EQ(w[i].prompt, again[i].prompt);
     EXPECT_GE(w[i].prompt.size(), 1u);
     EXPECT_LE(w[i].prompt.size(), a.max_prompt);
-    EXPECT_GE(w[i].output_len, 1u);
-    EXPECT_LE(w[i].output_len, a.max_output);
+    ASSERT_GE(w[i].samples(), 1u);
+    EXPECT_LE(w[i].samples(), a.max_samples);
+    EXPECT_EQ(w[i].output_lens, again[i].output_lens);
+    for (uint32_t len : w[i].output_lens) {
+      EXPECT_GE(len, 1u);
+      EXPECT_LE(len, a.max_output);
+    }
+    multi += w[i].samples() > 1;
     if (i > 0) {
       EXPECT_GE(w[i].arrival_step, w[i - 1].arrival_step);
     }
@@ -165,6 +273,21 @@ TEST(SimulateWorkload, DeterministicAndWithinBounds) {
   }
   EXPECT_GT(with_system, 120u);  // about 3 in 4
   EXPECT_LT(with_system, 180u);
+  EXPECT_GT(multi, 25u);  // about 1 in 4 asks for several samples
+  EXPECT_LT(multi, 75u);
+  // Parallel sampling draws from its own stream: without it, the same prompts and first samples.
+  SimulateArgs single = a;
+  single.parallel_share = 0;
+  const auto plain = make_workload(single);
+  for (size_t i = 0; i < w.size(); ++i) {
+    EXPECT_EQ(plain[i].samples(), 1u);
+    EXPECT_EQ(plain[i].prompt, w[i].prompt);
+    EXPECT_EQ(plain[i].output_lens[0], w[i].output_lens[0]);
+    EXPECT_EQ(plain[i].arrival_step, w[i].arrival_step);
+  }
+  // Samples of one request generate different tokens; sample 0 as before parallel sampling.
+  EXPECT_NE(generated_token(w[0], 5, 0), generated_token(w[0], 5, 1));
+  EXPECT_EQ(generated_token(w[0], 5), generated_token(w[0], 5, 0));
   // Two requests with the same system prompt share its tokens.
   for (size_t i = 1; i < w.size(); ++i)
     if (w[i].system_prompt >= 0 && w[i].system_prompt == w[0].system_prompt) {
@@ -182,7 +305,7 @@ TEST(SimulateReservePolicy, NumbersWorkedByHand) {
   std::vector<SimRequest> requests(4);
   for (auto& r : requests) {
     r.prompt.assign(16, 1);
-    r.output_len = 16;
+    r.output_lens = {16};
   }
   const ReservePolicyResult r = simulate_reserve_policy(requests, 6, 16, 32, 256);
   EXPECT_EQ(r.steps, 32u);
@@ -193,6 +316,50 @@ TEST(SimulateReservePolicy, NumbersWorkedByHand) {
   EXPECT_NEAR(r.live_fraction, expected / 16.0, 1e-12);
   // max_batch caps it too.
   EXPECT_EQ(simulate_reserve_policy(requests, 6, 16, 32, 1).steps, 64u);
+  // Samples are sequences of their own: two requests of two samples are the same four sequences.
+  std::vector<SimRequest> sampled(2);
+  for (auto& q : sampled) {
+    q.prompt.assign(16, 1);
+    q.output_lens = {16, 16};
+  }
+  const ReservePolicyResult s = simulate_reserve_policy(sampled, 6, 16, 32, 256);
+  EXPECT_EQ(s.steps, r.steps);
+  EXPECT_EQ(s.max_running, r.max_running);
+  EXPECT_DOUBLE_EQ(s.live_fraction, r.live_fraction);
+}
+
+// The comparison the copy-on-write check makes: slots [0, n) of every row of a block, in the
+// key layout [Hkv][D/x][B][x] and the value layout [Hkv][D][B].
+TEST(SimulateChecks, LeadingSlotsOfKeyAndValueBlocks) {
+  KvCacheShape s;
+  s.num_kv_heads = 2;
+  s.head_size = 16;
+  s.block_size = 4;
+  s.dtype = DType::f16;  // x = 8: a key block is 2 heads x 2 chunks x 4 slots x 16 bytes
+  const size_t key_bytes = 2 * 2 * 4 * 16, value_bytes = 2 * 16 * 4 * 2;
+  std::vector<std::byte> a(key_bytes), b(key_bytes);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = b[i] = std::byte(i * 7);
+  // Slot 2 of (head 1, chunk 1): row 3, bytes [3 * 64 + 32, 3 * 64 + 48).
+  b[3 * 64 + 40] ^= std::byte(1);
+  EXPECT_TRUE(same_leading_slots(s, false, a.data(), b.data(), 2));
+  EXPECT_FALSE(same_leading_slots(s, false, a.data(), b.data(), 3));
+  EXPECT_FALSE(same_leading_slots(s, false, a.data(), b.data(), 4));
+  std::vector<std::byte> v(value_bytes), w(value_bytes);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = w[i] = std::byte(i * 3);
+  // Slot 1 of (head 1, dim 15): row 31, element 1, bytes [31 * 8 + 2, 31 * 8 + 4).
+  w[31 * 8 + 3] ^= std::byte(0x80);
+  EXPECT_TRUE(same_leading_slots(s, true, v.data(), w.data(), 1));
+  EXPECT_FALSE(same_leading_slots(s, true, v.data(), w.data(), 2));
+
+  // Whole blocks of every layer.
+  s.num_layers = 2;
+  SimBlocks x(s, key_bytes, 2), y(s, key_bytes, 2);
+  for (size_t i = 0; i < x.bytes.size(); ++i) x.bytes[i] = y.bytes[i] = std::byte(i * 131 % 251);
+  EXPECT_TRUE(same_block_slots(x, 1, y, 1, 4));
+  EXPECT_FALSE(same_block_slots(x, 0, y, 1, 4));
+  y.block(1, true, 1)[0] ^= std::byte(1);  // layer 1, values, block 1, slot 0 of row 0
+  EXPECT_FALSE(same_block_slots(x, 1, y, 1, 1));
+  EXPECT_TRUE(same_block_slots(x, 0, y, 0, 4));
 }
 
 }  // namespace

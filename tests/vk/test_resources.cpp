@@ -221,23 +221,46 @@ TEST_F(ResourceTest, KvCacheAllocationFailurePartWayFreesEveryPool) {
   }
 }
 
-// Sizes beyond the device are refused by KvCache before any allocation.
+// Sizes beyond the device are refused by KvCache before any allocation: memory it does not
+// have, and pools past maxStorageBufferRange on a context without buffer device addresses
+// (an adopted device that did not enable them).
 TEST_F(ResourceTest, KvCacheBeyondTheDeviceAllocatesNothing) {
   KvCacheShape s;
   s.num_kv_heads = 8;
   s.head_size = 128;
   const DeviceInfo& device = ctx().device_info();
-  AllocationHook hook(ctx().impl());
+  const uint32_t past_range = KvCache::max_blocks_per_pool(s, device.max_storage_buffer_range) + 1;
+  {
+    AllocationHook hook(ctx().impl());
+    KvCacheOptions o;
+    o.budget_bytes = device.device_local_bytes + 1;
+    EXPECT_THROW(KvCache(ctx(), s, o), Error);
+    o = {};
+    o.num_blocks = uint32_t(device.device_local_bytes / KvCache::bytes_per_block(s)) + 1;
+    EXPECT_THROW(KvCache(ctx(), s, o), Error);
+    KvCacheShape deep = s;  // host pools within any range, together beyond any host-visible heap
+    deep.num_layers = 4096;
+    o = {};
+    o.num_blocks = 1;
+    o.num_host_blocks = past_range - 1;
+    EXPECT_THROW(KvCache(ctx(), deep, o), Error);
+    EXPECT_EQ(hook.calls(HookedCall::allocate_memory), 0u);
+    EXPECT_EQ(hook.calls(HookedCall::create_buffer), 0u);
+  }
+  ExternalDevice ext;
+  ext.instance = ctx().instance();
+  ext.physical_device = ctx().physical_device();
+  ext.device = ctx().device();
+  ext.queue_family = ctx().queue_family();
+  ext.buffer_device_address = false;
+  Context adopted(ext);
+  AllocationHook hook(adopted.impl());
   KvCacheOptions o;
-  o.budget_bytes = device.device_local_bytes + 1;
-  EXPECT_THROW(KvCache(ctx(), s, o), Error);
-  o = {};
-  o.num_blocks = KvCache::max_blocks_per_pool(s, device.max_storage_buffer_range) + 1;
-  EXPECT_THROW(KvCache(ctx(), s, o), Error);
-  o = {};
+  o.num_blocks = past_range;
+  EXPECT_THROW(KvCache(adopted, s, o), Error);
   o.num_blocks = 1;
-  o.num_host_blocks = KvCache::max_blocks_per_pool(s, device.max_storage_buffer_range) + 1;
-  EXPECT_THROW(KvCache(ctx(), s, o), Error);
+  o.num_host_blocks = past_range;
+  EXPECT_THROW(KvCache(adopted, s, o), Error);
   EXPECT_EQ(hook.calls(HookedCall::allocate_memory), 0u);
   EXPECT_EQ(hook.calls(HookedCall::create_buffer), 0u);
 }

@@ -40,6 +40,10 @@ void print_device(std::ostream& out, const DeviceInfo& d, bool is_default) {
   else
     fmt::print(out, "    timestamps: no\n");
   fmt::print(out, "    device-local memory: {}\n", bytes_text(d.device_local_bytes));
+  if (d.memory_budget)
+    fmt::print(out, "    free device-local memory (VK_EXT_memory_budget): {}\n", bytes_text(d.device_local_free_bytes));
+  else
+    fmt::print(out, "    free device-local memory: not reported (no VK_EXT_memory_budget; sizing uses the heaps' size)\n");
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // `vkpaged simulate`: a synthetic serving workload on the GPU through KvCache, BlockManager
-// (prefix caching), reshape_and_cache and decode attention, with continuous batching and
+// (prefix caching, forks with copy-on-write, swapping), reshape_and_cache, copy_blocks,
+// swap_blocks and decode attention, with continuous batching, parallel sampling and
 // preemption; reports how much of the cache holds live tokens against reserving each
-// request's maximum length. The scheduler is simulate.cpp, the GPU side simulate_gpu.cpp.
+// request's maximum length. The loop is simulate.cpp, the scheduler simulate_scheduler.cpp,
+// the GPU side simulate_gpu.cpp.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -22,31 +24,47 @@ std::string rate(double value, const char* unit) {
 
 std::string percent(double fraction) { return fmt::format("{:.1f} %", 100.0 * fraction); }
 
+std::string mib(uint64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / double(1 << 20)); }
+
 }  // namespace
 
 void print_simulate_report(std::ostream& out, const SimulateArgs& a, const SimulateReport& r) {
   const KvCacheShape& c = r.cache_shape;
   fmt::print(out,
-             "vkpaged simulate on {}: {} requests, {} system prompts, prompts <= {}, outputs <= {} tokens, "
-             "arrival rate {:g} per step, seed {}\n",
-             r.device, r.requests, a.system_prompts, a.max_prompt, a.max_output, a.arrival_rate, a.seed);
+             "vkpaged simulate on {}: {} requests ({} asking for 2 to {} samples), {} system prompts, prompts <= {}, "
+             "outputs <= {} tokens, arrival rate {:g} per step, seed {}\n",
+             r.device, r.requests, r.forked_requests, a.max_samples, a.system_prompts, a.max_prompt, a.max_output,
+             a.arrival_rate, a.seed);
   fmt::print(out,
-             "  cache: {} layers x {} kv heads x head size {}, block size {}, {}: {} blocks = {} tokens, {:.1f} MiB\n",
+             "  cache: {} layers x {} kv heads x head size {}, block size {}, {}: {} blocks = {} tokens, {}; "
+             "swap space: {} host blocks ({})\n",
              c.num_layers, c.num_kv_heads, c.head_size, c.block_size, dtype_name(c.dtype), r.cache.num_blocks,
-             r.cache.num_tokens, double(r.cache.total_bytes) / double(1 << 20));
+             r.cache.num_tokens, mib(r.cache.total_bytes), r.host_blocks, mib(r.host_blocks * r.cache.bytes_per_block));
+  if (r.cache.fraction_of != MemorySource::none)
+    fmt::print(out, "  sized by --budget-fraction {:g} of {} ({})\n", a.budget_fraction,
+               r.cache.fraction_of == MemorySource::memory_budget ? "the free device-local memory (VK_EXT_memory_budget)"
+                                                                  : "the device-local heaps' size (no VK_EXT_memory_budget)",
+               mib(r.cache.fraction_of_bytes));
   fmt::print(out, "  queries: {} heads, {}; decode plan of a full batch: {}\n", a.heads, a.dtype, r.plan);
 
-  fmt::print(out, "paged (BlockManager with prefix caching, continuous batching, preemption by recompute):\n");
-  fmt::print(
-      out,
-      "  requests finished: {} of {} in {} steps; {} tokens generated, {} prompt tokens prefilled ({} recomputed)\n",
-      r.finished, r.requests, r.steps, r.generated_tokens, r.prefill_tokens, r.recomputed_tokens);
+  fmt::print(out,
+             "paged (BlockManager with prefix caching, continuous batching, parallel sampling by fork and "
+             "copy-on-write, preemption by {}):\n",
+             r.swap ? "swapping to host (recompute where the host blocks run out)" : "recompute");
+  fmt::print(out,
+             "  requests finished: {} of {} ({} sequences) in {} steps; {} tokens generated, {} prompt tokens "
+             "prefilled ({} recomputed)\n",
+             r.finished, r.requests, r.sequences, r.steps, r.generated_tokens, r.prefill_tokens, r.recomputed_tokens);
   fmt::print(out, "  cache memory holding live tokens: {} (waste {})\n", percent(r.live_fraction),
              percent(1.0 - r.live_fraction));
   fmt::print(out, "  prefix-cache hit rate: {} of prompt tokens ({} of {})\n", percent(r.hit_rate()),
              r.prefix_hit_tokens, r.prefix_queried_tokens);
-  fmt::print(out, "  preemptions: {}; copy-on-write block copies: {}\n", r.preemptions, r.copy_on_write);
-  fmt::print(out, "  requests running at once: {:.1f} on average, {} at most\n", r.average_running, r.max_running);
+  fmt::print(out, "  parallel sampling: {} forks of {} requests; copy-on-write block copies: {}\n", r.forks,
+             r.forked_requests, r.copy_on_write);
+  fmt::print(out, "  preemptions: {} ({} by swapping, {} by recompute); swap-outs: {}, swap-ins: {}, {} swapped\n",
+             r.preemptions, r.swap_preemptions, r.preemptions - r.swap_preemptions, r.swap_outs, r.swap_ins,
+             mib(r.swapped_bytes));
+  fmt::print(out, "  sequences running at once: {:.1f} on average, {} at most\n", r.average_running, r.max_running);
   if (r.wall_seconds > 0)
     fmt::print(out, "  generated: {} tokens in {:.2f} s wall (checks excluded): {}\n", r.generated_tokens,
                r.wall_seconds, rate(double(r.generated_tokens) / r.wall_seconds, "tokens/s"));
@@ -55,18 +73,23 @@ void print_simulate_report(std::ostream& out, const SimulateArgs& a, const Simul
                r.decode_ns * 1e-6, r.gpu_timestamps ? "GPU timestamps" : "wall clock",
                rate(double(r.generated_tokens) / (r.decode_ns * 1e-9), "tokens/s"));
 
-  fmt::print(out, "reserve-the-maximum-length (prompt + {} output tokens reserved per request, no sharing):\n",
+  fmt::print(out, "reserve-the-maximum-length (prompt + {} output tokens reserved per sample, no sharing):\n",
              a.max_output);
   fmt::print(out, "  cache memory holding live tokens: {} (waste {})\n", percent(r.reserve.live_fraction),
              percent(1.0 - r.reserve.live_fraction));
-  fmt::print(out, "  requests running at once: {:.1f} on average, {} at most; all finished in {} steps\n",
+  fmt::print(out, "  sequences running at once: {:.1f} on average, {} at most; all finished in {} steps\n",
              r.reserve.average_running, r.reserve.max_running, r.reserve.steps);
 
-  if (r.checks == 0)
+  if (r.checks == 0) {
     fmt::print(out, "checks: none (--check-every 0)\n");
-  else
-    fmt::print(out, "checks: {} of {} passed, max |error| {:.2e} (tolerance {:.0e}){}\n", r.checks - r.checks_failed,
-               r.checks, r.max_error, r.tolerance, r.checks_failed ? ": FAILED" : "");
+    return;
+  }
+  fmt::print(out, "checks: decode {} of {} passed, max |error| {:.2e} (tolerance {:.0e}){}\n",
+             r.checks - r.checks_failed, r.checks, r.max_error, r.tolerance, r.checks_failed ? ": FAILED" : "");
+  fmt::print(out, "  swapped out and back in, bit for bit: {} of {} sequences passed{}\n",
+             r.swap_checks - r.swap_checks_failed, r.swap_checks, r.swap_checks_failed ? ": FAILED" : "");
+  fmt::print(out, "  copy-on-write left the shared slots unchanged: {} of {} copies passed{}\n",
+             r.cow_checks - r.cow_checks_failed, r.cow_checks, r.cow_checks_failed ? ": FAILED" : "");
 }
 
 int run_simulate(const SimulateArgs& args, std::ostream& out, std::ostream& progress, bool progress_is_tty) {
@@ -78,7 +101,7 @@ int run_simulate(const SimulateArgs& args, std::ostream& out, std::ostream& prog
   Context context(options);
   const SimulateReport report = simulate(context, args, progress, progress_is_tty);
   print_simulate_report(out, args, report);
-  return report.checks_failed == 0 && report.finished == report.requests ? 0 : 1;
+  return report.passed() ? 0 : 1;
 }
 
 }  // namespace vkpaged::cli

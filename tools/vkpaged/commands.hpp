@@ -58,17 +58,25 @@ struct DemoArgs {
 int run_demo(const DemoArgs& args, std::ostream& out, std::ostream& progress, bool progress_is_tty);
 
 // `vkpaged simulate`: a synthetic serving workload (shared system prompts, requests arriving
-// over time) served on the GPU by continuous batching over a KvCache and a BlockManager with
-// prefix caching, compared with reserving every request's maximum length. Decode outputs are
-// checked against the CPU reference every few steps; returns 1 when a check failed.
+// over time, some asking for several samples) served on the GPU by continuous batching over a
+// KvCache and a BlockManager with prefix caching, forks with copy-on-write, and preemption by
+// swapping to host memory (or recompute), compared with reserving every request's maximum
+// length. Decode outputs are checked against the CPU reference every few steps, swapped
+// sequences and copy-on-write copies against what the cache held before; returns 1 when a
+// check failed.
 struct SimulateArgs {
   uint32_t requests = 64;
   uint32_t system_prompts = 4;  // shared prefixes; 0 = every prompt is unique
   uint32_t max_prompt = 256;
   uint32_t max_output = 256;
   double arrival_rate = 1.0;    // requests arriving per step, on average (Poisson)
+  double parallel_share = 0.25; // share of requests asking for n > 1 samples (parallel sampling)
+  uint32_t max_samples = 3;     // those ask for 2..max_samples samples
   uint32_t blocks = 0;          // device blocks; 0 = from --budget-mb, else 256
   double budget_mb = 0;         // MiB of device memory for the cache (all layers, keys and values)
+  double budget_fraction = 0;   // or this fraction of the free device memory (KvCacheOptions::budget_fraction)
+  uint32_t host_blocks = 128;   // host-visible swap blocks; 0 = no swap space
+  std::string preemption = "swap";  // swap (recompute where the host blocks run out) | recompute
   uint32_t block_size = 16;
   uint32_t layers = 2;
   uint32_t heads = 4;

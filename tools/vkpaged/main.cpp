@@ -61,8 +61,19 @@ void add_simulate_options(CLI::App& cmd, SimulateArgs& s) {
   cmd.add_option("--max-prompt", s.max_prompt, "longest prompt, in tokens")->capture_default_str();
   cmd.add_option("--max-output", s.max_output, "longest output, in tokens")->capture_default_str();
   cmd.add_option("--arrival-rate", s.arrival_rate, "requests arriving per step, on average")->capture_default_str();
+  cmd.add_option("--parallel-share", s.parallel_share,
+                 "share of requests asking for several samples (forked after the prompt, copy-on-write)")
+      ->capture_default_str();
+  cmd.add_option("--max-samples", s.max_samples, "those ask for 2 to this many samples")->capture_default_str();
   cmd.add_option("--blocks", s.blocks, "device blocks in the cache (default 256 unless --budget-mb)");
   cmd.add_option("--budget-mb", s.budget_mb, "size the cache by a memory budget in MiB (all layers) instead");
+  cmd.add_option("--budget-fraction", s.budget_fraction,
+                 "or by this fraction of the free device memory (VK_EXT_memory_budget; else of the heaps' size)");
+  cmd.add_option("--host-blocks", s.host_blocks, "host-visible blocks to swap preempted sequences to (0 = none)")
+      ->capture_default_str();
+  cmd.add_option("--preemption", s.preemption,
+                 "swap (to the host blocks; recompute where they run out) or recompute")
+      ->capture_default_str();
   cmd.add_option("--block-size", s.block_size, "tokens per KV block B")->capture_default_str();
   cmd.add_option("--layers", s.layers, "layers of the cache (each decodes every step)")->capture_default_str();
   cmd.add_option("--heads", s.heads, "query heads H")->capture_default_str();
@@ -71,7 +82,9 @@ void add_simulate_options(CLI::App& cmd, SimulateArgs& s) {
   cmd.add_option("--max-batch", s.max_batch, "most sequences decoding at once")->capture_default_str();
   cmd.add_option("--dtype", s.dtype, "query and new key/value dtype: f32, f16 or bf16")->capture_default_str();
   cmd.add_option("--kv-dtype", s.kv_dtype, "cache dtype: auto, fp8_e4m3 or fp8_e5m2")->capture_default_str();
-  cmd.add_option("--check-every", s.check_every, "check a decode against the CPU reference every N steps (0 = never)")
+  cmd.add_option("--check-every", s.check_every,
+                 "check a decode against the CPU reference every N steps, and every swap-in and copy-on-write "
+                 "(0 = never)")
       ->capture_default_str();
   cmd.add_option("--device", s.device, "Vulkan device index or name substring (default: VKPAGED_DEVICE, else the best)");
   cmd.add_option("--seed", s.seed, "random seed of the workload")->capture_default_str();

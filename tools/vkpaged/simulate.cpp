@@ -1,14 +1,7 @@
-// The simulation's scheduler: continuous batching over a BlockManager with prefix caching, as
-// vLLM's does it. Each step
-//   1. every running sequence appends its next token (a new block when its last one is full);
-//      when no block is free, the newest running sequence is preempted (freed, requeued at the
-//      front, recomputed on readmission) until the append fits;
-//   2. if nothing was preempted, waiting requests are admitted in order while can_allocate says
-//      the prompt (and its first token) fits above the watermark; their uncached prompt tokens
-//      are prefilled, and they append their first token;
-//   3. the GPU runs the copy-on-write copies, reshape_and_cache of every new token in every layer
-//      and decode attention of every layer over the batch;
-//   4. requests that generated their output length are freed.
+// `vkpaged simulate`: the workload (simulate_workload.cpp), the scheduler's bookkeeping
+// (simulate_scheduler.cpp) and the GPU work (simulate_gpu.cpp) step by step, with the checks:
+// decode outputs against the CPU reference every few steps, every swapped-in sequence against
+// its blocks before the swap-out, every copy-on-write copy against the block it copied.
 #include "simulate.hpp"
 
 #include <fmt/format.h>
@@ -16,10 +9,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <deque>
+#include <map>
 
 #include "progress_bar.hpp"
+#include "simulate_checks.hpp"
 #include "simulate_gpu.hpp"
+#include "simulate_scheduler.hpp"
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/error.hpp"
 
@@ -44,6 +39,27 @@ DType parse_cache_dtype(const std::string& name, DType query) {
   refuse(fmt::format("--kv-dtype: '{}' is not auto, fp8_e4m3 or fp8_e5m2", name));
 }
 
+const char* size_option(const SimulateArgs& a) {
+  return a.budget_mb > 0 ? "--budget-mb" : a.budget_fraction != 0 ? "--budget-fraction" : "--blocks";
+}
+
+// A cache of `num_blocks` holds the longest request, and the prompt of a request forked into
+// its samples with a block more each, above the watermark: else admission would wait forever.
+void check_cache_holds(const SimulateArgs& a, const SimGpuShape& s, uint32_t num_blocks) {
+  const uint32_t usable = num_blocks - uint32_t(kWatermark * num_blocks);
+  if (s.max_blocks_per_seq > usable)
+    refuse(
+        fmt::format("{}: {} blocks cannot hold one request of --max-prompt {} + --max-output {} tokens ({} blocks of "
+                    "{} tokens, above a watermark of {} blocks)",
+                    size_option(a), num_blocks, a.max_prompt, a.max_output, s.max_blocks_per_seq, a.block_size,
+                    num_blocks - usable));
+  const uint32_t group_blocks = blocks_for_tokens(a.max_prompt, a.block_size) + a.max_samples;
+  if (a.parallel_share > 0.0 && a.max_samples > 1 && group_blocks > usable)
+    refuse(fmt::format("{}: {} blocks cannot hold a prompt of --max-prompt {} tokens forked into --max-samples {} "
+                       "samples ({} blocks, above a watermark of {} blocks)",
+                       size_option(a), num_blocks, a.max_prompt, a.max_samples, group_blocks, num_blocks - usable));
+}
+
 // Checks the options and sizes the cache (no allocation yet).
 SimGpuShape setup(const SimulateArgs& a, const DeviceInfo& device) {
   if (a.device == "cpu")
@@ -59,7 +75,16 @@ SimGpuShape setup(const SimulateArgs& a, const DeviceInfo& device) {
   if (a.block_size == 0) refuse("--block-size: must be at least 1");
   if (a.heads == 0 || a.kv_heads == 0 || a.heads % a.kv_heads != 0)
     refuse(fmt::format("--heads: {} is not a positive multiple of --kv-heads {}", a.heads, a.kv_heads));
-  if (a.blocks > 0 && a.budget_mb > 0) refuse("--blocks and --budget-mb: give one of them");
+  if (!(a.parallel_share >= 0.0 && a.parallel_share <= 1.0))
+    refuse(fmt::format("--parallel-share: {} is outside [0, 1]", a.parallel_share));
+  if (a.max_samples == 0) refuse("--max-samples: must be at least 1");
+  if (a.parallel_share > 0.0 && a.max_samples > a.max_batch)
+    refuse(fmt::format("--max-samples: {} samples of one request cannot decode together within --max-batch {}",
+                       a.max_samples, a.max_batch));
+  if (a.preemption != "swap" && a.preemption != "recompute")
+    refuse(fmt::format("--preemption: '{}' is not swap or recompute", a.preemption));
+  if ((a.blocks > 0) + (a.budget_mb > 0) + (a.budget_fraction != 0) > 1)
+    refuse("--blocks, --budget-mb and --budget-fraction: give one of them");
   if (a.budget_mb < 0 || !std::isfinite(a.budget_mb)) refuse(fmt::format("--budget-mb: {} is not a size", a.budget_mb));
 
   SimGpuShape s;
@@ -74,23 +99,19 @@ SimGpuShape setup(const SimulateArgs& a, const DeviceInfo& device) {
   s.max_blocks_per_seq = blocks_for_tokens(uint64_t(a.max_prompt) + a.max_output, a.block_size);
   if (a.budget_mb > 0)
     s.size.budget_bytes = uint64_t(a.budget_mb * double(1 << 20));
+  else if (a.budget_fraction != 0)
+    s.size.budget_fraction = a.budget_fraction;  // KvCache refuses one outside (0, 1]
   else
     s.size.num_blocks = a.blocks > 0 ? a.blocks : 256;
+  s.size.num_host_blocks = a.host_blocks;
   KvCache::validate(s.cache);  // its messages name D, x and the dtype
-  const char* size_option = a.budget_mb > 0 ? "--budget-mb" : "--blocks";
   KvCacheSizing z;
   try {
     z = KvCache::plan(device, s.cache, s.size);  // the device's limits, before anything is allocated
   } catch (const Error& e) {
-    throw Error(e.code(), fmt::format("{}: {}", size_option, e.what()));
+    throw Error(e.code(), fmt::format("{}: {}", size_option(a), e.what()));
   }
-  const uint32_t usable = z.num_blocks - uint32_t(kWatermark * z.num_blocks);
-  if (s.max_blocks_per_seq > usable)
-    refuse(
-        fmt::format("{}: {} blocks cannot hold one request of --max-prompt {} + --max-output {} tokens ({} blocks of "
-                    "{} tokens, above a watermark of {} blocks)",
-                    size_option, z.num_blocks, a.max_prompt, a.max_output, s.max_blocks_per_seq, a.block_size,
-                    z.num_blocks - usable));
+  check_cache_holds(a, s, z.num_blocks);
   return s;
 }
 
@@ -107,102 +128,107 @@ SimulateReport simulate(Context& context, const SimulateArgs& a, std::ostream& p
   const SimGpuShape shape = setup(a, context.device_info());
   const std::vector<SimRequest> requests = make_workload(a);
   SimGpu gpu(context, shape);
+  check_cache_holds(a, shape, gpu.num_blocks());  // a fraction of the free memory may have shrunk since setup
   const uint32_t N = gpu.num_blocks(), B = a.block_size, M = shape.max_blocks_per_seq;
   const uint32_t max_batch = std::min(a.max_batch, N);
   BlockManagerOptions options;
   options.watermark = kWatermark;
   options.enable_prefix_caching = true;
+  options.num_host_blocks = int32_t(gpu.cache().num_host_blocks());
   BlockManager blocks(int32_t(N), int32_t(B), options);
+  SimSchedulerOptions scheduling;
+  scheduling.max_batch = max_batch;
+  scheduling.swap = a.preemption == "swap" && options.num_host_blocks > 0;
+  scheduling.watermark_blocks = int32_t(kWatermark * N);
+  SimScheduler scheduler(requests, blocks, scheduling);
 
   SimulateReport report;
   report.device = context.device_info().name;
   report.cache_shape = shape.cache;
   report.cache = gpu.cache().sizing();
+  report.host_blocks = gpu.cache().num_host_blocks();
+  report.swap = scheduling.swap;
   report.max_blocks_per_seq = M;
   report.plan = gpu.plan_description(max_batch);
   report.requests = a.requests;
+  for (const SimRequest& r : requests) report.sequences += r.samples();
   report.gpu_timestamps = context.device_info().timestamps;
-
-  const size_t R = requests.size();
-  std::vector<std::vector<int32_t>> tokens(R);  // prompt, then what was generated so far
-  std::vector<uint32_t> generated(R, 0);
-  std::vector<bool> preempted_before(R, false);
-  for (size_t r = 0; r < R; ++r) tokens[r] = requests[r].prompt;
-  std::deque<size_t> waiting;
-  std::vector<size_t> running;  // in admission order: the last is the first to be preempted
-  size_t next_arrival = 0;
+  const bool checking = a.check_every > 0;
 
   ProgressBar bar(progress, progress_is_tty, a.requests);
   const auto start = std::chrono::steady_clock::now();
   double live_sum = 0, running_sum = 0;
   std::vector<int32_t> fill(N, 0);  // live tokens per block, within one step
-  std::vector<BlockCopy> copies;
-  std::vector<int64_t> slots;
+  std::map<uint64_t, SimBlocks> swapped_out;  // a swapped-out sequence's blocks as they left
+  auto status_line = [&](uint64_t step) {
+    return fmt::format("step {}: {} of {} finished, {} running, {} waiting, {} swapped out, {} preemptions", step,
+                       scheduler.counts().finished_requests, a.requests, scheduler.running().size(),
+                       scheduler.waiting(), scheduler.swapped(), scheduler.counts().preemptions);
+  };
+  auto timed_check = [&](auto&& check) {
+    const auto check_start = std::chrono::steady_clock::now();
+    check();
+    report.check_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count();
+  };
 
-  for (uint64_t step = 0; report.finished < a.requests; ++step) {
-    while (next_arrival < R && requests[next_arrival].arrival_step <= step) waiting.push_back(next_arrival++);
-    if (running.empty() && waiting.empty()) {
-      step = requests[next_arrival].arrival_step - 1;  // idle until the next arrival
+  for (uint64_t step = 0; !scheduler.done(); ++step) {
+    if (!scheduler.arrive(step)) {
+      step = scheduler.next_arrival() - 1;  // idle until the next arrival
       continue;
     }
-    copies.clear();
-    slots.clear();
-    auto append = [&](size_t r) {
-      const int32_t token = generated_token(requests[r], tokens[r].size());
-      const AppendResult result = blocks.append_token(r, token);
-      if (result.copy) copies.push_back(*result.copy);
-      slots.push_back(result.slot);
-      tokens[r].push_back(token);
-    };
+    // 1-3. Host bookkeeping: appends, preemptions, swap-ins, admissions and forks.
+    const SimStep work = scheduler.schedule(step);
+    if (checking)
+      timed_check([&] {
+        for (const SwapMove& m : work.swapped_out) swapped_out[m.seq] = gpu.read_blocks(m.device_blocks);
+      });
 
-    // 1. Running sequences grow; preempt the newest while a block is missing.
-    bool preempted = false;
-    for (size_t i = 0; i < running.size(); ++i) {
-      const size_t r = running[i];
-      bool self = false;
-      while (!blocks.can_append(r)) {
-        const size_t victim = running.back();
-        blocks.preempt(victim);
-        running.pop_back();
-        waiting.push_front(victim);
-        preempted_before[victim] = true;
-        ++report.preemptions;
-        preempted = true;
-        if (victim == r) {
-          self = true;
-          break;
+    // The GPU: swaps and prefill, then copy-on-write copies and the new tokens.
+    gpu.move_and_prefill(work.swap_out, work.swap_in, work.prefill_slots, step);
+    std::vector<int32_t> cow_sources;
+    SimBlocks cow_before;
+    if (checking)
+      timed_check([&] {
+        for (const SwapMove& m : work.swapped_in) {
+          const auto it = swapped_out.find(m.seq);
+          if (it == swapped_out.end()) continue;  // swapped out while checks were off
+          const SimBlocks now = gpu.read_blocks(m.device_blocks);
+          bool same = now.count == it->second.count;
+          for (uint32_t i = 0; same && i < now.count; ++i) same = same_block_slots(now, i, it->second, i, B);
+          ++report.swap_checks;
+          if (!same) {
+            ++report.swap_checks_failed;
+            bar.note(fmt::format("step {}: sequence {} swapped back in does not hold the bytes it was swapped out with",
+                                 step, m.seq));
+          }
+          swapped_out.erase(it);
         }
-      }
-      if (self) break;
-      append(r);
-    }
+        for (const CowCopy& c : work.cow) cow_sources.push_back(c.pair.src);
+        if (!cow_sources.empty()) cow_before = gpu.read_blocks(cow_sources);
+      });
+    const uint32_t S = uint32_t(scheduler.running().size());
+    gpu.append(work.copies(), work.append_slots, S, step);
+    if (checking && !work.cow.empty())
+      timed_check([&] {
+        std::vector<int32_t> destinations;
+        for (const CowCopy& c : work.cow) destinations.push_back(c.pair.dst);
+        const SimBlocks sources = gpu.read_blocks(cow_sources), copies = gpu.read_blocks(destinations);
+        for (uint32_t i = 0; i < work.cow.size(); ++i) {
+          const CowCopy& c = work.cow[i];
+          const bool ok = same_block_slots(copies, i, cow_before, i, c.shared_slots) &&
+                          (!c.source_kept || same_block_slots(sources, i, cow_before, i, c.shared_slots));
+          ++report.cow_checks;
+          if (!ok) {
+            ++report.cow_checks_failed;
+            bar.note(fmt::format("step {}: copy-on-write {} -> {} changed the {} shared slots", step, c.pair.src,
+                                 c.pair.dst, c.shared_slots));
+          }
+        }
+      });
 
-    // 2. Admission, unless this step had to preempt.
-    while (!preempted && !waiting.empty() && running.size() < max_batch) {
-      const size_t r = waiting.front();
-      std::vector<int32_t> probe = tokens[r];  // the prompt and the token this step appends
-      probe.push_back(generated_token(requests[r], probe.size()));
-      if (blocks.can_allocate(probe) != AdmissionStatus::ok) break;
-      const int32_t len = int32_t(tokens[r].size());
-      const int32_t cached = blocks.add_sequence(r, tokens[r]);
-      const std::vector<int64_t> prefill = blocks.slot_mapping(r, cached, len - cached);
-      slots.insert(slots.end(), prefill.begin(), prefill.end());
-      report.prefill_tokens += uint64_t(len - cached);
-      if (preempted_before[r]) report.recomputed_tokens += uint64_t(len - cached);
-      waiting.pop_front();
-      running.push_back(r);
-      append(r);
-    }
-    if (running.empty())
-      throw Error(ErrorCode::internal, fmt::format("simulate: step {}: nothing runs and request {} cannot be admitted",
-                                                   step, waiting.empty() ? 0 : waiting.front()));
-
-    // 3. The GPU: copies, cache writes, decode.
-    const uint32_t S = uint32_t(running.size());
-    report.copy_on_write += copies.size();
-    gpu.write(copies, slots, S, step);
-    std::vector<uint64_t> ids(running.begin(), running.end());
-    const BatchArrays batch = blocks.build_batch(ids, int32_t(M));
+    // Decode of every layer over the batch.
+    const std::vector<uint64_t>& running = scheduler.running();
+    const BatchArrays batch = blocks.build_batch(running, int32_t(M));
     report.decode_ns += gpu.decode(batch, S);
     ++report.busy_steps;
 
@@ -221,7 +247,7 @@ SimulateReport simulate(Context& context, const SimulateArgs& a, std::ostream& p
       fill[size_t(block)] = 0;
     }
     const int32_t in_use = blocks.usage().in_use;
-    if (size_t(in_use) != touched.size())  // no sequence is swapped out, so the tables hold every block in use
+    if (size_t(in_use) != touched.size())  // swapped-out sequences hold host blocks only
       throw Error(ErrorCode::internal, fmt::format("simulate: step {}: the block tables name {} blocks, the block "
                                                    "manager counts {} in use",
                                                    step, touched.size(), in_use));
@@ -230,44 +256,45 @@ SimulateReport simulate(Context& context, const SimulateArgs& a, std::ostream& p
     report.max_running = std::max(report.max_running, S);
 
     // Every few steps, a few rows of one layer against the CPU reference.
-    if (a.check_every > 0 && report.busy_steps % a.check_every == 0) {
-      const auto check_start = std::chrono::steady_clock::now();
-      std::vector<uint32_t> rows = {0, S / 3, 2 * S / 3, S - 1};
-      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-      const SimCheck c = gpu.check(uint32_t(report.checks % a.layers), rows);
-      ++report.checks;
-      report.checks_failed += !c.passed;
-      report.max_error = std::max(report.max_error, c.max_error);
-      report.tolerance = c.tolerance;
-      if (!progress_is_tty || !c.passed)
-        bar.note(fmt::format("{}; {} of {} finished, {} running, {} waiting, {} preemptions", check_line(step, c),
-                             report.finished, a.requests, S, waiting.size(), report.preemptions));
-      report.check_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count();
-    }
+    if (checking && report.busy_steps % a.check_every == 0)
+      timed_check([&] {
+        std::vector<uint32_t> rows = {0, S / 3, 2 * S / 3, S - 1};
+        rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+        const SimCheck c = gpu.check(uint32_t(report.checks % a.layers), rows);
+        ++report.checks;
+        report.checks_failed += !c.passed;
+        report.max_error = std::max(report.max_error, c.max_error);
+        report.tolerance = c.tolerance;
+        if (!progress_is_tty || !c.passed) bar.note(fmt::format("{}; {}", check_line(step, c), status_line(step)));
+      });
 
     // 4. Every running sequence generated a token; the finished ones leave.
-    report.generated_tokens += S;
-    std::vector<size_t> still;
-    for (size_t r : running) {
-      if (++generated[r] == requests[r].output_len) {
-        blocks.free_sequence(r);
-        ++report.finished;
-      } else {
-        still.push_back(r);
-      }
-    }
-    running.swap(still);
+    scheduler.finish_step();
     report.steps = step + 1;
-    if (!progress_is_tty && a.check_every == 0 && report.busy_steps % 64 == 0)  // else the checks' lines
-      bar.note(fmt::format("step {}: {} of {} finished, {} running, {} waiting, {} preemptions", step, report.finished,
-                           a.requests, running.size(), waiting.size(), report.preemptions));
-    bar.update(report.finished, fmt::format("step {}, {} running, {} waiting, {} preempted", step, running.size(),
-                                            waiting.size(), report.preemptions));
+    if (!progress_is_tty && !checking && report.busy_steps % 64 == 0)  // else the checks' lines
+      bar.note(status_line(step));
+    bar.update(scheduler.counts().finished_requests,
+               fmt::format("step {}, {} running, {} waiting, {} swapped out, {} preempted", step,
+                           scheduler.running().size(), scheduler.waiting(), scheduler.swapped(),
+                           scheduler.counts().preemptions));
   }
   bar.finish();
   report.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - report.check_seconds;
 
+  const SimCounts& counts = scheduler.counts();
+  report.finished = counts.finished_requests;
+  report.generated_tokens = counts.generated_tokens;
+  report.prefill_tokens = counts.prefill_tokens;
+  report.recomputed_tokens = counts.recomputed_tokens;
+  report.preemptions = counts.preemptions;
+  report.swap_preemptions = counts.swap_preemptions;
+  report.swap_outs = counts.swap_outs;
+  report.swap_ins = counts.swap_ins;
+  report.swapped_bytes = (counts.swapped_out_blocks + counts.swapped_in_blocks) * report.cache.bytes_per_block;
+  report.forked_requests = counts.forked_requests;
+  report.forks = counts.forks;
+  report.copy_on_write = counts.copy_on_write;
   const PrefixCacheStats stats = blocks.prefix_cache_stats();
   report.prefix_queried_tokens = stats.queried_tokens;
   report.prefix_hit_tokens = stats.hit_tokens;

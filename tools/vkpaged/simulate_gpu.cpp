@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/error.hpp"
@@ -97,42 +98,113 @@ const DecodePlan& SimGpu::plan_for(uint32_t num_seqs) {
 
 std::string SimGpu::plan_description(uint32_t num_seqs) { return plan_for(num_seqs).describe(); }
 
-void SimGpu::write(std::span<const BlockCopy> copies, std::span<const int64_t> slots, uint32_t num_seqs,
-                   uint64_t seed) {
+void SimGpu::record_writes(VkCommandBuffer cmd, std::span<const int64_t> slots, uint64_t seed, uint32_t stream) {
+  const KvCacheShape& c = shape_.cache;
+  const DType qdt = shape_.query_dtype;
+  for (uint32_t l = 0; l < c.num_layers; ++l)
+    for (size_t first = 0, chunk = 0; first < slots.size(); first += chunk_tokens_, ++chunk) {
+      const int64_t n = int64_t(std::min<size_t>(chunk_tokens_, slots.size() - first));
+      const Shape tokens{n, c.num_kv_heads, c.head_size};
+      ReshapeAndCacheViews v;
+      v.key = new_keys_.tensor(qdt, tokens);
+      v.value = new_values_.tensor(qdt, tokens);
+      record_fill_random(ctx_, cmd, v.key, seed_of(seed, 4 * l + stream, 2 * chunk));
+      record_fill_random(ctx_, cmd, v.value, seed_of(seed, 4 * l + stream, 2 * chunk + 1));
+      record_compute_barrier(ctx_, cmd);
+      v.slot_mapping = slots_.tensor(DType::i64, Shape{n}, first * sizeof(int64_t));
+      v.key_cache = cache_.key_cache(l);
+      v.value_cache = cache_.value_cache(l);
+      v.status = status_.view(0, 4);
+      record_reshape_and_cache(ctx_, cmd, v);
+      record_compute_barrier(ctx_, cmd);  // the staging is refilled next
+    }
+}
+
+void SimGpu::move_and_prefill(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> swap_in,
+                              std::span<const int64_t> prefill, uint64_t seed) {
+  if (swap_out.empty() && swap_in.empty() && prefill.empty()) return;
+  if (prefill.size() * sizeof(int64_t) > slots_.size())
+    throw Error(ErrorCode::internal, "simulate: more prompt tokens in one step than the cache has slots");
+  if (!prefill.empty()) std::memcpy(slots_.mapped(), prefill.data(), prefill.size() * sizeof(int64_t));
+  ctx_.run_and_wait([&](VkCommandBuffer cmd) {
+    record_compute_barrier(ctx_, cmd);  // after the previous step's decode read the cache
+    // Out before in: a device block a swap-out frees may be where a swap-in lands.
+    if (!swap_out.empty()) {
+      cache_.record_swap_out(cmd, swap_out);
+      record_compute_barrier(ctx_, cmd);
+    }
+    if (!swap_in.empty()) {
+      cache_.record_swap_in(cmd, swap_in);
+      record_compute_barrier(ctx_, cmd);
+    }
+    record_writes(cmd, prefill, seed, 2);
+  });
+}
+
+void SimGpu::append(std::span<const BlockCopy> copies, std::span<const int64_t> slots, uint32_t num_seqs,
+                    uint64_t seed) {
   const KvCacheShape& c = shape_.cache;
   if (slots.size() * sizeof(int64_t) > slots_.size())
     throw Error(ErrorCode::internal, "simulate: more new tokens in one step than the cache has slots");
   if (!slots.empty()) std::memcpy(slots_.mapped(), slots.data(), slots.size() * sizeof(int64_t));
   const DType qdt = shape_.query_dtype;
   ctx_.run_and_wait([&](VkCommandBuffer cmd) {
-    record_compute_barrier(ctx_, cmd);  // after the previous step's decode read the cache
-    if (!copies.empty()) {
-      cache_.record_copy_blocks(cmd, copies);
+    record_compute_barrier(ctx_, cmd);  // after the prefill, or the previous step's decode
+    // Before any token is written into a copied block's source or copy. A block freed by a
+    // preemption in this step may be a copy's source and then another copy's destination:
+    // such pairs go in a later batch, in the order the block manager handed them out.
+    std::unordered_set<int32_t> sources, destinations;
+    std::vector<BlockCopy> batch;
+    auto flush = [&] {
+      if (batch.empty()) return;
+      cache_.record_copy_blocks(cmd, batch);
       record_compute_barrier(ctx_, cmd);
+      batch.clear();
+      sources.clear();
+      destinations.clear();
+    };
+    for (const BlockCopy& p : copies) {
+      if (destinations.contains(p.src) || sources.contains(p.dst) || destinations.contains(p.dst)) flush();
+      batch.push_back(p);
+      sources.insert(p.src);
+      destinations.insert(p.dst);
     }
-    for (uint32_t l = 0; l < c.num_layers; ++l) {
-      for (size_t first = 0, chunk = 0; first < slots.size(); first += chunk_tokens_, ++chunk) {
-        const int64_t n = int64_t(std::min<size_t>(chunk_tokens_, slots.size() - first));
-        const Shape tokens{n, c.num_kv_heads, c.head_size};
-        ReshapeAndCacheViews v;
-        v.key = new_keys_.tensor(qdt, tokens);
-        v.value = new_values_.tensor(qdt, tokens);
-        record_fill_random(ctx_, cmd, v.key, seed_of(seed, 4 * l, 2 * chunk));
-        record_fill_random(ctx_, cmd, v.value, seed_of(seed, 4 * l, 2 * chunk + 1));
-        record_compute_barrier(ctx_, cmd);
-        v.slot_mapping = slots_.tensor(DType::i64, Shape{n}, first * sizeof(int64_t));
-        v.key_cache = cache_.key_cache(l);
-        v.value_cache = cache_.value_cache(l);
-        v.status = status_.view(0, 4);
-        record_reshape_and_cache(ctx_, cmd, v);
-        record_compute_barrier(ctx_, cmd);  // the staging is refilled next
-      }
-      if (num_seqs > 0)
-        record_fill_random(ctx_, cmd, queries_[l].tensor(qdt, Shape{num_seqs, shape_.num_heads, c.head_size}),
-                           seed_of(seed, 4 * l + 1, 0));
-    }
+    flush();
+    record_writes(cmd, slots, seed, 0);
+    for (uint32_t l = 0; l < c.num_layers && num_seqs > 0; ++l)
+      record_fill_random(ctx_, cmd, queries_[l].tensor(qdt, Shape{num_seqs, shape_.num_heads, c.head_size}),
+                         seed_of(seed, 4 * l + 1, 0));
     record_compute_barrier(ctx_, cmd);
   });
+}
+
+void SimGpu::copy_to_check_pools(uint32_t layer, std::span<const BlockCopy> pairs) {
+  const KvCacheShape& c = shape_.cache;
+  const LayerCacheViews src = cache_.layers()[layer];
+  const LayerCacheViews dst{check_keys_.tensor(c.dtype, key_shape(c, check_blocks_)),
+                            check_values_.tensor(c.dtype, value_shape(c, check_blocks_))};
+  ctx_.run_and_wait([&](VkCommandBuffer cmd) {
+    record_compute_barrier(ctx_, cmd);
+    record_swap_blocks(ctx_, cmd, std::span(&src, 1), std::span(&dst, 1), pairs);
+  });
+}
+
+SimBlocks SimGpu::read_blocks(std::span<const int32_t> blocks) {
+  const KvCacheShape& c = shape_.cache;
+  const uint64_t bb = cache_.sizing().block_bytes;
+  SimBlocks out(c, bb, uint32_t(blocks.size()));
+  std::vector<BlockCopy> pairs;
+  for (size_t first = 0; first < blocks.size(); first += check_blocks_) {
+    const size_t n = std::min<size_t>(check_blocks_, blocks.size() - first);
+    pairs.clear();
+    for (size_t i = 0; i < n; ++i) pairs.push_back({blocks[first + i], int32_t(i)});
+    for (uint32_t l = 0; l < c.num_layers; ++l) {
+      copy_to_check_pools(l, pairs);
+      ctx_.download(check_keys_.view(0, n * bb), out.block(l, false, uint32_t(first)), n * bb);
+      ctx_.download(check_values_.view(0, n * bb), out.block(l, true, uint32_t(first)), n * bb);
+    }
+  }
+  return out;
 }
 
 double SimGpu::decode(const BatchArrays& batch, uint32_t num_seqs) {
@@ -193,13 +265,7 @@ SimCheck SimGpu::check(uint32_t layer, std::span<const uint32_t> rows) {
     }
   }
   const uint32_t gathered = std::max<uint32_t>(1, uint32_t(pairs.size()));
-  const LayerCacheViews src = cache_.layers()[layer];
-  const LayerCacheViews dst{check_keys_.tensor(c.dtype, key_shape(c, check_blocks_)),
-                            check_values_.tensor(c.dtype, value_shape(c, check_blocks_))};
-  ctx_.run_and_wait([&](VkCommandBuffer cmd) {
-    record_compute_barrier(ctx_, cmd);
-    record_swap_blocks(ctx_, cmd, std::span(&src, 1), std::span(&dst, 1), pairs);
-  });
+  copy_to_check_pools(layer, pairs);
 
   const DType stored = stored_dtype(c.dtype);
   DecodeInputs in;

@@ -20,8 +20,14 @@ uint64_t mix(uint64_t x) {  // splitmix64's finaliser
 
 }  // namespace
 
-int32_t generated_token(const SimRequest& request, size_t position) {
-  return int32_t(mix(request.token_seed ^ (uint64_t(position) << 20)) % kVocabulary);
+uint64_t SimRequest::total_output() const {
+  uint64_t sum = 0;
+  for (uint32_t len : output_lens) sum += len;
+  return sum;
+}
+
+int32_t generated_token(const SimRequest& request, size_t position, uint32_t sample) {
+  return int32_t(mix(request.token_seed ^ (uint64_t(position) << 20) ^ (uint64_t(sample) << 52)) % kVocabulary);
 }
 
 std::vector<SimRequest> make_workload(const SimulateArgs& a) {
@@ -40,6 +46,8 @@ std::vector<SimRequest> make_workload(const SimulateArgs& a) {
   std::vector<SimRequest> requests(a.requests);
   std::exponential_distribution<double> gap(a.arrival_rate);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
+  auto output_len = [&](double u) { return 1 + uint32_t(std::floor(double(a.max_output - 1) * u * u)); };
+  std::mt19937_64 sampling(a.seed ^ 0x5a4d504c45530000ull);  // parallel sampling's own stream
   double time = 0;
   for (auto& r : requests) {
     r.arrival_step = uint64_t(time);
@@ -50,9 +58,12 @@ std::vector<SimRequest> make_workload(const SimulateArgs& a) {
     }
     const uint32_t user = uniform(1, a.max_prompt - uint32_t(r.prompt.size()));
     for (uint32_t i = 0; i < user; ++i) r.prompt.push_back(token(rng));
-    const double u = unit(rng);
-    r.output_len = 1 + uint32_t(std::floor(double(a.max_output - 1) * u * u));
+    r.output_lens = {output_len(unit(rng))};
     r.token_seed = rng();
+    if (a.max_samples > 1 && unit(sampling) < a.parallel_share) {
+      const uint32_t n = std::uniform_int_distribution<uint32_t>(2, a.max_samples)(sampling);
+      while (r.output_lens.size() < n) r.output_lens.push_back(output_len(unit(sampling)));
+    }
   }
   return requests;
 }
@@ -65,20 +76,26 @@ ReservePolicyResult simulate_reserve_policy(const std::vector<SimRequest>& reque
     uint32_t left = 0;      // tokens still to generate
   };
   ReservePolicyResult result;
-  std::deque<size_t> waiting;
+  struct Sample {
+    size_t request;
+    uint32_t index;
+  };
+  std::deque<Sample> waiting;  // every sample of a request is a sequence of its own
   std::vector<Running> running;
-  size_t next = 0, finished = 0;
+  size_t next = 0, finished = 0, sequences = 0;
+  for (const SimRequest& r : requests) sequences += r.samples();
   uint32_t free = num_blocks;
   double live_sum = 0, running_sum = 0;
   uint64_t busy_steps = 0;
-  for (uint64_t step = 0; finished < requests.size(); ++step) {
-    while (next < requests.size() && requests[next].arrival_step <= step) waiting.push_back(next++);
+  for (uint64_t step = 0; finished < sequences; ++step) {
+    for (; next < requests.size() && requests[next].arrival_step <= step; ++next)
+      for (uint32_t k = 0; k < requests[next].samples(); ++k) waiting.push_back({next, k});
     while (!waiting.empty() && running.size() < max_batch) {
-      const SimRequest& r = requests[waiting.front()];
+      const SimRequest& r = requests[waiting.front().request];
       const uint32_t need = blocks_for_tokens(r.prompt.size() + max_output, block_size);
       if (need > free) break;
       free -= need;
-      running.push_back({need, r.prompt.size(), r.output_len});
+      running.push_back({need, r.prompt.size(), r.output_lens[waiting.front().index]});
       waiting.pop_front();
     }
     if (running.empty()) continue;  // waiting for arrivals (the inputs fit an empty cache)

@@ -96,6 +96,8 @@ pub struct VkpDeviceInfo {
     pub timestamp_valid_bits: u32,
     pub device_local_bytes: u64,
     pub subgroup_shuffle: bool,
+    pub memory_budget: bool,
+    pub device_local_free_bytes: u64,
 }
 
 extern "C" {

@@ -1,0 +1,55 @@
+// One layer's key and value pools as the cache operations (reshape_and_cache, gather) reach
+// them, block by block: bound as storage buffers, or, for pools past maxStorageBufferRange
+// (VKP_ADDRESS 1, the `*_address.comp` variants), through buffer device addresses, as the
+// decode kernel reads such caches. The host picks the variant per call from the views.
+//
+// The includer enables GL_EXT_buffer_reference2 and GL_EXT_buffer_reference_uvec2 when
+// VKP_ADDRESS is 1, and defines before including:
+//   KEY_POOL_BINDING, VALUE_POOL_BINDING  the bindings of the descriptor variant
+//   KEY_POOL_ACCESS, VALUE_POOL_ACCESS    readonly, writeonly or nothing
+//   CACHE_BYTES                           bytes of one cache element
+// and declares its push constants `pc` with num_kv_heads, head_size, block_size,
+// key_cache_offset and value_cache_offset (4-byte words; caches: multiples of 4 words), and
+// key_cache_address and value_cache_address (device addresses of the views, 16-byte aligned).
+//
+//   PoolBlock k = key_block(b);      KEY_CHUNK(k, i)   16-byte chunk i of block b's keys
+//   PoolBlock v = value_block(b);    VALUE_WORD(v, i)  word i of block b's values
+// Indices inside one block fit 32 bits; only the block's start needs 64 (address variant).
+#ifndef VKPAGED_CACHE_POOLS_GLSL
+#define VKPAGED_CACHE_POOLS_GLSL
+
+// Bytes of one block of one pool: Hkv * D * B elements (a multiple of 16: D is a multiple
+// of x = 16 / CACHE_BYTES). The host checks that it fits 32 bits.
+uint pool_block_bytes() { return pc.num_kv_heads * pc.head_size * pc.block_size * CACHE_BYTES; }
+
+#if VKP_ADDRESS
+layout(buffer_reference, std430, buffer_reference_align = 16) KEY_POOL_ACCESS buffer KeyPoolBlock { uvec4 chunks[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) VALUE_POOL_ACCESS buffer ValuePoolBlock { uint words[]; };
+
+// base + block * bytes on a 64-bit address held as (low, high) words, without 64-bit
+// integers (shaderInt64 is optional).
+uvec2 address_of_block(uvec2 base, uint block, uint bytes) {
+  uint high, low, carry;
+  umulExtended(block, bytes, high, low);
+  const uint sum = uaddCarry(base.x, low, carry);
+  return uvec2(sum, base.y + high + carry);
+}
+
+#define PoolBlock uvec2
+PoolBlock key_block(uint block) { return address_of_block(pc.key_cache_address, block, pool_block_bytes()); }
+PoolBlock value_block(uint block) { return address_of_block(pc.value_cache_address, block, pool_block_bytes()); }
+#define KEY_CHUNK(b, i) KeyPoolBlock(b).chunks[i]
+#define VALUE_WORD(b, i) ValuePoolBlock(b).words[i]
+#else
+layout(set = 0, binding = KEY_POOL_BINDING) KEY_POOL_ACCESS buffer KeyPool { uvec4 key_pool_chunks[]; };
+layout(set = 0, binding = VALUE_POOL_BINDING) VALUE_POOL_ACCESS buffer ValuePool { uint value_pool_words[]; };
+
+// The block's first element in the bound array (the whole pool is within 4 GiB here).
+#define PoolBlock uint
+PoolBlock key_block(uint block) { return pc.key_cache_offset / 4u + block * (pool_block_bytes() / 16u); }
+PoolBlock value_block(uint block) { return pc.value_cache_offset + block * (pool_block_bytes() / 4u); }
+#define KEY_CHUNK(b, i) key_pool_chunks[(b) + (i)]
+#define VALUE_WORD(b, i) value_pool_words[(b) + (i)]
+#endif
+
+#endif  // VKPAGED_CACHE_POOLS_GLSL

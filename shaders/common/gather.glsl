@@ -1,0 +1,120 @@
+// gather (docs/contract.md, "Cache operations"): paged cache -> contiguous keys and values
+// [T, Hkv, D] for the positions of given sequences, dequantized, in one dispatch.
+//
+// Sequence s owns output rows [seq_starts[s], seq_starts[s+1]); row r holds its position
+// r - seq_starts[s]. One invocation per (row, kv head, key chunk c): it finds its sequence by
+// binary search over seq_starts, reads the chunk's 16 key bytes and the x value elements
+// (B apart in [N, Hkv, D, B]) and writes x elements of each output. Rows outside every
+// sequence are left as they are; a position past M * B or a block id >= N is flagged in the
+// status word and its row is left as it is too.
+//
+// Included by gather.comp (pools bound as storage buffers) and gather_address.comp (pools past
+// maxStorageBufferRange, by device address), which define VKP_ADDRESS; common/cache_pools.glsl
+// is where the two differ.
+#extension GL_GOOGLE_include_directive : require
+#if VKP_ADDRESS
+#extension GL_EXT_buffer_reference2 : require
+#extension GL_EXT_buffer_reference_uvec2 : require
+#endif
+
+#include "common/shader_interface.h"
+#include "common/convert.glsl"
+
+layout(local_size_x = CACHE_OP_WORKGROUP) in;
+layout(constant_id = GATHER_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
+layout(constant_id = GATHER_SC_OUTPUT_DTYPE) const uint OUTPUT_DTYPE = DT_F16;
+
+const uint CACHE_BYTES = CACHE_DTYPE == DT_F32 ? 4u : (CACHE_DTYPE == DT_F16 || CACHE_DTYPE == DT_BF16 ? 2u : 1u);
+const uint X = 16u / CACHE_BYTES;
+const uint PER_WORD = 4u / CACHE_BYTES;
+const uint ELEMENT_BITS = 8u * CACHE_BYTES;
+const uint ELEMENT_MASK = CACHE_BYTES == 4u ? 0xffffffffu : (1u << ELEMENT_BITS) - 1u;
+const uint OUTPUT_PER_WORD = OUTPUT_DTYPE == DT_F32 ? 1u : 2u;
+const bool FP8 = CACHE_DTYPE == DT_FP8_E4M3 || CACHE_DTYPE == DT_FP8_E5M2;
+
+layout(push_constant) uniform PushBlock { GatherPush pc; };
+
+layout(set = 0, binding = GATHER_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
+layout(set = 0, binding = GATHER_BINDING_SEQ_STARTS) readonly buffer SeqStarts { uint seq_starts[]; };
+layout(set = 0, binding = GATHER_BINDING_KEY_OUT) writeonly buffer KeyOut { uint key_out[]; };
+layout(set = 0, binding = GATHER_BINDING_VALUE_OUT) writeonly buffer ValueOut { uint value_out[]; };
+layout(set = 0, binding = GATHER_BINDING_STATUS) buffer Status { uint status[]; };
+
+#define KEY_POOL_BINDING GATHER_BINDING_KEY_CACHE
+#define VALUE_POOL_BINDING GATHER_BINDING_VALUE_CACHE
+#define KEY_POOL_ACCESS readonly
+#define VALUE_POOL_ACCESS readonly
+#include "common/cache_pools.glsl"
+
+// Cache element bits -> output element bits; fp8 is dequantized (decode(byte) * scale).
+uint convert(uint element, float scale) {
+  uint x = element_to_f32_bits(element, CACHE_DTYPE);
+  if (FP8) x = floatBitsToUint(uintBitsToFloat(x) * scale);
+  return f32_bits_to_float_element(x, OUTPUT_DTYPE);
+}
+
+// The sequence whose rows hold `row`: the last s with seq_starts[s] <= row (S if none).
+uint sequence_of(uint row) {
+  uint lo = 0u, hi = pc.num_seqs;  // answer in [lo, hi); hi = none found yet
+  uint found = pc.num_seqs;
+  while (lo < hi) {
+    const uint mid = (lo + hi) / 2u;
+    if (seq_starts[pc.seq_starts_offset + mid] <= row) {
+      found = mid;
+      lo = mid + 1u;
+    } else {
+      hi = mid;
+    }
+  }
+  return found;
+}
+
+void write_output(bool is_key, uint first, uint elements[16]) {
+  for (uint e = 0u; e < X; e += OUTPUT_PER_WORD) {
+    uint w = elements[e];
+    if (OUTPUT_PER_WORD == 2u) w |= elements[e + 1u] << 16;
+    const uint i = (first + e) / OUTPUT_PER_WORD;
+    if (is_key) key_out[pc.key_out_offset + i] = w;
+    else value_out[pc.value_out_offset + i] = w;
+  }
+}
+
+void main() {
+  const uint id = (gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x) * CACHE_OP_WORKGROUP + gl_LocalInvocationID.x;
+  const uint chunks = pc.head_size / X;
+  const uint per_row = pc.num_kv_heads * chunks;
+  if (id >= pc.num_rows * per_row) return;
+  const uint row = id / per_row;
+  const uint head = (id % per_row) / chunks;
+  const uint chunk = id % chunks;
+  const bool reporter = head == 0u && chunk == 0u;
+
+  const uint seq = sequence_of(row);
+  if (seq >= pc.num_seqs || row >= seq_starts[pc.seq_starts_offset + seq + 1u]) return;
+  const uint pos = row - seq_starts[pc.seq_starts_offset + seq];
+  if (pos / pc.block_size >= pc.max_blocks_per_seq) {
+    if (reporter) atomicOr(status[pc.status_offset], STATUS_BAD_CONTEXT_LEN);
+    return;
+  }
+  const uint block = block_tables[pc.block_tables_offset + seq * pc.max_blocks_per_seq + pos / pc.block_size];
+  if (block >= pc.num_blocks) {
+    if (reporter) atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
+    return;
+  }
+  const uint offset = pos % pc.block_size;
+  const uint first = (row * pc.num_kv_heads + head) * pc.head_size + chunk * X;  // output element
+
+  uint elements[16];
+  const uvec4 k = KEY_CHUNK(key_block(block), (head * chunks + chunk) * pc.block_size + offset);
+  for (uint e = 0u; e < X; ++e)
+    elements[e] = convert((k[e / PER_WORD] >> ((e % PER_WORD) * ELEMENT_BITS)) & ELEMENT_MASK, pc.k_scale);
+  write_output(true, first, elements);
+
+  const PoolBlock values = value_block(block);
+  for (uint e = 0u; e < X; ++e) {
+    const uint index = (head * pc.head_size + chunk * X + e) * pc.block_size + offset;
+    const uint w = VALUE_WORD(values, index / PER_WORD);
+    elements[e] = convert((w >> ((index % PER_WORD) * ELEMENT_BITS)) & ELEMENT_MASK, pc.v_scale);
+  }
+  write_output(false, first, elements);
+}

@@ -1,0 +1,19 @@
+#pragma once
+// Compiler statistics of a pipeline (registers, spills, shared memory...), printed on stderr
+// when VKPAGED_PIPELINE_STATS=1 and the device has VK_KHR_pipeline_executable_properties:
+// what performance work reads to see why a kernel variant is slow.
+#include <vulkan/vulkan.h>
+
+#include <string>
+
+#include "vk/dispatch.hpp"
+
+namespace vkpaged::vk {
+
+// Whether VKPAGED_PIPELINE_STATS asks for statistics.
+bool pipeline_statistics_requested();
+
+// Prints every statistic of every executable of `pipeline` as one line per executable.
+void print_pipeline_statistics(const Dispatch& d, VkDevice device, VkPipeline pipeline, const std::string& name);
+
+}  // namespace vkpaged::vk

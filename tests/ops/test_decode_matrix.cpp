@@ -1,0 +1,235 @@
+// The matrix-unit decode kernel (shaders/decode_coopmat.comp) against the CPU reference, and
+// the choice between it and the scalar kernel. The kernel runs only where the context has
+// VK_NV_cooperative_matrix (an NVIDIA GPU); elsewhere these tests check that it is refused
+// and skip the rest.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/decode_case.hpp"
+#include "support/expect_error.hpp"
+#include "support/test_context.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/reference.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+DecodeShape shape_of(const DecodeCase& c) {
+  std::mt19937 rng(1);
+  return decode_shape_of(make_decode_inputs(c, rng));
+}
+
+class DecodeMatrixTest : public GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (!ctx().device_info().cooperative_matrix || !has_matrix_kernel())
+      GTEST_SKIP() << ctx().device_info().name << " has no matrix units for the decode";
+  }
+
+  bool has_matrix_kernel() {
+    DecodeOptions o;
+    o.kernel = DecodeKernel::matrix;
+    try {
+      DecodePlan::create(ctx(), shape_of(DecodeCase{}), o);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+
+  // Runs the case with the matrix kernel and checks it against the reference.
+  void check(const DecodeCase& c, DecodeOptions options, uint32_t seed = 1, bool lse = false) {
+    options.kernel = DecodeKernel::matrix;
+    std::mt19937 rng(seed);
+    const DecodeInputs in = make_decode_inputs(c, rng);
+    ASSERT_NE(DecodePlan::create(ctx(), decode_shape_of(in, lse), options).describe().find("matrix units"),
+              std::string::npos);
+    const DecodeResult want = reference::decode_attention(in, options, lse);
+    const DecodeResult got = decode_attention(ctx(), in, options, lse);
+    const double tol = tolerance(c.query_dtype, c.cache_dtype);
+    EXPECT_LE(max_abs_diff(got.output, want.output), tol) << c.str();
+    if (lse)
+      for (int64_t i = 0; i < want.lse.numel(); ++i) {
+        const double w = want.lse.get(size_t(i)), g = got.lse.get(size_t(i));
+        if (std::isinf(w)) EXPECT_TRUE(std::isinf(g) && g < 0) << c.str() << " lse " << i;
+        else EXPECT_NEAR(g, w, 1e-3 + tol) << c.str() << " lse " << i;
+      }
+  }
+};
+
+// On every device: the matrix kernel is refused, with the reason, where it cannot run.
+class DecodeKernelChoiceTest : public GpuTest {};
+
+TEST_F(DecodeKernelChoiceTest, MatrixKernelRefusedWhereItCannotRun) {
+  DecodeCase c;
+  c.query_dtype = c.cache_dtype = DType::f32;
+  DecodeOptions o;
+  o.kernel = DecodeKernel::matrix;
+  expect_refused([&] { DecodePlan::create(ctx(), shape_of(c), o); }, "kernel: matrix", ErrorCode::unsupported);
+  c.query_dtype = c.cache_dtype = DType::f16;
+  c.head_size = 72;
+  expect_refused([&] { DecodePlan::create(ctx(), shape_of(c), o); }, "kernel: matrix", ErrorCode::unsupported);
+  // Asking for the scalar kernel is always possible and automatic never refuses for this.
+  o.kernel = DecodeKernel::scalar;
+  EXPECT_EQ(DecodePlan::create(ctx(), shape_of(c), o).describe().find("matrix units"), std::string::npos);
+}
+
+TEST_F(DecodeMatrixTest, AutomaticPicksMatrixUnitsForF16) {
+  DecodeCase c;
+  EXPECT_NE(DecodePlan::create(ctx(), shape_of(c)).describe().find("matrix units"), std::string::npos);
+  c.cache_dtype = DType::bf16;
+  c.query_dtype = DType::bf16;
+  EXPECT_EQ(DecodePlan::create(ctx(), shape_of(c)).describe().find("matrix units"), std::string::npos);
+}
+
+TEST_F(DecodeMatrixTest, RaggedLengthsAroundUnitAndBlockEdges) {
+  for (uint32_t B : {16u, 32u, 64u}) {
+    DecodeCase c;
+    c.block_size = B;
+    c.lens = {0, 1, 15, 16, 17, B - 1, B, B + 1, 2 * B + 3, 301};
+    check(c, default_options(c), B);
+  }
+}
+
+TEST_F(DecodeMatrixTest, HeadSizesAndGroups) {
+  for (uint32_t D : {32u, 64u, 128u, 256u}) {
+    for (uint32_t group : {1u, 2u, 3u, 4u, 8u}) {
+      DecodeCase c;
+      c.head_size = D;
+      c.kv_heads = 2;
+      c.heads = 2 * group;
+      c.lens = {5, 40, 129, 700};
+      check(c, default_options(c), D + group);
+    }
+  }
+  DecodeCase wide;  // groups past 8 are sliced over workgroups
+  wide.heads = 12;
+  wide.kv_heads = 1;
+  wide.lens = {33, 200};
+  check(wide, default_options(wide));
+  wide.heads = 16;
+  check(wide, default_options(wide));
+}
+
+TEST_F(DecodeMatrixTest, FeaturesAloneAndCombined) {
+  DecodeCase c;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.lens = {0, 1, 16, 17, 100, 333};
+  for (int mask = 0; mask < 16; ++mask) {
+    c.alibi = mask & 1;
+    c.sinks = mask & 2;
+    DecodeOptions o = default_options(c);
+    if (mask & 4) o.softcap = 3.0f;
+    if (mask & 8) o.sliding_window = 37;
+    o.scale = 0.3f;
+    check(c, o, uint32_t(mask), /*lse=*/true);
+  }
+}
+
+// Logits that climb along the context (a steep ALiBi slope) make the lazy running max move on
+// most units, so the accumulators take the rescale path many times.
+TEST_F(DecodeMatrixTest, ClimbingLogitsRescaleOften) {
+  DecodeCase c;
+  c.alibi = true;
+  c.lens = {50, 400};
+  std::mt19937 rng(3);
+  DecodeInputs in = make_decode_inputs(c, rng);
+  for (int64_t h = 0; h < in.alibi_slopes.numel(); ++h) in.alibi_slopes.as<float>()[h] = 0.9f + 0.1f * float(h);
+  DecodeOptions o = default_options(c);
+  o.kernel = DecodeKernel::matrix;
+  const auto want = reference::decode_attention(in, o, true);
+  const auto got = decode_attention(ctx(), in, o, true);
+  EXPECT_LE(max_abs_diff(got.output, want.output), tolerance(DType::f16, DType::f16));
+  EXPECT_LE(max_abs_diff(got.lse, want.lse), 1e-3);
+}
+
+TEST_F(DecodeMatrixTest, SlidingWindowEdges) {
+  DecodeCase c;
+  c.lens = {0, 1, 31, 32, 33, 64, 65, 600};
+  for (uint32_t w : {1u, 15u, 16u, 17u, 33u, 1000u}) {
+    DecodeOptions o = default_options(c);
+    o.sliding_window = w;
+    check(c, o, w);
+  }
+}
+
+TEST_F(DecodeMatrixTest, SplitMatchesSinglePassAndScalar) {
+  DecodeCase c;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.lens = {0, 1, 255, 256, 257, 1500, 3000};
+  c.sinks = true;
+  c.alibi = true;
+  for (uint32_t window : {0u, 700u}) {
+    DecodeOptions single = default_options(c);
+    single.sliding_window = window;
+    single.split = SplitMode::single_pass;
+    single.kernel = DecodeKernel::matrix;
+    DecodeOptions split = single;
+    split.split = SplitMode::split;
+    split.partition_tokens = 256;
+    DecodeOptions scalar = split;
+    scalar.kernel = DecodeKernel::scalar;
+    std::mt19937 rng(7);
+    const DecodeInputs in = make_decode_inputs(c, rng);
+    const auto a = decode_attention(ctx(), in, single, true);
+    const auto b = decode_attention(ctx(), in, split, true);
+    const auto s = decode_attention(ctx(), in, scalar, true);
+    const auto ref = reference::decode_attention(in, single, true);
+    const double tol = tolerance(c.query_dtype, c.cache_dtype);
+    EXPECT_LE(max_abs_diff(a.output, ref.output), tol);
+    EXPECT_LE(max_abs_diff(b.output, ref.output), tol);
+    EXPECT_LE(max_abs_diff(b.output, s.output), tol);
+    EXPECT_LE(max_abs_diff(a.lse, ref.lse), 1e-3);
+    EXPECT_LE(max_abs_diff(b.lse, ref.lse), 1e-3);
+  }
+}
+
+TEST_F(DecodeMatrixTest, DeviceSideBadBlockIdsAreFlaggedNotFollowed) {
+  DecodeCase c;
+  c.lens = {20, 40, 33};
+  std::mt19937 rng(5);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  DecodeOptions o;
+  o.kernel = DecodeKernel::matrix;
+  const auto plan = DecodePlan::create(ctx(), decode_shape_of(in), o);
+  auto upload = [&](const HostTensor& t) {
+    auto b = ctx().create_buffer(t.bytes());
+    ctx().upload(b.view(), t.data(), t.bytes());
+    return b;
+  };
+  HostTensor tables = in.block_tables;
+  tables.as<int32_t>()[0] = 0x7fffffff;
+  HostTensor lens = in.context_lens;
+  lens.as<int32_t>()[1] = 1 << 30;
+  auto q = upload(in.query), k = upload(in.key_cache), vc = upload(in.value_cache), bt = upload(tables),
+       cl = upload(lens);
+  auto out = ctx().create_buffer(in.query.bytes());
+  auto status = ctx().create_buffer(16);
+  const uint32_t zero = 0;
+  ctx().upload(status.view(0, 4), &zero, 4);
+  DecodeViews v;
+  v.query = q.tensor(DType::f16, in.query.shape());
+  v.key_cache = k.tensor(DType::f16, in.key_cache.shape());
+  v.value_cache = vc.tensor(DType::f16, in.value_cache.shape());
+  v.block_tables = bt.tensor(DType::i32, tables.shape());
+  v.context_lens = cl.tensor(DType::i32, lens.shape());
+  v.output = out.tensor(DType::f16, in.query.shape());
+  v.status = status.view(0, 4);
+  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, v); });
+  uint32_t flags = 0;
+  ctx().download(status.view(0, 4), &flags, 4);
+  EXPECT_EQ(flags, kStatusBadBlockId | kStatusBadContextLen);
+  HostTensor got(DType::f16, in.query.shape());
+  ctx().download(out.view(), got.data(), got.bytes());
+  const auto want = reference::decode_attention(in);
+  const int64_t row = int64_t(c.heads) * c.head_size;
+  for (int64_t i = 2 * row; i < 3 * row; ++i)
+    ASSERT_NEAR(got.get(size_t(i)), want.output.get(size_t(i)), tolerance(DType::f16, DType::f16)) << i;
+}
+
+}  // namespace
+}  // namespace vkpaged::test
