@@ -28,7 +28,7 @@ enum class SplitMode {
 };
 
 enum class DecodeKernel {
-  automatic,  // matrix units where the context, dtypes and shape allow them, else scalar
+  automatic,  // today the scalar kernel: the matrix kernel measured slower (bench/RESULTS.md)
   scalar,     // the portable kernel (every device, dtype and shape)
   matrix,     // matrix units (VK_NV_cooperative_matrix): f16 query and cache, head_size and
               // block_size multiples of 16, caches within maxStorageBufferRange; refused elsewhere

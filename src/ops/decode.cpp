@@ -31,7 +31,9 @@ struct Tuning {
   uint32_t workgroup = 0;        // invocations per workgroup (128 or 256)
   uint32_t units = 4;            // split: workgroups wanted per compute unit
   uint32_t heads = 0;            // most query heads per workgroup (GQA groups are sliced)
-  uint32_t matrix = 1;           // 0: automatic picks the scalar kernel
+  // 1: automatic picks the matrix kernel where it can run. Off: on an H200 it measured slower
+  // than the scalar kernel on every standard shape (bench/RESULTS.md).
+  uint32_t matrix = 0;
   uint32_t subgroups = 0;        // matrix kernel: subgroups per workgroup
   uint32_t prefetch = 1;         // matrix kernel: load the next unit while computing one
   uint32_t qregs = 1;            // matrix kernel: query fragments kept in registers
