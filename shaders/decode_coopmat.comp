@@ -1,7 +1,7 @@
 #version 450
 // Paged decode attention on matrix units (VK_NV_cooperative_matrix), for f16 queries and an
-// f16 cache: the same contract and outputs as decode_kernel.glsl, chosen by the host where
-// the device has the extension, 32-wide subgroups and the shapes below.
+// f16 cache: the same contract and outputs as decode_kernel.glsl, run when a plan asks for
+// DecodeKernel::matrix on a device with the extension and 32-wide subgroups (decode.cpp).
 //
 // Why: with a GQA group the scalar kernel spends more issue slots on the group's products than
 // the memory system needs to stream the cache (bench/RESULTS.md). Here the products run on the

@@ -45,8 +45,7 @@ const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
 const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
 const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
 
-const uint CACHE_BYTES = CACHE_DTYPE == DT_F32 ? 4u : (CACHE_DTYPE == DT_F16 || CACHE_DTYPE == DT_BF16 ? 2u : 1u);
-const uint X = 16u / CACHE_BYTES;           // key pack factor: elements per 16 bytes
+#include "common/cache_element.glsl"
 const uint KEY_CHUNKS = D / X;              // 16-byte key chunks per token
 const uint VEC = B < X ? B : X;             // tokens per value load
 const uint VEC_BYTES = VEC * CACHE_BYTES;   // 16, 8, 4, 2 or 1

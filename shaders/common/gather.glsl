@@ -24,13 +24,8 @@ layout(local_size_x = CACHE_OP_WORKGROUP) in;
 layout(constant_id = GATHER_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
 layout(constant_id = GATHER_SC_OUTPUT_DTYPE) const uint OUTPUT_DTYPE = DT_F16;
 
-const uint CACHE_BYTES = CACHE_DTYPE == DT_F32 ? 4u : (CACHE_DTYPE == DT_F16 || CACHE_DTYPE == DT_BF16 ? 2u : 1u);
-const uint X = 16u / CACHE_BYTES;
-const uint PER_WORD = 4u / CACHE_BYTES;
-const uint ELEMENT_BITS = 8u * CACHE_BYTES;
-const uint ELEMENT_MASK = CACHE_BYTES == 4u ? 0xffffffffu : (1u << ELEMENT_BITS) - 1u;
+#include "common/cache_element.glsl"
 const uint OUTPUT_PER_WORD = OUTPUT_DTYPE == DT_F32 ? 1u : 2u;
-const bool FP8 = CACHE_DTYPE == DT_FP8_E4M3 || CACHE_DTYPE == DT_FP8_E5M2;
 
 layout(push_constant) uniform PushBlock { GatherPush pc; };
 

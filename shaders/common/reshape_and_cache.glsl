@@ -27,13 +27,8 @@ layout(constant_id = RESHAPE_SC_INPUT_DTYPE) const uint INPUT_DTYPE = DT_F16;
 layout(constant_id = RESHAPE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
 layout(constant_id = RESHAPE_SC_SLOT_I64) const uint SLOT_I64 = 1u;
 
-const uint CACHE_BYTES = CACHE_DTYPE == DT_F32 ? 4u : (CACHE_DTYPE == DT_F16 || CACHE_DTYPE == DT_BF16 ? 2u : 1u);
-const uint X = 16u / CACHE_BYTES;  // elements per key chunk
-const uint PER_WORD = 4u / CACHE_BYTES;
-const uint ELEMENT_BITS = 8u * CACHE_BYTES;
-const uint ELEMENT_MASK = CACHE_BYTES == 4u ? 0xffffffffu : (1u << ELEMENT_BITS) - 1u;
+#include "common/cache_element.glsl"
 const uint INPUT_PER_WORD = INPUT_DTYPE == DT_F32 ? 1u : 2u;
-const bool FP8 = CACHE_DTYPE == DT_FP8_E4M3 || CACHE_DTYPE == DT_FP8_E5M2;
 
 layout(push_constant) uniform PushBlock { ReshapeAndCachePush pc; };
 

@@ -221,10 +221,12 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
                 fmt::format("num_blocks: a pool of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} bytes, "
                             "and the context has no buffer device address to read it with",
                             shape.num_blocks, pool_bytes, impl.info.max_storage_buffer_range));
-  const std::string no_matrix = options.kernel == DecodeKernel::scalar ? "scalar asked" : matrix_refusal(*p, impl);
+  const std::string no_matrix = matrix_refusal(*p, impl);
   if (options.kernel == DecodeKernel::matrix && !no_matrix.empty())
     throw Error(ErrorCode::unsupported, "kernel: matrix: " + no_matrix);
-  if (no_matrix.empty() && (options.kernel == DecodeKernel::matrix || tuning().matrix != 0))
+  const bool matrix = options.kernel == DecodeKernel::matrix ||
+                      (options.kernel == DecodeKernel::automatic && tuning().matrix != 0 && no_matrix.empty());
+  if (matrix)
     choose_matrix_variant(*p, impl.info);
   else
     choose_variant(*p, impl.info);

@@ -358,13 +358,7 @@ TEST_F(KvCacheTest, RefusalsOnTheDeviceAllocateNothing) {
 
   // Pools past maxStorageBufferRange need buffer device addresses: an adopted device that did
   // not enable them is refused, naming the argument and the limit.
-  ExternalDevice ext;
-  ext.instance = ctx().instance();
-  ext.physical_device = ctx().physical_device();
-  ext.device = ctx().device();
-  ext.queue_family = ctx().queue_family();
-  ext.buffer_device_address = false;
-  Context adopted(ext);
+  Context adopted(shared_device_without_addresses());
   const uint32_t past = KvCache::max_blocks_per_pool(s, device.max_storage_buffer_range) + 1;
   o = {};
   o.num_blocks = past;

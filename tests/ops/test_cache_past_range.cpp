@@ -200,13 +200,7 @@ TEST_F(CachePastRangeTest, CopyAndSwapAcrossTheBoundary) {
 // reshape_and_cache and gather are refused before recording; copies still work.
 TEST_F(CachePastRangeTest, WithoutDeviceAddressesIndexedOperationsAreRefused) {
   const LargePools p = make_pools(ctx(), DType::f16, 2, 64, 16);
-  ExternalDevice ext;
-  ext.instance = ctx().instance();
-  ext.physical_device = ctx().physical_device();
-  ext.device = ctx().device();
-  ext.queue_family = ctx().queue_family();
-  ext.buffer_device_address = false;
-  Context adopted(ext);
+  Context adopted(shared_device_without_addresses());
 
   const HostTensor key = random_tensor(DType::f16, Shape{1, 2, 64}, 3);
   HostTensor slots(DType::i64, Shape{1});

@@ -15,4 +15,14 @@ Context& shared_context() {
   return context;
 }
 
+ExternalDevice shared_device_without_addresses() {
+  ExternalDevice ext;
+  ext.instance = shared_context().instance();
+  ext.physical_device = shared_context().physical_device();
+  ext.device = shared_context().device();
+  ext.queue_family = shared_context().queue_family();
+  ext.buffer_device_address = false;
+  return ext;
+}
+
 }  // namespace vkpaged::test

@@ -12,6 +12,11 @@ namespace vkpaged::test {
 
 Context& shared_context();
 
+// The shared context's instance, device and queue as an engine would hand them over, with
+// buffer device addresses not enabled: for a Context that adopts them and must refuse what
+// needs addresses.
+ExternalDevice shared_device_without_addresses();
+
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override { messages_before_ = shared_context().validation_message_count(); }

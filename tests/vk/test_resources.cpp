@@ -247,13 +247,7 @@ TEST_F(ResourceTest, KvCacheBeyondTheDeviceAllocatesNothing) {
     EXPECT_EQ(hook.calls(HookedCall::allocate_memory), 0u);
     EXPECT_EQ(hook.calls(HookedCall::create_buffer), 0u);
   }
-  ExternalDevice ext;
-  ext.instance = ctx().instance();
-  ext.physical_device = ctx().physical_device();
-  ext.device = ctx().device();
-  ext.queue_family = ctx().queue_family();
-  ext.buffer_device_address = false;
-  Context adopted(ext);
+  Context adopted(shared_device_without_addresses());
   AllocationHook hook(adopted.impl());
   KvCacheOptions o;
   o.num_blocks = past_range;

@@ -1,0 +1,13 @@
+#pragma once
+// Block ids and context lengths that only the device sees (written into its buffers): a
+// decode must skip or clamp them, flag them in the status word and read nothing else.
+#include "vkpaged/context.hpp"
+#include "vkpaged/decode.hpp"
+
+namespace vkpaged::test {
+
+// Runs a 3-sequence f16 decode with `options` whose sequence 0 has a block id far past N and
+// sequence 1 a length far past M * B; expects both status bits and sequence 2 intact.
+void expect_bad_indices_flagged_not_followed(Context& ctx, const DecodeOptions& options);
+
+}  // namespace vkpaged::test
