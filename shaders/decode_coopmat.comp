@@ -1,32 +1,36 @@
 #version 450
 // Paged decode attention on matrix units (VK_NV_cooperative_matrix), for f16 queries and an
 // f16 cache: the same contract and outputs as decode_kernel.glsl, run when a plan asks for
-// DecodeKernel::matrix on a device with the extension and 32-wide subgroups (decode.cpp).
+// the matrix kernel on a device whose fragment layout the context verified (decode.cpp,
+// src/ops/fragment_layout.cpp).
 //
 // Why: with a GQA group the scalar kernel spends more issue slots on the group's products than
 // the memory system needs to stream the cache (bench/RESULTS.md). Here the products run on the
-// matrix units.
+// matrix units, and the cache goes straight from 16-byte loads into the fragments' registers:
+// no shared memory in the loop, no barriers.
 //
 // A workgroup takes one sequence, GROUP (<= 8) query heads of one kv head and one partition;
-// each of its subgroups walks its own units of 16 tokens (units sub, sub + SUBGROUPS, ...)
-// with its own online softmax, and the subgroups merge at the end. Per unit:
-//   load    the unit's keys and values (16 tokens of one block and kv head) with 16-byte
-//           loads, neighbouring lanes on neighbouring bytes, one unit ahead into registers,
-//           then into the subgroup's tiles in shared memory; value slots outside [lo, hi)
-//           are zeroed there (they may hold anything, even NaN, and 0 * NaN is NaN);
-//   scores  S[16 tokens x 8 heads] = K[16 x D] * Q^T[D x 8] as D/8 products 16x8x8 (the key
-//           tile keeps the cache's [D/8][16][8] order: each 8-dim slice is row-major 16x8);
-//   softmax lane (head h = lane % 8, tokens 4*(lane/8)..+3) reads S from shared memory and
-//           applies scale, soft cap, ALiBi and the masks; probabilities are rounded to f16
-//           (what the product uses, and what the sum adds up);
-//   values  O^T[D x 8] += V^T[D x 16] * P[16 x 8] as D/16 products 16x8x16 (value tile
-//           [D][16], row-major).
-// Measured on an H200 (bench/RESULTS.md): products loaded straight from the cache with
-// coopMatLoad ran at under half the bandwidth; staging through shared memory is what works.
+// each subgroup walks its own units of 32 tokens (units sub, sub + SUBGROUPS, ...) with its own
+// online softmax, and the subgroups merge at the end. Per unit, as two tiles of 16 tokens,
+// with 16x8x16 products:
+//   scores  S^T[16 tokens x 8 heads] = K[16 tokens x 16 dims] Q^T[16 dims x 8 heads] over D/16
+//           dim steps (heads past GROUP are zero columns);
+//   softmax on S^T's accumulator fragment in registers;
+//   values  O^T[16 dims x 8 heads] += V^T[16 dims x 16 tokens] P^T[16 tokens x 8 heads] over
+//           D/16 dim tiles; P^T's fragment is S^T's, rounded to f16.
+// Fragment layout (checked on the device before this shader is used, fragment_layout.cpp),
+// with lane = 4 g + q: the A operand [16 x 16] holds, in this order, (g, 2q) (g, 2q+1)
+// (g, 2q+8) (g, 2q+9) (g+8, 2q) (g+8, 2q+1) (g+8, 2q+8) (g+8, 2q+9); the B operand and the
+// accumulator [16 x 8] hold (g, 2q) (g, 2q+1) (g+8, 2q) (g+8, 2q+1). So an accumulator is a B
+// operand as it stands, and the A operands are written straight from 16-byte cache loads,
+// because a product sums over k in any order:
+//   keys:   over two dim steps, row r's slots hold the 8 dims of one 16-byte key chunk (chunk
+//           4 (step / 2) + q); the query sits in shared memory in the same dim order;
+//   values: over the unit's 2 tiles, lane (g, q) holds tokens 8q..8q+7 of dim rows g and
+//           g + 8, which the [D][B] value layout stores as 16 bytes. The tiles' token rows
+//           follow: row r of tile i is token 8 ((r % 8) / 2) + 4i + 2 (r / 8) + r % 2.
 // The running max is lazy: the accumulators are rescaled only when a head's tile max passes
-// its reference by more than RESCALE_SLACK (e^8 still fits f16 probabilities easily), because
-// rescaling an accumulator of opaque layout means a round trip through shared memory.
-// Cooperative-matrix loads from the uvec4 tiles count offsets and strides in uvec4s (8 f16).
+// its reference by more than RESCALE_SLACK (e^8 still fits f16 probabilities easily).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -43,20 +47,25 @@ layout(local_size_x_id = DECODE_SC_WORKGROUP) in;
 layout(constant_id = DECODE_SC_HEAD_SIZE) const uint D = 128u;
 layout(constant_id = DECODE_SC_BLOCK_SIZE) const uint B = 16u;
 layout(constant_id = DECODE_SC_HEADS_PER_WORKGROUP) const uint GROUP = 8u;
+layout(constant_id = DECODE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;  // f16, fp8_e4m3 or fp8_e5m2
 layout(constant_id = DECODE_SC_FEATURES) const uint FEATURES = 0u;
-// Tuning: load the next unit while computing this one (registers for a second unit), and keep
-// the query's fragments in registers (else reload them from shared memory for every unit).
-layout(constant_id = DECODE_SC_MATRIX_PREFETCH) const bool PREFETCH = true;
+// Tuning: issue the unit's value loads with its key loads (more in flight, more registers),
+// and keep the query's fragments in registers (else reload them from shared memory per unit).
+layout(constant_id = DECODE_SC_MATRIX_PREFETCH) const bool EARLY_VALUES = true;
 layout(constant_id = DECODE_SC_MATRIX_QUERY_REGISTERS) const bool QUERY_REGISTERS = true;
 
 const uint WG = gl_WorkGroupSize.x;
 const uint SUBGROUP = 32u;                 // the host picks this shader only for 32-wide subgroups
 const uint SUBGROUPS = WG / SUBGROUP;
-const uint UNIT = 16u;                     // tokens per unit
+const uint UNIT = 32u;                     // tokens per unit
 const uint HEADS = 8u;                     // N of the products; heads >= GROUP are zero
-const uint KEY_CHUNKS = D / 8u;
-const uint VALUE_CHUNKS = D / 16u;
-const uint TILE_LOADS = D * 2u / SUBGROUP;  // uvec4 loads per lane for the keys (and again for the values) of a unit
+const bool FP8 = CACHE_DTYPE != DT_F16;
+const uint CHUNK_DIMS = FP8 ? 16u : 8u;    // dims of a 16-byte key chunk (the cache's x)
+const uint STEPS_PER_CHUNK = CHUNK_DIMS / 4u;  // dim steps one chunk feeds (4 dims of a row each)
+const uint DIM_STEPS = D / 16u;            // k steps of the score products
+const uint KEY_LOADS = DIM_STEPS / STEPS_PER_CHUNK;  // 16-byte key loads per key row of a unit
+const float SCORE_FIX = CACHE_DTYPE == DT_FP8_E4M3 ? 256.0 : 1.0;  // E4M3 reads as value / 256 (dtype.glsl)
+const uint DIM_TILES = D / 16u;            // m tiles of the value products
 const uint NO_BLOCK = 0xffffffffu;
 const float RESCALE_SLACK = 8.0;
 const bool ALIBI = (FEATURES & DECODE_FEATURE_ALIBI) != 0u;
@@ -67,12 +76,16 @@ const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
 const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
-layout(push_constant) uniform PushBlock { DecodePush pc; };
+#define MatA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define MatB fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
+#define MatC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
 
+layout(push_constant) uniform PushBlock { DecodePush pc; };
 
 layout(set = 0, binding = DECODE_BINDING_QUERY) readonly buffer Query { uint query_words[]; };
 layout(set = 0, binding = DECODE_BINDING_KEY_CACHE) readonly buffer KeyCache { uvec4 key16[]; };
 layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache { uvec4 value16[]; };
+layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache8 { uvec2 value8[]; };
 layout(set = 0, binding = DECODE_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
 layout(set = 0, binding = DECODE_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };
 layout(set = 0, binding = DECODE_BINDING_OUTPUT) writeonly buffer Output { uint output_words[]; };
@@ -82,17 +95,38 @@ layout(set = 0, binding = DECODE_BINDING_LSE) writeonly buffer Lse { float lse[]
 layout(set = 0, binding = DECODE_BINDING_SCRATCH) writeonly buffer Scratch { float scratch[]; };
 layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
 
-shared float16_t s_query[HEADS * D];                // [head][d], heads past the group zero
-shared uvec4 s_key[SUBGROUPS * D * 2u];             // per subgroup [D/8][16 tokens] x 8 f16
-shared uvec4 s_value[SUBGROUPS * D * 2u];           // per subgroup [D][16 tokens] as 2 x 8 f16
-shared float s_scores[SUBGROUPS * 2u * UNIT * HEADS];  // per subgroup, two halves of [token][head]
-shared float16_t s_prob[SUBGROUPS * UNIT * HEADS];  // per subgroup [token][head]
-shared float s_chunk[SUBGROUPS * 16u * HEADS];      // per subgroup, one [16 dims][head] chunk
+shared float16_t s_query[HEADS * D];         // [head][dim step * 16 + k], in the keys' dim order
+shared float s_out[SUBGROUPS * HEADS * D];   // each subgroup's unnormalised output [head][d]
 shared float s_max[SUBGROUPS * HEADS];
 shared float s_sum[SUBGROUPS * HEADS];
-shared float s_weight[SUBGROUPS * HEADS];           // merge weight of each subgroup's state
-shared float s_factor[HEADS];                       // output factor per head
+shared float s_weight[SUBGROUPS * HEADS];    // merge weight of each subgroup's state
+shared float s_factor[HEADS];                // output factor per head
 
+// The cache dim that slot k of dim step `step` holds (see the header): the lane (g, q) that
+// holds k reads chunk 4 (step / STEPS_PER_CHUNK) + q, and 4 dims of it per step.
+uint key_dim(uint step, uint k) {
+  const uint q = (k % 8u) / 2u;
+  const uint chunk = 4u * (step / STEPS_PER_CHUNK) + q;
+  return chunk * CHUNK_DIMS + 4u * (step % STEPS_PER_CHUNK) + (k >= 8u ? 2u : 0u) + k % 2u;
+}
+
+// fp8: the f16 bits of two bytes held in the low 8 bits of each 16-bit half (0x00BB00AA), as
+// common/dtype.glsl's fp8_pair decodes them (E4M3 as value / 256, its NaN as NaN).
+uint fp8_pair_bits(uint pair) {
+  if (CACHE_DTYPE == DT_FP8_E5M2) return pair << 8;
+  const uint bits = ((pair & 0x00800080u) << 8) | ((pair & 0x007f007fu) << 7);
+  // NaN (S.1111.111) shifts to 0x3f80, the only half that reaches bit 14 when 0x80 is added;
+  // OR-ing that bit in makes it 0x7f80, an f16 NaN.
+  return bits | (((bits & 0x7fff7fffu) + 0x00800080u) & 0x40004000u);
+}
+
+// The two f16 pairs (slots 2q, 2q + 1 and 2q + 8, 2q + 9) that sub-step `u` takes from a lane's
+// 16 bytes: f16 words 2u and 2u + 1; fp8 word u, bytes 0-1 and 2-3.
+uvec2 pairs_of(uvec4 w, uint u) {
+  if (!FP8) return uvec2(w[2u * u], w[2u * u + 1u]);
+  const uint x = w[u];
+  return uvec2(fp8_pair_bits((x & 0xffu) | ((x & 0xff00u) << 8)), fp8_pair_bits(((x >> 16) & 0xffu) | ((x >> 8) & 0x00ff0000u)));
+}
 
 // Keeps the f16 halves of `w` whose tokens t, t + 1 lie in [lo, hi); zeroes the others.
 uint mask_pair(uint w, uint t, uint lo, uint hi) {
@@ -101,10 +135,17 @@ uint mask_pair(uint w, uint t, uint lo, uint hi) {
   return w & (keep_lo | keep_hi);
 }
 
+// The table entry of `token`'s block, or NO_BLOCK past `end`. Checked where it is used.
+uint table_entry(uint table, uint token, uint end) {
+  return token < end ? block_tables[table + token / B] : NO_BLOCK;
+}
+
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint sub = gl_SubgroupID;
   const uint lane = gl_SubgroupInvocationID;
+  const uint g = lane / 4u;
+  const uint q = lane % 4u;
   const uint seq = gl_WorkGroupID.y;
   const uint part = gl_WorkGroupID.z;
   const uint heads_per_kv = pc.num_heads / pc.num_kv_heads;
@@ -114,7 +155,28 @@ void main() {
   const uint head0 = kv_head * heads_per_kv + first_in_kv;
   const uint heads = min(GROUP, heads_per_kv - first_in_kv);
 
+  // The context length, the first unit's block ids and the queries are all requested before
+  // any of them is used, so that a workgroup waits for one memory latency before its first
+  // cache loads, not three. The first block ids are read before the length is known: any
+  // entry of the table row is safe to read, and tokens past the length are masked.
   uint len = context_lens[pc.context_lens_offset + seq];
+  const uint table = pc.block_tables_offset + seq * pc.max_blocks_per_seq;
+  const uint key_group = 8u * (g / 2u);       // this lane's key (and score) tokens: key_group + 0..7
+  const uint value_group = 8u * q;            // this lane's value tokens: value_group + 0..7
+  const uint first_unit = (SPLIT ? part * pc.partition_tokens : 0u) / UNIT + sub;
+  uint next_key_entry = table_entry(table, first_unit * UNIT + key_group, pc.max_blocks_per_seq * B);
+  uint next_value_entry = table_entry(table, first_unit * UNIT + value_group, pc.max_blocks_per_seq * B);
+
+  // Queries (scale and k_scale folded in) in the keys' dim order; rows past the group zero.
+  const float qscale = pc.scale * pc.k_scale;
+  for (uint i = tid; i < HEADS * D; i += WG) {
+    const uint h = i / D;
+    const uint step = (i % D) / 16u;
+    const uint d = key_dim(step, i % 16u);
+    const uint at = (seq * pc.num_heads + head0 + h) * D + d;
+    s_query[i] = h < heads ? float16_t(VKP_LOAD_ELEMENT(query_words, pc.query_offset, at, DT_F16) * qscale) : float16_t(0.0);
+  }
+
   if (len > pc.context_cap) {
     if (tid == 0u && gl_WorkGroupID.x == 0u && part == 0u) atomicOr(status[pc.status_offset], STATUS_BAD_CONTEXT_LEN);
     len = pc.context_cap;
@@ -125,233 +187,221 @@ void main() {
   if (SPLIT) {
     lo = max(lo, part * pc.partition_tokens);
     hi = min(hi, (part + 1u) * pc.partition_tokens);
-    if (lo >= hi) return;  // decode_reduce skips partitions outside [window start, len)
+    if (lo >= hi) return;  // the whole workgroup; decode_reduce skips partitions outside [window start, len)
   }
-
-  for (uint i = tid; i < HEADS * D; i += WG) {
-    const uint g = i / D;
-    const uint q = (seq * pc.num_heads + head0 + g) * D + i % D;
-    s_query[i] = g < heads ? float16_t(VKP_LOAD_ELEMENT(query_words, pc.query_offset, q, DT_F16)) : float16_t(0.0);
+  if (WINDOW && lo / UNIT + sub != first_unit) {  // the window starts further in
+    next_key_entry = table_entry(table, (lo / UNIT + sub) * UNIT + key_group, hi);
+    next_value_entry = table_entry(table, (lo / UNIT + sub) * UNIT + value_group, hi);
   }
   barrier();
-  // Q^T slices [8 dims x 8 heads]: column h of slice c starts at h * D + 8c.
-  fcoopmatNV<16, gl_ScopeSubgroup, 8, 8> query[QUERY_REGISTERS ? KEY_CHUNKS : 1u];
+  MatB query[QUERY_REGISTERS ? DIM_STEPS : 1u];  // Q^T [16 dims x 8 heads] per dim step
   if (QUERY_REGISTERS)
-    for (uint c = 0u; c < KEY_CHUNKS; ++c) coopMatLoadNV(query[c], s_query, c * 8u, D, true);
+    for (uint s = 0u; s < DIM_STEPS; ++s) coopMatLoadNV(query[s], s_query, s * 16u, D, true);
 
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[VALUE_CHUNKS];  // O^T, 16 dims x 8 heads each
-  for (uint j = 0u; j < VALUE_CHUNKS; ++j) acc[j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
+  MatC acc[DIM_TILES];  // O^T: dims 16 j + (g | g + 8), heads 2q, 2q + 1
+  for (uint j = 0u; j < DIM_TILES; ++j) acc[j] = MatC(0.0);
 
-  const uint h = lane % HEADS;              // softmax phase: this lane's head ...
-  const uint t_lane = 4u * (lane / HEADS);  // ... and its first of 4 tokens of the unit
-  float running_max = NEG_INF;              // reference max of head h (lazy, see above)
-  float running_sum = 0.0;                  // this lane's share of head h's sum
-  const float qscale = pc.scale * pc.k_scale;
-  const float slope = ALIBI && h < heads ? alibi_slopes[pc.alibi_offset + head0 + h] : 0.0;
-  const uint table = pc.block_tables_offset + seq * pc.max_blocks_per_seq;
-  const uint scores_base = sub * UNIT * HEADS;
-  const uint tile_base = sub * D * 2u;
-  const uint chunk_base = sub * 16u * HEADS;
+  // Softmax state of heads 2q and 2q + 1 (this lane's columns of S^T); sums over this lane's tokens.
+  float running_max[2] = {NEG_INF, NEG_INF};
+  float running_sum[2] = {0.0, 0.0};
+  float slope[2];
+  for (uint j = 0u; j < 2u; ++j) slope[j] = ALIBI && 2u * q + j < heads ? alibi_slopes[pc.alibi_offset + head0 + 2u * q + j] : 0.0;
   const uint key_start = pc.key_offset / 4u;  // word offsets to uvec4s
   const uint value_start = pc.value_offset / 4u;
 
-  // Lane loads: key uvec4 q = lane + 32i is (8-dim slice q / 16, token q % 16); value uvec4
-  // q is (dim q / 2, tokens 8 (q % 2) ..+7). Both land at tile index q.
   const uint end_unit = (hi + UNIT - 1u) / UNIT;
-  uint u = lo / UNIT + sub;
-  uint block_now = u < end_unit ? block_tables[table + u * UNIT / B] : NO_BLOCK;
-  uint block_next = u + SUBGROUPS < end_unit ? block_tables[table + (u + SUBGROUPS) * UNIT / B] : NO_BLOCK;
-  uvec4 key_regs[TILE_LOADS];
-  uvec4 value_regs[TILE_LOADS];
-  if (PREFETCH && block_now < pc.num_blocks) {
-    const uint head_block = (block_now * pc.num_kv_heads + kv_head) * D * B / 8u;
-    const uint in_block = (u * UNIT) % B;
-    for (uint i = 0u; i < TILE_LOADS; ++i) {
-      const uint q = lane + SUBGROUP * i;
-      key_regs[i] = key16[key_start + head_block + (q / 16u) * B + in_block + q % 16u];
-      value_regs[i] = value16[value_start + head_block + (q / 2u) * (B / 8u) + in_block / 8u + q % 2u];
-    }
-  }
-
-  for (; u < end_unit; u += SUBGROUPS) {
-    const uint block = block_now;
+  // Table entries are read one unit ahead, so that a unit's cache loads do not wait on them.
+  for (uint u = lo / UNIT + sub; u < end_unit; u += SUBGROUPS) {
     const uint tok0 = u * UNIT;
-    const bool present = block < pc.num_blocks;
-    const bool full = tok0 >= lo && tok0 + UNIT <= hi;
-    if (!present && lane == 0u) atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
+    const uint key_entry = next_key_entry;
+    const uint value_entry = next_value_entry;
+    next_key_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + key_group, hi);
+    next_value_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + value_group, hi);
+    // A bad id is flagged by the lanes whose 8 tokens lie in [lo, hi), and not followed. (The
+    // flag is fire-and-forget: no lane waits on it.)
+    const bool keys_used = tok0 + key_group < hi && tok0 + key_group + 8u > lo;
+    if (keys_used && key_entry >= pc.num_blocks) atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
+    const uint key_block = keys_used && key_entry < pc.num_blocks ? key_entry : NO_BLOCK;
+    const uint value_block = tok0 + value_group < hi && value_entry < pc.num_blocks ? value_entry : NO_BLOCK;
 
-    if (!PREFETCH && present) {
-      const uint head_block = (block * pc.num_kv_heads + kv_head) * D * B / 8u;
-      const uint in_block = tok0 % B;
-      for (uint i = 0u; i < TILE_LOADS; ++i) {
-        const uint q = lane + SUBGROUP * i;
-        key_regs[i] = key16[key_start + head_block + (q / 16u) * B + in_block + q % 16u];
-        value_regs[i] = value16[value_start + head_block + (q / 2u) * (B / 8u) + in_block / 8u + q % 2u];
+    // Keys: tile i, row g + 8h is token key_group + 4i + 2h + g % 2; load c is its chunk 4c + q.
+    uvec4 keys[4u * KEY_LOADS];  // [tile][h][c]
+    const uint key_base = key_start + (key_block * pc.num_kv_heads + kv_head) * (D / CHUNK_DIMS) * B + (tok0 + key_group) % B + g % 2u;
+    for (uint r = 0u; r < 4u; ++r)  // r = 2 i + h: token offset 2r
+      for (uint c = 0u; c < KEY_LOADS; ++c)
+        keys[r * KEY_LOADS + c] = key_block != NO_BLOCK ? key16[key_base + (4u * c + q) * B + 2u * r] : uvec4(0u);
+    // Values: dim rows 8r + g (r even: 16 j + g; odd: 16 j + g + 8), tokens value_group..+7:
+    // 16 bytes (f16) or 8 (fp8, in .xy).
+    uvec4 values[2u * DIM_TILES];
+    const uint value_base = (FP8 ? value_start / 2u : value_start) + (value_block * pc.num_kv_heads + kv_head) * D * (B / 8u) + ((tok0 + value_group) % B) / 8u;
+    if (EARLY_VALUES)
+      for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+        values[r] = value_block == NO_BLOCK ? uvec4(0u) : FP8 ? uvec4(value8[value_base + (8u * r + g) * (B / 8u)], 0u, 0u) : value16[value_base + (8u * r + g) * (B / 8u)];
+
+    // ---- scores ----
+    MatC scores[2];
+    for (uint i = 0u; i < 2u; ++i) {
+      scores[i] = MatC(0.0);
+      for (uint s = 0u; s < DIM_STEPS; ++s) {
+        MatB qb;
+        if (QUERY_REGISTERS) qb = query[s];
+        else coopMatLoadNV(qb, s_query, s * 16u, D, true);
+        const uvec2 upper = pairs_of(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], s % STEPS_PER_CHUNK);       // row g
+        const uvec2 lower = pairs_of(keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK], s % STEPS_PER_CHUNK);  // row g + 8
+        const f16vec2 a01 = unpackFloat2x16(upper.x);
+        const f16vec2 a23 = unpackFloat2x16(upper.y);
+        const f16vec2 a45 = unpackFloat2x16(lower.x);
+        const f16vec2 a67 = unpackFloat2x16(lower.y);
+        MatA ka;
+        ka[0] = a01.x;
+        ka[1] = a01.y;
+        ka[2] = a23.x;
+        ka[3] = a23.y;
+        ka[4] = a45.x;
+        ka[5] = a45.y;
+        ka[6] = a67.x;
+        ka[7] = a67.y;
+        scores[i] = coopMatMulAddNV(ka, qb, scores[i]);
       }
     }
-    subgroupBarrier();  // the previous unit's tiles are read
-    if (present)
-      for (uint i = 0u; i < TILE_LOADS; ++i) {
-        const uint q = lane + SUBGROUP * i;
-        s_key[tile_base + q] = key_regs[i];
-        uvec4 v = value_regs[i];
-        if (!full) {
-          const uint t = tok0 + 8u * (q % 2u);
-          v = uvec4(mask_pair(v.x, t, lo, hi), mask_pair(v.y, t + 2u, lo, hi), mask_pair(v.z, t + 4u, lo, hi),
-                    mask_pair(v.w, t + 6u, lo, hi));
-        }
-        s_value[tile_base + q] = v;
-      }
-    subgroupBarrier();
 
-    // The next unit's loads fly while this one is computed.
-    block_now = block_next;
-    const uint u_next = u + SUBGROUPS;
-    block_next = u_next + SUBGROUPS < end_unit ? block_tables[table + (u_next + SUBGROUPS) * UNIT / B] : NO_BLOCK;
-    if (PREFETCH && block_now < pc.num_blocks) {
-      const uint head_block = (block_now * pc.num_kv_heads + kv_head) * D * B / 8u;
-      const uint in_block = (u_next * UNIT) % B;
-      for (uint i = 0u; i < TILE_LOADS; ++i) {
-        const uint q = lane + SUBGROUP * i;
-        key_regs[i] = key16[key_start + head_block + (q / 16u) * B + in_block + q % 16u];
-        value_regs[i] = value16[value_start + head_block + (q / 2u) * (B / 8u) + in_block / 8u + q % 2u];
+    // ---- softmax: component e of tile i is head 2q + e % 2, token key_group + 4i + 2 (e / 2) + g % 2 ----
+    const bool full = tok0 >= lo && tok0 + UNIT <= hi && subgroupAll(key_block != NO_BLOCK);
+    float logit[8];  // [i][e]
+    float tile_max[2] = {NEG_INF, NEG_INF};
+    for (uint i = 0u; i < 2u; ++i)
+      for (uint e = 0u; e < 4u; ++e) {
+        const uint j = e % 2u;
+        const uint t = tok0 + key_group + 4u * i + 2u * (e / 2u) + g % 2u;
+        float l = scores[i][e] * SCORE_FIX;
+        if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
+        if (ALIBI) l += slope[j] * (float(t) - float(len) + 1.0);
+        if (!full && (t < lo || t >= hi || key_block == NO_BLOCK)) l = NEG_INF;
+        if (2u * q + j >= heads) l = NEG_INF;
+        logit[4u * i + e] = l;
+        tile_max[j] = max(tile_max[j], l);
       }
+    bool grow = false;
+    for (uint j = 0u; j < 2u; ++j) {
+      for (uint x = 4u; x < SUBGROUP; x *= 2u) tile_max[j] = max(tile_max[j], subgroupShuffleXor(tile_max[j], x));
+      grow = grow || tile_max[j] > running_max[j] + RESCALE_SLACK;  // also true for the first valid unit
     }
-    if (!present) continue;
-
-    // Two independent chains of products, so that each waits on half as many.
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> scores = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
-    fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> scores_odd = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
-    for (uint c = 0u; c < KEY_CHUNKS; c += 2u) {
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> keys;
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> keys_odd;
-      coopMatLoadNV(keys, s_key, tile_base + c * 16u, 1u, false);
-      coopMatLoadNV(keys_odd, s_key, tile_base + (c + 1u) * 16u, 1u, false);
-      if (QUERY_REGISTERS) {
-        scores = coopMatMulAddNV(keys, query[c], scores);
-        scores_odd = coopMatMulAddNV(keys_odd, query[c + 1u], scores_odd);
-      } else {
-        fcoopmatNV<16, gl_ScopeSubgroup, 8, 8> q_even;
-        fcoopmatNV<16, gl_ScopeSubgroup, 8, 8> q_odd;
-        coopMatLoadNV(q_even, s_query, c * 8u, D, true);
-        coopMatLoadNV(q_odd, s_query, (c + 1u) * 8u, D, true);
-        scores = coopMatMulAddNV(keys, q_even, scores);
-        scores_odd = coopMatMulAddNV(keys_odd, q_odd, scores_odd);
-      }
-    }
-    // (Their sum is taken in the softmax phase: glslc's optimizer crashes on matrix addition.)
-    coopMatStoreNV(scores, s_scores, 2u * scores_base, HEADS, false);
-    coopMatStoreNV(scores_odd, s_scores, 2u * scores_base + UNIT * HEADS, HEADS, false);
-    subgroupBarrier();
-
-    float logit[4];
-    float tile_max = NEG_INF;
-    for (uint i = 0u; i < 4u; ++i) {
-      const uint t = tok0 + t_lane + i;
-      const uint at = 2u * scores_base + (t_lane + i) * HEADS + h;
-      float l = (s_scores[at] + s_scores[at + UNIT * HEADS]) * qscale;
-      if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
-      if (ALIBI) l += slope * (float(t) - float(len) + 1.0);
-      logit[i] = t >= lo && t < hi && h < heads ? l : NEG_INF;
-      tile_max = max(tile_max, logit[i]);
-    }
-    tile_max = max(tile_max, subgroupShuffleXor(tile_max, 8u));
-    tile_max = max(tile_max, subgroupShuffleXor(tile_max, 16u));
-    const bool grow = tile_max > running_max + RESCALE_SLACK;  // also true for the first valid tile
     if (subgroupAny(grow)) {
-      const float new_max = max(running_max, tile_max);
-      const float alpha = running_max == NEG_INF ? 0.0 : exp(running_max - new_max);
-      running_sum *= alpha;
-      if (!subgroupAll(running_max == NEG_INF))  // all-zero accumulators need no rescale
-        for (uint j = 0u; j < VALUE_CHUNKS; ++j) {
-          coopMatStoreNV(acc[j], s_chunk, chunk_base, HEADS, false);
-          subgroupBarrier();
-          // Element e of [16 dims][head] belongs to head e % 8 = lane % 8 = h.
-          for (uint e = lane; e < 16u * HEADS; e += SUBGROUP) s_chunk[chunk_base + e] *= alpha;
-          subgroupBarrier();
-          coopMatLoadNV(acc[j], s_chunk, chunk_base, HEADS, false);
-          subgroupBarrier();
+      float alpha[2];
+      for (uint j = 0u; j < 2u; ++j) {
+        const float new_max = max(running_max[j], tile_max[j]);
+        alpha[j] = running_max[j] == NEG_INF ? 0.0 : exp(running_max[j] - new_max);
+        running_sum[j] *= alpha[j];
+        running_max[j] = new_max;
+      }
+      for (uint d = 0u; d < DIM_TILES; ++d)
+        for (uint e = 0u; e < 4u; ++e) acc[d][e] *= alpha[e % 2u];
+    }
+    MatB probs[2];  // P^T, laid out as S^T
+    for (uint i = 0u; i < 2u; ++i)
+      for (uint e = 0u; e < 4u; ++e) {
+        const float l = logit[4u * i + e];
+        const float16_t p = float16_t(l == NEG_INF ? 0.0 : exp(l - running_max[e % 2u]));
+        running_sum[e % 2u] += float(p);
+        probs[i][e] = p;
+      }
+
+    // ---- values ----
+    if (!EARLY_VALUES)
+      for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+        values[r] = value_block == NO_BLOCK ? uvec4(0u) : FP8 ? uvec4(value8[value_base + (8u * r + g) * (B / 8u)], 0u, 0u) : value16[value_base + (8u * r + g) * (B / 8u)];
+    for (uint i = 0u; i < 2u; ++i)
+      for (uint d = 0u; d < DIM_TILES; ++d) {
+        // Tokens 8q + 4i + {0, 1} and {2, 3} of dims 16 d + g and 16 d + g + 8. Slots outside
+        // [lo, hi) are zeroed: they may hold anything, even NaN, and 0 * NaN is NaN.
+        uvec2 upper = pairs_of(values[2u * d], i);
+        uvec2 lower = pairs_of(values[2u * d + 1u], i);
+        if (!full) {
+          const uint t = value_block == NO_BLOCK ? 0xfffffff0u : tok0 + value_group + 4u * i;
+          upper = uvec2(mask_pair(upper.x, t, lo, hi), mask_pair(upper.y, t + 2u, lo, hi));
+          lower = uvec2(mask_pair(lower.x, t, lo, hi), mask_pair(lower.y, t + 2u, lo, hi));
         }
-      running_max = new_max;
-    }
-    for (uint i = 0u; i < 4u; ++i) {
-      const float16_t p = float16_t(logit[i] == NEG_INF ? 0.0 : exp(logit[i] - running_max));
-      running_sum += float(p);
-      s_prob[scores_base + (t_lane + i) * HEADS + h] = p;
-    }
-    subgroupBarrier();
-    fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> probs;
-    coopMatLoadNV(probs, s_prob, scores_base, HEADS, false);
-    for (uint j = 0u; j < VALUE_CHUNKS; ++j) {
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> values;
-      coopMatLoadNV(values, s_value, tile_base + j * 32u, 2u, false);
-      acc[j] = coopMatMulAddNV(values, probs, acc[j]);
-    }
+        const f16vec2 a01 = unpackFloat2x16(upper.x);
+        const f16vec2 a23 = unpackFloat2x16(upper.y);
+        const f16vec2 a45 = unpackFloat2x16(lower.x);
+        const f16vec2 a67 = unpackFloat2x16(lower.y);
+        MatA va;
+        va[0] = a01.x;
+        va[1] = a01.y;
+        va[2] = a23.x;
+        va[3] = a23.y;
+        va[4] = a45.x;
+        va[5] = a45.y;
+        va[6] = a67.x;
+        va[7] = a67.y;
+        acc[d] = coopMatMulAddNV(va, probs[i], acc[d]);
+      }
   }
 
   // ---- merge the subgroups' states ----
-  running_sum += subgroupShuffleXor(running_sum, 8u);
-  running_sum += subgroupShuffleXor(running_sum, 16u);
-  if (lane < HEADS) {
-    s_max[sub * HEADS + lane] = running_max;
-    s_sum[sub * HEADS + lane] = running_sum;
+  for (uint j = 0u; j < 2u; ++j) {
+    for (uint x = 4u; x < SUBGROUP; x *= 2u) running_sum[j] += subgroupShuffleXor(running_sum[j], x);
+    if (g == 0u) {
+      s_max[sub * HEADS + 2u * q + j] = running_max[j];
+      s_sum[sub * HEADS + 2u * q + j] = running_sum[j];
+    }
   }
+  for (uint j = 0u; j < DIM_TILES; ++j)
+    for (uint e = 0u; e < 4u; ++e) {
+      const uint h = 2u * q + e % 2u;
+      const uint d = 16u * j + g + (e >= 2u ? 8u : 0u);
+      s_out[(sub * HEADS + h) * D + d] = acc[j][e];
+    }
   barrier();
 
-  const float out_scale = pc.v_scale;
+  const float out_scale = pc.v_scale * fp8_scale_fix(CACHE_DTYPE);
   if (tid < heads) {
-    const uint g = tid;
+    const uint h = tid;
     float m = NEG_INF;
-    for (uint s = 0u; s < SUBGROUPS; ++s) m = max(m, s_max[s * HEADS + g]);
+    for (uint s = 0u; s < SUBGROUPS; ++s) m = max(m, s_max[s * HEADS + h]);
     float den = 0.0;
     for (uint s = 0u; s < SUBGROUPS; ++s) {
-      const float w = m == NEG_INF || s_max[s * HEADS + g] == NEG_INF ? 0.0 : exp(s_max[s * HEADS + g] - m);
-      s_weight[s * HEADS + g] = w;
-      den += w * s_sum[s * HEADS + g];
+      const float w = m == NEG_INF || s_max[s * HEADS + h] == NEG_INF ? 0.0 : exp(s_max[s * HEADS + h] - m);
+      s_weight[s * HEADS + h] = w;
+      den += w * s_sum[s * HEADS + h];
     }
     if (SPLIT) {
-      const uint row = (seq * pc.num_heads + head0 + g) * pc.num_partitions + part;
+      const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
       const uint ml = pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u;
       scratch[ml] = m;
       scratch[ml + 1u] = den;
-      s_factor[g] = out_scale;
+      s_factor[h] = out_scale;
     } else {
       // Single pass: normalise (sinks join the denominator).
       float w = 1.0;
       if (SINKS) {
-        const float z = sinks[pc.sinks_offset + head0 + g];
+        const float z = sinks[pc.sinks_offset + head0 + h];
         const float mz = max(m, z);
         w = m == NEG_INF ? 0.0 : exp(m - mz);
         den = den * w + exp(z - mz);
         m = mz;
       }
-      s_factor[g] = den > 0.0 ? w * out_scale / den : 0.0;
-      if (WRITE_LSE) lse[pc.lse_offset + seq * pc.num_heads + head0 + g] = den > 0.0 ? m + log(den) : NEG_INF;
+      s_factor[h] = den > 0.0 ? w * out_scale / den : 0.0;
+      if (WRITE_LSE) lse[pc.lse_offset + seq * pc.num_heads + head0 + h] = den > 0.0 ? m + log(den) : NEG_INF;
     }
   }
+  barrier();
 
-  // 16 dims at a time: the subgroups' accumulators, weighted, to the output (or scratch).
-  for (uint j = 0u; j < VALUE_CHUNKS; ++j) {
-    coopMatStoreNV(acc[j], s_chunk, chunk_base, HEADS, false);
-    barrier();
-    for (uint i = tid; i < heads * 8u; i += WG) {
-      const uint g = i / 8u;
-      const uint dd = 2u * (i % 8u);  // dims dd, dd + 1 of the chunk
-      vec2 o = vec2(0.0);
-      for (uint s = 0u; s < SUBGROUPS; ++s)
-        o += s_weight[s * HEADS + g] *
-             vec2(s_chunk[s * 16u * HEADS + dd * HEADS + g], s_chunk[s * 16u * HEADS + (dd + 1u) * HEADS + g]);
-      o *= s_factor[g];
-      const uint d = 16u * j + dd;
-      if (SPLIT) {
-        // scratch: partial outputs [S][H][P][D] (unnormalised), as decode_reduce reads them
-        const uint row = (seq * pc.num_heads + head0 + g) * pc.num_partitions + part;
-        scratch[pc.scratch_offset + row * D + d] = o.x;
-        scratch[pc.scratch_offset + row * D + d + 1u] = o.y;
-      } else {
-        output_words[pc.output_offset + ((seq * pc.num_heads + head0 + g) * D + d) / 2u] = packHalf2x16(o);
-      }
+  // The subgroups' outputs, weighted, two dims per invocation, to the output (or scratch).
+  for (uint i = tid; i < heads * D / 2u; i += WG) {
+    const uint h = i / (D / 2u);
+    const uint d = 2u * (i % (D / 2u));
+    vec2 o = vec2(0.0);
+    for (uint s = 0u; s < SUBGROUPS; ++s)
+      o += s_weight[s * HEADS + h] * vec2(s_out[(s * HEADS + h) * D + d], s_out[(s * HEADS + h) * D + d + 1u]);
+    o *= s_factor[h];
+    if (SPLIT) {
+      // scratch: partial outputs [S][H][P][D] (unnormalised), as decode_reduce reads them
+      const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
+      scratch[pc.scratch_offset + row * D + d] = o.x;
+      scratch[pc.scratch_offset + row * D + d + 1u] = o.y;
+    } else {
+      output_words[pc.output_offset + ((seq * pc.num_heads + head0 + h) * D + d) / 2u] = packHalf2x16(o);
     }
-    barrier();
   }
 }

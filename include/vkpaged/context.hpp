@@ -36,8 +36,8 @@ struct DeviceInfo {
   bool shader_float16 = false;
   bool shader_int64 = false;
   bool buffer_device_address = false;
-  // VK_NV_cooperative_matrix with the f16 products the matrix decode kernel uses (16x8x8 and
-  // 16x8x16, f32 accumulators, subgroup scope), f16 arithmetic and storage, 32-wide subgroups.
+  // VK_NV_cooperative_matrix with the f16 products the matrix decode kernel uses (16x8x16,
+  // f32 accumulators, subgroup scope), f16 arithmetic and storage, 32-wide subgroups.
   bool cooperative_matrix = false;
   bool push_descriptor = false;
   bool timestamps = false;

@@ -282,6 +282,16 @@ typedef enum vkp_split_mode {
   VKP_SPLIT_SPLIT = 2        /* partitions merged by a reduce pass */
 } vkp_split_mode;
 
+/* Values equal vkpaged::DecodeKernel's. */
+typedef enum vkp_decode_kernel {
+  VKP_KERNEL_AUTOMATIC = 0, /* the matrix kernel for f16 GQA groups where it can run, else scalar */
+  VKP_KERNEL_SCALAR = 1,    /* the portable kernel (every device, dtype and shape) */
+  /* Matrix units (VK_NV_cooperative_matrix): f16 query and cache, head_size a multiple of 32,
+   * block_size of 8, caches within maxStorageBufferRange, a device whose fragment layout the
+   * kernel knows; refused elsewhere with UNSUPPORTED. */
+  VKP_KERNEL_MATRIX = 2
+} vkp_decode_kernel;
+
 /* See vkpaged::DecodeShape. Dtypes: query f32/f16/bf16; cache f32/f16/bf16/fp8_e4m3/fp8_e5m2. */
 typedef struct vkp_decode_shape {
   uint32_t num_seqs;           /* S */
@@ -309,8 +319,10 @@ typedef struct vkp_decode_options {
   float v_scale;
   vkp_split_mode split;
   uint32_t partition_tokens; /* split: tokens per partition, a multiple of 256; 0 = auto */
+  vkp_decode_kernel kernel;  /* last, so that the fields before it keep their offsets */
 } vkp_decode_options;
-/* Defaults: no scale given, softcap 0, window 0, k_scale = v_scale = 1, automatic split. */
+/* Defaults: no scale given, softcap 0, window 0, k_scale = v_scale = 1, automatic split and
+ * kernel. */
 VKP_API void vkp_decode_options_init(vkp_decode_options* options);
 
 typedef struct vkp_decode_plan vkp_decode_plan;
@@ -318,7 +330,8 @@ typedef struct vkp_decode_plan vkp_decode_plan;
 /* Validates the shape and options against the contract and the device, chooses the variant
  * and the split, and creates (or finds) the pipelines. Host only; records nothing.
  * Errors: INVALID_ARGUMENT (naming the field: head_size, block_size, num_heads, k_scale...),
- * UNSUPPORTED (the device cannot run this shape), DEVICE. */
+ * UNSUPPORTED (the device cannot run this shape, or VKP_KERNEL_MATRIX where the matrix kernel
+ * cannot run), DEVICE. */
 VKP_API vkp_status vkp_decode_plan_create(vkp_context* context, const vkp_decode_shape* shape,
                                           const vkp_decode_options* options, vkp_decode_plan** out);
 VKP_API void vkp_decode_plan_destroy(vkp_decode_plan* plan);

@@ -39,6 +39,11 @@ struct uvec2 {
 #define DECODE_SC_MATRIX_QUERY_REGISTERS 9  // decode_coopmat.comp only
 #define DECODE_SC_COUNT 10
 
+// ---- fragment_layout.comp: component slots written per lane and fragment, and the mark of
+// a slot past the fragment's component count.
+#define FRAGMENT_SLOTS 8u
+#define FRAGMENT_UNUSED 0xffffffffu
+
 // DECODE_SC_FEATURES bits.
 #define DECODE_FEATURE_ALIBI 1u
 #define DECODE_FEATURE_SOFTCAP 2u

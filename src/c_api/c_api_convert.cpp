@@ -36,6 +36,27 @@ vkp_split_mode to_c(SplitMode mode) noexcept {
   }
 }
 
+// Same numbering on both sides (see decode.hpp and vkpaged.h).
+static_assert(int(VKP_KERNEL_AUTOMATIC) == int(DecodeKernel::automatic) &&
+              int(VKP_KERNEL_SCALAR) == int(DecodeKernel::scalar) && int(VKP_KERNEL_MATRIX) == int(DecodeKernel::matrix));
+
+DecodeKernel to_kernel(vkp_decode_kernel kernel) {
+  switch (kernel) {
+    case VKP_KERNEL_AUTOMATIC: return DecodeKernel::automatic;
+    case VKP_KERNEL_SCALAR: return DecodeKernel::scalar;
+    case VKP_KERNEL_MATRIX: return DecodeKernel::matrix;
+  }
+  refuse(fmt::format("options.kernel: {} is not a vkp_decode_kernel", int(kernel)));
+}
+
+vkp_decode_kernel to_c(DecodeKernel kernel) noexcept {
+  switch (kernel) {
+    case DecodeKernel::scalar: return VKP_KERNEL_SCALAR;
+    case DecodeKernel::matrix: return VKP_KERNEL_MATRIX;
+    default: return VKP_KERNEL_AUTOMATIC;
+  }
+}
+
 void copy_string(char* dst, size_t capacity, const std::string& src) noexcept {
   std::snprintf(dst, capacity, "%s", src.c_str());
 }
@@ -154,6 +175,7 @@ DecodeOptions to_cpp(const vkp_decode_options* o) {
   d.v_scale = o->v_scale;
   d.split = to_split(o->split);
   d.partition_tokens = o->partition_tokens;
+  d.kernel = to_kernel(o->kernel);
   return d;
 }
 
@@ -167,6 +189,7 @@ vkp_decode_options to_c(const DecodeOptions& o) noexcept {
   c.v_scale = o.v_scale;
   c.split = to_c(o.split);
   c.partition_tokens = o.partition_tokens;
+  c.kernel = to_c(o.kernel);
   return c;
 }
 

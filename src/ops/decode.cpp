@@ -11,6 +11,7 @@
 
 #include "embedded_shaders.hpp"
 #include "ops/decode_plan.hpp"
+#include "ops/fragment_layout.hpp"
 #include "ops/decode_validation.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/error.hpp"
@@ -31,11 +32,11 @@ struct Tuning {
   uint32_t workgroup = 0;        // invocations per workgroup (128 or 256)
   uint32_t units = 4;            // split: workgroups wanted per compute unit
   uint32_t heads = 0;            // most query heads per workgroup (GQA groups are sliced)
-  // 1: automatic picks the matrix kernel where it can run. Off: on an H200 it measured slower
-  // than the scalar kernel on every standard shape (bench/RESULTS.md).
-  uint32_t matrix = 0;
+  // 1: automatic picks the matrix kernel for GQA groups where it can run (on an H200 it beat
+  // the scalar kernel on every GQA shape and lost on MHA, bench/RESULTS.md); 0: never.
+  uint32_t matrix = 1;
   uint32_t subgroups = 0;        // matrix kernel: subgroups per workgroup
-  uint32_t prefetch = 1;         // matrix kernel: load the next unit while computing one
+  uint32_t prefetch = 0;         // matrix kernel: value loads issued with the key loads
   uint32_t qregs = 1;            // matrix kernel: query fragments kept in registers
 };
 
@@ -110,49 +111,53 @@ void choose_variant(DecodePlanData& p, const DeviceInfo& dev) {
 
 // ---- the matrix kernel (shaders/decode_coopmat.comp) ----
 
-constexpr uint32_t kMatrixHeads = 8;   // N of its products
-constexpr uint32_t kMatrixUnit = 16;   // tokens per unit
+constexpr uint32_t kMatrixHeads = 8;   // heads of its value products
 constexpr uint32_t kMatrixSubgroup = 32;
 
 size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d) {
-  const size_t per_subgroup = 2 * size_t(d) * 32                    // key and value tiles
-                              + kMatrixUnit * kMatrixHeads * (8 + 2)  // scores (two halves), probabilities
-                              + 16 * kMatrixHeads * 4                 // accumulator chunk
-                              + 3 * kMatrixHeads * 4;                 // max, sum, weight
-  return 2ull * kMatrixHeads * d + subgroups * per_subgroup + kMatrixHeads * 4;
+  const size_t query = size_t(kMatrixHeads) * d * 2;                   // f16 query rows
+  const size_t per_subgroup = kMatrixHeads * (size_t(d) + 3) * 4;       // output, max, sum, weight
+  return query + subgroups * per_subgroup + kMatrixHeads * 4;
 }
 
 // Why the matrix kernel cannot run this plan, or "" when it can.
-std::string matrix_refusal(const DecodePlanData& p, const detail::ContextImpl& impl) {
+std::string matrix_refusal(const DecodePlanData& p, Context& context) {
+  const auto& impl = context.impl();
   const auto& s = p.shape;
   if (!impl.cooperative_matrix)
-    return fmt::format("device {} has no VK_NV_cooperative_matrix enabled with 16x8x8 and 16x8x16 f16 products, f16 "
+    return fmt::format("device {} has no VK_NV_cooperative_matrix enabled with 16x8x16 f16 products, f16 "
                        "storage and 32-wide subgroups",
                        impl.info.name);
   if (s.query_dtype != DType::f16 || s.cache_dtype != DType::f16)
     return fmt::format("query_dtype {} and cache_dtype {}: the matrix kernel takes f16 only", dtype_name(s.query_dtype),
                        dtype_name(s.cache_dtype));
-  if (s.head_size % 16 != 0) return fmt::format("head_size: {} is not a multiple of 16", s.head_size);
-  if (s.block_size % 16 != 0) return fmt::format("block_size: {} is not a multiple of 16", s.block_size);
+  if (s.head_size % 32 != 0) return fmt::format("head_size: {} is not a multiple of 32", s.head_size);
+  if (s.block_size % 8 != 0) return fmt::format("block_size: {} is not a multiple of 8", s.block_size);
   if (p.address) return "num_blocks: the caches are past maxStorageBufferRange (read by device address)";
   if (matrix_shared_bytes(1, s.head_size) > impl.info.max_shared_memory)
     return fmt::format("head_size: {} needs more shared memory than device {} has", s.head_size, impl.info.name);
+  const std::string& layout = detail::matrix_fragment_mismatch(context);
+  if (!layout.empty()) return fmt::format("device {}: {}", impl.info.name, layout);
   return "";
 }
 
-void choose_matrix_variant(DecodePlanData& p, const DeviceInfo& dev) {
-  const auto& s = p.shape;
-  const uint32_t group = s.num_heads / s.num_kv_heads;
+void choose_matrix_variant(DecodePlanData& p) {
+  const uint32_t group = p.shape.num_heads / p.shape.num_kv_heads;
   p.matrix = true;
   p.groups_per_kv_head = ceil_div(group, kMatrixHeads);
   p.heads_per_workgroup = ceil_div(group, p.groups_per_kv_head);
-  uint32_t subgroups = tuning().subgroups ? tuning().subgroups : 4;
-  while (subgroups > 1 && (matrix_shared_bytes(subgroups, s.head_size) > dev.max_shared_memory ||
+  p.lanes_per_row = 0;
+  p.subgroup = true;
+}
+
+// Subgroups per workgroup of the matrix kernel, once the split is known: measured on an H200
+// (bench/RESULTS.md), 2 won in one pass and with 512-token partitions, 4 with 1024-token ones.
+void choose_matrix_subgroups(DecodePlanData& p, const DeviceInfo& dev) {
+  uint32_t subgroups = tuning().subgroups ? tuning().subgroups : (p.split && p.partition_tokens >= 1024 ? 4 : 2);
+  while (subgroups > 1 && (matrix_shared_bytes(subgroups, p.shape.head_size) > dev.max_shared_memory ||
                            subgroups * kMatrixSubgroup > dev.max_workgroup_invocations))
     subgroups /= 2;
   p.workgroup = subgroups * kMatrixSubgroup;
-  p.lanes_per_row = 0;
-  p.subgroup = true;
 }
 
 void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
@@ -174,7 +179,10 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
     const uint64_t want = uint64_t(tuning().units) * std::max(1u, dev.compute_units);
     if (workgroups * 2 < want) {
       const uint32_t parts = ceil_div(want, std::max<uint64_t>(workgroups, 1));
-      const uint32_t per_part = std::max<uint32_t>(256, ceil_div(ceil_div(max_len, parts), 256) * 256);
+      uint32_t per_part = std::max<uint32_t>(256, ceil_div(ceil_div(max_len, parts), 256) * 256);
+      // The matrix kernel streams a partition faster than it starts one: on an H200, partitions
+      // of 1024 tokens (512 below 4096) beat more, shorter ones (bench/RESULTS.md).
+      if (p.matrix && tuning().units == Tuning{}.units) per_part = max_len >= 4096 ? 1024 : 512;
       p.split = per_part < max_len;
       if (p.split) tokens = per_part;
     }
@@ -221,16 +229,19 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
                 fmt::format("num_blocks: a pool of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} bytes, "
                             "and the context has no buffer device address to read it with",
                             shape.num_blocks, pool_bytes, impl.info.max_storage_buffer_range));
-  const std::string no_matrix = matrix_refusal(*p, impl);
+  const bool want_matrix = options.kernel == DecodeKernel::matrix ||
+                           (options.kernel == DecodeKernel::automatic && tuning().matrix != 0 &&
+                            shape.num_heads > shape.num_kv_heads);
+  const std::string no_matrix = want_matrix ? matrix_refusal(*p, context) : "";
   if (options.kernel == DecodeKernel::matrix && !no_matrix.empty())
     throw Error(ErrorCode::unsupported, "kernel: matrix: " + no_matrix);
-  const bool matrix = options.kernel == DecodeKernel::matrix ||
-                      (options.kernel == DecodeKernel::automatic && tuning().matrix != 0 && no_matrix.empty());
+  const bool matrix = want_matrix && no_matrix.empty();
   if (matrix)
-    choose_matrix_variant(*p, impl.info);
+    choose_matrix_variant(*p);
   else
     choose_variant(*p, impl.info);
   choose_split(*p, impl.info);
+  if (matrix) choose_matrix_subgroups(*p, impl.info);
   p->features = feature_bits(shape, options, p->split);
   // The grid is (kv-head groups, S, partitions) and the scratch one descriptor: refuse what
   // no device launches or binds now, before anything is allocated or recorded. 65535 is the

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -67,6 +68,9 @@ struct ContextImpl {
 
   std::mutex submit_mutex;  // the queue and the command pool
   std::mutex pipeline_mutex;
+  // ops/fragment_layout.cpp: "" when the matrix kernel's fragment layout holds; set on first use.
+  std::mutex fragment_layout_mutex;
+  std::optional<std::string> fragment_layout_mismatch;
   std::map<std::string, std::unique_ptr<ComputePipeline>> pipelines;
 
   // What both constructors do once the device exists: entry points, queue, caches.

@@ -38,6 +38,7 @@ vkp_decode_options c_options(const DecodeOptions& o) {
   c.v_scale = o.v_scale;
   c.split = vkp_split_mode(o.split);
   c.partition_tokens = o.partition_tokens;
+  c.kernel = vkp_decode_kernel(o.kernel);
   return c;
 }
 
@@ -62,6 +63,7 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
   EXPECT_VKP_OK(vkp_decode_plan_info_get(raw, &info));
   EXPECT_EQ(info.shape.num_seqs, shape.num_seqs);
   EXPECT_EQ(info.options.split, copt.split);
+  EXPECT_EQ(info.options.kernel, copt.kernel);
   EXPECT_EQ(info.scratch_bytes, vkp_decode_plan_scratch_bytes(raw));
   EXPECT_NE(std::string(vkp_decode_plan_describe(raw)), "");
 
@@ -203,6 +205,56 @@ TEST_F(CApiDecodeHostTest, RefusesBadInputsNamingThem) {
   cin.cache_dtype = vkp_dtype(-1);
   expect_refused(vkp_decode_shape_of(&cin, false, nullptr), "inputs.cache_dtype");
   EXPECT_EQ(std::memcmp(out.data(), untouched.data(), out.bytes()), 0) << "a refused call wrote the output";
+}
+
+// The kernel field goes both ways (options -> plan -> plan info), an unknown value is refused
+// naming it, and the matrix kernel is refused as unsupported where it cannot run.
+TEST_F(CApiDecodeHostTest, KernelChoiceRoundTripsAndIsChecked) {
+  vkp_decode_options o;
+  std::memset(&o, 0xff, sizeof(o));
+  vkp_decode_options_init(&o);
+  EXPECT_EQ(o.kernel, VKP_KERNEL_AUTOMATIC);
+
+  DecodeCase c = make_case(DType::f16, DType::f16, {3, 70}, false, false);
+  std::mt19937 rng(9);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  const vkp_decode_inputs cin = c_inputs(in);
+  vkp_decode_shape shape{};
+  ASSERT_VKP_OK(vkp_decode_shape_of(&cin, false, &shape));
+  for (vkp_decode_kernel kernel : {VKP_KERNEL_AUTOMATIC, VKP_KERNEL_SCALAR}) {
+    o.kernel = kernel;
+    vkp_decode_plan* raw = nullptr;
+    ASSERT_VKP_OK(vkp_decode_plan_create(c_context(), &shape, &o, &raw));
+    PlanPtr plan(raw, &vkp_decode_plan_destroy);
+    vkp_decode_plan_info info{};
+    ASSERT_VKP_OK(vkp_decode_plan_info_get(raw, &info));
+    EXPECT_EQ(info.options.kernel, kernel);
+    if (kernel == VKP_KERNEL_SCALAR)
+      EXPECT_EQ(std::string(vkp_decode_plan_describe(raw)).find("matrix units"), std::string::npos)
+          << vkp_decode_plan_describe(raw);
+  }
+  // The scalar kernel asked for through C records what the C++ API computes with it.
+  DecodeOptions scalar = default_options(c);
+  scalar.kernel = DecodeKernel::scalar;
+  const RecordedDecode got = record_through_c(in, scalar, false);
+  const DecodeResult cpp = decode_attention(ctx(), in, scalar);
+  ASSERT_EQ(got.output.bytes(), cpp.output.bytes());
+  EXPECT_EQ(std::memcmp(got.output.data(), cpp.output.data(), cpp.output.bytes()), 0);
+
+  vkp_decode_plan* raw = nullptr;
+  o.kernel = vkp_decode_kernel(7);
+  expect_refused(vkp_decode_plan_create(c_context(), &shape, &o, &raw), "options.kernel: 7");
+  HostTensor out(in.query.dtype(), in.query.shape());
+  expect_refused(vkp_reference_decode_attention(&cin, &o, out.data(), out.bytes(), nullptr, 0), "options.kernel: 7");
+  o.kernel = VKP_KERNEL_MATRIX;
+  // The matrix kernel takes f16 only: refused on every device for f32.
+  vkp_decode_shape f32 = shape;
+  f32.query_dtype = f32.cache_dtype = VKP_DTYPE_F32;
+  expect_refused(vkp_decode_plan_create(c_context(), &f32, &o, &raw), "kernel: matrix", VKP_ERROR_UNSUPPORTED);
+  // Without matrix units (lavapipe) it is refused for every shape.
+  if (!ctx().device_info().cooperative_matrix)
+    expect_refused(vkp_decode_plan_create(c_context(), &shape, &o, &raw), "kernel: matrix", VKP_ERROR_UNSUPPORTED);
+  EXPECT_EQ(raw, nullptr);
 }
 
 TEST_F(CApiDecodeHostTest, PlanAndRecordRefusalsNameTheArgument) {

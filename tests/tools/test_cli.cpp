@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attend_inputs.hpp"
+#include "bench.hpp"
 #include "commands.hpp"
 #include "npy.hpp"
 #include "vkpaged/error.hpp"
@@ -269,6 +270,19 @@ TEST_F(CliTest, ScaleAlibiSoftcapSinksWindowSplit) {
                             "--partition-tokens", "256"});
 }
 
+// --kernel reaches DecodeOptions::kernel; the scalar kernel runs on every device.
+TEST_F(CliTest, KernelChoice) {
+  CaseSpec c;
+  c.dtype = c.cache_dtype = DType::f16;
+  c.heads = 8;
+  c.kv_heads = 2;
+  DecodeOptions o;
+  o.kernel = DecodeKernel::scalar;
+  expect_matches_reference(random_inputs(c, 14), o, {"--kernel", "scalar"});
+  o.kernel = DecodeKernel::automatic;
+  expect_matches_reference(random_inputs(c, 15), o, {"--kernel", "auto"});
+}
+
 TEST_F(CliTest, Fp8CachesWithScales) {
   CaseSpec c;
   c.dtype = DType::f16;
@@ -436,6 +450,9 @@ TEST_F(CliBadInputTest, BadOptionValues) {
   };
   expect_refused(with({"--kv-dtype", "fp4"}), {"--kv-dtype", "fp4"});
   expect_refused(with({"--split", "sideways"}), {"--split", "sideways"});
+  expect_refused(with({"--kernel", "tensor"}), {"--kernel: 'tensor' is not auto, scalar or matrix"});
+  // The matrix kernel takes f16 only: this f32 case is refused on every device.
+  expect_refused(with({"--kernel", "matrix"}), {"--kernel: kernel: matrix: "});
   expect_refused(with({"--softcap", "-1"}), {"--softcap"});
   expect_refused(with({"--k-scale", "0"}), {"--k-scale"});
   expect_refused(with({"--scale", "nan"}), {"--scale"});
@@ -530,7 +547,39 @@ TEST_F(CliTest, DemoRefusesBadOptionsInOneLine) {
   EXPECT_NE(r.err.find("--dtype"), std::string::npos) << r.err;
 }
 
+// ---- bench ----
+
+TEST_F(CliTest, BenchRefusesABadKernelBeforeOpeningADevice) {
+  const CliResult r = run({"bench", "--suite", "quick", "--kernel", "tensor"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("vkpaged: --kernel: \"tensor\" is not auto, scalar or matrix"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "the bench started before refusing";
+}
+
 // ---- in-process pieces ----
+
+TEST(CliBench, DecodeOptionsFromTheCommandLine) {
+  BenchOptions b;
+  EXPECT_EQ(bench_decode_options(b).kernel, DecodeKernel::automatic);
+  b.kernel = "scalar";
+  EXPECT_EQ(bench_decode_options(b).kernel, DecodeKernel::scalar);
+  b.kernel = "matrix";
+  b.split = "split";
+  b.partition_tokens = 512;
+  const DecodeOptions o = bench_decode_options(b);
+  EXPECT_EQ(o.kernel, DecodeKernel::matrix);
+  EXPECT_EQ(o.split, SplitMode::split);
+  EXPECT_EQ(o.partition_tokens, 512u);
+  b.kernel = "Matrix";
+  try {
+    bench_decode_options(b);
+    ADD_FAILURE() << "--kernel Matrix was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_STREQ(e.what(), "--kernel: \"Matrix\" is not auto, scalar or matrix");
+  }
+}
 
 TEST(CliErrors, EveryExceptionBecomesOneLine) {
   std::ostringstream err;
@@ -551,6 +600,8 @@ TEST(CliErrors, LibraryMessagesNameTheOption) {
             "--block-tables: block_tables[0][1]: block id 9 is outside [0, N = 8)");
   EXPECT_EQ(blame_option("num_heads: 6 is not a multiple of num_kv_heads 4"),
             "--query: num_heads: 6 is not a multiple of num_kv_heads 4");
+  EXPECT_EQ(blame_option("kernel: matrix: query_dtype f32 and cache_dtype f32: the matrix kernel takes f16 only"),
+            "--kernel: kernel: matrix: query_dtype f32 and cache_dtype f32: the matrix kernel takes f16 only");
   EXPECT_EQ(blame_option("something else"), "something else");
 }
 

@@ -37,6 +37,13 @@ SplitMode parse_split(const std::string& split) {
   refuse(fmt::format("--split: '{}' is not auto, single or split", split));
 }
 
+DecodeKernel parse_kernel(const std::string& kernel) {
+  if (kernel == "auto") return DecodeKernel::automatic;
+  if (kernel == "scalar") return DecodeKernel::scalar;
+  if (kernel == "matrix") return DecodeKernel::matrix;
+  refuse(fmt::format("--kernel: '{}' is not auto, scalar or matrix", kernel));
+}
+
 void check_finite(const char* option, float value) {
   if (!std::isfinite(value)) refuse(fmt::format("{}: {} is not a finite number", option, value));
 }
@@ -50,6 +57,7 @@ AttendCall load_attend_call(const AttendArgs& a) {
   AttendCall call;
   call.options.split = parse_split(a.split);
   call.options.partition_tokens = a.partition_tokens;
+  call.options.kernel = parse_kernel(a.kernel);
   if (a.scale) {
     check_finite("--scale", *a.scale);
     call.options.scale = *a.scale;
@@ -109,6 +117,7 @@ std::string blame_option(const std::string& message) {
       {"v_scale", "--v-scale"},
       {"partition_tokens", "--partition-tokens"},
       {"split", "--split"},
+      {"kernel", "--kernel"},
       {"device", "--device"},
   };
   const std::string name = message.substr(0, message.find_first_of(":[ "));

@@ -38,10 +38,14 @@ struct BenchOptions {
   int warmup = 5;
   std::string split = "auto";  // auto, single, split
   uint32_t partition_tokens = 0;
+  std::string kernel = "auto";  // auto, scalar, matrix
   std::string json_path;
   std::string chart_path;
 };
 
+// The DecodeOptions of every case: --split, --partition-tokens, --kernel. Throws
+// vkpaged::Error naming the option for a bad value.
+DecodeOptions bench_decode_options(const BenchOptions& options);
 // Cases of a suite by name; throws vkpaged::Error for an unknown name.
 std::vector<BenchCase> bench_suite(const std::string& name);
 // Runs the suite and prints the table; returns the process exit status.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "bench.hpp"
@@ -27,7 +28,14 @@ SplitMode parse_split(const std::string& s) {
   throw Error(ErrorCode::invalid_argument, fmt::format("--split: \"{}\" is not auto, single or split", s));
 }
 
-BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o) {
+DecodeKernel parse_kernel(const std::string& s) {
+  if (s == "auto") return DecodeKernel::automatic;
+  if (s == "scalar") return DecodeKernel::scalar;
+  if (s == "matrix") return DecodeKernel::matrix;
+  throw Error(ErrorCode::invalid_argument, fmt::format("--kernel: \"{}\" is not auto, scalar or matrix", s));
+}
+
+BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o, const DecodeOptions& options) {
   BenchResult r;
   r.config = c;
   const auto& dev = ctx.device_info();
@@ -66,10 +74,17 @@ BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o) {
   s.max_context_len = uint32_t(*std::max_element(lens.begin(), lens.end()));
   s.query_dtype = c.query_dtype;
   s.cache_dtype = c.cache_dtype;
-  DecodeOptions options;
-  options.split = parse_split(o.split);
-  options.partition_tokens = o.partition_tokens;
-  const DecodePlan plan = DecodePlan::create(ctx, s, options);
+  std::optional<DecodePlan> plan_or;
+  try {
+    plan_or = DecodePlan::create(ctx, s, options);
+  } catch (const Error& e) {
+    // --kernel matrix asks for every case; those it cannot run (other dtypes, head sizes)
+    // are skipped with the reason so that the rest of the suite still runs.
+    if (e.code() != ErrorCode::unsupported || options.kernel != DecodeKernel::matrix) throw;
+    r.skipped = e.what();
+    return r;
+  }
+  const DecodePlan& plan = *plan_or;
   r.path = plan.describe();
 
   const int64_t x = cache_pack_factor(c.cache_dtype);
@@ -152,8 +167,18 @@ void write_json(const std::string& path, const DeviceInfo& dev, double bandwidth
 
 }  // namespace
 
+DecodeOptions bench_decode_options(const BenchOptions& o) {
+  DecodeOptions options;
+  options.split = parse_split(o.split);
+  options.partition_tokens = o.partition_tokens;
+  options.kernel = parse_kernel(o.kernel);
+  return options;
+}
+
 int run_bench(const BenchOptions& o) {
   const auto cases = bench_suite(o.suite);
+  // Bad option values are refused before the device is opened and its bandwidth measured.
+  const DecodeOptions decode_options = bench_decode_options(o);
   ContextOptions copts;
   copts.device = o.device;
   Context ctx(copts);
@@ -169,7 +194,7 @@ int run_bench(const BenchOptions& o) {
              "context", "H", "Hkv", "D", "B", "kv", "median us", "min us", "max us", "GB/s", "share", "path");
   std::vector<BenchResult> results;
   for (const auto& c : cases) {
-    BenchResult r = run_case(ctx, c, o);
+    BenchResult r = run_case(ctx, c, o, decode_options);
     const double share = bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0;
     if (!r.skipped.empty())
       fmt::print("{:<18} skipped: {}\n", c.name, r.skipped);

@@ -33,6 +33,7 @@ struct AttendArgs {
   std::string device;          // "" = default Vulkan device; INDEX, NAME substring or "cpu"
   std::string split = "auto";  // auto | single | split
   uint32_t partition_tokens = 0;
+  std::string kernel = "auto";  // auto | scalar | matrix
 };
 int run_attend(const AttendArgs& args);
 

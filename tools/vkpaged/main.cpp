@@ -35,6 +35,8 @@ void add_attend_options(CLI::App& cmd, AttendArgs& a, float& scale) {
       ->type_name("auto|single|split");
   cmd.add_option("--partition-tokens", a.partition_tokens, "extra: tokens per split partition, a multiple of 256 (0 = auto)")
       ->type_name("N");
+  cmd.add_option("--kernel", a.kernel, "extra: auto, scalar (portable) or matrix (VK_NV_cooperative_matrix, f16 only)")
+      ->type_name("auto|scalar|matrix");
 }
 
 void add_demo_options(CLI::App& cmd, DemoArgs& d) {
@@ -98,6 +100,8 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
   cmd.add_option("--warmup", b.warmup, "untimed runs before timing")->capture_default_str();
   cmd.add_option("--split", b.split, "auto, single (one pass) or split")->capture_default_str();
   cmd.add_option("--partition-tokens", b.partition_tokens, "tokens per split partition (multiple of 256; 0 = auto)");
+  cmd.add_option("--kernel", b.kernel, "auto, scalar or matrix (cases the matrix kernel cannot run are skipped)")
+      ->capture_default_str();
   cmd.add_option("--json", b.json_path, "also write the results as JSON")->type_name("FILE");
   cmd.add_option("--chart", b.chart_path, "draw the share of bandwidth per case as an SVG chart")->type_name("FILE");
 }

@@ -17,6 +17,12 @@ pub const VKP_DTYPE_I32: VkpDtype = 5;
 
 pub type VkpSplitMode = c_int;
 
+/// vkp_decode_kernel: which decode kernel a plan uses.
+pub type VkpDecodeKernel = c_int;
+pub const VKP_KERNEL_AUTOMATIC: VkpDecodeKernel = 0;
+pub const VKP_KERNEL_SCALAR: VkpDecodeKernel = 1;
+pub const VKP_KERNEL_MATRIX: VkpDecodeKernel = 2;
+
 pub const VKP_MAX_RANK: usize = 5;
 
 /// Opaque vkp_context.
@@ -66,6 +72,7 @@ pub struct VkpDecodeOptions {
     pub v_scale: f32,
     pub split: VkpSplitMode,
     pub partition_tokens: u32,
+    pub kernel: VkpDecodeKernel,
 }
 
 #[repr(C)]

@@ -1,0 +1,81 @@
+// Host side of shaders/fragment_layout.comp: the fragment layout decode_coopmat.comp assumes,
+// checked against what the device does. VK_NV_cooperative_matrix leaves the mapping of a
+// fragment's components to matrix elements to the implementation; the matrix kernel writes
+// components straight from 16-byte cache loads, so it runs only where the mapping is the one
+// below (NVIDIA's, with lane = 4 g + q).
+#include "ops/fragment_layout.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+#include <mutex>
+#include <vector>
+
+#include "common/shader_interface.h"
+#include "embedded_shaders.hpp"
+#include "vk/context_impl.hpp"
+
+namespace vkpaged::detail {
+namespace {
+
+constexpr uint32_t kSlots = FRAGMENT_SLOTS;
+constexpr uint32_t kLanes = 32;
+
+// The (row, column) code each lane's component holds, as the kernel assumes (what NVIDIA's
+// driver does): A holds rows g, g + 8 and columns 2q, 2q + 1, 2q + 8, 2q + 9, row by row; B
+// and the accumulator hold rows g, g + 8 and columns 2q, 2q + 1 (the same layout, which lets
+// the kernel pass a score accumulator on as the probabilities' B operand).
+uint32_t expected_a(uint32_t lane, uint32_t i) {  // A [16 x 16], code row * 16 + column
+  const uint32_t g = lane / 4, q = lane % 4;
+  return (g + (i / 4) * 8) * 16 + 2 * q + i % 2 + ((i / 2) % 2) * 8;
+}
+uint32_t expected_rows_g(uint32_t lane, uint32_t i) {  // B and accumulator [16 x 8], code row * 8 + column
+  const uint32_t g = lane / 4, q = lane % 4;
+  return (g + (i / 2) * 8) * 8 + 2 * q + i % 2;
+}
+
+std::string compare(const std::vector<uint32_t>& codes) {
+  const std::array<uint32_t, 3> lengths{8, 4, 4};
+  const std::array<const char*, 3> names{"A [16 x 16]", "B [16 x 8]", "accumulator [16 x 8]"};
+  std::vector<std::string> differences;
+  for (uint32_t f = 0; f < 3; ++f) {
+    const uint32_t got = codes[96 * kSlots + f];
+    if (got != lengths[f]) {
+      differences.push_back(fmt::format("fragment {} has {} components per lane, not {}", names[f], got, lengths[f]));
+      continue;
+    }
+    bool found = false;  // the first differing lane of each fragment is enough
+    for (uint32_t lane = 0; lane < kLanes && !found; ++lane)
+      for (uint32_t i = 0; i < lengths[f] && !found; ++i) {
+        const uint32_t want = f == 0 ? expected_a(lane, i) : expected_rows_g(lane, i);
+        if (codes[(f * kLanes + lane) * kSlots + i] == want) continue;
+        std::vector<uint32_t> held(lengths[f]);
+        for (uint32_t j = 0; j < lengths[f]; ++j) held[j] = codes[(f * kLanes + lane) * kSlots + j];
+        differences.push_back(fmt::format("fragment {}: lane {} holds element codes {} (row * columns + column), the "
+                                          "matrix kernel expects {} at component {}",
+                                          names[f], lane, fmt::join(held, " "), want, i));
+        found = true;
+      }
+  }
+  return fmt::format("{}", fmt::join(differences, "; "));
+}
+
+}  // namespace
+
+const std::string& matrix_fragment_mismatch(Context& context) {
+  auto& impl = context.impl();
+  std::lock_guard lock(impl.fragment_layout_mutex);
+  if (impl.fragment_layout_mismatch) return *impl.fragment_layout_mismatch;
+  const size_t words = 96 * kSlots + 3;
+  DeviceBuffer out = context.create_buffer(words * 4);
+  const auto& pipeline = impl.pipeline(vk::shader_fragment_layout(), {}, 1, 0);
+  const std::array<BoundView, 1> bound{impl.bind_view(out.view())};
+  context.run_and_wait([&](VkCommandBuffer cmd) { impl.dispatch(cmd, pipeline, bound, nullptr, 1, 1, 1); });
+  std::vector<uint32_t> codes(words);
+  context.download(out.view(), codes.data(), words * 4);
+  impl.fragment_layout_mismatch = compare(codes);
+  return *impl.fragment_layout_mismatch;
+}
+
+}  // namespace vkpaged::detail
