@@ -12,7 +12,8 @@
 // A workgroup takes one sequence, GROUP (<= 8) query heads of one kv head and one partition;
 // each subgroup walks its own units of 32 tokens (units sub, sub + SUBGROUPS, ...) with its own
 // online softmax, and the subgroups merge at the end. Per unit, as two tiles of 16 tokens,
-// with 16x8x16 products:
+// with 16x8x16 products (fp8 bytes become f16 in registers: E4M3 reads as value / 256, a
+// factor folded into the scales):
 //   scores  S^T[16 tokens x 8 heads] = K[16 tokens x 16 dims] Q^T[16 dims x 8 heads] over D/16
 //           dim steps (heads past GROUP are zero columns);
 //   softmax on S^T's accumulator fragment in registers;
@@ -24,10 +25,12 @@
 // accumulator [16 x 8] hold (g, 2q) (g, 2q+1) (g+8, 2q) (g+8, 2q+1). So an accumulator is a B
 // operand as it stands, and the A operands are written straight from 16-byte cache loads,
 // because a product sums over k in any order:
-//   keys:   over two dim steps, row r's slots hold the 8 dims of one 16-byte key chunk (chunk
-//           4 (step / 2) + q); the query sits in shared memory in the same dim order;
+//   keys:   over 2 (f16) or 4 (fp8) dim steps, row r's slots hold the dims of one 16-byte key
+//           chunk (chunk 4 (step / steps per chunk) + q); the query sits in shared memory in
+//           the same dim order;
 //   values: over the unit's 2 tiles, lane (g, q) holds tokens 8q..8q+7 of dim rows g and
-//           g + 8, which the [D][B] value layout stores as 16 bytes. The tiles' token rows
+//           g + 8, which the [D][B] value layout stores as 16 bytes (8 for fp8). (64-token fp8
+//           units, 16 bytes per row, measured slower on an H200.) The tiles' token rows
 //           follow: row r of tile i is token 8 ((r % 8) / 2) + 4i + 2 (r / 8) + r % 2.
 // The running max is lazy: the accumulators are rescaled only when a head's tile max passes
 // its reference by more than RESCALE_SLACK (e^8 still fits f16 probabilities easily).

@@ -28,13 +28,14 @@ enum class SplitMode {
 };
 
 enum class DecodeKernel {
-  automatic,  // the matrix kernel for f16 GQA groups where it can run (faster on an H200,
-              // bench/RESULTS.md), else the scalar kernel
+  automatic,  // the matrix kernel for GQA groups with an f16 query where it can run (faster
+              // on an H200, bench/RESULTS.md), else the scalar kernel
   scalar,     // the portable kernel (every device, dtype and shape)
-  matrix,     // matrix units (VK_NV_cooperative_matrix): f16 query and cache, head_size a
-              // multiple of 32, block_size of 8, caches within maxStorageBufferRange, and a
-              // device whose fragment layout the kernel knows (checked once per context, which
-              // runs a small probe on the context's queue); refused elsewhere
+  matrix,     // matrix units (VK_NV_cooperative_matrix): f16 query, f16 or fp8 cache, head_size
+              // a multiple of 32 (64 for fp8), block_size a multiple of 8, caches within
+              // maxStorageBufferRange, and a device whose fragment layout the kernel knows
+              // (checked once per context by a small probe run on the context's queue);
+              // refused elsewhere
 };
 
 // Per-call values. Everything here may change between calls of one plan except split,

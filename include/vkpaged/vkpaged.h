@@ -165,6 +165,8 @@ typedef struct vkp_device_info {
    * process could still allocate when the info was read (0 without it). */
   bool memory_budget;
   uint64_t device_local_free_bytes;
+  /* VK_NV_cooperative_matrix with what the matrix decode kernel needs (see context.hpp). */
+  bool cooperative_matrix;
 } vkp_device_info;
 
 /* Lists the Vulkan devices, Vulkan style: with infos NULL, sets *count to their number; else
@@ -201,6 +203,9 @@ typedef struct vkp_external_device {
   /* Whether the engine enabled the bufferDeviceAddress feature: caches larger than
    * maxStorageBufferRange need it (decode, reshape_and_cache, gather, KvCache; see context.hpp). */
   bool buffer_device_address;
+  /* Whether the engine enabled VK_NV_cooperative_matrix with its cooperativeMatrix feature,
+   * shaderFloat16 and storageBuffer16BitAccess: the decode then may run on matrix units. */
+  bool cooperative_matrix;
 } vkp_external_device;
 
 /* Creates a context on its own instance and device. options NULL = defaults.

@@ -91,6 +91,7 @@ VKP_API vkp_status vkp_context_create_external(const vkp_external_device* extern
     e.queue_index = external->queue_index;
     e.get_instance_proc_addr = external->get_instance_proc_addr;
     e.buffer_device_address = external->buffer_device_address;
+    e.cooperative_matrix = external->cooperative_matrix;
     *out = new vkp_context{Context(e)};
   });
 }

@@ -128,10 +128,16 @@ std::string matrix_refusal(const DecodePlanData& p, Context& context) {
     return fmt::format("device {} has no VK_NV_cooperative_matrix enabled with 16x8x16 f16 products, f16 "
                        "storage and 32-wide subgroups",
                        impl.info.name);
-  if (s.query_dtype != DType::f16 || s.cache_dtype != DType::f16)
-    return fmt::format("query_dtype {} and cache_dtype {}: the matrix kernel takes f16 only", dtype_name(s.query_dtype),
+  const bool fp8 = is_fp8_dtype(s.cache_dtype);
+  if (s.query_dtype != DType::f16 || (s.cache_dtype != DType::f16 && !fp8))
+    return fmt::format("query_dtype {} and cache_dtype {}: the matrix kernel takes an f16 query with an f16 or fp8 cache",
+                       dtype_name(s.query_dtype), dtype_name(s.cache_dtype));
+  // Each lane feeds 4 dims of a row per dim step from one 16-byte key chunk: 2 steps of an
+  // f16 chunk, 4 of an fp8 one, and the 4 lanes of a row take 4 chunks side by side.
+  const uint32_t dims_per_load = fp8 ? 64 : 32;
+  if (s.head_size % dims_per_load != 0)
+    return fmt::format("head_size: {} is not a multiple of {} (cache_dtype {})", s.head_size, dims_per_load,
                        dtype_name(s.cache_dtype));
-  if (s.head_size % 32 != 0) return fmt::format("head_size: {} is not a multiple of 32", s.head_size);
   if (s.block_size % 8 != 0) return fmt::format("block_size: {} is not a multiple of 8", s.block_size);
   if (p.address) return "num_blocks: the caches are past maxStorageBufferRange (read by device address)";
   if (matrix_shared_bytes(1, s.head_size) > impl.info.max_shared_memory)
@@ -150,10 +156,19 @@ void choose_matrix_variant(DecodePlanData& p) {
   p.subgroup = true;
 }
 
-// Subgroups per workgroup of the matrix kernel, once the split is known: measured on an H200
-// (bench/RESULTS.md), 2 won in one pass and with 512-token partitions, 4 with 1024-token ones.
+// Whether a one-pass grid would fill less than half of Tuning::units workgroups per compute
+// unit: the batch is then too small to keep the device's memory busy without help.
+bool small_batch(const DecodePlanData& p, const DeviceInfo& dev) {
+  const uint64_t workgroups = uint64_t(p.shape.num_seqs) * p.shape.num_kv_heads * p.groups_per_kv_head;
+  return workgroups * 2 < uint64_t(tuning().units) * std::max(1u, dev.compute_units);
+}
+
+// Subgroups per workgroup of the matrix kernel, once the split is known. Measured on an H200
+// (bench/RESULTS.md): 2 won for large batches in one pass and with 512-token partitions, 4 with
+// 1024-token partitions and for small batches in one pass.
 void choose_matrix_subgroups(DecodePlanData& p, const DeviceInfo& dev) {
-  uint32_t subgroups = tuning().subgroups ? tuning().subgroups : (p.split && p.partition_tokens >= 1024 ? 4 : 2);
+  const bool four = p.split ? p.partition_tokens >= 1024 : small_batch(p, dev);
+  uint32_t subgroups = tuning().subgroups ? tuning().subgroups : (four ? 4 : 2);
   while (subgroups > 1 && (matrix_shared_bytes(subgroups, p.shape.head_size) > dev.max_shared_memory ||
                            subgroups * kMatrixSubgroup > dev.max_workgroup_invocations))
     subgroups /= 2;
@@ -177,12 +192,17 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
     // workgroups fill less than half of Tuning::units per compute unit, into partitions (a
     // multiple of 256 tokens) that bring the count up to about that many.
     const uint64_t want = uint64_t(tuning().units) * std::max(1u, dev.compute_units);
-    if (workgroups * 2 < want) {
+    if (small_batch(p, dev)) {
       const uint32_t parts = ceil_div(want, std::max<uint64_t>(workgroups, 1));
       uint32_t per_part = std::max<uint32_t>(256, ceil_div(ceil_div(max_len, parts), 256) * 256);
-      // The matrix kernel streams a partition faster than it starts one: on an H200, partitions
-      // of 1024 tokens (512 below 4096) beat more, shorter ones (bench/RESULTS.md).
-      if (p.matrix && tuning().units == Tuning{}.units) per_part = max_len >= 4096 ? 1024 : 512;
+      if (p.matrix && tuning().units == Tuning{}.units) {
+        // The matrix kernel streams a partition faster than it starts one. Measured on an
+        // H200 (bench/RESULTS.md): partitions of 1024 tokens beat more, shorter ones; below
+        // 4096 tokens one pass (4 subgroups per workgroup) beat partitions unless the batch
+        // leaves most compute units without a workgroup.
+        if (max_len >= 4096) per_part = 1024;
+        else per_part = workgroups * 4 < std::max(1u, dev.compute_units) ? 512 : max_len;
+      }
       p.split = per_part < max_len;
       if (p.split) tokens = per_part;
     }

@@ -51,6 +51,7 @@ TEST_F(CApiKvCacheTest, SizesAndPlansAsTheCppApi) {
   EXPECT_EQ(int(sizing.fraction_of), int(planned.fraction_of));
   EXPECT_EQ(sizing.fraction_of_bytes, planned.fraction_of_bytes);
   EXPECT_EQ(info.memory_budget, ctx().device_info().memory_budget);
+  EXPECT_EQ(info.cooperative_matrix, ctx().device_info().cooperative_matrix);
   // The free memory crosses the C API: a device that reports half its memory free sizes from it.
   info.memory_budget = true;
   info.device_local_free_bytes = info.device_local_bytes / 2;

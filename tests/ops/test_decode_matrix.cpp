@@ -140,6 +140,7 @@ TEST_F(DecodeMatrixTest, Fp8CachesAcrossShapes) {
         DecodeOptions o = default_options(c);
         o.softcap = D == 64 ? 4.0f : 0.0f;
         o.sliding_window = B == 32 ? 45 : 0;
+        o.split = B == 8 ? SplitMode::split : SplitMode::automatic;
         check(c, o, D + B, /*lse=*/true);
       }
     }

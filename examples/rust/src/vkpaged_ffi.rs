@@ -105,6 +105,7 @@ pub struct VkpDeviceInfo {
     pub subgroup_shuffle: bool,
     pub memory_budget: bool,
     pub device_local_free_bytes: u64,
+    pub cooperative_matrix: bool,
 }
 
 extern "C" {
