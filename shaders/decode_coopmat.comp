@@ -113,13 +113,15 @@ uint key_dim(uint step, uint k) {
   return chunk * CHUNK_DIMS + 4u * (step % STEPS_PER_CHUNK) + (k >= 8u ? 2u : 0u) + k % 2u;
 }
 
-// fp8: the f16 bits of two bytes held in the low 8 bits of each 16-bit half (0x00BB00AA), as
-// common/dtype.glsl's fp8_pair decodes them (E4M3 as value / 256, its NaN as NaN).
-uint fp8_pair_bits(uint pair) {
-  if (CACHE_DTYPE == DT_FP8_E5M2) return pair << 8;
-  const uint bits = ((pair & 0x00800080u) << 8) | ((pair & 0x007f007fu) << 7);
-  // NaN (S.1111.111) shifts to 0x3f80, the only half that reaches bit 14 when 0x80 is added;
-  // OR-ing that bit in makes it 0x7f80, an f16 NaN.
+// fp8: two bytes in the high byte of each 16-bit half (0xBB00AA00), as the f16 bits
+// common/dtype.glsl's fp8_pair decodes them to: E5M2 is the top byte of an f16 already; E4M3
+// keeps its sign and moves its magnitude down one bit (value / 256), its NaN (S.1111.111)
+// becoming an f16 NaN.
+uint fp8_high_bytes_to_f16(uint v) {
+  if (CACHE_DTYPE == DT_FP8_E5M2) return v;
+  const uint bits = ((v >> 1) & 0x3f803f80u) | (v & 0x80008000u);
+  // NaN moves to 0x3f80, the only half that reaches bit 14 when 0x80 is added; OR-ing that
+  // bit in makes it 0x7f80, an f16 NaN.
   return bits | (((bits & 0x7fff7fffu) + 0x00800080u) & 0x40004000u);
 }
 
@@ -128,7 +130,8 @@ uint fp8_pair_bits(uint pair) {
 uvec2 pairs_of(uvec4 w, uint u) {
   if (!FP8) return uvec2(w[2u * u], w[2u * u + 1u]);
   const uint x = w[u];
-  return uvec2(fp8_pair_bits((x & 0xffu) | ((x & 0xff00u) << 8)), fp8_pair_bits(((x >> 16) & 0xffu) | ((x >> 8) & 0x00ff0000u)));
+  return uvec2(fp8_high_bytes_to_f16(((x << 8) & 0x0000ff00u) | ((x << 16) & 0xff000000u)),
+               fp8_high_bytes_to_f16(((x >> 8) & 0x0000ff00u) | (x & 0xff000000u)));
 }
 
 // Keeps the f16 halves of `w` whose tokens t, t + 1 lie in [lo, hi); zeroes the others.

@@ -189,7 +189,7 @@ TEST_F(CApiTest, CreatesItsOwnContextWithOptions) {
   vkp_context_options_init(&options);
   const std::string index = std::to_string(list_devices().default_index);
   options.device = index.c_str();
-  options.validation = true;
+  options.validation = validation_wanted();
   options.disable_subgroup_arithmetic = true;
   vkp_context* own = nullptr;
   ASSERT_VKP_OK(vkp_context_create(&options, &own));

@@ -147,6 +147,39 @@ TEST_F(DecodeMatrixTest, Fp8CachesAcrossShapes) {
   }
 }
 
+// An E4M3 NaN byte (S.1111.111) is NaN on the matrix kernel as on the scalar kernel (the
+// contract leaves NaN inputs open; both kernels let them through): a NaN key makes its heads'
+// outputs NaN, a NaN value the outputs of its dim, and the other sequence stays right.
+TEST_F(DecodeMatrixTest, Fp8E4m3NanIsNanAsOnTheScalarKernel) {
+  DecodeCase c;
+  c.cache_dtype = DType::fp8_e4m3;
+  c.head_size = 64;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.lens = {40, 40};
+  std::mt19937 rng(11);
+  DecodeInputs in = make_decode_inputs(c, rng);
+  const int64_t block = in.block_tables.as<int32_t>()[0];  // sequence 0, tokens 0..15
+  const int64_t D = c.head_size, B = c.block_size;
+  // Key of token 3, kv head 0, dim 5 ([N][Hkv][D/16][B][16]); value of token 7, kv head 1, dim 9 ([N][Hkv][D][B]).
+  in.key_cache.as<uint8_t>()[((block * c.kv_heads + 0) * (D / 16) + 0) * B * 16 + 3 * 16 + 5] = 0x7f;
+  in.value_cache.as<uint8_t>()[((block * c.kv_heads + 1) * D + 9) * B + 7] = 0xff;
+  DecodeOptions o = default_options(c);
+  o.kernel = DecodeKernel::scalar;
+  const auto scalar = decode_attention(ctx(), in, o);
+  o.kernel = DecodeKernel::matrix;
+  const auto matrix = decode_attention(ctx(), in, o);
+  const auto want = reference::decode_attention(in, o);
+  for (int64_t i = 0; i < matrix.output.numel(); ++i) {
+    const int64_t seq = i / (c.heads * D), head = (i / D) % c.heads, dim = i % D;
+    const double m = matrix.output.get(size_t(i)), s = scalar.output.get(size_t(i));
+    const bool nan_here = seq == 0 && (head < 2 || dim == 9);
+    EXPECT_EQ(std::isnan(m), nan_here) << "element " << i;
+    EXPECT_EQ(std::isnan(s), nan_here) << "element " << i << " (scalar kernel)";
+    if (seq == 1) EXPECT_NEAR(m, want.output.get(size_t(i)), tolerance(c.query_dtype, c.cache_dtype)) << i;
+  }
+}
+
 TEST_F(DecodeMatrixTest, FeaturesAloneAndCombined) {
   DecodeCase c;
   c.heads = 8;

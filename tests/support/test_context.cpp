@@ -4,12 +4,16 @@
 
 namespace vkpaged::test {
 
+bool validation_wanted() {
+  // Tests run with validation unless the environment says otherwise (VKPAGED_VALIDATION=0).
+  const char* v = std::getenv("VKPAGED_VALIDATION");
+  return v == nullptr || std::string(v) != "0";
+}
+
 Context& shared_context() {
   static Context context([] {
     ContextOptions o;
-    // Tests run with validation unless the environment says otherwise (VKPAGED_VALIDATION=0).
-    const char* v = std::getenv("VKPAGED_VALIDATION");
-    o.validation = v == nullptr || std::string(v) != "0";
+    o.validation = validation_wanted();
     return o;
   }());
   return context;

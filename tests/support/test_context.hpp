@@ -10,6 +10,10 @@
 
 namespace vkpaged::test {
 
+// Whether tests turn the validation layer on: yes unless VKPAGED_VALIDATION=0 (a machine
+// without the layer).
+bool validation_wanted();
+
 Context& shared_context();
 
 // The shared context's instance, device and queue as an engine would hand them over, with
