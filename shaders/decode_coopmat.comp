@@ -54,7 +54,7 @@ layout(constant_id = DECODE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;  //
 layout(constant_id = DECODE_SC_FEATURES) const uint FEATURES = 0u;
 // Tuning: issue the unit's value loads with its key loads (more in flight, more registers),
 // and keep the query's fragments in registers (else reload them from shared memory per unit).
-layout(constant_id = DECODE_SC_MATRIX_PREFETCH) const bool EARLY_VALUES = true;
+layout(constant_id = DECODE_SC_MATRIX_PREFETCH) const bool EARLY_VALUES = false;  // measured slower
 layout(constant_id = DECODE_SC_MATRIX_QUERY_REGISTERS) const bool QUERY_REGISTERS = true;
 
 const uint WG = gl_WorkGroupSize.x;
