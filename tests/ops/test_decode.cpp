@@ -101,19 +101,7 @@ TEST_F(DecodeTest, Bf16AndFp8Caches) {
 }
 
 TEST_F(DecodeTest, FeaturesAloneAndCombined) {
-  DecodeCase c;
-  c.heads = 8;
-  c.kv_heads = 2;
-  c.lens = {0, 1, 16, 17, 100, 333};
-  for (int mask = 0; mask < 16; ++mask) {
-    c.alibi = mask & 1;
-    c.sinks = mask & 2;
-    DecodeOptions o = default_options(c);
-    if (mask & 4) o.softcap = 3.0f;
-    if (mask & 8) o.sliding_window = 37;
-    o.scale = 0.3f;
-    check(c, o, uint32_t(mask), /*lse=*/true);
-  }
+  for (const FeatureMix& m : feature_mixes()) check(m.c, m.options, m.seed, /*lse=*/true);
 }
 
 TEST_F(DecodeTest, SlidingWindowEdges) {

@@ -21,6 +21,24 @@ DecodeOptions default_options(const DecodeCase& c) {
   return o;
 }
 
+std::vector<FeatureMix> feature_mixes() {
+  std::vector<FeatureMix> mixes;
+  DecodeCase c;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.lens = {0, 1, 16, 17, 100, 333};
+  for (uint32_t mask = 0; mask < 16; ++mask) {
+    c.alibi = mask & 1;
+    c.sinks = mask & 2;
+    DecodeOptions o = default_options(c);
+    if (mask & 4) o.softcap = 3.0f;
+    if (mask & 8) o.sliding_window = 37;
+    o.scale = 0.3f;
+    mixes.push_back({c, o, mask});
+  }
+  return mixes;
+}
+
 DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng) {
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   const int64_t S = int64_t(c.lens.size()), H = c.heads, Hkv = c.kv_heads, D = c.head_size, B = c.block_size;

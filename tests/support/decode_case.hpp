@@ -33,6 +33,15 @@ DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng);
 // Options that fit the case: fp8 scales for fp8 caches.
 DecodeOptions default_options(const DecodeCase& c);
 
+// The 16 combinations of ALiBi, sinks, soft cap and a sliding window over ragged lengths (with
+// a scale other than the default), each with its seed: what every decode kernel is checked on.
+struct FeatureMix {
+  DecodeCase c;
+  DecodeOptions options;
+  uint32_t seed = 0;
+};
+std::vector<FeatureMix> feature_mixes();
+
 // The contract's tolerance for a query/cache dtype pair.
 double tolerance(DType query, DType cache);
 
