@@ -3,7 +3,7 @@
 // attended once, plus each sequence's own suffix): with m = max(lse_a, lse_b),
 // out = (e^(lse_a - m) o_a + e^(lse_b - m) o_b) / (e^(lse_a - m) + e^(lse_b - m)) and
 // lse = m + log(e^(lse_a - m) + e^(lse_b - m)). An empty side has lse = -inf and weight 0.
-// One workgroup per (head, sequence).
+// One workgroup per (head, sequence); sequences past 65535 come in further dispatches.
 #extension GL_GOOGLE_include_directive : require
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
@@ -23,7 +23,7 @@ layout(set = 0, binding = 4) writeonly buffer Output { uint output_words[]; };
 layout(set = 0, binding = 5) writeonly buffer Lse { float lse_out[]; };
 
 void main() {
-  const uint row = gl_WorkGroupID.y * pc.num_heads + gl_WorkGroupID.x;
+  const uint row = (pc.first_seq + gl_WorkGroupID.y) * pc.num_heads + gl_WorkGroupID.x;
   const float la = lse_a[pc.lse_a_offset + row];
   const float lb = lse_b[pc.lse_b_offset + row];
   const float m = max(la, lb);

@@ -226,6 +226,7 @@ static_assert(sizeof(AbsmaxPush) == 4 * 4);
 #define MERGE_SC_COUNT 3
 struct MergePush {
   uint num_heads;
+  uint first_seq;  // the dispatch's first sequence: grids of more than 65535 rows take several
   uint output_a_offset;
   uint lse_a_offset;
   uint output_b_offset;

@@ -1,6 +1,7 @@
 // Host side of shaders/merge_states.comp.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 
 #include "common/shader_interface.h"
@@ -29,15 +30,22 @@ void record_merge_attention(Context& context, VkCommandBuffer cmd, const MergeVi
   detail::check_view(impl, "output", v.output, {dt}, s, 4);
   if (!v.lse.empty()) detail::check_view(impl, "lse", v.lse, {DType::f32}, lse_shape, 4);
   if (s.numel() == 0) return;
+  // 65535 is the maxComputeWorkGroupCount every device has: heads are x, sequences y in chunks.
+  if (s[1] > 65535)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("output_a: {} heads exceed the 65535 workgroups a dispatch may have in x", s[1]));
 
   const std::array<uint32_t, MERGE_SC_COUNT> spec{uint32_t(D), uint32_t(dt), v.lse.empty() ? 0u : 1u};
   const auto& pipeline = impl.pipeline(vk::shader_merge_states(), spec, 6, sizeof(shader::MergePush));
   const std::array<detail::BoundView, 6> bound{impl.bind_view(v.output_a.memory), impl.bind_view(v.lse_a.memory),
                                                impl.bind_view(v.output_b.memory), impl.bind_view(v.lse_b.memory),
                                                impl.bind_view(v.output.memory), impl.bind_view(v.lse.memory)};
-  shader::MergePush push{uint32_t(s[1]),        bound[0].word_offset, bound[1].word_offset, bound[2].word_offset,
+  shader::MergePush push{uint32_t(s[1]),        0, bound[0].word_offset, bound[1].word_offset, bound[2].word_offset,
                          bound[3].word_offset, bound[4].word_offset, bound[5].word_offset};
-  impl.dispatch(cmd, pipeline, bound, &push, uint32_t(s[1]), uint32_t(s[0]), 1);
+  for (int64_t first = 0; first < s[0]; first += 65535) {
+    push.first_seq = uint32_t(first);
+    impl.dispatch(cmd, pipeline, bound, &push, uint32_t(s[1]), uint32_t(std::min<int64_t>(65535, s[0] - first)), 1);
+  }
 }
 
 DecodeResult merge_attention(Context& ctx, const DecodeResult& a, const DecodeResult& b) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 
 #include "support/decode_case.hpp"
 #include "support/test_context.hpp"
@@ -84,6 +85,25 @@ TEST_F(MergeTest, PrefixPlusSuffixEqualsWholeContext) {
                                                 reference::decode_attention(suffix, {}, true));
     EXPECT_LE(max_abs_diff(ref.output, want.output), tol) << dtype_name(dt);
   }
+}
+
+// More rows than one dispatch may have in y (65535): the merge takes them in chunks.
+TEST_F(MergeTest, MoreSequencesThanOneDispatchHolds) {
+  const int64_t S = 65535 + 37, H = 1, D = 2;
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  DecodeResult a{HostTensor(DType::f32, Shape{S, H, D}), HostTensor(DType::f32, Shape{S, H})};
+  DecodeResult b{HostTensor(DType::f32, Shape{S, H, D}), HostTensor(DType::f32, Shape{S, H})};
+  for (DecodeResult* r : {&a, &b}) {
+    for (int64_t i = 0; i < S * H * D; ++i) r->output.as<float>()[i] = uni(rng);
+    for (int64_t i = 0; i < S * H; ++i) r->lse.as<float>()[i] = 3.0f * uni(rng);
+  }
+  const DecodeResult want = reference::merge_attention(a, b);
+  const DecodeResult got = merge_attention(ctx(), a, b);
+  EXPECT_LE(max_abs_diff(got.output, want.output), 1e-5);
+  EXPECT_LE(max_abs_diff(got.lse, want.lse), 1e-5);
+  // The last rows come from the second dispatch.
+  EXPECT_NEAR(got.output.as<float>()[S * H * D - 1], want.output.as<float>()[S * H * D - 1], 1e-5);
 }
 
 TEST_F(MergeTest, RefusesMismatchedInputs) {
