@@ -40,15 +40,20 @@ std::vector<int32_t> BlockManager::host_block_table(uint64_t seq_id) const {
 
 BatchArrays BlockManager::build_batch(std::span<const uint64_t> seq_ids, int32_t width) const {
   if (width <= 0) refuse("build_batch: width {} must be positive", width);
-  BatchArrays batch;
-  batch.block_tables.assign(seq_ids.size() * static_cast<size_t>(width), 0);
-  for (size_t row = 0; row < seq_ids.size(); ++row) {
-    const Sequence& seq = impl_->find_on_device("build_batch", seq_ids[row]);
+  // Every sequence is checked before the table is allocated, so a refused call allocates nothing.
+  std::vector<const Sequence*> rows;
+  rows.reserve(seq_ids.size());
+  for (const uint64_t id : seq_ids) {
+    const Sequence& seq = impl_->find_on_device("build_batch", id);
     if (seq.blocks.size() > static_cast<size_t>(width))
-      refuse("build_batch: sequence {} has {} blocks, more than width {}", seq_ids[row],
-             seq.blocks.size(), width);
-    std::ranges::copy(seq.blocks, batch.block_tables.begin() + static_cast<ptrdiff_t>(row * width));
-    batch.context_lens.push_back(static_cast<int32_t>(seq.tokens.size()));
+      refuse("build_batch: sequence {} has {} blocks, more than width {}", id, seq.blocks.size(), width);
+    rows.push_back(&seq);
+  }
+  BatchArrays batch;
+  batch.block_tables.assign(rows.size() * static_cast<size_t>(width), 0);
+  for (size_t row = 0; row < rows.size(); ++row) {
+    std::ranges::copy(rows[row]->blocks, batch.block_tables.begin() + static_cast<ptrdiff_t>(row * width));
+    batch.context_lens.push_back(static_cast<int32_t>(rows[row]->tokens.size()));
   }
   return batch;
 }

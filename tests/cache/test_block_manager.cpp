@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -198,6 +199,10 @@ TEST(BlockManager, RefusesUnknownSequences) {
   EXPECT_EQ(error_of([&] { manager.context_len(42); }), "context_len: unknown sequence 42");
   EXPECT_EQ(error_of([&] { manager.block_table(42); }), "block_table: unknown sequence 42");
   EXPECT_EQ(error_of([&] { manager.build_batch(ids, 4); }), "build_batch: unknown sequence 42");
+  // Refused before the table is allocated: these rows at this width would take 64 GiB.
+  const std::vector<uint64_t> many(8, 42);
+  EXPECT_EQ(error_of([&] { manager.build_batch(many, std::numeric_limits<int32_t>::max()); }),
+            "build_batch: unknown sequence 42");
   EXPECT_EQ(error_of([&] { manager.swap_out(42); }), "swap_out: unknown sequence 42");
   EXPECT_EQ(error_of([&] { manager.swap_in(42); }), "swap_in: unknown sequence 42");
 }
