@@ -156,11 +156,16 @@ void choose_matrix_variant(DecodePlanData& p) {
   p.subgroup = true;
 }
 
-// Whether a one-pass grid would fill less than half of Tuning::units workgroups per compute
-// unit: the batch is then too small to keep the device's memory busy without help.
+// Workgroups of a one-pass grid, and how many the device wants: Tuning::units per compute unit.
+uint64_t one_pass_workgroups(const DecodePlanData& p) {
+  return uint64_t(p.shape.num_seqs) * p.shape.num_kv_heads * p.groups_per_kv_head;
+}
+uint64_t wanted_workgroups(const DeviceInfo& dev) { return uint64_t(tuning().units) * std::max(1u, dev.compute_units); }
+
+// Whether a one-pass grid would fill less than half of the wanted workgroups: the batch is then
+// too small to keep the device's memory busy without help.
 bool small_batch(const DecodePlanData& p, const DeviceInfo& dev) {
-  const uint64_t workgroups = uint64_t(p.shape.num_seqs) * p.shape.num_kv_heads * p.groups_per_kv_head;
-  return workgroups * 2 < uint64_t(tuning().units) * std::max(1u, dev.compute_units);
+  return one_pass_workgroups(p) * 2 < wanted_workgroups(dev);
 }
 
 // Subgroups per workgroup of the matrix kernel, once the split is known. Measured on an H200
@@ -178,7 +183,7 @@ void choose_matrix_subgroups(DecodePlanData& p, const DeviceInfo& dev) {
 void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
   const auto& s = p.shape;
   const uint32_t max_len = s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
-  const uint64_t workgroups = uint64_t(s.num_seqs) * s.num_kv_heads * p.groups_per_kv_head;
+  const uint64_t workgroups = one_pass_workgroups(p);
   uint32_t tokens = p.options.partition_tokens;
   if (p.options.split == SplitMode::single_pass || max_len == 0) {
     p.split = false;
@@ -191,7 +196,7 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
     // Decode is bound by memory latency as much as bandwidth: split when the batch's
     // workgroups fill less than half of Tuning::units per compute unit, into partitions (a
     // multiple of 256 tokens) that bring the count up to about that many.
-    const uint64_t want = uint64_t(tuning().units) * std::max(1u, dev.compute_units);
+    const uint64_t want = wanted_workgroups(dev);
     if (small_batch(p, dev)) {
       const uint32_t parts = ceil_div(want, std::max<uint64_t>(workgroups, 1));
       uint32_t per_part = std::max<uint32_t>(256, ceil_div(ceil_div(max_len, parts), 256) * 256);

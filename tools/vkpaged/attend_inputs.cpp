@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "decode_option_names.hpp"
 #include "npy.hpp"
 #include "vkpaged/error.hpp"
 
@@ -31,16 +32,12 @@ DType parse_cache_dtype(const std::string& kv_dtype, DType query_dtype) {
 }
 
 SplitMode parse_split(const std::string& split) {
-  if (split == "auto") return SplitMode::automatic;
-  if (split == "single") return SplitMode::single_pass;
-  if (split == "split") return SplitMode::split;
+  if (const auto mode = split_mode_named(split)) return *mode;
   refuse(fmt::format("--split: '{}' is not auto, single or split", split));
 }
 
 DecodeKernel parse_kernel(const std::string& kernel) {
-  if (kernel == "auto") return DecodeKernel::automatic;
-  if (kernel == "scalar") return DecodeKernel::scalar;
-  if (kernel == "matrix") return DecodeKernel::matrix;
+  if (const auto k = decode_kernel_named(kernel)) return *k;
   refuse(fmt::format("--kernel: '{}' is not auto, scalar or matrix", kernel));
 }
 

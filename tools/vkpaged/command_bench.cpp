@@ -11,6 +11,7 @@
 #include <random>
 
 #include "bench.hpp"
+#include "decode_option_names.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/utilities.hpp"
@@ -22,16 +23,12 @@ namespace {
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
 
 SplitMode parse_split(const std::string& s) {
-  if (s == "auto") return SplitMode::automatic;
-  if (s == "single") return SplitMode::single_pass;
-  if (s == "split") return SplitMode::split;
+  if (const auto mode = split_mode_named(s)) return *mode;
   throw Error(ErrorCode::invalid_argument, fmt::format("--split: \"{}\" is not auto, single or split", s));
 }
 
 DecodeKernel parse_kernel(const std::string& s) {
-  if (s == "auto") return DecodeKernel::automatic;
-  if (s == "scalar") return DecodeKernel::scalar;
-  if (s == "matrix") return DecodeKernel::matrix;
+  if (const auto kernel = decode_kernel_named(s)) return *kernel;
   throw Error(ErrorCode::invalid_argument, fmt::format("--kernel: \"{}\" is not auto, scalar or matrix", s));
 }
 
