@@ -3,6 +3,14 @@
 // workgroup per (query head, sequence). Each partition left an unnormalised output o_p with
 // its max m_p and sum l_p; out = sum_p e^(m_p - M) o_p / (sum_p e^(m_p - M) l_p [+ e^(z - M)]).
 // Sinks are counted once, here. Partitions outside [window start, len) were never written.
+//
+// Why it is shaped this way: the pass is short and sits between the decode and whatever reads
+// its output, so its cost is its chain of memory latencies. Each invocation takes a word of
+// the output and a slice of the partitions (p = slice, slice + SLICES, ...) and merges them
+// with an online softmax, UNROLL partitions' loads (max, sum, output words) issued before any
+// is used, the first ones together with the context length; the slices then meet once in
+// shared memory. A context of SLICES * UNROLL partitions (32 of 1024 tokens at D = 128 with 256
+// invocations) costs one memory latency.
 #extension GL_GOOGLE_include_directive : require
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
@@ -17,6 +25,14 @@ const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
 const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
+const uint PER_WORD = QUERY_DTYPE == DT_F32 ? 1u : 2u;   // output elements per 32-bit word
+const uint WORDS = D / PER_WORD;                          // output words of a head
+const uint WORD_LANES = WORDS < WG ? WORDS : WG;          // invocations along the words
+const uint SLICES = WG / WORD_LANES;                      // partition slices side by side
+const uint WORDS_PER_LANE = (WORDS + WORD_LANES - 1u) / WORD_LANES;
+const uint VALUES = WORDS_PER_LANE * PER_WORD;            // output elements per invocation
+const uint UNROLL = 8u;                                   // partitions in flight per invocation
+
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 layout(set = 0, binding = REDUCE_BINDING_SCRATCH) readonly buffer Scratch { float scratch[]; };
 layout(set = 0, binding = REDUCE_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };
@@ -24,30 +40,17 @@ layout(set = 0, binding = REDUCE_BINDING_OUTPUT) writeonly buffer Output { uint 
 layout(set = 0, binding = REDUCE_BINDING_SINKS) readonly buffer Sinks { float sinks[]; };
 layout(set = 0, binding = REDUCE_BINDING_LSE) writeonly buffer Lse { float lse[]; };
 
-shared float s_reduce[WG];
-shared float s_weight[WG];  // weights of one chunk of WG partitions
-
-// Max (or sum) of every invocation's x, in every invocation.
-float workgroup_combine(float x, bool take_max) {
-  s_reduce[gl_LocalInvocationID.x] = x;
-  barrier();
-  for (uint stride = WG / 2u; stride > 0u; stride /= 2u) {
-    if (gl_LocalInvocationID.x < stride) {
-      const float other = s_reduce[gl_LocalInvocationID.x + stride];
-      const float mine = s_reduce[gl_LocalInvocationID.x];
-      s_reduce[gl_LocalInvocationID.x] = take_max ? max(mine, other) : mine + other;
-    }
-    barrier();
-  }
-  const float result = s_reduce[0];
-  barrier();
-  return result;
-}
+// Each slice's running max and sum, and its outputs, for the meeting at the end.
+shared float s_max[SLICES];
+shared float s_sum[SLICES];
+shared float s_out[SLICES * WORD_LANES * VALUES];
 
 void main() {
   const uint head = gl_WorkGroupID.x;
   const uint seq = gl_WorkGroupID.y;
   const uint tid = gl_LocalInvocationID.x;
+  const uint lane = tid % WORD_LANES;
+  const uint slice = tid / WORD_LANES;  // == SLICES for the invocations left over
 
   // The same range arithmetic as the decode shader, so both agree on which partitions exist.
   uint len = min(context_lens[pc.context_lens_offset + seq], pc.context_cap);
@@ -56,60 +59,85 @@ void main() {
   const uint first = lo / pc.partition_tokens;
   const uint last = len == 0u ? first : (len - 1u) / pc.partition_tokens + 1u;  // exclusive
 
-  // Partitions are spread over the invocations (a long context has many: one per invocation
-  // keeps their loads in flight together instead of one after another).
   const uint row0 = (seq * pc.num_heads + head) * pc.num_partitions;
   const uint ml_base = pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D;
-  float m = NEG_INF;
-  for (uint p = first + tid; p < last; p += WG) m = max(m, scratch[ml_base + (row0 + p) * 2u]);
-  m = workgroup_combine(m, true);
+  float m = NEG_INF;  // this slice's running max, sum and (unnormalised) outputs
+  float l = 0.0;
+  float o[VALUES];
+  for (uint j = 0u; j < VALUES; ++j) o[j] = 0.0;
+
+  // The first round's loads do not wait for the length: they cover partitions from 0, and
+  // those outside [first, last) are dropped after the loads (their words may be garbage).
+  if (slice < SLICES)
+    for (uint p0 = slice; p0 < pc.num_partitions; p0 += SLICES * UNROLL) {
+      float mp[UNROLL], lp[UNROLL], op[UNROLL][VALUES];
+      for (uint k = 0u; k < UNROLL; ++k) {
+        // Past the partitions the load repeats the last one.
+        const uint row = row0 + min(p0 + k * SLICES, pc.num_partitions - 1u);
+        mp[k] = scratch[ml_base + row * 2u];
+        lp[k] = scratch[ml_base + row * 2u + 1u];
+        for (uint w = 0u; w < WORDS_PER_LANE; ++w) {
+          const uint word = min(lane + w * WORD_LANES, WORDS - 1u);
+          for (uint e = 0u; e < PER_WORD; ++e) op[k][w * PER_WORD + e] = scratch[pc.scratch_offset + row * D + word * PER_WORD + e];
+        }
+      }
+      if (p0 >= last) break;
+      for (uint k = 0u; k < UNROLL; ++k) {
+        const uint p = p0 + k * SLICES;
+        if (p < first || p >= last) mp[k] = NEG_INF;
+      }
+      float m_new = m;
+      for (uint k = 0u; k < UNROLL; ++k) m_new = max(m_new, mp[k]);
+      if (m_new == NEG_INF) continue;  // nothing but empty partitions so far
+      const float keep = exp(m - m_new);  // 0 while m is -inf
+      l *= keep;
+      for (uint j = 0u; j < VALUES; ++j) o[j] *= keep;
+      for (uint k = 0u; k < UNROLL; ++k) {
+        if (mp[k] == NEG_INF) continue;  // dropped or empty: its sum and outputs are not read
+        const float w = exp(mp[k] - m_new);
+        l += w * lp[k];
+        for (uint j = 0u; j < VALUES; ++j) o[j] += w * op[k][j];
+      }
+      m = m_new;
+    }
+
+  // The slices meet: every invocation of a slice holds the same max and sum.
+  if (slice < SLICES) {
+    if (lane == 0u) {
+      s_max[slice] = m;
+      s_sum[slice] = l;
+    }
+    for (uint j = 0u; j < VALUES; ++j) s_out[(slice * WORD_LANES + lane) * VALUES + j] = o[j];
+  }
+  barrier();
+  if (slice != 0u) return;
+
+  float total_max = NEG_INF;
+  for (uint s = 0u; s < SLICES; ++s) total_max = max(total_max, s_max[s]);
   float z = NEG_INF;
   if (SINKS) {
     z = sinks[pc.sinks_offset + head];
-    m = max(m, z);
+    total_max = max(total_max, z);
   }
-  float part_den = 0.0;
-  for (uint p = first + tid; p < last; p += WG) {
-    const float mp = scratch[ml_base + (row0 + p) * 2u];
-    if (mp != NEG_INF) part_den += exp(mp - m) * scratch[ml_base + (row0 + p) * 2u + 1u];
+  float den = SINKS ? exp(z - total_max) : 0.0;
+  float merged[VALUES];
+  for (uint j = 0u; j < VALUES; ++j) merged[j] = 0.0;
+  for (uint s = 0u; s < SLICES; ++s) {
+    const float w = s_max[s] == NEG_INF ? 0.0 : exp(s_max[s] - total_max);
+    den += w * s_sum[s];
+    for (uint j = 0u; j < VALUES; ++j) merged[j] += w * s_out[(s * WORD_LANES + lane) * VALUES + j];
   }
-  const float den = workgroup_combine(part_den, false) + (SINKS ? exp(z - m) : 0.0);
   const float inv = den > 0.0 ? 1.0 / den : 0.0;
 
-  const uint per_word = QUERY_DTYPE == DT_F32 ? 1u : 2u;
-  const uint words = D / per_word;
-  float o[2][(D + 2u * WG - 1u) / (2u * WG) * 2u];  // [element of the word][word of this invocation]
-  for (uint k = 0u; k < 2u; ++k)
-    for (uint j = 0u; j < o[0].length(); ++j) o[k][j] = 0.0;
-  for (uint chunk = first; chunk < last; chunk += WG) {
-    const uint p = chunk + tid;
-    const float mp = p < last ? scratch[ml_base + (row0 + p) * 2u] : NEG_INF;
-    s_weight[tid] = mp == NEG_INF ? 0.0 : exp(mp - m) * inv;
-    barrier();
-    // Eight partitions' loads are issued before their sums; past `last` the weight is 0 and
-    // the load repeats the last partition (WG is a multiple of 8).
-    const uint count = min(WG, last - chunk);
-    for (uint c = 0u; c < count; c += 8u)
-      for (uint j = 0u; j < o[0].length(); ++j) {
-        const uint i = tid + j * WG;
-        if (i >= words) break;
-        float v[8][2];
-        for (uint k = 0u; k < 8u; ++k) {
-          const uint base = pc.scratch_offset + (row0 + min(chunk + c + k, last - 1u)) * D + i * per_word;
-          for (uint e = 0u; e < per_word; ++e) v[k][e] = scratch[base + e];
-        }
-        for (uint k = 0u; k < 8u; ++k)
-          for (uint e = 0u; e < per_word; ++e) o[e][j] += s_weight[c + k] * v[k][e];
-      }
-    barrier();
+  for (uint w = 0u; w < WORDS_PER_LANE; ++w) {
+    const uint i = lane + w * WORD_LANES;
+    if (i >= WORDS) break;
+    const uint word = pc.output_offset + ((seq * pc.num_heads + head) * D) / PER_WORD + i;
+    const float a = merged[w * PER_WORD] * inv;
+    const float b = PER_WORD == 2u ? merged[w * PER_WORD + 1u] * inv : 0.0;
+    if (QUERY_DTYPE == DT_F32) output_words[word] = floatBitsToUint(a);
+    else if (QUERY_DTYPE == DT_F16) output_words[word] = packHalf2x16(vec2(a, b));
+    else output_words[word] = f32_to_bf16_bits(a) | (f32_to_bf16_bits(b) << 16);
   }
-  for (uint j = 0u; j < o[0].length(); ++j) {
-    const uint i = tid + j * WG;
-    if (i >= words) break;
-    const uint word = pc.output_offset + ((seq * pc.num_heads + head) * D) / per_word + i;
-    if (QUERY_DTYPE == DT_F32) output_words[word] = floatBitsToUint(o[0][j]);
-    else if (QUERY_DTYPE == DT_F16) output_words[word] = packHalf2x16(vec2(o[0][j], o[1][j]));
-    else output_words[word] = f32_to_bf16_bits(o[0][j]) | (f32_to_bf16_bits(o[1][j]) << 16);
-  }
-  if (WRITE_LSE && tid == 0u) lse[pc.lse_offset + seq * pc.num_heads + head] = den > 0.0 ? m + log(den) : NEG_INF;
+  if (WRITE_LSE && lane == 0u) lse[pc.lse_offset + seq * pc.num_heads + head] = den > 0.0 ? total_max + log(den) : NEG_INF;
 }

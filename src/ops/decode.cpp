@@ -202,11 +202,11 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
       uint32_t per_part = std::max<uint32_t>(256, ceil_div(ceil_div(max_len, parts), 256) * 256);
       if (p.matrix && tuning().units == Tuning{}.units) {
         // The matrix kernel streams a partition faster than it starts one. Measured on an
-        // H200 (bench/RESULTS.md): partitions of 1024 tokens beat more, shorter ones; below
-        // 4096 tokens one pass (4 subgroups per workgroup) beat partitions unless the batch
-        // leaves most compute units without a workgroup.
-        if (max_len >= 4096) per_part = 1024;
-        else per_part = workgroups * 4 < std::max(1u, dev.compute_units) ? 512 : max_len;
+        // H200 (bench/RESULTS.md): partitions of 1024 tokens beat more, shorter ones (and,
+        // since the reduce pass takes one memory latency, beat one pass from 2048 tokens);
+        // 512 only below 4096 tokens when the batch leaves most compute units idle.
+        const bool tiny = workgroups * 4 < std::max(1u, dev.compute_units);
+        per_part = max_len < 4096 && tiny ? 512 : 1024;
       }
       p.split = per_part < max_len;
       if (p.split) tokens = per_part;
@@ -296,7 +296,8 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   p->decode = &impl.pipeline(shader, spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
   if (p->split) {
     std::array<uint32_t, REDUCE_SC_COUNT> rspec{};
-    rspec[REDUCE_SC_WORKGROUP] = 64;
+    // Invocations side by side over the output words and the partitions (decode_reduce.comp).
+    rspec[REDUCE_SC_WORKGROUP] = std::min(256u, impl.info.max_workgroup_invocations);
     rspec[REDUCE_SC_HEAD_SIZE] = shape.head_size;
     rspec[REDUCE_SC_QUERY_DTYPE] = uint32_t(shape.query_dtype);
     rspec[REDUCE_SC_FEATURES] = p->features;

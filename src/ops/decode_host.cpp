@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ops/decode_validation.hpp"
+#include "vk/context_impl.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/error.hpp"
 
@@ -62,7 +63,15 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
   const uint32_t zero = 0;
   ctx.upload(v.status, &zero, 4);
 
-  ctx.run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v); });
+  ctx.run_and_wait([&](VkCommandBuffer cmd) {
+    // Scratch starts as NaN words: a partition the decode should have written but did not, or
+    // one the reduce should have skipped but read, then shows in the output.
+    if (!v.scratch.empty()) {
+      ctx.impl().d.vkCmdFillBuffer(cmd, v.scratch.buffer, v.scratch.offset, v.scratch.size, 0xffffffffu);
+      record_compute_barrier(ctx, cmd);
+    }
+    record_decode(ctx, cmd, plan, v);
+  });
   uint32_t status = 0;
   ctx.download(v.status, &status, 4);
   if (status != 0)

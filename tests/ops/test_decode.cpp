@@ -140,6 +140,38 @@ TEST_F(DecodeTest, SplitMatchesSinglePass) {
   }
 }
 
+// The reduce pass gives each invocation a slice of the partitions and merges them 8 at a time
+// (decode_reduce.comp): enough partitions for several rounds per slice, counts that are not a
+// multiple of the slices, and a window that starts the range part-way in.
+TEST_F(DecodeTest, SplitIntoManyPartitionsMatchesTheReference) {
+  struct Variant {
+    uint32_t head_size;
+    DType dtype;
+  };
+  for (const Variant v : {Variant{128, DType::f16}, Variant{64, DType::f32}, Variant{256, DType::bf16}}) {
+    DecodeCase c;
+    c.heads = 2;
+    c.kv_heads = 1;
+    c.head_size = v.head_size;
+    c.query_dtype = c.cache_dtype = v.dtype;
+    c.lens = {12000, 256 * 37 + 5, 3};
+    c.sinks = true;
+    for (uint32_t window : {0u, 7000u}) {
+      SCOPED_TRACE(c.str() + " window " + std::to_string(window));
+      DecodeOptions split = default_options(c);
+      split.sliding_window = window;
+      split.split = SplitMode::split;
+      split.partition_tokens = 256;  // 47 partitions for the longest sequence
+      std::mt19937 rng(11);
+      const DecodeInputs in = make_decode_inputs(c, rng);
+      const auto got = decode_attention(ctx(), in, split, true);
+      const auto ref = reference::decode_attention(in, split, true);
+      EXPECT_LE(max_abs_diff(got.output, ref.output), tolerance(c.query_dtype, c.cache_dtype));
+      EXPECT_LE(max_abs_diff(got.lse, ref.lse), 1e-3);
+    }
+  }
+}
+
 TEST_F(DecodeTest, PlanChoosesSplitForFewLongSequences) {
   DecodeShape s;
   s.num_seqs = 1;
