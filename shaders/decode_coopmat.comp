@@ -42,6 +42,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_vote : require
+#extension GL_EXT_control_flow_attributes : require
 
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
@@ -134,6 +135,25 @@ uvec2 pairs_of(uvec4 w, uint u) {
                fp8_high_bytes_to_f16(((x >> 8) & 0x0000ff00u) | (x & 0xff000000u)));
 }
 
+// The A operand of a lane from the f16 pairs of its rows g (`upper`) and g + 8 (`lower`), in
+// the fragment order of the header.
+MatA a_fragment(uvec2 upper, uvec2 lower) {
+  const f16vec2 a01 = unpackFloat2x16(upper.x);
+  const f16vec2 a23 = unpackFloat2x16(upper.y);
+  const f16vec2 a45 = unpackFloat2x16(lower.x);
+  const f16vec2 a67 = unpackFloat2x16(lower.y);
+  MatA a;
+  a[0] = a01.x;
+  a[1] = a01.y;
+  a[2] = a23.x;
+  a[3] = a23.y;
+  a[4] = a45.x;
+  a[5] = a45.y;
+  a[6] = a67.x;
+  a[7] = a67.y;
+  return a;
+}
+
 // Keeps the f16 halves of `w` whose tokens t, t + 1 lie in [lo, hi); zeroes the others.
 uint mask_pair(uint w, uint t, uint lo, uint hi) {
   const uint keep_lo = t >= lo && t < hi ? 0x0000ffffu : 0u;
@@ -202,16 +222,16 @@ void main() {
   barrier();
   MatB query[QUERY_REGISTERS ? DIM_STEPS : 1u];  // Q^T [16 dims x 8 heads] per dim step
   if (QUERY_REGISTERS)
-    for (uint s = 0u; s < DIM_STEPS; ++s) coopMatLoadNV(query[s], s_query, s * 16u, D, true);
+    [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) coopMatLoadNV(query[s], s_query, s * 16u, D, true);
 
   MatC acc[DIM_TILES];  // O^T: dims 16 j + (g | g + 8), heads 2q, 2q + 1
-  for (uint j = 0u; j < DIM_TILES; ++j) acc[j] = MatC(0.0);
+  [[unroll]] for (uint j = 0u; j < DIM_TILES; ++j) acc[j] = MatC(0.0);
 
   // Softmax state of heads 2q and 2q + 1 (this lane's columns of S^T); sums over this lane's tokens.
   float running_max[2] = {NEG_INF, NEG_INF};
   float running_sum[2] = {0.0, 0.0};
   float slope[2];
-  for (uint j = 0u; j < 2u; ++j) slope[j] = ALIBI && 2u * q + j < heads ? alibi_slopes[pc.alibi_offset + head0 + 2u * q + j] : 0.0;
+  [[unroll]] for (uint j = 0u; j < 2u; ++j) slope[j] = ALIBI && 2u * q + j < heads ? alibi_slopes[pc.alibi_offset + head0 + 2u * q + j] : 0.0;
   const uint key_start = pc.key_offset / 4u;  // word offsets to uvec4s
   const uint value_start = pc.value_offset / 4u;
 
@@ -233,41 +253,28 @@ void main() {
     // Keys: tile i, row g + 8h is token key_group + 4i + 2h + g % 2; load c is its chunk 4c + q.
     uvec4 keys[4u * KEY_LOADS];  // [tile][h][c]
     const uint key_base = key_start + (key_block * pc.num_kv_heads + kv_head) * (D / CHUNK_DIMS) * B + (tok0 + key_group) % B + g % 2u;
-    for (uint r = 0u; r < 4u; ++r)  // r = 2 i + h: token offset 2r
-      for (uint c = 0u; c < KEY_LOADS; ++c)
+    [[unroll]] for (uint r = 0u; r < 4u; ++r)  // r = 2 i + h: token offset 2r
+      [[unroll]] for (uint c = 0u; c < KEY_LOADS; ++c)
         keys[r * KEY_LOADS + c] = key_block != NO_BLOCK ? key16[key_base + (4u * c + q) * B + 2u * r] : uvec4(0u);
     // Values: dim rows 8r + g (r even: 16 j + g; odd: 16 j + g + 8), tokens value_group..+7:
     // 16 bytes (f16) or 8 (fp8, in .xy).
     uvec4 values[2u * DIM_TILES];
     const uint value_base = (FP8 ? value_start / 2u : value_start) + (value_block * pc.num_kv_heads + kv_head) * D * (B / 8u) + ((tok0 + value_group) % B) / 8u;
     if (EARLY_VALUES)
-      for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
         values[r] = value_block == NO_BLOCK ? uvec4(0u) : FP8 ? uvec4(value8[value_base + (8u * r + g) * (B / 8u)], 0u, 0u) : value16[value_base + (8u * r + g) * (B / 8u)];
 
     // ---- scores ----
     MatC scores[2];
-    for (uint i = 0u; i < 2u; ++i) {
+    [[unroll]] for (uint i = 0u; i < 2u; ++i) {
       scores[i] = MatC(0.0);
-      for (uint s = 0u; s < DIM_STEPS; ++s) {
+      [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
         MatB qb;
         if (QUERY_REGISTERS) qb = query[s];
         else coopMatLoadNV(qb, s_query, s * 16u, D, true);
         const uvec2 upper = pairs_of(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], s % STEPS_PER_CHUNK);       // row g
         const uvec2 lower = pairs_of(keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK], s % STEPS_PER_CHUNK);  // row g + 8
-        const f16vec2 a01 = unpackFloat2x16(upper.x);
-        const f16vec2 a23 = unpackFloat2x16(upper.y);
-        const f16vec2 a45 = unpackFloat2x16(lower.x);
-        const f16vec2 a67 = unpackFloat2x16(lower.y);
-        MatA ka;
-        ka[0] = a01.x;
-        ka[1] = a01.y;
-        ka[2] = a23.x;
-        ka[3] = a23.y;
-        ka[4] = a45.x;
-        ka[5] = a45.y;
-        ka[6] = a67.x;
-        ka[7] = a67.y;
-        scores[i] = coopMatMulAddNV(ka, qb, scores[i]);
+        scores[i] = coopMatMulAddNV(a_fragment(upper, lower), qb, scores[i]);
       }
     }
 
@@ -275,8 +282,8 @@ void main() {
     const bool full = tok0 >= lo && tok0 + UNIT <= hi && subgroupAll(key_block != NO_BLOCK);
     float logit[8];  // [i][e]
     float tile_max[2] = {NEG_INF, NEG_INF};
-    for (uint i = 0u; i < 2u; ++i)
-      for (uint e = 0u; e < 4u; ++e) {
+    [[unroll]] for (uint i = 0u; i < 2u; ++i)
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
         const uint j = e % 2u;
         const uint t = tok0 + key_group + 4u * i + 2u * (e / 2u) + g % 2u;
         float l = scores[i][e] * SCORE_FIX;
@@ -288,24 +295,24 @@ void main() {
         tile_max[j] = max(tile_max[j], l);
       }
     bool grow = false;
-    for (uint j = 0u; j < 2u; ++j) {
-      for (uint x = 4u; x < SUBGROUP; x *= 2u) tile_max[j] = max(tile_max[j], subgroupShuffleXor(tile_max[j], x));
+    [[unroll]] for (uint j = 0u; j < 2u; ++j) {
+      [[unroll]] for (uint x = 4u; x < SUBGROUP; x *= 2u) tile_max[j] = max(tile_max[j], subgroupShuffleXor(tile_max[j], x));
       grow = grow || tile_max[j] > running_max[j] + RESCALE_SLACK;  // also true for the first valid unit
     }
     if (subgroupAny(grow)) {
       float alpha[2];
-      for (uint j = 0u; j < 2u; ++j) {
+      [[unroll]] for (uint j = 0u; j < 2u; ++j) {
         const float new_max = max(running_max[j], tile_max[j]);
         alpha[j] = running_max[j] == NEG_INF ? 0.0 : exp(running_max[j] - new_max);
         running_sum[j] *= alpha[j];
         running_max[j] = new_max;
       }
-      for (uint d = 0u; d < DIM_TILES; ++d)
-        for (uint e = 0u; e < 4u; ++e) acc[d][e] *= alpha[e % 2u];
+      [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[d][e] *= alpha[e % 2u];
     }
     MatB probs[2];  // P^T, laid out as S^T
-    for (uint i = 0u; i < 2u; ++i)
-      for (uint e = 0u; e < 4u; ++e) {
+    [[unroll]] for (uint i = 0u; i < 2u; ++i)
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
         const float l = logit[4u * i + e];
         const float16_t p = float16_t(l == NEG_INF ? 0.0 : exp(l - running_max[e % 2u]));
         running_sum[e % 2u] += float(p);
@@ -314,10 +321,10 @@ void main() {
 
     // ---- values ----
     if (!EARLY_VALUES)
-      for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
         values[r] = value_block == NO_BLOCK ? uvec4(0u) : FP8 ? uvec4(value8[value_base + (8u * r + g) * (B / 8u)], 0u, 0u) : value16[value_base + (8u * r + g) * (B / 8u)];
-    for (uint i = 0u; i < 2u; ++i)
-      for (uint d = 0u; d < DIM_TILES; ++d) {
+    [[unroll]] for (uint i = 0u; i < 2u; ++i)
+      [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) {
         // Tokens 8q + 4i + {0, 1} and {2, 3} of dims 16 d + g and 16 d + g + 8. Slots outside
         // [lo, hi) are zeroed: they may hold anything, even NaN, and 0 * NaN is NaN.
         uvec2 upper = pairs_of(values[2u * d], i);
@@ -327,33 +334,20 @@ void main() {
           upper = uvec2(mask_pair(upper.x, t, lo, hi), mask_pair(upper.y, t + 2u, lo, hi));
           lower = uvec2(mask_pair(lower.x, t, lo, hi), mask_pair(lower.y, t + 2u, lo, hi));
         }
-        const f16vec2 a01 = unpackFloat2x16(upper.x);
-        const f16vec2 a23 = unpackFloat2x16(upper.y);
-        const f16vec2 a45 = unpackFloat2x16(lower.x);
-        const f16vec2 a67 = unpackFloat2x16(lower.y);
-        MatA va;
-        va[0] = a01.x;
-        va[1] = a01.y;
-        va[2] = a23.x;
-        va[3] = a23.y;
-        va[4] = a45.x;
-        va[5] = a45.y;
-        va[6] = a67.x;
-        va[7] = a67.y;
-        acc[d] = coopMatMulAddNV(va, probs[i], acc[d]);
+        acc[d] = coopMatMulAddNV(a_fragment(upper, lower), probs[i], acc[d]);
       }
   }
 
   // ---- merge the subgroups' states ----
-  for (uint j = 0u; j < 2u; ++j) {
-    for (uint x = 4u; x < SUBGROUP; x *= 2u) running_sum[j] += subgroupShuffleXor(running_sum[j], x);
+  [[unroll]] for (uint j = 0u; j < 2u; ++j) {
+    [[unroll]] for (uint x = 4u; x < SUBGROUP; x *= 2u) running_sum[j] += subgroupShuffleXor(running_sum[j], x);
     if (g == 0u) {
       s_max[sub * HEADS + 2u * q + j] = running_max[j];
       s_sum[sub * HEADS + 2u * q + j] = running_sum[j];
     }
   }
-  for (uint j = 0u; j < DIM_TILES; ++j)
-    for (uint e = 0u; e < 4u; ++e) {
+  [[unroll]] for (uint j = 0u; j < DIM_TILES; ++j)
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
       const uint h = 2u * q + e % 2u;
       const uint d = 16u * j + g + (e >= 2u ? 8u : 0u);
       s_out[(sub * HEADS + h) * D + d] = acc[j][e];

@@ -180,6 +180,11 @@ void choose_matrix_subgroups(DecodePlanData& p, const DeviceInfo& dev) {
   p.workgroup = subgroups * kMatrixSubgroup;
 }
 
+// The scalar kernel splits full batches past this many tokens, into at most
+// kLongContextParts partitions (choose_split).
+constexpr uint32_t kLongContextTokens = 4096;
+constexpr uint32_t kLongContextParts = 8;
+
 void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
   const auto& s = p.shape;
   const uint32_t max_len = s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
@@ -210,6 +215,16 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
       }
       p.split = per_part < max_len;
       if (p.split) tokens = per_part;
+    } else if (!p.matrix && max_len > kLongContextTokens) {
+      // A full batch, but each workgroup would walk more than 4K tokens alone: when the
+      // lengths vary, the longest sequences' workgroups run on after the rest have finished.
+      // Measured on an H200 (bench/RESULTS.md): mha32 with lengths spread from 1 to 8192 took
+      // 572-588 us in one pass and 511 us in 1024-token partitions, the uniform mha32 954 us
+      // split against 965 in one pass; batch64 (4096 tokens) in f32 and bf16 lost 3-5 % split.
+      // At most kLongContextParts partitions, so that the scratch stays small.
+      tokens = std::max<uint32_t>(1024, ceil_div(ceil_div(max_len, kLongContextParts), 256) * 256);
+      const uint64_t scratch = 4ull * s.num_seqs * s.num_heads * ceil_div(max_len, tokens) * (s.head_size + 2);
+      p.split = scratch <= dev.max_storage_buffer_range;
     }
   }
   if (!p.split) {

@@ -200,6 +200,48 @@ TEST_F(DecodeTest, PlanChoosesSplitForFewLongSequences) {
 
 // A pool past maxStorageBufferRange (128 MiB on lavapipe) is read through device addresses;
 // the tables point at its last blocks, past the range.
+TEST_F(DecodeTest, PlanSplitsLongContextsOfAFullBatchOnTheScalarKernel) {
+  DecodeShape s;
+  s.num_seqs = 64;  // 2048 workgroups in one pass: a full batch on any device
+  s.num_heads = 32;
+  s.num_kv_heads = 32;  // MHA: the scalar kernel
+  s.head_size = 128;
+  s.block_size = 16;
+  s.num_blocks = 64;
+  s.max_blocks_per_seq = 4096;
+  s.max_context_len = 4096;
+  EXPECT_FALSE(DecodePlan::create(ctx(), s).split()) << DecodePlan::create(ctx(), s).describe();
+  // Past 4K tokens a workgroup walking the longest sequence alone would outlast the others
+  // when lengths vary: 1024-token partitions, at most 8 of them.
+  s.max_context_len = 4097;
+  const auto just_past = DecodePlan::create(ctx(), s);
+  EXPECT_TRUE(just_past.split()) << just_past.describe();
+  EXPECT_EQ(just_past.partition_tokens(), 1024u);
+  EXPECT_EQ(just_past.num_partitions(), 5u);
+  s.max_context_len = 8192;
+  const auto mid = DecodePlan::create(ctx(), s);
+  EXPECT_TRUE(mid.split()) << mid.describe();
+  EXPECT_EQ(mid.partition_tokens(), 1024u);
+  EXPECT_EQ(mid.num_partitions(), 8u);
+  s.max_context_len = 65536 - 100;
+  const auto longer = DecodePlan::create(ctx(), s);
+  EXPECT_TRUE(longer.split()) << longer.describe();
+  EXPECT_EQ(longer.partition_tokens(), 8192u);
+  EXPECT_EQ(longer.num_partitions(), 8u);
+  DecodeOptions one_pass;
+  one_pass.split = SplitMode::single_pass;
+  EXPECT_FALSE(DecodePlan::create(ctx(), s, one_pass).split());
+
+  // The automatic plan over lengths spread from 1 to past 8K agrees with the reference.
+  DecodeCase c;
+  c.heads = 4;
+  c.kv_heads = 4;
+  c.head_size = 64;
+  c.lens = {8193, 1, 4111, 0, 9000, 1024};
+  c.sinks = true;
+  check(c, default_options(c), 5, true);
+}
+
 TEST_F(DecodeTest, CachePastTheStorageBufferRange) {
   const auto& dev = ctx().device_info();
   if (dev.max_storage_buffer_range > (uint64_t(1) << 30)) GTEST_SKIP() << "a pool past this device's range is too large for a test";
