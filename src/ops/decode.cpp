@@ -180,6 +180,9 @@ void choose_matrix_subgroups(DecodePlanData& p, const DeviceInfo& dev) {
   p.workgroup = subgroups * kMatrixSubgroup;
 }
 
+// The matrix kernel's longest automatic partition (choose_split).
+constexpr uint32_t kMatrixLongestPartition = 8192;
+
 // The scalar kernel splits full batches past this many tokens, into at most
 // kLongContextParts partitions (choose_split).
 constexpr uint32_t kLongContextTokens = 4096;
@@ -207,11 +210,13 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
       uint32_t per_part = std::max<uint32_t>(256, ceil_div(ceil_div(max_len, parts), 256) * 256);
       if (p.matrix && tuning().units == Tuning{}.units) {
         // The matrix kernel streams a partition faster than it starts one. Measured on an
-        // H200 (bench/RESULTS.md): partitions of 1024 tokens beat more, shorter ones (and,
-        // since the reduce pass takes one memory latency, beat one pass from 2048 tokens);
-        // 512 only below 4096 tokens when the batch leaves most compute units idle.
+        // H200 (bench/RESULTS.md): partitions shorter than 1024 tokens lose (and, since the
+        // reduce pass takes one memory latency, 1024 beat one pass from 2048 tokens); 512
+        // only below 4096 tokens when the batch leaves most compute units idle. Longer
+        // contexts keep the count above: one 256K sequence took 299 us in 1024-token
+        // partitions, 271 in 4096 and 267 in 8192, the longest measured.
         const bool tiny = workgroups * 4 < std::max(1u, dev.compute_units);
-        per_part = max_len < 4096 && tiny ? 512 : 1024;
+        per_part = max_len < 4096 && tiny ? 512 : std::clamp<uint32_t>(per_part, 1024, kMatrixLongestPartition);
       }
       p.split = per_part < max_len;
       if (p.split) tokens = per_part;

@@ -97,6 +97,34 @@ TEST_F(DecodeMatrixTest, AutomaticPicksTheMatrixKernelForF16Groups) {
   EXPECT_EQ(DecodePlan::create(ctx(), shape_of(c)).describe().find("matrix units"), std::string::npos);
 }
 
+// Small batches split into partitions of 1024 to 8192 tokens: never shorter (a partition costs
+// more to start than to stream), longer as the context grows past what the compute units need.
+TEST_F(DecodeMatrixTest, AutomaticSplitKeepsPartitionsBetween1024And8192Tokens) {
+  DecodeShape s;
+  s.num_seqs = 1;
+  s.num_heads = 32;
+  s.num_kv_heads = 8;
+  s.head_size = 128;
+  s.block_size = 16;
+  s.num_blocks = 16384;
+  s.max_blocks_per_seq = 16384;
+  uint32_t previous = 0;
+  for (const uint32_t len : {8192u, 32768u, 131072u, 262144u}) {
+    s.max_context_len = len;
+    const auto plan = DecodePlan::create(ctx(), s);
+    SCOPED_TRACE(plan.describe());
+    ASSERT_TRUE(plan.split());
+    EXPECT_GE(plan.partition_tokens(), 1024u);
+    EXPECT_LE(plan.partition_tokens(), 8192u);
+    EXPECT_EQ(plan.partition_tokens() % 256, 0u);
+    EXPECT_GE(plan.partition_tokens(), previous);
+    previous = plan.partition_tokens();
+  }
+  // One sequence of 8 kv heads reaches the 4 workgroups per compute unit the plan wants with
+  // 256K / (compute units / 2) tokens per partition: 2048 or more up to 256 compute units.
+  if (ctx().device_info().compute_units <= 256) EXPECT_GE(previous, 2048u);
+}
+
 TEST_F(DecodeMatrixTest, RaggedLengthsAroundUnitAndBlockEdges) {
   for (uint32_t B : {8u, 16u, 32u, 64u}) {
     DecodeCase c;
