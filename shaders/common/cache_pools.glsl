@@ -26,14 +26,7 @@ uint pool_block_bytes() { return pc.num_kv_heads * pc.head_size * pc.block_size 
 layout(buffer_reference, std430, buffer_reference_align = 16) KEY_POOL_ACCESS buffer KeyPoolBlock { uvec4 chunks[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) VALUE_POOL_ACCESS buffer ValuePoolBlock { uint words[]; };
 
-// base + block * bytes on a 64-bit address held as (low, high) words, without 64-bit
-// integers (shaderInt64 is optional).
-uvec2 address_of_block(uvec2 base, uint block, uint bytes) {
-  uint high, low, carry;
-  umulExtended(block, bytes, high, low);
-  const uint sum = uaddCarry(base.x, low, carry);
-  return uvec2(sum, base.y + high + carry);
-}
+#include "common/address.glsl"
 
 #define PoolBlock uvec2
 PoolBlock key_block(uint block) { return address_of_block(pc.key_cache_address, block, pool_block_bytes()); }

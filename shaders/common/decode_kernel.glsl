@@ -61,24 +61,33 @@ const uint NO_BLOCK = 0xffffffffu;
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 
 layout(set = 0, binding = DECODE_BINDING_QUERY) readonly buffer Query { uint query_words[]; };
+// Bytes of one block of one pool: Hkv * D * B elements, a multiple of 16 (D is a multiple of
+// x = 16 / CACHE_BYTES); the host keeps it within 32 bits.
+uint block_bytes() { return pc.num_kv_heads * D * B * CACHE_BYTES; }
+
+// KEY16(block, i), VALUE16 / VALUE8 / VALUE4(block, i): element i (16, 8 or 4 bytes) of a
+// block of the key or value pool, counted from the block's start.
 #if VKP_ADDRESS
+#include "common/address.glsl"
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Words16 { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Words8 { uvec2 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Words4 { uint v[]; };
-// Indices are in units of the element type from the start of the view (offsets are 0).
-#define KEY16(i) Words16(pc.key_address).v[i]
-#define VALUE16(i) Words16(pc.value_address).v[i]
-#define VALUE8(i) Words8(pc.value_address).v[i]
-#define VALUE4(i) Words4(pc.value_address).v[i]
+// Each block from its own 64-bit start (the views' offsets are 0): an index counted from the
+// pool's start would pass 32 bits in a pool past 4 GiB (of 4-byte words) or 16 GiB.
+#define KEY16(block, i) Words16(address_of_block(pc.key_address, block, block_bytes())).v[i]
+#define VALUE16(block, i) Words16(address_of_block(pc.value_address, block, block_bytes())).v[i]
+#define VALUE8(block, i) Words8(address_of_block(pc.value_address, block, block_bytes())).v[i]
+#define VALUE4(block, i) Words4(address_of_block(pc.value_address, block, block_bytes())).v[i]
 #else
 layout(set = 0, binding = DECODE_BINDING_KEY_CACHE) readonly buffer KeyCache { uvec4 key16[]; };
 layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache16 { uvec4 value16[]; };
 layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache8 { uvec2 value8[]; };
 layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache4 { uint value4[]; };
-#define KEY16(i) key16[i]
-#define VALUE16(i) value16[i]
-#define VALUE8(i) value8[i]
-#define VALUE4(i) value4[i]
+// The bound range is within maxStorageBufferRange, so 32-bit indices reach all of it.
+#define KEY16(block, i) key16[pc.key_offset / 4u + (block) * (block_bytes() / 16u) + (i)]
+#define VALUE16(block, i) value16[pc.value_offset / 4u + (block) * (block_bytes() / 16u) + (i)]
+#define VALUE8(block, i) value8[pc.value_offset / 2u + (block) * (block_bytes() / 8u) + (i)]
+#define VALUE4(block, i) value4[pc.value_offset + (block) * (block_bytes() / 4u) + (i)]
 #endif
 layout(set = 0, binding = DECODE_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
 layout(set = 0, binding = DECODE_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };
@@ -101,19 +110,19 @@ float query_element(uint seq, uint head, uint d) {
   return VKP_LOAD_ELEMENT(query_words, pc.query_offset, i, QUERY_DTYPE);
 }
 
-// The VEC value elements of dim row `row` (= (block * Hkv + kv_head) * D + d), load `c`.
-void load_values(uint row, uint c, out float v[VEC]) {
-  const uint chunk = row * ROW_LOADS + c;  // in units of VEC_BYTES
+// The VEC value elements of dim row `row` (= kv_head * D + d) of `block`, load `c`.
+void load_values(uint block, uint row, uint c, out float v[VEC]) {
+  const uint chunk = row * ROW_LOADS + c;  // in units of VEC_BYTES from the block's start
   if (VEC_BYTES == 16u) {
-    uvec4 w = VALUE16(pc.value_offset / 4u + chunk);
+    uvec4 w = VALUE16(block, chunk);
     for (uint i = 0u; i < VEC; ++i) v[i] = unpack_word(w[i / elements_per_word(CACHE_DTYPE)], CACHE_DTYPE)[i % elements_per_word(CACHE_DTYPE)];
   } else if (VEC_BYTES == 8u) {
-    uvec2 w = VALUE8(pc.value_offset / 2u + chunk);
+    uvec2 w = VALUE8(block, chunk);
     for (uint i = 0u; i < VEC; ++i) v[i] = unpack_word(w[i / elements_per_word(CACHE_DTYPE)], CACHE_DTYPE)[i % elements_per_word(CACHE_DTYPE)];
   } else {
     // 4, 2 or 1 bytes: inside one word
     const uint byte_offset = chunk * VEC_BYTES;
-    const uint w = VALUE4(pc.value_offset + byte_offset / 4u);
+    const uint w = VALUE4(block, byte_offset / 4u);
     const uint first = (byte_offset % 4u) / CACHE_BYTES;
     vec4 e = unpack_word(w, CACHE_DTYPE);
     for (uint i = 0u; i < VEC; ++i) v[i] = e[first + i];
@@ -186,9 +195,9 @@ void main() {
     if (valid) {
       float dot_product[GROUP];
       for (uint g = 0u; g < GROUP; ++g) dot_product[g] = 0.0;
-      const uint base = pc.key_offset / 4u + (block * pc.num_kv_heads + kv_head) * KEY_CHUNKS * B + tid % B;
+      const uint first = kv_head * KEY_CHUNKS * B + tid % B;  // this token's first chunk in the block
       for (uint c = 0u; c < KEY_CHUNKS; ++c) {
-        const uvec4 w = KEY16(base + c * B);
+        const uvec4 w = KEY16(block, first + c * B);
         for (uint j = 0u; j < 4u; ++j) {
           const vec4 k = unpack_word(w[j], CACHE_DTYPE);
           const uint per_word = elements_per_word(CACHE_DTYPE);
@@ -235,7 +244,7 @@ void main() {
         const uint d = row0 + ROWS * j;
         if (d >= D) break;
         float v[VEC];
-        load_values((vblock * pc.num_kv_heads + kv_head) * D + d, c, v);
+        load_values(vblock, kv_head * D + d, c, v);
         if (partial)
           for (uint i = 0u; i < VEC; ++i) {
             const uint tt = tile + tok0 + i;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "support/decode_bad_indices.hpp"
 #include "support/decode_case.hpp"
@@ -268,6 +269,44 @@ TEST_F(DecodeTest, CachePastTheStorageBufferRange) {
 }
 
 // ---- refusals: every message names the argument and the value ----
+
+// Pools past 4 GiB, read by device address: every block is reached from its own 64-bit start,
+// also with blocks of 2 tokens, whose value loads are 4-byte words (counted from the pool's
+// start, their index would pass 32 bits just past 4 GiB). Needs a device whose storage-buffer
+// range is a few GiB and the memory for two such pools (the H200 here; lavapipe's 128 MiB
+// range is covered by CachePastTheStorageBufferRange).
+TEST_F(DecodeTest, AddressVariantReachesBlocksPastFourGibibytes) {
+  const auto& dev = ctx().device_info();
+  if (!dev.buffer_device_address || dev.max_storage_buffer_range < (uint64_t(1) << 31) ||
+      dev.max_storage_buffer_range >= (uint64_t(1) << 33) || dev.device_local_bytes < (uint64_t(24) << 30))
+    GTEST_SKIP() << "needs two pools past 4 GiB read by device address, on a device with a few GiB of storage-buffer range";
+  for (const uint32_t block_size : {2u, 16u}) {
+    DecodeCase c;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.head_size = 128;
+    c.block_size = block_size;
+    c.lens = {1, 3, 250, 33};
+    SCOPED_TRACE(c.str());
+    std::mt19937 rng(41);
+    const DecodeInputs small = make_decode_inputs(c, rng);
+    // The same blocks, moved past 4 GiB of each pool; the blocks before them stay zero.
+    const size_t block_bytes = size_t(c.kv_heads) * c.head_size * c.block_size * 2;
+    const int64_t first = int64_t((uint64_t(1) << 32) / block_bytes) + 8;
+    const int64_t used = small.key_cache.shape()[0];
+    DecodeInputs in = small;
+    std::vector<int64_t> key_dims = small.key_cache.shape().dims(), value_dims = small.value_cache.shape().dims();
+    key_dims[0] = value_dims[0] = first + used;
+    in.key_cache = HostTensor(DType::f16, Shape(key_dims));
+    in.value_cache = HostTensor(DType::f16, Shape(value_dims));
+    std::memcpy(static_cast<char*>(in.key_cache.data()) + first * block_bytes, small.key_cache.data(), small.key_cache.bytes());
+    std::memcpy(static_cast<char*>(in.value_cache.data()) + first * block_bytes, small.value_cache.data(), small.value_cache.bytes());
+    for (int64_t i = 0; i < in.block_tables.numel(); ++i) in.block_tables.as<int32_t>()[i] += int32_t(first);
+    ASSERT_NE(DecodePlan::create(ctx(), decode_shape_of(in)).describe().find("device address"), std::string::npos);
+    const auto got = decode_attention(ctx(), in);
+    EXPECT_LE(max_abs_diff(got.output, reference::decode_attention(in).output), tolerance(DType::f16, DType::f16));
+  }
+}
 
 TEST_F(DecodeTest, RefusesBadShapes) {
   std::mt19937 rng(3);
