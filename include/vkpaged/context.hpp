@@ -56,6 +56,9 @@ struct DeviceInfo {
   // heaps; other processes' use lowers it). 0 without the extension.
   bool memory_budget = false;
   uint64_t device_local_free_bytes = 0;
+  // VkPhysicalDeviceMaintenance3Properties: one allocation past this size may fail (drivers
+  // differ in whether it does); a KvCache pool is one allocation.
+  uint64_t max_memory_allocation_size = 0;
 };
 
 // Every Vulkan device the loader sees, in enumeration order, plus which one the default

@@ -245,6 +245,7 @@ void fill_device_info(const DeviceInfo& i, vkp_device_info& o) noexcept {
   o.subgroup_shuffle = i.subgroup_shuffle;
   o.memory_budget = i.memory_budget;
   o.device_local_free_bytes = i.device_local_free_bytes;
+  o.max_memory_allocation_size = i.max_memory_allocation_size;
   o.cooperative_matrix = i.cooperative_matrix;
 }
 
@@ -278,6 +279,7 @@ DeviceInfo to_cpp(const vkp_device_info& i) {
   o.subgroup_shuffle = i.subgroup_shuffle;
   o.memory_budget = i.memory_budget;
   o.device_local_free_bytes = i.device_local_free_bytes;
+  o.max_memory_allocation_size = i.max_memory_allocation_size;
   o.cooperative_matrix = i.cooperative_matrix;
   return o;
 }

@@ -51,6 +51,27 @@ void check_pool_reach(const DeviceInfo& device, const char* what, const char* po
                      mib(range), device.name, range / z.block_bytes));
 }
 
+// One pool's buffer. A failed allocation is rethrown naming the size argument (`what`) and,
+// where the pool passes it, the device's maxMemoryAllocationSize: the driver may refuse one
+// allocation past that size although the heap has the room.
+DeviceBuffer allocate_pool(Context& context, const char* what, uint32_t blocks, uint64_t bytes, MemoryKind kind) {
+  try {
+    return context.create_buffer(bytes, kind);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::out_of_memory) throw;
+    const uint64_t limit = context.device_info().max_memory_allocation_size;
+    throw Error(ErrorCode::out_of_memory,
+                fmt::format("{} {}: a layer's pool of {} bytes ({}) could not be allocated{}: {}", what, blocks, bytes,
+                            mib(bytes),
+                            limit > 0 && bytes > limit
+                                ? fmt::format(", past the device's maxMemoryAllocationSize of {} bytes ({}), up to "
+                                              "which one allocation is sure to succeed",
+                                              limit, mib(limit))
+                                : "",
+                            e.what()));
+  }
+}
+
 // One pool: one buffer of num_blocks blocks.
 struct Pool {
   DeviceBuffer buffer;
@@ -270,13 +291,15 @@ KvCache::KvCache(Context& context, const KvCacheShape& shape, const KvCacheOptio
   impl->host_bytes = host_bytes;
   impl->device.reserve(shape.num_layers);
   for (uint32_t l = 0; l < shape.num_layers; ++l)
-    impl->device.push_back({{context.create_buffer(z.pool_bytes)}, {context.create_buffer(z.pool_bytes)}});
+    impl->device.push_back({{allocate_pool(context, "num_blocks", z.num_blocks, z.pool_bytes, MemoryKind::device)},
+                            {allocate_pool(context, "num_blocks", z.num_blocks, z.pool_bytes, MemoryKind::device)}});
   if (options.num_host_blocks > 0) {
     const uint64_t pool = z.block_bytes * options.num_host_blocks;
     impl->host.reserve(shape.num_layers);
     for (uint32_t l = 0; l < shape.num_layers; ++l)
-      impl->host.push_back({{context.create_buffer(pool, MemoryKind::host_visible)},
-                            {context.create_buffer(pool, MemoryKind::host_visible)}});
+      impl->host.push_back(
+          {{allocate_pool(context, "num_host_blocks", options.num_host_blocks, pool, MemoryKind::host_visible)},
+           {allocate_pool(context, "num_host_blocks", options.num_host_blocks, pool, MemoryKind::host_visible)}});
   }
   for (const Layer& layer : impl->device) impl->device_views.push_back(impl->views_of(layer, z.num_blocks));
   for (const Layer& layer : impl->host) impl->host_views.push_back(impl->views_of(layer, options.num_host_blocks));

@@ -93,9 +93,11 @@ DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV nv_sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceShaderCorePropertiesAMD amd_core{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  VkPhysicalDeviceMaintenance3Properties maintenance3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   props.pNext = &subgroup;
-  subgroup.pNext = &driver;
+  subgroup.pNext = &maintenance3;
+  maintenance3.pNext = &driver;
   void** tail = &driver.pNext;
   const bool has_nv_sm = has_ext(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
   const bool has_amd_core = has_ext(VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
@@ -121,6 +123,7 @@ DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_
   info.driver = driver.driverName[0] ? fmt::format("{} {}", driver.driverName, driver.driverInfo) : "";
   info.vendor_id = p.vendorID;
   info.api_version = p.apiVersion;
+  info.max_memory_allocation_size = maintenance3.maxMemoryAllocationSize;
   info.subgroup_size = subgroup.subgroupSize;
   info.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                              (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);

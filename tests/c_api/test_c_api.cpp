@@ -169,6 +169,9 @@ TEST_F(CApiTest, ListsDevicesAndDescribesTheAdoptedContext) {
     EXPECT_EQ(infos[i].max_storage_buffer_range, cpp.devices[i].max_storage_buffer_range);
     EXPECT_EQ(infos[i].subgroup_shuffle, cpp.devices[i].subgroup_shuffle);
     EXPECT_EQ(infos[i].device_local_bytes, cpp.devices[i].device_local_bytes);
+    EXPECT_EQ(infos[i].max_memory_allocation_size, cpp.devices[i].max_memory_allocation_size);
+    // Vulkan 1.1 guarantees at least 2^30 bytes.
+    EXPECT_GE(infos[i].max_memory_allocation_size, uint64_t(1) << 30);
   }
 
   vkp_device_info info;

@@ -492,6 +492,7 @@ TEST_F(CliTest, InfoListsDevicesAndTheCpuReference) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("(default)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("maxStorageBufferRange"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("maxMemoryAllocationSize"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("VKPAGED_DEVICE"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cpu: the CPU reference (--device cpu)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("free device-local memory"), std::string::npos) << r.out;

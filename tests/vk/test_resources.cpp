@@ -216,6 +216,9 @@ TEST_F(ResourceTest, KvCacheAllocationFailurePartWayFreesEveryPool) {
       ADD_FAILURE() << "the failed allocation went unnoticed";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
+      // Device pools come first, then host pools: the message names the size argument.
+      const std::string named = k <= 2u * s.num_layers ? "num_blocks 8: " : "num_host_blocks 4: ";
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
     }
     expect_nothing_live(hook, "after the failure");
   }

@@ -31,7 +31,8 @@ void print_device(std::ostream& out, const DeviceInfo& d, bool is_default) {
              yes_no(d.storage_8bit), yes_no(d.shader_float16), yes_no(d.shader_int64));
   fmt::print(out, "    buffer device address: {}, push descriptor: {}{}\n", yes_no(d.buffer_device_address),
              yes_no(d.push_descriptor), d.push_descriptor ? "" : " (vkpaged needs it: this device cannot be used)");
-  fmt::print(out, "    maxStorageBufferRange: {}\n", bytes_text(d.max_storage_buffer_range));
+  fmt::print(out, "    maxStorageBufferRange: {}, maxMemoryAllocationSize: {}\n", bytes_text(d.max_storage_buffer_range),
+             bytes_text(d.max_memory_allocation_size));
   fmt::print(out, "    shared memory per workgroup: {}, workgroup invocations: {}, push constants: {} bytes\n",
              bytes_text(d.max_shared_memory), d.max_workgroup_invocations, d.max_push_constants);
   fmt::print(out, "    compute units: {}{}\n", d.compute_units, d.compute_units_reported ? "" : " (estimate)");
