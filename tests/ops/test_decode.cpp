@@ -174,15 +174,7 @@ TEST_F(DecodeTest, SplitIntoManyPartitionsMatchesTheReference) {
 }
 
 TEST_F(DecodeTest, PlanChoosesSplitForFewLongSequences) {
-  DecodeShape s;
-  s.num_seqs = 1;
-  s.num_heads = 4;
-  s.num_kv_heads = 1;
-  s.head_size = 128;
-  s.block_size = 16;
-  s.num_blocks = 2048;
-  s.max_blocks_per_seq = 2048;
-  s.max_context_len = 32768;
+  const DecodeShape s = plan_shape(1, 4, 1, 128, 32768);
   const auto plan = DecodePlan::create(ctx(), s);
   // One workgroup for one 32K sequence leaves every other compute unit idle.
   EXPECT_TRUE(plan.split()) << plan.describe();
@@ -202,14 +194,8 @@ TEST_F(DecodeTest, PlanChoosesSplitForFewLongSequences) {
 // A pool past maxStorageBufferRange (128 MiB on lavapipe) is read through device addresses;
 // the tables point at its last blocks, past the range.
 TEST_F(DecodeTest, PlanSplitsLongContextsOfAFullBatchOnTheScalarKernel) {
-  DecodeShape s;
-  s.num_seqs = 64;  // 2048 workgroups in one pass: a full batch on any device
-  s.num_heads = 32;
-  s.num_kv_heads = 32;  // MHA: the scalar kernel
-  s.head_size = 128;
-  s.block_size = 16;
-  s.num_blocks = 64;
-  s.max_blocks_per_seq = 4096;
+  // 64 sequences of MHA (the scalar kernel): 2048 workgroups in one pass, a full batch on any device.
+  DecodeShape s = plan_shape(64, 32, 32, 128, 65536);
   s.max_context_len = 4096;
   EXPECT_FALSE(DecodePlan::create(ctx(), s).split()) << DecodePlan::create(ctx(), s).describe();
   // Past 4K tokens a workgroup walking the longest sequence alone would outlast the others

@@ -100,14 +100,7 @@ TEST_F(DecodeMatrixTest, AutomaticPicksTheMatrixKernelForF16Groups) {
 // Small batches split into partitions of 1024 to 8192 tokens: never shorter (a partition costs
 // more to start than to stream), longer as the context grows past what the compute units need.
 TEST_F(DecodeMatrixTest, AutomaticSplitKeepsPartitionsBetween1024And8192Tokens) {
-  DecodeShape s;
-  s.num_seqs = 1;
-  s.num_heads = 32;
-  s.num_kv_heads = 8;
-  s.head_size = 128;
-  s.block_size = 16;
-  s.num_blocks = 16384;
-  s.max_blocks_per_seq = 16384;
+  DecodeShape s = plan_shape(1, 32, 8, 128, 262144);
   uint32_t previous = 0;
   for (const uint32_t len : {8192u, 32768u, 131072u, 262144u}) {
     s.max_context_len = len;

@@ -39,6 +39,20 @@ std::vector<FeatureMix> feature_mixes() {
   return mixes;
 }
 
+DecodeShape plan_shape(uint32_t num_seqs, uint32_t num_heads, uint32_t num_kv_heads, uint32_t head_size,
+                       uint32_t max_context_len) {
+  DecodeShape s;
+  s.num_seqs = num_seqs;
+  s.num_heads = num_heads;
+  s.num_kv_heads = num_kv_heads;
+  s.head_size = head_size;
+  s.block_size = 16;
+  s.max_blocks_per_seq = (max_context_len + s.block_size - 1) / s.block_size;
+  s.num_blocks = s.max_blocks_per_seq;
+  s.max_context_len = max_context_len;
+  return s;
+}
+
 DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng) {
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   const int64_t S = int64_t(c.lens.size()), H = c.heads, Hkv = c.kv_heads, D = c.head_size, B = c.block_size;

@@ -30,6 +30,11 @@ struct DecodeCase {
 // (NaN bit patterns for float caches) that must never be read.
 DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng);
 
+// A shape for planning only (nothing allocated): f16, blocks of 16 tokens, and a block table
+// and pool just long enough for max_context_len.
+DecodeShape plan_shape(uint32_t num_seqs, uint32_t num_heads, uint32_t num_kv_heads, uint32_t head_size,
+                       uint32_t max_context_len);
+
 // Options that fit the case: fp8 scales for fp8 caches.
 DecodeOptions default_options(const DecodeCase& c);
 
