@@ -184,7 +184,7 @@ SimulateReport simulate(Context& context, const SimulateArgs& a, std::ostream& p
       });
 
     // The GPU: swaps and prefill, then copy-on-write copies and the new tokens.
-    gpu.move_and_prefill(work.swap_out, work.swap_in, work.prefill_slots, step);
+    gpu.move_and_prefill(work.swap_out, work.swap_in, work.prefill_slots, step, checking);
     std::vector<int32_t> cow_sources;
     SimBlocks cow_before;
     if (checking)

@@ -121,7 +121,7 @@ void SimGpu::record_writes(VkCommandBuffer cmd, std::span<const int64_t> slots, 
 }
 
 void SimGpu::move_and_prefill(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> swap_in,
-                              std::span<const int64_t> prefill, uint64_t seed) {
+                              std::span<const int64_t> prefill, uint64_t seed, bool overwrite_swap_in_targets) {
   if (swap_out.empty() && swap_in.empty() && prefill.empty()) return;
   if (prefill.size() * sizeof(int64_t) > slots_.size())
     throw Error(ErrorCode::internal, "simulate: more prompt tokens in one step than the cache has slots");
@@ -131,6 +131,19 @@ void SimGpu::move_and_prefill(std::span<const BlockCopy> swap_out, std::span<con
     // Out before in: a device block a swap-out frees may be where a swap-in lands.
     if (!swap_out.empty()) {
       cache_.record_swap_out(cmd, swap_out);
+      record_compute_barrier(ctx_, cmd);
+    }
+    if (!swap_in.empty() && overwrite_swap_in_targets) {
+      const uint64_t bb = cache_.sizing().block_bytes;
+      for (const BlockCopy& p : swap_in)
+        for (uint32_t l = 0; l < shape_.cache.num_layers; ++l)
+          for (uint32_t v = 0; v < 2; ++v) {
+            TensorView block = v ? cache_.value_cache(l) : cache_.key_cache(l);
+            block.memory.offset += uint64_t(p.dst) * bb;
+            block.memory.size = bb;
+            block.shape = Shape{int64_t(bb / dtype_size(block.dtype))};
+            record_fill_random(ctx_, cmd, block, seed_of(seed, 4 * l + 3, 2 * uint64_t(p.dst) + v));
+          }
       record_compute_barrier(ctx_, cmd);
     }
     if (!swap_in.empty()) {

@@ -46,9 +46,11 @@ class SimGpu {
 
   // A step's first part: swap-outs ((device, host) pairs), then swap-ins ((host, device)
   // pairs), then the keys and values of the prefill slots in every layer (random values,
-  // reproducible from `seed`). Waits.
+  // reproducible from `seed`). With `overwrite_swap_in_targets` (when checks run), the
+  // swap-ins' device blocks get random bytes first, so that a check of a sequence swapped back
+  // into the very blocks it left cannot pass unless the swap-in copied. Waits.
   void move_and_prefill(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> swap_in,
-                        std::span<const int64_t> prefill, uint64_t seed);
+                        std::span<const int64_t> prefill, uint64_t seed, bool overwrite_swap_in_targets);
   // Its second part: copy-on-write copies, then the keys and values of the appended tokens'
   // `slots` in every layer, and random queries for `num_seqs` rows. Waits.
   void append(std::span<const BlockCopy> copies, std::span<const int64_t> slots, uint32_t num_seqs, uint64_t seed);
