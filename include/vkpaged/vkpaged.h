@@ -165,11 +165,11 @@ typedef struct vkp_device_info {
    * process could still allocate when the info was read (0 without it). */
   bool memory_budget;
   uint64_t device_local_free_bytes;
+  /* VK_NV_cooperative_matrix with what the matrix decode kernel needs (see context.hpp). */
+  bool cooperative_matrix;
   /* VkPhysicalDeviceMaintenance3Properties: one allocation past this size may fail; a
    * KvCache pool is one allocation. */
   uint64_t max_memory_allocation_size;
-  /* VK_NV_cooperative_matrix with what the matrix decode kernel needs (see context.hpp). */
-  bool cooperative_matrix;
 } vkp_device_info;
 
 /* Lists the Vulkan devices, Vulkan style: with infos NULL, sets *count to their number; else

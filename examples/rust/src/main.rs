@@ -83,6 +83,14 @@ fn run() -> Result<bool, String> {
     let mut info = unsafe { std::mem::zeroed::<VkpDeviceInfo>() };
     check(unsafe { vkp_context_device_info(context.0, &mut info) }, "vkp_context_device_info")?;
     let device = unsafe { CStr::from_ptr(info.name.as_ptr()) }.to_string_lossy().into_owned();
+    // The struct's last field, which Vulkan 1.1 guarantees to be at least 1 GiB: a mirror of
+    // vkp_device_info that drifted from vkpaged.h would read something else here.
+    if info.max_memory_allocation_size < (1u64 << 30) {
+        return Err(format!(
+            "vkp_device_info: max_memory_allocation_size {} is below 1 GiB: VkpDeviceInfo does not match vkpaged.h",
+            info.max_memory_allocation_size
+        ));
+    }
 
     let mut output = vec![0f32; S * H * D];
     let mut expected = vec![0f32; S * H * D];

@@ -106,6 +106,7 @@ pub struct VkpDeviceInfo {
     pub memory_budget: bool,
     pub device_local_free_bytes: u64,
     pub cooperative_matrix: bool,
+    pub max_memory_allocation_size: u64,
 }
 
 extern "C" {
