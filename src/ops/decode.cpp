@@ -180,6 +180,12 @@ void choose_matrix_subgroups(DecodePlanData& p, const DeviceInfo& dev) {
   p.workgroup = subgroups * kMatrixSubgroup;
 }
 
+// The split's scratch: each partition's unnormalised output, max and sum per (sequence, head),
+// f32 (decode_reduce.comp).
+uint64_t split_scratch_bytes(const DecodeShape& s, uint32_t partitions) {
+  return 4ull * s.num_seqs * s.num_heads * partitions * (s.head_size + 2);
+}
+
 // The matrix kernel's longest automatic partition (choose_split).
 constexpr uint32_t kMatrixLongestPartition = 8192;
 
@@ -228,8 +234,7 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
       // split against 965 in one pass; batch64 (4096 tokens) in f32 and bf16 lost 3-5 % split.
       // At most kLongContextParts partitions, so that the scratch stays small.
       tokens = std::max<uint32_t>(1024, ceil_div(ceil_div(max_len, kLongContextParts), 256) * 256);
-      const uint64_t scratch = 4ull * s.num_seqs * s.num_heads * ceil_div(max_len, tokens) * (s.head_size + 2);
-      p.split = scratch <= dev.max_storage_buffer_range;
+      p.split = split_scratch_bytes(s, ceil_div(max_len, tokens)) <= dev.max_storage_buffer_range;
     }
   }
   if (!p.split) {
@@ -240,7 +245,7 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
   }
   p.partition_tokens = tokens;
   p.num_partitions = std::max(1u, ceil_div(max_len, tokens));
-  p.scratch_bytes = 4ull * s.num_seqs * s.num_heads * p.num_partitions * (s.head_size + 2);
+  p.scratch_bytes = split_scratch_bytes(s, p.num_partitions);
 }
 
 uint32_t feature_bits(const DecodeShape& s, const DecodeOptions& o, bool split) {
