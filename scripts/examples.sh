@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs vkpaged into build/install as a package, then builds the C, C++ and Rust examples
-# in examples/ against that install (as a user's project would) and runs each on the default
-# Vulkan device. Each checks its output against the CPU reference; this exits non-zero when
+# in examples/ against that install (as a user's project would) and runs each, and the Python
+# one (ctypes) on the installed library, on the default Vulkan device. Each checks its output
+# against the CPU reference (Python: against the contract's math); this exits non-zero when
 # one fails. Installs what is missing first (rustc too), like scripts/install-deps.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +33,5 @@ failed=0
 for example in c/vkpaged_c_example cpp/vkpaged_cpp_example rust/vkpaged_rust_example; do
   "build/examples/$example" || failed=1
 done
+python3 examples/python/decode_example.py "$libdir/libvkpaged.so" || failed=1
 exit "$failed"
