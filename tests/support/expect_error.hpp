@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 
 #include "vkpaged/error.hpp"
@@ -18,6 +19,17 @@ inline void expect_refused(const std::function<void()>& call, const std::string&
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << e.what();
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message '" << e.what() << "' does not name " << needle;
+  }
+}
+
+// The same, with the code first and several parts the message must contain.
+inline void expect_refused(const std::function<void()>& call, ErrorCode code, std::initializer_list<std::string> parts) {
+  try {
+    call();
+    ADD_FAILURE() << "not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const auto& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
 }
 
