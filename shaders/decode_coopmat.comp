@@ -1,8 +1,9 @@
 #version 450
-// Paged decode attention on matrix units (VK_NV_cooperative_matrix), for f16 queries and an
-// f16 cache: the same contract and outputs as decode_kernel.glsl, run when a plan asks for
-// the matrix kernel on a device whose fragment layout the context verified (decode.cpp,
-// src/ops/fragment_layout.cpp).
+// Paged decode attention on matrix units (VK_NV_cooperative_matrix), for f16 or bf16 queries
+// and an f16, bf16 or fp8 cache: the same contract and outputs as decode_kernel.glsl, run when
+// a plan asks for the matrix kernel on a device whose fragment layout the context verified
+// (decode.cpp, src/ops/fragment_layout.cpp). The products take f16 operands, so bf16 elements
+// are converted in registers (below, "bf16 range").
 //
 // Why: with a GQA group the scalar kernel spends more issue slots on the group's products than
 // the memory system needs to stream the cache (bench/RESULTS.md). Here the products run on the
@@ -34,6 +35,18 @@
 //           follow: row r of tile i is token 8 ((r % 8) / 2) + 4i + 2 (r / 8) + r % 2.
 // The running max is lazy: the accumulators are rescaled only when a head's tile max passes
 // its reference by more than RESCALE_SLACK (e^8 still fits f16 probabilities easily).
+// Query range: each head's bf16 query row (scale folded in) is multiplied by a power of two
+// that brings its largest element into [2^14, 2^15), and its scores by the inverse (a power of
+// two loses nothing), so no bf16 query overflows or underflows f16. (An f16 query is stored
+// as it comes, times the scale, as before: measured 1 to 4 % faster on an H200.)
+// bf16 range: a unit's bf16 keys (and, separately, values) become f16 as they are, exact for
+// magnitudes in [2^-17, 65280]. The unit is done again from the raw bits, scaled by the power
+// of two that brings its largest finite element into [2^14, 2^15), with the products scaled
+// back in f32, where an element reaches 65536 (Inf in f16: keys show it as Inf or NaN scores,
+// values by their largest magnitude), or where a sample of 4 elements per lane has none that
+// reaches RANGE_LOW (small ones would lose bits in f16's subnormals), or (keys only) where the
+// unit has masked tokens, whose keys are not masked and must not decide. Either way an
+// element's error is at most 2^-17 of the unit's largest one.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -51,7 +64,8 @@ layout(local_size_x_id = DECODE_SC_WORKGROUP) in;
 layout(constant_id = DECODE_SC_HEAD_SIZE) const uint D = 128u;
 layout(constant_id = DECODE_SC_BLOCK_SIZE) const uint B = 16u;
 layout(constant_id = DECODE_SC_HEADS_PER_WORKGROUP) const uint GROUP = 8u;
-layout(constant_id = DECODE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;  // f16, fp8_e4m3 or fp8_e5m2
+layout(constant_id = DECODE_SC_QUERY_DTYPE) const uint QUERY_DTYPE = DT_F16;  // f16 or bf16 (also the output's)
+layout(constant_id = DECODE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;  // f16, bf16, fp8_e4m3 or fp8_e5m2
 layout(constant_id = DECODE_SC_FEATURES) const uint FEATURES = 0u;
 // Tuning: issue the unit's value loads with its key loads (more in flight, more registers),
 // and keep the query's fragments in registers (else reload them from shared memory per unit).
@@ -63,7 +77,9 @@ const uint SUBGROUP = 32u;                 // the host picks this shader only fo
 const uint SUBGROUPS = WG / SUBGROUP;
 const uint UNIT = 32u;                     // tokens per unit
 const uint HEADS = 8u;                     // N of the products; heads >= GROUP are zero
-const bool FP8 = CACHE_DTYPE != DT_F16;
+const bool FP8 = CACHE_DTYPE == DT_FP8_E4M3 || CACHE_DTYPE == DT_FP8_E5M2;
+const bool BF16 = CACHE_DTYPE == DT_BF16;   // converted to f16 in registers (bf16 range, above)
+const bool SCALED_QUERY = QUERY_DTYPE == DT_BF16;  // query range, above
 const uint CHUNK_DIMS = FP8 ? 16u : 8u;    // dims of a 16-byte key chunk (the cache's x)
 const uint STEPS_PER_CHUNK = CHUNK_DIMS / 4u;  // dim steps one chunk feeds (4 dims of a row each)
 const uint DIM_STEPS = D / 16u;            // k steps of the score products
@@ -72,6 +88,8 @@ const float SCORE_FIX = CACHE_DTYPE == DT_FP8_E4M3 ? 256.0 : 1.0;  // E4M3 reads
 const uint DIM_TILES = D / 16u;            // m tiles of the value products
 const uint NO_BLOCK = 0xffffffffu;
 const float RESCALE_SLACK = 8.0;
+const float BF16_OVERFLOW = 65536.0;       // the smallest bf16 magnitude f16 cannot hold
+const float RANGE_LOW = 1.0 / 256.0;       // a unit whose largest element is below this is rescaled
 const bool ALIBI = (FEATURES & DECODE_FEATURE_ALIBI) != 0u;
 const bool SOFTCAP = (FEATURES & DECODE_FEATURE_SOFTCAP) != 0u;
 const bool SINKS = (FEATURES & DECODE_FEATURE_SINKS) != 0u;
@@ -79,6 +97,7 @@ const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
 const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
 const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
 #define NEG_INF uintBitsToFloat(0xff800000u)
+#define POS_INF uintBitsToFloat(0x7f800000u)
 
 #define MatA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define MatB fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
@@ -105,6 +124,7 @@ shared float s_max[SUBGROUPS * HEADS];
 shared float s_sum[SUBGROUPS * HEADS];
 shared float s_weight[SUBGROUPS * HEADS];    // merge weight of each subgroup's state
 shared float s_factor[HEADS];                // output factor per head
+shared float s_query_fix[HEADS];             // per head: the inverse of its query's power of two
 
 // The cache dim that slot k of dim step `step` holds (see the header): the lane (g, q) that
 // holds k reads chunk 4 (step / STEPS_PER_CHUNK) + q, and 4 dims of it per step.
@@ -135,6 +155,44 @@ uvec2 pairs_of(uvec4 w, uint u) {
                fp8_high_bytes_to_f16(((x >> 8) & 0x0000ff00u) | (x & 0xff000000u)));
 }
 
+// Two bf16 (a 32-bit word) as two f16, multiplied by `factor` (a power of two) on the way.
+uint bf16_pair_to_f16(uint w, float factor) {
+  return packHalf2x16(vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)) * factor);
+}
+
+// Whether any of the four bf16 in `a` and `b` reaches RANGE_LOW. A unit is checked on such a
+// sample per lane: its largest element is at least the sample's (a unit whose sample falls
+// short is rescaled, which is exact too).
+bool reaches_range_low(uint a, uint b) {
+  // A word read as f32 is its high bf16 with extra mantissa bits: >= 2^-8 exactly when it is.
+  return max(max(abs(uintBitsToFloat(a)), abs(uintBitsToFloat(a << 16))),
+             max(abs(uintBitsToFloat(b)), abs(uintBitsToFloat(b << 16)))) >= RANGE_LOW;
+}
+
+// The larger finite bf16 magnitude (as bits) of the two in `w`; Inf and NaN count as 0.
+uint bf16_finite_magnitude(uint w) {
+  const uint lo = w & 0x7fffu, hi = (w >> 16) & 0x7fffu;
+  return max(lo < 0x7f80u ? lo : 0u, hi < 0x7f80u ? hi : 0u);
+}
+
+// The largest of a value over the subgroup (shuffles: no subgroup arithmetic needed).
+float subgroup_max(float v) {
+  [[unroll]] for (uint x = 1u; x < SUBGROUP; x *= 2u) v = max(v, subgroupShuffleXor(v, x));
+  return v;
+}
+uint subgroup_max(uint v) {
+  [[unroll]] for (uint x = 1u; x < SUBGROUP; x *= 2u) v = max(v, subgroupShuffleXor(v, x));
+  return v;
+}
+
+// The power of two (exponent) that brings a largest magnitude `m` (f32) into [2^14, 2^15);
+// 0 for 0, Inf and NaN.
+int range_shift(float m) {
+  if (m == 0.0 || isinf(m) || isnan(m)) return 0;
+  const int e = int((floatBitsToUint(m) >> 23) & 0xffu) - 127;
+  return clamp(e - 14, -100, 100);
+}
+
 // The A operand of a lane from the f16 pairs of its rows g (`upper`) and g + 8 (`lower`), in
 // the fragment order of the header.
 MatA a_fragment(uvec2 upper, uvec2 lower) {
@@ -154,11 +212,36 @@ MatA a_fragment(uvec2 upper, uvec2 lower) {
   return a;
 }
 
+// The A operand of dim step sub-step `u` from the 16-byte key loads of rows g (`upper`) and
+// g + 8 (`lower`); bf16 elements are multiplied by `factor`.
+MatA key_fragment(uvec4 upper, uvec4 lower, uint u, float factor) {
+  uvec2 a = pairs_of(upper, u);
+  uvec2 b = pairs_of(lower, u);
+  if (BF16) {
+    a = uvec2(bf16_pair_to_f16(a.x, factor), bf16_pair_to_f16(a.y, factor));
+    b = uvec2(bf16_pair_to_f16(b.x, factor), bf16_pair_to_f16(b.y, factor));
+  }
+  return a_fragment(a, b);
+}
+
 // Keeps the f16 halves of `w` whose tokens t, t + 1 lie in [lo, hi); zeroes the others.
 uint mask_pair(uint w, uint t, uint lo, uint hi) {
   const uint keep_lo = t >= lo && t < hi ? 0x0000ffffu : 0u;
   const uint keep_hi = t + 1u >= lo && t + 1u < hi ? 0xffff0000u : 0u;
   return w & (keep_lo | keep_hi);
+}
+
+// Value row `row` (a dim) of a unit's 8 tokens at `base`: 16 bytes, or 8 (fp8, in .xy); zeros
+// without a block.
+uvec4 load_value_row(uint base, uint block, uint row) {
+  if (block == NO_BLOCK) return uvec4(0u);
+  return FP8 ? uvec4(value8[base + row * (B / 8u)], 0u, 0u) : value16[base + row * (B / 8u)];
+}
+
+// A 16-bit value row of tokens t0..t0+7 with the slots outside [lo, hi) zeroed.
+uvec4 mask_row(uvec4 w, uint t0, uint lo, uint hi) {
+  return uvec4(mask_pair(w.x, t0, lo, hi), mask_pair(w.y, t0 + 2u, lo, hi), mask_pair(w.z, t0 + 4u, lo, hi),
+               mask_pair(w.w, t0 + 6u, lo, hi));
 }
 
 // The table entry of `token`'s block, or NO_BLOCK past `end`. Checked where it is used.
@@ -194,13 +277,30 @@ void main() {
   uint next_value_entry = table_entry(table, first_unit * UNIT + value_group, pc.max_blocks_per_seq * B);
 
   // Queries (scale and k_scale folded in) in the keys' dim order; rows past the group zero.
+  // A bf16 query's rows are scaled into f16's range (query range, above), a subgroup taking
+  // whole heads; f16 rows are read all at once (one memory latency per workgroup).
   const float qscale = pc.scale * pc.k_scale;
-  for (uint i = tid; i < HEADS * D; i += WG) {
-    const uint h = i / D;
-    const uint step = (i % D) / 16u;
-    const uint d = key_dim(step, i % 16u);
-    const uint at = (seq * pc.num_heads + head0 + h) * D + d;
-    s_query[i] = h < heads ? float16_t(VKP_LOAD_ELEMENT(query_words, pc.query_offset, at, DT_F16) * qscale) : float16_t(0.0);
+  if (SCALED_QUERY) {
+    for (uint h = sub; h < HEADS; h += SUBGROUPS) {
+      float row[D / SUBGROUP];  // elements lane, lane + 32, ... of the row
+      float largest = 0.0;
+      [[unroll]] for (uint k = 0u; k < D / SUBGROUP; ++k) {
+        const uint i = lane + SUBGROUP * k;
+        const uint at = (seq * pc.num_heads + head0 + h) * D + key_dim(i / 16u, i % 16u);
+        row[k] = h < heads ? VKP_LOAD_ELEMENT(query_words, pc.query_offset, at, QUERY_DTYPE) * qscale : 0.0;
+        largest = max(largest, abs(row[k]));
+      }
+      const int shift = range_shift(subgroup_max(largest));
+      [[unroll]] for (uint k = 0u; k < D / SUBGROUP; ++k) s_query[h * D + lane + SUBGROUP * k] = float16_t(ldexp(row[k], -shift));
+      if (lane == 0u) s_query_fix[h] = ldexp(1.0, shift);
+    }
+  } else {
+    for (uint i = tid; i < HEADS * D; i += WG) {
+      const uint h = i / D;
+      const uint d = key_dim((i % D) / 16u, i % 16u);
+      const uint at = (seq * pc.num_heads + head0 + h) * D + d;
+      s_query[i] = h < heads ? float16_t(VKP_LOAD_ELEMENT(query_words, pc.query_offset, at, QUERY_DTYPE) * qscale) : float16_t(0.0);
+    }
   }
 
   if (len > pc.context_cap) {
@@ -232,6 +332,8 @@ void main() {
   float running_sum[2] = {0.0, 0.0};
   float slope[2];
   [[unroll]] for (uint j = 0u; j < 2u; ++j) slope[j] = ALIBI && 2u * q + j < heads ? alibi_slopes[pc.alibi_offset + head0 + 2u * q + j] : 0.0;
+  float score_fix[2];  // SCORE_FIX and the query range's factor of heads 2q, 2q + 1
+  [[unroll]] for (uint j = 0u; j < 2u; ++j) score_fix[j] = SCALED_QUERY ? SCORE_FIX * s_query_fix[2u * q + j] : SCORE_FIX;
   const uint key_start = pc.key_offset / 4u;  // word offsets to uvec4s
   const uint value_start = pc.value_offset / 4u;
 
@@ -261,8 +363,10 @@ void main() {
     uvec4 values[2u * DIM_TILES];
     const uint value_base = (FP8 ? value_start / 2u : value_start) + (value_block * pc.num_kv_heads + kv_head) * D * (B / 8u) + ((tok0 + value_group) % B) / 8u;
     if (EARLY_VALUES)
-      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
-        values[r] = value_block == NO_BLOCK ? uvec4(0u) : FP8 ? uvec4(value8[value_base + (8u * r + g) * (B / 8u)], 0u, 0u) : value16[value_base + (8u * r + g) * (B / 8u)];
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = load_value_row(value_base, value_block, 8u * r + g);
+
+    // Whether every token of the unit is in [lo, hi) and has a block (nothing to mask).
+    const bool full = tok0 >= lo && tok0 + UNIT <= hi && subgroupAll(key_block != NO_BLOCK);
 
     // ---- scores ----
     MatC scores[2];
@@ -272,21 +376,54 @@ void main() {
         MatB qb;
         if (QUERY_REGISTERS) qb = query[s];
         else coopMatLoadNV(qb, s_query, s * 16u, D, true);
-        const uvec2 upper = pairs_of(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], s % STEPS_PER_CHUNK);       // row g
-        const uvec2 lower = pairs_of(keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK], s % STEPS_PER_CHUNK);  // row g + 8
-        scores[i] = coopMatMulAddNV(a_fragment(upper, lower), qb, scores[i]);
+        const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
+                                    s % STEPS_PER_CHUNK, 1.0);
+        scores[i] = coopMatMulAddNV(a, qb, scores[i]);
+      }
+    }
+    float key_fix = 1.0;  // bf16: the inverse of the unit's key scale (bf16 range)
+    bool redo_keys = false;
+    if (BF16) {
+      // A key past f16 is Inf after the conversion, and an Inf key makes its token's scores Inf
+      // or NaN in every head (zero query columns included). A unit with masked tokens is always
+      // redone: their keys (not masked, only their logits) must not decide the range.
+      bool finite = true;
+      [[unroll]] for (uint i = 0u; i < 2u; ++i)
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) finite = finite && abs(scores[i][e]) < POS_INF;
+      redo_keys = !full || subgroupAny(!finite) || !subgroupAny(reaches_range_low(keys[0].x, keys[0].y));
+    }
+    if (redo_keys) {
+      uint largest_bits = 0u;  // over the keys of tokens in [lo, hi)
+      [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+        const uint t = tok0 + key_group + 2u * r + g % 2u;
+        if (t >= lo && t < hi && key_block != NO_BLOCK)
+          [[unroll]] for (uint c = 0u; c < KEY_LOADS; ++c)
+            [[unroll]] for (uint k = 0u; k < 4u; ++k) largest_bits = max(largest_bits, bf16_finite_magnitude(keys[r * KEY_LOADS + c][k]));
+      }
+      const int shift = range_shift(uintBitsToFloat(subgroup_max(largest_bits) << 16));
+      key_fix = ldexp(1.0, shift);
+      [[unroll]] for (uint i = 0u; i < 2u; ++i) {
+        scores[i] = MatC(0.0);
+        [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
+          MatB qb;
+          if (QUERY_REGISTERS) qb = query[s];
+          else coopMatLoadNV(qb, s_query, s * 16u, D, true);
+          const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
+                                      s % STEPS_PER_CHUNK, ldexp(1.0, -shift));
+          scores[i] = coopMatMulAddNV(a, qb, scores[i]);
+        }
       }
     }
 
     // ---- softmax: component e of tile i is head 2q + e % 2, token key_group + 4i + 2 (e / 2) + g % 2 ----
-    const bool full = tok0 >= lo && tok0 + UNIT <= hi && subgroupAll(key_block != NO_BLOCK);
     float logit[8];  // [i][e]
     float tile_max[2] = {NEG_INF, NEG_INF};
     [[unroll]] for (uint i = 0u; i < 2u; ++i)
       [[unroll]] for (uint e = 0u; e < 4u; ++e) {
         const uint j = e % 2u;
         const uint t = tok0 + key_group + 4u * i + 2u * (e / 2u) + g % 2u;
-        float l = scores[i][e] * SCORE_FIX;
+        float l = scores[i][e] * score_fix[j];
+        if (BF16) l *= key_fix;
         if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
         if (ALIBI) l += slope[j] * (float(t) - float(len) + 1.0);
         if (!full && (t < lo || t >= hi || key_block == NO_BLOCK)) l = NEG_INF;
@@ -321,21 +458,57 @@ void main() {
 
     // ---- values ----
     if (!EARLY_VALUES)
-      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
-        values[r] = value_block == NO_BLOCK ? uvec4(0u) : FP8 ? uvec4(value8[value_base + (8u * r + g) * (B / 8u)], 0u, 0u) : value16[value_base + (8u * r + g) * (B / 8u)];
-    [[unroll]] for (uint i = 0u; i < 2u; ++i)
-      [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) {
-        // Tokens 8q + 4i + {0, 1} and {2, 3} of dims 16 d + g and 16 d + g + 8. Slots outside
-        // [lo, hi) are zeroed: they may hold anything, even NaN, and 0 * NaN is NaN.
-        uvec2 upper = pairs_of(values[2u * d], i);
-        uvec2 lower = pairs_of(values[2u * d + 1u], i);
-        if (!full) {
-          const uint t = value_block == NO_BLOCK ? 0xfffffff0u : tok0 + value_group + 4u * i;
-          upper = uvec2(mask_pair(upper.x, t, lo, hi), mask_pair(upper.y, t + 2u, lo, hi));
-          lower = uvec2(mask_pair(lower.x, t, lo, hi), mask_pair(lower.y, t + 2u, lo, hi));
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = load_value_row(value_base, value_block, 8u * r + g);
+    // Slots outside [lo, hi) are zeroed: they may hold anything, even NaN, and 0 * NaN is NaN.
+    const uint value_t0 = value_block == NO_BLOCK ? 0xfffffff0u : tok0 + value_group;
+    bool values_scaled = false;
+    if (BF16) {  // masked and converted here, so the range is known before any product
+      float largest = 0.0;  // of the elements as f32 (NaN may or may not count: either way right)
+      bool sample_reaches_low = false;
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
+        if (!full) values[r] = mask_row(values[r], value_t0, lo, hi);
+        if (r == 0u) sample_reaches_low = reaches_range_low(values[0].x, values[0].y);
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+          const vec2 v = vec2(uintBitsToFloat(values[r][k] << 16), uintBitsToFloat(values[r][k] & 0xffff0000u));
+          largest = max(largest, max(abs(v.x), abs(v.y)));
+          values[r][k] = packHalf2x16(v);
         }
-        acc[d] = coopMatMulAddNV(a_fragment(upper, lower), probs[i], acc[d]);
       }
+      values_scaled = subgroupAny(!(largest < BF16_OVERFLOW)) || !subgroupAny(sample_reaches_low);
+    }
+    if (values_scaled) {
+      // The unit again from the raw bits, scaled (bf16 range), one dim tile at a time.
+      uint largest_bits = 0u;
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
+        const uvec4 w = mask_row(load_value_row(value_base, value_block, 8u * r + g), value_t0, lo, hi);
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) largest_bits = max(largest_bits, bf16_finite_magnitude(w[k]));
+      }
+      const int shift = range_shift(uintBitsToFloat(subgroup_max(largest_bits) << 16));
+      [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) {
+        uvec4 rows[2];
+        [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+          rows[h] = mask_row(load_value_row(value_base, value_block, 8u * (2u * d + h) + g), value_t0, lo, hi);
+          [[unroll]] for (uint k = 0u; k < 4u; ++k) rows[h][k] = bf16_pair_to_f16(rows[h][k], ldexp(1.0, -shift));
+        }
+        MatC part = MatC(0.0);
+        [[unroll]] for (uint i = 0u; i < 2u; ++i)
+          part = coopMatMulAddNV(a_fragment(pairs_of(rows[0], i), pairs_of(rows[1], i)), probs[i], part);
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[d][e] += part[e] * ldexp(1.0, shift);
+      }
+    } else {
+      [[unroll]] for (uint i = 0u; i < 2u; ++i)
+        [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) {
+          // Tokens 8q + 4i + {0, 1} and {2, 3} of dims 16 d + g and 16 d + g + 8.
+          uvec2 upper = pairs_of(values[2u * d], i);
+          uvec2 lower = pairs_of(values[2u * d + 1u], i);
+          if (!full && !BF16) {
+            const uint t = value_t0 + 4u * i;
+            upper = uvec2(mask_pair(upper.x, t, lo, hi), mask_pair(upper.y, t + 2u, lo, hi));
+            lower = uvec2(mask_pair(lower.x, t, lo, hi), mask_pair(lower.y, t + 2u, lo, hi));
+          }
+          acc[d] = coopMatMulAddNV(a_fragment(upper, lower), probs[i], acc[d]);
+        }
+    }
   }
 
   // ---- merge the subgroups' states ----
@@ -401,7 +574,8 @@ void main() {
       scratch[pc.scratch_offset + row * D + d] = o.x;
       scratch[pc.scratch_offset + row * D + d + 1u] = o.y;
     } else {
-      output_words[pc.output_offset + ((seq * pc.num_heads + head0 + h) * D + d) / 2u] = packHalf2x16(o);
+      output_words[pc.output_offset + ((seq * pc.num_heads + head0 + h) * D + d) / 2u] =
+          QUERY_DTYPE == DT_BF16 ? f32_to_bf16_bits(o.x) | (f32_to_bf16_bits(o.y) << 16) : packHalf2x16(o);
     }
   }
 }

@@ -28,10 +28,12 @@ enum class SplitMode {
 };
 
 enum class DecodeKernel {
-  automatic,  // the matrix kernel for GQA groups with an f16 query where it can run (faster
-              // on an H200, bench/RESULTS.md), else the scalar kernel
+  automatic,  // the matrix kernel for GQA groups with an f16 or bf16 query and a 16-bit or
+              // fp8 cache where it can run (faster on an H200, bench/RESULTS.md), else the
+              // scalar kernel
   scalar,     // the portable kernel (every device, dtype and shape)
-  matrix,     // matrix units (VK_NV_cooperative_matrix): f16 query, f16 or fp8 cache, head_size
+  matrix,     // matrix units (VK_NV_cooperative_matrix): f16 or bf16 query, f16, bf16 or fp8
+              // cache (bf16 becomes f16 in registers, rescaled where it does not fit), head_size
               // a multiple of 32 (64 for fp8), block_size a multiple of 8, caches within
               // maxStorageBufferRange, and a device whose fragment layout the kernel knows
               // (checked once per context by a small probe run on the context's queue);

@@ -292,11 +292,12 @@ typedef enum vkp_split_mode {
 
 /* Values equal vkpaged::DecodeKernel's. */
 typedef enum vkp_decode_kernel {
-  VKP_KERNEL_AUTOMATIC = 0, /* the matrix kernel for f16 GQA groups where it can run, else scalar */
+  VKP_KERNEL_AUTOMATIC = 0, /* the matrix kernel for GQA groups of 16-bit dtypes where it can run, else scalar */
   VKP_KERNEL_SCALAR = 1,    /* the portable kernel (every device, dtype and shape) */
-  /* Matrix units (VK_NV_cooperative_matrix): f16 query and cache, head_size a multiple of 32,
-   * block_size of 8, caches within maxStorageBufferRange, a device whose fragment layout the
-   * kernel knows; refused elsewhere with UNSUPPORTED. */
+  /* Matrix units (VK_NV_cooperative_matrix): f16 or bf16 query; f16, bf16 or fp8 cache;
+   * head_size a multiple of 32 (64 for fp8), block_size a multiple of 8, caches within
+   * maxStorageBufferRange, a device whose fragment layout the kernel knows; refused elsewhere
+   * with UNSUPPORTED. */
   VKP_KERNEL_MATRIX = 2
 } vkp_decode_kernel;
 

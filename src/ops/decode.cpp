@@ -117,7 +117,7 @@ constexpr uint32_t kMatrixSubgroup = 32;
 size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d) {
   const size_t query = size_t(kMatrixHeads) * d * 2;                   // f16 query rows
   const size_t per_subgroup = kMatrixHeads * (size_t(d) + 3) * 4;       // output, max, sum, weight
-  return query + subgroups * per_subgroup + kMatrixHeads * 4;
+  return query + subgroups * per_subgroup + kMatrixHeads * 4 * 2;    // + output factor, query fix
 }
 
 // Why the matrix kernel cannot run this plan, or "" when it can.
@@ -129,8 +129,10 @@ std::string matrix_refusal(const DecodePlanData& p, Context& context) {
                        "storage and 32-wide subgroups",
                        impl.info.name);
   const bool fp8 = is_fp8_dtype(s.cache_dtype);
-  if (s.query_dtype != DType::f16 || (s.cache_dtype != DType::f16 && !fp8))
-    return fmt::format("query_dtype {} and cache_dtype {}: the matrix kernel takes an f16 query with an f16 or fp8 cache",
+  const bool sixteen_bit_query = s.query_dtype == DType::f16 || s.query_dtype == DType::bf16;
+  if (!sixteen_bit_query || s.cache_dtype == DType::f32)
+    return fmt::format("query_dtype {} and cache_dtype {}: the matrix kernel takes an f16 or bf16 query with an f16, "
+                       "bf16 or fp8 cache",
                        dtype_name(s.query_dtype), dtype_name(s.cache_dtype));
   // Each lane feeds 4 dims of a row per dim step from one 16-byte key chunk: 2 steps of an
   // f16 chunk, 4 of an fp8 one, and the 4 lanes of a row take 4 chunks side by side.

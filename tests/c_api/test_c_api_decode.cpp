@@ -247,7 +247,7 @@ TEST_F(CApiDecodeHostTest, KernelChoiceRoundTripsAndIsChecked) {
   HostTensor out(in.query.dtype(), in.query.shape());
   expect_refused(vkp_reference_decode_attention(&cin, &o, out.data(), out.bytes(), nullptr, 0), "options.kernel: 7");
   o.kernel = VKP_KERNEL_MATRIX;
-  // The matrix kernel takes an f16 query only: refused on every device for f32.
+  // The matrix kernel takes 16-bit queries only: refused on every device for f32.
   vkp_decode_shape f32 = shape;
   f32.query_dtype = f32.cache_dtype = VKP_DTYPE_F32;
   expect_refused(vkp_decode_plan_create(c_context(), &f32, &o, &raw), "kernel: matrix", VKP_ERROR_UNSUPPORTED);

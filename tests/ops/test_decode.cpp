@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "support/decode_bad_indices.hpp"
+#include "support/decode_bf16_range.hpp"
 #include "support/decode_case.hpp"
 #include "support/expect_error.hpp"
 #include "support/test_context.hpp"
@@ -99,6 +100,17 @@ TEST_F(DecodeTest, Bf16AndFp8Caches) {
     c.query_dtype = DType::f32;
     check(c, default_options(c));
   }
+}
+
+// The scalar kernel computes bf16 in f32: values from 2^-40 to 2^40 need no rescaling there
+// (the matrix kernel's rescaling has its own test in test_decode_matrix.cpp).
+TEST_F(DecodeTest, Bf16FarOutsideTheF16Range) {
+  DecodeOptions o;
+  o.kernel = DecodeKernel::scalar;
+  expect_bf16_far_outside_f16_range_kept(ctx(), o);
+  o.split = SplitMode::split;
+  o.partition_tokens = 256;
+  expect_bf16_far_outside_f16_range_kept(ctx(), o);
 }
 
 TEST_F(DecodeTest, FeaturesAloneAndCombined) {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "support/decode_bad_indices.hpp"
+#include "support/decode_bf16_range.hpp"
 #include "support/decode_case.hpp"
 #include "support/expect_error.hpp"
 #include "support/test_context.hpp"
@@ -82,18 +83,23 @@ TEST_F(DecodeKernelChoiceTest, MatrixKernelRefusedWhereItCannotRun) {
   EXPECT_EQ(DecodePlan::create(ctx(), shape_of(c), o).describe().find("matrix units"), std::string::npos);
 }
 
-// Automatic takes the matrix kernel for f16 GQA groups (where it measured faster) and the
-// scalar kernel for MHA and for dtypes the matrix kernel does not take.
-TEST_F(DecodeMatrixTest, AutomaticPicksTheMatrixKernelForF16Groups) {
+// Automatic takes the matrix kernel for GQA groups with 16-bit queries and caches (where it
+// measured faster) and the scalar kernel for MHA and for f32.
+TEST_F(DecodeMatrixTest, AutomaticPicksTheMatrixKernelForGroupsOf16BitDtypes) {
   DecodeCase c;
   c.heads = 8;
   c.kv_heads = 2;
   EXPECT_NE(DecodePlan::create(ctx(), shape_of(c)).describe().find("matrix units"), std::string::npos);
+  c.cache_dtype = DType::bf16;
+  c.query_dtype = DType::bf16;
+  EXPECT_NE(DecodePlan::create(ctx(), shape_of(c)).describe().find("matrix units"), std::string::npos);
   c.kv_heads = 8;
   EXPECT_EQ(DecodePlan::create(ctx(), shape_of(c)).describe().find("matrix units"), std::string::npos);
   c.kv_heads = 2;
-  c.cache_dtype = DType::bf16;
-  c.query_dtype = DType::bf16;
+  c.cache_dtype = DType::f32;
+  EXPECT_EQ(DecodePlan::create(ctx(), shape_of(c)).describe().find("matrix units"), std::string::npos);
+  c.cache_dtype = DType::f16;
+  c.query_dtype = DType::f32;
   EXPECT_EQ(DecodePlan::create(ctx(), shape_of(c)).describe().find("matrix units"), std::string::npos);
 }
 
@@ -166,6 +172,45 @@ TEST_F(DecodeMatrixTest, Fp8CachesAcrossShapes) {
       }
     }
   }
+}
+
+// bf16 elements become f16 in registers: every pairing of a bf16 query or cache with the
+// other 16-bit dtypes, across head and block sizes, one pass and split, with features.
+TEST_F(DecodeMatrixTest, Bf16QueriesAndCachesAcrossShapes) {
+  const std::pair<DType, DType> pairs[] = {{DType::bf16, DType::bf16},
+                                           {DType::f16, DType::bf16},
+                                           {DType::bf16, DType::f16},
+                                           {DType::bf16, DType::fp8_e4m3}};
+  for (const auto& [query, cache] : pairs) {
+    for (uint32_t D : {64u, 128u, 256u}) {
+      for (uint32_t B : {8u, 16u, 32u}) {
+        DecodeCase c;
+        c.query_dtype = query;
+        c.cache_dtype = cache;
+        c.head_size = D;
+        c.block_size = B;
+        c.heads = D == 128 ? 16 : 6;
+        c.kv_heads = 2;
+        c.lens = {0, 1, B - 1, B, B + 1, 31, 32, 33, 301};
+        DecodeOptions o = default_options(c);
+        o.softcap = D == 64 ? 4.0f : 0.0f;
+        o.sliding_window = B == 32 ? 45 : 0;
+        o.split = B == 8 ? SplitMode::split : SplitMode::automatic;
+        check(c, o, D + B, /*lse=*/true);
+      }
+    }
+  }
+}
+
+// bf16 keys, values and queries from 2^-40 to 2^40, one pass and split into partitions.
+TEST_F(DecodeMatrixTest, Bf16FarOutsideTheF16RangeIsRescaled) {
+  DecodeOptions o;
+  o.kernel = DecodeKernel::matrix;
+  o.split = SplitMode::single_pass;
+  expect_bf16_far_outside_f16_range_kept(ctx(), o);
+  o.split = SplitMode::split;
+  o.partition_tokens = 256;
+  expect_bf16_far_outside_f16_range_kept(ctx(), o);
 }
 
 // An E4M3 NaN byte (S.1111.111) is NaN on the matrix kernel as on the scalar kernel (the

@@ -451,7 +451,7 @@ TEST_F(CliBadInputTest, BadOptionValues) {
   expect_refused(with({"--kv-dtype", "fp4"}), {"--kv-dtype", "fp4"});
   expect_refused(with({"--split", "sideways"}), {"--split", "sideways"});
   expect_refused(with({"--kernel", "tensor"}), {"--kernel: 'tensor' is not auto, scalar or matrix"});
-  // The matrix kernel takes an f16 query only: this f32 case is refused on every device.
+  // The matrix kernel takes 16-bit queries only: this f32 case is refused on every device.
   expect_refused(with({"--kernel", "matrix"}), {"--kernel: kernel: matrix: "});
   expect_refused(with({"--softcap", "-1"}), {"--softcap"});
   expect_refused(with({"--k-scale", "0"}), {"--k-scale"});

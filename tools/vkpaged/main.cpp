@@ -35,7 +35,7 @@ void add_attend_options(CLI::App& cmd, AttendArgs& a, float& scale) {
       ->type_name("auto|single|split");
   cmd.add_option("--partition-tokens", a.partition_tokens, "extra: tokens per split partition, a multiple of 256 (0 = auto)")
       ->type_name("N");
-  cmd.add_option("--kernel", a.kernel, "extra: auto, scalar (portable) or matrix (VK_NV_cooperative_matrix: f16 query, f16 or fp8 cache)")
+  cmd.add_option("--kernel", a.kernel, "extra: auto, scalar (portable) or matrix (VK_NV_cooperative_matrix: f16 or bf16 query; f16, bf16 or fp8 cache)")
       ->type_name("auto|scalar|matrix");
 }
 
