@@ -64,6 +64,29 @@ class DecodeMatrixTest : public GpuTest {
         else EXPECT_NEAR(g, w, 1e-3 + tol) << c.str() << " lse " << i;
       }
   }
+
+  // A query/cache dtype pair over head sizes 64/128/256 and block sizes 8/16/32, with the
+  // lengths around every edge, a soft cap, a window and a forced split on some of them.
+  void check_across_shapes(DType query, DType cache) {
+    for (uint32_t D : {64u, 128u, 256u}) {
+      for (uint32_t B : {8u, 16u, 32u}) {
+        DecodeCase c;
+        c.query_dtype = query;
+        c.cache_dtype = cache;
+        c.head_size = D;
+        c.block_size = B;
+        c.heads = D == 128 ? 16 : 6;
+        c.kv_heads = 2;
+        c.lens = {0, 1, B - 1, B, B + 1, 31, 32, 33, 301};
+        DecodeOptions o = default_options(c);
+        o.softcap = D == 64 ? 4.0f : 0.0f;
+        o.sliding_window = B == 32 ? 45 : 0;
+        o.split = B == 8 ? SplitMode::split : SplitMode::automatic;
+        SCOPED_TRACE(c.str());
+        check(c, o, D + B, /*lse=*/true);
+      }
+    }
+  }
 };
 
 // On every device: the matrix kernel is refused, with the reason, where it cannot run.
@@ -154,24 +177,7 @@ TEST_F(DecodeMatrixTest, HeadSizesAndGroups) {
 }
 
 TEST_F(DecodeMatrixTest, Fp8CachesAcrossShapes) {
-  for (DType cache : {DType::fp8_e4m3, DType::fp8_e5m2}) {
-    for (uint32_t D : {64u, 128u, 256u}) {
-      for (uint32_t B : {8u, 16u, 32u}) {
-        DecodeCase c;
-        c.cache_dtype = cache;
-        c.head_size = D;
-        c.block_size = B;
-        c.heads = D == 128 ? 16 : 6;
-        c.kv_heads = 2;
-        c.lens = {0, 1, B - 1, B, B + 1, 31, 32, 33, 301};
-        DecodeOptions o = default_options(c);
-        o.softcap = D == 64 ? 4.0f : 0.0f;
-        o.sliding_window = B == 32 ? 45 : 0;
-        o.split = B == 8 ? SplitMode::split : SplitMode::automatic;
-        check(c, o, D + B, /*lse=*/true);
-      }
-    }
-  }
+  for (DType cache : {DType::fp8_e4m3, DType::fp8_e5m2}) check_across_shapes(DType::f16, cache);
 }
 
 // bf16 elements become f16 in registers: every pairing of a bf16 query or cache with the
@@ -181,25 +187,7 @@ TEST_F(DecodeMatrixTest, Bf16QueriesAndCachesAcrossShapes) {
                                            {DType::f16, DType::bf16},
                                            {DType::bf16, DType::f16},
                                            {DType::bf16, DType::fp8_e4m3}};
-  for (const auto& [query, cache] : pairs) {
-    for (uint32_t D : {64u, 128u, 256u}) {
-      for (uint32_t B : {8u, 16u, 32u}) {
-        DecodeCase c;
-        c.query_dtype = query;
-        c.cache_dtype = cache;
-        c.head_size = D;
-        c.block_size = B;
-        c.heads = D == 128 ? 16 : 6;
-        c.kv_heads = 2;
-        c.lens = {0, 1, B - 1, B, B + 1, 31, 32, 33, 301};
-        DecodeOptions o = default_options(c);
-        o.softcap = D == 64 ? 4.0f : 0.0f;
-        o.sliding_window = B == 32 ? 45 : 0;
-        o.split = B == 8 ? SplitMode::split : SplitMode::automatic;
-        check(c, o, D + B, /*lse=*/true);
-      }
-    }
-  }
+  for (const auto& [query, cache] : pairs) check_across_shapes(query, cache);
 }
 
 // bf16 keys, values and queries from 2^-40 to 2^40, one pass and split into partitions.
