@@ -40,7 +40,7 @@ void expect_bf16_far_outside_f16_range_kept(Context& ctx, const DecodeOptions& o
   std::mt19937 rng(17);
   DecodeInputs in = make_decode_inputs(c, rng);
   const int64_t H = c.heads, Hkv = c.kv_heads, D = c.head_size, B = c.block_size;
-  const int64_t x = cache_pack_factor(c.cache_dtype), M = in.block_tables.shape()[1];
+  const int64_t M = in.block_tables.shape()[1];
   for (size_t s = 0; s < scales.size(); ++s) {
     const SequenceScales& f = scales[s];
     for (int64_t i = 0; i < H * D; ++i) {
@@ -51,8 +51,7 @@ void expect_bf16_far_outside_f16_range_kept(Context& ctx, const DecodeOptions& o
       const int64_t block = in.block_tables.as<int32_t>()[int64_t(s) * M + t / B], off = t % B;
       for (int64_t g = 0; g < Hkv; ++g)
         for (int64_t d = 0; d < D; ++d) {
-          const size_t ki = size_t((((block * Hkv + g) * (D / x) + d / x) * B + off) * x + d % x);
-          const size_t vi = size_t(((block * Hkv + g) * D + d) * B + off);
+          const size_t ki = key_cache_index(c, block, g, d, off), vi = value_cache_index(c, block, g, d, off);
           if (t % f.key_every == 0) in.key_cache.set(ki, std::ldexp(in.key_cache.get(ki), f.key));
           if (t % f.value_every == 0) in.value_cache.set(vi, std::ldexp(in.value_cache.get(vi), f.value));
         }

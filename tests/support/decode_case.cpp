@@ -53,6 +53,15 @@ DecodeShape plan_shape(uint32_t num_seqs, uint32_t num_heads, uint32_t num_kv_he
   return s;
 }
 
+size_t key_cache_index(const DecodeCase& c, int64_t block, int64_t kv_head, int64_t dim, int64_t offset) {
+  const int64_t Hkv = c.kv_heads, D = c.head_size, B = c.block_size, x = cache_pack_factor(c.cache_dtype);
+  return size_t((((block * Hkv + kv_head) * (D / x) + dim / x) * B + offset) * x + dim % x);
+}
+
+size_t value_cache_index(const DecodeCase& c, int64_t block, int64_t kv_head, int64_t dim, int64_t offset) {
+  return size_t(((block * c.kv_heads + kv_head) * c.head_size + dim) * c.block_size + offset);
+}
+
 DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng) {
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   const int64_t S = int64_t(c.lens.size()), H = c.heads, Hkv = c.kv_heads, D = c.head_size, B = c.block_size;
@@ -102,10 +111,8 @@ DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng) {
       for (int64_t off = len % B; off < B; ++off)
         for (int64_t g = 0; g < Hkv; ++g)
           for (int64_t d = 0; d < D; ++d) {
-            const size_t ki = size_t((((block * Hkv + g) * (D / x) + d / x) * B + off) * x + d % x);
-            const size_t vi = size_t(((block * Hkv + g) * D + d) * B + off);
-            in.key_cache.set(ki, std::numeric_limits<double>::quiet_NaN());
-            in.value_cache.set(vi, std::numeric_limits<double>::quiet_NaN());
+            in.key_cache.set(key_cache_index(c, block, g, d, off), std::numeric_limits<double>::quiet_NaN());
+            in.value_cache.set(value_cache_index(c, block, g, d, off), std::numeric_limits<double>::quiet_NaN());
           }
     }
   }

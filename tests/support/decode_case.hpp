@@ -30,6 +30,11 @@ struct DecodeCase {
 // (NaN bit patterns for float caches) that must never be read.
 DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng);
 
+// Element indices of token slot `offset` of `block`, kv head `kv_head`, dim `dim` in the
+// contract's key cache [N][Hkv][D/x][B][x] and value cache [N][Hkv][D][B] for case `c`.
+size_t key_cache_index(const DecodeCase& c, int64_t block, int64_t kv_head, int64_t dim, int64_t offset);
+size_t value_cache_index(const DecodeCase& c, int64_t block, int64_t kv_head, int64_t dim, int64_t offset);
+
 // A shape for planning only (nothing allocated): f16, blocks of 16 tokens, and a block table
 // and pool just long enough for max_context_len.
 DecodeShape plan_shape(uint32_t num_seqs, uint32_t num_heads, uint32_t num_kv_heads, uint32_t head_size,
