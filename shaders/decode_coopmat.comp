@@ -32,7 +32,12 @@
 //   values: over the unit's 2 tiles, lane (g, q) holds tokens 8q..8q+7 of dim rows g and
 //           g + 8, which the [D][B] value layout stores as 16 bytes (8 for fp8). (64-token fp8
 //           units, 16 bytes per row, measured slower on an H200.) The tiles' token rows
-//           follow: row r of tile i is token 8 ((r % 8) / 2) + 4i + 2 (r / 8) + r % 2.
+//           follow: row g + 8h of tile i is token 8 (g / 2) + 4i + 2h + g % 2 (fp8: 8 (g / 2)
+//           + 4i + 2 (g % 2) + h, key_row_offset).
+// fp8 pairs: a 4-byte word gives bytes 0 and 2 to one f16 pair and bytes 1 and 3 to the other
+// (a shift and two masks; pairing neighbours took byte moves and 18 to 28 % longer on an
+// H200), so with fp8 a key pair holds dims 4u + {0, 2} and {1, 3}, and the tokens' rows follow
+// that order.
 // The running max is lazy: the accumulators are rescaled only when a head's tile max passes
 // its reference by more than RESCALE_SLACK (e^8 still fits f16 probabilities easily).
 // Query range: each head's bf16 query row (scale folded in) is multiplied by a power of two
@@ -47,6 +52,11 @@
 // reaches RANGE_LOW (small ones would lose bits in f16's subnormals), or (keys only) where the
 // unit has masked tokens, whose keys are not masked and must not decide. Either way an
 // element's error is at most 2^-17 of the unit's largest one.
+// fp8 NaN: E4M3's NaN becomes a finite f16 on the cheap conversion, so each unit's raw bytes
+// are probed (3 integer operations per 4 bytes, where fixing every pair took 5 per 2); where
+// a lane of the subgroup finds one, the tokens whose key holds it get NaN scores and the dims
+// whose value (of a token in [lo, hi)) holds it a NaN accumulator, as the exact conversion
+// would give them.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -79,6 +89,7 @@ const uint UNIT = 32u;                     // tokens per unit
 const uint HEADS = 8u;                     // N of the products; heads >= GROUP are zero
 const bool FP8 = CACHE_DTYPE == DT_FP8_E4M3 || CACHE_DTYPE == DT_FP8_E5M2;
 const bool BF16 = CACHE_DTYPE == DT_BF16;   // converted to f16 in registers (bf16 range, above)
+const bool E4M3 = CACHE_DTYPE == DT_FP8_E4M3;  // its NaN is found on the raw bytes (fp8 NaN, above)
 const bool SCALED_QUERY = QUERY_DTYPE == DT_BF16;  // query range, above
 const uint CHUNK_DIMS = FP8 ? 16u : 8u;    // dims of a 16-byte key chunk (the cache's x)
 const uint STEPS_PER_CHUNK = CHUNK_DIMS / 4u;  // dim steps one chunk feeds (4 dims of a row each)
@@ -131,28 +142,45 @@ shared float s_query_fix[HEADS];             // per head: the inverse of its que
 uint key_dim(uint step, uint k) {
   const uint q = (k % 8u) / 2u;
   const uint chunk = 4u * (step / STEPS_PER_CHUNK) + q;
-  return chunk * CHUNK_DIMS + 4u * (step % STEPS_PER_CHUNK) + (k >= 8u ? 2u : 0u) + k % 2u;
+  const uint in_word = FP8 ? (k >= 8u ? 1u : 0u) + 2u * (k % 2u) : (k >= 8u ? 2u : 0u) + k % 2u;  // fp8 pairs
+  return chunk * CHUNK_DIMS + 4u * (step % STEPS_PER_CHUNK) + in_word;
 }
 
-// fp8: two bytes in the high byte of each 16-bit half (0xBB00AA00), as the f16 bits
-// common/dtype.glsl's fp8_pair decodes them to: E5M2 is the top byte of an f16 already; E4M3
-// keeps its sign and moves its magnitude down one bit (value / 256), its NaN (S.1111.111)
-// becoming an f16 NaN.
+// The token (from the lane's key group) of row g + 8h of tile i, r = 2i + h: the accumulator's
+// rows are P^T's, so they follow the value pairs' token order (fp8 pairs, above).
+uint key_row_offset(uint g, uint r) {
+  const uint i = r / 2u, h = r % 2u;
+  return FP8 ? 4u * i + 2u * (g % 2u) + h : 4u * i + 2u * h + g % 2u;
+}
+
+// fp8: two bytes in the high byte of each 16-bit half (0xBB00AA00), as f16 bits: E5M2 is the
+// top byte of an f16 already; E4M3 keeps its sign and moves its magnitude down one bit (value
+// / 256), which leaves its NaN (S.1111.111) a finite 1.875 (fp8 NaN, above).
 uint fp8_high_bytes_to_f16(uint v) {
   if (CACHE_DTYPE == DT_FP8_E5M2) return v;
-  const uint bits = ((v >> 1) & 0x3f803f80u) | (v & 0x80008000u);
-  // NaN moves to 0x3f80, the only half that reaches bit 14 when 0x80 is added; OR-ing that
-  // bit in makes it 0x7f80, an f16 NaN.
-  return bits | (((bits & 0x7fff7fffu) + 0x00800080u) & 0x40004000u);
+  return ((v >> 1) & 0x3f803f80u) | (v & 0x80008000u);
+}
+
+// E4M3 NaN probe: bit 7 of a byte of the result is set where that byte of `w` is a NaN
+// (S.1111.111): only a magnitude of 0x7f reaches bit 7 when 1 is added, with no carry out.
+// Probes of several words may be OR-ed before the bits are tested.
+const uint NAN_PROBE_BITS = 0x80808080u;
+uint nan_probe(uint w) { return (w & 0x7f7f7f7fu) + 0x01010101u; }
+
+// The bytes (tokens t..t+3) of an fp8 word that lie in [lo, hi).
+uint fp8_keep_mask(uint t, uint lo, uint hi) {
+  uint keep = 0u;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k)
+    if (t + k >= lo && t + k < hi) keep |= 0xffu << (8u * k);
+  return keep;
 }
 
 // The two f16 pairs (slots 2q, 2q + 1 and 2q + 8, 2q + 9) that sub-step `u` takes from a lane's
-// 16 bytes: f16 words 2u and 2u + 1; fp8 word u, bytes 0-1 and 2-3.
+// 16 bytes: f16 words 2u and 2u + 1; fp8 word u, bytes 0 and 2, then 1 and 3 (fp8 pairs).
 uvec2 pairs_of(uvec4 w, uint u) {
   if (!FP8) return uvec2(w[2u * u], w[2u * u + 1u]);
   const uint x = w[u];
-  return uvec2(fp8_high_bytes_to_f16(((x << 8) & 0x0000ff00u) | ((x << 16) & 0xff000000u)),
-               fp8_high_bytes_to_f16(((x >> 8) & 0x0000ff00u) | (x & 0xff000000u)));
+  return uvec2(fp8_high_bytes_to_f16((x << 8) & 0xff00ff00u), fp8_high_bytes_to_f16(x & 0xff00ff00u));
 }
 
 // Two bf16 (a 32-bit word) as two f16, multiplied by `factor` (a power of two) on the way.
@@ -193,6 +221,11 @@ int range_shift(float m) {
   return clamp(e - 14, -100, 100);
 }
 
+// range_shift of the largest of the subgroup's `largest_bits` (finite bf16 magnitudes as bits).
+int subgroup_bf16_range_shift(uint largest_bits) {
+  return range_shift(uintBitsToFloat(subgroup_max(largest_bits) << 16));
+}
+
 // The A operand of a lane from the f16 pairs of its rows g (`upper`) and g + 8 (`lower`), in
 // the fragment order of the header.
 MatA a_fragment(uvec2 upper, uvec2 lower) {
@@ -229,6 +262,14 @@ uint mask_pair(uint w, uint t, uint lo, uint hi) {
   const uint keep_lo = t >= lo && t < hi ? 0x0000ffffu : 0u;
   const uint keep_hi = t + 1u >= lo && t + 1u < hi ? 0xffff0000u : 0u;
   return w & (keep_lo | keep_hi);
+}
+
+// Key load `index` = r * KEY_LOADS + c of a unit (row g + 8 (r % 2) of tile r / 2, chunk
+// 4c + q) from `base`: 16 bytes; zeros without a block.
+uvec4 load_key_chunk(uint base, uint block, uint index, uint g, uint q) {
+  if (block == NO_BLOCK) return uvec4(0u);
+  const uint r = index / KEY_LOADS, c = index % KEY_LOADS;
+  return key16[base + (4u * c + q) * B + key_row_offset(g, r)];
 }
 
 // Value row `row` (a dim) of a unit's 8 tokens at `base`: 16 bytes, or 8 (fp8, in .xy); zeros
@@ -352,12 +393,10 @@ void main() {
     const uint key_block = keys_used && key_entry < pc.num_blocks ? key_entry : NO_BLOCK;
     const uint value_block = tok0 + value_group < hi && value_entry < pc.num_blocks ? value_entry : NO_BLOCK;
 
-    // Keys: tile i, row g + 8h is token key_group + 4i + 2h + g % 2; load c is its chunk 4c + q.
+    // Keys: tile i, row g + 8h is token key_group + key_row_offset(g, 2i + h); load c is its chunk 4c + q.
     uvec4 keys[4u * KEY_LOADS];  // [tile][h][c]
-    const uint key_base = key_start + (key_block * pc.num_kv_heads + kv_head) * (D / CHUNK_DIMS) * B + (tok0 + key_group) % B + g % 2u;
-    [[unroll]] for (uint r = 0u; r < 4u; ++r)  // r = 2 i + h: token offset 2r
-      [[unroll]] for (uint c = 0u; c < KEY_LOADS; ++c)
-        keys[r * KEY_LOADS + c] = key_block != NO_BLOCK ? key16[key_base + (4u * c + q) * B + 2u * r] : uvec4(0u);
+    const uint key_base = key_start + (key_block * pc.num_kv_heads + kv_head) * (D / CHUNK_DIMS) * B + (tok0 + key_group) % B;
+    [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys[r] = load_key_chunk(key_base, key_block, r, g, q);
     // Values: dim rows 8r + g (r even: 16 j + g; odd: 16 j + g + 8), tokens value_group..+7:
     // 16 bytes (f16) or 8 (fp8, in .xy).
     uvec4 values[2u * DIM_TILES];
@@ -381,6 +420,27 @@ void main() {
         scores[i] = coopMatMulAddNV(a, qb, scores[i]);
       }
     }
+    if (E4M3) {
+      // Probed after the products: taking each row's probe before them measured 2 % slower.
+      uint probe = 0u;
+      [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r)
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) probe |= nan_probe(keys[r][k]);
+      if (subgroupAny((probe & NAN_PROBE_BITS) != 0u)) {
+        uint nan_rows = 0u;  // bit 2 i + h: row g + 8 h of tile i has a NaN in this lane's chunks
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+          uint row_probe = 0u;
+          [[unroll]] for (uint c = 0u; c < KEY_LOADS; ++c)
+            [[unroll]] for (uint k = 0u; k < 4u; ++k) row_probe |= nan_probe(keys[r * KEY_LOADS + c][k]);
+          if ((row_probe & NAN_PROBE_BITS) != 0u) nan_rows |= 1u << r;
+        }
+        // The rows' other chunks: lanes q = 0..3 of this g.
+        nan_rows |= subgroupShuffleXor(nan_rows, 1u);
+        nan_rows |= subgroupShuffleXor(nan_rows, 2u);
+        [[unroll]] for (uint i = 0u; i < 2u; ++i)
+          [[unroll]] for (uint e = 0u; e < 4u; ++e)
+            if (((nan_rows >> (2u * i + e / 2u)) & 1u) != 0u) scores[i][e] = uintBitsToFloat(0x7fc00000u);
+      }
+    }
     float key_fix = 1.0;  // bf16: the inverse of the unit's key scale (bf16 range)
     bool redo_keys = false;
     if (BF16) {
@@ -393,14 +453,17 @@ void main() {
       redo_keys = !full || subgroupAny(!finite) || !subgroupAny(reaches_range_low(keys[0].x, keys[0].y));
     }
     if (redo_keys) {
+      // The raw keys again from memory (rare), so that they need not stay in registers
+      // through the first products.
+      [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys[r] = load_key_chunk(key_base, key_block, r, g, q);
       uint largest_bits = 0u;  // over the keys of tokens in [lo, hi)
       [[unroll]] for (uint r = 0u; r < 4u; ++r) {
-        const uint t = tok0 + key_group + 2u * r + g % 2u;
+        const uint t = tok0 + key_group + key_row_offset(g, r);
         if (t >= lo && t < hi && key_block != NO_BLOCK)
           [[unroll]] for (uint c = 0u; c < KEY_LOADS; ++c)
             [[unroll]] for (uint k = 0u; k < 4u; ++k) largest_bits = max(largest_bits, bf16_finite_magnitude(keys[r * KEY_LOADS + c][k]));
       }
-      const int shift = range_shift(uintBitsToFloat(subgroup_max(largest_bits) << 16));
+      const int shift = subgroup_bf16_range_shift(largest_bits);
       key_fix = ldexp(1.0, shift);
       [[unroll]] for (uint i = 0u; i < 2u; ++i) {
         scores[i] = MatC(0.0);
@@ -415,13 +478,13 @@ void main() {
       }
     }
 
-    // ---- softmax: component e of tile i is head 2q + e % 2, token key_group + 4i + 2 (e / 2) + g % 2 ----
+    // ---- softmax: component e of tile i is head 2q + e % 2, token key_group + key_row_offset(g, 2i + e / 2) ----
     float logit[8];  // [i][e]
     float tile_max[2] = {NEG_INF, NEG_INF};
     [[unroll]] for (uint i = 0u; i < 2u; ++i)
       [[unroll]] for (uint e = 0u; e < 4u; ++e) {
         const uint j = e % 2u;
-        const uint t = tok0 + key_group + 4u * i + 2u * (e / 2u) + g % 2u;
+        const uint t = tok0 + key_group + key_row_offset(g, 2u * i + e / 2u);
         float l = scores[i][e] * score_fix[j];
         if (BF16) l *= key_fix;
         if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
@@ -431,14 +494,14 @@ void main() {
         logit[4u * i + e] = l;
         tile_max[j] = max(tile_max[j], l);
       }
+    // Each lane checks its own logits against the reference first (one vote); the columns'
+    // maxima (shuffles over the 8 lanes g of a column) are taken only when some lane passes it.
     bool grow = false;
-    [[unroll]] for (uint j = 0u; j < 2u; ++j) {
-      [[unroll]] for (uint x = 4u; x < SUBGROUP; x *= 2u) tile_max[j] = max(tile_max[j], subgroupShuffleXor(tile_max[j], x));
-      grow = grow || tile_max[j] > running_max[j] + RESCALE_SLACK;  // also true for the first valid unit
-    }
+    [[unroll]] for (uint j = 0u; j < 2u; ++j) grow = grow || tile_max[j] > running_max[j] + RESCALE_SLACK;  // also true for the first valid unit
     if (subgroupAny(grow)) {
       float alpha[2];
       [[unroll]] for (uint j = 0u; j < 2u; ++j) {
+        [[unroll]] for (uint x = 4u; x < SUBGROUP; x *= 2u) tile_max[j] = max(tile_max[j], subgroupShuffleXor(tile_max[j], x));
         const float new_max = max(running_max[j], tile_max[j]);
         alpha[j] = running_max[j] == NEG_INF ? 0.0 : exp(running_max[j] - new_max);
         running_sum[j] *= alpha[j];
@@ -461,6 +524,25 @@ void main() {
       [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = load_value_row(value_base, value_block, 8u * r + g);
     // Slots outside [lo, hi) are zeroed: they may hold anything, even NaN, and 0 * NaN is NaN.
     const uint value_t0 = value_block == NO_BLOCK ? 0xfffffff0u : tok0 + value_group;
+    if (FP8 && !full) {  // on the raw bytes (the pairs are not neighbouring tokens)
+      const uvec2 keep = uvec2(fp8_keep_mask(value_t0, lo, hi), fp8_keep_mask(value_t0 + 4u, lo, hi));
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r].xy &= keep;
+    }
+    if (E4M3) {
+      uint probe = 0u;
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) probe |= nan_probe(values[r].x) | nan_probe(values[r].y);
+      if (subgroupAny((probe & NAN_PROBE_BITS) != 0u)) {
+        uint nan_rows = 0u;  // bit r: dim row 8 r + g has a NaN among this lane's tokens in [lo, hi)
+        [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+          if (((nan_probe(values[r].x) | nan_probe(values[r].y)) & NAN_PROBE_BITS) != 0u) nan_rows |= 1u << r;
+        // The row's other tokens: lanes q = 0..3 of this g.
+        nan_rows |= subgroupShuffleXor(nan_rows, 1u);
+        nan_rows |= subgroupShuffleXor(nan_rows, 2u);
+        [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
+          [[unroll]] for (uint e = 0u; e < 4u; ++e)
+            if (((nan_rows >> (2u * d + e / 2u)) & 1u) != 0u) acc[d][e] = uintBitsToFloat(0x7fc00000u);
+      }
+    }
     bool values_scaled = false;
     if (BF16) {  // masked and converted here, so the range is known before any product
       float largest = 0.0;  // of the elements as f32 (NaN may or may not count: either way right)
@@ -483,7 +565,7 @@ void main() {
         const uvec4 w = mask_row(load_value_row(value_base, value_block, 8u * r + g), value_t0, lo, hi);
         [[unroll]] for (uint k = 0u; k < 4u; ++k) largest_bits = max(largest_bits, bf16_finite_magnitude(w[k]));
       }
-      const int shift = range_shift(uintBitsToFloat(subgroup_max(largest_bits) << 16));
+      const int shift = subgroup_bf16_range_shift(largest_bits);
       [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) {
         uvec4 rows[2];
         [[unroll]] for (uint h = 0u; h < 2u; ++h) {
@@ -498,10 +580,10 @@ void main() {
     } else {
       [[unroll]] for (uint i = 0u; i < 2u; ++i)
         [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) {
-          // Tokens 8q + 4i + {0, 1} and {2, 3} of dims 16 d + g and 16 d + g + 8.
+          // Tokens 8q + 4i + {0, 1} and {2, 3} (fp8: {0, 2} and {1, 3}) of dims 16 d + g and 16 d + g + 8.
           uvec2 upper = pairs_of(values[2u * d], i);
           uvec2 lower = pairs_of(values[2u * d + 1u], i);
-          if (!full && !BF16) {
+          if (!full && !BF16 && !FP8) {
             const uint t = value_t0 + 4u * i;
             upper = uvec2(mask_pair(upper.x, t, lo, hi), mask_pair(upper.y, t + 2u, lo, hi));
             lower = uvec2(mask_pair(lower.x, t, lo, hi), mask_pair(lower.y, t + 2u, lo, hi));
