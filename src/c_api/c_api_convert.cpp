@@ -215,12 +215,11 @@ vkp_admission to_c(AdmissionStatus status) noexcept {
   }
 }
 
-void fill_device_info(const DeviceInfo& i, vkp_device_info& o) noexcept {
-  o = vkp_device_info{};
+// The fields DeviceInfo and vkp_device_info share by name (all but the strings), in either
+// direction, so that a field added to both is copied both ways or neither.
+template <class From, class To>
+void copy_device_numbers(const From& i, To& o) noexcept {
   o.index = i.index;
-  copy_string(o.name, sizeof(o.name), i.name);
-  copy_string(o.type, sizeof(o.type), i.type);
-  copy_string(o.driver, sizeof(o.driver), i.driver);
   o.vendor_id = i.vendor_id;
   o.api_version = i.api_version;
   o.subgroup_size = i.subgroup_size;
@@ -249,38 +248,20 @@ void fill_device_info(const DeviceInfo& i, vkp_device_info& o) noexcept {
   o.cooperative_matrix = i.cooperative_matrix;
 }
 
+void fill_device_info(const DeviceInfo& i, vkp_device_info& o) noexcept {
+  o = vkp_device_info{};
+  copy_string(o.name, sizeof(o.name), i.name);
+  copy_string(o.type, sizeof(o.type), i.type);
+  copy_string(o.driver, sizeof(o.driver), i.driver);
+  copy_device_numbers(i, o);
+}
+
 DeviceInfo to_cpp(const vkp_device_info& i) {
   DeviceInfo o;
-  o.index = i.index;
   o.name = std::string(i.name, strnlen(i.name, sizeof(i.name)));
   o.type = std::string(i.type, strnlen(i.type, sizeof(i.type)));
   o.driver = std::string(i.driver, strnlen(i.driver, sizeof(i.driver)));
-  o.vendor_id = i.vendor_id;
-  o.api_version = i.api_version;
-  o.subgroup_size = i.subgroup_size;
-  o.subgroup_arithmetic = i.subgroup_arithmetic;
-  o.storage_16bit = i.storage_16bit;
-  o.storage_8bit = i.storage_8bit;
-  o.shader_float16 = i.shader_float16;
-  o.shader_int64 = i.shader_int64;
-  o.buffer_device_address = i.buffer_device_address;
-  o.push_descriptor = i.push_descriptor;
-  o.timestamps = i.timestamps;
-  o.max_storage_buffer_range = i.max_storage_buffer_range;
-  o.max_shared_memory = i.max_shared_memory;
-  o.max_workgroup_invocations = i.max_workgroup_invocations;
-  o.max_push_constants = i.max_push_constants;
-  o.min_storage_buffer_offset_alignment = i.min_storage_buffer_offset_alignment;
-  o.compute_units = i.compute_units;
-  o.compute_units_reported = i.compute_units_reported;
-  o.timestamp_period_ns = i.timestamp_period_ns;
-  o.timestamp_valid_bits = i.timestamp_valid_bits;
-  o.device_local_bytes = i.device_local_bytes;
-  o.subgroup_shuffle = i.subgroup_shuffle;
-  o.memory_budget = i.memory_budget;
-  o.device_local_free_bytes = i.device_local_free_bytes;
-  o.max_memory_allocation_size = i.max_memory_allocation_size;
-  o.cooperative_matrix = i.cooperative_matrix;
+  copy_device_numbers(i, o);
   return o;
 }
 
