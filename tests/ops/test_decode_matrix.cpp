@@ -202,11 +202,11 @@ TEST_F(DecodeMatrixTest, Bf16FarOutsideTheF16RangeIsRescaled) {
 }
 
 // An E4M3 NaN byte (S.1111.111) is NaN on the matrix kernel as on the scalar kernel (the
-// contract leaves NaN inputs open; both kernels let them through): a NaN key makes its heads'
-// outputs NaN, a NaN value the outputs of its dim, and the other sequence stays right.
-// E4M3's NaN (S.1111.111) is found per unit on the raw bytes (decode_coopmat.comp, "fp8 NaN"):
-// a NaN key makes its heads NaN, a NaN value its dim, in a full unit and in a unit with masked
-// tokens, one pass and split; NaN bytes in the masked slots past a length change nothing.
+// contract leaves NaN inputs open; both kernels let them through). The matrix kernel finds it
+// per unit on the raw bytes (decode_coopmat.comp, "fp8 NaN"): a NaN key makes its heads' outputs
+// NaN, a NaN value the outputs of its dim, in a full unit and in a unit with masked tokens, one
+// pass and split; NaN bytes in the masked slots past a length change nothing, and every other
+// output matches the reference.
 TEST_F(DecodeMatrixTest, Fp8E4m3NanIsNanAsOnTheScalarKernel) {
   DecodeCase c;
   c.cache_dtype = DType::fp8_e4m3;
