@@ -216,13 +216,11 @@ TEST_F(DecodeMatrixTest, Fp8E4m3NanIsNanAsOnTheScalarKernel) {
   c.lens = {40, 300};
   std::mt19937 rng(11);
   DecodeInputs in = make_decode_inputs(c, rng);
-  const int64_t M = in.block_tables.shape()[1];
-  auto block_of = [&](int64_t seq, int64_t token) { return in.block_tables.as<int32_t>()[seq * M + token / c.block_size]; };
   auto nan_key = [&](int64_t seq, int64_t token, int64_t kv_head, int64_t dim) {
-    in.key_cache.as<uint8_t>()[key_cache_index(c, block_of(seq, token), kv_head, dim, token % c.block_size)] = 0x7f;
+    in.key_cache.as<uint8_t>()[key_cache_index(c, block_of_token(c, in, seq, token), kv_head, dim, token % c.block_size)] = 0x7f;
   };
   auto nan_value = [&](int64_t seq, int64_t token, int64_t kv_head, int64_t dim) {
-    in.value_cache.as<uint8_t>()[value_cache_index(c, block_of(seq, token), kv_head, dim, token % c.block_size)] = 0xff;
+    in.value_cache.as<uint8_t>()[value_cache_index(c, block_of_token(c, in, seq, token), kv_head, dim, token % c.block_size)] = 0xff;
   };
   nan_key(0, 3, 0, 5);      // full unit: heads 0 and 1 of sequence 0
   nan_value(0, 7, 1, 9);    // full unit: dim 9 of heads 2 and 3

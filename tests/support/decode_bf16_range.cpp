@@ -40,7 +40,6 @@ void expect_bf16_far_outside_f16_range_kept(Context& ctx, const DecodeOptions& o
   std::mt19937 rng(17);
   DecodeInputs in = make_decode_inputs(c, rng);
   const int64_t H = c.heads, Hkv = c.kv_heads, D = c.head_size, B = c.block_size;
-  const int64_t M = in.block_tables.shape()[1];
   for (size_t s = 0; s < scales.size(); ++s) {
     const SequenceScales& f = scales[s];
     for (int64_t i = 0; i < H * D; ++i) {
@@ -48,7 +47,7 @@ void expect_bf16_far_outside_f16_range_kept(Context& ctx, const DecodeOptions& o
       in.query.set(at, std::ldexp(in.query.get(at), f.query - f.key));
     }
     for (int64_t t = 0; t < int64_t(c.lens[s]); ++t) {
-      const int64_t block = in.block_tables.as<int32_t>()[int64_t(s) * M + t / B], off = t % B;
+      const int64_t block = block_of_token(c, in, int64_t(s), t), off = t % B;
       for (int64_t g = 0; g < Hkv; ++g)
         for (int64_t d = 0; d < D; ++d) {
           const size_t ki = key_cache_index(c, block, g, d, off), vi = value_cache_index(c, block, g, d, off);

@@ -62,6 +62,10 @@ size_t value_cache_index(const DecodeCase& c, int64_t block, int64_t kv_head, in
   return size_t(((block * c.kv_heads + kv_head) * c.head_size + dim) * c.block_size + offset);
 }
 
+int64_t block_of_token(const DecodeCase& c, const DecodeInputs& in, int64_t seq, int64_t token) {
+  return in.block_tables.as<int32_t>()[seq * in.block_tables.shape()[1] + token / c.block_size];
+}
+
 DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng) {
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   const int64_t S = int64_t(c.lens.size()), H = c.heads, Hkv = c.kv_heads, D = c.head_size, B = c.block_size;

@@ -35,6 +35,9 @@ DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng);
 size_t key_cache_index(const DecodeCase& c, int64_t block, int64_t kv_head, int64_t dim, int64_t offset);
 size_t value_cache_index(const DecodeCase& c, int64_t block, int64_t kv_head, int64_t dim, int64_t offset);
 
+// The physical block that holds token `token` of sequence `seq` (its block-table entry in `in`).
+int64_t block_of_token(const DecodeCase& c, const DecodeInputs& in, int64_t seq, int64_t token);
+
 // A shape for planning only (nothing allocated): f16, blocks of 16 tokens, and a block table
 // and pool just long enough for max_context_len.
 DecodeShape plan_shape(uint32_t num_seqs, uint32_t num_heads, uint32_t num_kv_heads, uint32_t head_size,
