@@ -109,6 +109,7 @@ const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
 const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define POS_INF uintBitsToFloat(0x7f800000u)
+#define QUIET_NAN uintBitsToFloat(0x7fc00000u)
 
 #define MatA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define MatB fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
@@ -438,7 +439,7 @@ void main() {
         nan_rows |= subgroupShuffleXor(nan_rows, 2u);
         [[unroll]] for (uint i = 0u; i < 2u; ++i)
           [[unroll]] for (uint e = 0u; e < 4u; ++e)
-            if (((nan_rows >> (2u * i + e / 2u)) & 1u) != 0u) scores[i][e] = uintBitsToFloat(0x7fc00000u);
+            if (((nan_rows >> (2u * i + e / 2u)) & 1u) != 0u) scores[i][e] = QUIET_NAN;
       }
     }
     float key_fix = 1.0;  // bf16: the inverse of the unit's key scale (bf16 range)
@@ -540,7 +541,7 @@ void main() {
         nan_rows |= subgroupShuffleXor(nan_rows, 2u);
         [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
           [[unroll]] for (uint e = 0u; e < 4u; ++e)
-            if (((nan_rows >> (2u * d + e / 2u)) & 1u) != 0u) acc[d][e] = uintBitsToFloat(0x7fc00000u);
+            if (((nan_rows >> (2u * d + e / 2u)) & 1u) != 0u) acc[d][e] = QUIET_NAN;
       }
     }
     bool values_scaled = false;
