@@ -170,15 +170,40 @@ bool small_batch(const DecodePlanData& p, const DeviceInfo& dev) {
   return one_pass_workgroups(p) * 2 < wanted_workgroups(dev);
 }
 
+// Whether the matrix kernel can run `subgroups` subgroups per workgroup on this device.
+bool matrix_subgroups_fit(uint32_t subgroups, uint32_t head_size, const DeviceInfo& dev) {
+  return matrix_shared_bytes(subgroups, head_size) <= dev.max_shared_memory &&
+         subgroups * kMatrixSubgroup <= dev.max_workgroup_invocations;
+}
+
+// A small batch of long sequences runs in one pass with more subgroups per workgroup (4 or 8;
+// 0: none fits) when that gives the grid at least kMatrixWideSubgroupsPerUnit subgroups per
+// compute unit and each subgroup kMatrixWideTokens tokens or more. Measured on an H200
+// (bench/RESULTS.md, suite `lengths`): 16 x 16384 tokens took 254.9 us in one pass with 8
+// subgroups (1024 in all) against 291.2 split 5 x 3328 and 318.6 with 4 subgroups (512 in
+// all); 32 x 8192 255.2 us with 4 subgroups against 271.4 split 3 x 2816 and 321.1 with 2.
+constexpr uint32_t kMatrixWideSubgroupsPerUnit = 7;
+constexpr uint32_t kMatrixWideTokens = 2048;
+
+uint32_t wide_one_pass_subgroups(const DecodePlanData& p, const DeviceInfo& dev, uint32_t max_len) {
+  if (!p.matrix || tuning().units != Tuning{}.units) return 0;
+  for (uint32_t subgroups : {4u, 8u})
+    if (one_pass_workgroups(p) * subgroups >= uint64_t(kMatrixWideSubgroupsPerUnit) * std::max(1u, dev.compute_units) &&
+        max_len >= subgroups * kMatrixWideTokens && matrix_subgroups_fit(subgroups, p.shape.head_size, dev))
+      return subgroups;
+  return 0;
+}
+
 // Subgroups per workgroup of the matrix kernel, once the split is known. Measured on an H200
 // (bench/RESULTS.md): 2 won for large batches in one pass and with 512-token partitions, 4 with
-// 1024-token partitions and for small batches in one pass.
+// 1024-token partitions and for small batches in one pass; small batches of long sequences
+// take what choose_split found (wide_one_pass_subgroups).
 void choose_matrix_subgroups(DecodePlanData& p, const DeviceInfo& dev) {
   const bool four = p.split ? p.partition_tokens >= 1024 : small_batch(p, dev);
-  uint32_t subgroups = tuning().subgroups ? tuning().subgroups : (four ? 4 : 2);
-  while (subgroups > 1 && (matrix_shared_bytes(subgroups, p.shape.head_size) > dev.max_shared_memory ||
-                           subgroups * kMatrixSubgroup > dev.max_workgroup_invocations))
-    subgroups /= 2;
+  uint32_t subgroups = four ? 4 : 2;
+  if (p.wide_subgroups != 0) subgroups = p.wide_subgroups;
+  if (tuning().subgroups != 0) subgroups = tuning().subgroups;
+  while (subgroups > 1 && !matrix_subgroups_fit(subgroups, p.shape.head_size, dev)) subgroups /= 2;
   p.workgroup = subgroups * kMatrixSubgroup;
 }
 
@@ -213,7 +238,12 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
     // workgroups fill less than half of Tuning::units per compute unit, into partitions (a
     // multiple of 256 tokens) that bring the count up to about that many.
     const uint64_t want = wanted_workgroups(dev);
-    if (small_batch(p, dev)) {
+    const uint32_t wide = small_batch(p, dev) ? wide_one_pass_subgroups(p, dev, max_len) : 0;
+    if (wide != 0) {
+      // Long enough sequences for one pass on more subgroups (wide_one_pass_subgroups).
+      p.split = false;
+      p.wide_subgroups = wide;
+    } else if (small_batch(p, dev)) {
       const uint32_t parts = ceil_div(want, std::max<uint64_t>(workgroups, 1));
       uint32_t per_part = std::max<uint32_t>(256, ceil_div(ceil_div(max_len, parts), 256) * 256);
       if (p.matrix && tuning().units == Tuning{}.units) {

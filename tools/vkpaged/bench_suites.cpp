@@ -71,6 +71,15 @@ std::vector<BenchCase> long_contexts() {
           make("4x64k", 4, 65536, 32, 8, 128), make("4x256k", 4, 262144, 32, 8, 128)};
 }
 
+// The same 1 GB of f16 KV (GQA 32/8, D 128) as 16 sequences of 16384 tokens down to 1024 of
+// 256: what a workgroup's start and end cost, since each (sequence, kv head) is at least one.
+std::vector<BenchCase> lengths() {
+  std::vector<BenchCase> cases;
+  for (uint32_t batch = 16; batch <= 1024; batch *= 2)
+    cases.push_back(make(fmt::format("b{}x{}", batch, 262144 / batch), batch, 262144 / batch, 32, 8, 128));
+  return cases;
+}
+
 // Small enough for lavapipe on two CPU cores.
 std::vector<BenchCase> quick() {
   std::vector<BenchCase> cases{make("q-long", 1, 4096, 8, 2, 128), make("q-batch", 16, 512, 8, 2, 128),
@@ -89,17 +98,18 @@ std::vector<BenchCase> bench_suite(const std::string& name) {
   if (name == "dtypes") return dtypes();
   if (name == "blocks") return blocks();
   if (name == "long") return long_contexts();
+  if (name == "lengths") return lengths();
   if (name == "quick") return quick();
   if (name == "all") {
     std::vector<BenchCase> all;
-    for (const char* s : {"standard", "ragged", "dtypes", "blocks", "long"}) {
+    for (const char* s : {"standard", "ragged", "dtypes", "blocks", "long", "lengths"}) {
       auto part = bench_suite(s);
       all.insert(all.end(), part.begin(), part.end());
     }
     return all;
   }
   throw Error(ErrorCode::invalid_argument,
-              fmt::format("--suite: unknown suite \"{}\" (standard, ragged, dtypes, blocks, long, quick, all)", name));
+              fmt::format("--suite: unknown suite \"{}\" (standard, ragged, dtypes, blocks, long, lengths, quick, all)", name));
 }
 
 }  // namespace vkpaged::cli
