@@ -6,24 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "support/expect_error.hpp"
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged {
 namespace {
 
-// The message of the vkpaged::Error that `call` throws, after checking its code.
-template <typename Call>
-std::string error_of(Call call, ErrorCode expected = ErrorCode::invalid_argument) {
-  try {
-    call();
-  } catch (const Error& error) {
-    EXPECT_EQ(error.code(), expected) << error.what();
-    return error.what();
-  }
-  ADD_FAILURE() << "no vkpaged::Error was thrown";
-  return {};
-}
+using test::error_of;
 
 std::vector<int32_t> iota_tokens(int32_t count, int32_t first = 100) {
   std::vector<int32_t> tokens(static_cast<size_t>(count));

@@ -33,4 +33,17 @@ inline void expect_refused(const std::function<void()>& call, ErrorCode code, st
   }
 }
 
+// The message of the vkpaged::Error that `call` throws, after checking its code; a failure and
+// "" when nothing is thrown. For tests that compare the whole message.
+inline std::string error_of(const std::function<void()>& call, ErrorCode expected = ErrorCode::invalid_argument) {
+  try {
+    call();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), expected) << error.what();
+    return error.what();
+  }
+  ADD_FAILURE() << "no vkpaged::Error was thrown";
+  return {};
+}
+
 }  // namespace vkpaged::test
