@@ -113,6 +113,7 @@ void choose_variant(DecodePlanData& p, const DeviceInfo& dev) {
 
 constexpr uint32_t kMatrixHeads = 8;   // heads of its value products
 constexpr uint32_t kMatrixSubgroup = 32;
+constexpr uint32_t kMatrixUnitTokens = 32;  // tokens a subgroup takes per step (UNIT in the shader)
 
 size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d) {
   const size_t query = size_t(kMatrixHeads) * d * 2;                   // f16 query rows
@@ -176,20 +177,22 @@ bool matrix_subgroups_fit(uint32_t subgroups, uint32_t head_size, const DeviceIn
          subgroups * kMatrixSubgroup <= dev.max_workgroup_invocations;
 }
 
-// A small batch of long sequences runs in one pass with more subgroups per workgroup (4 or 8;
-// 0: none fits) when that gives the grid at least kMatrixWideSubgroupsPerUnit subgroups per
-// compute unit and each subgroup kMatrixWideTokens tokens or more. Measured on an H200
-// (bench/RESULTS.md, suite `lengths`): 16 x 16384 tokens took 254.9 us in one pass with 8
-// subgroups (1024 in all) against 291.2 split 5 x 3328 and 318.6 with 4 subgroups (512 in
-// all); 32 x 8192 255.2 us with 4 subgroups against 271.4 split 3 x 2816 and 321.1 with 2.
+// A small batch runs in one pass with more subgroups per workgroup (4 or 8; 0: none fits)
+// when that gives the grid at least kMatrixWideSubgroupsPerUnit subgroups per compute unit and
+// each subgroup kMatrixWideUnits units of 32 tokens or more: no split, no reduce pass. Measured
+// on an H200 (bench/RESULTS.md, suite `lengths` and the small standard shapes): 16 x 16384
+// tokens took 254.9 us in one pass with 8 subgroups (1024 in all) against 291.2 split 5 x 3328
+// and 318.6 with 4 subgroups (512 in all); 32 x 8192 255.2 us with 4 subgroups against 271.4
+// split 3 x 2816 and 321.1 with 2; gqa8x (16 x 2048, groups of 8 heads: 8 units per subgroup)
+// 44.7 us with 8 subgroups against 53.9 split 2 x 1024.
 constexpr uint32_t kMatrixWideSubgroupsPerUnit = 7;
-constexpr uint32_t kMatrixWideTokens = 2048;
+constexpr uint32_t kMatrixWideUnits = 8;
 
 uint32_t wide_one_pass_subgroups(const DecodePlanData& p, const DeviceInfo& dev, uint32_t max_len) {
   if (!p.matrix || tuning().units != Tuning{}.units) return 0;
   for (uint32_t subgroups : {4u, 8u})
     if (one_pass_workgroups(p) * subgroups >= uint64_t(kMatrixWideSubgroupsPerUnit) * std::max(1u, dev.compute_units) &&
-        max_len >= subgroups * kMatrixWideTokens && matrix_subgroups_fit(subgroups, p.shape.head_size, dev))
+        max_len >= subgroups * kMatrixWideUnits * kMatrixUnitTokens && matrix_subgroups_fit(subgroups, p.shape.head_size, dev))
       return subgroups;
   return 0;
 }
@@ -240,7 +243,7 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
     const uint64_t want = wanted_workgroups(dev);
     const uint32_t wide = small_batch(p, dev) ? wide_one_pass_subgroups(p, dev, max_len) : 0;
     if (wide != 0) {
-      // Long enough sequences for one pass on more subgroups (wide_one_pass_subgroups).
+      // Enough subgroups for one pass on more of them per workgroup (wide_one_pass_subgroups).
       p.split = false;
       p.wide_subgroups = wide;
     } else if (small_batch(p, dev)) {

@@ -147,10 +147,9 @@ TEST_F(DecodeMatrixTest, AutomaticSplitKeepsPartitionsBetween1024And8192Tokens) 
   if (ctx().device_info().compute_units <= 256) EXPECT_GE(previous, 2048u);
 }
 
-// A small batch of long sequences runs in one pass on 4 or 8 subgroups per workgroup when that
-// gives at least 7 subgroups per compute unit and 2048 tokens or more to each; shorter
-// sequences still split.
-TEST_F(DecodeMatrixTest, AutomaticRunsSmallBatchesOfLongSequencesInOnePassOnMoreSubgroups) {
+// A small batch runs in one pass on 4 or 8 subgroups per workgroup when that gives at least 7
+// subgroups per compute unit and 256 tokens or more to each; shorter sequences still split.
+TEST_F(DecodeMatrixTest, AutomaticRunsSmallBatchesInOnePassOnMoreSubgroups) {
   const uint32_t units = ctx().device_info().compute_units;
   if (units < 32) GTEST_SKIP() << "the batches below are sized for 32 compute units or more";
   // 8 kv heads: about one workgroup per compute unit, then about 1.75.
@@ -158,9 +157,13 @@ TEST_F(DecodeMatrixTest, AutomaticRunsSmallBatchesOfLongSequencesInOnePassOnMore
   auto plan = DecodePlan::create(ctx(), s);
   EXPECT_FALSE(plan.split()) << plan.describe();
   EXPECT_NE(plan.describe().find("8 subgroups/wg"), std::string::npos) << plan.describe();
-  s.max_context_len = 8192;  // 1024 tokens for each of 8 subgroups: split
+  s.max_context_len = 2000;  // under 256 tokens for each of 8 subgroups: split
   plan = DecodePlan::create(ctx(), s);
   EXPECT_TRUE(plan.split()) << plan.describe();
+  s.max_context_len = 2048;
+  plan = DecodePlan::create(ctx(), s);
+  EXPECT_FALSE(plan.split()) << plan.describe();
+  EXPECT_NE(plan.describe().find("8 subgroups/wg"), std::string::npos) << plan.describe();
   s = plan_shape((7 * units + 31) / 32, 32, 8, 128, 8192);
   plan = DecodePlan::create(ctx(), s);
   EXPECT_FALSE(plan.split()) << plan.describe();
