@@ -178,20 +178,20 @@ bool matrix_subgroups_fit(uint32_t subgroups, uint32_t head_size, const DeviceIn
 }
 
 // A small batch runs in one pass with more subgroups per workgroup (4 or 8; 0: none fits)
-// when that gives the grid at least kMatrixWideSubgroupsPerUnit subgroups per compute unit and
-// each subgroup kMatrixWideUnits units of 32 tokens or more: no split, no reduce pass. Measured
+// when that gives the grid at least kMatrixWideSubgroupsPerComputeUnit subgroups per compute
+// unit and each subgroup kMatrixWideUnits units of 32 tokens or more: no split, no reduce pass. Measured
 // on an H200 (bench/RESULTS.md, suite `lengths` and the small standard shapes): 16 x 16384
 // tokens took 254.9 us in one pass with 8 subgroups (1024 in all) against 291.2 split 5 x 3328
 // and 318.6 with 4 subgroups (512 in all); 32 x 8192 255.2 us with 4 subgroups against 271.4
 // split 3 x 2816 and 321.1 with 2; gqa8x (16 x 2048, groups of 8 heads: 8 units per subgroup)
 // 44.7 us with 8 subgroups against 53.9 split 2 x 1024.
-constexpr uint32_t kMatrixWideSubgroupsPerUnit = 7;
+constexpr uint32_t kMatrixWideSubgroupsPerComputeUnit = 7;
 constexpr uint32_t kMatrixWideUnits = 8;
 
 uint32_t wide_one_pass_subgroups(const DecodePlanData& p, const DeviceInfo& dev, uint32_t max_len) {
   if (!p.matrix || tuning().units != Tuning{}.units) return 0;
   for (uint32_t subgroups : {4u, 8u})
-    if (one_pass_workgroups(p) * subgroups >= uint64_t(kMatrixWideSubgroupsPerUnit) * std::max(1u, dev.compute_units) &&
+    if (one_pass_workgroups(p) * subgroups >= uint64_t(kMatrixWideSubgroupsPerComputeUnit) * std::max(1u, dev.compute_units) &&
         max_len >= subgroups * kMatrixWideUnits * kMatrixUnitTokens && matrix_subgroups_fit(subgroups, p.shape.head_size, dev))
       return subgroups;
   return 0;
@@ -199,8 +199,8 @@ uint32_t wide_one_pass_subgroups(const DecodePlanData& p, const DeviceInfo& dev,
 
 // Subgroups per workgroup of the matrix kernel, once the split is known. Measured on an H200
 // (bench/RESULTS.md): 2 won for large batches in one pass and with 512-token partitions, 4 with
-// 1024-token partitions and for small batches in one pass; small batches of long sequences
-// take what choose_split found (wide_one_pass_subgroups).
+// 1024-token partitions and for small batches in one pass; small batches that reach enough
+// subgroups in one pass take what choose_split found (wide_one_pass_subgroups).
 void choose_matrix_subgroups(DecodePlanData& p, const DeviceInfo& dev) {
   const bool four = p.split ? p.partition_tokens >= 1024 : small_batch(p, dev);
   uint32_t subgroups = four ? 4 : 2;
