@@ -6,6 +6,7 @@
 #include <random>
 
 #include "support/decode_case.hpp"
+#include "support/expect_error.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/merge.hpp"
@@ -14,12 +15,12 @@
 namespace vkpaged::test {
 namespace {
 
-// Positions [begin[s], end[s]) of each sequence copied into a fresh cache, starting at
-// position 0, blocks in order.
-DecodeInputs extract(const DecodeInputs& in, const std::vector<int32_t>& begin, const std::vector<int32_t>& end) {
+// Positions [begin[s], end[s]) of each sequence of `in` (inputs of case `c`) copied into a
+// fresh cache, starting at position 0, blocks in order.
+DecodeInputs extract(const DecodeCase& c, const DecodeInputs& in, const std::vector<int32_t>& begin,
+                     const std::vector<int32_t>& end) {
   const auto& k = in.key_cache.shape();
-  const int64_t Hkv = k[1], Dx = k[2], B = k[3], x = k[4], D = Dx * x, S = in.query.shape()[0];
-  const int64_t M_in = in.block_tables.shape()[1];
+  const int64_t Hkv = c.kv_heads, D = c.head_size, B = c.block_size, S = in.query.shape()[0];
   const size_t esize = dtype_size(in.key_cache.dtype());
   int64_t blocks = 0, M = 1;
   for (int64_t s = 0; s < S; ++s) {
@@ -28,7 +29,7 @@ DecodeInputs extract(const DecodeInputs& in, const std::vector<int32_t>& begin, 
     M = std::max(M, n);
   }
   DecodeInputs out = in;
-  out.key_cache = HostTensor(in.key_cache.dtype(), Shape{std::max<int64_t>(blocks, 1), Hkv, Dx, B, x});
+  out.key_cache = HostTensor(in.key_cache.dtype(), Shape{std::max<int64_t>(blocks, 1), k[1], k[2], k[3], k[4]});
   out.value_cache = HostTensor(in.value_cache.dtype(), Shape{std::max<int64_t>(blocks, 1), Hkv, D, B});
   out.block_tables = HostTensor(DType::i32, Shape{S, M});
   out.context_lens = HostTensor(DType::i32, Shape{S});
@@ -36,15 +37,13 @@ DecodeInputs extract(const DecodeInputs& in, const std::vector<int32_t>& begin, 
   for (int64_t s = 0; s < S; ++s) {
     out.context_lens.as<int32_t>()[s] = end[s] - begin[s];
     for (int64_t t = begin[s]; t < end[s]; ++t) {
-      const int64_t src_block = in.block_tables.as<int32_t>()[s * M_in + t / B], so = t % B;
+      const int64_t src_block = block_of_token(c, in, s, t), so = t % B;
       const int64_t pos = t - begin[s], dst_block = next + pos / B, dof = pos % B;
       out.block_tables.as<int32_t>()[s * M + pos / B] = int32_t(dst_block);
       for (int64_t g = 0; g < Hkv; ++g)
         for (int64_t d = 0; d < D; ++d) {
-          const size_t ks = size_t((((src_block * Hkv + g) * Dx + d / x) * B + so) * x + d % x);
-          const size_t kd = size_t((((dst_block * Hkv + g) * Dx + d / x) * B + dof) * x + d % x);
-          const size_t vs = size_t(((src_block * Hkv + g) * D + d) * B + so);
-          const size_t vd = size_t(((dst_block * Hkv + g) * D + d) * B + dof);
+          const size_t ks = key_cache_index(c, src_block, g, d, so), kd = key_cache_index(c, dst_block, g, d, dof);
+          const size_t vs = value_cache_index(c, src_block, g, d, so), vd = value_cache_index(c, dst_block, g, d, dof);
           std::memcpy(static_cast<char*>(out.key_cache.data()) + kd * esize, static_cast<const char*>(in.key_cache.data()) + ks * esize, esize);
           std::memcpy(static_cast<char*>(out.value_cache.data()) + vd * esize, static_cast<const char*>(in.value_cache.data()) + vs * esize, esize);
         }
@@ -68,7 +67,7 @@ TEST_F(MergeTest, PrefixPlusSuffixEqualsWholeContext) {
     // Split points: empty prefix, empty suffix, mid-block and block edges.
     const std::vector<int32_t> zero(c.lens.size(), 0), split{0, 1, 16, 17, 0, 150};
     std::vector<int32_t> lens(c.lens.begin(), c.lens.end());
-    const DecodeInputs prefix = extract(whole, zero, split), suffix = extract(whole, split, lens);
+    const DecodeInputs prefix = extract(c, whole, zero, split), suffix = extract(c, whole, split, lens);
     const auto a = decode_attention(ctx(), prefix, {}, true);
     const auto b = decode_attention(ctx(), suffix, {}, true);
     const auto merged = merge_attention(ctx(), a, b);
@@ -109,12 +108,7 @@ TEST_F(MergeTest, MoreSequencesThanOneDispatchHolds) {
 TEST_F(MergeTest, RefusesMismatchedInputs) {
   DecodeResult a{HostTensor(DType::f16, Shape{2, 4, 64}), HostTensor(DType::f32, Shape{2, 4})};
   DecodeResult b{HostTensor(DType::f16, Shape{2, 4, 32}), HostTensor(DType::f32, Shape{2, 4})};
-  try {
-    merge_attention(ctx(), a, b);
-    ADD_FAILURE() << "not refused";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("b.output: shape [2, 4, 32]"), std::string::npos) << e.what();
-  }
+  expect_refused([&] { merge_attention(ctx(), a, b); }, "b.output: shape [2, 4, 32]");
   b = DecodeResult{HostTensor(DType::f16, Shape{2, 4, 64}), HostTensor()};
   EXPECT_THROW(merge_attention(ctx(), a, b), Error);
   EXPECT_THROW(reference::merge_attention(a, b), Error);
