@@ -8,9 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "commands.hpp"
 #include "simulate.hpp"
@@ -157,54 +160,34 @@ TEST_F(SimulateTest, SameSeedSameRun) {
 }
 
 TEST_F(SimulateTest, RefusesOptionsBeforeAllocating) {
-  auto refused = [&](SimulateArgs a, const std::string& part) {
+  // Each case: one change to a workload that runs, and a part of the message it must give.
+  const std::vector<std::pair<std::function<void(SimulateArgs&)>, std::string>> cases = {
+      // 64 + 48 tokens need 7 blocks of 16.
+      {[](SimulateArgs& a) { a.blocks = 6; }, "--blocks: 6 blocks cannot hold one request"},
+      {[](SimulateArgs& a) { a.budget_mb = 1; }, "--blocks, --budget-mb and --budget-fraction"},
+      {[](SimulateArgs& a) { a.blocks = 0; a.budget_fraction = 2; },
+       "--budget-fraction: KvCache: budget_fraction 2 is outside (0, 1]"},
+      {[](SimulateArgs& a) { a.blocks = 0; a.budget_mb = 0.001; }, "holds no block"},
+      {[](SimulateArgs& a) { a.kv_dtype = "int8"; }, "--kv-dtype: 'int8'"},
+      {[](SimulateArgs& a) { a.heads = 3; }, "--heads: 3"},
+      {[](SimulateArgs& a) { a.head_size = 20; }, "D = 20"},
+      {[](SimulateArgs& a) { a.device = "cpu"; }, "--device"},
+      {[](SimulateArgs& a) { a.preemption = "drop"; }, "--preemption: 'drop'"},
+      {[](SimulateArgs& a) { a.parallel_share = 1.5; }, "--parallel-share: 1.5"},
+      {[](SimulateArgs& a) { a.max_samples = 5; a.max_batch = 4; }, "--max-samples: 5"},
+      // 7 blocks hold one request, not a prompt of 4 blocks forked into 4 samples.
+      {[](SimulateArgs& a) { a.blocks = 7; a.max_samples = 4; }, "--blocks: 7 blocks cannot hold a prompt"},
+  };
+  for (const auto& [change, part] : cases) {
+    SimulateArgs a = tiny();
+    change(a);
     try {
       run(a);
       ADD_FAILURE() << "not refused: " << part;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
     }
-  };
-  SimulateArgs a = tiny();
-  a.blocks = 6;  // 64 + 48 tokens need 7 blocks of 16
-  refused(a, "--blocks: 6 blocks cannot hold one request");
-  a = tiny();
-  a.budget_mb = 1;
-  refused(a, "--blocks, --budget-mb and --budget-fraction");
-  a = tiny();
-  a.blocks = 0;
-  a.budget_fraction = 2;
-  refused(a, "--budget-fraction: KvCache: budget_fraction 2 is outside (0, 1]");
-  a = tiny();
-  a.blocks = 0;
-  a.budget_mb = 0.001;
-  refused(a, "holds no block");
-  a = tiny();
-  a.kv_dtype = "int8";
-  refused(a, "--kv-dtype: 'int8'");
-  a = tiny();
-  a.heads = 3;
-  refused(a, "--heads: 3");
-  a = tiny();
-  a.head_size = 20;
-  refused(a, "D = 20");
-  a = tiny();
-  a.device = "cpu";
-  refused(a, "--device");
-  a = tiny();
-  a.preemption = "drop";
-  refused(a, "--preemption: 'drop'");
-  a = tiny();
-  a.parallel_share = 1.5;
-  refused(a, "--parallel-share: 1.5");
-  a = tiny();
-  a.max_samples = 5;
-  a.max_batch = 4;
-  refused(a, "--max-samples: 5");
-  a = tiny();
-  a.blocks = 7;  // 7 blocks hold one request, not a prompt of 4 blocks forked into 4 samples
-  a.max_samples = 4;
-  refused(a, "--blocks: 7 blocks cannot hold a prompt");
+  }
 }
 
 TEST_F(SimulateTest, CommandPrintsTheReport) {
