@@ -179,21 +179,23 @@ bool matrix_subgroups_fit(uint32_t subgroups, uint32_t head_size, const DeviceIn
 
 // A small batch runs in one pass with more subgroups per workgroup (4 or 8; 0: none fits)
 // when that gives the grid at least kMatrixWideSubgroupsPerComputeUnit subgroups per compute
-// unit and each subgroup kMatrixWideUnits units of 32 tokens or more: no split, no reduce pass. Measured
-// on an H200 (bench/RESULTS.md, suite `lengths` and the small standard shapes): 16 x 16384
-// tokens took 254.9 us in one pass with 8 subgroups (1024 in all) against 291.2 split 5 x 3328
-// and 318.6 with 4 subgroups (512 in all); 32 x 8192 255.2 us with 4 subgroups against 271.4
-// split 3 x 2816 and 321.1 with 2; gqa8x (16 x 2048, groups of 8 heads: 8 units per subgroup)
-// 44.7 us with 8 subgroups against 53.9 split 2 x 1024.
+// unit and each subgroup kMatrixWideUnits units of 32 tokens or more: no split, no reduce
+// pass. Measured on an H200 (bench/RESULTS.md, suite `lengths` and the small standard shapes):
+// 16 x 16384 tokens took 254.9 us in one pass with 8 subgroups (1024 in all) against 291.2
+// split 5 x 3328 and 318.6 with 4 subgroups (512 in all); 32 x 8192 255.2 us with 4 subgroups
+// against 271.4 split 3 x 2816 and 321.1 with 2; gqa8x (16 x 2048, groups of 8 heads: 8 units
+// per subgroup) 44.7 us with 8 subgroups against 53.9 split 2 x 1024.
 constexpr uint32_t kMatrixWideSubgroupsPerComputeUnit = 7;
 constexpr uint32_t kMatrixWideUnits = 8;
 
 uint32_t wide_one_pass_subgroups(const DecodePlanData& p, const DeviceInfo& dev, uint32_t max_len) {
   if (!p.matrix || tuning().units != Tuning{}.units) return 0;
-  for (uint32_t subgroups : {4u, 8u})
-    if (one_pass_workgroups(p) * subgroups >= uint64_t(kMatrixWideSubgroupsPerComputeUnit) * std::max(1u, dev.compute_units) &&
-        max_len >= subgroups * kMatrixWideUnits * kMatrixUnitTokens && matrix_subgroups_fit(subgroups, p.shape.head_size, dev))
-      return subgroups;
+  const uint64_t wanted = uint64_t(kMatrixWideSubgroupsPerComputeUnit) * std::max(1u, dev.compute_units);
+  for (uint32_t subgroups : {4u, 8u}) {
+    const bool enough = one_pass_workgroups(p) * subgroups >= wanted;
+    const bool long_enough = max_len >= subgroups * kMatrixWideUnits * kMatrixUnitTokens;
+    if (enough && long_enough && matrix_subgroups_fit(subgroups, p.shape.head_size, dev)) return subgroups;
+  }
   return 0;
 }
 
@@ -241,12 +243,13 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
     // workgroups fill less than half of Tuning::units per compute unit, into partitions (a
     // multiple of 256 tokens) that bring the count up to about that many.
     const uint64_t want = wanted_workgroups(dev);
-    const uint32_t wide = small_batch(p, dev) ? wide_one_pass_subgroups(p, dev, max_len) : 0;
+    const bool small = small_batch(p, dev);
+    const uint32_t wide = small ? wide_one_pass_subgroups(p, dev, max_len) : 0;
     if (wide != 0) {
       // Enough subgroups for one pass on more of them per workgroup (wide_one_pass_subgroups).
       p.split = false;
       p.wide_subgroups = wide;
-    } else if (small_batch(p, dev)) {
+    } else if (small) {
       const uint32_t parts = ceil_div(want, std::max<uint64_t>(workgroups, 1));
       uint32_t per_part = std::max<uint32_t>(256, ceil_div(ceil_div(max_len, parts), 256) * 256);
       if (p.matrix && tuning().units == Tuning{}.units) {
