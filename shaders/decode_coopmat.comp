@@ -77,9 +77,11 @@ layout(constant_id = DECODE_SC_HEADS_PER_WORKGROUP) const uint GROUP = 8u;
 layout(constant_id = DECODE_SC_QUERY_DTYPE) const uint QUERY_DTYPE = DT_F16;  // f16 or bf16 (also the output's)
 layout(constant_id = DECODE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;  // f16, bf16, fp8_e4m3 or fp8_e5m2
 layout(constant_id = DECODE_SC_FEATURES) const uint FEATURES = 0u;
-// Tuning: issue the unit's value loads with its key loads (more in flight, more registers),
-// and keep the query's fragments in registers (else reload them from shared memory per unit).
-layout(constant_id = DECODE_SC_MATRIX_PREFETCH) const bool EARLY_VALUES = false;  // measured slower
+// Tuning: issue the unit's value loads with its key loads (more in flight, more registers;
+// the host takes it for bf16 and fp8 caches, whose conversions give the loads time: measured
+// faster there, slower for f16), and keep the query's fragments in registers (else reload them
+// from shared memory per unit).
+layout(constant_id = DECODE_SC_MATRIX_PREFETCH) const bool EARLY_VALUES = false;
 layout(constant_id = DECODE_SC_MATRIX_QUERY_REGISTERS) const bool QUERY_REGISTERS = true;
 
 const uint WG = gl_WorkGroupSize.x;

@@ -170,6 +170,19 @@ TEST_F(DecodeMatrixTest, AutomaticRunsSmallBatchesInOnePassOnMoreSubgroups) {
   EXPECT_NE(plan.describe().find("4 subgroups/wg"), std::string::npos) << plan.describe();
 }
 
+// bf16 and fp8 caches issue a unit's value loads with its key loads (measured faster there);
+// f16 caches load the values after the scores.
+TEST_F(DecodeMatrixTest, AutomaticLoadsValuesWithKeysForConvertedCaches) {
+  DecodeShape s = plan_shape(64, 32, 8, 128, 4096);
+  for (DType cache : {DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2}) {
+    s.cache_dtype = cache;
+    const auto plan = DecodePlan::create(ctx(), s);
+    SCOPED_TRACE(plan.describe());
+    ASSERT_NE(plan.describe().find("matrix units"), std::string::npos);
+    EXPECT_EQ(plan.describe().find("values with keys") != std::string::npos, cache != DType::f16) << dtype_name(cache);
+  }
+}
+
 TEST_F(DecodeMatrixTest, RaggedLengthsAroundUnitAndBlockEdges) {
   for (uint32_t B : {8u, 16u, 32u, 64u}) {
     DecodeCase c;
