@@ -83,6 +83,10 @@ layout(constant_id = DECODE_SC_FEATURES) const uint FEATURES = 0u;
 // from shared memory per unit).
 layout(constant_id = DECODE_SC_MATRIX_PREFETCH) const bool EARLY_VALUES = false;
 layout(constant_id = DECODE_SC_MATRIX_QUERY_REGISTERS) const bool QUERY_REGISTERS = true;
+// Issue the next unit's key loads (and values, with EARLY_VALUES) before this unit's products,
+// so that two units' loads are in flight per subgroup (twice the load registers: the host takes
+// it for fp8 caches, measured faster there and slower for f16 and bf16).
+layout(constant_id = DECODE_SC_MATRIX_PIPELINE) const bool PIPELINE = false;
 
 const uint WG = gl_WorkGroupSize.x;
 const uint SUBGROUP = 32u;                 // the host picks this shader only for 32-wide subgroups
@@ -293,6 +297,28 @@ uint table_entry(uint table, uint token, uint end) {
   return token < end ? block_tables[table + token / B] : NO_BLOCK;
 }
 
+// Where a lane's key loads (uvec4 index; load_key_chunk adds the chunk and row) and value rows
+// (uvec4 index, uvec2 for fp8; load_value_row adds the row) of kv head `kv_head` start in
+// `block`, for its tokens from `first_token` (8 of them, in one block).
+uint key_base_of(uint block, uint kv_head, uint first_token) {
+  return pc.key_offset / 4u + (block * pc.num_kv_heads + kv_head) * (D / CHUNK_DIMS) * B + first_token % B;
+}
+uint value_base_of(uint block, uint kv_head, uint first_token) {
+  const uint start = FP8 ? pc.value_offset / 8u : pc.value_offset / 4u;
+  return start + (block * pc.num_kv_heads + kv_head) * D * (B / 8u) + (first_token % B) / 8u;
+}
+
+// The blocks of this lane's key and value tokens of the unit at `tok0` from their table
+// entries: NO_BLOCK where its tokens lie outside [lo, hi) or the id is bad. A bad id is flagged
+// by the lanes whose 8 tokens lie in [lo, hi), and not followed. (The flag is fire-and-forget:
+// no lane waits on it.)
+uvec2 unit_blocks(uint tok0, uint key_entry, uint value_entry, uint key_group, uint value_group, uint lo, uint hi) {
+  const bool keys_used = tok0 + key_group < hi && tok0 + key_group + 8u > lo;
+  if (keys_used && key_entry >= pc.num_blocks) atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
+  return uvec2(keys_used && key_entry < pc.num_blocks ? key_entry : NO_BLOCK,
+               tok0 + value_group < hi && value_entry < pc.num_blocks ? value_entry : NO_BLOCK);
+}
+
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint sub = gl_SubgroupID;
@@ -378,34 +404,65 @@ void main() {
   [[unroll]] for (uint j = 0u; j < 2u; ++j) slope[j] = ALIBI && 2u * q + j < heads ? alibi_slopes[pc.alibi_offset + head0 + 2u * q + j] : 0.0;
   float score_fix[2];  // SCORE_FIX and the query range's factor of heads 2q, 2q + 1
   [[unroll]] for (uint j = 0u; j < 2u; ++j) score_fix[j] = SCALED_QUERY ? SCORE_FIX * s_query_fix[2u * q + j] : SCORE_FIX;
-  const uint key_start = pc.key_offset / 4u;  // word offsets to uvec4s
-  const uint value_start = pc.value_offset / 4u;
 
   const uint end_unit = (hi + UNIT - 1u) / UNIT;
-  // Table entries are read one unit ahead, so that a unit's cache loads do not wait on them.
-  for (uint u = lo / UNIT + sub; u < end_unit; u += SUBGROUPS) {
-    const uint tok0 = u * UNIT;
-    const uint key_entry = next_key_entry;
-    const uint value_entry = next_value_entry;
+  // PIPELINE: the next unit's blocks and cache words, loaded a unit ahead (see keys and values
+  // below for their layout).
+  uvec4 keys_ahead[PIPELINE ? 4u * KEY_LOADS : 1u];
+  uvec4 values_ahead[PIPELINE && EARLY_VALUES ? 2u * DIM_TILES : 1u];
+  uvec2 blocks_ahead = uvec2(NO_BLOCK);
+  if (PIPELINE) {
+    const uint tok0 = (lo / UNIT + sub) * UNIT;
+    blocks_ahead = unit_blocks(tok0, next_key_entry, next_value_entry, key_group, value_group, lo, hi);
     next_key_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + key_group, hi);
     next_value_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + value_group, hi);
-    // A bad id is flagged by the lanes whose 8 tokens lie in [lo, hi), and not followed. (The
-    // flag is fire-and-forget: no lane waits on it.)
-    const bool keys_used = tok0 + key_group < hi && tok0 + key_group + 8u > lo;
-    if (keys_used && key_entry >= pc.num_blocks) atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
-    const uint key_block = keys_used && key_entry < pc.num_blocks ? key_entry : NO_BLOCK;
-    const uint value_block = tok0 + value_group < hi && value_entry < pc.num_blocks ? value_entry : NO_BLOCK;
-
+    const uint key_base = key_base_of(blocks_ahead.x, kv_head, tok0 + key_group);
+    [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys_ahead[r] = load_key_chunk(key_base, blocks_ahead.x, r, g, q);
+    const uint value_base = value_base_of(blocks_ahead.y, kv_head, tok0 + value_group);
+    if (EARLY_VALUES)
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values_ahead[r] = load_value_row(value_base, blocks_ahead.y, 8u * r + g);
+  }
+  // Table entries are read one unit ahead (two with PIPELINE), so that a unit's cache loads do
+  // not wait on them.
+  for (uint u = lo / UNIT + sub; u < end_unit; u += SUBGROUPS) {
+    const uint tok0 = u * UNIT;
     // Keys: tile i, row g + 8h is token key_group + key_row_offset(g, 2i + h); load c is its chunk 4c + q.
     uvec4 keys[4u * KEY_LOADS];  // [tile][h][c]
-    const uint key_base = key_start + (key_block * pc.num_kv_heads + kv_head) * (D / CHUNK_DIMS) * B + (tok0 + key_group) % B;
-    [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys[r] = load_key_chunk(key_base, key_block, r, g, q);
     // Values: dim rows 8r + g (r even: 16 j + g; odd: 16 j + g + 8), tokens value_group..+7:
     // 16 bytes (f16) or 8 (fp8, in .xy).
     uvec4 values[2u * DIM_TILES];
-    const uint value_base = (FP8 ? value_start / 2u : value_start) + (value_block * pc.num_kv_heads + kv_head) * D * (B / 8u) + ((tok0 + value_group) % B) / 8u;
-    if (EARLY_VALUES)
-      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = load_value_row(value_base, value_block, 8u * r + g);
+    uint key_block, value_block, key_base, value_base;
+    if (PIPELINE) {
+      key_block = blocks_ahead.x;
+      value_block = blocks_ahead.y;
+      [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys[r] = keys_ahead[r];
+      if (EARLY_VALUES)
+        [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = values_ahead[r];
+      const uint tok1 = tok0 + SUBGROUPS * UNIT;  // the next unit's loads
+      blocks_ahead = unit_blocks(tok1, next_key_entry, next_value_entry, key_group, value_group, lo, hi);
+      next_key_entry = table_entry(table, tok1 + SUBGROUPS * UNIT + key_group, hi);
+      next_value_entry = table_entry(table, tok1 + SUBGROUPS * UNIT + value_group, hi);
+      const uint key_base1 = key_base_of(blocks_ahead.x, kv_head, tok1 + key_group);
+      [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys_ahead[r] = load_key_chunk(key_base1, blocks_ahead.x, r, g, q);
+      const uint value_base1 = value_base_of(blocks_ahead.y, kv_head, tok1 + value_group);
+      if (EARLY_VALUES)
+        [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values_ahead[r] = load_value_row(value_base1, blocks_ahead.y, 8u * r + g);
+      key_base = key_base_of(key_block, kv_head, tok0 + key_group);
+      value_base = value_base_of(value_block, kv_head, tok0 + value_group);
+    } else {
+      const uint key_entry = next_key_entry;
+      const uint value_entry = next_value_entry;
+      next_key_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + key_group, hi);
+      next_value_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + value_group, hi);
+      const uvec2 blocks = unit_blocks(tok0, key_entry, value_entry, key_group, value_group, lo, hi);
+      key_block = blocks.x;
+      value_block = blocks.y;
+      key_base = key_base_of(key_block, kv_head, tok0 + key_group);
+      [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys[r] = load_key_chunk(key_base, key_block, r, g, q);
+      value_base = value_base_of(value_block, kv_head, tok0 + value_group);
+      if (EARLY_VALUES)
+        [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = load_value_row(value_base, value_block, 8u * r + g);
+    }
 
     // Whether every token of the unit is in [lo, hi) and has a block (nothing to mask).
     const bool full = tok0 >= lo && tok0 + UNIT <= hi && subgroupAll(key_block != NO_BLOCK);

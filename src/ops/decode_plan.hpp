@@ -21,7 +21,8 @@ struct DecodePlanData {
   bool subgroup = false;
   bool address = false;  // caches read through device addresses (larger than a descriptor's range)
   bool split = false;
-  bool early_values = false;     // matrix kernel: a unit's value loads issued with its key loads
+  bool early_values = false;  // matrix kernel: a unit's value loads issued with its key loads
+  bool pipeline = false;      // matrix kernel: the next unit's loads issued before this unit's products
   uint32_t wide_subgroups = 0;  // matrix kernel: a small batch's one pass on 4 or 8 subgroups (0: no)
   uint32_t num_partitions = 1;
   uint32_t partition_tokens = 0;

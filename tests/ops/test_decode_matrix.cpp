@@ -170,8 +170,9 @@ TEST_F(DecodeMatrixTest, AutomaticRunsSmallBatchesInOnePassOnMoreSubgroups) {
   EXPECT_NE(plan.describe().find("4 subgroups/wg"), std::string::npos) << plan.describe();
 }
 
-// bf16 and fp8 caches issue a unit's value loads with its key loads (measured faster there);
-// f16 caches load the values after the scores.
+// bf16 and fp8 caches issue a unit's value loads with its key loads, and fp8 caches the next
+// unit's loads before this unit's products (measured faster there); f16 caches load the values
+// after the scores, one unit at a time.
 TEST_F(DecodeMatrixTest, AutomaticLoadsValuesWithKeysForConvertedCaches) {
   DecodeShape s = plan_shape(64, 32, 8, 128, 4096);
   for (DType cache : {DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2}) {
@@ -180,6 +181,7 @@ TEST_F(DecodeMatrixTest, AutomaticLoadsValuesWithKeysForConvertedCaches) {
     SCOPED_TRACE(plan.describe());
     ASSERT_NE(plan.describe().find("matrix units"), std::string::npos);
     EXPECT_EQ(plan.describe().find("values with keys") != std::string::npos, cache != DType::f16) << dtype_name(cache);
+    EXPECT_EQ(plan.describe().find("next unit ahead") != std::string::npos, is_fp8_dtype(cache)) << dtype_name(cache);
   }
 }
 
