@@ -5,10 +5,11 @@ wrote to its shader disk cache, so that kernel work can read what the compiler m
     mkdir -p /tmp/glc
     __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_PATH=/tmp/glc \\
     __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 vkpaged bench --suite standard   # compiles the pipelines
-    python3 scripts/nvidia_sass.py /tmp/glc out/sass [--nvdisasm PATH] [--arch SM90]
+    python3 scripts/nvidia_sass.py /tmp/glc out/sass [--nvdisasm PATH] [--arch SM90] [--loops N]
 
 Writes one `pipelineNN.sass` per compiled pipeline and prints a line per pipeline (code bytes,
-instructions, and counts of a few instructions worth watching). A pipeline's code size equals
+instructions, and counts of a few instructions worth watching); with --loops N, also each loop
+(a branch back to an earlier address) with its N most frequent instructions. A pipeline's code size equals
 the "Binary Size" that VKPAGED_PIPELINE_STATS=1 prints for it, which tells them apart.
 
 Needs `nvdisasm` (CUDA toolkit, or the copy that Triton ships in
@@ -82,12 +83,40 @@ def blob_code(nvdisasm, arch, blob, workdir):
     return None
 
 
+def loops(lines):
+    """(first, last) line indices of each loop: a branch back to an earlier address."""
+    address = {}
+    for i, line in enumerate(lines):
+        m = re.match(r"\s+/\*([0-9a-f]+)\*/", line)
+        if m:
+            address[int(m.group(1), 16)] = i
+    found = []
+    for i, line in enumerate(lines):
+        m = re.match(r"\s+/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?BRA\s+(?:`\()?0x([0-9a-f]+)", line)
+        if m and int(m.group(2), 16) < int(m.group(1), 16) and int(m.group(2), 16) in address:
+            found.append((address[int(m.group(2), 16)], i))
+    return found
+
+
+def opcode_histogram(lines, top):
+    counts = {}
+    for line in lines:
+        body = line.split("*/", 1)[-1].strip()
+        body = re.sub(r"^@!?U?P\w+\s+", "", body)
+        op = body.split(" ", 1)[0].rstrip(";")
+        if op:
+            counts[op] = counts.get(op, 0) + 1
+    return ", ".join(f"{op} {n}" for op, n in sorted(counts.items(), key=lambda kv: -kv[1])[:top])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cache_dir", help="the __GL_SHADER_DISK_CACHE_PATH the driver wrote to")
     ap.add_argument("out_dir", help="where the .sass files go")
     ap.add_argument("--nvdisasm", help="path of nvdisasm")
     ap.add_argument("--arch", default="SM90", help="nvdisasm -b architecture (SM90 for an H100/H200)")
+    ap.add_argument("--loops", type=int, default=0, metavar="N",
+                    help="also print each loop's size and its N most frequent instructions")
     args = ap.parse_args()
     nvdisasm = find_nvdisasm(args.nvdisasm)
     if not shutil.which("zstd"):
@@ -111,6 +140,9 @@ def main():
                 f.write("\n".join(lines) + "\n")
             counts = ", ".join(f"{w} {sum(w in line for line in lines)}" for w in WATCHED)
             print(f"{name}: {len(code)} bytes, {len(lines)} instructions; {counts}" + (f" ({err})" if err else ""))
+            for first, last in loops(lines) if args.loops else []:
+                body = lines[first:last + 1]
+                print(f"  loop at line {first + 1}: {len(body)} instructions; {opcode_histogram(body, args.loops)}")
             count += 1
     scratch = os.path.join(args.out_dir, "code.bin")
     if os.path.exists(scratch):
