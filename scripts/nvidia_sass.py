@@ -30,6 +30,8 @@ import sys
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 BLOB_MAGIC = b"NVDANVVMNVuc"
 EXIT = b"\x4d\x79\x00\x00\x00\x00\x00\x00"  # the low half of an EXIT instruction
+ADDRESS = re.compile(r"\s+/\*([0-9a-f]{4,})\*/")  # how an instruction line of nvdisasm starts
+PREDICATE = r"(?:@!?U?P\w+\s+)?"                  # an optional guard such as @!P0
 WATCHED = ["HMMA", "LDG", "LDS", "STS", "MOVM", "SHFL", "MUFU", "BAR", "ISETP", "IMAD.MOV"]
 
 
@@ -87,12 +89,12 @@ def loops(lines):
     """(first, last) line indices of each loop: a branch back to an earlier address."""
     address = {}
     for i, line in enumerate(lines):
-        m = re.match(r"\s+/\*([0-9a-f]+)\*/", line)
+        m = ADDRESS.match(line)
         if m:
             address[int(m.group(1), 16)] = i
     found = []
     for i, line in enumerate(lines):
-        m = re.match(r"\s+/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?BRA\s+(?:`\()?0x([0-9a-f]+)", line)
+        m = re.match(ADDRESS.pattern + r"\s+" + PREDICATE + r"BRA\s+(?:`\()?0x([0-9a-f]+)", line)
         if m and int(m.group(2), 16) < int(m.group(1), 16) and int(m.group(2), 16) in address:
             found.append((address[int(m.group(2), 16)], i))
     return found
@@ -102,7 +104,7 @@ def opcode_histogram(lines, top):
     counts = {}
     for line in lines:
         body = line.split("*/", 1)[-1].strip()
-        body = re.sub(r"^@!?U?P\w+\s+", "", body)
+        body = re.sub("^" + PREDICATE, "", body)
         op = body.split(" ", 1)[0].rstrip(";")
         if op:
             counts[op] = counts.get(op, 0) + 1
@@ -134,7 +136,7 @@ def main():
             if code is None:
                 continue
             text, err = disassemble(nvdisasm, args.arch, code, args.out_dir)
-            lines = [line for line in text.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line)]
+            lines = [line for line in text.splitlines() if ADDRESS.match(line)]
             name = os.path.join(args.out_dir, f"pipeline{count:02d}.sass")
             with open(name, "w") as f:
                 f.write("\n".join(lines) + "\n")
