@@ -91,6 +91,19 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
     f12.pNext = &coopmat;
     extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   }
+  // The decode's timeline, for kernel work (DecodeOptions::timeline): a device clock and SM ids.
+  VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+  VkPhysicalDeviceShaderSMBuiltinsFeaturesNV sm_builtins{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV};
+  decode_timeline = info.decode_timeline;
+  if (decode_timeline) {
+    clock.shaderDeviceClock = VK_TRUE;
+    sm_builtins.shaderSMBuiltins = VK_TRUE;
+    clock.pNext = &sm_builtins;
+    sm_builtins.pNext = features.pNext;
+    features.pNext = &clock;
+    extensions.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
+    extensions.push_back(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  }
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   pipeline_statistics = vk::pipeline_statistics_requested() && vk::has_device_extension(d, physical_device,

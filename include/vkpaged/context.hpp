@@ -39,6 +39,9 @@ struct DeviceInfo {
   // VK_NV_cooperative_matrix with the f16 products the matrix decode kernel uses (16x8x16,
   // f32 accumulators, subgroup scope), f16 arithmetic and storage, 32-wide subgroups.
   bool cooperative_matrix = false;
+  // VK_KHR_shader_clock (device clock) and VK_NV_shader_sm_builtins beside the above and buffer
+  // device addresses: DecodeOptions::timeline can record the matrix kernel's timeline.
+  bool decode_timeline = false;
   bool push_descriptor = false;
   bool timestamps = false;
   uint64_t max_storage_buffer_range = 0;

@@ -51,6 +51,13 @@ struct DecodeOptions {
   SplitMode split = SplitMode::automatic;
   uint32_t partition_tokens = 0;  // split: tokens per partition (multiple of 256); 0 = auto
   DecodeKernel kernel = DecodeKernel::automatic;
+  // Diagnostics for kernel work: the matrix kernel also records, per subgroup, when it started,
+  // staged the query, finished its first and last units of 32 tokens, and ended, in
+  // DecodeViews::timeline (DecodePlan::timeline_bytes(); layout: decode_timeline below;
+  // scripts/decode_timeline.py reads it). Needs a plan on the
+  // matrix kernel and a device with VK_KHR_shader_clock, VK_NV_shader_sm_builtins and buffer
+  // device addresses (DeviceInfo::decode_timeline); refused otherwise.
+  bool timeline = false;
 };
 
 // What shapes the work: validated by DecodePlan::create.
@@ -93,6 +100,7 @@ class VKPAGED_API DecodePlan {
   uint32_t num_partitions() const noexcept;   // 1 when single pass
   uint32_t partition_tokens() const noexcept; // 0 when single pass
   size_t scratch_bytes() const noexcept;      // size of DecodeViews::scratch; 0 when single pass
+  size_t timeline_bytes() const noexcept;     // size of DecodeViews::timeline; 0 without options.timeline
   std::string describe() const;               // "split 64 x 512 tokens, 4 heads/workgroup, ..."
 
   const detail::DecodePlanData& data() const noexcept { return *data_; }
@@ -117,6 +125,9 @@ struct DecodeViews {
   // Optional [1] u32: the shaders OR in kStatus* bits when they meet a block id >= N or a
   // context length > M * B in device memory (they skip or clamp it and go on safely).
   BufferView status;
+  // plan.timeline_bytes() bytes from a buffer created with VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT
+  // (Context::create_buffer's are), when the plan was made with options.timeline.
+  BufferView timeline;
 };
 
 constexpr uint32_t kStatusBadBlockId = 1u;
@@ -124,6 +135,16 @@ constexpr uint32_t kStatusBadContextLen = 2u;
 
 // Checks the views against the plan (dtypes, shapes, sizes, alignment) and records the work.
 VKPAGED_API void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan, const DecodeViews& views);
+
+// DecodeOptions::timeline: each subgroup's record in DecodeViews::timeline is `words` u32 at
+// (workgroup * subgroups per workgroup + subgroup) * words, workgroup = x + X (y + Y z) over the
+// grid (kv-head groups, sequences, partitions): its SM, workgroup, subgroup, the units of 32
+// tokens it walked, then five 64-bit nanosecond stamps (low word first) of a device-wide clock:
+// start, query staged, first unit done, last unit done, end (output written). A workgroup with
+// nothing to do (a partition past its sequence) gives units 0 and its start as the first four.
+namespace decode_timeline {
+constexpr uint32_t sm = 0, workgroup = 1, subgroup = 2, units = 3, stamps = 4, words = 14;
+}  // namespace decode_timeline
 
 // Host-side inputs for the convenience path, the CPU reference and the CLI.
 struct DecodeInputs {
@@ -140,6 +161,7 @@ struct DecodeInputs {
 struct DecodeResult {
   HostTensor output;  // [S, H, D] query dtype
   HostTensor lse;     // [S, H] f32 (when asked for)
+  HostTensor timeline;  // [records, decode_timeline::words] u32, with DecodeOptions::timeline
 };
 
 // Derives the shape from host inputs and validates it (same checks as DecodePlan::create, plus

@@ -94,9 +94,17 @@ struct DecodePush {
   float softcap;  // > 0: logit = softcap * tanh(logit / softcap)
   float k_scale;
   float v_scale;
-  uvec2 key_address;    // address variant: device addresses of the caches (else unused)
-  uvec2 value_address;
+  uvec2 key_address;    // address variant: device addresses of the caches (else unused;
+  uvec2 value_address;  // decode_coopmat_timeline.comp takes its records' address in key_address)
 };
+
+// decode_coopmat_timeline.comp: each subgroup's record (include/vkpaged/decode.hpp, decode_timeline).
+#define DECODE_TIMELINE_SM 0
+#define DECODE_TIMELINE_WORKGROUP 1
+#define DECODE_TIMELINE_SUBGROUP 2
+#define DECODE_TIMELINE_UNITS 3
+#define DECODE_TIMELINE_STAMPS 4
+#define DECODE_TIMELINE_WORDS 14
 
 // ---- decode_reduce (shaders/decode_reduce.comp): merges split partitions ----
 #define REDUCE_SC_WORKGROUP 0

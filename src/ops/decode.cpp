@@ -18,6 +18,11 @@
 
 namespace vkpaged {
 
+static_assert(decode_timeline::sm == DECODE_TIMELINE_SM && decode_timeline::workgroup == DECODE_TIMELINE_WORKGROUP &&
+                  decode_timeline::subgroup == DECODE_TIMELINE_SUBGROUP && decode_timeline::units == DECODE_TIMELINE_UNITS &&
+                  decode_timeline::stamps == DECODE_TIMELINE_STAMPS && decode_timeline::words == DECODE_TIMELINE_WORDS,
+              "the timeline record of include/vkpaged/decode.hpp and shaders/common/shader_interface.h");
+
 using detail::DecodePlanData;
 namespace sh = vkpaged::shader;
 
@@ -346,6 +351,15 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   if (options.kernel == DecodeKernel::matrix && !no_matrix.empty())
     throw Error(ErrorCode::unsupported, "kernel: matrix: " + no_matrix);
   const bool matrix = want_matrix && no_matrix.empty();
+  if (options.timeline && !matrix)
+    throw Error(ErrorCode::unsupported,
+                "timeline: only the matrix kernel records one, and this plan runs the scalar kernel" +
+                    (no_matrix.empty() ? std::string(" (kernel: scalar, or an MHA shape)") : " (" + no_matrix + ")"));
+  if (options.timeline && !impl.decode_timeline)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("timeline: device {} lacks VK_KHR_shader_clock's device clock, VK_NV_shader_sm_builtins or "
+                            "buffer device addresses (DeviceInfo::decode_timeline)",
+                            impl.info.name));
   if (matrix)
     choose_matrix_variant(*p);
   else
@@ -377,7 +391,12 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   spec[DECODE_SC_MATRIX_PREFETCH] = p->early_values;
   spec[DECODE_SC_MATRIX_QUERY_REGISTERS] = tuning().qregs != 0;
   spec[DECODE_SC_MATRIX_PIPELINE] = p->pipeline;
-  const auto& shader = p->matrix ? vk::shader_decode_coopmat() : p->address ? (p->subgroup ? vk::shader_decode_address_subgroup() : vk::shader_decode_address())
+  if (options.timeline)
+    p->timeline_bytes = size_t(shape.num_kv_heads) * p->groups_per_kv_head * shape.num_seqs * p->num_partitions *
+                        (p->workgroup / kMatrixSubgroup) * DECODE_TIMELINE_WORDS * 4;
+  const auto& shader = options.timeline ? vk::shader_decode_coopmat_timeline()
+                       : p->matrix      ? vk::shader_decode_coopmat()
+                       : p->address ? (p->subgroup ? vk::shader_decode_address_subgroup() : vk::shader_decode_address())
                                   : (p->subgroup ? vk::shader_decode_subgroup() : vk::shader_decode());
   p->decode = &impl.pipeline(shader, spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
   if (p->split) {
@@ -407,6 +426,7 @@ bool DecodePlan::split() const noexcept { return data_->split; }
 uint32_t DecodePlan::num_partitions() const noexcept { return data_->num_partitions; }
 uint32_t DecodePlan::partition_tokens() const noexcept { return data_->partition_tokens; }
 size_t DecodePlan::scratch_bytes() const noexcept { return data_->scratch_bytes; }
+size_t DecodePlan::timeline_bytes() const noexcept { return data_->timeline_bytes; }
 
 std::string DecodePlan::describe() const {
   const auto& p = *data_;
@@ -441,6 +461,7 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   if (s.lse) check_view(impl, "lse", v.lse, {DType::f32}, Shape{S, H}, 4);
   if (p.split) detail::check_buffer(impl, "scratch", v.scratch, p.scratch_bytes, 4);
   if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
+  if (p.timeline_bytes) detail::check_buffer(impl, "timeline", v.timeline, p.timeline_bytes, 4);
   if (s.num_seqs == 0) return;
 
   const auto options = p.options;
@@ -484,16 +505,17 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   push.softcap = options.softcap;
   push.k_scale = options.k_scale;
   push.v_scale = options.v_scale;
+  auto address_of = [&](const BufferView& view) {
+    VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+    info.buffer = view.buffer;
+    const uint64_t a = impl.d.vkGetBufferDeviceAddress(impl.device, &info) + view.offset;
+    return sh::uvec2{uint32_t(a), uint32_t(a >> 32)};
+  };
   if (p.address) {
-    auto address_of = [&](const BufferView& view) {
-      VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
-      info.buffer = view.buffer;
-      const uint64_t a = impl.d.vkGetBufferDeviceAddress(impl.device, &info) + view.offset;
-      return sh::uvec2{uint32_t(a), uint32_t(a >> 32)};
-    };
     push.key_address = address_of(v.key_cache.memory);
     push.value_address = address_of(v.value_cache.memory);
   }
+  if (p.timeline_bytes) push.key_address = address_of(v.timeline);  // the matrix kernel reads no cache by address
 
   const uint32_t groups_x = s.num_kv_heads * p.groups_per_kv_head;
   impl.dispatch(cmd, *p.decode, bound, &push, groups_x, s.num_seqs, p.num_partitions);

@@ -58,6 +58,10 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
     keep.push_back(ctx.create_buffer(plan.scratch_bytes()));
     v.scratch = keep.back().view();
   }
+  if (plan.timeline_bytes()) {
+    keep.push_back(ctx.create_buffer(plan.timeline_bytes()));
+    v.timeline = keep.back().view();
+  }
   keep.push_back(ctx.create_buffer(16));
   v.status = keep.back().view(0, 4);
   const uint32_t zero = 0;
@@ -66,10 +70,11 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
   ctx.run_and_wait([&](VkCommandBuffer cmd) {
     // Scratch starts as NaN words: a partition the decode should have written but did not, or
     // one the reduce should have skipped but read, then shows in the output.
-    if (!v.scratch.empty()) {
+    // The timeline starts as zeros: a record the kernel did not write reads as such.
+    if (!v.scratch.empty())
       ctx.impl().d.vkCmdFillBuffer(cmd, v.scratch.buffer, v.scratch.offset, v.scratch.size, 0xffffffffu);
-      record_compute_barrier(ctx, cmd);
-    }
+    if (!v.timeline.empty()) ctx.impl().d.vkCmdFillBuffer(cmd, v.timeline.buffer, v.timeline.offset, v.timeline.size, 0u);
+    if (!v.scratch.empty() || !v.timeline.empty()) record_compute_barrier(ctx, cmd);
     record_decode(ctx, cmd, plan, v);
   });
   uint32_t status = 0;
@@ -78,6 +83,11 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
     throw Error(ErrorCode::internal, fmt::format("decode: the shader reported status {:#x} on validated inputs", status));
   ctx.download(v.output.memory, result.output.data(), result.output.bytes());
   if (want_lse) ctx.download(v.lse.memory, result.lse.data(), result.lse.bytes());
+  if (plan.timeline_bytes()) {
+    const int64_t words = decode_timeline::words;
+    result.timeline = HostTensor(DType::u32, Shape{int64_t(plan.timeline_bytes() / 4) / words, words});
+    ctx.download(v.timeline, result.timeline.data(), result.timeline.bytes());
+  }
   return result;
 }
 

@@ -27,6 +27,7 @@ struct DecodePlanData {
   uint32_t num_partitions = 1;
   uint32_t partition_tokens = 0;
   size_t scratch_bytes = 0;
+  size_t timeline_bytes = 0;  // DecodeOptions::timeline: the subgroups' records (decode_coopmat_timeline.comp)
   const ComputePipeline* decode = nullptr;
   const ComputePipeline* reduce = nullptr;  // when split
 };

@@ -70,6 +70,18 @@ bool has_cooperative_matrix_products(const Dispatch& d, VkPhysicalDevice device)
   return has(16, 8, 16);
 }
 
+// The device clock and the SM id of shaders/decode_coopmat_timeline.comp (call only where the
+// device has VK_KHR_shader_clock and VK_NV_shader_sm_builtins).
+bool has_timeline_features(const Dispatch& d, VkPhysicalDevice device) {
+  VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+  VkPhysicalDeviceShaderSMBuiltinsFeaturesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV};
+  clock.pNext = &sm;
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.pNext = &clock;
+  d.vkGetPhysicalDeviceFeatures2(device, &features);
+  return clock.shaderDeviceClock && sm.shaderSMBuiltins;
+}
+
 }  // namespace
 
 bool has_device_extension(const Dispatch& d, VkPhysicalDevice device, const char* name) {
@@ -140,6 +152,9 @@ DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_
                             (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) &&
                             (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT) &&
                             has_cooperative_matrix_products(d, device);
+  info.decode_timeline = info.cooperative_matrix && info.buffer_device_address &&
+                         has_ext(VK_KHR_SHADER_CLOCK_EXTENSION_NAME) && has_ext(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) &&
+                         has_timeline_features(d, device);
   info.push_descriptor = has_ext(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   info.timestamps = p.limits.timestampComputeAndGraphics;
   info.max_storage_buffer_range = p.limits.maxStorageBufferRange;

@@ -106,6 +106,20 @@ TEST_F(DecodeKernelChoiceTest, MatrixKernelRefusedWhereItCannotRun) {
   EXPECT_EQ(DecodePlan::create(ctx(), shape_of(c), o).describe().find("matrix units"), std::string::npos);
 }
 
+// The timeline (DecodeOptions::timeline) is the matrix kernel's alone: refused elsewhere.
+TEST_F(DecodeKernelChoiceTest, TimelineRefusedOffTheMatrixKernel) {
+  DecodeCase c;
+  DecodeOptions o;
+  o.timeline = true;
+  o.kernel = DecodeKernel::scalar;
+  expect_refused([&] { DecodePlan::create(ctx(), shape_of(c), o); }, "timeline", ErrorCode::unsupported);
+  c.kv_heads = c.heads;  // MHA: automatic takes the scalar kernel
+  o.kernel = DecodeKernel::automatic;
+  expect_refused([&] { DecodePlan::create(ctx(), shape_of(c), o); }, "timeline", ErrorCode::unsupported);
+  // A plan without the option has no timeline.
+  EXPECT_EQ(DecodePlan::create(ctx(), shape_of(c)).timeline_bytes(), 0u);
+}
+
 // Automatic takes the matrix kernel for GQA groups with 16-bit queries and caches (where it
 // measured faster) and the scalar kernel for MHA and for f32.
 TEST_F(DecodeMatrixTest, AutomaticPicksTheMatrixKernelForGroupsOf16BitDtypes) {
@@ -352,6 +366,50 @@ TEST_F(DecodeMatrixTest, SplitMatchesSinglePassAndScalar) {
     EXPECT_LE(max_abs_diff(b.output, s.output), tol);
     EXPECT_LE(max_abs_diff(a.lse, ref.lse), 1e-3);
     EXPECT_LE(max_abs_diff(b.lse, ref.lse), 1e-3);
+  }
+}
+
+// With DecodeOptions::timeline the kernel computes the same outputs and writes one record per
+// subgroup (decode_timeline in decode.hpp): stamps in order, and the units of 32 tokens
+// its subgroups walked adding up to each sequence's, in one pass and split.
+TEST_F(DecodeMatrixTest, TimelineRecordsEverySubgroupsUnits) {
+  if (!ctx().device_info().decode_timeline) GTEST_SKIP() << ctx().device_info().name << " cannot record a timeline";
+  DecodeCase c;
+  c.heads = 8;
+  c.kv_heads = 2;  // one workgroup per kv head: grid x = kv heads
+  c.head_size = 128;
+  c.lens = {0, 1, 31, 32, 33, 301, 1000};
+  std::mt19937 rng(3);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  for (const SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
+    DecodeOptions o = default_options(c);
+    o.kernel = DecodeKernel::matrix;
+    o.split = split;
+    o.partition_tokens = split == SplitMode::split ? 256 : 0;
+    o.timeline = true;
+    SCOPED_TRACE(split == SplitMode::split ? "split" : "one pass");
+    const DecodePlan plan = DecodePlan::create(ctx(), decode_shape_of(in), o);
+    const DecodeResult got = decode_attention(ctx(), in, o);
+    EXPECT_LE(max_abs_diff(got.output, reference::decode_attention(in, o).output), tolerance(c.query_dtype, c.cache_dtype));
+    const auto& t = got.timeline;
+    ASSERT_EQ(size_t(t.numel()) * 4, plan.timeline_bytes());
+    const int64_t records = t.shape()[0];
+    std::vector<uint64_t> units(c.lens.size() * c.kv_heads, 0);
+    auto stamp = [&](int64_t r, int i) {
+      return uint64_t(t.as<uint32_t>()[r * decode_timeline::words + decode_timeline::stamps + 2 * i]) |
+             uint64_t(t.as<uint32_t>()[r * decode_timeline::words + decode_timeline::stamps + 2 * i + 1]) << 32;
+    };
+    for (int64_t r = 0; r < records; ++r) {
+      const uint32_t* w = t.as<uint32_t>() + r * decode_timeline::words;
+      ASSERT_NE(stamp(r, 4), 0u) << "record " << r << " was not written";
+      for (int i = 1; i < 5; ++i) EXPECT_LE(stamp(r, i - 1), stamp(r, i)) << "record " << r << " stamp " << i;
+      const uint32_t wg = w[decode_timeline::workgroup];
+      EXPECT_EQ(wg, uint32_t(r) / (records / (int64_t(c.lens.size()) * c.kv_heads * plan.num_partitions())));
+      const uint32_t kv_head = wg % c.kv_heads, seq = (wg / c.kv_heads) % uint32_t(c.lens.size());
+      units[seq * c.kv_heads + kv_head] += w[decode_timeline::units];
+    }
+    for (size_t s = 0; s < c.lens.size(); ++s)
+      for (uint32_t h = 0; h < c.kv_heads; ++h) EXPECT_EQ(units[s * c.kv_heads + h], (c.lens[s] + 31) / 32) << "sequence " << s;
   }
 }
 

@@ -41,6 +41,9 @@ struct BenchOptions {
   std::string kernel = "auto";  // auto, scalar, matrix
   std::string json_path;
   std::string chart_path;
+  // Also record each matrix-kernel case's timeline (DecodeOptions::timeline) to DIR/<case>.bin
+  // after timing it; scripts/decode_timeline.py summarises the files.
+  std::string timeline_dir;
 };
 
 // The DecodeOptions of every case: --split, --partition-tokens, --kernel. Throws

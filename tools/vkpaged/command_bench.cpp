@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <optional>
@@ -30,6 +31,31 @@ SplitMode parse_split(const std::string& s) {
 DecodeKernel parse_kernel(const std::string& s) {
   if (const auto kernel = decode_kernel_named(s)) return *kernel;
   throw Error(ErrorCode::invalid_argument, fmt::format("--kernel: \"{}\" is not auto, scalar or matrix", s));
+}
+
+// One run of the case with the timeline kernel (after one untimed run), its records written to
+// DIR/<case>.bin: DecodePlan::timeline_bytes() as the device wrote them. Cases on the scalar
+// kernel have none (the plan refuses the option) and write nothing.
+void write_timeline(Context& ctx, const BenchCase& c, const DecodeShape& s, DecodeOptions options, DecodeViews v,
+                    const std::string& dir) {
+  options.timeline = true;
+  std::optional<DecodePlan> plan_or;
+  try {
+    plan_or = DecodePlan::create(ctx, s, options);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::unsupported) throw;
+    return;
+  }
+  const DecodePlan& plan = *plan_or;
+  DeviceBuffer timeline = ctx.create_buffer(plan.timeline_bytes());
+  v.timeline = timeline.view();
+  for (int i = 0; i < 2; ++i) ctx.run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v); });
+  std::vector<char> bytes(plan.timeline_bytes());
+  ctx.download(v.timeline, bytes.data(), bytes.size());
+  const std::string path = dir + "/" + c.name + ".bin";
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!f) throw Error(ErrorCode::io_error, fmt::format("--timeline: cannot write {}", path));
 }
 
 BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o, const DecodeOptions& options) {
@@ -125,6 +151,7 @@ BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o, co
   std::vector<double> us;
   for (int i = 0; i < std::max(20, o.repetitions); ++i) us.push_back(ctx.run_and_time(run) * 1e-3);
   std::sort(us.begin(), us.end());
+  if (!o.timeline_dir.empty()) write_timeline(ctx, c, s, options, v, o.timeline_dir);
   r.median_us = us[us.size() / 2];
   r.min_us = us.front();
   r.max_us = us.back();
@@ -176,6 +203,11 @@ int run_bench(const BenchOptions& o) {
   const auto cases = bench_suite(o.suite);
   // Bad option values are refused before the device is opened and its bandwidth measured.
   const DecodeOptions decode_options = bench_decode_options(o);
+  if (!o.timeline_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.timeline_dir, ec);
+    if (ec) throw Error(ErrorCode::io_error, fmt::format("--timeline: cannot create {}: {}", o.timeline_dir, ec.message()));
+  }
   ContextOptions copts;
   copts.device = o.device;
   Context ctx(copts);

@@ -104,6 +104,10 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
       ->capture_default_str();
   cmd.add_option("--json", b.json_path, "also write the results as JSON")->type_name("FILE");
   cmd.add_option("--chart", b.chart_path, "draw the share of bandwidth per case as an SVG chart")->type_name("FILE");
+  cmd.add_option("--timeline", b.timeline_dir,
+                 "also write each matrix-kernel case's per-subgroup timeline to DIR/<case>.bin "
+                 "(read it with scripts/decode_timeline.py)")
+      ->type_name("DIR");
 }
 
 std::string one_line(std::string s) {

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Summarises the matrix decode kernel's timelines that `vkpaged bench --timeline DIR` writes
+(DecodeOptions::timeline; one DIR/<case>.bin per matrix-kernel case):
+
+    vkpaged bench --suite standard --timeline /tmp/tl
+    python3 scripts/decode_timeline.py /tmp/tl/*.bin
+
+A file holds one record of 14 32-bit words per subgroup (DECODE_TIMELINE_* in
+shaders/common/shader_interface.h): SM, workgroup, subgroup, units of 32 tokens done, then five
+64-bit nanosecond stamps of a device-wide clock: start, query staged, first unit done, last unit
+done, end. Per case this prints how long each phase took (median, 10th and 90th percentiles over
+the subgroups that had units), when subgroups started and ended, and how many were resident and
+how many inside their unit loop across the run, in 24 equal steps: dips in the second row are
+time the memory system was not being asked for keys and values.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+WORDS = 14
+SM, WORKGROUP, SUBGROUP, UNITS, STAMPS = 0, 1, 2, 3, 4
+START, STAGED, FIRST_UNIT, LOOP_DONE, END = range(5)
+
+
+def load(path):
+    words = np.fromfile(path, dtype=np.uint32)
+    records = words[: len(words) // WORDS * WORDS].reshape(-1, WORDS)
+    stamps = np.stack([records[:, STAMPS + 2 * i].astype(np.uint64) |
+                       (records[:, STAMPS + 2 * i + 1].astype(np.uint64) << np.uint64(32))
+                       for i in range(5)], axis=1)
+    written = stamps[:, END] != 0
+    records, stamps = records[written], stamps[written].astype(np.int64)
+    if len(stamps):
+        stamps -= stamps[:, START].min()
+    return records, stamps
+
+
+def spread(values):
+    if len(values) == 0:
+        return "-"
+    p10, p50, p90 = np.percentile(values, [10, 50, 90]) / 1e3
+    return f"{p50:.2f} us (p10 {p10:.2f}, p90 {p90:.2f})"
+
+
+def summarise(path, steps):
+    records, stamps = load(path)
+    name = os.path.basename(path).removesuffix(".bin")
+    if len(records) == 0:
+        print(f"== {name}: no records")
+        return
+    units = records[:, UNITS].astype(np.int64)
+    busy = units > 0
+    span = stamps[:, END].max()
+    print(f"== {name}: {len(records)} subgroups ({busy.sum()} with units) in "
+          f"{len(np.unique(records[:, WORKGROUP]))} workgroups on {len(np.unique(records[:, SM]))} SMs, "
+          f"first start to last end {span / 1e3:.1f} us")
+    s, u = stamps[busy], units[busy]
+    later = u > 1
+    print(f"   start:                  {spread(s[:, START])}, last {s[:, START].max() / 1e3:.1f} us")
+    print(f"   query staged after:     {spread(s[:, STAGED] - s[:, START])}")
+    print(f"   first unit:             {spread(s[:, FIRST_UNIT] - s[:, STAGED])}")
+    print(f"   each later unit:        {spread((s[later, LOOP_DONE] - s[later, FIRST_UNIT]) / (u[later] - 1))}"
+          f"  ({np.median(u):.0f} units per subgroup, at most {u.max()})")
+    print(f"   merge and output:       {spread(s[:, END] - s[:, LOOP_DONE])}")
+    print(f"   lifetime:               {spread(s[:, END] - s[:, START])}")
+    edges = np.linspace(0, span, steps + 1)
+    mids = (edges[:-1] + edges[1:]) / 2
+    resident = [int(((stamps[:, START] <= t) & (stamps[:, END] > t)).sum()) for t in mids]
+    streaming = [int(((s[:, STAGED] <= t) & (s[:, LOOP_DONE] > t)).sum()) for t in mids]
+    print(f"   resident, per {span / steps / 1e3:.1f} us: " + " ".join(map(str, resident)))
+    print(f"   in the unit loop:        " + " ".join(map(str, streaming)))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="+", help="timeline files from vkpaged bench --timeline")
+    parser.add_argument("--steps", type=int, default=24, help="time steps of the occupancy rows")
+    args = parser.parse_args()
+    for path in sorted(args.files):
+        summarise(path, args.steps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,778 @@
+// Paged decode attention on matrix units (VK_NV_cooperative_matrix), for f16 or bf16 queries
+// and an f16, bf16 or fp8 cache: the same contract and outputs as decode_kernel.glsl, run when
+// a plan asks for the matrix kernel on a device whose fragment layout the context verified
+// (decode.cpp, src/ops/fragment_layout.cpp). The products take f16 operands, so bf16 elements
+// are converted in registers (below, "bf16 range").
+//
+// Why: with a GQA group the scalar kernel spends more issue slots on the group's products than
+// the memory system needs to stream the cache (bench/RESULTS.md). Here the products run on the
+// matrix units, and the cache goes straight from 16-byte loads into the fragments' registers:
+// no shared memory in the loop, no barriers.
+//
+// A workgroup takes one sequence, GROUP (<= 8) query heads of one kv head and one partition;
+// each subgroup walks its own units of 32 tokens (units sub, sub + SUBGROUPS, ...) with its own
+// online softmax, and the subgroups merge at the end. Per unit, as two tiles of 16 tokens,
+// with 16x8x16 products (fp8 bytes become f16 in registers: E4M3 reads as value / 256, a
+// factor folded into the scales):
+//   scores  S^T[16 tokens x 8 heads] = K[16 tokens x 16 dims] Q^T[16 dims x 8 heads] over D/16
+//           dim steps (heads past GROUP are zero columns);
+//   softmax on S^T's accumulator fragment in registers;
+//   values  O^T[16 dims x 8 heads] += V^T[16 dims x 16 tokens] P^T[16 tokens x 8 heads] over
+//           D/16 dim tiles; P^T's fragment is S^T's, rounded to f16.
+// Fragment layout (checked on the device before this shader is used, fragment_layout.cpp),
+// with lane = 4 g + q: the A operand [16 x 16] holds, in this order, (g, 2q) (g, 2q+1)
+// (g, 2q+8) (g, 2q+9) (g+8, 2q) (g+8, 2q+1) (g+8, 2q+8) (g+8, 2q+9); the B operand and the
+// accumulator [16 x 8] hold (g, 2q) (g, 2q+1) (g+8, 2q) (g+8, 2q+1). So an accumulator is a B
+// operand as it stands, and the A operands are written straight from 16-byte cache loads,
+// because a product sums over k in any order:
+//   keys:   over 2 (f16) or 4 (fp8) dim steps, row r's slots hold the dims of one 16-byte key
+//           chunk (chunk 4 (step / steps per chunk) + q); the query sits in shared memory in
+//           the same dim order;
+//   values: over the unit's 2 tiles, lane (g, q) holds tokens 8q..8q+7 of dim rows g and
+//           g + 8, which the [D][B] value layout stores as 16 bytes (8 for fp8). (64-token fp8
+//           units, 16 bytes per row, measured slower on an H200.) The tiles' token rows
+//           follow: row g + 8h of tile i is token 8 (g / 2) + 4i + 2h + g % 2 (fp8: 8 (g / 2)
+//           + 4i + 2 (g % 2) + h, key_row_offset).
+// fp8 pairs: a 4-byte word gives bytes 0 and 2 to one f16 pair and bytes 1 and 3 to the other
+// (a shift and two masks; pairing neighbours took byte moves and 18 to 28 % longer on an
+// H200), so with fp8 a key pair holds dims 4u + {0, 2} and {1, 3}, and the tokens' rows follow
+// that order.
+// The running max is lazy: the accumulators are rescaled only when a head's tile max passes
+// its reference by more than RESCALE_SLACK (e^8 still fits f16 probabilities easily).
+// Query range: each head's bf16 query row (scale folded in) is multiplied by a power of two
+// that brings its largest element into [2^14, 2^15), and its scores by the inverse (a power of
+// two loses nothing), so no bf16 query overflows or underflows f16. (An f16 query is stored
+// as it comes, times the scale, as before: measured 1 to 4 % faster on an H200.)
+// bf16 range: a unit's bf16 keys (and, separately, values) become f16 as they are, exact for
+// magnitudes in [2^-17, 65280]. The unit is done again from the raw bits, scaled by the power
+// of two that brings its largest finite element into [2^14, 2^15), with the products scaled
+// back in f32, where an element reaches 65536 (Inf in f16: keys show it as Inf or NaN scores,
+// values by their largest magnitude), or where a sample of 4 elements per lane has none that
+// reaches RANGE_LOW (small ones would lose bits in f16's subnormals), or (keys only) where the
+// unit has masked tokens, whose keys are not masked and must not decide. Either way an
+// element's error is at most 2^-17 of the unit's largest one.
+// fp8 NaN: E4M3's NaN becomes a finite f16 on the cheap conversion, so each unit's raw bytes
+// are probed (3 integer operations per 4 bytes, where fixing every pair took 5 per 2); where
+// a lane of the subgroup finds one, the tokens whose key holds it get NaN scores and the dims
+// whose value (of a token in [lo, hi)) holds it a NaN accumulator, as the exact conversion
+// would give them.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
+#extension GL_EXT_control_flow_attributes : require
+#if VKP_TIMELINE
+// decode_coopmat_timeline.comp: each subgroup writes when it passed a few points (below).
+#extension GL_EXT_shader_realtime_clock : require
+#extension GL_NV_shader_sm_builtins : require
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_buffer_reference_uvec2 : require
+#endif
+
+#include "common/shader_interface.h"
+#include "common/dtype.glsl"
+
+layout(local_size_x_id = DECODE_SC_WORKGROUP) in;
+layout(constant_id = DECODE_SC_HEAD_SIZE) const uint D = 128u;
+layout(constant_id = DECODE_SC_BLOCK_SIZE) const uint B = 16u;
+layout(constant_id = DECODE_SC_HEADS_PER_WORKGROUP) const uint GROUP = 8u;
+layout(constant_id = DECODE_SC_QUERY_DTYPE) const uint QUERY_DTYPE = DT_F16;  // f16 or bf16 (also the output's)
+layout(constant_id = DECODE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;  // f16, bf16, fp8_e4m3 or fp8_e5m2
+layout(constant_id = DECODE_SC_FEATURES) const uint FEATURES = 0u;
+// Tuning: issue the unit's value loads with its key loads (more in flight, more registers;
+// the host takes it for bf16 and fp8 caches, whose conversions give the loads time: measured
+// faster there, slower for f16), and keep the query's fragments in registers (else reload them
+// from shared memory per unit).
+layout(constant_id = DECODE_SC_MATRIX_PREFETCH) const bool EARLY_VALUES = false;
+layout(constant_id = DECODE_SC_MATRIX_QUERY_REGISTERS) const bool QUERY_REGISTERS = true;
+// Issue the next unit's key loads (and values, with EARLY_VALUES) before this unit's products,
+// so that two units' loads are in flight per subgroup (twice the load registers: the host takes
+// it for fp8 caches, measured faster there and slower for f16 and bf16).
+layout(constant_id = DECODE_SC_MATRIX_PIPELINE) const bool PIPELINE = false;
+
+const uint WG = gl_WorkGroupSize.x;
+const uint SUBGROUP = 32u;                 // the host picks this shader only for 32-wide subgroups
+const uint SUBGROUPS = WG / SUBGROUP;
+const uint UNIT = 32u;                     // tokens per unit
+const uint HEADS = 8u;                     // N of the products; heads >= GROUP are zero
+const bool FP8 = CACHE_DTYPE == DT_FP8_E4M3 || CACHE_DTYPE == DT_FP8_E5M2;
+const bool BF16 = CACHE_DTYPE == DT_BF16;   // converted to f16 in registers (bf16 range, above)
+const bool E4M3 = CACHE_DTYPE == DT_FP8_E4M3;  // its NaN is found on the raw bytes (fp8 NaN, above)
+const bool SCALED_QUERY = QUERY_DTYPE == DT_BF16;  // query range, above
+const uint CHUNK_DIMS = FP8 ? 16u : 8u;    // dims of a 16-byte key chunk (the cache's x)
+const uint STEPS_PER_CHUNK = CHUNK_DIMS / 4u;  // dim steps one chunk feeds (4 dims of a row each)
+const uint DIM_STEPS = D / 16u;            // k steps of the score products
+const uint KEY_LOADS = DIM_STEPS / STEPS_PER_CHUNK;  // 16-byte key loads per key row of a unit
+const float SCORE_FIX = CACHE_DTYPE == DT_FP8_E4M3 ? 256.0 : 1.0;  // E4M3 reads as value / 256 (dtype.glsl)
+const uint DIM_TILES = D / 16u;            // m tiles of the value products
+const uint NO_BLOCK = 0xffffffffu;
+const float RESCALE_SLACK = 8.0;
+const float BF16_OVERFLOW = 65536.0;       // the smallest bf16 magnitude f16 cannot hold
+const float RANGE_LOW = 1.0 / 256.0;       // a unit whose largest element is below this is rescaled
+const bool ALIBI = (FEATURES & DECODE_FEATURE_ALIBI) != 0u;
+const bool SOFTCAP = (FEATURES & DECODE_FEATURE_SOFTCAP) != 0u;
+const bool SINKS = (FEATURES & DECODE_FEATURE_SINKS) != 0u;
+const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
+const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
+const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
+#define NEG_INF uintBitsToFloat(0xff800000u)
+#define POS_INF uintBitsToFloat(0x7f800000u)
+#define QUIET_NAN uintBitsToFloat(0x7fc00000u)
+
+#define MatA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define MatB fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
+#define MatC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+
+layout(push_constant) uniform PushBlock { DecodePush pc; };
+
+#if VKP_TIMELINE
+// The timeline's record of a subgroup, DECODE_TIMELINE_WORDS words from the address in
+// pc.key_address (this kernel reads no cache by address), slots DECODE_TIMELINE_* (shader_interface.h).
+layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer TimelineWords { uint w[]; };
+
+// A device-wide clock in nanoseconds, low and high word.
+uvec2 timeline_now() { return clockRealtime2x32EXT(); }
+
+void timeline_write(uvec2 start, uvec2 staged, uvec2 first_unit, uvec2 loop_done, uint units) {
+  if (gl_SubgroupInvocationID != 0u) return;
+  const uvec2 end = timeline_now();
+  const uint wg = gl_WorkGroupID.x + gl_NumWorkGroups.x * (gl_WorkGroupID.y + gl_NumWorkGroups.y * gl_WorkGroupID.z);
+  const uint at = (wg * (gl_WorkGroupSize.x / 32u) + gl_SubgroupID) * DECODE_TIMELINE_WORDS;
+  TimelineWords t = TimelineWords(pc.key_address);
+  t.w[at + DECODE_TIMELINE_SM] = gl_SMIDNV;
+  t.w[at + DECODE_TIMELINE_WORKGROUP] = wg;
+  t.w[at + DECODE_TIMELINE_SUBGROUP] = gl_SubgroupID;
+  t.w[at + DECODE_TIMELINE_UNITS] = units;
+  const uvec2 stamps[5] = {start, staged, first_unit, loop_done, end};
+  [[unroll]] for (uint i = 0u; i < 5u; ++i) {
+    t.w[at + DECODE_TIMELINE_STAMPS + 2u * i] = stamps[i].x;
+    t.w[at + DECODE_TIMELINE_STAMPS + 2u * i + 1u] = stamps[i].y;
+  }
+}
+#endif
+
+layout(set = 0, binding = DECODE_BINDING_QUERY) readonly buffer Query { uint query_words[]; };
+layout(set = 0, binding = DECODE_BINDING_KEY_CACHE) readonly buffer KeyCache { uvec4 key16[]; };
+layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache { uvec4 value16[]; };
+layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache8 { uvec2 value8[]; };
+layout(set = 0, binding = DECODE_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
+layout(set = 0, binding = DECODE_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };
+layout(set = 0, binding = DECODE_BINDING_OUTPUT) writeonly buffer Output { uint output_words[]; };
+layout(set = 0, binding = DECODE_BINDING_ALIBI) readonly buffer Alibi { float alibi_slopes[]; };
+layout(set = 0, binding = DECODE_BINDING_SINKS) readonly buffer Sinks { float sinks[]; };
+layout(set = 0, binding = DECODE_BINDING_LSE) writeonly buffer Lse { float lse[]; };
+layout(set = 0, binding = DECODE_BINDING_SCRATCH) writeonly buffer Scratch { float scratch[]; };
+layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
+
+shared float16_t s_query[HEADS * D];         // [head][dim step * 16 + k], in the keys' dim order
+shared float s_out[SUBGROUPS * HEADS * D];   // each subgroup's unnormalised output [head][d]
+shared float s_max[SUBGROUPS * HEADS];
+shared float s_sum[SUBGROUPS * HEADS];
+shared float s_weight[SUBGROUPS * HEADS];    // merge weight of each subgroup's state
+shared float s_factor[HEADS];                // output factor per head
+shared float s_query_fix[HEADS];             // per head: the inverse of its query's power of two
+
+// The cache dim that slot k of dim step `step` holds (see the header): the lane (g, q) that
+// holds k reads chunk 4 (step / STEPS_PER_CHUNK) + q, and 4 dims of it per step.
+uint key_dim(uint step, uint k) {
+  const uint q = (k % 8u) / 2u;
+  const uint chunk = 4u * (step / STEPS_PER_CHUNK) + q;
+  const uint in_word = FP8 ? (k >= 8u ? 1u : 0u) + 2u * (k % 2u) : (k >= 8u ? 2u : 0u) + k % 2u;  // fp8 pairs
+  return chunk * CHUNK_DIMS + 4u * (step % STEPS_PER_CHUNK) + in_word;
+}
+
+// The token (from the lane's key group) of row g + 8h of tile i, r = 2i + h: the accumulator's
+// rows are P^T's, so they follow the value pairs' token order (fp8 pairs, above).
+uint key_row_offset(uint g, uint r) {
+  const uint i = r / 2u, h = r % 2u;
+  return FP8 ? 4u * i + 2u * (g % 2u) + h : 4u * i + 2u * h + g % 2u;
+}
+
+// fp8: two bytes in the high byte of each 16-bit half (0xBB00AA00), as f16 bits: E5M2 is the
+// top byte of an f16 already; E4M3 keeps its sign and moves its magnitude down one bit (value
+// / 256), which leaves its NaN (S.1111.111) a finite 1.875 (fp8 NaN, above).
+uint fp8_high_bytes_to_f16(uint v) {
+  if (CACHE_DTYPE == DT_FP8_E5M2) return v;
+  return ((v >> 1) & 0x3f803f80u) | (v & 0x80008000u);
+}
+
+// E4M3 NaN probe: bit 7 of a byte of the result is set where that byte of `w` is a NaN
+// (S.1111.111): only a magnitude of 0x7f reaches bit 7 when 1 is added, with no carry out.
+// Probes of several words may be OR-ed before the bits are tested.
+const uint NAN_PROBE_BITS = 0x80808080u;
+uint nan_probe(uint w) { return (w & 0x7f7f7f7fu) + 0x01010101u; }
+
+// The bytes (tokens t..t+3) of an fp8 word that lie in [lo, hi).
+uint fp8_keep_mask(uint t, uint lo, uint hi) {
+  uint keep = 0u;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k)
+    if (t + k >= lo && t + k < hi) keep |= 0xffu << (8u * k);
+  return keep;
+}
+
+// The two f16 pairs (slots 2q, 2q + 1 and 2q + 8, 2q + 9) that sub-step `u` takes from a lane's
+// 16 bytes: f16 words 2u and 2u + 1; fp8 word u, bytes 0 and 2, then 1 and 3 (fp8 pairs).
+uvec2 pairs_of(uvec4 w, uint u) {
+  if (!FP8) return uvec2(w[2u * u], w[2u * u + 1u]);
+  const uint x = w[u];
+  return uvec2(fp8_high_bytes_to_f16((x << 8) & 0xff00ff00u), fp8_high_bytes_to_f16(x & 0xff00ff00u));
+}
+
+// Two bf16 (a 32-bit word) as two f16, multiplied by `factor` (a power of two) on the way.
+uint bf16_pair_to_f16(uint w, float factor) {
+  return packHalf2x16(vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)) * factor);
+}
+
+// Whether any of the four bf16 in `a` and `b` reaches RANGE_LOW. A unit is checked on such a
+// sample per lane: its largest element is at least the sample's (a unit whose sample falls
+// short is rescaled, which is exact too).
+bool reaches_range_low(uint a, uint b) {
+  // A word read as f32 is its high bf16 with extra mantissa bits: >= 2^-8 exactly when it is.
+  return max(max(abs(uintBitsToFloat(a)), abs(uintBitsToFloat(a << 16))),
+             max(abs(uintBitsToFloat(b)), abs(uintBitsToFloat(b << 16)))) >= RANGE_LOW;
+}
+
+// The larger finite bf16 magnitude (as bits) of the two in `w`; Inf and NaN count as 0.
+uint bf16_finite_magnitude(uint w) {
+  const uint lo = w & 0x7fffu, hi = (w >> 16) & 0x7fffu;
+  return max(lo < 0x7f80u ? lo : 0u, hi < 0x7f80u ? hi : 0u);
+}
+
+// The largest of a value over the subgroup (shuffles: no subgroup arithmetic needed).
+float subgroup_max(float v) {
+  [[unroll]] for (uint x = 1u; x < SUBGROUP; x *= 2u) v = max(v, subgroupShuffleXor(v, x));
+  return v;
+}
+uint subgroup_max(uint v) {
+  [[unroll]] for (uint x = 1u; x < SUBGROUP; x *= 2u) v = max(v, subgroupShuffleXor(v, x));
+  return v;
+}
+
+// The power of two (exponent) that brings a largest magnitude `m` (f32) into [2^14, 2^15);
+// 0 for 0, Inf and NaN.
+int range_shift(float m) {
+  if (m == 0.0 || isinf(m) || isnan(m)) return 0;
+  const int e = int((floatBitsToUint(m) >> 23) & 0xffu) - 127;
+  return clamp(e - 14, -100, 100);
+}
+
+// range_shift of the largest of the subgroup's `largest_bits` (finite bf16 magnitudes as bits).
+int subgroup_bf16_range_shift(uint largest_bits) {
+  return range_shift(uintBitsToFloat(subgroup_max(largest_bits) << 16));
+}
+
+// The A operand of a lane from the f16 pairs of its rows g (`upper`) and g + 8 (`lower`), in
+// the fragment order of the header.
+MatA a_fragment(uvec2 upper, uvec2 lower) {
+  const f16vec2 a01 = unpackFloat2x16(upper.x);
+  const f16vec2 a23 = unpackFloat2x16(upper.y);
+  const f16vec2 a45 = unpackFloat2x16(lower.x);
+  const f16vec2 a67 = unpackFloat2x16(lower.y);
+  MatA a;
+  a[0] = a01.x;
+  a[1] = a01.y;
+  a[2] = a23.x;
+  a[3] = a23.y;
+  a[4] = a45.x;
+  a[5] = a45.y;
+  a[6] = a67.x;
+  a[7] = a67.y;
+  return a;
+}
+
+// The A operand of dim step sub-step `u` from the 16-byte key loads of rows g (`upper`) and
+// g + 8 (`lower`); bf16 elements are multiplied by `factor`.
+MatA key_fragment(uvec4 upper, uvec4 lower, uint u, float factor) {
+  uvec2 a = pairs_of(upper, u);
+  uvec2 b = pairs_of(lower, u);
+  if (BF16) {
+    a = uvec2(bf16_pair_to_f16(a.x, factor), bf16_pair_to_f16(a.y, factor));
+    b = uvec2(bf16_pair_to_f16(b.x, factor), bf16_pair_to_f16(b.y, factor));
+  }
+  return a_fragment(a, b);
+}
+
+// Keeps the f16 halves of `w` whose tokens t, t + 1 lie in [lo, hi); zeroes the others.
+uint mask_pair(uint w, uint t, uint lo, uint hi) {
+  const uint keep_lo = t >= lo && t < hi ? 0x0000ffffu : 0u;
+  const uint keep_hi = t + 1u >= lo && t + 1u < hi ? 0xffff0000u : 0u;
+  return w & (keep_lo | keep_hi);
+}
+
+// Key load `index` = r * KEY_LOADS + c of a unit (row g + 8 (r % 2) of tile r / 2, chunk
+// 4c + q) from `base`: 16 bytes; zeros without a block.
+uvec4 load_key_chunk(uint base, uint block, uint index, uint g, uint q) {
+  if (block == NO_BLOCK) return uvec4(0u);
+  const uint r = index / KEY_LOADS, c = index % KEY_LOADS;
+  return key16[base + (4u * c + q) * B + key_row_offset(g, r)];
+}
+
+// Value row `row` (a dim) of a unit's 8 tokens at `base`: 16 bytes, or 8 (fp8, in .xy); zeros
+// without a block.
+uvec4 load_value_row(uint base, uint block, uint row) {
+  if (block == NO_BLOCK) return uvec4(0u);
+  return FP8 ? uvec4(value8[base + row * (B / 8u)], 0u, 0u) : value16[base + row * (B / 8u)];
+}
+
+// A 16-bit value row of tokens t0..t0+7 with the slots outside [lo, hi) zeroed.
+uvec4 mask_row(uvec4 w, uint t0, uint lo, uint hi) {
+  return uvec4(mask_pair(w.x, t0, lo, hi), mask_pair(w.y, t0 + 2u, lo, hi), mask_pair(w.z, t0 + 4u, lo, hi),
+               mask_pair(w.w, t0 + 6u, lo, hi));
+}
+
+// The table entry of `token`'s block, or NO_BLOCK past `end`. Checked where it is used.
+uint table_entry(uint table, uint token, uint end) {
+  return token < end ? block_tables[table + token / B] : NO_BLOCK;
+}
+
+// Where a lane's key loads (uvec4 index; load_key_chunk adds the chunk and row) and value rows
+// (uvec4 index, uvec2 for fp8; load_value_row adds the row) of kv head `kv_head` start in
+// `block`, for its tokens from `first_token` (8 of them, in one block).
+uint key_base_of(uint block, uint kv_head, uint first_token) {
+  return pc.key_offset / 4u + (block * pc.num_kv_heads + kv_head) * (D / CHUNK_DIMS) * B + first_token % B;
+}
+uint value_base_of(uint block, uint kv_head, uint first_token) {
+  const uint start = FP8 ? pc.value_offset / 8u : pc.value_offset / 4u;
+  return start + (block * pc.num_kv_heads + kv_head) * D * (B / 8u) + (first_token % B) / 8u;
+}
+
+// The blocks of this lane's key and value tokens of the unit at `tok0` from their table
+// entries: NO_BLOCK where its tokens lie outside [lo, hi) or the id is bad. A bad id is flagged
+// by the lanes whose 8 tokens lie in [lo, hi), and not followed. (The flag is fire-and-forget:
+// no lane waits on it.)
+uvec2 unit_blocks(uint tok0, uint key_entry, uint value_entry, uint key_group, uint value_group, uint lo, uint hi) {
+  const bool keys_used = tok0 + key_group < hi && tok0 + key_group + 8u > lo;
+  if (keys_used && key_entry >= pc.num_blocks) atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
+  return uvec2(keys_used && key_entry < pc.num_blocks ? key_entry : NO_BLOCK,
+               tok0 + value_group < hi && value_entry < pc.num_blocks ? value_entry : NO_BLOCK);
+}
+
+void main() {
+#if VKP_TIMELINE
+  const uvec2 t_start = timeline_now();
+#endif
+  const uint tid = gl_LocalInvocationID.x;
+  const uint sub = gl_SubgroupID;
+  const uint lane = gl_SubgroupInvocationID;
+  const uint g = lane / 4u;
+  const uint q = lane % 4u;
+  const uint seq = gl_WorkGroupID.y;
+  const uint part = gl_WorkGroupID.z;
+  const uint heads_per_kv = pc.num_heads / pc.num_kv_heads;
+  const uint groups_per_kv = (heads_per_kv + GROUP - 1u) / GROUP;
+  const uint kv_head = gl_WorkGroupID.x / groups_per_kv;
+  const uint first_in_kv = (gl_WorkGroupID.x % groups_per_kv) * GROUP;
+  const uint head0 = kv_head * heads_per_kv + first_in_kv;
+  const uint heads = min(GROUP, heads_per_kv - first_in_kv);
+
+  // The context length, the first unit's block ids and the queries are all requested before
+  // any of them is used, so that a workgroup waits for one memory latency before its first
+  // cache loads, not three. The first block ids are read before the length is known: any
+  // entry of the table row is safe to read, and tokens past the length are masked.
+  uint len = context_lens[pc.context_lens_offset + seq];
+  const uint table = pc.block_tables_offset + seq * pc.max_blocks_per_seq;
+  const uint key_group = 8u * (g / 2u);       // this lane's key (and score) tokens: key_group + 0..7
+  const uint value_group = 8u * q;            // this lane's value tokens: value_group + 0..7
+  const uint first_unit = (SPLIT ? part * pc.partition_tokens : 0u) / UNIT + sub;
+  uint next_key_entry = table_entry(table, first_unit * UNIT + key_group, pc.max_blocks_per_seq * B);
+  uint next_value_entry = table_entry(table, first_unit * UNIT + value_group, pc.max_blocks_per_seq * B);
+
+  // Queries (scale and k_scale folded in) in the keys' dim order; rows past the group zero.
+  // A bf16 query's rows are scaled into f16's range (query range, above), a subgroup taking
+  // whole heads; f16 rows are read all at once (one memory latency per workgroup).
+  const float qscale = pc.scale * pc.k_scale;
+  if (SCALED_QUERY) {
+    for (uint h = sub; h < HEADS; h += SUBGROUPS) {
+      float row[D / SUBGROUP];  // elements lane, lane + 32, ... of the row
+      float largest = 0.0;
+      [[unroll]] for (uint k = 0u; k < D / SUBGROUP; ++k) {
+        const uint i = lane + SUBGROUP * k;
+        const uint at = (seq * pc.num_heads + head0 + h) * D + key_dim(i / 16u, i % 16u);
+        row[k] = h < heads ? VKP_LOAD_ELEMENT(query_words, pc.query_offset, at, QUERY_DTYPE) * qscale : 0.0;
+        largest = max(largest, abs(row[k]));
+      }
+      const int shift = range_shift(subgroup_max(largest));
+      [[unroll]] for (uint k = 0u; k < D / SUBGROUP; ++k) s_query[h * D + lane + SUBGROUP * k] = float16_t(ldexp(row[k], -shift));
+      if (lane == 0u) s_query_fix[h] = ldexp(1.0, shift);
+    }
+  } else {
+    for (uint i = tid; i < HEADS * D; i += WG) {
+      const uint h = i / D;
+      const uint d = key_dim((i % D) / 16u, i % 16u);
+      const uint at = (seq * pc.num_heads + head0 + h) * D + d;
+      s_query[i] = h < heads ? float16_t(VKP_LOAD_ELEMENT(query_words, pc.query_offset, at, QUERY_DTYPE) * qscale) : float16_t(0.0);
+    }
+  }
+
+  if (len > pc.context_cap) {
+    if (tid == 0u && gl_WorkGroupID.x == 0u && part == 0u) atomicOr(status[pc.status_offset], STATUS_BAD_CONTEXT_LEN);
+    len = pc.context_cap;
+  }
+  uint lo = 0u;
+  if (WINDOW && pc.sliding_window > 0u && len > pc.sliding_window) lo = len - pc.sliding_window;
+  uint hi = len;
+  if (SPLIT) {
+    lo = max(lo, part * pc.partition_tokens);
+    hi = min(hi, (part + 1u) * pc.partition_tokens);
+    if (lo >= hi) {  // the whole workgroup; decode_reduce skips partitions outside [window start, len)
+#if VKP_TIMELINE
+      timeline_write(t_start, t_start, t_start, t_start, 0u);
+#endif
+      return;
+    }
+  }
+  if (WINDOW && lo / UNIT + sub != first_unit) {  // the window starts further in
+    next_key_entry = table_entry(table, (lo / UNIT + sub) * UNIT + key_group, hi);
+    next_value_entry = table_entry(table, (lo / UNIT + sub) * UNIT + value_group, hi);
+  }
+  barrier();
+  MatB query[QUERY_REGISTERS ? DIM_STEPS : 1u];  // Q^T [16 dims x 8 heads] per dim step
+  if (QUERY_REGISTERS)
+    [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) coopMatLoadNV(query[s], s_query, s * 16u, D, true);
+
+#if VKP_TIMELINE
+  const uvec2 t_staged = timeline_now();
+  uvec2 t_first_unit = t_staged;
+  uint units_done = 0u;
+#endif
+  MatC acc[DIM_TILES];  // O^T: dims 16 j + (g | g + 8), heads 2q, 2q + 1
+  [[unroll]] for (uint j = 0u; j < DIM_TILES; ++j) acc[j] = MatC(0.0);
+
+  // Softmax state of heads 2q and 2q + 1 (this lane's columns of S^T); sums over this lane's tokens.
+  float running_max[2] = {NEG_INF, NEG_INF};
+  float running_sum[2] = {0.0, 0.0};
+  float slope[2];
+  [[unroll]] for (uint j = 0u; j < 2u; ++j) slope[j] = ALIBI && 2u * q + j < heads ? alibi_slopes[pc.alibi_offset + head0 + 2u * q + j] : 0.0;
+  float score_fix[2];  // SCORE_FIX and the query range's factor of heads 2q, 2q + 1
+  [[unroll]] for (uint j = 0u; j < 2u; ++j) score_fix[j] = SCALED_QUERY ? SCORE_FIX * s_query_fix[2u * q + j] : SCORE_FIX;
+
+  const uint end_unit = (hi + UNIT - 1u) / UNIT;
+  // PIPELINE: the next unit's blocks and cache words, loaded a unit ahead (see keys and values
+  // below for their layout).
+  uvec4 keys_ahead[PIPELINE ? 4u * KEY_LOADS : 1u];
+  uvec4 values_ahead[PIPELINE && EARLY_VALUES ? 2u * DIM_TILES : 1u];
+  uvec2 blocks_ahead = uvec2(NO_BLOCK);
+  if (PIPELINE) {
+    const uint tok0 = (lo / UNIT + sub) * UNIT;
+    blocks_ahead = unit_blocks(tok0, next_key_entry, next_value_entry, key_group, value_group, lo, hi);
+    next_key_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + key_group, hi);
+    next_value_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + value_group, hi);
+    const uint key_base = key_base_of(blocks_ahead.x, kv_head, tok0 + key_group);
+    [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys_ahead[r] = load_key_chunk(key_base, blocks_ahead.x, r, g, q);
+    const uint value_base = value_base_of(blocks_ahead.y, kv_head, tok0 + value_group);
+    if (EARLY_VALUES)
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values_ahead[r] = load_value_row(value_base, blocks_ahead.y, 8u * r + g);
+  }
+  // Table entries are read one unit ahead (two with PIPELINE), so that a unit's cache loads do
+  // not wait on them.
+  for (uint u = lo / UNIT + sub; u < end_unit; u += SUBGROUPS) {
+    const uint tok0 = u * UNIT;
+    // Keys: tile i, row g + 8h is token key_group + key_row_offset(g, 2i + h); load c is its chunk 4c + q.
+    uvec4 keys[4u * KEY_LOADS];  // [tile][h][c]
+    // Values: dim rows 8r + g (r even: 16 j + g; odd: 16 j + g + 8), tokens value_group..+7:
+    // 16 bytes (f16) or 8 (fp8, in .xy).
+    uvec4 values[2u * DIM_TILES];
+    uint key_block, value_block, key_base, value_base;
+    if (PIPELINE) {
+      key_block = blocks_ahead.x;
+      value_block = blocks_ahead.y;
+      [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys[r] = keys_ahead[r];
+      if (EARLY_VALUES)
+        [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = values_ahead[r];
+      const uint tok1 = tok0 + SUBGROUPS * UNIT;  // the next unit's loads
+      blocks_ahead = unit_blocks(tok1, next_key_entry, next_value_entry, key_group, value_group, lo, hi);
+      next_key_entry = table_entry(table, tok1 + SUBGROUPS * UNIT + key_group, hi);
+      next_value_entry = table_entry(table, tok1 + SUBGROUPS * UNIT + value_group, hi);
+      const uint key_base1 = key_base_of(blocks_ahead.x, kv_head, tok1 + key_group);
+      [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys_ahead[r] = load_key_chunk(key_base1, blocks_ahead.x, r, g, q);
+      const uint value_base1 = value_base_of(blocks_ahead.y, kv_head, tok1 + value_group);
+      if (EARLY_VALUES)
+        [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values_ahead[r] = load_value_row(value_base1, blocks_ahead.y, 8u * r + g);
+      key_base = key_base_of(key_block, kv_head, tok0 + key_group);
+      value_base = value_base_of(value_block, kv_head, tok0 + value_group);
+    } else {
+      const uint key_entry = next_key_entry;
+      const uint value_entry = next_value_entry;
+      next_key_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + key_group, hi);
+      next_value_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + value_group, hi);
+      const uvec2 blocks = unit_blocks(tok0, key_entry, value_entry, key_group, value_group, lo, hi);
+      key_block = blocks.x;
+      value_block = blocks.y;
+      key_base = key_base_of(key_block, kv_head, tok0 + key_group);
+      [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys[r] = load_key_chunk(key_base, key_block, r, g, q);
+      value_base = value_base_of(value_block, kv_head, tok0 + value_group);
+      if (EARLY_VALUES)
+        [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = load_value_row(value_base, value_block, 8u * r + g);
+    }
+
+    // Whether every token of the unit is in [lo, hi) and has a block (nothing to mask).
+    const bool full = tok0 >= lo && tok0 + UNIT <= hi && subgroupAll(key_block != NO_BLOCK);
+
+    // ---- scores ----
+    MatC scores[2];
+    [[unroll]] for (uint i = 0u; i < 2u; ++i) {
+      scores[i] = MatC(0.0);
+      [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
+        MatB qb;
+        if (QUERY_REGISTERS) qb = query[s];
+        else coopMatLoadNV(qb, s_query, s * 16u, D, true);
+        const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
+                                    s % STEPS_PER_CHUNK, 1.0);
+        scores[i] = coopMatMulAddNV(a, qb, scores[i]);
+      }
+    }
+    if (E4M3) {
+      // Probed after the products: taking each row's probe before them measured 2 % slower.
+      uint probe = 0u;
+      [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r)
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) probe |= nan_probe(keys[r][k]);
+      if (subgroupAny((probe & NAN_PROBE_BITS) != 0u)) {
+        uint nan_rows = 0u;  // bit 2 i + h: row g + 8 h of tile i has a NaN in this lane's chunks
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+          uint row_probe = 0u;
+          [[unroll]] for (uint c = 0u; c < KEY_LOADS; ++c)
+            [[unroll]] for (uint k = 0u; k < 4u; ++k) row_probe |= nan_probe(keys[r * KEY_LOADS + c][k]);
+          if ((row_probe & NAN_PROBE_BITS) != 0u) nan_rows |= 1u << r;
+        }
+        // The rows' other chunks: lanes q = 0..3 of this g.
+        nan_rows |= subgroupShuffleXor(nan_rows, 1u);
+        nan_rows |= subgroupShuffleXor(nan_rows, 2u);
+        [[unroll]] for (uint i = 0u; i < 2u; ++i)
+          [[unroll]] for (uint e = 0u; e < 4u; ++e)
+            if (((nan_rows >> (2u * i + e / 2u)) & 1u) != 0u) scores[i][e] = QUIET_NAN;
+      }
+    }
+    float key_fix = 1.0;  // bf16: the inverse of the unit's key scale (bf16 range)
+    bool redo_keys = false;
+    if (BF16) {
+      // A key past f16 is Inf after the conversion, and an Inf key makes its token's scores Inf
+      // or NaN in every head (zero query columns included). A unit with masked tokens is always
+      // redone: their keys (not masked, only their logits) must not decide the range.
+      bool finite = true;
+      [[unroll]] for (uint i = 0u; i < 2u; ++i)
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) finite = finite && abs(scores[i][e]) < POS_INF;
+      redo_keys = !full || subgroupAny(!finite) || !subgroupAny(reaches_range_low(keys[0].x, keys[0].y));
+    }
+    if (redo_keys) {
+      // The raw keys again from memory (rare), so that they need not stay in registers
+      // through the first products.
+      [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys[r] = load_key_chunk(key_base, key_block, r, g, q);
+      uint largest_bits = 0u;  // over the keys of tokens in [lo, hi)
+      [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+        const uint t = tok0 + key_group + key_row_offset(g, r);
+        if (t >= lo && t < hi && key_block != NO_BLOCK)
+          [[unroll]] for (uint c = 0u; c < KEY_LOADS; ++c)
+            [[unroll]] for (uint k = 0u; k < 4u; ++k) largest_bits = max(largest_bits, bf16_finite_magnitude(keys[r * KEY_LOADS + c][k]));
+      }
+      const int shift = subgroup_bf16_range_shift(largest_bits);
+      key_fix = ldexp(1.0, shift);
+      [[unroll]] for (uint i = 0u; i < 2u; ++i) {
+        scores[i] = MatC(0.0);
+        [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
+          MatB qb;
+          if (QUERY_REGISTERS) qb = query[s];
+          else coopMatLoadNV(qb, s_query, s * 16u, D, true);
+          const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
+                                      s % STEPS_PER_CHUNK, ldexp(1.0, -shift));
+          scores[i] = coopMatMulAddNV(a, qb, scores[i]);
+        }
+      }
+    }
+
+    // ---- softmax: component e of tile i is head 2q + e % 2, token key_group + key_row_offset(g, 2i + e / 2) ----
+    float logit[8];  // [i][e]
+    float tile_max[2] = {NEG_INF, NEG_INF};
+    [[unroll]] for (uint i = 0u; i < 2u; ++i)
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const uint j = e % 2u;
+        const uint t = tok0 + key_group + key_row_offset(g, 2u * i + e / 2u);
+        float l = scores[i][e] * score_fix[j];
+        if (BF16) l *= key_fix;
+        if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
+        if (ALIBI) l += slope[j] * (float(t) - float(len) + 1.0);
+        if (!full && (t < lo || t >= hi || key_block == NO_BLOCK)) l = NEG_INF;
+        if (2u * q + j >= heads) l = NEG_INF;
+        logit[4u * i + e] = l;
+        tile_max[j] = max(tile_max[j], l);
+      }
+    // Each lane checks its own logits against the reference first (one vote); the columns'
+    // maxima (shuffles over the 8 lanes g of a column) are taken only when some lane passes it.
+    bool grow = false;
+    [[unroll]] for (uint j = 0u; j < 2u; ++j) grow = grow || tile_max[j] > running_max[j] + RESCALE_SLACK;  // also true for the first valid unit
+    if (subgroupAny(grow)) {
+      float alpha[2];
+      [[unroll]] for (uint j = 0u; j < 2u; ++j) {
+        [[unroll]] for (uint x = 4u; x < SUBGROUP; x *= 2u) tile_max[j] = max(tile_max[j], subgroupShuffleXor(tile_max[j], x));
+        const float new_max = max(running_max[j], tile_max[j]);
+        alpha[j] = running_max[j] == NEG_INF ? 0.0 : exp(running_max[j] - new_max);
+        running_sum[j] *= alpha[j];
+        running_max[j] = new_max;
+      }
+      [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[d][e] *= alpha[e % 2u];
+    }
+    MatB probs[2];  // P^T, laid out as S^T
+    [[unroll]] for (uint i = 0u; i < 2u; ++i)
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const float l = logit[4u * i + e];
+        const float16_t p = float16_t(l == NEG_INF ? 0.0 : exp(l - running_max[e % 2u]));
+        running_sum[e % 2u] += float(p);
+        probs[i][e] = p;
+      }
+
+    // ---- values ----
+    if (!EARLY_VALUES)
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = load_value_row(value_base, value_block, 8u * r + g);
+    // Slots outside [lo, hi) are zeroed: they may hold anything, even NaN, and 0 * NaN is NaN.
+    const uint value_t0 = value_block == NO_BLOCK ? 0xfffffff0u : tok0 + value_group;
+    if (FP8 && !full) {  // on the raw bytes (the pairs are not neighbouring tokens)
+      const uvec2 keep = uvec2(fp8_keep_mask(value_t0, lo, hi), fp8_keep_mask(value_t0 + 4u, lo, hi));
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r].xy &= keep;
+    }
+    if (E4M3) {
+      uint probe = 0u;
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) probe |= nan_probe(values[r].x) | nan_probe(values[r].y);
+      if (subgroupAny((probe & NAN_PROBE_BITS) != 0u)) {
+        uint nan_rows = 0u;  // bit r: dim row 8 r + g has a NaN among this lane's tokens in [lo, hi)
+        [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+          if (((nan_probe(values[r].x) | nan_probe(values[r].y)) & NAN_PROBE_BITS) != 0u) nan_rows |= 1u << r;
+        // The row's other tokens: lanes q = 0..3 of this g.
+        nan_rows |= subgroupShuffleXor(nan_rows, 1u);
+        nan_rows |= subgroupShuffleXor(nan_rows, 2u);
+        [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
+          [[unroll]] for (uint e = 0u; e < 4u; ++e)
+            if (((nan_rows >> (2u * d + e / 2u)) & 1u) != 0u) acc[d][e] = QUIET_NAN;
+      }
+    }
+    bool values_scaled = false;
+    if (BF16) {  // masked and converted here, so the range is known before any product
+      float largest = 0.0;  // of the elements as f32 (NaN may or may not count: either way right)
+      bool sample_reaches_low = false;
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
+        if (!full) values[r] = mask_row(values[r], value_t0, lo, hi);
+        if (r == 0u) sample_reaches_low = reaches_range_low(values[0].x, values[0].y);
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+          const vec2 v = vec2(uintBitsToFloat(values[r][k] << 16), uintBitsToFloat(values[r][k] & 0xffff0000u));
+          largest = max(largest, max(abs(v.x), abs(v.y)));
+          values[r][k] = packHalf2x16(v);
+        }
+      }
+      values_scaled = subgroupAny(!(largest < BF16_OVERFLOW)) || !subgroupAny(sample_reaches_low);
+    }
+    if (values_scaled) {
+      // The unit again from the raw bits, scaled (bf16 range), one dim tile at a time.
+      uint largest_bits = 0u;
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
+        const uvec4 w = mask_row(load_value_row(value_base, value_block, 8u * r + g), value_t0, lo, hi);
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) largest_bits = max(largest_bits, bf16_finite_magnitude(w[k]));
+      }
+      const int shift = subgroup_bf16_range_shift(largest_bits);
+      [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) {
+        uvec4 rows[2];
+        [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+          rows[h] = mask_row(load_value_row(value_base, value_block, 8u * (2u * d + h) + g), value_t0, lo, hi);
+          [[unroll]] for (uint k = 0u; k < 4u; ++k) rows[h][k] = bf16_pair_to_f16(rows[h][k], ldexp(1.0, -shift));
+        }
+        MatC part = MatC(0.0);
+        [[unroll]] for (uint i = 0u; i < 2u; ++i)
+          part = coopMatMulAddNV(a_fragment(pairs_of(rows[0], i), pairs_of(rows[1], i)), probs[i], part);
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[d][e] += part[e] * ldexp(1.0, shift);
+      }
+    } else {
+      [[unroll]] for (uint i = 0u; i < 2u; ++i)
+        [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) {
+          // Tokens 8q + 4i + {0, 1} and {2, 3} (fp8: {0, 2} and {1, 3}) of dims 16 d + g and 16 d + g + 8.
+          uvec2 upper = pairs_of(values[2u * d], i);
+          uvec2 lower = pairs_of(values[2u * d + 1u], i);
+          if (!full && !BF16 && !FP8) {
+            const uint t = value_t0 + 4u * i;
+            upper = uvec2(mask_pair(upper.x, t, lo, hi), mask_pair(upper.y, t + 2u, lo, hi));
+            lower = uvec2(mask_pair(lower.x, t, lo, hi), mask_pair(lower.y, t + 2u, lo, hi));
+          }
+          acc[d] = coopMatMulAddNV(a_fragment(upper, lower), probs[i], acc[d]);
+        }
+    }
+#if VKP_TIMELINE
+    if (units_done == 0u) t_first_unit = timeline_now();
+    ++units_done;
+#endif
+  }
+#if VKP_TIMELINE
+  const uvec2 t_loop_done = timeline_now();
+#endif
+
+  // ---- merge the subgroups' states ----
+  [[unroll]] for (uint j = 0u; j < 2u; ++j) {
+    [[unroll]] for (uint x = 4u; x < SUBGROUP; x *= 2u) running_sum[j] += subgroupShuffleXor(running_sum[j], x);
+    if (g == 0u) {
+      s_max[sub * HEADS + 2u * q + j] = running_max[j];
+      s_sum[sub * HEADS + 2u * q + j] = running_sum[j];
+    }
+  }
+  [[unroll]] for (uint j = 0u; j < DIM_TILES; ++j)
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+      const uint h = 2u * q + e % 2u;
+      const uint d = 16u * j + g + (e >= 2u ? 8u : 0u);
+      s_out[(sub * HEADS + h) * D + d] = acc[j][e];
+    }
+  barrier();
+
+  const float out_scale = pc.v_scale * fp8_scale_fix(CACHE_DTYPE);
+  if (tid < heads) {
+    const uint h = tid;
+    float m = NEG_INF;
+    for (uint s = 0u; s < SUBGROUPS; ++s) m = max(m, s_max[s * HEADS + h]);
+    float den = 0.0;
+    for (uint s = 0u; s < SUBGROUPS; ++s) {
+      const float w = m == NEG_INF || s_max[s * HEADS + h] == NEG_INF ? 0.0 : exp(s_max[s * HEADS + h] - m);
+      s_weight[s * HEADS + h] = w;
+      den += w * s_sum[s * HEADS + h];
+    }
+    if (SPLIT) {
+      const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
+      const uint ml = pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u;
+      scratch[ml] = m;
+      scratch[ml + 1u] = den;
+      s_factor[h] = out_scale;
+    } else {
+      // Single pass: normalise (sinks join the denominator).
+      float w = 1.0;
+      if (SINKS) {
+        const float z = sinks[pc.sinks_offset + head0 + h];
+        const float mz = max(m, z);
+        w = m == NEG_INF ? 0.0 : exp(m - mz);
+        den = den * w + exp(z - mz);
+        m = mz;
+      }
+      s_factor[h] = den > 0.0 ? w * out_scale / den : 0.0;
+      if (WRITE_LSE) lse[pc.lse_offset + seq * pc.num_heads + head0 + h] = den > 0.0 ? m + log(den) : NEG_INF;
+    }
+  }
+  barrier();
+
+  // The subgroups' outputs, weighted, two dims per invocation, to the output (or scratch).
+  for (uint i = tid; i < heads * D / 2u; i += WG) {
+    const uint h = i / (D / 2u);
+    const uint d = 2u * (i % (D / 2u));
+    vec2 o = vec2(0.0);
+    for (uint s = 0u; s < SUBGROUPS; ++s)
+      o += s_weight[s * HEADS + h] * vec2(s_out[(s * HEADS + h) * D + d], s_out[(s * HEADS + h) * D + d + 1u]);
+    o *= s_factor[h];
+    if (SPLIT) {
+      // scratch: partial outputs [S][H][P][D] (unnormalised), as decode_reduce reads them
+      const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
+      scratch[pc.scratch_offset + row * D + d] = o.x;
+      scratch[pc.scratch_offset + row * D + d + 1u] = o.y;
+    } else {
+      output_words[pc.output_offset + ((seq * pc.num_heads + head0 + h) * D + d) / 2u] =
+          QUERY_DTYPE == DT_BF16 ? f32_to_bf16_bits(o.x) | (f32_to_bf16_bits(o.y) << 16) : packHalf2x16(o);
+    }
+  }
+#if VKP_TIMELINE
+  timeline_write(t_start, t_staged, t_first_unit, t_loop_done, units_done);
+#endif
+}

@@ -1,0 +1,5 @@
+#version 450
+// The matrix kernel that also writes when each subgroup passed a few points (a timeline for
+// kernel work: DecodeOptions::timeline, `vkpaged bench --timeline DIR`, scripts/decode_timeline.py).
+#define VKP_TIMELINE 1
+#include "common/decode_coopmat_kernel.glsl"
