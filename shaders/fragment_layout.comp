@@ -1,7 +1,7 @@
 #version 450
 // Where the matrix kernel's fragments keep their elements (src/ops/fragment_layout.cpp):
 // loads matrices whose elements are their own (row, column) codes and writes, per lane, the
-// codes its components hold. decode_coopmat.comp writes fragment components directly and is
+// codes its components hold. decode_coopmat_kernel.glsl writes fragment components directly and is
 // used only where these match the layout it assumes.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require

@@ -83,7 +83,7 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   features.pNext = &f11;
 
   std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
-  // Matrix units for the decode where the device has them (shaders/decode_coopmat.comp).
+  // Matrix units for the decode where the device has them (shaders/common/decode_coopmat_kernel.glsl).
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   cooperative_matrix = info.cooperative_matrix;
   if (cooperative_matrix) {

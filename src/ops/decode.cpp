@@ -116,7 +116,7 @@ void choose_variant(DecodePlanData& p, const DeviceInfo& dev) {
   if (tune.lanes && detail::is_power_of_two(tune.lanes) && tune.lanes <= tile_loads) p.lanes_per_row = tune.lanes;
 }
 
-// ---- the matrix kernel (shaders/decode_coopmat.comp) ----
+// ---- the matrix kernel (shaders/common/decode_coopmat_kernel.glsl) ----
 
 constexpr uint32_t kMatrixHeads = 8;   // heads of its value products
 constexpr uint32_t kMatrixSubgroup = 32;

@@ -17,7 +17,7 @@ struct DecodePlanData {
   uint32_t groups_per_kv_head = 1;
   uint32_t lanes_per_row = 1;
   uint32_t features = 0;
-  bool matrix = false;   // shaders/decode_coopmat.comp (else decode_kernel.glsl)
+  bool matrix = false;   // shaders/common/decode_coopmat_kernel.glsl (else decode_kernel.glsl)
   bool subgroup = false;
   bool address = false;  // caches read through device addresses (larger than a descriptor's range)
   bool split = false;

@@ -1,4 +1,4 @@
-// Host side of shaders/fragment_layout.comp: the fragment layout decode_coopmat.comp assumes,
+// Host side of shaders/fragment_layout.comp: the fragment layout decode_coopmat_kernel.glsl assumes,
 // checked against what the device does. VK_NV_cooperative_matrix leaves the mapping of a
 // fragment's components to matrix elements to the implementation; the matrix kernel writes
 // components straight from 16-byte cache loads, so it runs only where the mapping is the one

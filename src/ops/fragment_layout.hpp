@@ -1,6 +1,6 @@
 #pragma once
 // Whether the device's cooperative-matrix fragments keep their elements where
-// shaders/decode_coopmat.comp writes them (shaders/fragment_layout.comp finds out once per
+// shaders/common/decode_coopmat_kernel.glsl writes them (shaders/fragment_layout.comp finds out once per
 // context).
 #include <string>
 

@@ -48,7 +48,7 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The 16x8x16 f16 products of shaders/decode_coopmat.comp, with f32 accumulators, at subgroup scope.
+// The 16x8x16 f16 products of shaders/common/decode_coopmat_kernel.glsl, with f32 accumulators, at subgroup scope.
 bool has_cooperative_matrix_products(const Dispatch& d, VkPhysicalDevice device) {
   if (d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV == nullptr) return false;
   VkPhysicalDeviceCooperativeMatrixFeaturesNV feature{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};

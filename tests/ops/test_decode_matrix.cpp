@@ -1,4 +1,4 @@
-// The matrix-unit decode kernel (shaders/decode_coopmat.comp) against the CPU reference, and
+// The matrix-unit decode kernel (shaders/common/decode_coopmat_kernel.glsl) against the CPU reference, and
 // the choice between it and the scalar kernel. The kernel runs only where the context has
 // VK_NV_cooperative_matrix (an NVIDIA GPU); elsewhere these tests check that it is refused
 // and skip the rest.
@@ -255,7 +255,7 @@ TEST_F(DecodeMatrixTest, Bf16FarOutsideTheF16RangeIsRescaled) {
 
 // An E4M3 NaN byte (S.1111.111) is NaN on the matrix kernel as on the scalar kernel (the
 // contract leaves NaN inputs open; both kernels let them through). The matrix kernel finds it
-// per unit on the raw bytes (decode_coopmat.comp, "fp8 NaN"): a NaN key makes its heads' outputs
+// per unit on the raw bytes (decode_coopmat_kernel.glsl, "fp8 NaN"): a NaN key makes its heads' outputs
 // NaN, a NaN value the outputs of its dim, in a full unit and in a unit with masked tokens, one
 // pass and split; NaN bytes in the masked slots past a length change nothing, and every other
 // output matches the reference.
