@@ -558,6 +558,16 @@ TEST_F(CliTest, BenchRefusesABadKernelBeforeOpeningADevice) {
   EXPECT_EQ(r.out, "") << "the bench started before refusing";
 }
 
+TEST_F(CliTest, BenchRefusesATimelineDirectoryItCannotCreate) {
+  std::ofstream(path("file")) << "not a directory";
+  const std::string dir = path("file").string() + "/timeline";
+  const CliResult r = run({"bench", "--suite", "quick", "--timeline", dir});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("vkpaged: --timeline: cannot create " + dir), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "the bench started before refusing";
+}
+
 // ---- in-process pieces ----
 
 TEST(CliBench, DecodeOptionsFromTheCommandLine) {
