@@ -9,9 +9,10 @@ A file holds one record of 14 32-bit words per subgroup (DECODE_TIMELINE_* in
 shaders/common/shader_interface.h): SM, workgroup, subgroup, units of 32 tokens done, then five
 64-bit nanosecond stamps of a device-wide clock: start, query staged, first unit done, last unit
 done, end. Per case this prints how long each phase took (median, 10th and 90th percentiles over
-the subgroups that had units), when subgroups started and ended, and how many were resident and
-how many inside their unit loop across the run, in 24 equal steps: dips in the second row are
-time the memory system was not being asked for keys and values.
+the subgroups that had units), when subgroups started and ended, how the subgroup slots (the most
+resident at once) were used over the run (unit loops, starting or merging, empty), and how many
+subgroups were resident and how many inside their unit loop in 24 equal steps: dips in the
+second row are time the memory system was not being asked for keys and values.
 """
 import argparse
 import os
@@ -65,6 +66,14 @@ def summarise(path, steps):
           f"  ({np.median(u):.0f} units per subgroup, at most {u.max()})")
     print(f"   merge and output:       {spread(s[:, END] - s[:, LOOP_DONE])}")
     print(f"   lifetime:               {spread(s[:, END] - s[:, START])}")
+    # Subgroup-time: how much of what the resident subgroups could have spent streaming went
+    # to their unit loops, and how many subgroup slots (the most resident at once) stood empty.
+    slots = max(int(((stamps[:, START] <= t) & (stamps[:, END] > t)).sum()) for t in stamps[:, START])
+    resident_time = float((stamps[:, END] - stamps[:, START]).sum())
+    loop_time = float((s[:, LOOP_DONE] - s[:, STAGED]).sum())
+    print(f"   of {slots} slots x {span / 1e3:.1f} us: {100 * loop_time / (slots * span):.1f} % in unit loops, "
+          f"{100 * (resident_time - loop_time) / (slots * span):.1f} % starting or merging, "
+          f"{100 * (1 - resident_time / (slots * span)):.1f} % empty")
     edges = np.linspace(0, span, steps + 1)
     mids = (edges[:-1] + edges[1:]) / 2
     resident = [int(((stamps[:, START] <= t) & (stamps[:, END] > t)).sum()) for t in mids]
