@@ -54,9 +54,9 @@ struct DecodeOptions {
   // Diagnostics for kernel work: the matrix kernel also records, per subgroup, when it started,
   // staged the query, finished its first and last units of 32 tokens, and ended, in
   // DecodeViews::timeline (DecodePlan::timeline_bytes(); layout: decode_timeline below;
-  // scripts/decode_timeline.py reads it). Needs a plan on the
-  // matrix kernel and a device with VK_KHR_shader_clock, VK_NV_shader_sm_builtins and buffer
-  // device addresses (DeviceInfo::decode_timeline); refused otherwise.
+  // scripts/decode_timeline.py reads it). Needs a plan on the matrix kernel and a device with
+  // VK_KHR_shader_clock, VK_NV_shader_sm_builtins and buffer device addresses
+  // (DeviceInfo::decode_timeline); refused otherwise.
   bool timeline = false;
 };
 
