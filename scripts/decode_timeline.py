@@ -5,8 +5,8 @@
     vkpaged bench --suite standard --timeline /tmp/tl
     python3 scripts/decode_timeline.py /tmp/tl/*.bin
 
-A file holds one record of 14 32-bit words per subgroup (DECODE_TIMELINE_* in
-shaders/common/shader_interface.h): SM, workgroup, subgroup, units of 32 tokens done, then five
+A file holds one record of 14 32-bit words per subgroup (vkpaged::decode_timeline in
+include/vkpaged/decode.hpp): SM, workgroup, subgroup, units of 32 tokens done, then five
 64-bit nanosecond stamps of a device-wide clock: start, query staged, first unit done, last unit
 done, end. Per case this prints how long each phase took (median, 10th and 90th percentiles over
 the subgroups that had units), when subgroups started and ended, how the subgroup slots (the most
@@ -68,7 +68,10 @@ def summarise(path, steps):
     print(f"   lifetime:               {spread(s[:, END] - s[:, START])}")
     # Subgroup-time: how much of what the resident subgroups could have spent streaming went
     # to their unit loops, and how many subgroup slots (the most resident at once) stood empty.
-    slots = max(int(((stamps[:, START] <= t) & (stamps[:, END] > t)).sum()) for t in stamps[:, START])
+    def resident_at(t):
+        return int(((stamps[:, START] <= t) & (stamps[:, END] > t)).sum())
+
+    slots = max(resident_at(t) for t in np.unique(stamps[:, START]))
     resident_time = float((stamps[:, END] - stamps[:, START]).sum())
     loop_time = float((s[:, LOOP_DONE] - s[:, STAGED]).sum())
     print(f"   of {slots} slots x {span / 1e3:.1f} us: {100 * loop_time / (slots * span):.1f} % in unit loops, "
@@ -76,7 +79,7 @@ def summarise(path, steps):
           f"{100 * (1 - resident_time / (slots * span)):.1f} % empty")
     edges = np.linspace(0, span, steps + 1)
     mids = (edges[:-1] + edges[1:]) / 2
-    resident = [int(((stamps[:, START] <= t) & (stamps[:, END] > t)).sum()) for t in mids]
+    resident = [resident_at(t) for t in mids]
     streaming = [int(((s[:, STAGED] <= t) & (s[:, LOOP_DONE] > t)).sum()) for t in mids]
     print(f"   resident, per {span / steps / 1e3:.1f} us: " + " ".join(map(str, resident)))
     print(f"   in the unit loop:        " + " ".join(map(str, streaming)))
