@@ -301,6 +301,16 @@ typedef enum vkp_decode_kernel {
   VKP_KERNEL_MATRIX = 2
 } vkp_decode_kernel;
 
+/* Values equal vkpaged::DecodeOrder's. */
+typedef enum vkp_decode_order {
+  VKP_ORDER_AUTOMATIC = 0,    /* grid order */
+  VKP_ORDER_GRID = 1,         /* workgroups take (sequence, partition) items in grid order */
+  /* For batches whose lengths vary: workgroups take the items from a list that
+   * vkp_record_decode_order writes from the lengths, longest first (views.order). At most
+   * 4096 items (sequences x partitions); UNSUPPORTED past that. */
+  VKP_ORDER_LONGEST_FIRST = 2
+} vkp_decode_order;
+
 /* See vkpaged::DecodeShape. Dtypes: query f32/f16/bf16; cache f32/f16/bf16/fp8_e4m3/fp8_e5m2. */
 typedef struct vkp_decode_shape {
   uint32_t num_seqs;           /* S */
@@ -328,10 +338,11 @@ typedef struct vkp_decode_options {
   float v_scale;
   vkp_split_mode split;
   uint32_t partition_tokens; /* split: tokens per partition, a multiple of 256; 0 = auto */
-  vkp_decode_kernel kernel;  /* last, so that the fields before it keep their offsets */
+  vkp_decode_kernel kernel;
+  vkp_decode_order order;    /* last, so that the fields before it keep their offsets */
 } vkp_decode_options;
-/* Defaults: no scale given, softcap 0, window 0, k_scale = v_scale = 1, automatic split and
- * kernel. */
+/* Defaults: no scale given, softcap 0, window 0, k_scale = v_scale = 1, automatic split,
+ * kernel and order. */
 VKP_API void vkp_decode_options_init(vkp_decode_options* options);
 
 typedef struct vkp_decode_plan vkp_decode_plan;
@@ -352,6 +363,8 @@ typedef struct vkp_decode_plan_info {
   uint32_t num_partitions;   /* 1 when single pass */
   uint32_t partition_tokens; /* 0 when single pass */
   size_t scratch_bytes;      /* size of vkp_decode_views.scratch; 0 when single pass */
+  bool longest_first;        /* items run from vkp_record_decode_order's list */
+  size_t order_bytes;        /* size of vkp_decode_views.order; 0 unless longest_first */
 } vkp_decode_plan_info;
 VKP_API vkp_status vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_decode_plan_info* out);
 /* Bytes of scratch the plan's views need (0 when single pass or for a NULL plan). */
@@ -373,12 +386,18 @@ typedef struct vkp_decode_views {
   vkp_tensor_view lse;          /* [S, H] f32, when shape.lse */
   vkp_buffer_view scratch;      /* scratch_bytes, when the plan splits */
   vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_* bits ORed in on the device */
+  /* order_bytes, when the plan runs longest first: a list vkp_record_decode_order wrote for
+   * this plan (from any lengths: each list names every item once, so one made from other
+   * lengths costs time, never correctness). Last, so that the fields before it keep their
+   * offsets. */
+  vkp_buffer_view order;
 } vkp_decode_views;
 
 /* Bits of the optional device status word. */
 #define VKP_STATUS_BAD_BLOCK_ID 1u
 #define VKP_STATUS_BAD_CONTEXT_LEN 2u
 #define VKP_STATUS_BAD_SLOT 4u
+#define VKP_STATUS_BAD_ORDER 8u /* views.order names no item of the plan (never written?) */
 
 /* Checks the views against the plan (dtypes, shapes, sizes, alignment) and records one or two
  * dispatches into cmd (compute shader stage: SHADER_READ of the inputs, SHADER_WRITE of
@@ -386,6 +405,14 @@ typedef struct vkp_decode_views {
  * Errors: INVALID_ARGUMENT naming the view (nothing recorded then). */
 VKP_API vkp_status vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
                                      const vkp_decode_views* views);
+
+/* VKP_ORDER_LONGEST_FIRST: writes the plan's items, longest first by their tokens under
+ * context_lens ([S] i32 or u32), into order (order_bytes). Record it when the lengths change
+ * (once per decode step), with a compute-to-compute barrier before the decodes that read it;
+ * plans of one step that agree on S, partitions and sliding window share one list. Errors:
+ * INVALID_ARGUMENT naming the argument (plan: not longest first; context_lens; order). */
+VKP_API vkp_status vkp_record_decode_order(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
+                                           const vkp_tensor_view* context_lens, const vkp_buffer_view* order);
 
 /* Host inputs of the convenience path and the reference (see vkpaged::DecodeInputs). */
 typedef struct vkp_decode_inputs {

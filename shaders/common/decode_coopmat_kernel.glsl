@@ -119,6 +119,7 @@ const bool SINKS = (FEATURES & DECODE_FEATURE_SINKS) != 0u;
 const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
 const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
 const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
+const bool ORDERED = (FEATURES & DECODE_FEATURE_ORDERED) != 0u;
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define POS_INF uintBitsToFloat(0x7f800000u)
 #define QUIET_NAN uintBitsToFloat(0x7fc00000u)
@@ -167,6 +168,7 @@ layout(set = 0, binding = DECODE_BINDING_SINKS) readonly buffer Sinks { float si
 layout(set = 0, binding = DECODE_BINDING_LSE) writeonly buffer Lse { float lse[]; };
 layout(set = 0, binding = DECODE_BINDING_SCRATCH) writeonly buffer Scratch { float scratch[]; };
 layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
+#include "common/decode_order.glsl"
 
 shared float16_t s_query[HEADS * D];         // [head][dim step * 16 + k], in the keys' dim order
 shared float s_out[SUBGROUPS * HEADS * D];   // each subgroup's unnormalised output [head][d]
@@ -360,8 +362,10 @@ void main() {
   const uint lane = gl_SubgroupInvocationID;
   const uint g = lane / 4u;
   const uint q = lane % 4u;
-  const uint seq = gl_WorkGroupID.y;
-  const uint part = gl_WorkGroupID.z;
+  const uvec2 item = decode_item(ORDERED);
+  const uint seq = item.x;
+  const uint part = item.y;
+  if (ORDERED && seq >= pc.num_seqs) return;  // a bad list (flagged)
   const uint heads_per_kv = pc.num_heads / pc.num_kv_heads;
   const uint groups_per_kv = (heads_per_kv + GROUP - 1u) / GROUP;
   const uint kv_head = gl_WorkGroupID.x / groups_per_kv;

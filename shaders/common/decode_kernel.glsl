@@ -44,6 +44,7 @@ const bool SINKS = (FEATURES & DECODE_FEATURE_SINKS) != 0u;
 const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
 const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
 const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
+const bool ORDERED = (FEATURES & DECODE_FEATURE_ORDERED) != 0u;
 
 #include "common/cache_element.glsl"
 const uint KEY_CHUNKS = D / X;              // 16-byte key chunks per token
@@ -97,6 +98,7 @@ layout(set = 0, binding = DECODE_BINDING_SINKS) readonly buffer Sinks { float si
 layout(set = 0, binding = DECODE_BINDING_LSE) writeonly buffer Lse { float lse[]; };
 layout(set = 0, binding = DECODE_BINDING_SCRATCH) writeonly buffer Scratch { float scratch[]; };
 layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
+#include "common/decode_order.glsl"
 
 shared float s_query[GROUP * D];       // scaled queries; reused for the final output
 shared float s_prob[GROUP * TILE];     // exp(logit - running max) of the tile's tokens
@@ -131,8 +133,10 @@ void load_values(uint block, uint row, uint c, out float v[VEC]) {
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
-  const uint seq = gl_WorkGroupID.y;
-  const uint part = gl_WorkGroupID.z;
+  const uvec2 item = decode_item(ORDERED);
+  const uint seq = item.x;
+  const uint part = item.y;
+  if (ORDERED && seq >= pc.num_seqs) return;  // a bad list (flagged)
   const uint heads_per_kv = pc.num_heads / pc.num_kv_heads;
   const uint groups_per_kv = (heads_per_kv + GROUP - 1u) / GROUP;
   const uint kv_head = gl_WorkGroupID.x / groups_per_kv;

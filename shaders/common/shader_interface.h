@@ -24,6 +24,7 @@ struct uvec2 {
 #define STATUS_BAD_BLOCK_ID 1u
 #define STATUS_BAD_CONTEXT_LEN 2u
 #define STATUS_BAD_SLOT 4u
+#define STATUS_BAD_ORDER 8u  // a decode's item list (record_decode_order) names no item of the plan
 
 // ---- decode (shaders/decode*.comp) ----
 // Specialization constant ids, in the order the host passes them.
@@ -52,6 +53,7 @@ struct uvec2 {
 #define DECODE_FEATURE_WINDOW 8u
 #define DECODE_FEATURE_LSE 16u
 #define DECODE_FEATURE_SPLIT 32u
+#define DECODE_FEATURE_ORDERED 64u  // (sequence, partition) items from decode_order.comp's list
 
 // Bindings of the decode shader.
 #define DECODE_BINDING_QUERY 0
@@ -65,7 +67,8 @@ struct uvec2 {
 #define DECODE_BINDING_LSE 8
 #define DECODE_BINDING_SCRATCH 9
 #define DECODE_BINDING_STATUS 10
-#define DECODE_BINDING_COUNT 11
+#define DECODE_BINDING_ORDER 11  // DECODE_FEATURE_ORDERED: the item list
+#define DECODE_BINDING_COUNT 12
 
 // Offsets are in 4-byte words from the start of each bound range (the host binds each view
 // at an aligned offset and passes the rest here). Cache offsets are multiples of 4 words.
@@ -96,6 +99,7 @@ struct DecodePush {
   float v_scale;
   uvec2 key_address;    // address variant: device addresses of the caches (else unused;
   uvec2 value_address;  // decode_coopmat_timeline.comp takes its records' address in key_address)
+  uint order_offset;    // DECODE_FEATURE_ORDERED: the item list's first word
 };
 
 // decode_coopmat_timeline.comp: each subgroup's record (include/vkpaged/decode.hpp, decode_timeline).
@@ -119,6 +123,19 @@ struct DecodePush {
 #define REDUCE_BINDING_SINKS 3
 #define REDUCE_BINDING_LSE 4
 #define REDUCE_BINDING_COUNT 5
+
+// ---- decode_order (shaders/decode_order.comp): the items of an ordered decode, longest first ----
+// One workgroup lists the (sequence, partition) items, sequence | partition << 16, in order of
+// decreasing tokens, ORDER_ITEMS_PER_INVOCATION per invocation at most (reuse DecodePush,
+// order_offset; the decode kernels read it in common/decode_order.glsl).
+#define ORDER_SC_FEATURES 0
+#define ORDER_SC_COUNT 1
+#define ORDER_BINDING_CONTEXT_LENS 0
+#define ORDER_BINDING_LIST 1
+#define ORDER_BINDING_COUNT 2
+#define ORDER_WORKGROUP 256u
+#define ORDER_ITEMS_PER_INVOCATION 16u
+#define ORDER_BUCKETS 256u
 
 
 // ---- utilities (shaders/fill_random.comp, shaders/read_bandwidth.comp) ----
@@ -245,7 +262,7 @@ struct MergePush {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(DecodePush) == 28 * 4, "DecodePush must be plain 32-bit fields");
+static_assert(sizeof(DecodePush) == 29 * 4, "DecodePush must be plain 32-bit fields");
 static_assert(sizeof(DecodePush) <= 128, "push constants must fit the 128-byte minimum");
 }  // namespace vkpaged::shader
 #endif

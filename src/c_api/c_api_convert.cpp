@@ -49,6 +49,26 @@ DecodeKernel to_kernel(vkp_decode_kernel kernel) {
   refuse(fmt::format("options.kernel: {} is not a vkp_decode_kernel", int(kernel)));
 }
 
+static_assert(int(VKP_ORDER_AUTOMATIC) == int(DecodeOrder::automatic) && int(VKP_ORDER_GRID) == int(DecodeOrder::grid) &&
+              int(VKP_ORDER_LONGEST_FIRST) == int(DecodeOrder::longest_first));
+
+DecodeOrder to_order(vkp_decode_order order) {
+  switch (order) {
+    case VKP_ORDER_AUTOMATIC: return DecodeOrder::automatic;
+    case VKP_ORDER_GRID: return DecodeOrder::grid;
+    case VKP_ORDER_LONGEST_FIRST: return DecodeOrder::longest_first;
+  }
+  refuse(fmt::format("options.order: {} is not a vkp_decode_order", int(order)));
+}
+
+vkp_decode_order to_c(DecodeOrder order) noexcept {
+  switch (order) {
+    case DecodeOrder::grid: return VKP_ORDER_GRID;
+    case DecodeOrder::longest_first: return VKP_ORDER_LONGEST_FIRST;
+    default: return VKP_ORDER_AUTOMATIC;
+  }
+}
+
 vkp_decode_kernel to_c(DecodeKernel kernel) noexcept {
   switch (kernel) {
     case DecodeKernel::scalar: return VKP_KERNEL_SCALAR;
@@ -176,6 +196,7 @@ DecodeOptions to_cpp(const vkp_decode_options* o) {
   d.split = to_split(o->split);
   d.partition_tokens = o->partition_tokens;
   d.kernel = to_kernel(o->kernel);
+  d.order = to_order(o->order);
   return d;
 }
 
@@ -190,6 +211,7 @@ vkp_decode_options to_c(const DecodeOptions& o) noexcept {
   c.split = to_c(o.split);
   c.partition_tokens = o.partition_tokens;
   c.kernel = to_c(o.kernel);
+  c.order = to_c(o.order);
   return c;
 }
 

@@ -49,6 +49,9 @@ void copy_result(const DecodeResult& r, void* output, float* lse) {
 
 }  // namespace
 
+static_assert(VKP_STATUS_BAD_BLOCK_ID == kStatusBadBlockId && VKP_STATUS_BAD_CONTEXT_LEN == kStatusBadContextLen &&
+              VKP_STATUS_BAD_ORDER == kStatusBadOrder);
+
 extern "C" {
 
 VKP_API void vkp_decode_options_init(vkp_decode_options* options) {
@@ -81,6 +84,8 @@ VKP_API vkp_status vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_dec
     out->num_partitions = p.num_partitions();
     out->partition_tokens = p.partition_tokens();
     out->scratch_bytes = p.scratch_bytes();
+    out->longest_first = p.longest_first();
+    out->order_bytes = p.order_bytes();
   });
 }
 
@@ -112,7 +117,20 @@ VKP_API vkp_status vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, 
     d.lse = to_cpp(v.lse, "lse");
     d.scratch = to_cpp(v.scratch);
     d.status = to_cpp(v.status);
+    d.order = to_cpp(v.order);
     record_decode(ctx, cmd, p, d);
+  });
+}
+
+VKP_API vkp_status vkp_record_decode_order(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
+                                           const vkp_tensor_view* context_lens, const vkp_buffer_view* order) {
+  return guarded("vkp_record_decode_order", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(cmd, "cmd");
+    const auto& p = require(plan, "plan")->plan;
+    if (plan->context != context) throw Error(ErrorCode::invalid_argument, "plan: created on another context");
+    record_decode_order(ctx, cmd, p, to_cpp(*require(context_lens, "context_lens"), "context_lens"),
+                        to_cpp(*require(order, "order")));
   });
 }
 

@@ -23,6 +23,10 @@ static_assert(decode_timeline::sm == DECODE_TIMELINE_SM && decode_timeline::work
                   decode_timeline::stamps == DECODE_TIMELINE_STAMPS && decode_timeline::words == DECODE_TIMELINE_WORDS,
               "the timeline record of include/vkpaged/decode.hpp and shaders/common/shader_interface.h");
 
+static_assert(kStatusBadBlockId == STATUS_BAD_BLOCK_ID && kStatusBadContextLen == STATUS_BAD_CONTEXT_LEN &&
+                  kStatusBadOrder == STATUS_BAD_ORDER,
+              "the status bits of include/vkpaged/decode.hpp and shaders/common/shader_interface.h");
+
 using detail::DecodePlanData;
 namespace sh = vkpaged::shader;
 
@@ -44,6 +48,7 @@ struct Tuning {
   uint32_t prefetch = 2;         // matrix kernel: value loads issued with the key loads (0 no, 1 yes, 2 by dtype)
   uint32_t qregs = 1;            // matrix kernel: query fragments kept in registers
   uint32_t pipeline = 2;         // matrix kernel: the next unit's loads issued before this unit's products (0 no, 1 yes, 2 by dtype)
+  uint32_t order = 2;            // DecodeOrder::automatic: 0 grid, 1 longest first, 2 choose
 };
 
 Tuning tuning_from_env() {
@@ -68,6 +73,7 @@ Tuning tuning_from_env() {
     if (key == "prefetch") t.prefetch = value;
     if (key == "qregs") t.qregs = value;
     if (key == "pipeline") t.pipeline = value;
+    if (key == "order") t.order = value;
   }
   return t;
 }
@@ -198,6 +204,14 @@ bool small_batch(const DecodePlanData& p, const DeviceInfo& dev) {
   return one_pass_workgroups(p) * 2 < wanted_workgroups(dev);
 }
 
+// Items decode_order.comp's one workgroup lists at most.
+constexpr uint64_t kOrderCapacity = uint64_t(ORDER_WORKGROUP) * ORDER_ITEMS_PER_INVOCATION;
+
+// Whether the plan asks for its items longest first (DecodeOrder).
+bool wants_longest_first(const DecodeOptions& o) {
+  return o.order == DecodeOrder::longest_first || (o.order == DecodeOrder::automatic && tuning().order == 1);
+}
+
 // Whether the matrix kernel can run `subgroups` subgroups per workgroup on this device.
 bool matrix_subgroups_fit(uint32_t subgroups, uint32_t head_size, const DeviceInfo& dev) {
   return matrix_shared_bytes(subgroups, head_size) <= dev.max_shared_memory &&
@@ -230,8 +244,17 @@ uint32_t wide_one_pass_subgroups(const DecodePlanData& p, const DeviceInfo& dev,
 // (bench/RESULTS.md): 2 won for large batches in one pass and with 512-token partitions, 4 with
 // 1024-token partitions and for small batches in one pass; small batches that reach enough
 // subgroups in one pass take what choose_split found (wide_one_pass_subgroups).
+// A full batch longest first (lengths that vary) runs in one pass on 4 subgroups past this
+// many tokens, so that its longest sequences, started first, finish sooner. Measured on an H200
+// (bench/RESULTS.md): 64 sequences of 1 to 4096 tokens took 145.6 us on 4 subgroups, 157.5 on
+// 2 and 153.2 on 8 (185 in grid order on 2); 256 of 1 to 1024, 157.5 on 2 and 174.0 on 4.
+constexpr uint32_t kOrderedFourSubgroupsTokens = 2048;
+
 void choose_matrix_subgroups(DecodePlanData& p, const DeviceInfo& dev) {
-  const bool four = p.split ? p.partition_tokens >= 1024 : small_batch(p, dev);
+  const auto& s = p.shape;
+  const uint32_t max_len = s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
+  const bool long_ordered = wants_longest_first(p.options) && max_len > kOrderedFourSubgroupsTokens;
+  const bool four = p.split ? p.partition_tokens >= 1024 : small_batch(p, dev) || long_ordered;
   uint32_t subgroups = four ? 4 : 2;
   if (p.wide_subgroups != 0) subgroups = p.wide_subgroups;
   if (tuning().subgroups != 0) subgroups = tuning().subgroups;
@@ -313,6 +336,25 @@ void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
   p.scratch_bytes = split_scratch_bytes(s, p.num_partitions);
 }
 
+// Longest first, once the split is known: the list holds every (sequence, partition) item.
+void choose_order(DecodePlanData& p) {
+  if (!wants_longest_first(p.options)) return;
+  const uint64_t items = uint64_t(p.shape.num_seqs) * p.num_partitions;
+  if (items > kOrderCapacity)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("order: longest_first lists at most {} items (sequences x partitions), and this plan has "
+                            "{} x {} = {}",
+                            kOrderCapacity, p.shape.num_seqs, p.num_partitions, items));
+  p.ordered = true;
+  p.order_bytes = 4 * items;
+}
+
+// Lengths above this are clamped (and flagged): M * B, or what the partitions cover when split.
+uint32_t context_cap(const DecodePlanData& p) {
+  const uint64_t cap = uint64_t(p.shape.max_blocks_per_seq) * p.shape.block_size;
+  return uint32_t(p.split ? std::min<uint64_t>(cap, uint64_t(p.num_partitions) * p.partition_tokens) : cap);
+}
+
 uint32_t feature_bits(const DecodeShape& s, const DecodeOptions& o, bool split) {
   uint32_t f = 0;
   if (s.alibi) f |= DECODE_FEATURE_ALIBI;
@@ -366,7 +408,8 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
     choose_variant(*p, impl.info);
   choose_split(*p, impl.info);
   if (matrix) choose_matrix_subgroups(*p, impl.info);
-  p->features = feature_bits(shape, options, p->split);
+  choose_order(*p);
+  p->features = feature_bits(shape, options, p->split) | (p->ordered ? DECODE_FEATURE_ORDERED : 0u);
   // The grid is (kv-head groups, S, partitions) and the scratch one descriptor: refuse what
   // no device launches or binds now, before anything is allocated or recorded. 65535 is the
   // maxComputeWorkGroupCount every device has.
@@ -408,6 +451,11 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
     rspec[REDUCE_SC_FEATURES] = p->features;
     p->reduce = &impl.pipeline(vk::shader_decode_reduce(), rspec, REDUCE_BINDING_COUNT, sizeof(sh::DecodePush));
   }
+  if (p->ordered) {
+    std::array<uint32_t, ORDER_SC_COUNT> ospec{};
+    ospec[ORDER_SC_FEATURES] = p->features;
+    p->order = &impl.pipeline(vk::shader_decode_order(), ospec, ORDER_BINDING_COUNT, sizeof(sh::DecodePush));
+  }
   return DecodePlan(std::move(p));
 }
 
@@ -427,10 +475,13 @@ uint32_t DecodePlan::num_partitions() const noexcept { return data_->num_partiti
 uint32_t DecodePlan::partition_tokens() const noexcept { return data_->partition_tokens; }
 size_t DecodePlan::scratch_bytes() const noexcept { return data_->scratch_bytes; }
 size_t DecodePlan::timeline_bytes() const noexcept { return data_->timeline_bytes; }
+bool DecodePlan::longest_first() const noexcept { return data_->ordered; }
+size_t DecodePlan::order_bytes() const noexcept { return data_->order_bytes; }
 
 std::string DecodePlan::describe() const {
   const auto& p = *data_;
   std::string path = p.split ? fmt::format("split {} x {} tokens", p.num_partitions, p.partition_tokens) : "one pass";
+  if (p.ordered) path += ", longest first";
   if (p.matrix)
     return fmt::format("{}, matrix units, {} heads/wg, {} subgroups/wg{}{}", path, p.heads_per_workgroup,
                        p.workgroup / kMatrixSubgroup, p.early_values ? ", values with keys" : "",
@@ -460,6 +511,7 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   if (s.sinks) check_view(impl, "sinks", v.sinks, {DType::f32}, Shape{H}, 4);
   if (s.lse) check_view(impl, "lse", v.lse, {DType::f32}, Shape{S, H}, 4);
   if (p.split) detail::check_buffer(impl, "scratch", v.scratch, p.scratch_bytes, 4);
+  if (p.ordered) detail::check_buffer(impl, "order", v.order, p.order_bytes, 4);
   if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
   if (p.timeline_bytes) detail::check_buffer(impl, "timeline", v.timeline, p.timeline_bytes, 4);
   if (s.num_seqs == 0) return;
@@ -477,6 +529,7 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   bound[DECODE_BINDING_SINKS] = impl.bind_view(s.sinks ? v.sinks.memory : BufferView{});
   bound[DECODE_BINDING_LSE] = impl.bind_view(s.lse ? v.lse.memory : BufferView{});
   bound[DECODE_BINDING_SCRATCH] = impl.bind_view(p.split ? v.scratch : BufferView{});
+  bound[DECODE_BINDING_ORDER] = impl.bind_view(p.ordered ? v.order : BufferView{});
   bound[DECODE_BINDING_STATUS] = impl.bind_view(v.status);
 
   sh::DecodePush push{};
@@ -488,8 +541,7 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   push.partition_tokens = p.partition_tokens;
   push.num_partitions = p.num_partitions;
   push.sliding_window = options.sliding_window;
-  const uint64_t cap = uint64_t(s.max_blocks_per_seq) * s.block_size;
-  push.context_cap = uint32_t(p.split ? std::min<uint64_t>(cap, uint64_t(p.num_partitions) * p.partition_tokens) : cap);
+  push.context_cap = context_cap(p);
   push.query_offset = bound[DECODE_BINDING_QUERY].word_offset;
   push.key_offset = bound[DECODE_BINDING_KEY_CACHE].word_offset;
   push.value_offset = bound[DECODE_BINDING_VALUE_CACHE].word_offset;
@@ -518,7 +570,12 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   if (p.timeline_bytes) push.key_address = address_of(v.timeline);  // the matrix kernel reads no cache by address
 
   const uint32_t groups_x = s.num_kv_heads * p.groups_per_kv_head;
-  impl.dispatch(cmd, *p.decode, bound, &push, groups_x, s.num_seqs, p.num_partitions);
+  if (p.ordered) {
+    push.order_offset = bound[DECODE_BINDING_ORDER].word_offset;
+    impl.dispatch(cmd, *p.decode, bound, &push, groups_x, s.num_seqs * p.num_partitions, 1);
+  } else {
+    impl.dispatch(cmd, *p.decode, bound, &push, groups_x, s.num_seqs, p.num_partitions);
+  }
   if (!p.split) return;
 
   VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -533,6 +590,30 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   rbound[REDUCE_BINDING_SINKS] = bound[DECODE_BINDING_SINKS];
   rbound[REDUCE_BINDING_LSE] = bound[DECODE_BINDING_LSE];
   impl.dispatch(cmd, *p.reduce, rbound, &push, s.num_heads, s.num_seqs, 1);
+}
+
+void record_decode_order(Context& context, VkCommandBuffer cmd, const DecodePlan& plan, const TensorView& context_lens,
+                         const BufferView& order) {
+  const auto& p = plan.data();
+  auto& impl = context.impl();
+  if (!p.ordered)
+    throw Error(ErrorCode::invalid_argument,
+                "plan: record_decode_order needs a plan made with DecodeOrder::longest_first (plan.longest_first() is false)");
+  detail::check_view(impl, "context_lens", context_lens, {DType::i32, DType::u32}, Shape{int64_t(p.shape.num_seqs)}, 4);
+  detail::check_buffer(impl, "order", order, p.order_bytes, 4);
+  if (p.shape.num_seqs == 0) return;
+  std::array<detail::BoundView, ORDER_BINDING_COUNT> bound;
+  bound[ORDER_BINDING_CONTEXT_LENS] = impl.bind_view(context_lens.memory);
+  bound[ORDER_BINDING_LIST] = impl.bind_view(order);
+  sh::DecodePush push{};
+  push.num_seqs = p.shape.num_seqs;
+  push.partition_tokens = p.partition_tokens;
+  push.num_partitions = p.num_partitions;
+  push.sliding_window = p.options.sliding_window;
+  push.context_cap = context_cap(p);
+  push.context_lens_offset = bound[ORDER_BINDING_CONTEXT_LENS].word_offset;
+  push.order_offset = bound[ORDER_BINDING_LIST].word_offset;
+  impl.dispatch(cmd, *p.order, bound, &push, 1, 1, 1);
 }
 
 }  // namespace vkpaged

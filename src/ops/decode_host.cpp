@@ -58,6 +58,10 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
     keep.push_back(ctx.create_buffer(plan.scratch_bytes()));
     v.scratch = keep.back().view();
   }
+  if (plan.order_bytes()) {
+    keep.push_back(ctx.create_buffer(plan.order_bytes()));
+    v.order = keep.back().view();
+  }
   if (plan.timeline_bytes()) {
     keep.push_back(ctx.create_buffer(plan.timeline_bytes()));
     v.timeline = keep.back().view();
@@ -74,7 +78,8 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
     if (!v.scratch.empty())
       ctx.impl().d.vkCmdFillBuffer(cmd, v.scratch.buffer, v.scratch.offset, v.scratch.size, 0xffffffffu);
     if (!v.timeline.empty()) ctx.impl().d.vkCmdFillBuffer(cmd, v.timeline.buffer, v.timeline.offset, v.timeline.size, 0u);
-    if (!v.scratch.empty() || !v.timeline.empty()) record_compute_barrier(ctx, cmd);
+    if (plan.longest_first()) record_decode_order(ctx, cmd, plan, v.context_lens, v.order);
+    if (!v.scratch.empty() || !v.timeline.empty() || plan.longest_first()) record_compute_barrier(ctx, cmd);
     record_decode(ctx, cmd, plan, v);
   });
   uint32_t status = 0;

@@ -26,10 +26,13 @@ struct DecodePlanData {
   uint32_t wide_subgroups = 0;  // matrix kernel: a small batch's one pass on 4 or 8 subgroups (0: no)
   uint32_t num_partitions = 1;
   uint32_t partition_tokens = 0;
+  bool ordered = false;  // DecodeOrder::longest_first: workgroups take items from decode_order.comp's list
   size_t scratch_bytes = 0;
+  size_t order_bytes = 0;  // ordered: the list (4 bytes per item)
   size_t timeline_bytes = 0;  // DecodeOptions::timeline: the subgroups' records (decode_coopmat_timeline.comp)
   const ComputePipeline* decode = nullptr;
   const ComputePipeline* reduce = nullptr;  // when split
+  const ComputePipeline* order = nullptr;   // when ordered (record_decode_order)
 };
 
 }  // namespace vkpaged::detail

@@ -39,6 +39,7 @@ vkp_decode_options c_options(const DecodeOptions& o) {
   c.split = vkp_split_mode(o.split);
   c.partition_tokens = o.partition_tokens;
   c.kernel = vkp_decode_kernel(o.kernel);
+  c.order = vkp_decode_order(o.order);
   return c;
 }
 
@@ -65,6 +66,8 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
   EXPECT_EQ(info.options.split, copt.split);
   EXPECT_EQ(info.options.kernel, copt.kernel);
   EXPECT_EQ(info.scratch_bytes, vkp_decode_plan_scratch_bytes(raw));
+  EXPECT_EQ(info.options.order, copt.order);
+  EXPECT_EQ(info.order_bytes, info.longest_first ? 4u * shape.num_seqs * info.num_partitions : 0u);
   EXPECT_NE(std::string(vkp_decode_plan_describe(raw)), "");
 
   const CTensor query = upload(ctx, in.query), key = upload(ctx, in.key_cache), value = upload(ctx, in.value_cache);
@@ -72,7 +75,7 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
   const CTensor output = zeros(ctx, in.query.dtype(), in.query.shape());
   const CTensor lse = zeros(ctx, DType::f32, Shape{in.query.shape()[0], in.query.shape()[1]});
   const CTensor status = zeros(ctx, DType::u32, Shape{1});
-  CTensor alibi, sinks, scratch;
+  CTensor alibi, sinks, scratch, order;
   vkp_decode_views views{};
   views.query = query.view;
   views.key_cache = key.view;
@@ -88,6 +91,13 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
     views.scratch = scratch.view.memory;
   }
   views.status = status.view.memory;
+  if (info.longest_first) {
+    order = zeros(ctx, DType::u8, Shape{int64_t(info.order_bytes)});
+    views.order = order.view.memory;
+    EXPECT_VKP_OK(run(ctx, [&](VkCommandBuffer cmd) {
+      return vkp_record_decode_order(ctx, cmd, raw, &views.context_lens, &views.order);
+    }));
+  }
   EXPECT_VKP_OK(run(ctx, [&](VkCommandBuffer cmd) { return vkp_record_decode(ctx, cmd, raw, &views); }));
   RecordedDecode r;
   r.output = download(ctx, output);
@@ -259,6 +269,58 @@ TEST_F(CApiDecodeHostTest, KernelChoiceRoundTripsAndIsChecked) {
     ASSERT_VKP_OK(vkp_decode_plan_create(c_context(), &shape, &o, &raw));
     vkp_decode_plan_destroy(raw);
   }
+}
+
+// The order field goes both ways; a longest-first plan recorded through C (its list made with
+// vkp_record_decode_order) computes what the C++ API does; misuse is refused naming the argument.
+TEST_F(CApiDecodeHostTest, LongestFirstRecordsThroughCAndIsChecked) {
+  vkp_decode_options o;
+  vkp_decode_options_init(&o);
+  EXPECT_EQ(o.order, VKP_ORDER_AUTOMATIC);
+
+  DecodeCase c = make_case(DType::f16, DType::f16, {0, 1, 15, 16, 17, 700, 301}, true, true);
+  std::mt19937 rng(13);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  for (SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
+    DecodeOptions longest = default_options(c);
+    longest.order = DecodeOrder::longest_first;
+    longest.split = split;
+    longest.partition_tokens = split == SplitMode::split ? 256 : 0;
+    const RecordedDecode got = record_through_c(in, longest, true);
+    EXPECT_EQ(got.status, 0u);
+    const DecodeResult cpp = decode_attention(ctx(), in, longest, true);
+    ASSERT_EQ(got.output.bytes(), cpp.output.bytes());
+    EXPECT_EQ(std::memcmp(got.output.data(), cpp.output.data(), cpp.output.bytes()), 0);
+    const DecodeResult want = reference::decode_attention(in, longest, true);
+    EXPECT_LE(max_abs_diff(got.output, want.output), tolerance(c.query_dtype, c.cache_dtype));
+  }
+
+  const vkp_decode_inputs cin = c_inputs(in);
+  vkp_decode_shape shape{};
+  ASSERT_VKP_OK(vkp_decode_shape_of(&cin, false, &shape));
+  vkp_decode_plan* raw = nullptr;
+  o.order = vkp_decode_order(7);
+  expect_refused(vkp_decode_plan_create(c_context(), &shape, &o, &raw), "options.order: 7");
+  o.order = VKP_ORDER_GRID;
+  ASSERT_VKP_OK(vkp_decode_plan_create(c_context(), &shape, &o, &raw));
+  PlanPtr grid(raw, &vkp_decode_plan_destroy);
+  vkp_decode_plan_info info{};
+  ASSERT_VKP_OK(vkp_decode_plan_info_get(raw, &info));
+  EXPECT_FALSE(info.longest_first);
+  EXPECT_EQ(info.order_bytes, 0u);
+  vkp_context* cctx = c_context();
+  const CTensor lens = upload(cctx, in.context_lens);
+  const CTensor list = zeros(cctx, DType::u8, Shape{64});
+  expect_refused(run(cctx, [&](VkCommandBuffer cmd) { return vkp_record_decode_order(cctx, cmd, raw, &lens.view, &list.view.memory); }),
+                 "plan: record_decode_order needs a plan made with DecodeOrder::longest_first");
+  o.order = VKP_ORDER_LONGEST_FIRST;
+  ASSERT_VKP_OK(vkp_decode_plan_create(c_context(), &shape, &o, &raw));
+  PlanPtr longest(raw, &vkp_decode_plan_destroy);
+  expect_refused(run(cctx, [&](VkCommandBuffer cmd) { return vkp_record_decode_order(cctx, cmd, raw, &lens.view, nullptr); }),
+                 "order is NULL");
+  const CTensor small = zeros(cctx, DType::u8, Shape{8});
+  expect_refused(run(cctx, [&](VkCommandBuffer cmd) { return vkp_record_decode_order(cctx, cmd, raw, &lens.view, &small.view.memory); }),
+                 "order:");
 }
 
 TEST_F(CApiDecodeHostTest, PlanAndRecordRefusalsNameTheArgument) {

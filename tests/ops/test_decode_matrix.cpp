@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "support/decode_bad_indices.hpp"
 #include "support/decode_bf16_range.hpp"
@@ -417,6 +418,25 @@ TEST_F(DecodeMatrixTest, DeviceSideBadBlockIdsAreFlaggedNotFollowed) {
   DecodeOptions o;
   o.kernel = DecodeKernel::matrix;
   expect_bad_indices_flagged_not_followed(ctx(), o);
+}
+
+// Longest first (lengths that vary), a full batch past 2048 tokens runs in one pass on 4
+// subgroups per workgroup so that its longest sequences, started first, end sooner (measured on
+// an H200, bench/RESULTS.md); in grid order, and longest first with shorter contexts, on 2.
+TEST_F(DecodeMatrixTest, LongestFirstTakesFourSubgroupsForLongFullBatches) {
+  const DecodeShape long_batch = plan_shape(64, 32, 8, 128, 4096);
+  const DecodeShape short_batch = plan_shape(256, 32, 8, 128, 1024);
+  DecodeOptions grid;
+  DecodeOptions longest;
+  longest.order = DecodeOrder::longest_first;
+  for (const auto& [shape, options, subgroups] : {std::tuple{long_batch, grid, "2 subgroups/wg"},
+                                                  std::tuple{long_batch, longest, "4 subgroups/wg"},
+                                                  std::tuple{short_batch, longest, "2 subgroups/wg"}}) {
+    const std::string path = DecodePlan::create(ctx(), shape, options).describe();
+    EXPECT_NE(path.find("one pass"), std::string::npos) << path;
+    EXPECT_NE(path.find(subgroups), std::string::npos) << path;
+    EXPECT_EQ(path.find("longest first") != std::string::npos, options.order == DecodeOrder::longest_first) << path;
+  }
 }
 
 }  // namespace

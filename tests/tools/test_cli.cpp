@@ -582,6 +582,11 @@ TEST(CliBench, DecodeOptionsFromTheCommandLine) {
   EXPECT_EQ(o.kernel, DecodeKernel::matrix);
   EXPECT_EQ(o.split, SplitMode::split);
   EXPECT_EQ(o.partition_tokens, 512u);
+  EXPECT_EQ(o.order, DecodeOrder::automatic);
+  b.order = "longest-first";
+  EXPECT_EQ(bench_decode_options(b).order, DecodeOrder::longest_first);
+  b.order = "grid";
+  EXPECT_EQ(bench_decode_options(b).order, DecodeOrder::grid);
   b.kernel = "Matrix";
   try {
     bench_decode_options(b);
@@ -589,6 +594,15 @@ TEST(CliBench, DecodeOptionsFromTheCommandLine) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
     EXPECT_STREQ(e.what(), "--kernel: \"Matrix\" is not auto, scalar or matrix");
+  }
+  b.kernel = "auto";
+  b.order = "longest";
+  try {
+    bench_decode_options(b);
+    ADD_FAILURE() << "--order longest was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_STREQ(e.what(), "--order: \"longest\" is not auto, grid or longest-first");
   }
 }
 

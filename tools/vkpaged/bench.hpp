@@ -27,6 +27,7 @@ struct BenchResult {
   std::string path;      // plan.describe()
   uint64_t kv_bytes = 0; // keys and values actually read
   double median_us = 0, min_us = 0, max_us = 0;
+  double order_us = 0;  // longest first: median time of record_decode_order, made once per step (not in median_us)
   double kv_bytes_per_second() const { return median_us > 0 ? double(kv_bytes) / (median_us * 1e-6) : 0.0; }
   std::string skipped;  // why the case did not run, if it did not
 };
@@ -39,6 +40,7 @@ struct BenchOptions {
   std::string split = "auto";  // auto, single, split
   uint32_t partition_tokens = 0;
   std::string kernel = "auto";  // auto, scalar, matrix
+  std::string order = "auto";   // auto, grid, longest-first
   std::string json_path;
   std::string chart_path;
   // Also record each matrix-kernel case's timeline (DecodeOptions::timeline) to DIR/<case>.bin
@@ -46,7 +48,7 @@ struct BenchOptions {
   std::string timeline_dir;
 };
 
-// The DecodeOptions of every case: --split, --partition-tokens, --kernel. Throws
+// The DecodeOptions of every case: --split, --partition-tokens, --kernel, --order. Throws
 // vkpaged::Error naming the option for a bad value.
 DecodeOptions bench_decode_options(const BenchOptions& options);
 // Cases of a suite by name; throws vkpaged::Error for an unknown name.

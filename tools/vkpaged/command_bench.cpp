@@ -28,6 +28,11 @@ SplitMode parse_split(const std::string& s) {
   throw Error(ErrorCode::invalid_argument, fmt::format("--split: \"{}\" is not auto, single or split", s));
 }
 
+DecodeOrder parse_order(const std::string& s) {
+  if (const auto order = decode_order_named(s)) return *order;
+  throw Error(ErrorCode::invalid_argument, fmt::format("--order: \"{}\" is not auto, grid or longest-first", s));
+}
+
 DecodeKernel parse_kernel(const std::string& s) {
   if (const auto kernel = decode_kernel_named(s)) return *kernel;
   throw Error(ErrorCode::invalid_argument, fmt::format("--kernel: \"{}\" is not auto, scalar or matrix", s));
@@ -139,13 +144,26 @@ BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o, co
   v.block_tables = tables.tensor(DType::i32, Shape{c.batch, M});
   v.context_lens = lengths.tensor(DType::i32, Shape{c.batch});
   v.output = output.tensor(c.query_dtype, qshape);
-  if (plan.split()) v.scratch = scratch.view(0, plan.scratch_bytes());
+  if (plan.scratch_bytes()) v.scratch = scratch.view(0, plan.scratch_bytes());
   ctx.run_and_wait([&](VkCommandBuffer cmd) {
     record_fill_random(ctx, cmd, v.key_cache, 1);
     record_fill_random(ctx, cmd, v.value_cache, 2);
     record_fill_random(ctx, cmd, v.query, 3);
   });
 
+  // Longest first: the list is made once, as an engine makes it once per step for all its
+  // layers; its own time is measured apart.
+  DeviceBuffer order = ctx.create_buffer(std::max<size_t>(plan.order_bytes(), 16));
+  if (plan.longest_first()) {
+    v.order = order.view(0, plan.order_bytes());
+    auto make_list = [&](VkCommandBuffer cmd) { record_decode_order(ctx, cmd, plan, v.context_lens, v.order); };
+    ctx.run_and_wait(make_list);
+    std::vector<double> list_us;
+    for (int i = 0; i < 20; ++i) list_us.push_back(ctx.run_and_time(make_list) * 1e-3);
+    std::sort(list_us.begin(), list_us.end());
+    r.order_us = list_us[list_us.size() / 2];
+    r.path += fmt::format(" (list {:.1f} us once per step)", r.order_us);
+  }
   auto run = [&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v); };
   for (int i = 0; i < o.warmup; ++i) ctx.run_and_wait(run);
   std::vector<double> us;
@@ -177,10 +195,10 @@ void write_json(const std::string& path, const DeviceInfo& dev, double bandwidth
         "    {{\"name\": \"{}\", \"batch\": {}, \"context\": {}, \"heads\": {}, \"kv_heads\": {}, \"head_size\": {}, "
         "\"block_size\": {}, \"query_dtype\": \"{}\", \"cache_dtype\": \"{}\", \"ragged\": {}, \"kv_bytes\": {}, "
         "\"median_us\": {:.3f}, \"min_us\": {:.3f}, \"max_us\": {:.3f}, \"kv_bytes_per_second\": {:.6g}, "
-        "\"share_of_bandwidth\": {:.4f}, \"path\": \"{}\", \"skipped\": \"{}\"}}{}\n",
+        "\"share_of_bandwidth\": {:.4f}, \"order_us\": {:.3f}, \"path\": \"{}\", \"skipped\": \"{}\"}}{}\n",
         c.name, c.batch, c.context, c.heads, c.kv_heads, c.head_size, c.block_size, dtype_name(c.query_dtype),
         dtype_name(c.cache_dtype), c.ragged ? "true" : "false", r.kv_bytes, r.median_us, r.min_us, r.max_us,
-        r.kv_bytes_per_second(), bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0, json_escape(r.path),
+        r.kv_bytes_per_second(), bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0, r.order_us, json_escape(r.path),
         json_escape(r.skipped), i + 1 < results.size() ? "," : "");
   }
   j += "  ]\n}\n";
@@ -196,6 +214,7 @@ DecodeOptions bench_decode_options(const BenchOptions& o) {
   options.split = parse_split(o.split);
   options.partition_tokens = o.partition_tokens;
   options.kernel = parse_kernel(o.kernel);
+  options.order = parse_order(o.order);
   return options;
 }
 

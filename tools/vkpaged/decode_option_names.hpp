@@ -1,5 +1,6 @@
 #pragma once
-// The names `vkpaged attend` and `vkpaged bench` take for DecodeOptions::split and ::kernel.
+// The names `vkpaged attend` and `vkpaged bench` take for DecodeOptions::split, ::kernel and
+// ::order.
 // Each command words its own refusal of an unknown name.
 #include <optional>
 #include <string_view>
@@ -19,6 +20,13 @@ inline std::optional<DecodeKernel> decode_kernel_named(std::string_view name) {
   if (name == "auto") return DecodeKernel::automatic;
   if (name == "scalar") return DecodeKernel::scalar;
   if (name == "matrix") return DecodeKernel::matrix;
+  return std::nullopt;
+}
+
+inline std::optional<DecodeOrder> decode_order_named(std::string_view name) {
+  if (name == "auto") return DecodeOrder::automatic;
+  if (name == "grid") return DecodeOrder::grid;
+  if (name == "longest-first") return DecodeOrder::longest_first;
   return std::nullopt;
 }
 

@@ -102,6 +102,10 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
   cmd.add_option("--partition-tokens", b.partition_tokens, "tokens per split partition (multiple of 256; 0 = auto)");
   cmd.add_option("--kernel", b.kernel, "auto, scalar or matrix (cases the matrix kernel cannot run are skipped)")
       ->capture_default_str();
+  cmd.add_option("--order", b.order,
+                 "auto, grid or longest-first (items listed by their lengths once per step, as an engine "
+                 "would before its layers; the list's own time is printed apart)")
+      ->capture_default_str();
   cmd.add_option("--json", b.json_path, "also write the results as JSON")->type_name("FILE");
   cmd.add_option("--chart", b.chart_path, "draw the share of bandwidth per case as an SVG chart")->type_name("FILE");
   cmd.add_option("--timeline", b.timeline_dir,

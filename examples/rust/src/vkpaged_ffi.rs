@@ -23,6 +23,12 @@ pub const VKP_KERNEL_AUTOMATIC: VkpDecodeKernel = 0;
 pub const VKP_KERNEL_SCALAR: VkpDecodeKernel = 1;
 pub const VKP_KERNEL_MATRIX: VkpDecodeKernel = 2;
 
+/// vkp_decode_order: the order in which a plan's workgroups take their items.
+pub type VkpDecodeOrder = c_int;
+pub const VKP_ORDER_AUTOMATIC: VkpDecodeOrder = 0;
+pub const VKP_ORDER_GRID: VkpDecodeOrder = 1;
+pub const VKP_ORDER_LONGEST_FIRST: VkpDecodeOrder = 2;
+
 pub const VKP_MAX_RANK: usize = 5;
 
 /// Opaque vkp_context.
@@ -73,6 +79,7 @@ pub struct VkpDecodeOptions {
     pub split: VkpSplitMode,
     pub partition_tokens: u32,
     pub kernel: VkpDecodeKernel,
+    pub order: VkpDecodeOrder,
 }
 
 #[repr(C)]
