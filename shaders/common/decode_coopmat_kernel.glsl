@@ -93,6 +93,10 @@ layout(constant_id = DECODE_SC_MATRIX_QUERY_REGISTERS) const bool QUERY_REGISTER
 // so that two units' loads are in flight per subgroup (twice the load registers: the host takes
 // it for fp8 caches, measured faster there and slower for f16 and bf16).
 layout(constant_id = DECODE_SC_MATRIX_PIPELINE) const bool PIPELINE = false;
+// With the query's fragments in registers, let the subgroups' outputs reuse the query's shared
+// words (a barrier parts them): a smaller workgroup, more of them resident per SM (the host
+// takes it where that measured faster: lengths that vary, and short contexts).
+layout(constant_id = DECODE_SC_MATRIX_SHARE_QUERY) const bool SHARE_QUERY = false;
 
 const uint WG = gl_WorkGroupSize.x;
 const uint SUBGROUP = 32u;                 // the host picks this shader only for 32-wide subgroups
@@ -170,8 +174,15 @@ layout(set = 0, binding = DECODE_BINDING_SCRATCH) writeonly buffer Scratch { flo
 layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
 #include "common/decode_order.glsl"
 
-shared float16_t s_query[HEADS * D];         // [head][dim step * 16 + k], in the keys' dim order
-shared float s_out[SUBGROUPS * HEADS * D];   // each subgroup's unnormalised output [head][d]
+// The query as f16 pairs (QUERY_WORDS words at 0: [head][dim step * 16 + k], in the keys' dim
+// order), and each subgroup's unnormalised output ([subgroup][head][d] from OUT_BASE), in the
+// same words with SHARE_QUERY.
+const bool SHARED_WORDS = SHARE_QUERY && QUERY_REGISTERS;
+const uint QUERY_WORDS = HEADS * D / 2u;
+const uint OUT_WORDS = SUBGROUPS * HEADS * D;
+const uint OUT_BASE = SHARED_WORDS ? 0u : QUERY_WORDS;
+const uint WORK_WORDS = SHARED_WORDS ? (OUT_WORDS > QUERY_WORDS ? OUT_WORDS : QUERY_WORDS) : QUERY_WORDS + OUT_WORDS;
+shared float s_work[WORK_WORDS];
 shared float s_max[SUBGROUPS * HEADS];
 shared float s_sum[SUBGROUPS * HEADS];
 shared float s_weight[SUBGROUPS * HEADS];    // merge weight of each subgroup's state
@@ -400,15 +411,24 @@ void main() {
         largest = max(largest, abs(row[k]));
       }
       const int shift = range_shift(subgroup_max(largest));
-      [[unroll]] for (uint k = 0u; k < D / SUBGROUP; ++k) s_query[h * D + lane + SUBGROUP * k] = float16_t(ldexp(row[k], -shift));
+      [[unroll]] for (uint k = 0u; k < D / SUBGROUP; ++k) {  // even lanes store their pair
+        const float x = ldexp(row[k], -shift);
+        const float next = subgroupShuffleXor(x, 1u);
+        if (lane % 2u == 0u) s_work[(h * D + lane + SUBGROUP * k) / 2u] = uintBitsToFloat(packHalf2x16(vec2(x, next)));
+      }
       if (lane == 0u) s_query_fix[h] = ldexp(1.0, shift);
     }
   } else {
-    for (uint i = tid; i < HEADS * D; i += WG) {
+    for (uint p = tid; p < QUERY_WORDS; p += WG) {  // a pair of elements per word
+      const uint i = 2u * p;
       const uint h = i / D;
-      const uint d = key_dim((i % D) / 16u, i % 16u);
-      const uint at = (seq * pc.num_heads + head0 + h) * D + d;
-      s_query[i] = h < heads ? float16_t(VKP_LOAD_ELEMENT(query_words, pc.query_offset, at, QUERY_DTYPE) * qscale) : float16_t(0.0);
+      vec2 v = vec2(0.0);
+      if (h < heads) {
+        const uint row = (seq * pc.num_heads + head0 + h) * D;
+        v = vec2(VKP_LOAD_ELEMENT(query_words, pc.query_offset, row + key_dim((i % D) / 16u, i % 16u), QUERY_DTYPE),
+                 VKP_LOAD_ELEMENT(query_words, pc.query_offset, row + key_dim(((i + 1u) % D) / 16u, (i + 1u) % 16u), QUERY_DTYPE)) * qscale;
+      }
+      s_work[p] = uintBitsToFloat(packHalf2x16(v));
     }
   }
 
@@ -436,7 +456,8 @@ void main() {
   barrier();
   MatB query[QUERY_REGISTERS ? DIM_STEPS : 1u];  // Q^T [16 dims x 8 heads] per dim step
   if (QUERY_REGISTERS)
-    [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) coopMatLoadNV(query[s], s_query, s * 16u, D, true);
+    [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) coopMatLoadNV(query[s], s_work, s * 8u, D / 2u, true);
+  if (SHARED_WORDS) barrier();  // the outputs overwrite the query's words
 
 #if VKP_TIMELINE
   const uvec2 t_staged = timeline_now();
@@ -523,7 +544,7 @@ void main() {
       [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
         MatB qb;
         if (QUERY_REGISTERS) qb = query[s];
-        else coopMatLoadNV(qb, s_query, s * 16u, D, true);
+        else coopMatLoadNV(qb, s_work, s * 8u, D / 2u, true);
         const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
                                     s % STEPS_PER_CHUNK, 1.0);
         scores[i] = coopMatMulAddNV(a, qb, scores[i]);
@@ -579,7 +600,7 @@ void main() {
         [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
           MatB qb;
           if (QUERY_REGISTERS) qb = query[s];
-          else coopMatLoadNV(qb, s_query, s * 16u, D, true);
+          else coopMatLoadNV(qb, s_work, s * 8u, D / 2u, true);
           const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
                                       s % STEPS_PER_CHUNK, ldexp(1.0, -shift));
           scores[i] = coopMatMulAddNV(a, qb, scores[i]);
@@ -721,7 +742,7 @@ void main() {
     [[unroll]] for (uint e = 0u; e < 4u; ++e) {
       const uint h = 2u * q + e % 2u;
       const uint d = 16u * j + g + (e >= 2u ? 8u : 0u);
-      s_out[(sub * HEADS + h) * D + d] = acc[j][e];
+      s_work[OUT_BASE + (sub * HEADS + h) * D + d] = acc[j][e];
     }
   barrier();
 
@@ -764,7 +785,7 @@ void main() {
     const uint d = 2u * (i % (D / 2u));
     vec2 o = vec2(0.0);
     for (uint s = 0u; s < SUBGROUPS; ++s)
-      o += s_weight[s * HEADS + h] * vec2(s_out[(s * HEADS + h) * D + d], s_out[(s * HEADS + h) * D + d + 1u]);
+      o += s_weight[s * HEADS + h] * vec2(s_work[OUT_BASE + (s * HEADS + h) * D + d], s_work[OUT_BASE + (s * HEADS + h) * D + d + 1u]);
     o *= s_factor[h];
     if (SPLIT) {
       // scratch: partial outputs [S][H][P][D] (unnormalised), as decode_reduce reads them

@@ -39,7 +39,8 @@ struct uvec2 {
 #define DECODE_SC_MATRIX_PREFETCH 8         // decode_coopmat.comp only
 #define DECODE_SC_MATRIX_QUERY_REGISTERS 9  // decode_coopmat.comp only
 #define DECODE_SC_MATRIX_PIPELINE 10        // decode_coopmat.comp only
-#define DECODE_SC_COUNT 11
+#define DECODE_SC_MATRIX_SHARE_QUERY 11     // decode_coopmat.comp only
+#define DECODE_SC_COUNT 12
 
 // ---- fragment_layout.comp: component slots written per lane and fragment, and the mark of
 // a slot past the fragment's component count.

@@ -49,6 +49,7 @@ struct Tuning {
   uint32_t qregs = 1;            // matrix kernel: query fragments kept in registers
   uint32_t pipeline = 2;         // matrix kernel: the next unit's loads issued before this unit's products (0 no, 1 yes, 2 by dtype)
   uint32_t order = 2;            // DecodeOrder::automatic: 0 grid, 1 longest first, 2 choose
+  uint32_t share = 2;            // matrix kernel: outputs reuse the query's shared words (0 no, 1 yes, 2 choose)
 };
 
 Tuning tuning_from_env() {
@@ -74,6 +75,7 @@ Tuning tuning_from_env() {
     if (key == "qregs") t.qregs = value;
     if (key == "pipeline") t.pipeline = value;
     if (key == "order") t.order = value;
+    if (key == "share") t.share = value;
   }
   return t;
 }
@@ -81,6 +83,14 @@ Tuning tuning_from_env() {
 const Tuning& tuning() {
   static const Tuning t = tuning_from_env();
   return t;
+}
+
+// Items decode_order.comp's one workgroup lists at most.
+constexpr uint64_t kOrderCapacity = uint64_t(ORDER_WORKGROUP) * ORDER_ITEMS_PER_INVOCATION;
+
+// Whether the plan asks for its items longest first (DecodeOrder).
+bool wants_longest_first(const DecodeOptions& o) {
+  return o.order == DecodeOrder::longest_first || (o.order == DecodeOrder::automatic && tuning().order == 1);
 }
 
 size_t shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b) {
@@ -128,10 +138,14 @@ constexpr uint32_t kMatrixHeads = 8;   // heads of its value products
 constexpr uint32_t kMatrixSubgroup = 32;
 constexpr uint32_t kMatrixUnitTokens = 32;  // tokens a subgroup takes per step (UNIT in the shader)
 
-size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d) {
-  const size_t query = size_t(kMatrixHeads) * d * 2;                   // f16 query rows
-  const size_t per_subgroup = kMatrixHeads * (size_t(d) + 3) * 4;       // output, max, sum, weight
-  return query + subgroups * per_subgroup + kMatrixHeads * 4 * 2;    // + output factor, query fix
+// The matrix kernel's shared memory: the f16 query rows and each subgroup's outputs (in the
+// same words when the plan shares them and the query's fragments go to registers), then each subgroup's max, sum and
+// weight, and the output factor and query fix per head.
+size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d, bool share_query) {
+  const size_t query = size_t(kMatrixHeads) * d * 2;
+  const size_t outputs = size_t(subgroups) * kMatrixHeads * d * 4;
+  const size_t shared_words = share_query && tuning().qregs != 0 ? std::max(query, outputs) : query + outputs;
+  return shared_words + subgroups * kMatrixHeads * 3 * 4 + kMatrixHeads * 4 * 2;
 }
 
 // Why the matrix kernel cannot run this plan, or "" when it can.
@@ -156,7 +170,7 @@ std::string matrix_refusal(const DecodePlanData& p, Context& context) {
                        dtype_name(s.cache_dtype));
   if (s.block_size % 8 != 0) return fmt::format("block_size: {} is not a multiple of 8", s.block_size);
   if (p.address) return "num_blocks: the caches are past maxStorageBufferRange (read by device address)";
-  if (matrix_shared_bytes(1, s.head_size) > impl.info.max_shared_memory)
+  if (matrix_shared_bytes(1, s.head_size, false) > impl.info.max_shared_memory)
     return fmt::format("head_size: {} needs more shared memory than device {} has", s.head_size, impl.info.name);
   const std::string& layout = detail::matrix_fragment_mismatch(context);
   if (!layout.empty()) return fmt::format("device {}: {}", impl.info.name, layout);
@@ -181,11 +195,28 @@ bool matrix_pipeline(const DecodeShape& s) {
   return is_fp8_dtype(s.cache_dtype);
 }
 
+// Whether the matrix kernel's outputs reuse the query's shared words (10496 -> 8448 bytes for 2
+// subgroups at D = 128: 5 workgroups resident per H200 SM instead of 4). Measured on an H200
+// (bench/RESULTS.md): faster where workgroups come and go in many waves or out of step (1024 x
+// 256 tokens 297.5 -> 283.5 us, 512 x 512 280.4 -> 278.0, lengths that vary longest first 152.0
+// -> 149.6), slower for uniform batches of 1024 to 2048 tokens, whose waves then leave a short
+// last one (256 x 1024 267.2 -> 285.8), and for E4M3 caches (batch64 165.5 -> 178.7, with
+// residency bound by their registers).
+constexpr uint32_t kShareQueryTokens = 512;
+
+bool matrix_share_query(const DecodePlanData& p) {
+  if (tuning().share != 2) return tuning().share != 0;
+  const auto& s = p.shape;
+  const uint32_t max_len = s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
+  return s.cache_dtype != DType::fp8_e4m3 && (wants_longest_first(p.options) || max_len <= kShareQueryTokens);
+}
+
 void choose_matrix_variant(DecodePlanData& p) {
   const uint32_t group = p.shape.num_heads / p.shape.num_kv_heads;
   p.matrix = true;
   p.early_values = matrix_early_values(p.shape);
   p.pipeline = matrix_pipeline(p.shape);
+  p.share_query = matrix_share_query(p);
   p.groups_per_kv_head = ceil_div(group, kMatrixHeads);
   p.heads_per_workgroup = ceil_div(group, p.groups_per_kv_head);
   p.lanes_per_row = 0;
@@ -204,17 +235,9 @@ bool small_batch(const DecodePlanData& p, const DeviceInfo& dev) {
   return one_pass_workgroups(p) * 2 < wanted_workgroups(dev);
 }
 
-// Items decode_order.comp's one workgroup lists at most.
-constexpr uint64_t kOrderCapacity = uint64_t(ORDER_WORKGROUP) * ORDER_ITEMS_PER_INVOCATION;
-
-// Whether the plan asks for its items longest first (DecodeOrder).
-bool wants_longest_first(const DecodeOptions& o) {
-  return o.order == DecodeOrder::longest_first || (o.order == DecodeOrder::automatic && tuning().order == 1);
-}
-
 // Whether the matrix kernel can run `subgroups` subgroups per workgroup on this device.
 bool matrix_subgroups_fit(uint32_t subgroups, uint32_t head_size, const DeviceInfo& dev) {
-  return matrix_shared_bytes(subgroups, head_size) <= dev.max_shared_memory &&
+  return matrix_shared_bytes(subgroups, head_size, false) <= dev.max_shared_memory &&
          subgroups * kMatrixSubgroup <= dev.max_workgroup_invocations;
 }
 
@@ -434,6 +457,7 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   spec[DECODE_SC_MATRIX_PREFETCH] = p->early_values;
   spec[DECODE_SC_MATRIX_QUERY_REGISTERS] = tuning().qregs != 0;
   spec[DECODE_SC_MATRIX_PIPELINE] = p->pipeline;
+  spec[DECODE_SC_MATRIX_SHARE_QUERY] = p->share_query;
   if (options.timeline)
     p->timeline_bytes = size_t(shape.num_kv_heads) * p->groups_per_kv_head * shape.num_seqs * p->num_partitions *
                         (p->workgroup / kMatrixSubgroup) * DECODE_TIMELINE_WORDS * 4;
@@ -483,9 +507,9 @@ std::string DecodePlan::describe() const {
   std::string path = p.split ? fmt::format("split {} x {} tokens", p.num_partitions, p.partition_tokens) : "one pass";
   if (p.ordered) path += ", longest first";
   if (p.matrix)
-    return fmt::format("{}, matrix units, {} heads/wg, {} subgroups/wg{}{}", path, p.heads_per_workgroup,
+    return fmt::format("{}, matrix units, {} heads/wg, {} subgroups/wg{}{}{}", path, p.heads_per_workgroup,
                        p.workgroup / kMatrixSubgroup, p.early_values ? ", values with keys" : "",
-                       p.pipeline ? ", next unit ahead" : "");
+                       p.pipeline ? ", next unit ahead" : "", p.share_query ? ", outputs over the query" : "");
   return fmt::format("{}, {} heads/wg, wg {}, {} lanes/row, {} reduce", path, p.heads_per_workgroup, p.workgroup,
                      p.lanes_per_row, p.subgroup ? "subgroup" : "shared") +
          (p.address ? ", caches by device address" : "");

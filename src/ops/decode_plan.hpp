@@ -23,6 +23,7 @@ struct DecodePlanData {
   bool split = false;
   bool early_values = false;  // matrix kernel: a unit's value loads issued with its key loads
   bool pipeline = false;      // matrix kernel: the next unit's loads issued before this unit's products
+  bool share_query = false;   // matrix kernel: the subgroups' outputs reuse the query's shared words
   uint32_t wide_subgroups = 0;  // matrix kernel: a small batch's one pass on 4 or 8 subgroups (0: no)
   uint32_t num_partitions = 1;
   uint32_t partition_tokens = 0;
