@@ -2,12 +2,12 @@
 // features, both paths (one pass and split), and the refusals of the contract.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstring>
 
 #include "support/decode_bad_indices.hpp"
 #include "support/decode_bf16_range.hpp"
 #include "support/decode_case.hpp"
+#include "support/decode_check.hpp"
 #include "support/expect_error.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/error.hpp"
@@ -24,15 +24,7 @@ class DecodeTest : public GpuTest {
     const DecodeInputs in = make_decode_inputs(c, rng);
     const DecodeResult want = reference::decode_attention(in, options, lse);
     const DecodeResult got = decode_attention(ctx(), in, options, lse);
-    const double tol = tolerance(c.query_dtype, c.cache_dtype);
-    EXPECT_LE(max_abs_diff(got.output, want.output), tol) << c.str();
-    if (lse) {
-      for (int64_t i = 0; i < want.lse.numel(); ++i) {
-        const double w = want.lse.get(size_t(i)), g = got.lse.get(size_t(i));
-        if (std::isinf(w)) EXPECT_TRUE(std::isinf(g) && g < 0) << c.str() << " lse " << i;
-        else EXPECT_NEAR(g, w, 1e-3 + tol) << c.str() << " lse " << i;
-      }
-    }
+    expect_decode_near(got, want, tolerance(c.query_dtype, c.cache_dtype), lse, c.str());
   }
 };
 
