@@ -48,8 +48,10 @@ enum class DecodeOrder {
                   // longest start first and the short ones fill in at the end (on the matrix
                   // kernel, a full batch past 2048 tokens then takes 4 subgroups per workgroup).
                   // Measured on an H200 (bench/RESULTS.md): GQA batches with lengths spread
-                  // over [1, 4096] 22 % faster, uniform ones 0.2-1 % slower, the scalar kernel
-                  // (MHA) 1-4 % slower. At most 4096 items (sequences x partitions); refused past that
+                  // over [1, 1024] or [1, 4096] 9 and 22 % faster; not for uniform batches (0.2-3 %
+                  // slower, and the matrix kernel's shared query words, which longest first
+                  // takes, cost a uniform 256 x 1024 batch 7 %); the scalar kernel (MHA) 1-4 %
+                  // slower. At most 4096 items (sequences x partitions); refused past that
 };
 
 // Per-call values. Everything here may change between calls of one plan except split,
