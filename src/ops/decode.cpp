@@ -85,6 +85,11 @@ const Tuning& tuning() {
   return t;
 }
 
+// The longest context the plan must cover: DecodeShape::max_context_len, else M * B.
+uint32_t longest_context(const DecodeShape& s) {
+  return s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
+}
+
 // Items decode_order.comp's one workgroup lists at most.
 constexpr uint64_t kOrderCapacity = uint64_t(ORDER_WORKGROUP) * ORDER_ITEMS_PER_INVOCATION;
 
@@ -139,8 +144,8 @@ constexpr uint32_t kMatrixSubgroup = 32;
 constexpr uint32_t kMatrixUnitTokens = 32;  // tokens a subgroup takes per step (UNIT in the shader)
 
 // The matrix kernel's shared memory: the f16 query rows and each subgroup's outputs (in the
-// same words when the plan shares them and the query's fragments go to registers), then each subgroup's max, sum and
-// weight, and the output factor and query fix per head.
+// same words when the plan shares them and the query's fragments go to registers), then each
+// subgroup's max, sum and weight, and the output factor and query fix per head.
 size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d, bool share_query) {
   const size_t query = size_t(kMatrixHeads) * d * 2;
   const size_t outputs = size_t(subgroups) * kMatrixHeads * d * 4;
@@ -206,9 +211,8 @@ constexpr uint32_t kShareQueryTokens = 512;
 
 bool matrix_share_query(const DecodePlanData& p) {
   if (tuning().share != 2) return tuning().share != 0;
-  const auto& s = p.shape;
-  const uint32_t max_len = s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
-  return s.cache_dtype != DType::fp8_e4m3 && (wants_longest_first(p.options) || max_len <= kShareQueryTokens);
+  return p.shape.cache_dtype != DType::fp8_e4m3 &&
+         (wants_longest_first(p.options) || longest_context(p.shape) <= kShareQueryTokens);
 }
 
 void choose_matrix_variant(DecodePlanData& p) {
@@ -263,20 +267,18 @@ uint32_t wide_one_pass_subgroups(const DecodePlanData& p, const DeviceInfo& dev,
   return 0;
 }
 
-// Subgroups per workgroup of the matrix kernel, once the split is known. Measured on an H200
-// (bench/RESULTS.md): 2 won for large batches in one pass and with 512-token partitions, 4 with
-// 1024-token partitions and for small batches in one pass; small batches that reach enough
-// subgroups in one pass take what choose_split found (wide_one_pass_subgroups).
 // A full batch longest first (lengths that vary) runs in one pass on 4 subgroups past this
 // many tokens, so that its longest sequences, started first, finish sooner. Measured on an H200
 // (bench/RESULTS.md): 64 sequences of 1 to 4096 tokens took 145.6 us on 4 subgroups, 157.5 on
 // 2 and 153.2 on 8 (185 in grid order on 2); 256 of 1 to 1024, 157.5 on 2 and 174.0 on 4.
 constexpr uint32_t kOrderedFourSubgroupsTokens = 2048;
 
+// Subgroups per workgroup of the matrix kernel, once the split is known. Measured on an H200
+// (bench/RESULTS.md): 2 won for large batches in one pass and with 512-token partitions, 4 with
+// 1024-token partitions and for small batches in one pass; small batches that reach enough
+// subgroups in one pass take what choose_split found (wide_one_pass_subgroups).
 void choose_matrix_subgroups(DecodePlanData& p, const DeviceInfo& dev) {
-  const auto& s = p.shape;
-  const uint32_t max_len = s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
-  const bool long_ordered = wants_longest_first(p.options) && max_len > kOrderedFourSubgroupsTokens;
+  const bool long_ordered = wants_longest_first(p.options) && longest_context(p.shape) > kOrderedFourSubgroupsTokens;
   const bool four = p.split ? p.partition_tokens >= 1024 : small_batch(p, dev) || long_ordered;
   uint32_t subgroups = four ? 4 : 2;
   if (p.wide_subgroups != 0) subgroups = p.wide_subgroups;
@@ -301,7 +303,7 @@ constexpr uint32_t kLongContextParts = 8;
 
 void choose_split(DecodePlanData& p, const DeviceInfo& dev) {
   const auto& s = p.shape;
-  const uint32_t max_len = s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
+  const uint32_t max_len = longest_context(s);
   const uint64_t workgroups = one_pass_workgroups(p);
   uint32_t tokens = p.options.partition_tokens;
   if (p.options.split == SplitMode::single_pass || max_len == 0) {
