@@ -76,6 +76,18 @@ TEST_F(SimulateTest, TinyWorkloadInvariants) {
   EXPECT_EQ(r.cache.num_blocks, 40u);
 }
 
+// An engine's steps longest first: the list made once per step, every layer's decode reading
+// it, and the checks against the reference still passing.
+TEST_F(SimulateTest, LongestFirstStepsCheckOut) {
+  SimulateArgs a = tiny();
+  a.order = "longest-first";
+  const SimulateReport r = run(a);
+  EXPECT_EQ(r.finished, a.requests);
+  EXPECT_GT(r.checks, 0u);
+  EXPECT_EQ(r.checks_failed, 0u) << "max |error| " << r.max_error;
+  EXPECT_NE(r.plan.find("longest first"), std::string::npos) << r.plan;
+}
+
 TEST_F(SimulateTest, TightCachePreemptsRecomputesAndStillChecksOut) {
   SimulateArgs a = tiny();
   a.requests = 10;
@@ -173,6 +185,7 @@ TEST_F(SimulateTest, RefusesOptionsBeforeAllocating) {
       {[](SimulateArgs& a) { a.head_size = 20; }, "D = 20"},
       {[](SimulateArgs& a) { a.device = "cpu"; }, "--device"},
       {[](SimulateArgs& a) { a.preemption = "drop"; }, "--preemption: 'drop'"},
+      {[](SimulateArgs& a) { a.order = "longest"; }, "--order: 'longest' is not auto, grid or longest-first"},
       {[](SimulateArgs& a) { a.parallel_share = 1.5; }, "--parallel-share: 1.5"},
       {[](SimulateArgs& a) { a.max_samples = 5; a.max_batch = 4; }, "--max-samples: 5"},
       // 7 blocks hold one request, not a prompt of 4 blocks forked into 4 samples.

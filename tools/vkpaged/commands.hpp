@@ -86,6 +86,7 @@ struct SimulateArgs {
   uint32_t max_batch = 256;     // most sequences decoding at once
   std::string dtype = "f16";      // f32 | f16 | bf16: queries, new keys/values, output
   std::string kv_dtype = "auto";  // auto | fp8_e4m3 | fp8_e5m2
+  std::string order = "auto";     // auto | grid | longest-first (DecodeOrder; the list made once per step)
   uint32_t check_every = 16;      // 0 = never check
   std::string device;
   uint64_t seed = 1;

@@ -84,6 +84,10 @@ void add_simulate_options(CLI::App& cmd, SimulateArgs& s) {
   cmd.add_option("--max-batch", s.max_batch, "most sequences decoding at once")->capture_default_str();
   cmd.add_option("--dtype", s.dtype, "query and new key/value dtype: f32, f16 or bf16")->capture_default_str();
   cmd.add_option("--kv-dtype", s.kv_dtype, "cache dtype: auto, fp8_e4m3 or fp8_e5m2")->capture_default_str();
+  cmd.add_option("--order", s.order,
+                 "decode order: auto, grid or longest-first (each step lists its items by their lengths once, "
+                 "before its layers)")
+      ->capture_default_str();
   cmd.add_option("--check-every", s.check_every,
                  "check a decode against the CPU reference every N steps, and every swap-in and copy-on-write "
                  "(0 = never)")

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <map>
 
+#include "decode_option_names.hpp"
 #include "progress_bar.hpp"
 #include "simulate_checks.hpp"
 #include "simulate_gpu.hpp"
@@ -37,6 +38,11 @@ DType parse_cache_dtype(const std::string& name, DType query) {
   if (name == "fp8_e4m3") return DType::fp8_e4m3;
   if (name == "fp8_e5m2") return DType::fp8_e5m2;
   refuse(fmt::format("--kv-dtype: '{}' is not auto, fp8_e4m3 or fp8_e5m2", name));
+}
+
+DecodeOrder parse_order(const std::string& name) {
+  if (const auto order = decode_order_named(name)) return *order;
+  refuse(fmt::format("--order: '{}' is not auto, grid or longest-first", name));
 }
 
 const char* size_option(const SimulateArgs& a) {
@@ -90,6 +96,7 @@ SimGpuShape setup(const SimulateArgs& a, const DeviceInfo& device) {
   SimGpuShape s;
   s.query_dtype = parse_query_dtype(a.dtype);
   s.cache.dtype = parse_cache_dtype(a.kv_dtype, s.query_dtype);
+  s.order = parse_order(a.order);
   s.cache.num_layers = a.layers;
   s.cache.num_kv_heads = a.kv_heads;
   s.cache.head_size = a.head_size;

@@ -93,7 +93,9 @@ const DecodePlan& SimGpu::plan_for(uint32_t num_seqs) {
   d.max_blocks_per_seq = shape_.max_blocks_per_seq;
   d.query_dtype = shape_.query_dtype;
   d.cache_dtype = c.dtype;
-  return plans_.emplace(num_seqs, DecodePlan::create(ctx_, d)).first->second;
+  DecodeOptions options;
+  options.order = shape_.order;
+  return plans_.emplace(num_seqs, DecodePlan::create(ctx_, d, options)).first->second;
 }
 
 std::string SimGpu::plan_description(uint32_t num_seqs) { return plan_for(num_seqs).describe(); }
@@ -230,19 +232,27 @@ double SimGpu::decode(const BatchArrays& batch, uint32_t num_seqs) {
   last_tables_ = batch.block_tables;
   last_lens_ = batch.context_lens;
   if (plan.scratch_bytes() > scratch_.size()) scratch_ = ctx_.create_buffer(plan.scratch_bytes());
+  if (plan.order_bytes() > order_.size()) order_ = ctx_.create_buffer(plan.order_bytes());
 
   const DType qdt = shape_.query_dtype;
   const Shape rows{num_seqs, shape_.num_heads, c.head_size};
+  const TensorView lens = context_lens_.tensor(DType::i32, Shape{num_seqs});
   auto record = [&](VkCommandBuffer cmd) {
+    // Longest first: the step's lengths are listed once, and every layer's decode reads the list.
+    if (plan.longest_first()) {
+      record_decode_order(ctx_, cmd, plan, lens, order_.view(0, plan.order_bytes()));
+      record_compute_barrier(ctx_, cmd);
+    }
     for (uint32_t l = 0; l < c.num_layers; ++l) {
       DecodeViews v;
       v.query = queries_[l].tensor(qdt, rows);
       v.key_cache = cache_.key_cache(l);
       v.value_cache = cache_.value_cache(l);
       v.block_tables = block_tables_.tensor(DType::i32, Shape{num_seqs, M});
-      v.context_lens = context_lens_.tensor(DType::i32, Shape{num_seqs});
+      v.context_lens = lens;
       v.output = outputs_[l].tensor(qdt, rows);
       if (plan.scratch_bytes() > 0) v.scratch = scratch_.view(0, plan.scratch_bytes());
+      if (plan.longest_first()) v.order = order_.view(0, plan.order_bytes());
       v.status = status_.view(0, 4);
       record_decode(ctx_, cmd, plan, v);
       record_compute_barrier(ctx_, cmd);  // layers share the scratch; check() reads the outputs

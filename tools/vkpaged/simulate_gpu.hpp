@@ -26,6 +26,7 @@ struct SimGpuShape {
   uint32_t max_blocks_per_seq = 0;  // M: the longest request's blocks
   uint32_t max_batch = 0;
   DType query_dtype = DType::f16;
+  DecodeOrder order = DecodeOrder::automatic;  // of every decode (longest first: a list per step)
 };
 
 struct SimCheck {
@@ -80,6 +81,7 @@ class SimGpu {
   std::vector<DeviceBuffer> queries_, outputs_;  // per layer, [max_batch, H, D]
   DeviceBuffer block_tables_, context_lens_;     // host-visible
   DeviceBuffer scratch_, status_;
+  DeviceBuffer order_;  // longest first: the step's item list, shared by its layers
   std::map<uint32_t, DecodePlan> plans_;  // by batch size
   // Where check() and read_blocks() gather blocks (host-visible, same layout as a layer).
   DeviceBuffer check_keys_, check_values_;
