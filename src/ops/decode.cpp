@@ -380,6 +380,22 @@ uint32_t context_cap(const DecodePlanData& p) {
   return uint32_t(p.split ? std::min<uint64_t>(cap, uint64_t(p.num_partitions) * p.partition_tokens) : cap);
 }
 
+// The push constants a plan fixes (shape, split, window, length cap), shared by the decode,
+// reduce and order passes; the caller adds the views' offsets and the per-call values.
+sh::DecodePush plan_push(const DecodePlanData& p) {
+  sh::DecodePush push{};
+  push.num_seqs = p.shape.num_seqs;
+  push.num_heads = p.shape.num_heads;
+  push.num_kv_heads = p.shape.num_kv_heads;
+  push.num_blocks = p.shape.num_blocks;
+  push.max_blocks_per_seq = p.shape.max_blocks_per_seq;
+  push.partition_tokens = p.partition_tokens;
+  push.num_partitions = p.num_partitions;
+  push.sliding_window = p.options.sliding_window;
+  push.context_cap = context_cap(p);
+  return push;
+}
+
 uint32_t feature_bits(const DecodeShape& s, const DecodeOptions& o, bool split) {
   uint32_t f = 0;
   if (s.alibi) f |= DECODE_FEATURE_ALIBI;
@@ -558,16 +574,7 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   bound[DECODE_BINDING_ORDER] = impl.bind_view(p.ordered ? v.order : BufferView{});
   bound[DECODE_BINDING_STATUS] = impl.bind_view(v.status);
 
-  sh::DecodePush push{};
-  push.num_seqs = s.num_seqs;
-  push.num_heads = s.num_heads;
-  push.num_kv_heads = s.num_kv_heads;
-  push.num_blocks = s.num_blocks;
-  push.max_blocks_per_seq = s.max_blocks_per_seq;
-  push.partition_tokens = p.partition_tokens;
-  push.num_partitions = p.num_partitions;
-  push.sliding_window = options.sliding_window;
-  push.context_cap = context_cap(p);
+  sh::DecodePush push = plan_push(p);
   push.query_offset = bound[DECODE_BINDING_QUERY].word_offset;
   push.key_offset = bound[DECODE_BINDING_KEY_CACHE].word_offset;
   push.value_offset = bound[DECODE_BINDING_VALUE_CACHE].word_offset;
@@ -631,12 +638,7 @@ void record_decode_order(Context& context, VkCommandBuffer cmd, const DecodePlan
   std::array<detail::BoundView, ORDER_BINDING_COUNT> bound;
   bound[ORDER_BINDING_CONTEXT_LENS] = impl.bind_view(context_lens.memory);
   bound[ORDER_BINDING_LIST] = impl.bind_view(order);
-  sh::DecodePush push{};
-  push.num_seqs = p.shape.num_seqs;
-  push.partition_tokens = p.partition_tokens;
-  push.num_partitions = p.num_partitions;
-  push.sliding_window = p.options.sliding_window;
-  push.context_cap = context_cap(p);
+  sh::DecodePush push = plan_push(p);
   push.context_lens_offset = bound[ORDER_BINDING_CONTEXT_LENS].word_offset;
   push.order_offset = bound[ORDER_BINDING_LIST].word_offset;
   impl.dispatch(cmd, *p.order, bound, &push, 1, 1, 1);
