@@ -10,7 +10,8 @@ include/vkpaged/decode.hpp): SM, workgroup, subgroup, units of 32 tokens done, t
 64-bit nanosecond stamps of a device-wide clock: start, query staged, first unit done, last unit
 done, end. Per case this prints how long each phase took (median, 10th and 90th percentiles over
 the subgroups that had units), when subgroups started and ended, how the subgroup slots (the most
-resident at once) were used over the run (unit loops, starting or merging, empty), and how many
+resident at once) were used over the run (unit loops, starting or merging, empty), how evenly the
+SMs were filled (the most subgroups each held at once: min, median, max over SMs), and how many
 subgroups were resident and how many inside their unit loop in 24 equal steps: dips in the
 second row are time the memory system was not being asked for keys and values.
 """
@@ -77,6 +78,13 @@ def summarise(path, steps):
     print(f"   of {slots} slots x {span / 1e3:.1f} us: {100 * loop_time / (slots * span):.1f} % in unit loops, "
           f"{100 * (resident_time - loop_time) / (slots * span):.1f} % starting or merging, "
           f"{100 * (1 - resident_time / (slots * span)):.1f} % empty")
+    # How evenly the SMs were filled: the most subgroups each SM held at once.
+    per_sm = []
+    for sm in np.unique(records[:, SM]):
+        mine = stamps[records[:, SM] == sm]
+        per_sm.append(max(int(((mine[:, START] <= t) & (mine[:, END] > t)).sum()) for t in mine[:, START]))
+    print(f"   most resident per SM:   min {min(per_sm)}, median {int(np.median(per_sm))}, max {max(per_sm)} "
+          f"({len(per_sm)} SMs)")
     edges = np.linspace(0, span, steps + 1)
     mids = (edges[:-1] + edges[1:]) / 2
     resident = [resident_at(t) for t in mids]
