@@ -188,6 +188,7 @@ shared float s_sum[SUBGROUPS * HEADS];
 shared float s_weight[SUBGROUPS * HEADS];    // merge weight of each subgroup's state
 shared float s_factor[HEADS];                // output factor per head
 shared float s_query_fix[HEADS];             // per head: the inverse of its query's power of two
+shared uint s_row_largest[HEADS];            // bf16 query: each row's largest magnitude, as float bits
 
 // The cache dim that slot k of dim step `step` holds (see the header): the lane (g, q) that
 // holds k reads chunk 4 (step / STEPS_PER_CHUNK) + q, and 4 dims of it per step.
@@ -196,6 +197,17 @@ uint key_dim(uint step, uint k) {
   const uint chunk = 4u * (step / STEPS_PER_CHUNK) + q;
   const uint in_word = FP8 ? (k >= 8u ? 1u : 0u) + 2u * (k % 2u) : (k >= 8u ? 2u : 0u) + k % 2u;  // fp8 pairs
   return chunk * CHUNK_DIMS + 4u * (step % STEPS_PER_CHUNK) + in_word;
+}
+
+// Query word `p` of the staged rows ([head][dim step * 16 + k]): its two elements, in the keys'
+// dim order (key_dim); zeros for heads past `heads`.
+vec2 query_pair(uint p, uint seq, uint head0, uint heads) {
+  const uint i = 2u * p;
+  const uint h = i / D;
+  if (h >= heads) return vec2(0.0);
+  const uint row = (seq * pc.num_heads + head0 + h) * D;
+  return vec2(VKP_LOAD_ELEMENT(query_words, pc.query_offset, row + key_dim((i % D) / 16u, i % 16u), QUERY_DTYPE),
+              VKP_LOAD_ELEMENT(query_words, pc.query_offset, row + key_dim(((i + 1u) % D) / 16u, (i + 1u) % 16u), QUERY_DTYPE));
 }
 
 // The token (from the lane's key group) of row g + 8h of tile i, r = 2i + h: the accumulator's
@@ -396,40 +408,27 @@ void main() {
   uint next_key_entry = table_entry(table, first_unit * UNIT + key_group, pc.max_blocks_per_seq * B);
   uint next_value_entry = table_entry(table, first_unit * UNIT + value_group, pc.max_blocks_per_seq * B);
 
-  // Queries (scale and k_scale folded in) in the keys' dim order; rows past the group zero.
-  // A bf16 query's rows are scaled into f16's range (query range, above), a subgroup taking
-  // whole heads; f16 rows are read all at once (one memory latency per workgroup).
+  // Queries (scale and k_scale folded in) in the keys' dim order as f16 pairs; rows past the
+  // group zero. Every invocation requests its pairs of every row at once (one memory latency
+  // per workgroup). A bf16 query's rows are scaled into f16's range (query range, above): the
+  // rows' largest magnitudes meet in shared memory (as float bits, which order like the
+  // magnitudes), then the pairs are read again (cached) and scaled.
   const float qscale = pc.scale * pc.k_scale;
   if (SCALED_QUERY) {
-    for (uint h = sub; h < HEADS; h += SUBGROUPS) {
-      float row[D / SUBGROUP];  // elements lane, lane + 32, ... of the row
-      float largest = 0.0;
-      [[unroll]] for (uint k = 0u; k < D / SUBGROUP; ++k) {
-        const uint i = lane + SUBGROUP * k;
-        const uint at = (seq * pc.num_heads + head0 + h) * D + key_dim(i / 16u, i % 16u);
-        row[k] = h < heads ? VKP_LOAD_ELEMENT(query_words, pc.query_offset, at, QUERY_DTYPE) * qscale : 0.0;
-        largest = max(largest, abs(row[k]));
-      }
-      const int shift = range_shift(subgroup_max(largest));
-      [[unroll]] for (uint k = 0u; k < D / SUBGROUP; ++k) {  // even lanes store their pair
-        const float x = ldexp(row[k], -shift);
-        const float next = subgroupShuffleXor(x, 1u);
-        if (lane % 2u == 0u) s_work[(h * D + lane + SUBGROUP * k) / 2u] = uintBitsToFloat(packHalf2x16(vec2(x, next)));
-      }
-      if (lane == 0u) s_query_fix[h] = ldexp(1.0, shift);
+    if (tid < HEADS) s_row_largest[tid] = 0u;
+    barrier();
+    for (uint p = tid; p < QUERY_WORDS; p += WG) {
+      const vec2 v = query_pair(p, seq, head0, heads) * qscale;
+      atomicMax(s_row_largest[2u * p / D], floatBitsToUint(max(abs(v.x), abs(v.y))));
     }
+    barrier();
+    for (uint p = tid; p < QUERY_WORDS; p += WG) {
+      const int shift = range_shift(uintBitsToFloat(s_row_largest[2u * p / D]));
+      s_work[p] = uintBitsToFloat(packHalf2x16(ldexp(query_pair(p, seq, head0, heads) * qscale, ivec2(-shift))));
+    }
+    if (tid < HEADS) s_query_fix[tid] = ldexp(1.0, range_shift(uintBitsToFloat(s_row_largest[tid])));
   } else {
-    for (uint p = tid; p < QUERY_WORDS; p += WG) {  // a pair of elements per word
-      const uint i = 2u * p;
-      const uint h = i / D;
-      vec2 v = vec2(0.0);
-      if (h < heads) {
-        const uint row = (seq * pc.num_heads + head0 + h) * D;
-        v = vec2(VKP_LOAD_ELEMENT(query_words, pc.query_offset, row + key_dim((i % D) / 16u, i % 16u), QUERY_DTYPE),
-                 VKP_LOAD_ELEMENT(query_words, pc.query_offset, row + key_dim(((i + 1u) % D) / 16u, (i + 1u) % 16u), QUERY_DTYPE)) * qscale;
-      }
-      s_work[p] = uintBitsToFloat(packHalf2x16(v));
-    }
+    for (uint p = tid; p < QUERY_WORDS; p += WG) s_work[p] = uintBitsToFloat(packHalf2x16(query_pair(p, seq, head0, heads) * qscale));
   }
 
   if (len > pc.context_cap) {
