@@ -22,8 +22,28 @@ struct BandwidthMeasurement {
   double bytes_per_second() const { return median_ns > 0 ? double(bytes) / (median_ns * 1e-9) : 0.0; }
 };
 
-// Streams `bytes` (rounded down to 16) from a device buffer with 16-byte loads: warm-up, then
-// the median of `repetitions` timed runs.
+// A device buffer of its own, read end to end with 16-byte loads as the decode kernels read a
+// cache. measure_read_bandwidth times it; a benchmark records it between repetitions so that
+// the next one's reads come from memory, not from the GPU's caches (a cache flush that leaves
+// nothing dirty to write back). `bytes` is rounded down to 16 and capped at the device's
+// maxStorageBufferRange; below 16 it is refused. record() may be recorded again and again while
+// the object lives (compute stage; it may write a 16-byte sink of its own, so two records in one
+// command buffer need a barrier between them).
+class VKPAGED_API StreamingRead {
+ public:
+  StreamingRead(Context& context, size_t bytes);
+  size_t bytes() const noexcept { return bytes_; }
+  void record(VkCommandBuffer cmd) const;
+
+ private:
+  Context* context_;
+  size_t bytes_;
+  DeviceBuffer data_;
+  DeviceBuffer sink_;
+};
+
+// Streams `bytes` (rounded down to 16) from a device buffer with 16-byte loads (StreamingRead):
+// warm-up, then the median of `repetitions` timed runs.
 VKPAGED_API BandwidthMeasurement measure_read_bandwidth(Context& context, size_t bytes, int repetitions = 20);
 
 }  // namespace vkpaged

@@ -526,6 +526,20 @@ typedef struct vkp_bandwidth {
 VKP_API vkp_status vkp_measure_read_bandwidth(vkp_context* context, size_t bytes, int32_t repetitions,
                                               vkp_bandwidth* out);
 
+/* A device buffer of its own, read end to end with 16-byte loads (what vkp_measure_read_bandwidth
+ * times). Recorded between a benchmark's repetitions, it leaves the GPU's caches holding its
+ * data, so the next repetition reads from memory (a cache flush with nothing dirty to write
+ * back). bytes is rounded down to 16 and capped at maxStorageBufferRange.
+ * Errors: INVALID_ARGUMENT (bytes < 16, NULL), OUT_OF_MEMORY, DEVICE. */
+typedef struct vkp_streaming_read vkp_streaming_read;
+VKP_API vkp_status vkp_streaming_read_create(vkp_context* context, size_t bytes, vkp_streaming_read** out);
+VKP_API void vkp_streaming_read_destroy(vkp_streaming_read* read);
+/* Bytes it reads; 0 for NULL. */
+VKP_API size_t vkp_streaming_read_bytes(const vkp_streaming_read* read);
+/* Records the read (compute stage). It may write a 16-byte sink of its own: two records in one
+ * command buffer need a barrier between them. Errors: INVALID_ARGUMENT (NULL, another context). */
+VKP_API vkp_status vkp_record_streaming_read(vkp_context* context, VkCommandBuffer cmd, const vkp_streaming_read* read);
+
 /* ===================================================================== cascade merge */
 
 /* Merges the (output, log-sum-exp) pairs of attention over two disjoint key sets (a shared

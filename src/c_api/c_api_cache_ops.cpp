@@ -3,6 +3,7 @@
 // references of the cache operations.
 #include <fmt/format.h>
 
+#include <memory>
 #include <vector>
 
 #include "c_api/c_api_convert.hpp"
@@ -127,6 +128,29 @@ VKP_API vkp_status vkp_measure_read_bandwidth(vkp_context* context, size_t bytes
       throw Error(ErrorCode::invalid_argument, fmt::format("repetitions: must be at least 1, got {}", repetitions));
     const BandwidthMeasurement m = measure_read_bandwidth(ctx, bytes, repetitions);
     *out = {m.bytes, m.median_ns, m.bytes_per_second()};
+  });
+}
+
+VKP_API vkp_status vkp_streaming_read_create(vkp_context* context, size_t bytes, vkp_streaming_read** out) {
+  return guarded("vkp_streaming_read_create", [&] {
+    require(out, "out");
+    *out = nullptr;
+    auto& ctx = require(context, "context")->context;
+    *out = std::make_unique<vkp_streaming_read>(vkp_streaming_read{StreamingRead(ctx, bytes), context}).release();
+  });
+}
+
+VKP_API void vkp_streaming_read_destroy(vkp_streaming_read* read) { delete read; }
+
+VKP_API size_t vkp_streaming_read_bytes(const vkp_streaming_read* read) { return read ? read->read.bytes() : 0; }
+
+VKP_API vkp_status vkp_record_streaming_read(vkp_context* context, VkCommandBuffer cmd, const vkp_streaming_read* read) {
+  return guarded("vkp_record_streaming_read", [&] {
+    require(context, "context");
+    require(cmd, "cmd");
+    require(read, "read");
+    if (read->context != context) throw Error(ErrorCode::invalid_argument, "read: created on another context");
+    read->read.record(cmd);
   });
 }
 

@@ -8,6 +8,7 @@
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/kv_cache.hpp"
+#include "vkpaged/utilities.hpp"
 #include "vkpaged/vkpaged.h"
 
 struct vkp_context {
@@ -33,4 +34,10 @@ struct vkp_block_manager {
 
 struct vkp_kv_cache {
   vkpaged::KvCache cache;
+};
+
+struct vkp_streaming_read {
+  vkpaged::StreamingRead read;
+  // Its buffers belong to this context's device: recording with another context is refused.
+  const vkp_context* context = nullptr;
 };

@@ -1,4 +1,7 @@
-// Host side of shaders/read_bandwidth.comp: the bandwidth figure the benchmark compares with.
+// Host side of shaders/read_bandwidth.comp: a streaming read of a buffer (StreamingRead), and
+// the bandwidth figure the benchmark compares with.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <vector>
@@ -6,28 +9,37 @@
 #include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
 #include "vk/context_impl.hpp"
+#include "vkpaged/error.hpp"
 #include "vkpaged/utilities.hpp"
 
 namespace vkpaged {
 
-BandwidthMeasurement measure_read_bandwidth(Context& context, size_t bytes, int repetitions) {
-  auto& impl = context.impl();
-  bytes = std::min<size_t>(bytes, impl.info.max_storage_buffer_range) / 16 * 16;
-  DeviceBuffer data = context.create_buffer(bytes);
-  DeviceBuffer sink = context.create_buffer(16);
-  context.run_and_wait([&](VkCommandBuffer cmd) { record_fill_random(context, cmd, data.tensor(DType::u32, Shape{int64_t(bytes / 4)}), 7); });
+StreamingRead::StreamingRead(Context& context, size_t bytes)
+    : context_(&context), bytes_(std::min<size_t>(bytes, context.impl().info.max_storage_buffer_range) / 16 * 16) {
+  if (bytes_ == 0) throw Error(ErrorCode::invalid_argument, fmt::format("bytes: {} is less than 16", bytes));
+  data_ = context.create_buffer(bytes_);
+  sink_ = context.create_buffer(16);
+  context.run_and_wait([&](VkCommandBuffer cmd) { record_fill_random(context, cmd, data_.tensor(DType::u32, Shape{int64_t(bytes_ / 4)}), 7); });
+}
 
+void StreamingRead::record(VkCommandBuffer cmd) const {
+  auto& impl = context_->impl();
   const auto& pipeline = impl.pipeline(vk::shader_read_bandwidth(), {}, 2, sizeof(shader::ReadBandwidthPush));
-  const std::array<detail::BoundView, 2> bound{impl.bind_view(data.view()), impl.bind_view(sink.view())};
-  shader::ReadBandwidthPush push{uint32_t(bytes / 16), 0x9e3779b9u};
+  const std::array<detail::BoundView, 2> bound{impl.bind_view(data_.view()), impl.bind_view(sink_.view())};
+  const shader::ReadBandwidthPush push{uint32_t(bytes_ / 16), 0x9e3779b9u};
   // Enough workgroups for every compute unit to keep many loads in flight.
-  const uint32_t groups = uint32_t(std::clamp<size_t>(bytes / 16 / 256 / 8, 1, 65535));
-  auto run = [&](VkCommandBuffer cmd) { impl.dispatch(cmd, pipeline, bound, &push, groups, 1, 1); };
+  const uint32_t groups = uint32_t(std::clamp<size_t>(bytes_ / 16 / 256 / 8, 1, 65535));
+  impl.dispatch(cmd, pipeline, bound, &push, groups, 1, 1);
+}
+
+BandwidthMeasurement measure_read_bandwidth(Context& context, size_t bytes, int repetitions) {
+  const StreamingRead read(context, bytes);
+  auto run = [&](VkCommandBuffer cmd) { read.record(cmd); };
   for (int i = 0; i < 3; ++i) context.run_and_wait(run);
   std::vector<double> times;
   for (int i = 0; i < std::max(1, repetitions); ++i) times.push_back(context.run_and_time(run));
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return {bytes, times[times.size() / 2]};
+  return {read.bytes(), times[times.size() / 2]};
 }
 
 }  // namespace vkpaged

@@ -297,5 +297,40 @@ TEST_F(CApiTest, RunAndTimeAndBandwidth) {
   expect_refused(vkp_measure_read_bandwidth(c_context(), 1 << 20, 0, &bw), "repetitions");
 }
 
+TEST_F(CApiTest, StreamingReadIsSizedRecordedAndChecked) {
+  vkp_streaming_read* raw = nullptr;
+  ASSERT_VKP_OK(vkp_streaming_read_create(c_context(), (size_t(1) << 20) + 5, &raw));
+  std::unique_ptr<vkp_streaming_read, decltype(&vkp_streaming_read_destroy)> read(raw, &vkp_streaming_read_destroy);
+  EXPECT_EQ(vkp_streaming_read_bytes(raw), size_t(1) << 20);
+  EXPECT_EQ(vkp_streaming_read_bytes(nullptr), 0u);
+  int calls = 0;
+  auto record = [&](VkCommandBuffer cmd) {
+    ++calls;
+    return vkp_record_streaming_read(c_context(), cmd, raw);
+  };
+  EXPECT_VKP_OK(run(c_context(), record));
+  EXPECT_VKP_OK(run(c_context(), record));
+  EXPECT_EQ(calls, 2);
+
+  vkp_streaming_read* none = reinterpret_cast<vkp_streaming_read*>(&calls);
+  expect_refused(vkp_streaming_read_create(c_context(), 15, &none), "bytes: 15 is less than 16");
+  EXPECT_EQ(none, nullptr) << "a refused create leaves *out NULL";
+  expect_refused(vkp_streaming_read_create(c_context(), 64, nullptr), "out is NULL");
+  expect_refused(run(c_context(), [](VkCommandBuffer cmd) { return vkp_record_streaming_read(c_context(), cmd, nullptr); }),
+                 "read is NULL");
+
+  // A read belongs to the context that made it.
+  vkp_context_options options;
+  vkp_context_options_init(&options);
+  const std::string index = std::to_string(list_devices().default_index);
+  options.device = index.c_str();
+  options.validation = validation_wanted();
+  vkp_context* own = nullptr;
+  ASSERT_VKP_OK(vkp_context_create(&options, &own));
+  std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)> owner(own, &vkp_context_destroy);
+  expect_refused(run(own, [&](VkCommandBuffer cmd) { return vkp_record_streaming_read(own, cmd, raw); }),
+                 "read: created on another context");
+}
+
 }  // namespace
 }  // namespace vkpaged::test

@@ -568,6 +568,18 @@ TEST_F(CliTest, BenchRefusesATimelineDirectoryItCannotCreate) {
   EXPECT_EQ(r.out, "") << "the bench started before refusing";
 }
 
+TEST_F(CliTest, BenchFlushesTheCachesBeforeEachRepetitionWhenAsked) {
+  const CliResult r = run({"bench", "--suite", "quick", "--repetitions", "20", "--warmup", "1", "--flush-caches",
+                           "--json", path("bench.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
+  EXPECT_NE(r.out.find("caches flushed before each repetition: a "), std::string::npos) << r.out;
+  for (const char* name : {"q-long", "q-batch", "q-mha", "q-ragged"}) EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  const std::string json = slurp(path("bench.json"));
+  EXPECT_EQ(json.find("\"cache_flush_bytes\": 0,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"cache_flush_bytes\": "), std::string::npos) << json;
+}
+
 // ---- in-process pieces ----
 
 TEST(CliBench, DecodeOptionsFromTheCommandLine) {

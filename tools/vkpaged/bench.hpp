@@ -46,6 +46,10 @@ struct BenchOptions {
   // Also record each matrix-kernel case's timeline (DecodeOptions::timeline) to DIR/<case>.bin
   // after timing it; scripts/decode_timeline.py summarises the files.
   std::string timeline_dir;
+  // Read a buffer as large as the bandwidth probe (StreamingRead) before each repetition, so
+  // that no case reads what the last repetition left in the GPU's caches (performance-targets.md
+  // allows either a cache several times the L2 or this flush).
+  bool flush_caches = false;
 };
 
 // The DecodeOptions of every case: --split, --partition-tokens, --kernel, --order. Throws

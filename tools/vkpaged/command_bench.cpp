@@ -63,7 +63,9 @@ void write_timeline(Context& ctx, const BenchCase& c, const DecodeShape& s, Deco
   if (!f) throw Error(ErrorCode::io_error, fmt::format("--timeline: cannot write {}", path));
 }
 
-BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o, const DecodeOptions& options) {
+// `flush`, when given, is recorded (untimed, its own submit) before each warm-up and timed run.
+BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o, const DecodeOptions& options,
+                     const StreamingRead* flush) {
   BenchResult r;
   r.config = c;
   const auto& dev = ctx.device_info();
@@ -165,9 +167,18 @@ BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o, co
     r.path += fmt::format(" (list {:.1f} us once per step)", r.order_us);
   }
   auto run = [&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v); };
-  for (int i = 0; i < o.warmup; ++i) ctx.run_and_wait(run);
+  auto flush_caches = [&] {
+    if (flush) ctx.run_and_wait([&](VkCommandBuffer cmd) { flush->record(cmd); });
+  };
+  for (int i = 0; i < o.warmup; ++i) {
+    flush_caches();
+    ctx.run_and_wait(run);
+  }
   std::vector<double> us;
-  for (int i = 0; i < std::max(20, o.repetitions); ++i) us.push_back(ctx.run_and_time(run) * 1e-3);
+  for (int i = 0; i < std::max(20, o.repetitions); ++i) {
+    flush_caches();
+    us.push_back(ctx.run_and_time(run) * 1e-3);
+  }
   std::sort(us.begin(), us.end());
   if (!o.timeline_dir.empty()) write_timeline(ctx, c, s, options, v, o.timeline_dir);
   r.median_us = us[us.size() / 2];
@@ -185,9 +196,12 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-void write_json(const std::string& path, const DeviceInfo& dev, double bandwidth, const std::vector<BenchResult>& results) {
-  std::string j = fmt::format("{{\n  \"device\": \"{}\",\n  \"driver\": \"{}\",\n  \"read_bandwidth_bytes_per_second\": {:.6g},\n  \"cases\": [\n",
-                              json_escape(dev.name), json_escape(dev.driver), bandwidth);
+void write_json(const std::string& path, const DeviceInfo& dev, double bandwidth, size_t flush_bytes,
+                const std::vector<BenchResult>& results) {
+  std::string j = fmt::format(
+      "{{\n  \"device\": \"{}\",\n  \"driver\": \"{}\",\n  \"read_bandwidth_bytes_per_second\": {:.6g},\n"
+      "  \"cache_flush_bytes\": {},\n  \"cases\": [\n",
+      json_escape(dev.name), json_escape(dev.driver), bandwidth, flush_bytes);
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     const auto& c = r.config;
@@ -247,12 +261,17 @@ int run_bench(const BenchOptions& o) {
     fmt::print("read bandwidth over {} MB (the small standard cases' KV size): {:.1f} GB/s, {:.1f} us\n",
                small.bytes / 1000000, small.bytes_per_second() / 1e9, small.median_ns / 1e3);
   }
+  std::optional<StreamingRead> flush;
+  if (o.flush_caches) {
+    flush.emplace(ctx, probe);
+    fmt::print("caches flushed before each repetition: a {} MB streaming read, not timed\n", flush->bytes() / 1000000);
+  }
   fmt::print("\n");
   fmt::print("{:<18} {:>5} {:>7} {:>3}/{:<3} {:>3} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}  {}\n", "case", "batch",
              "context", "H", "Hkv", "D", "B", "kv", "median us", "min us", "max us", "GB/s", "share", "path");
   std::vector<BenchResult> results;
   for (const auto& c : cases) {
-    BenchResult r = run_case(ctx, c, o, decode_options);
+    BenchResult r = run_case(ctx, c, o, decode_options, flush ? &*flush : nullptr);
     const double share = bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0;
     if (!r.skipped.empty())
       fmt::print("{:<18} skipped: {}\n", c.name, r.skipped);
@@ -263,7 +282,7 @@ int run_bench(const BenchOptions& o) {
     std::fflush(stdout);
     results.push_back(std::move(r));
   }
-  if (!o.json_path.empty()) write_json(o.json_path, dev, bandwidth, results);
+  if (!o.json_path.empty()) write_json(o.json_path, dev, bandwidth, flush ? flush->bytes() : 0, results);
   if (!o.chart_path.empty()) {
     std::ofstream f(o.chart_path);
     f << bench_chart_svg(results, bandwidth, fmt::format("vkpaged decode, {} suite, {}", o.suite, dev.name));

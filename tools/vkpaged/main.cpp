@@ -116,6 +116,9 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
                  "also write each matrix-kernel case's per-subgroup timeline to DIR/<case>.bin "
                  "(read it with scripts/decode_timeline.py)")
       ->type_name("DIR");
+  cmd.add_flag("--flush-caches", b.flush_caches,
+               "before each repetition, read a buffer as large as the bandwidth probe (not timed), so that "
+               "no case reads what the last repetition left in the GPU's caches");
 }
 
 std::string one_line(std::string s) {

@@ -1,0 +1,57 @@
+// StreamingRead: the streaming read that measure_read_bandwidth times and `vkpaged bench
+// --flush-caches` records between repetitions. What it reads cannot be observed; what can is its
+// size rule, its refusal, that it can be recorded again and again without a validation message,
+// and that it leaves other buffers as they were.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "support/test_context.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/utilities.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+class StreamingReadTest : public GpuTest {};
+
+TEST_F(StreamingReadTest, SizeIsRoundedDownTo16AndCappedAtTheStorageBufferRange) {
+  EXPECT_EQ(StreamingRead(ctx(), 1000).bytes(), 992u);
+  EXPECT_EQ(StreamingRead(ctx(), 16).bytes(), 16u);
+  const size_t range = ctx().device_info().max_storage_buffer_range;
+  const size_t over = std::min<size_t>(range + 4096, ctx().device_info().device_local_bytes / 4);
+  if (over <= range) GTEST_SKIP() << "device memory too small to ask past maxStorageBufferRange";
+  EXPECT_EQ(StreamingRead(ctx(), over).bytes(), range / 16 * 16);
+}
+
+TEST_F(StreamingReadTest, FewerThan16BytesAreRefusedNamingTheSize) {
+  try {
+    StreamingRead(ctx(), 15);
+    ADD_FAILURE() << "15 bytes were accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_STREQ(e.what(), "bytes: 15 is less than 16");
+  }
+}
+
+TEST_F(StreamingReadTest, RecordsRepeatedlyAndLeavesOtherBuffersAlone) {
+  const StreamingRead read(ctx(), size_t(1) << 20);
+  std::vector<uint32_t> words(4096);
+  std::iota(words.begin(), words.end(), 7u);
+  auto other = ctx().create_buffer(words.size() * 4);
+  ctx().upload(other.view(), words.data(), words.size() * 4);
+  auto run = [&](VkCommandBuffer cmd) { read.record(cmd); };
+  ctx().run_and_wait(run);
+  EXPECT_GT(ctx().run_and_time(run), 0.0);
+  std::vector<uint32_t> after(words.size());
+  ctx().download(other.view(), after.data(), after.size() * 4);
+  EXPECT_EQ(after, words);
+  const BandwidthMeasurement m = measure_read_bandwidth(ctx(), (size_t(1) << 20) + 5, 2);
+  EXPECT_EQ(m.bytes, size_t(1) << 20);
+  EXPECT_GT(m.bytes_per_second(), 0.0);
+}
+
+}  // namespace
+}  // namespace vkpaged::test
