@@ -123,7 +123,6 @@ VKP_API vkp_status vkp_measure_read_bandwidth(vkp_context* context, size_t bytes
   return guarded("vkp_measure_read_bandwidth", [&] {
     auto& ctx = require(context, "context")->context;
     require(out, "out");
-    if (bytes < 16) throw Error(ErrorCode::invalid_argument, fmt::format("bytes: {} is less than 16", bytes));
     if (repetitions < 1)
       throw Error(ErrorCode::invalid_argument, fmt::format("repetitions: must be at least 1, got {}", repetitions));
     const BandwidthMeasurement m = measure_read_bandwidth(ctx, bytes, repetitions);

@@ -295,6 +295,7 @@ TEST_F(CApiTest, RunAndTimeAndBandwidth) {
   EXPECT_EQ(bw.bytes, size_t(1) << 20);
   EXPECT_GT(bw.bytes_per_second, 0.0);
   expect_refused(vkp_measure_read_bandwidth(c_context(), 1 << 20, 0, &bw), "repetitions");
+  expect_refused(vkp_measure_read_bandwidth(c_context(), 15, 2, &bw), "bytes: 15 is less than 16");
 }
 
 TEST_F(CApiTest, StreamingReadIsSizedRecordedAndChecked) {
