@@ -4,7 +4,6 @@
 // and that it leaves other buffers as they were.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <numeric>
 #include <vector>
 
