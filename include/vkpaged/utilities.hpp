@@ -33,6 +33,7 @@ class VKPAGED_API StreamingRead {
  public:
   StreamingRead(Context& context, size_t bytes);
   size_t bytes() const noexcept { return bytes_; }
+  Context& context() const noexcept { return *context_; }
   void record(VkCommandBuffer cmd) const;
 
  private:
@@ -45,5 +46,9 @@ class VKPAGED_API StreamingRead {
 // Streams `bytes` (rounded down to 16) from a device buffer with 16-byte loads (StreamingRead):
 // warm-up, then the median of `repetitions` timed runs.
 VKPAGED_API BandwidthMeasurement measure_read_bandwidth(Context& context, size_t bytes, int repetitions = 20);
+// The same with a read the caller keeps (one buffer both to time and to flush the caches
+// with); `read` must have been made on `context`.
+VKPAGED_API BandwidthMeasurement measure_read_bandwidth(Context& context, const StreamingRead& read,
+                                                        int repetitions = 20);
 
 }  // namespace vkpaged

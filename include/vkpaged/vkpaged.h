@@ -539,6 +539,10 @@ VKP_API size_t vkp_streaming_read_bytes(const vkp_streaming_read* read);
 /* Records the read (compute stage). It may write a 16-byte sink of its own: two records in one
  * command buffer need a barrier between them. Errors: INVALID_ARGUMENT (NULL, another context). */
 VKP_API vkp_status vkp_record_streaming_read(vkp_context* context, VkCommandBuffer cmd, const vkp_streaming_read* read);
+/* vkp_measure_read_bandwidth over this read's buffer (one buffer both to time and to flush with).
+ * Errors: INVALID_ARGUMENT (NULL, another context, repetitions < 1), UNSUPPORTED, DEVICE. */
+VKP_API vkp_status vkp_measure_streaming_read(vkp_context* context, const vkp_streaming_read* read, int32_t repetitions,
+                                              vkp_bandwidth* out);
 
 /* ===================================================================== cascade merge */
 

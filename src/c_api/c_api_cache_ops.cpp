@@ -153,6 +153,20 @@ VKP_API vkp_status vkp_record_streaming_read(vkp_context* context, VkCommandBuff
   });
 }
 
+VKP_API vkp_status vkp_measure_streaming_read(vkp_context* context, const vkp_streaming_read* read, int32_t repetitions,
+                                              vkp_bandwidth* out) {
+  return guarded("vkp_measure_streaming_read", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(read, "read");
+    require(out, "out");
+    if (read->context != context) throw Error(ErrorCode::invalid_argument, "read: created on another context");
+    if (repetitions < 1)
+      throw Error(ErrorCode::invalid_argument, fmt::format("repetitions: must be at least 1, got {}", repetitions));
+    const BandwidthMeasurement m = measure_read_bandwidth(ctx, read->read, repetitions);
+    *out = {m.bytes, m.median_ns, m.bytes_per_second()};
+  });
+}
+
 // ---- CPU references: the caller's arrays are copied in, and results copied back only on success ----
 
 VKP_API vkp_status vkp_reference_reshape_and_cache(const vkp_host_tensor* key, const vkp_host_tensor* value,

@@ -33,7 +33,12 @@ void StreamingRead::record(VkCommandBuffer cmd) const {
 }
 
 BandwidthMeasurement measure_read_bandwidth(Context& context, size_t bytes, int repetitions) {
-  const StreamingRead read(context, bytes);
+  return measure_read_bandwidth(context, StreamingRead(context, bytes), repetitions);
+}
+
+BandwidthMeasurement measure_read_bandwidth(Context& context, const StreamingRead& read, int repetitions) {
+  if (&read.context() != &context)
+    throw Error(ErrorCode::invalid_argument, "read: made on another context than the one given");
   auto run = [&](VkCommandBuffer cmd) { read.record(cmd); };
   for (int i = 0; i < 3; ++i) context.run_and_wait(run);
   std::vector<double> times;

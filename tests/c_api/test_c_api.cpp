@@ -22,6 +22,23 @@ using namespace c_api_helpers;
 
 class CApiTest : public GpuTest {};
 
+using OwnedContext = std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)>;
+
+// A second context on the default device, with the tests' validation setting; `disable_subgroup_arithmetic`
+// as asked.
+OwnedContext create_own_context(bool disable_subgroup_arithmetic = false) {
+  vkp_context_options options;
+  vkp_context_options_init(&options);
+  const std::string index = std::to_string(list_devices().default_index);
+  options.device = index.c_str();
+  options.validation = validation_wanted();
+  options.disable_subgroup_arithmetic = disable_subgroup_arithmetic;
+  vkp_context* own = nullptr;
+  const vkp_status status = vkp_context_create(&options, &own);
+  EXPECT_EQ(status, VKP_OK) << vkp_last_error();
+  return OwnedContext(own, &vkp_context_destroy);
+}
+
 // The header's macros are the CMake project version (read from the top-level CMakeLists.txt
 // next to this source), and the library answers the same.
 TEST_F(CApiTest, VersionMatchesTheProjectAndTheLibrary) {
@@ -188,15 +205,9 @@ TEST_F(CApiTest, ListsDevicesAndDescribesTheAdoptedContext) {
 
 // A context on its own device, with options; a decode on it matches the reference.
 TEST_F(CApiTest, CreatesItsOwnContextWithOptions) {
-  vkp_context_options options;
-  vkp_context_options_init(&options);
-  const std::string index = std::to_string(list_devices().default_index);
-  options.device = index.c_str();
-  options.validation = validation_wanted();
-  options.disable_subgroup_arithmetic = true;
-  vkp_context* own = nullptr;
-  ASSERT_VKP_OK(vkp_context_create(&options, &own));
-  std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)> owner(own, &vkp_context_destroy);
+  const OwnedContext owner = create_own_context(true);
+  vkp_context* own = owner.get();
+  ASSERT_NE(own, nullptr);
   vkp_device_info info;
   ASSERT_VKP_OK(vkp_context_device_info(own, &info));
   EXPECT_FALSE(info.subgroup_arithmetic);
@@ -320,17 +331,23 @@ TEST_F(CApiTest, StreamingReadIsSizedRecordedAndChecked) {
   expect_refused(run(c_context(), [](VkCommandBuffer cmd) { return vkp_record_streaming_read(c_context(), cmd, nullptr); }),
                  "read is NULL");
 
+  // It is timed as it is.
+  vkp_bandwidth bandwidth{};
+  ASSERT_VKP_OK(vkp_measure_streaming_read(c_context(), raw, 2, &bandwidth));
+  EXPECT_EQ(bandwidth.bytes, size_t(1) << 20);
+  EXPECT_GT(bandwidth.median_ns, 0.0);
+  EXPECT_GT(bandwidth.bytes_per_second, 0.0);
+  expect_refused(vkp_measure_streaming_read(c_context(), raw, 0, &bandwidth), "repetitions: must be at least 1, got 0");
+  expect_refused(vkp_measure_streaming_read(c_context(), nullptr, 2, &bandwidth), "read is NULL");
+  expect_refused(vkp_measure_streaming_read(c_context(), raw, 2, nullptr), "out is NULL");
+
   // A read belongs to the context that made it.
-  vkp_context_options options;
-  vkp_context_options_init(&options);
-  const std::string index = std::to_string(list_devices().default_index);
-  options.device = index.c_str();
-  options.validation = validation_wanted();
-  vkp_context* own = nullptr;
-  ASSERT_VKP_OK(vkp_context_create(&options, &own));
-  std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)> owner(own, &vkp_context_destroy);
+  const OwnedContext owner = create_own_context();
+  vkp_context* own = owner.get();
+  ASSERT_NE(own, nullptr);
   expect_refused(run(own, [&](VkCommandBuffer cmd) { return vkp_record_streaming_read(own, cmd, raw); }),
                  "read: created on another context");
+  expect_refused(vkp_measure_streaming_read(own, raw, 2, &bandwidth), "read: created on another context");
 }
 
 }  // namespace

@@ -52,5 +52,26 @@ TEST_F(StreamingReadTest, RecordsRepeatedlyAndLeavesOtherBuffersAlone) {
   EXPECT_GT(m.bytes_per_second(), 0.0);
 }
 
+TEST_F(StreamingReadTest, MeasuresTheReadItIsGivenOnItsOwnContext) {
+  const StreamingRead read(ctx(), (size_t(1) << 19) + 40);
+  const BandwidthMeasurement m = measure_read_bandwidth(ctx(), read, 2);
+  EXPECT_EQ(m.bytes, read.bytes());
+  EXPECT_EQ(m.bytes, (size_t(1) << 19) + 32);
+  EXPECT_GT(m.median_ns, 0.0);
+  EXPECT_EQ(&read.context(), &ctx());
+
+  ContextOptions options;
+  options.device = std::to_string(ctx().device_info().index);
+  options.validation = validation_wanted();
+  Context other(options);
+  try {
+    measure_read_bandwidth(other, read, 2);
+    ADD_FAILURE() << "a read of another context was timed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_STREQ(e.what(), "read: made on another context than the one given");
+  }
+}
+
 }  // namespace
 }  // namespace vkpaged::test

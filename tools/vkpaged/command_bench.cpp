@@ -247,7 +247,10 @@ int run_bench(const BenchOptions& o) {
   const auto& dev = ctx.device_info();
   // Several times the largest L2 caches (60 MB on an H200), capped by the device's limits.
   const size_t probe = std::min<size_t>({size_t(1) << 30, dev.max_storage_buffer_range, dev.device_local_bytes / 4});
-  const auto bw = measure_read_bandwidth(ctx, probe, o.repetitions);
+  // With --flush-caches the probe's buffer is kept and read again before each repetition.
+  std::optional<StreamingRead> flush;
+  if (o.flush_caches) flush.emplace(ctx, probe);
+  const auto bw = flush ? measure_read_bandwidth(ctx, *flush, o.repetitions) : measure_read_bandwidth(ctx, probe, o.repetitions);
   const double bandwidth = bw.bytes_per_second();
   fmt::print("device: {} ({})\n", dev.name, dev.driver);
   fmt::print("read bandwidth (streaming 16-byte loads, {} MB, median of {}): {:.1f} GB/s\n", bw.bytes / 1000000,
@@ -261,11 +264,7 @@ int run_bench(const BenchOptions& o) {
     fmt::print("read bandwidth over {} MB (the small standard cases' KV size): {:.1f} GB/s, {:.1f} us\n",
                small.bytes / 1000000, small.bytes_per_second() / 1e9, small.median_ns / 1e3);
   }
-  std::optional<StreamingRead> flush;
-  if (o.flush_caches) {
-    flush.emplace(ctx, probe);
-    fmt::print("caches flushed before each repetition: a {} MB streaming read, not timed\n", flush->bytes() / 1000000);
-  }
+  if (flush) fmt::print("caches flushed before each repetition: a {} MB streaming read, not timed\n", flush->bytes() / 1000000);
   fmt::print("\n");
   fmt::print("{:<18} {:>5} {:>7} {:>3}/{:<3} {:>3} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}  {}\n", "case", "batch",
              "context", "H", "Hkv", "D", "B", "kv", "median us", "min us", "max us", "GB/s", "share", "path");
