@@ -32,6 +32,21 @@ std::vector<LayerCacheViews> to_layers(const vkp_layer_cache_views* layers, size
   return v;
 }
 
+// The C measurements take at least one repetition (the C++ ones round up to one).
+void require_repetitions(int32_t repetitions) {
+  if (repetitions < 1)
+    throw Error(ErrorCode::invalid_argument, fmt::format("repetitions: must be at least 1, got {}", repetitions));
+}
+
+vkp_bandwidth to_c(const BandwidthMeasurement& m) { return {m.bytes, m.median_ns, m.bytes_per_second()}; }
+
+// The read behind a handle, which must have been created on `context`.
+const StreamingRead& read_on(vkp_context* context, const vkp_streaming_read* read) {
+  require(read, "read");
+  if (read->context != context) throw Error(ErrorCode::invalid_argument, "read: created on another context");
+  return read->read;
+}
+
 }  // namespace
 
 extern "C" {
@@ -123,10 +138,8 @@ VKP_API vkp_status vkp_measure_read_bandwidth(vkp_context* context, size_t bytes
   return guarded("vkp_measure_read_bandwidth", [&] {
     auto& ctx = require(context, "context")->context;
     require(out, "out");
-    if (repetitions < 1)
-      throw Error(ErrorCode::invalid_argument, fmt::format("repetitions: must be at least 1, got {}", repetitions));
-    const BandwidthMeasurement m = measure_read_bandwidth(ctx, bytes, repetitions);
-    *out = {m.bytes, m.median_ns, m.bytes_per_second()};
+    require_repetitions(repetitions);
+    *out = to_c(measure_read_bandwidth(ctx, bytes, repetitions));
   });
 }
 
@@ -147,9 +160,7 @@ VKP_API vkp_status vkp_record_streaming_read(vkp_context* context, VkCommandBuff
   return guarded("vkp_record_streaming_read", [&] {
     require(context, "context");
     require(cmd, "cmd");
-    require(read, "read");
-    if (read->context != context) throw Error(ErrorCode::invalid_argument, "read: created on another context");
-    read->read.record(cmd);
+    read_on(context, read).record(cmd);
   });
 }
 
@@ -157,13 +168,10 @@ VKP_API vkp_status vkp_measure_streaming_read(vkp_context* context, const vkp_st
                                               vkp_bandwidth* out) {
   return guarded("vkp_measure_streaming_read", [&] {
     auto& ctx = require(context, "context")->context;
-    require(read, "read");
+    const StreamingRead& cpp_read = read_on(context, read);
     require(out, "out");
-    if (read->context != context) throw Error(ErrorCode::invalid_argument, "read: created on another context");
-    if (repetitions < 1)
-      throw Error(ErrorCode::invalid_argument, fmt::format("repetitions: must be at least 1, got {}", repetitions));
-    const BandwidthMeasurement m = measure_read_bandwidth(ctx, read->read, repetitions);
-    *out = {m.bytes, m.median_ns, m.bytes_per_second()};
+    require_repetitions(repetitions);
+    *out = to_c(measure_read_bandwidth(ctx, cpp_read, repetitions));
   });
 }
 

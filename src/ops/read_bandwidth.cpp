@@ -38,7 +38,7 @@ BandwidthMeasurement measure_read_bandwidth(Context& context, size_t bytes, int 
 
 BandwidthMeasurement measure_read_bandwidth(Context& context, const StreamingRead& read, int repetitions) {
   if (&read.context() != &context)
-    throw Error(ErrorCode::invalid_argument, "read: made on another context than the one given");
+    throw Error(ErrorCode::invalid_argument, "read: created on another context");
   auto run = [&](VkCommandBuffer cmd) { read.record(cmd); };
   for (int i = 0; i < 3; ++i) context.run_and_wait(run);
   std::vector<double> times;

@@ -69,7 +69,7 @@ TEST_F(StreamingReadTest, MeasuresTheReadItIsGivenOnItsOwnContext) {
     ADD_FAILURE() << "a read of another context was timed";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-    EXPECT_STREQ(e.what(), "read: made on another context than the one given");
+    EXPECT_STREQ(e.what(), "read: created on another context");
   }
 }
 
