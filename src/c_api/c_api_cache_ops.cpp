@@ -43,7 +43,8 @@ vkp_bandwidth to_c(const BandwidthMeasurement& m) { return {m.bytes, m.median_ns
 // The read behind a handle, which must have been created on `context`.
 const StreamingRead& read_on(vkp_context* context, const vkp_streaming_read* read) {
   require(read, "read");
-  if (read->context != context) throw Error(ErrorCode::invalid_argument, "read: created on another context");
+  if (&read->read.context() != &context->context)
+    throw Error(ErrorCode::invalid_argument, "read: created on another context");
   return read->read;
 }
 
@@ -148,7 +149,7 @@ VKP_API vkp_status vkp_streaming_read_create(vkp_context* context, size_t bytes,
     require(out, "out");
     *out = nullptr;
     auto& ctx = require(context, "context")->context;
-    *out = std::make_unique<vkp_streaming_read>(vkp_streaming_read{StreamingRead(ctx, bytes), context}).release();
+    *out = std::make_unique<vkp_streaming_read>(vkp_streaming_read{StreamingRead(ctx, bytes)}).release();
   });
 }
 

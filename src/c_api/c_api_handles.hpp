@@ -37,7 +37,5 @@ struct vkp_kv_cache {
 };
 
 struct vkp_streaming_read {
-  vkpaged::StreamingRead read;
-  // Its buffers belong to this context's device: recording with another context is refused.
-  const vkp_context* context = nullptr;
+  vkpaged::StreamingRead read;  // knows its Context: recording with another one is refused
 };
