@@ -317,7 +317,8 @@ void ContextImpl::dispatch(VkCommandBuffer cmd, const ComputePipeline& p, std::s
   d.vkCmdDispatch(cmd, gx, gy, gz);
 }
 
-void ContextImpl::submit_and_wait(const std::function<void(VkCommandBuffer)>& record, VkQueryPool timestamps) {
+void ContextImpl::submit_and_wait(const std::function<void(VkCommandBuffer)>& record, VkQueryPool timestamps,
+                                  const std::function<void(VkCommandBuffer)>* untimed_before) {
   std::lock_guard lock(submit_mutex);
   VkCommandBufferAllocateInfo ainfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ainfo.commandPool = command_pool.get();
@@ -334,8 +335,19 @@ void ContextImpl::submit_and_wait(const std::function<void(VkCommandBuffer)>& re
   VkCommandBufferBeginInfo binfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   binfo.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   vk::check(d.vkBeginCommandBuffer(cmd, &binfo), "vkBeginCommandBuffer");
-  if (timestamps) {
-    d.vkCmdResetQueryPool(cmd, timestamps, 0, 2);
+  if (timestamps) d.vkCmdResetQueryPool(cmd, timestamps, 0, 2);
+  if (untimed_before) {
+    // The untimed work finishes before the timed work starts (a full barrier), and the first
+    // timestamp is written once it has (bottom of pipe): what is timed is `record` alone, as
+    // it runs in a command buffer already under way, without the submission's own start.
+    (*untimed_before)(cmd);
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT;
+    d.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &barrier,
+                           0, nullptr, 0, nullptr);
+    if (timestamps) d.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps, 0);
+  } else if (timestamps) {
     d.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, timestamps, 0);
   }
   record(cmd);
@@ -421,7 +433,10 @@ void Context::download(const BufferView& src, void* dst, size_t bytes) {
 
 void Context::run_and_wait(const std::function<void(VkCommandBuffer)>& record) { impl_->submit_and_wait(record); }
 
-double Context::run_and_time(const std::function<void(VkCommandBuffer)>& record) {
+double Context::run_and_time(const std::function<void(VkCommandBuffer)>& record) { return run_and_time(record, {}); }
+
+double Context::run_and_time(const std::function<void(VkCommandBuffer)>& record,
+                             const std::function<void(VkCommandBuffer)>& untimed_before) {
   if (!impl_->info.timestamps)
     throw Error(ErrorCode::unsupported, fmt::format("device {} has no compute timestamps", impl_->info.name));
   VkQueryPoolCreateInfo qinfo{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
@@ -430,7 +445,7 @@ double Context::run_and_time(const std::function<void(VkCommandBuffer)>& record)
   VkQueryPool pool = VK_NULL_HANDLE;
   vk::check(impl_->d.vkCreateQueryPool(impl_->device, &qinfo, nullptr, &pool), "vkCreateQueryPool");
   vk::UniqueQueryPool owner(&impl_->d, impl_->device, pool);
-  impl_->submit_and_wait(record, pool);
+  impl_->submit_and_wait(record, pool, untimed_before ? &untimed_before : nullptr);
   uint64_t ticks[2] = {0, 0};
   vk::check(impl_->d.vkGetQueryPoolResults(impl_->device, pool, 0, 2, sizeof(ticks), ticks, sizeof(uint64_t),
                                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),

@@ -173,6 +173,13 @@ class VKPAGED_API Context {
   void run_and_wait(const std::function<void(VkCommandBuffer)>& record);
   // Same, with GPU timestamps before and after; returns the elapsed GPU time in nanoseconds.
   double run_and_time(const std::function<void(VkCommandBuffer)>& record);
+  // Same, with `untimed_before` recorded first in the same command buffer and finished (a full
+  // barrier) before the first timestamp: `record` is timed as it runs inside a command buffer
+  // already under way, as an engine's later operators run, without the submission's own start.
+  // On NVIDIA's driver a pipeline's first run in a submission is slower (cold instruction
+  // caches, by the evidence in bench/RESULTS.md): the same work untimed first times it warm.
+  double run_and_time(const std::function<void(VkCommandBuffer)>& record,
+                      const std::function<void(VkCommandBuffer)>& untimed_before);
 
   // Number of validation-layer messages seen since creation (0 unless validation is on).
   uint32_t validation_message_count() const noexcept;

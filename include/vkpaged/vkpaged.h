@@ -246,6 +246,12 @@ VKP_API vkp_status vkp_run_and_wait(vkp_context* context, vkp_record_fn record, 
 /* Same, with GPU timestamps around the work: *elapsed_ns receives the GPU time.
  * Errors: as vkp_run_and_wait, UNSUPPORTED (no compute timestamps). */
 VKP_API vkp_status vkp_run_and_time(vkp_context* context, vkp_record_fn record, void* user_data, double* elapsed_ns);
+/* Same, with `before` recorded first in the same command buffer, untimed, and finished (a full
+ * barrier) before the first timestamp: `record` is timed as an engine's later operators run,
+ * without the submission's own start (Context::run_and_time with untimed_before).
+ * Errors: as vkp_run_and_time (a NULL `before` is refused as a NULL `record` is). */
+VKP_API vkp_status vkp_run_and_time_after(vkp_context* context, vkp_record_fn before, void* before_user_data,
+                                          vkp_record_fn record, void* user_data, double* elapsed_ns);
 
 /* Records a compute+transfer -> compute+transfer barrier over all memory (what the convenience
  * paths put between operators; engines usually record narrower ones). */

@@ -16,22 +16,34 @@ namespace {
 // nothing is submitted; caught before guarded() sees it.
 struct RecordAbandoned {};
 
-vkp_status run_with_callback(const char* function, vkp_context* context, vkp_record_fn record, void* user_data,
-                             bool timed, double* elapsed_ns) {
+// A callback to record with, and what it is given.
+struct RecordCallback {
+  vkp_record_fn fn = nullptr;
+  void* user_data = nullptr;
+};
+
+// `before`, where given, is recorded untimed ahead of `record`: vkp_run_and_time_after.
+vkp_status run_with_callback(const char* function, vkp_context* context, RecordCallback record, bool timed,
+                             double* elapsed_ns, const RecordCallback* before = nullptr) {
   vkp_status from_callback = VKP_OK;
   const vkp_status status = guarded(function, [&] {
     auto& ctx = require(context, "context")->context;
-    require(record, "record");
+    if (before) require(before->fn, "before");
+    require(record.fn, "record");
     if (timed) require(elapsed_ns, "elapsed_ns");
-    auto record_or_abandon = [&](VkCommandBuffer cmd) {
-      from_callback = record(cmd, user_data);
-      if (from_callback != VKP_OK) throw RecordAbandoned{};
+    auto or_abandon = [&](RecordCallback callback) {
+      return [&from_callback, callback](VkCommandBuffer cmd) {
+        from_callback = callback.fn(cmd, callback.user_data);
+        if (from_callback != VKP_OK) throw RecordAbandoned{};
+      };
     };
     try {
-      if (timed)
-        *elapsed_ns = ctx.run_and_time(record_or_abandon);
+      if (before)
+        *elapsed_ns = ctx.run_and_time(or_abandon(record), or_abandon(*before));
+      else if (timed)
+        *elapsed_ns = ctx.run_and_time(or_abandon(record));
       else
-        ctx.run_and_wait(record_or_abandon);
+        ctx.run_and_wait(or_abandon(record));
     } catch (const RecordAbandoned&) {
     }
   });
@@ -118,11 +130,17 @@ VKP_API vkp_status vkp_context_validation_message_count(const vkp_context* conte
 }
 
 VKP_API vkp_status vkp_run_and_wait(vkp_context* context, vkp_record_fn record, void* user_data) {
-  return run_with_callback("vkp_run_and_wait", context, record, user_data, false, nullptr);
+  return run_with_callback("vkp_run_and_wait", context, {record, user_data}, false, nullptr);
 }
 
 VKP_API vkp_status vkp_run_and_time(vkp_context* context, vkp_record_fn record, void* user_data, double* elapsed_ns) {
-  return run_with_callback("vkp_run_and_time", context, record, user_data, true, elapsed_ns);
+  return run_with_callback("vkp_run_and_time", context, {record, user_data}, true, elapsed_ns);
+}
+
+VKP_API vkp_status vkp_run_and_time_after(vkp_context* context, vkp_record_fn before, void* before_user_data,
+                                          vkp_record_fn record, void* user_data, double* elapsed_ns) {
+  const RecordCallback untimed{before, before_user_data};
+  return run_with_callback("vkp_run_and_time_after", context, {record, user_data}, true, elapsed_ns, &untimed);
 }
 
 VKP_API vkp_status vkp_record_compute_barrier(const vkp_context* context, VkCommandBuffer cmd) {

@@ -89,7 +89,8 @@ struct ContextImpl {
   void dispatch(VkCommandBuffer cmd, const ComputePipeline& p, std::span<const BoundView> views, const void* push,
                 uint32_t gx, uint32_t gy, uint32_t gz) const;
 
-  void submit_and_wait(const std::function<void(VkCommandBuffer)>& record, VkQueryPool timestamps = VK_NULL_HANDLE);
+  void submit_and_wait(const std::function<void(VkCommandBuffer)>& record, VkQueryPool timestamps = VK_NULL_HANDLE,
+                       const std::function<void(VkCommandBuffer)>* untimed_before = nullptr);
 };
 
 }  // namespace vkpaged::detail

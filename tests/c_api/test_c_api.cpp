@@ -288,6 +288,44 @@ TEST_F(CApiTest, RunAndWaitPassesCallbackFailuresThrough) {
   EXPECT_STREQ(vkp_last_error(), "");
 }
 
+// vkp_run_and_time_after: `before` runs first, untimed, and finishes before `record` starts.
+TEST_F(CApiTest, RunAndTimeAfterRecordsTheUntimedWorkFirst) {
+  vkp_device_info info;
+  ASSERT_VKP_OK(vkp_context_device_info(c_context(), &info));
+  if (!info.timestamps) GTEST_SKIP() << "no timestamps on " << info.name;
+  CTensor target = zeros(c_context(), DType::u32, Shape{256});
+  CTensor want = zeros(c_context(), DType::u32, Shape{256});
+  struct Fill {
+    const vkp_tensor_view* view;
+    uint32_t seed;
+  };
+  auto fill = [](VkCommandBuffer cmd, void* user) {
+    const auto* f = static_cast<const Fill*>(user);
+    return vkp_record_fill_random(c_context(), cmd, f->view, f->seed);
+  };
+  auto words = [](const CTensor& t) {
+    const HostTensor h = download(c_context(), t);
+    return std::vector<uint32_t>(h.as<uint32_t>(), h.as<uint32_t>() + 256);
+  };
+  Fill first{&target.view, 5}, second{&target.view, 6}, reference{&want.view, 6};
+  double ns = -1;
+  ASSERT_VKP_OK(vkp_run_and_time_after(c_context(), fill, &first, fill, &second, &ns));
+  EXPECT_GE(ns, 0.0);
+  ASSERT_VKP_OK(vkp_run_and_wait(c_context(), fill, &reference));
+  // The timed fill came second: the target holds its values, not the untimed one's.
+  EXPECT_EQ(words(target), words(want));
+
+  expect_refused(vkp_run_and_time_after(c_context(), nullptr, nullptr, fill, &second, &ns), "before is NULL");
+  expect_refused(vkp_run_and_time_after(c_context(), fill, &first, nullptr, nullptr, &ns), "record is NULL");
+  expect_refused(vkp_run_and_time_after(c_context(), fill, &first, fill, &second, nullptr), "elapsed_ns is NULL");
+  // A failing `before` abandons the submission: the target keeps the last values written.
+  Fill other{&target.view, 9};
+  auto failing = [](VkCommandBuffer, void*) { return VKP_ERROR_UNSUPPORTED; };
+  expect_refused(vkp_run_and_time_after(c_context(), failing, nullptr, fill, &other, &ns),
+                 "the record callback returned an error", VKP_ERROR_UNSUPPORTED);
+  EXPECT_EQ(words(target), words(want));
+}
+
 TEST_F(CApiTest, RunAndTimeAndBandwidth) {
   vkp_device_info info;
   ASSERT_VKP_OK(vkp_context_device_info(c_context(), &info));

@@ -578,6 +578,26 @@ TEST_F(CliTest, BenchFlushesTheCachesBeforeEachRepetitionWhenAsked) {
   const std::string json = slurp(path("bench.json"));
   EXPECT_EQ(json.find("\"cache_flush_bytes\": 0,"), std::string::npos) << json;
   EXPECT_NE(json.find("\"cache_flush_bytes\": "), std::string::npos) << json;
+  EXPECT_NE(json.find("\"warm_start\": false,"), std::string::npos) << json;
+}
+
+TEST_F(CliTest, BenchStartsWarmAfterTheSameDecodeAndTheFlushWhenAsked) {
+  const CliResult r = run({"bench", "--suite", "quick", "--repetitions", "20", "--warmup", "1", "--flush-caches",
+                           "--warm-start", "--json", path("bench.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
+  EXPECT_NE(r.out.find("warm start: each repetition runs after the same decode and the flush"), std::string::npos)
+      << r.out;
+  for (const char* name : {"q-long", "q-batch", "q-mha", "q-ragged"}) EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  EXPECT_NE(slurp(path("bench.json")).find("\"warm_start\": true,"), std::string::npos);
+}
+
+TEST_F(CliTest, BenchRefusesAWarmStartWithoutTheFlush) {
+  const CliResult r = run({"bench", "--suite", "quick", "--warm-start"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("vkpaged: --warm-start needs --flush-caches"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "the bench started before refusing";
 }
 
 // ---- in-process pieces ----

@@ -1,10 +1,13 @@
-// Context creation: device choice, adopting an engine's device, the reduction fallback.
+// Context creation: device choice, adopting an engine's device, the reduction fallback, and
+// timing work after untimed work in one command buffer.
 #include <gtest/gtest.h>
 
 #include "support/decode_case.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
+#include "vkpaged/utilities.hpp"
+#include "vk/context_impl.hpp"
 
 namespace vkpaged::test {
 namespace {
@@ -85,6 +88,32 @@ TEST_F(ContextTest, SharedMemoryReductionPathMatchesReference) {
     EXPECT_LE(max_abs_diff(got.lse, want.lse), 1e-3);
   }
   EXPECT_EQ(plain.validation_message_count(), 0u);
+}
+
+// run_and_time with untimed work before: that work runs first, finishes before the timed work
+// starts (the timed copy reads what it wrote), and is not counted.
+TEST_F(ContextTest, RunAndTimeAfterUntimedWorkTimesOnlyTheSecondPart) {
+  if (!ctx().device_info().timestamps) GTEST_SKIP() << "no timestamps on " << ctx().device_info().name;
+  const auto& d = ctx().impl().d;
+  constexpr uint32_t kWords = 1024;
+  auto source = ctx().create_buffer(kWords * 4), target = ctx().create_buffer(kWords * 4);
+  const StreamingRead heavy(ctx(), size_t(64) << 20);
+  auto before = [&](VkCommandBuffer cmd) {
+    heavy.record(cmd);
+    d.vkCmdFillBuffer(cmd, source.handle(), 0, kWords * 4, 0x5eed1234u);
+  };
+  auto copy = [&](VkCommandBuffer cmd) {
+    const VkBufferCopy region{0, 0, kWords * 4};
+    d.vkCmdCopyBuffer(cmd, source.handle(), target.handle(), 1, &region);
+  };
+  const double copy_ns = ctx().run_and_time(copy, before);
+  std::vector<uint32_t> got(kWords);
+  ctx().download(target.view(), got.data(), kWords * 4);
+  EXPECT_EQ(got, std::vector<uint32_t>(kWords, 0x5eed1234u));
+  const double heavy_ns = ctx().run_and_time([&](VkCommandBuffer cmd) { heavy.record(cmd); });
+  EXPECT_GE(copy_ns, 0.0);
+  EXPECT_LT(copy_ns, heavy_ns / 2) << "a 4 KB copy timed " << copy_ns << " ns after a 64 MB read of " << heavy_ns;
+  EXPECT_EQ(ctx().validation_message_count(), 0u);
 }
 
 }  // namespace

@@ -50,6 +50,11 @@ struct BenchOptions {
   // that no case reads what the last repetition left in the GPU's caches (performance-targets.md
   // allows either a cache several times the L2 or this flush).
   bool flush_caches = false;
+  // With flush_caches: record each repetition after the same decode (untimed) and the flush, in
+  // one command buffer, so that the decode's code is resident in the GPU's instruction caches
+  // (on NVIDIA's driver a pipeline's first run in a submission is slower) while its bytes are
+  // not in the L2.
+  bool warm_start = false;
 };
 
 // The DecodeOptions of every case: --split, --partition-tokens, --kernel, --order. Throws

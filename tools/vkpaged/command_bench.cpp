@@ -167,24 +167,37 @@ BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o, co
     r.path += fmt::format(" (list {:.1f} us once per step)", r.order_us);
   }
   auto run = [&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v); };
-  auto flush_caches = [&] {
-    if (flush) ctx.run_and_wait([&](VkCommandBuffer cmd) { flush->record(cmd); });
+  // Warm start: the same decode, then the flush, in the timed repetition's command buffer.
+  auto decode_then_flush = [&](VkCommandBuffer cmd) {
+    run(cmd);
+    record_compute_barrier(ctx, cmd);
+    flush->record(cmd);
   };
-  for (int i = 0; i < o.warmup; ++i) {
-    flush_caches();
-    ctx.run_and_wait(run);
-  }
+  auto timed = [&] {
+    if (o.warm_start) return ctx.run_and_time(run, decode_then_flush);
+    if (flush) ctx.run_and_wait([&](VkCommandBuffer cmd) { flush->record(cmd); });
+    return ctx.run_and_time(run);
+  };
+  for (int i = 0; i < o.warmup; ++i) timed();
   std::vector<double> us;
-  for (int i = 0; i < std::max(20, o.repetitions); ++i) {
-    flush_caches();
-    us.push_back(ctx.run_and_time(run) * 1e-3);
-  }
+  for (int i = 0; i < std::max(20, o.repetitions); ++i) us.push_back(timed() * 1e-3);
   std::sort(us.begin(), us.end());
   if (!o.timeline_dir.empty()) write_timeline(ctx, c, s, options, v, o.timeline_dir);
   r.median_us = us[us.size() / 2];
   r.min_us = us.front();
   r.max_us = us.back();
   return r;
+}
+
+// measure_read_bandwidth's figure with each repetition after `lead` in its command buffer.
+BandwidthMeasurement measure_after(Context& ctx, const StreamingRead& read, const StreamingRead& lead, int repetitions) {
+  auto run = [&](VkCommandBuffer cmd) { read.record(cmd); };
+  auto before = [&](VkCommandBuffer cmd) { lead.record(cmd); };
+  for (int i = 0; i < 3; ++i) ctx.run_and_time(run, before);
+  std::vector<double> times;
+  for (int i = 0; i < std::max(1, repetitions); ++i) times.push_back(ctx.run_and_time(run, before));
+  std::sort(times.begin(), times.end());
+  return {read.bytes(), times[times.size() / 2]};
 }
 
 std::string json_escape(const std::string& s) {
@@ -196,12 +209,12 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-void write_json(const std::string& path, const DeviceInfo& dev, double bandwidth, size_t flush_bytes,
+void write_json(const std::string& path, const DeviceInfo& dev, double bandwidth, size_t flush_bytes, bool warm_start,
                 const std::vector<BenchResult>& results) {
   std::string j = fmt::format(
       "{{\n  \"device\": \"{}\",\n  \"driver\": \"{}\",\n  \"read_bandwidth_bytes_per_second\": {:.6g},\n"
-      "  \"cache_flush_bytes\": {},\n  \"cases\": [\n",
-      json_escape(dev.name), json_escape(dev.driver), bandwidth, flush_bytes);
+      "  \"cache_flush_bytes\": {},\n  \"warm_start\": {},\n  \"cases\": [\n",
+      json_escape(dev.name), json_escape(dev.driver), bandwidth, flush_bytes, warm_start ? "true" : "false");
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     const auto& c = r.config;
@@ -236,6 +249,10 @@ int run_bench(const BenchOptions& o) {
   const auto cases = bench_suite(o.suite);
   // Bad option values are refused before the device is opened and its bandwidth measured.
   const DecodeOptions decode_options = bench_decode_options(o);
+  if (o.warm_start && !o.flush_caches)
+    throw Error(ErrorCode::invalid_argument,
+                "--warm-start needs --flush-caches: the untimed decode before each repetition would leave its bytes "
+                "in the GPU's caches");
   if (!o.timeline_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.timeline_dir, ec);
@@ -250,7 +267,14 @@ int run_bench(const BenchOptions& o) {
   // With --flush-caches the probe's buffer is kept and read again before each repetition.
   std::optional<StreamingRead> flush;
   if (o.flush_caches) flush.emplace(ctx, probe);
-  const auto bw = flush ? measure_read_bandwidth(ctx, *flush, o.repetitions) : measure_read_bandwidth(ctx, probe, o.repetitions);
+  // A warm start times the probes as it times the decodes: after a small read of the same
+  // pipeline in the same command buffer.
+  std::optional<StreamingRead> lead;
+  if (o.warm_start) lead.emplace(ctx, size_t(1) << 16);
+  auto measure = [&](const StreamingRead& read) {
+    return lead ? measure_after(ctx, read, *lead, o.repetitions) : measure_read_bandwidth(ctx, read, o.repetitions);
+  };
+  const auto bw = flush ? measure(*flush) : measure_read_bandwidth(ctx, probe, o.repetitions);
   const double bandwidth = bw.bytes_per_second();
   fmt::print("device: {} ({})\n", dev.name, dev.driver);
   fmt::print("read bandwidth (streaming 16-byte loads, {} MB, median of {}): {:.1f} GB/s\n", bw.bytes / 1000000,
@@ -260,11 +284,13 @@ int run_bench(const BenchOptions& o) {
   // to the large read above, as performance-targets.md defines them.
   constexpr size_t kSmallCaseBytes = size_t(1) << 27;
   if (probe > kSmallCaseBytes) {
-    const auto small = measure_read_bandwidth(ctx, kSmallCaseBytes, o.repetitions);
+    const auto small = measure(StreamingRead(ctx, kSmallCaseBytes));
     fmt::print("read bandwidth over {} MB (the small standard cases' KV size): {:.1f} GB/s, {:.1f} us\n",
                small.bytes / 1000000, small.bytes_per_second() / 1e9, small.median_ns / 1e3);
   }
   if (flush) fmt::print("caches flushed before each repetition: a {} MB streaming read, not timed\n", flush->bytes() / 1000000);
+  if (o.warm_start)
+    fmt::print("warm start: each repetition runs after the same decode and the flush, untimed, in one command buffer\n");
   fmt::print("\n");
   fmt::print("{:<18} {:>5} {:>7} {:>3}/{:<3} {:>3} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}  {}\n", "case", "batch",
              "context", "H", "Hkv", "D", "B", "kv", "median us", "min us", "max us", "GB/s", "share", "path");
@@ -281,10 +307,12 @@ int run_bench(const BenchOptions& o) {
     std::fflush(stdout);
     results.push_back(std::move(r));
   }
-  if (!o.json_path.empty()) write_json(o.json_path, dev, bandwidth, flush ? flush->bytes() : 0, results);
+  if (!o.json_path.empty()) write_json(o.json_path, dev, bandwidth, flush ? flush->bytes() : 0, o.warm_start, results);
   if (!o.chart_path.empty()) {
     std::ofstream f(o.chart_path);
-    f << bench_chart_svg(results, bandwidth, fmt::format("vkpaged decode, {} suite, {}", o.suite, dev.name));
+    const std::string title =
+        fmt::format("vkpaged decode, {} suite, {}{}", o.suite, dev.name, o.warm_start ? ", warm start" : "");
+    f << bench_chart_svg(results, bandwidth, title);
     if (!f) throw Error(ErrorCode::io_error, fmt::format("--chart: cannot write {}", o.chart_path));
   }
   return 0;

@@ -119,6 +119,10 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
   cmd.add_flag("--flush-caches", b.flush_caches,
                "before each repetition, read a buffer as large as the bandwidth probe (not timed), so that "
                "no case reads what the last repetition left in the GPU's caches");
+  cmd.add_flag("--warm-start", b.warm_start,
+               "with --flush-caches: time each repetition after the same decode and the flush, untimed, in one "
+               "command buffer, so that the decode's code is already in the GPU's instruction caches (as for an "
+               "engine's later layers) while its bytes are not in the L2");
 }
 
 std::string one_line(std::string s) {
