@@ -40,7 +40,7 @@ class DecodeOptions(ctypes.Structure):
     _fields_ = [("has_scale", ctypes.c_bool), ("scale", ctypes.c_float), ("softcap", ctypes.c_float),
                 ("sliding_window", ctypes.c_uint32), ("k_scale", ctypes.c_float), ("v_scale", ctypes.c_float),
                 ("split", ctypes.c_int), ("partition_tokens", ctypes.c_uint32), ("kernel", ctypes.c_int),
-                ("order", ctypes.c_int)]
+                ("order", ctypes.c_int), ("merge", ctypes.c_int)]
 
 
 class DeviceInfo(ctypes.Structure):

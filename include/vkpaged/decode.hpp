@@ -54,6 +54,18 @@ enum class DecodeOrder {
                   // slower. At most 4096 items (sequences x partitions); refused past that
 };
 
+// Where a split decode merges its partitions.
+enum class DecodeMerge {
+  reduce_pass,  // a second dispatch after a barrier (the default: needs nothing more)
+  in_dispatch,  // the matrix kernel's last workgroup of each head group merges them inside the
+                // decode dispatch, with no second dispatch and no barrier, counting arrivals in
+                // DecodeViews::merge_counters. Taken by plans that split on the matrix kernel into
+                // at most 4096 floats of partial outputs per head group (partitions x heads per
+                // workgroup x head size), where it measured faster on an H200 (mid8 5 % warm, 7 %
+                // cold; bench/RESULTS.md); other plans merge as reduce_pass and need no counters
+                // (plan.merge_counter_bytes() == 0).
+};
+
 // Per-call values. Everything here may change between calls of one plan except split,
 // partition_tokens, kernel, order and timeline, which shape the plan.
 struct DecodeOptions {
@@ -66,6 +78,7 @@ struct DecodeOptions {
   uint32_t partition_tokens = 0;  // split: tokens per partition (multiple of 256); 0 = auto
   DecodeKernel kernel = DecodeKernel::automatic;
   DecodeOrder order = DecodeOrder::automatic;
+  DecodeMerge merge = DecodeMerge::reduce_pass;
   // Diagnostics for kernel work: the matrix kernel also records, per subgroup, when it started,
   // staged the query, finished its first and last units of 32 tokens, and ended, in
   // DecodeViews::timeline (DecodePlan::timeline_bytes(); layout: decode_timeline below;
@@ -118,6 +131,7 @@ class VKPAGED_API DecodePlan {
   bool longest_first() const noexcept;        // items run from record_decode_order's list (DecodeOrder)
   size_t order_bytes() const noexcept;        // size of DecodeViews::order; 0 unless longest_first()
   size_t timeline_bytes() const noexcept;     // size of DecodeViews::timeline; 0 without options.timeline
+  size_t merge_counter_bytes() const noexcept; // size of DecodeViews::merge_counters; 0 unless merged in dispatch
   std::string describe() const;               // "split 64 x 512 tokens, 4 heads/workgroup, ..."
 
   const detail::DecodePlanData& data() const noexcept { return *data_; }
@@ -149,11 +163,18 @@ struct DecodeViews {
   // plan.timeline_bytes() bytes from a buffer created with VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT
   // (Context::create_buffer's are), when the plan was made with options.timeline.
   BufferView timeline;
+  // plan.merge_counter_bytes() bytes, when the plan merges in the dispatch (DecodeMerge): zero
+  // before the first decode that uses them (vkCmdFillBuffer), written by nothing but decodes,
+  // each of which leaves them zero; decodes that share them (plans of any shape may) must not
+  // overlap in time. Counters that are not zero can merge a sequence too early: where a decode
+  // finds one past its count, it sets kStatusBadMergeCounters; below its count, nothing shows.
+  BufferView merge_counters;
 };
 
 constexpr uint32_t kStatusBadBlockId = 1u;
 constexpr uint32_t kStatusBadContextLen = 2u;
 constexpr uint32_t kStatusBadOrder = 8u;  // DecodeViews::order names no item of the plan (never written?)
+constexpr uint32_t kStatusBadMergeCounters = 16u;  // DecodeViews::merge_counters not zero, or shared by overlapping decodes
 
 // Checks the views against the plan (dtypes, shapes, sizes, alignment) and records the work.
 VKPAGED_API void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan, const DecodeViews& views);

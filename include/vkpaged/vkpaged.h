@@ -317,6 +317,15 @@ typedef enum vkp_decode_order {
   VKP_ORDER_LONGEST_FIRST = 2
 } vkp_decode_order;
 
+/* Where a split decode merges its partitions (vkpaged::DecodeMerge). */
+typedef enum vkp_decode_merge {
+  VKP_MERGE_REDUCE_PASS = 0, /* a second dispatch after a barrier */
+  /* The matrix kernel's last workgroup of each head group merges them inside the decode
+   * dispatch (no second dispatch, no barrier), counting in views.merge_counters; plans that do
+   * not split on the matrix kernel merge as VKP_MERGE_REDUCE_PASS and need no counters. */
+  VKP_MERGE_IN_DISPATCH = 1
+} vkp_decode_merge;
+
 /* See vkpaged::DecodeShape. Dtypes: query f32/f16/bf16; cache f32/f16/bf16/fp8_e4m3/fp8_e5m2. */
 typedef struct vkp_decode_shape {
   uint32_t num_seqs;           /* S */
@@ -345,10 +354,11 @@ typedef struct vkp_decode_options {
   vkp_split_mode split;
   uint32_t partition_tokens; /* split: tokens per partition, a multiple of 256; 0 = auto */
   vkp_decode_kernel kernel;
-  vkp_decode_order order;    /* last, so that the fields before it keep their offsets */
+  vkp_decode_order order;
+  vkp_decode_merge merge;    /* last, so that the fields before it keep their offsets */
 } vkp_decode_options;
 /* Defaults: no scale given, softcap 0, window 0, k_scale = v_scale = 1, automatic split,
- * kernel and order. */
+ * kernel and order, merge in a reduce pass. */
 VKP_API void vkp_decode_options_init(vkp_decode_options* options);
 
 typedef struct vkp_decode_plan vkp_decode_plan;
@@ -371,10 +381,13 @@ typedef struct vkp_decode_plan_info {
   size_t scratch_bytes;      /* size of vkp_decode_views.scratch; 0 when single pass */
   bool longest_first;        /* items run from vkp_record_decode_order's list */
   size_t order_bytes;        /* size of vkp_decode_views.order; 0 unless longest_first */
+  size_t merge_counter_bytes; /* size of vkp_decode_views.merge_counters; 0 unless merged in the dispatch */
 } vkp_decode_plan_info;
 VKP_API vkp_status vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_decode_plan_info* out);
 /* Bytes of scratch the plan's views need (0 when single pass or for a NULL plan). */
 VKP_API size_t vkp_decode_plan_scratch_bytes(const vkp_decode_plan* plan);
+/* Bytes of merge counters the plan's views need (0 unless merged in the dispatch, or NULL). */
+VKP_API size_t vkp_decode_plan_merge_counter_bytes(const vkp_decode_plan* plan);
 /* "split 64 x 512 tokens, 4 heads/workgroup, ..."; owned by the plan ("" for NULL). */
 VKP_API const char* vkp_decode_plan_describe(const vkp_decode_plan* plan);
 
@@ -394,9 +407,13 @@ typedef struct vkp_decode_views {
   vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_* bits ORed in on the device */
   /* order_bytes, when the plan runs longest first: a list vkp_record_decode_order wrote for
    * this plan (from any lengths: each list names every item once, so one made from other
-   * lengths costs time, never correctness). Last, so that the fields before it keep their
-   * offsets. */
+   * lengths costs time, never correctness). */
   vkp_buffer_view order;
+  /* merge_counter_bytes, when the plan merges in the dispatch: zero before the first decode
+   * that uses them, written by nothing but decodes (each leaves them zero), never by two
+   * decodes that overlap in time (vkpaged::DecodeViews::merge_counters). Last, so that the
+   * fields before it keep their offsets. */
+  vkp_buffer_view merge_counters;
 } vkp_decode_views;
 
 /* Bits of the optional device status word. */
@@ -404,6 +421,7 @@ typedef struct vkp_decode_views {
 #define VKP_STATUS_BAD_CONTEXT_LEN 2u
 #define VKP_STATUS_BAD_SLOT 4u
 #define VKP_STATUS_BAD_ORDER 8u /* views.order names no item of the plan (never written?) */
+#define VKP_STATUS_BAD_MERGE_COUNTERS 16u /* views.merge_counters not zero, or shared by overlapping decodes */
 
 /* Checks the views against the plan (dtypes, shapes, sizes, alignment) and records one or two
  * dispatches into cmd (compute shader stage: SHADER_READ of the inputs, SHADER_WRITE of

@@ -124,6 +124,7 @@ const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
 const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
 const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
 const bool ORDERED = (FEATURES & DECODE_FEATURE_ORDERED) != 0u;
+const bool MERGE_HERE = SPLIT && (FEATURES & DECODE_FEATURE_MERGE_IN_DISPATCH) != 0u;  // split_merge.glsl
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define POS_INF uintBitsToFloat(0x7f800000u)
 #define QUIET_NAN uintBitsToFloat(0x7fc00000u)
@@ -170,9 +171,9 @@ layout(set = 0, binding = DECODE_BINDING_OUTPUT) writeonly buffer Output { uint 
 layout(set = 0, binding = DECODE_BINDING_ALIBI) readonly buffer Alibi { float alibi_slopes[]; };
 layout(set = 0, binding = DECODE_BINDING_SINKS) readonly buffer Sinks { float sinks[]; };
 layout(set = 0, binding = DECODE_BINDING_LSE) writeonly buffer Lse { float lse[]; };
-layout(set = 0, binding = DECODE_BINDING_SCRATCH) writeonly buffer Scratch { float scratch[]; };
 layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
 #include "common/decode_order.glsl"
+#include "common/split_merge.glsl"  // declares the scratch
 
 // The query as f16 pairs (QUERY_WORDS words at 0: [head][dim step * 16 + k], in the keys' dim
 // order), and each subgroup's unnormalised output ([subgroup][head][d] from OUT_BASE), in the
@@ -437,11 +438,13 @@ void main() {
   }
   uint lo = 0u;
   if (WINDOW && pc.sliding_window > 0u && len > pc.sliding_window) lo = len - pc.sliding_window;
+  const uvec2 parts = MERGE_HERE ? split_partitions(len, lo) : uvec2(0u);  // the sequence's partitions
   uint hi = len;
   if (SPLIT) {
     lo = max(lo, part * pc.partition_tokens);
     hi = min(hi, (part + 1u) * pc.partition_tokens);
-    if (lo >= hi) {  // the whole workgroup; decode_reduce skips partitions outside [window start, len)
+    if (lo >= hi) {  // the whole workgroup; the merge skips partitions outside [window start, len)
+      if (MERGE_HERE && len == 0u && part == 0u) split_merge(seq, head0, heads, parts);  // no partition: zeros
 #if VKP_TIMELINE
       timeline_write(t_start, t_start, t_start, t_start, 0u);
 #endif
@@ -787,7 +790,7 @@ void main() {
       o += s_weight[s * HEADS + h] * vec2(s_work[OUT_BASE + (s * HEADS + h) * D + d], s_work[OUT_BASE + (s * HEADS + h) * D + d + 1u]);
     o *= s_factor[h];
     if (SPLIT) {
-      // scratch: partial outputs [S][H][P][D] (unnormalised), as decode_reduce reads them
+      // scratch: partial outputs [S][H][P][D] (unnormalised), as the merge reads them
       const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
       scratch[pc.scratch_offset + row * D + d] = o.x;
       scratch[pc.scratch_offset + row * D + d + 1u] = o.y;
@@ -796,6 +799,7 @@ void main() {
           QUERY_DTYPE == DT_BF16 ? f32_to_bf16_bits(o.x) | (f32_to_bf16_bits(o.y) << 16) : packHalf2x16(o);
     }
   }
+  if (MERGE_HERE) split_arrive(seq, head0, heads, parts);
 #if VKP_TIMELINE
   timeline_write(t_start, t_staged, t_first_unit, t_loop_done, units_done);
 #endif

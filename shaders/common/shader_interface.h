@@ -25,6 +25,7 @@ struct uvec2 {
 #define STATUS_BAD_CONTEXT_LEN 2u
 #define STATUS_BAD_SLOT 4u
 #define STATUS_BAD_ORDER 8u  // a decode's item list (record_decode_order) names no item of the plan
+#define STATUS_BAD_MERGE_COUNTERS 16u  // a merge counter past its partition count (split_merge.glsl)
 
 // ---- decode (shaders/decode*.comp) ----
 // Specialization constant ids, in the order the host passes them.
@@ -55,6 +56,7 @@ struct uvec2 {
 #define DECODE_FEATURE_LSE 16u
 #define DECODE_FEATURE_SPLIT 32u
 #define DECODE_FEATURE_ORDERED 64u  // (sequence, partition) items from decode_order.comp's list
+#define DECODE_FEATURE_MERGE_IN_DISPATCH 128u  // split: merged by the last workgroup (split_merge.glsl)
 
 // Bindings of the decode shader.
 #define DECODE_BINDING_QUERY 0
@@ -69,7 +71,8 @@ struct uvec2 {
 #define DECODE_BINDING_SCRATCH 9
 #define DECODE_BINDING_STATUS 10
 #define DECODE_BINDING_ORDER 11  // DECODE_FEATURE_ORDERED: the item list
-#define DECODE_BINDING_COUNT 12
+#define DECODE_BINDING_MERGE_COUNTERS 12  // DECODE_FEATURE_MERGE_IN_DISPATCH: a u32 per (sequence, head)
+#define DECODE_BINDING_COUNT 13
 
 // Offsets are in 4-byte words from the start of each bound range (the host binds each view
 // at an aligned offset and passes the rest here). Cache offsets are multiples of 4 words.
@@ -101,6 +104,7 @@ struct DecodePush {
   uvec2 key_address;    // address variant: device addresses of the caches (else unused;
   uvec2 value_address;  // decode_coopmat_timeline.comp takes its records' address in key_address)
   uint order_offset;    // DECODE_FEATURE_ORDERED: the item list's first word
+  uint merge_counters_offset;  // DECODE_FEATURE_MERGE_IN_DISPATCH: the counters' first word
 };
 
 // decode_coopmat_timeline.comp: each subgroup's record (include/vkpaged/decode.hpp, decode_timeline).
@@ -263,7 +267,7 @@ struct MergePush {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(DecodePush) == 29 * 4, "DecodePush must be plain 32-bit fields");
+static_assert(sizeof(DecodePush) == 30 * 4, "DecodePush must be plain 32-bit fields");
 static_assert(sizeof(DecodePush) <= 128, "push constants must fit the 128-byte minimum");
 }  // namespace vkpaged::shader
 #endif

@@ -61,6 +61,17 @@ DecodeOrder to_order(vkp_decode_order order) {
   refuse(fmt::format("options.order: {} is not a vkp_decode_order", int(order)));
 }
 
+static_assert(int(VKP_MERGE_REDUCE_PASS) == int(DecodeMerge::reduce_pass) &&
+              int(VKP_MERGE_IN_DISPATCH) == int(DecodeMerge::in_dispatch));
+
+DecodeMerge to_merge(vkp_decode_merge merge) {
+  switch (merge) {
+    case VKP_MERGE_REDUCE_PASS: return DecodeMerge::reduce_pass;
+    case VKP_MERGE_IN_DISPATCH: return DecodeMerge::in_dispatch;
+  }
+  refuse(fmt::format("options.merge: {} is not a vkp_decode_merge", int(merge)));
+}
+
 vkp_decode_order to_c(DecodeOrder order) noexcept {
   switch (order) {
     case DecodeOrder::grid: return VKP_ORDER_GRID;
@@ -197,6 +208,7 @@ DecodeOptions to_cpp(const vkp_decode_options* o) {
   d.partition_tokens = o->partition_tokens;
   d.kernel = to_kernel(o->kernel);
   d.order = to_order(o->order);
+  d.merge = to_merge(o->merge);
   return d;
 }
 
@@ -212,6 +224,7 @@ vkp_decode_options to_c(const DecodeOptions& o) noexcept {
   c.partition_tokens = o.partition_tokens;
   c.kernel = to_c(o.kernel);
   c.order = to_c(o.order);
+  c.merge = o.merge == DecodeMerge::in_dispatch ? VKP_MERGE_IN_DISPATCH : VKP_MERGE_REDUCE_PASS;
   return c;
 }
 

@@ -50,7 +50,7 @@ void copy_result(const DecodeResult& r, void* output, float* lse) {
 }  // namespace
 
 static_assert(VKP_STATUS_BAD_BLOCK_ID == kStatusBadBlockId && VKP_STATUS_BAD_CONTEXT_LEN == kStatusBadContextLen &&
-              VKP_STATUS_BAD_ORDER == kStatusBadOrder);
+              VKP_STATUS_BAD_ORDER == kStatusBadOrder && VKP_STATUS_BAD_MERGE_COUNTERS == kStatusBadMergeCounters);
 
 extern "C" {
 
@@ -86,11 +86,16 @@ VKP_API vkp_status vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_dec
     out->scratch_bytes = p.scratch_bytes();
     out->longest_first = p.longest_first();
     out->order_bytes = p.order_bytes();
+    out->merge_counter_bytes = p.merge_counter_bytes();
   });
 }
 
 VKP_API size_t vkp_decode_plan_scratch_bytes(const vkp_decode_plan* plan) {
   return plan ? plan->plan.scratch_bytes() : 0;
+}
+
+VKP_API size_t vkp_decode_plan_merge_counter_bytes(const vkp_decode_plan* plan) {
+  return plan ? plan->plan.merge_counter_bytes() : 0;
 }
 
 VKP_API const char* vkp_decode_plan_describe(const vkp_decode_plan* plan) {
@@ -118,6 +123,7 @@ VKP_API vkp_status vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, 
     d.scratch = to_cpp(v.scratch);
     d.status = to_cpp(v.status);
     d.order = to_cpp(v.order);
+    d.merge_counters = to_cpp(v.merge_counters);
     record_decode(ctx, cmd, p, d);
   });
 }

@@ -24,7 +24,7 @@ static_assert(decode_timeline::sm == DECODE_TIMELINE_SM && decode_timeline::work
               "the timeline record of include/vkpaged/decode.hpp and shaders/common/shader_interface.h");
 
 static_assert(kStatusBadBlockId == STATUS_BAD_BLOCK_ID && kStatusBadContextLen == STATUS_BAD_CONTEXT_LEN &&
-                  kStatusBadOrder == STATUS_BAD_ORDER,
+                  kStatusBadOrder == STATUS_BAD_ORDER && kStatusBadMergeCounters == STATUS_BAD_MERGE_COUNTERS,
               "the status bits of include/vkpaged/decode.hpp and shaders/common/shader_interface.h");
 
 using detail::DecodePlanData;
@@ -296,6 +296,13 @@ uint64_t split_scratch_bytes(const DecodeShape& s, uint32_t partitions) {
 // The matrix kernel's longest automatic partition (choose_split).
 constexpr uint32_t kMatrixLongestPartition = 8192;
 
+// DecodeMerge::in_dispatch: the most partial outputs (partitions x heads x head size, f32) one
+// workgroup merges. Its 2 to 8 subgroups load 8 partitions at a time, one memory latency per
+// round. Measured on an H200 (bench/RESULTS.md), warm: merges of 2048 and 4096 floats beat the
+// reduce pass (mid8 41.6 -> 39.2-39.9 us, d64 41.2 -> 40.0-40.1), 8192 by 1.2 us in 259 (4 x 64K,
+// one call), and 16384 and 32768 lost to it (long1 41.9 -> 44.2, 1 x 128K 138.3 -> 142.4).
+constexpr uint64_t kMergeInDispatchFloats = 4096;
+
 // The scalar kernel splits full batches past this many tokens, into at most
 // kLongContextParts partitions (choose_split).
 constexpr uint32_t kLongContextTokens = 4096;
@@ -451,6 +458,13 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   if (matrix) choose_matrix_subgroups(*p, impl.info);
   choose_order(*p);
   p->features = feature_bits(shape, options, p->split) | (p->ordered ? DECODE_FEATURE_ORDERED : 0u);
+  // DecodeMerge::in_dispatch: the matrix kernel's split merges itself (split_merge.glsl) where
+  // that merge is small enough to win.
+  if (options.merge == DecodeMerge::in_dispatch && p->matrix && p->split &&
+      uint64_t(p->num_partitions) * p->heads_per_workgroup * shape.head_size <= kMergeInDispatchFloats) {
+    p->features |= DECODE_FEATURE_MERGE_IN_DISPATCH;
+    p->merge_counter_bytes = 4ull * shape.num_seqs * shape.num_heads;
+  }
   // The grid is (kv-head groups, S, partitions) and the scratch one descriptor: refuse what
   // no device launches or binds now, before anything is allocated or recorded. 65535 is the
   // maxComputeWorkGroupCount every device has.
@@ -484,7 +498,7 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
                        : p->address ? (p->subgroup ? vk::shader_decode_address_subgroup() : vk::shader_decode_address())
                                   : (p->subgroup ? vk::shader_decode_subgroup() : vk::shader_decode());
   p->decode = &impl.pipeline(shader, spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
-  if (p->split) {
+  if (p->split && p->merge_counter_bytes == 0) {
     std::array<uint32_t, REDUCE_SC_COUNT> rspec{};
     // Invocations side by side over the output words and the partitions (decode_reduce.comp).
     rspec[REDUCE_SC_WORKGROUP] = std::min(256u, impl.info.max_workgroup_invocations);
@@ -517,6 +531,7 @@ uint32_t DecodePlan::num_partitions() const noexcept { return data_->num_partiti
 uint32_t DecodePlan::partition_tokens() const noexcept { return data_->partition_tokens; }
 size_t DecodePlan::scratch_bytes() const noexcept { return data_->scratch_bytes; }
 size_t DecodePlan::timeline_bytes() const noexcept { return data_->timeline_bytes; }
+size_t DecodePlan::merge_counter_bytes() const noexcept { return data_->merge_counter_bytes; }
 bool DecodePlan::longest_first() const noexcept { return data_->ordered; }
 size_t DecodePlan::order_bytes() const noexcept { return data_->order_bytes; }
 
@@ -524,6 +539,7 @@ std::string DecodePlan::describe() const {
   const auto& p = *data_;
   std::string path = p.split ? fmt::format("split {} x {} tokens", p.num_partitions, p.partition_tokens) : "one pass";
   if (p.ordered) path += ", longest first";
+  if (p.merge_counter_bytes) path += ", merged in the dispatch";
   if (p.matrix)
     return fmt::format("{}, matrix units, {} heads/wg, {} subgroups/wg{}{}{}", path, p.heads_per_workgroup,
                        p.workgroup / kMatrixSubgroup, p.early_values ? ", values with keys" : "",
@@ -556,6 +572,7 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   if (p.ordered) detail::check_buffer(impl, "order", v.order, p.order_bytes, 4);
   if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
   if (p.timeline_bytes) detail::check_buffer(impl, "timeline", v.timeline, p.timeline_bytes, 4);
+  if (p.merge_counter_bytes) detail::check_buffer(impl, "merge_counters", v.merge_counters, p.merge_counter_bytes, 4);
   if (s.num_seqs == 0) return;
 
   const auto options = p.options;
@@ -573,6 +590,7 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   bound[DECODE_BINDING_SCRATCH] = impl.bind_view(p.split ? v.scratch : BufferView{});
   bound[DECODE_BINDING_ORDER] = impl.bind_view(p.ordered ? v.order : BufferView{});
   bound[DECODE_BINDING_STATUS] = impl.bind_view(v.status);
+  bound[DECODE_BINDING_MERGE_COUNTERS] = impl.bind_view(p.merge_counter_bytes ? v.merge_counters : BufferView{});
 
   sh::DecodePush push = plan_push(p);
   push.query_offset = bound[DECODE_BINDING_QUERY].word_offset;
@@ -586,6 +604,7 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   push.lse_offset = bound[DECODE_BINDING_LSE].word_offset;
   push.scratch_offset = bound[DECODE_BINDING_SCRATCH].word_offset;
   push.status_offset = bound[DECODE_BINDING_STATUS].word_offset;
+  push.merge_counters_offset = bound[DECODE_BINDING_MERGE_COUNTERS].word_offset;
   push.scale = scale;
   push.softcap = options.softcap;
   push.k_scale = options.k_scale;
@@ -609,7 +628,7 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   } else {
     impl.dispatch(cmd, *p.decode, bound, &push, groups_x, s.num_seqs, p.num_partitions);
   }
-  if (!p.split) return;
+  if (!p.split || p.merge_counter_bytes) return;  // one pass, or merged in the dispatch
 
   VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;

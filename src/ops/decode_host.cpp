@@ -2,7 +2,9 @@
 // tests; engines record with record_decode on their own buffers instead.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "ops/decode_validation.hpp"
 #include "vk/context_impl.hpp"
@@ -66,6 +68,10 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
     keep.push_back(ctx.create_buffer(plan.timeline_bytes()));
     v.timeline = keep.back().view();
   }
+  if (plan.merge_counter_bytes()) {
+    keep.push_back(ctx.create_buffer(plan.merge_counter_bytes()));
+    v.merge_counters = keep.back().view();
+  }
   keep.push_back(ctx.create_buffer(16));
   v.status = keep.back().view(0, 4);
   const uint32_t zero = 0;
@@ -74,18 +80,28 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
   ctx.run_and_wait([&](VkCommandBuffer cmd) {
     // Scratch starts as NaN words: a partition the decode should have written but did not, or
     // one the reduce should have skipped but read, then shows in the output.
-    // The timeline starts as zeros: a record the kernel did not write reads as such.
+    // The timeline starts as zeros: a record the kernel did not write reads as such. The merge
+    // counters start as zeros, as DecodeViews asks.
     if (!v.scratch.empty())
       ctx.impl().d.vkCmdFillBuffer(cmd, v.scratch.buffer, v.scratch.offset, v.scratch.size, 0xffffffffu);
     if (!v.timeline.empty()) ctx.impl().d.vkCmdFillBuffer(cmd, v.timeline.buffer, v.timeline.offset, v.timeline.size, 0u);
+    if (!v.merge_counters.empty())
+      ctx.impl().d.vkCmdFillBuffer(cmd, v.merge_counters.buffer, v.merge_counters.offset, v.merge_counters.size, 0u);
     if (plan.longest_first()) record_decode_order(ctx, cmd, plan, v.context_lens, v.order);
-    if (!v.scratch.empty() || !v.timeline.empty() || plan.longest_first()) record_compute_barrier(ctx, cmd);
+    if (!v.scratch.empty() || !v.timeline.empty() || !v.merge_counters.empty() || plan.longest_first())
+      record_compute_barrier(ctx, cmd);
     record_decode(ctx, cmd, plan, v);
   });
   uint32_t status = 0;
   ctx.download(v.status, &status, 4);
   if (status != 0)
     throw Error(ErrorCode::internal, fmt::format("decode: the shader reported status {:#x} on validated inputs", status));
+  if (!v.merge_counters.empty()) {  // every decode leaves its merge counters zero
+    std::vector<uint32_t> counters(v.merge_counters.size / 4);
+    ctx.download(v.merge_counters, counters.data(), v.merge_counters.size);
+    if (std::any_of(counters.begin(), counters.end(), [](uint32_t c) { return c != 0; }))
+      throw Error(ErrorCode::internal, "decode: the merge counters were not left zero");
+  }
   ctx.download(v.output.memory, result.output.data(), result.output.bytes());
   if (want_lse) ctx.download(v.lse.memory, result.lse.data(), result.lse.bytes());
   if (plan.timeline_bytes()) {

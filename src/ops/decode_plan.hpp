@@ -29,6 +29,7 @@ struct DecodePlanData {
   uint32_t partition_tokens = 0;
   bool ordered = false;  // DecodeOrder::longest_first: workgroups take items from decode_order.comp's list
   size_t scratch_bytes = 0;
+  size_t merge_counter_bytes = 0;  // DecodeMerge::in_dispatch on a split matrix plan: a u32 per (sequence, head)
   size_t order_bytes = 0;  // ordered: the list (4 bytes per item)
   size_t timeline_bytes = 0;  // DecodeOptions::timeline: the subgroups' records (decode_coopmat_timeline.comp)
   const ComputePipeline* decode = nullptr;

@@ -40,6 +40,7 @@ vkp_decode_options c_options(const DecodeOptions& o) {
   c.partition_tokens = o.partition_tokens;
   c.kernel = vkp_decode_kernel(o.kernel);
   c.order = vkp_decode_order(o.order);
+  c.merge = vkp_decode_merge(o.merge);
   return c;
 }
 
@@ -68,6 +69,8 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
   EXPECT_EQ(info.scratch_bytes, vkp_decode_plan_scratch_bytes(raw));
   EXPECT_EQ(info.options.order, copt.order);
   EXPECT_EQ(info.order_bytes, info.longest_first ? 4u * shape.num_seqs * info.num_partitions : 0u);
+  EXPECT_EQ(info.options.merge, copt.merge);
+  EXPECT_EQ(info.merge_counter_bytes, vkp_decode_plan_merge_counter_bytes(raw));
   EXPECT_NE(std::string(vkp_decode_plan_describe(raw)), "");
 
   const CTensor query = upload(ctx, in.query), key = upload(ctx, in.key_cache), value = upload(ctx, in.value_cache);
@@ -75,7 +78,7 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
   const CTensor output = zeros(ctx, in.query.dtype(), in.query.shape());
   const CTensor lse = zeros(ctx, DType::f32, Shape{in.query.shape()[0], in.query.shape()[1]});
   const CTensor status = zeros(ctx, DType::u32, Shape{1});
-  CTensor alibi, sinks, scratch, order;
+  CTensor alibi, sinks, scratch, order, counters;
   vkp_decode_views views{};
   views.query = query.view;
   views.key_cache = key.view;
@@ -91,6 +94,10 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
     views.scratch = scratch.view.memory;
   }
   views.status = status.view.memory;
+  if (info.merge_counter_bytes) {  // zero, as vkp_decode_views asks
+    counters = zeros(ctx, DType::u8, Shape{int64_t(info.merge_counter_bytes)});
+    views.merge_counters = counters.view.memory;
+  }
   if (info.longest_first) {
     order = zeros(ctx, DType::u8, Shape{int64_t(info.order_bytes)});
     views.order = order.view.memory;
@@ -302,6 +309,9 @@ TEST_F(CApiDecodeHostTest, LongestFirstRecordsThroughCAndIsChecked) {
   o.order = vkp_decode_order(7);
   expect_refused(vkp_decode_plan_create(c_context(), &shape, &o, &raw), "options.order: 7");
   o.order = VKP_ORDER_GRID;
+  o.merge = vkp_decode_merge(9);
+  expect_refused(vkp_decode_plan_create(c_context(), &shape, &o, &raw), "options.merge: 9");
+  o.merge = VKP_MERGE_REDUCE_PASS;
   ASSERT_VKP_OK(vkp_decode_plan_create(c_context(), &shape, &o, &raw));
   PlanPtr grid(raw, &vkp_decode_plan_destroy);
   vkp_decode_plan_info info{};

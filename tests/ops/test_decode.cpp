@@ -145,6 +145,34 @@ TEST_F(DecodeTest, SplitMatchesSinglePass) {
   }
 }
 
+// DecodeMerge::in_dispatch is for the matrix kernel: a split on the scalar kernel keeps its
+// reduce pass, needs no counters and gives the same outputs, bit for bit.
+TEST_F(DecodeTest, MergeInDispatchLeavesTheScalarKernelsSplitAsItIs) {
+  DecodeCase c;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.lens = {0, 1, 255, 256, 257, 1500};
+  c.sinks = true;
+  DecodeOptions reduce_pass = default_options(c);
+  reduce_pass.kernel = DecodeKernel::scalar;
+  reduce_pass.split = SplitMode::split;
+  reduce_pass.partition_tokens = 256;
+  DecodeOptions in_dispatch = reduce_pass;
+  in_dispatch.merge = DecodeMerge::in_dispatch;
+  std::mt19937 rng(8);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  const DecodePlan plan = DecodePlan::create(ctx(), decode_shape_of(in, true), in_dispatch);
+  EXPECT_TRUE(plan.split());
+  EXPECT_EQ(plan.merge_counter_bytes(), 0u);
+  EXPECT_EQ(plan.describe().find("merged in the dispatch"), std::string::npos) << plan.describe();
+  const auto a = decode_attention(ctx(), in, reduce_pass, true);
+  const auto b = decode_attention(ctx(), in, in_dispatch, true);
+  ASSERT_EQ(a.output.bytes(), b.output.bytes());
+  EXPECT_EQ(std::memcmp(a.output.data(), b.output.data(), a.output.bytes()), 0);
+  EXPECT_LE(max_abs_diff(b.output, reference::decode_attention(in, in_dispatch, true).output),
+            tolerance(c.query_dtype, c.cache_dtype));
+}
+
 // The reduce pass gives each invocation a slice of the partitions and merges them 8 at a time
 // (decode_reduce.comp): enough partitions for several rounds per slice, counts that are not a
 // multiple of the slices, and a window that starts the range part-way in.

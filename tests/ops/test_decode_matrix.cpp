@@ -370,6 +370,133 @@ TEST_F(DecodeMatrixTest, SplitMatchesSinglePassAndScalar) {
   }
 }
 
+// DecodeMerge::in_dispatch: the split's partitions merged by the last workgroup of each head
+// group inside the decode dispatch, against the reference: lengths around the partitions' edges
+// (empty, one token, a partition and one more), windows that start partitions in, sinks, ALiBi,
+// LSE, bf16 queries, fp8 caches, longest first, two head groups per kv head (16 heads on one).
+// decode_attention zeroes the counters first and fails unless the decode leaves them zero.
+TEST_F(DecodeMatrixTest, MergeInDispatchMatchesTheReference) {
+  struct Run {
+    DType query, cache;
+    uint32_t heads, kv_heads, head_size, window, longest;  // longest: the last sequence's length
+    bool sinks, alibi, longest_first;
+  };
+  // 256-token partitions: at most 8 (2048 tokens) x 4 heads x 128 dims, or 8 x 8 x 64, or
+  // 4 x 4 x 256: the 4096 floats a plan merges in the dispatch at most.
+  const Run runs[] = {
+      {DType::f16, DType::f16, 8, 2, 128, 0, 2048, false, false, false},
+      {DType::f16, DType::f16, 8, 2, 128, 700, 2000, true, true, false},
+      {DType::bf16, DType::bf16, 16, 1, 64, 0, 1999, true, false, true},
+      {DType::f16, DType::fp8_e4m3, 4, 1, 128, 300, 2048, false, true, false},
+      {DType::f16, DType::fp8_e5m2, 4, 1, 256, 0, 1024, false, false, true},
+  };
+  uint32_t seed = 20;
+  for (const Run& r : runs) {
+    DecodeCase c;
+    c.query_dtype = r.query;
+    c.cache_dtype = r.cache;
+    c.heads = r.heads;
+    c.kv_heads = r.kv_heads;
+    c.head_size = r.head_size;
+    c.sinks = r.sinks;
+    c.alibi = r.alibi;
+    c.lens = {0, 1, 255, 256, 257, 700, r.longest};
+    DecodeOptions o = default_options(c);
+    o.kernel = DecodeKernel::matrix;
+    o.split = SplitMode::split;
+    o.partition_tokens = 256;
+    o.sliding_window = r.window;
+    o.order = r.longest_first ? DecodeOrder::longest_first : DecodeOrder::grid;
+    o.merge = DecodeMerge::in_dispatch;
+    SCOPED_TRACE(c.str());
+    const DecodePlan plan = DecodePlan::create(ctx(), shape_of(c), o);
+    EXPECT_EQ(plan.merge_counter_bytes(), size_t(4) * c.lens.size() * c.heads);
+    EXPECT_NE(plan.describe().find("merged in the dispatch"), std::string::npos) << plan.describe();
+    check(c, o, ++seed, /*lse=*/true);
+  }
+  // Past 4096 floats (36 partitions x 128 dims, whatever the heads per workgroup) the plan keeps
+  // the reduce pass.
+  DecodeCase c;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.lens = {9000};
+  DecodeOptions o = default_options(c);
+  o.kernel = DecodeKernel::matrix;
+  o.split = SplitMode::split;
+  o.partition_tokens = 256;
+  o.merge = DecodeMerge::in_dispatch;
+  const DecodePlan plan = DecodePlan::create(ctx(), shape_of(c), o);
+  EXPECT_EQ(plan.num_partitions(), 36u);
+  EXPECT_EQ(plan.merge_counter_bytes(), 0u);
+  EXPECT_EQ(plan.describe().find("merged in the dispatch"), std::string::npos) << plan.describe();
+  check(c, o, 30, /*lse=*/true);
+}
+
+// Merge counters that are not zero when a decode starts: one at or past its partition count is
+// flagged in the status word. A missing counters view is refused before anything is recorded.
+TEST_F(DecodeMatrixTest, MergeCountersPastTheirCountAreFlagged) {
+  DecodeCase c;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.lens = {700, 1500};
+  std::mt19937 rng(9);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  DecodeOptions o = default_options(c);
+  o.kernel = DecodeKernel::matrix;
+  o.split = SplitMode::split;
+  o.partition_tokens = 256;
+  o.merge = DecodeMerge::in_dispatch;
+  const auto plan = DecodePlan::create(ctx(), decode_shape_of(in), o);
+  ASSERT_GT(plan.merge_counter_bytes(), 0u);
+  auto upload = [&](const HostTensor& t) {
+    auto b = ctx().create_buffer(t.bytes());
+    ctx().upload(b.view(), t.data(), t.bytes());
+    return b;
+  };
+  auto q = upload(in.query), k = upload(in.key_cache), vc = upload(in.value_cache), bt = upload(in.block_tables),
+       cl = upload(in.context_lens);
+  auto out = ctx().create_buffer(in.query.bytes());
+  auto scratch = ctx().create_buffer(plan.scratch_bytes());
+  auto counters = ctx().create_buffer(plan.merge_counter_bytes());
+  auto status = ctx().create_buffer(16);
+  DecodeViews v;
+  v.query = q.tensor(DType::f16, in.query.shape());
+  v.key_cache = k.tensor(DType::f16, in.key_cache.shape());
+  v.value_cache = vc.tensor(DType::f16, in.value_cache.shape());
+  v.block_tables = bt.tensor(DType::i32, in.block_tables.shape());
+  v.context_lens = cl.tensor(DType::i32, in.context_lens.shape());
+  v.output = out.tensor(DType::f16, in.query.shape());
+  v.scratch = scratch.view();
+  v.status = status.view(0, 4);
+  expect_refused([&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, v); }); },
+                 "merge_counters");
+  v.merge_counters = counters.view();
+
+  // Zeroed counters: no flag, the reference's outputs, and the counters zero again.
+  const std::vector<uint32_t> zeros(plan.merge_counter_bytes() / 4, 0u);
+  const uint32_t zero = 0;
+  ctx().upload(counters.view(), zeros.data(), plan.merge_counter_bytes());
+  ctx().upload(status.view(0, 4), &zero, 4);
+  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, v); });
+  uint32_t flags = 1;
+  ctx().download(status.view(0, 4), &flags, 4);
+  EXPECT_EQ(flags, 0u);
+  std::vector<uint32_t> after(zeros.size(), 1u);
+  ctx().download(counters.view(), after.data(), plan.merge_counter_bytes());
+  EXPECT_EQ(after, zeros);
+  HostTensor got(DType::f16, in.query.shape());
+  ctx().download(out.view(), got.data(), got.bytes());
+  EXPECT_LE(max_abs_diff(got, reference::decode_attention(in, o).output), tolerance(DType::f16, DType::f16));
+
+  // Counters far past every count: every head group's arrivals are flagged.
+  const std::vector<uint32_t> stale(zeros.size(), 1000u);
+  ctx().upload(counters.view(), stale.data(), plan.merge_counter_bytes());
+  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, v); });
+  ctx().download(status.view(0, 4), &flags, 4);
+  EXPECT_EQ(flags, kStatusBadMergeCounters);
+  EXPECT_EQ(ctx().validation_message_count(), 0u);
+}
+
 // With DecodeOptions::timeline the kernel computes the same outputs and writes one record per
 // subgroup (decode_timeline in decode.hpp): stamps in order, and the units of 32 tokens
 // its subgroups walked adding up to each sequence's, in one pass and split.

@@ -617,6 +617,17 @@ TEST(CliBench, DecodeOptionsFromTheCommandLine) {
   EXPECT_EQ(o.order, DecodeOrder::automatic);
   b.order = "longest-first";
   EXPECT_EQ(bench_decode_options(b).order, DecodeOrder::longest_first);
+  EXPECT_EQ(bench_decode_options(b).merge, DecodeMerge::reduce_pass);
+  b.merge = "in-dispatch";
+  EXPECT_EQ(bench_decode_options(b).merge, DecodeMerge::in_dispatch);
+  b.merge = "later";
+  try {
+    bench_decode_options(b);
+    ADD_FAILURE() << "--merge later was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--merge: \"later\" is not reduce-pass or in-dispatch");
+  }
+  b.merge = "reduce-pass";
   b.order = "grid";
   EXPECT_EQ(bench_decode_options(b).order, DecodeOrder::grid);
   b.kernel = "Matrix";

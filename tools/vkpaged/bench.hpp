@@ -41,6 +41,7 @@ struct BenchOptions {
   uint32_t partition_tokens = 0;
   std::string kernel = "auto";  // auto, scalar, matrix
   std::string order = "auto";   // auto, grid, longest-first
+  std::string merge = "reduce-pass";  // reduce-pass or in-dispatch (DecodeMerge)
   std::string json_path;
   std::string chart_path;
   // Also record each matrix-kernel case's timeline (DecodeOptions::timeline) to DIR/<case>.bin
@@ -57,7 +58,7 @@ struct BenchOptions {
   bool warm_start = false;
 };
 
-// The DecodeOptions of every case: --split, --partition-tokens, --kernel, --order. Throws
+// The DecodeOptions of every case: --split, --partition-tokens, --kernel, --order, --merge. Throws
 // vkpaged::Error naming the option for a bad value.
 DecodeOptions bench_decode_options(const BenchOptions& options);
 // Cases of a suite by name; throws vkpaged::Error for an unknown name.

@@ -28,6 +28,12 @@ SplitMode parse_split(const std::string& s) {
   throw Error(ErrorCode::invalid_argument, fmt::format("--split: \"{}\" is not auto, single or split", s));
 }
 
+DecodeMerge parse_merge(const std::string& s) {
+  if (s == "reduce-pass") return DecodeMerge::reduce_pass;
+  if (s == "in-dispatch") return DecodeMerge::in_dispatch;
+  throw Error(ErrorCode::invalid_argument, fmt::format("--merge: \"{}\" is not reduce-pass or in-dispatch", s));
+}
+
 DecodeOrder parse_order(const std::string& s) {
   if (const auto order = decode_order_named(s)) return *order;
   throw Error(ErrorCode::invalid_argument, fmt::format("--order: \"{}\" is not auto, grid or longest-first", s));
@@ -166,6 +172,13 @@ BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o, co
     r.order_us = list_us[list_us.size() / 2];
     r.path += fmt::format(" (list {:.1f} us once per step)", r.order_us);
   }
+  // DecodeMerge::in_dispatch: counters zeroed once, left zero by every decode.
+  DeviceBuffer counters = ctx.create_buffer(std::max<size_t>(plan.merge_counter_bytes(), 16));
+  if (plan.merge_counter_bytes()) {
+    v.merge_counters = counters.view(0, plan.merge_counter_bytes());
+    const std::vector<uint32_t> zeros(plan.merge_counter_bytes() / 4, 0u);
+    ctx.upload(v.merge_counters, zeros.data(), plan.merge_counter_bytes());
+  }
   auto run = [&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v); };
   // Warm start: the same decode, then the flush, in the timed repetition's command buffer.
   auto decode_then_flush = [&](VkCommandBuffer cmd) {
@@ -242,6 +255,7 @@ DecodeOptions bench_decode_options(const BenchOptions& o) {
   options.partition_tokens = o.partition_tokens;
   options.kernel = parse_kernel(o.kernel);
   options.order = parse_order(o.order);
+  options.merge = parse_merge(o.merge);
   return options;
 }
 

@@ -110,6 +110,10 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
                  "auto, grid or longest-first (items listed by their lengths once per step, as an engine "
                  "would before its layers; the list's own time is printed apart)")
       ->capture_default_str();
+  cmd.add_option("--merge", b.merge,
+                 "where a split decode merges its partitions: reduce-pass or in-dispatch (the matrix kernel's "
+                 "last workgroup of each head group, with counters the bench zeroes once)")
+      ->capture_default_str();
   cmd.add_option("--json", b.json_path, "also write the results as JSON")->type_name("FILE");
   cmd.add_option("--chart", b.chart_path, "draw the share of bandwidth per case as an SVG chart")->type_name("FILE");
   cmd.add_option("--timeline", b.timeline_dir,

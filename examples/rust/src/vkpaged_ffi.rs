@@ -29,6 +29,11 @@ pub const VKP_ORDER_AUTOMATIC: VkpDecodeOrder = 0;
 pub const VKP_ORDER_GRID: VkpDecodeOrder = 1;
 pub const VKP_ORDER_LONGEST_FIRST: VkpDecodeOrder = 2;
 
+/// vkp_decode_merge: where a split decode merges its partitions.
+pub type VkpDecodeMerge = c_int;
+pub const VKP_MERGE_REDUCE_PASS: VkpDecodeMerge = 0;
+pub const VKP_MERGE_IN_DISPATCH: VkpDecodeMerge = 1;
+
 pub const VKP_MAX_RANK: usize = 5;
 
 /// Opaque vkp_context.
@@ -80,6 +85,7 @@ pub struct VkpDecodeOptions {
     pub partition_tokens: u32,
     pub kernel: VkpDecodeKernel,
     pub order: VkpDecodeOrder,
+    pub merge: VkpDecodeMerge,
 }
 
 #[repr(C)]

@@ -1,0 +1,117 @@
+// A split decode's merge inside the decode dispatch (DecodeOptions::merge = in_dispatch; the
+// matrix kernel only): each workgroup writes its partition's unnormalised outputs o_p with
+// their max m_p and sum l_p to the scratch (the layout decode_reduce.comp reads), counts itself
+// in on its head group's counter, and the last workgroup to arrive merges the partitions:
+//   out = sum_p e^(m_p - M) o_p / (sum_p e^(m_p - M) l_p [+ e^(z - M)]),
+// sinks counted once, here. Partitions outside [window start, len) are never written or counted.
+//
+// Why: on an H200 the reduce pass and the barrier before it cost 5 to 6 us per decode
+// (bench/RESULTS.md). Why the counters are the caller's (DecodeViews::merge_counters): they must
+// be zero when a decode starts, and a scratch may be shared or reused by other work between
+// decodes; counters that only decodes write, each leaving them zero, stay zero. An arrival that
+// finds its counter at or past the partition count (counters not zeroed, or shared by decodes
+// that overlap) sets STATUS_BAD_MERGE_COUNTERS.
+//
+// Scratch layout, in floats from pc.scratch_offset: partial outputs [S][H][P][D], then
+// (max, sum) pairs [S][H][P][2]. Counters: [S][H] u32 from pc.merge_counters_offset, one used
+// per head group (its first head's).
+// Requires: D, WG, QUERY_DTYPE, SINKS, WRITE_LSE, MERGE_HERE (const), NEG_INF, the push block
+// `pc`, the output_words, sinks, lse and status buffers, and dtype.glsl.
+#ifndef VKPAGED_SPLIT_MERGE_GLSL
+#define VKPAGED_SPLIT_MERGE_GLSL
+
+// The partials are read back by another workgroup of the same dispatch: coherent, so that the
+// reads see the writes made available by memoryBarrierBuffer (not an SM's stale cache lines).
+layout(set = 0, binding = DECODE_BINDING_SCRATCH) coherent buffer Scratch { float scratch[]; };
+layout(set = 0, binding = DECODE_BINDING_MERGE_COUNTERS) coherent buffer MergeCounters { uint merge_counters[]; };
+
+shared uint s_split_arrival;  // the workgroup's place among its head group's partitions
+
+const uint MERGE_DIMS = 4u;    // output dims per invocation
+const uint MERGE_UNROLL = 8u;  // partitions whose loads are in flight together (16 measured slower)
+
+uint split_ml_word(uint row) { return pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u; }
+
+// The partitions [first, last) of a sequence: those that hold tokens of [window start, len).
+uvec2 split_partitions(uint len, uint window_lo) {
+  const uint first = window_lo / pc.partition_tokens;
+  return uvec2(first, len == 0u ? first : (len - 1u) / pc.partition_tokens + 1u);
+}
+
+// Merges partitions [first, last) of heads head0 .. head0 + heads - 1 and writes the outputs
+// (and LSE). No partitions (an empty sequence) gives zeros, or the sinks' share of nothing.
+void split_merge(uint seq, uint head0, uint heads, uvec2 parts) {
+  for (uint item = gl_LocalInvocationIndex; item < heads * (D / MERGE_DIMS); item += WG) {
+    const uint head = head0 + item / (D / MERGE_DIMS);
+    const uint dim0 = (item % (D / MERGE_DIMS)) * MERGE_DIMS;
+    const uint row0 = (seq * pc.num_heads + head) * pc.num_partitions;
+    float m = NEG_INF;  // running max, sum and unnormalised outputs over the partitions
+    float l = 0.0;
+    float o[MERGE_DIMS];
+    for (uint j = 0u; j < MERGE_DIMS; ++j) o[j] = 0.0;
+    for (uint p0 = parts.x; p0 < parts.y; p0 += MERGE_UNROLL) {
+      float mp[MERGE_UNROLL], lp[MERGE_UNROLL], op[MERGE_UNROLL][MERGE_DIMS];
+      for (uint k = 0u; k < MERGE_UNROLL; ++k) {  // past the last partition, the last again
+        const uint row = row0 + min(p0 + k, parts.y - 1u);
+        mp[k] = scratch[split_ml_word(row)];
+        lp[k] = scratch[split_ml_word(row) + 1u];
+        for (uint j = 0u; j < MERGE_DIMS; ++j) op[k][j] = scratch[pc.scratch_offset + row * D + dim0 + j];
+      }
+      for (uint k = 0u; k < MERGE_UNROLL; ++k)
+        if (p0 + k >= parts.y) mp[k] = NEG_INF;
+      float m_new = m;
+      for (uint k = 0u; k < MERGE_UNROLL; ++k) m_new = max(m_new, mp[k]);
+      if (m_new == NEG_INF) continue;  // only partitions without a token so far
+      const float keep = exp(m - m_new);  // 0 while m is -inf
+      l *= keep;
+      for (uint j = 0u; j < MERGE_DIMS; ++j) o[j] *= keep;
+      for (uint k = 0u; k < MERGE_UNROLL; ++k) {
+        if (mp[k] == NEG_INF) continue;
+        const float w = exp(mp[k] - m_new);
+        l += w * lp[k];
+        for (uint j = 0u; j < MERGE_DIMS; ++j) o[j] += w * op[k][j];
+      }
+      m = m_new;
+    }
+    float keep = 1.0;  // sinks join the denominator
+    if (SINKS) {
+      const float z = sinks[pc.sinks_offset + head];
+      const float mz = max(m, z);
+      keep = m == NEG_INF ? 0.0 : exp(m - mz);
+      l = l * keep + exp(z - mz);
+      m = mz;
+    }
+    const float factor = l > 0.0 ? keep / l : 0.0;
+    const uint element0 = (seq * pc.num_heads + head) * D + dim0;
+    if (QUERY_DTYPE == DT_F32) {
+      for (uint j = 0u; j < MERGE_DIMS; ++j) output_words[pc.output_offset + element0 + j] = floatBitsToUint(o[j] * factor);
+    } else {
+      for (uint j = 0u; j < MERGE_DIMS; j += 2u) {
+        const vec2 v = vec2(o[j], o[j + 1u]) * factor;
+        output_words[pc.output_offset + (element0 + j) / 2u] =
+            QUERY_DTYPE == DT_F16 ? packHalf2x16(v) : f32_to_bf16_bits(v.x) | (f32_to_bf16_bits(v.y) << 16);
+      }
+    }
+    if (WRITE_LSE && dim0 == 0u) lse[pc.lse_offset + seq * pc.num_heads + head] = l > 0.0 ? m + log(l) : NEG_INF;
+  }
+}
+
+// Called by every invocation once the workgroup's partials are written (workgroup-uniform).
+void split_arrive(uint seq, uint head0, uint heads, uvec2 parts) {
+  const uint counter = pc.merge_counters_offset + seq * pc.num_heads + head0;
+  memoryBarrierBuffer();  // this invocation's partials, device-wide, before the count
+  barrier();
+  if (gl_LocalInvocationIndex == 0u) {
+    const uint arrived = atomicAdd(merge_counters[counter], 1u) + 1u;
+    const uint expected = parts.y - parts.x;
+    if (arrived > expected) atomicOr(status[pc.status_offset], STATUS_BAD_MERGE_COUNTERS);
+    if (arrived == expected) atomicExchange(merge_counters[counter], 0u);  // zero again for the next decode
+    s_split_arrival = arrived;
+  }
+  barrier();
+  if (s_split_arrival != parts.y - parts.x) return;
+  memoryBarrierBuffer();  // the other workgroups' partials, now visible here
+  split_merge(seq, head0, heads, parts);
+}
+
+#endif
