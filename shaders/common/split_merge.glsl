@@ -15,7 +15,7 @@
 // Scratch layout, in floats from pc.scratch_offset: partial outputs [S][H][P][D], then
 // (max, sum) pairs [S][H][P][2]. Counters: [S][H] u32 from pc.merge_counters_offset, one used
 // per head group (its first head's).
-// Requires: D, WG, QUERY_DTYPE, SINKS, WRITE_LSE, MERGE_HERE (const), NEG_INF, the push block
+// Requires: D, WG, QUERY_DTYPE, SINKS, WRITE_LSE (const), NEG_INF, the push block
 // `pc`, the output_words, sinks, lse and status buffers, and dtype.glsl.
 #ifndef VKPAGED_SPLIT_MERGE_GLSL
 #define VKPAGED_SPLIT_MERGE_GLSL

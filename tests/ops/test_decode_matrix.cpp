@@ -23,6 +23,16 @@ DecodeShape shape_of(const DecodeCase& c) {
   return decode_shape_of(make_decode_inputs(c, rng));
 }
 
+// A split into 256-token partitions on the matrix kernel, merged in the decode dispatch.
+DecodeOptions merged_in_dispatch(const DecodeCase& c) {
+  DecodeOptions o = default_options(c);
+  o.kernel = DecodeKernel::matrix;
+  o.split = SplitMode::split;
+  o.partition_tokens = 256;
+  o.merge = DecodeMerge::in_dispatch;
+  return o;
+}
+
 class DecodeMatrixTest : public GpuTest {
  protected:
   void SetUp() override {
@@ -401,13 +411,9 @@ TEST_F(DecodeMatrixTest, MergeInDispatchMatchesTheReference) {
     c.sinks = r.sinks;
     c.alibi = r.alibi;
     c.lens = {0, 1, 255, 256, 257, 700, r.longest};
-    DecodeOptions o = default_options(c);
-    o.kernel = DecodeKernel::matrix;
-    o.split = SplitMode::split;
-    o.partition_tokens = 256;
+    DecodeOptions o = merged_in_dispatch(c);
     o.sliding_window = r.window;
     o.order = r.longest_first ? DecodeOrder::longest_first : DecodeOrder::grid;
-    o.merge = DecodeMerge::in_dispatch;
     SCOPED_TRACE(c.str());
     const DecodePlan plan = DecodePlan::create(ctx(), shape_of(c), o);
     EXPECT_EQ(plan.merge_counter_bytes(), size_t(4) * c.lens.size() * c.heads);
@@ -420,11 +426,7 @@ TEST_F(DecodeMatrixTest, MergeInDispatchMatchesTheReference) {
   c.heads = 8;
   c.kv_heads = 2;
   c.lens = {9000};
-  DecodeOptions o = default_options(c);
-  o.kernel = DecodeKernel::matrix;
-  o.split = SplitMode::split;
-  o.partition_tokens = 256;
-  o.merge = DecodeMerge::in_dispatch;
+  const DecodeOptions o = merged_in_dispatch(c);
   const DecodePlan plan = DecodePlan::create(ctx(), shape_of(c), o);
   EXPECT_EQ(plan.num_partitions(), 36u);
   EXPECT_EQ(plan.merge_counter_bytes(), 0u);
@@ -441,11 +443,7 @@ TEST_F(DecodeMatrixTest, MergeCountersPastTheirCountAreFlagged) {
   c.lens = {700, 1500};
   std::mt19937 rng(9);
   const DecodeInputs in = make_decode_inputs(c, rng);
-  DecodeOptions o = default_options(c);
-  o.kernel = DecodeKernel::matrix;
-  o.split = SplitMode::split;
-  o.partition_tokens = 256;
-  o.merge = DecodeMerge::in_dispatch;
+  const DecodeOptions o = merged_in_dispatch(c);
   const auto plan = DecodePlan::create(ctx(), decode_shape_of(in), o);
   ASSERT_GT(plan.merge_counter_bytes(), 0u);
   auto upload = [&](const HostTensor& t) {
