@@ -600,7 +600,49 @@ TEST_F(CliTest, BenchRefusesAWarmStartWithoutTheFlush) {
   EXPECT_EQ(r.out, "") << "the bench started before refusing";
 }
 
+TEST_F(CliTest, BenchRunsEveryCaseWithTheCacheDtypeAsked) {
+  const CliResult r = run({"bench", "--suite", "quick", "--repetitions", "20", "--warmup", "1", "--cache-dtype", "fp8_e5m2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
+  for (const char* name : {"q-long-fp8_e5m2", "q-batch-fp8_e5m2", "q-mha-fp8_e5m2", "q-ragged-fp8_e5m2"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name << "\n" << r.out;
+}
+
+TEST_F(CliTest, BenchRefusesACacheDtypeItCannotRunBeforeOpeningADevice) {
+  for (const char* dtype : {"fp4", "i32"}) {
+    const CliResult r = run({"bench", "--suite", "quick", "--cache-dtype", dtype});
+    EXPECT_EQ(r.exit_code, 1) << dtype;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(std::string("vkpaged: --cache-dtype: \"") + dtype + "\" is not a cache dtype"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "") << "the bench started before refusing";
+  }
+}
+
 // ---- in-process pieces ----
+
+TEST(CliBench, CacheDtypeReplacesEveryCasesCacheAndFloatQuery) {
+  const auto dtypes = bench_suite("dtypes");
+  const auto unchanged = with_cache_dtype(dtypes, "");
+  ASSERT_EQ(unchanged.size(), dtypes.size());
+  for (size_t i = 0; i < dtypes.size(); ++i) EXPECT_EQ(unchanged[i].name, dtypes[i].name);
+
+  const auto fp8 = with_cache_dtype(dtypes, "fp8_e4m3");
+  ASSERT_EQ(fp8.size(), dtypes.size());
+  for (size_t i = 0; i < fp8.size(); ++i) {
+    EXPECT_EQ(fp8[i].cache_dtype, DType::fp8_e4m3) << fp8[i].name;
+    EXPECT_EQ(fp8[i].query_dtype, DType::f16) << fp8[i].name;  // an fp8 cache takes an f16 query
+    EXPECT_EQ(fp8[i].batch, dtypes[i].batch);
+    EXPECT_EQ(fp8[i].context, dtypes[i].context);
+  }
+  EXPECT_EQ(fp8[0].name, "batch64-f32-fp8_e4m3");
+  EXPECT_EQ(fp8[3].name, "batch64-fp8_e4m3") << "a case that already had the dtype keeps its name";
+
+  for (const auto& c : with_cache_dtype(dtypes, "bf16")) {
+    EXPECT_EQ(c.cache_dtype, DType::bf16) << c.name;
+    EXPECT_EQ(c.query_dtype, DType::bf16) << c.name << ": a float cache holds the query's dtype";
+  }
+}
 
 TEST(CliBench, DecodeOptionsFromTheCommandLine) {
   BenchOptions b;

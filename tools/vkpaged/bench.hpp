@@ -42,6 +42,9 @@ struct BenchOptions {
   std::string kernel = "auto";  // auto, scalar, matrix
   std::string order = "auto";   // auto, grid, longest-first
   std::string merge = "reduce-pass";  // reduce-pass or in-dispatch (DecodeMerge)
+  // Every case's cache dtype instead of the suite's ("" keeps it); f32, f16 and bf16 set the
+  // query's dtype too, an fp8 cache keeps the case's query.
+  std::string cache_dtype;
   std::string json_path;
   std::string chart_path;
   // Also record each matrix-kernel case's timeline (DecodeOptions::timeline) to DIR/<case>.bin
@@ -63,6 +66,8 @@ struct BenchOptions {
 DecodeOptions bench_decode_options(const BenchOptions& options);
 // Cases of a suite by name; throws vkpaged::Error for an unknown name.
 std::vector<BenchCase> bench_suite(const std::string& name);
+// The cases with --cache-dtype applied ("" leaves them); throws vkpaged::Error for an unknown dtype.
+std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std::string& cache_dtype);
 // Runs the suite and prints the table; returns the process exit status.
 int run_bench(const BenchOptions& options);
 // Draws the share of measured bandwidth per case as an SVG bar chart.

@@ -260,7 +260,7 @@ DecodeOptions bench_decode_options(const BenchOptions& o) {
 }
 
 int run_bench(const BenchOptions& o) {
-  const auto cases = bench_suite(o.suite);
+  const auto cases = with_cache_dtype(bench_suite(o.suite), o.cache_dtype);
   // Bad option values are refused before the device is opened and its bandwidth measured.
   const DecodeOptions decode_options = bench_decode_options(o);
   if (o.warm_start && !o.flush_caches)

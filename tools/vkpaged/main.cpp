@@ -114,6 +114,10 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
                  "where a split decode merges its partitions: reduce-pass or in-dispatch (the matrix kernel's "
                  "last workgroup of each head group, with counters the bench zeroes once)")
       ->capture_default_str();
+  cmd.add_option("--cache-dtype", b.cache_dtype,
+                 "run every case with this cache dtype (f32, f16, bf16: the query's too; fp8_e4m3, fp8_e5m2: "
+                 "the query stays f16); default: the suite's")
+      ->type_name("DTYPE");
   cmd.add_option("--json", b.json_path, "also write the results as JSON")->type_name("FILE");
   cmd.add_option("--chart", b.chart_path, "draw the share of bandwidth per case as an SVG chart")->type_name("FILE");
   cmd.add_option("--timeline", b.timeline_dir,
