@@ -43,7 +43,7 @@ struct BenchOptions {
   std::string order = "auto";   // auto, grid, longest-first
   std::string merge = "reduce-pass";  // reduce-pass or in-dispatch (DecodeMerge)
   // Every case's cache dtype instead of the suite's ("" keeps it); f32, f16 and bf16 set the
-  // query's dtype too, an fp8 cache keeps the case's query.
+  // query's dtype too, an fp8 cache takes an f16 query.
   std::string cache_dtype;
   std::string json_path;
   std::string chart_path;
@@ -55,9 +55,8 @@ struct BenchOptions {
   // allows either a cache several times the L2 or this flush).
   bool flush_caches = false;
   // With flush_caches: record each repetition after the same decode (untimed) and the flush, in
-  // one command buffer, so that the decode's code is resident in the GPU's instruction caches
-  // (on NVIDIA's driver a pipeline's first run in a submission is slower) while its bytes are
-  // not in the L2.
+  // one command buffer, so that the decode's pipeline has run before (on NVIDIA's driver a
+  // pipeline's first dispatch in a submission is slower) while its bytes are not in the L2.
   bool warm_start = false;
 };
 

@@ -116,7 +116,7 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
       ->capture_default_str();
   cmd.add_option("--cache-dtype", b.cache_dtype,
                  "run every case with this cache dtype (f32, f16, bf16: the query's too; fp8_e4m3, fp8_e5m2: "
-                 "the query stays f16); default: the suite's")
+                 "an f16 query); default: the suite's")
       ->type_name("DTYPE");
   cmd.add_option("--json", b.json_path, "also write the results as JSON")->type_name("FILE");
   cmd.add_option("--chart", b.chart_path, "draw the share of bandwidth per case as an SVG chart")->type_name("FILE");
@@ -129,8 +129,8 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
                "no case reads what the last repetition left in the GPU's caches");
   cmd.add_flag("--warm-start", b.warm_start,
                "with --flush-caches: time each repetition after the same decode and the flush, untimed, in one "
-               "command buffer, so that the decode's code is already in the GPU's instruction caches (as for an "
-               "engine's later layers) while its bytes are not in the L2");
+               "command buffer, so that its pipeline has run before (as for an engine's later layers; on NVIDIA's "
+               "driver a pipeline's first dispatch in a submission is slower) while its bytes are not in the L2");
 }
 
 std::string one_line(std::string s) {
