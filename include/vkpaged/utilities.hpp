@@ -50,5 +50,11 @@ VKPAGED_API BandwidthMeasurement measure_read_bandwidth(Context& context, size_t
 // with); `read` must have been made on `context`.
 VKPAGED_API BandwidthMeasurement measure_read_bandwidth(Context& context, const StreamingRead& read,
                                                         int repetitions = 20);
+// The same with each timed run recorded after `untimed_before`, in one command buffer
+// (Context::run_and_time(record, untimed_before)): the read timed as it runs in a command buffer
+// already under way, as `vkpaged bench --warm-start` times its probes. Both reads must have been
+// made on `context`.
+VKPAGED_API BandwidthMeasurement measure_read_bandwidth_after(Context& context, const StreamingRead& read,
+                                                              const StreamingRead& untimed_before, int repetitions = 20);
 
 }  // namespace vkpaged

@@ -567,6 +567,12 @@ VKP_API vkp_status vkp_record_streaming_read(vkp_context* context, VkCommandBuff
  * Errors: INVALID_ARGUMENT (NULL, another context, repetitions < 1), UNSUPPORTED, DEVICE. */
 VKP_API vkp_status vkp_measure_streaming_read(vkp_context* context, const vkp_streaming_read* read, int32_t repetitions,
                                               vkp_bandwidth* out);
+/* The same with each timed run recorded after untimed_before in one command buffer (as
+ * vkp_run_and_time_after): the read timed inside a command buffer already under way.
+ * Errors: INVALID_ARGUMENT (NULL, another context, repetitions < 1), UNSUPPORTED, DEVICE. */
+VKP_API vkp_status vkp_measure_streaming_read_after(vkp_context* context, const vkp_streaming_read* read,
+                                                    const vkp_streaming_read* untimed_before, int32_t repetitions,
+                                                    vkp_bandwidth* out);
 
 /* ===================================================================== cascade merge */
 

@@ -41,10 +41,10 @@ void require_repetitions(int32_t repetitions) {
 vkp_bandwidth to_c(const BandwidthMeasurement& m) { return {m.bytes, m.median_ns, m.bytes_per_second()}; }
 
 // The read behind a handle, which must have been created on `context`.
-const StreamingRead& read_on(vkp_context* context, const vkp_streaming_read* read) {
-  require(read, "read");
+const StreamingRead& read_on(vkp_context* context, const vkp_streaming_read* read, const char* name = "read") {
+  require(read, name);
   if (&read->read.context() != &context->context)
-    throw Error(ErrorCode::invalid_argument, "read: created on another context");
+    throw Error(ErrorCode::invalid_argument, fmt::format("{}: created on another context", name));
   return read->read;
 }
 
@@ -173,6 +173,19 @@ VKP_API vkp_status vkp_measure_streaming_read(vkp_context* context, const vkp_st
     require(out, "out");
     require_repetitions(repetitions);
     *out = to_c(measure_read_bandwidth(ctx, cpp_read, repetitions));
+  });
+}
+
+VKP_API vkp_status vkp_measure_streaming_read_after(vkp_context* context, const vkp_streaming_read* read,
+                                                    const vkp_streaming_read* untimed_before, int32_t repetitions,
+                                                    vkp_bandwidth* out) {
+  return guarded("vkp_measure_streaming_read_after", [&] {
+    auto& ctx = require(context, "context")->context;
+    const StreamingRead& cpp_read = read_on(context, read);
+    const StreamingRead& before = read_on(context, untimed_before, "untimed_before");
+    require(out, "out");
+    require_repetitions(repetitions);
+    *out = to_c(measure_read_bandwidth_after(ctx, cpp_read, before, repetitions));
   });
 }
 

@@ -36,15 +36,36 @@ BandwidthMeasurement measure_read_bandwidth(Context& context, size_t bytes, int 
   return measure_read_bandwidth(context, StreamingRead(context, bytes), repetitions);
 }
 
-BandwidthMeasurement measure_read_bandwidth(Context& context, const StreamingRead& read, int repetitions) {
-  if (&read.context() != &context)
-    throw Error(ErrorCode::invalid_argument, "read: created on another context");
+namespace {
+
+void require_on(const Context& context, const StreamingRead& read, const char* name) {
+  if (&read.context() != &context) throw Error(ErrorCode::invalid_argument, fmt::format("{}: created on another context", name));
+}
+
+// Three untimed runs, then the median of `repetitions` timed ones, each after `before` when given.
+BandwidthMeasurement median_read(Context& context, const StreamingRead& read, const StreamingRead* before, int repetitions) {
   auto run = [&](VkCommandBuffer cmd) { read.record(cmd); };
-  for (int i = 0; i < 3; ++i) context.run_and_wait(run);
+  auto untimed = [&](VkCommandBuffer cmd) { before->record(cmd); };
+  auto timed = [&] { return before ? context.run_and_time(run, untimed) : context.run_and_time(run); };
+  for (int i = 0; i < 3; ++i) timed();
   std::vector<double> times;
-  for (int i = 0; i < std::max(1, repetitions); ++i) times.push_back(context.run_and_time(run));
+  for (int i = 0; i < std::max(1, repetitions); ++i) times.push_back(timed());
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   return {read.bytes(), times[times.size() / 2]};
+}
+
+}  // namespace
+
+BandwidthMeasurement measure_read_bandwidth(Context& context, const StreamingRead& read, int repetitions) {
+  require_on(context, read, "read");
+  return median_read(context, read, nullptr, repetitions);
+}
+
+BandwidthMeasurement measure_read_bandwidth_after(Context& context, const StreamingRead& read,
+                                                  const StreamingRead& untimed_before, int repetitions) {
+  require_on(context, read, "read");
+  require_on(context, untimed_before, "untimed_before");
+  return median_read(context, read, &untimed_before, repetitions);
 }
 
 }  // namespace vkpaged

@@ -378,6 +378,19 @@ TEST_F(CApiTest, StreamingReadIsSizedRecordedAndChecked) {
   expect_refused(vkp_measure_streaming_read(c_context(), raw, 0, &bandwidth), "repetitions: must be at least 1, got 0");
   expect_refused(vkp_measure_streaming_read(c_context(), nullptr, 2, &bandwidth), "read is NULL");
   expect_refused(vkp_measure_streaming_read(c_context(), raw, 2, nullptr), "out is NULL");
+  // ... and after another read, untimed, in the same command buffer.
+  vkp_streaming_read* raw_before = nullptr;
+  ASSERT_VKP_OK(vkp_streaming_read_create(c_context(), size_t(1) << 24, &raw_before));
+  std::unique_ptr<vkp_streaming_read, decltype(&vkp_streaming_read_destroy)> before(raw_before, &vkp_streaming_read_destroy);
+  vkp_bandwidth after{};
+  ASSERT_VKP_OK(vkp_measure_streaming_read_after(c_context(), raw, raw_before, 2, &after));
+  EXPECT_EQ(after.bytes, size_t(1) << 20);
+  EXPECT_GT(after.median_ns, 0.0);
+  expect_refused(vkp_measure_streaming_read_after(c_context(), raw, nullptr, 2, &after), "untimed_before is NULL");
+  expect_refused(vkp_measure_streaming_read_after(c_context(), nullptr, raw_before, 2, &after), "read is NULL");
+  expect_refused(vkp_measure_streaming_read_after(c_context(), raw, raw_before, 0, &after),
+                 "repetitions: must be at least 1, got 0");
+  expect_refused(vkp_measure_streaming_read_after(c_context(), raw, raw_before, 2, nullptr), "out is NULL");
 
   // A read belongs to the context that made it.
   const OwnedContext owner = create_own_context();
@@ -386,6 +399,11 @@ TEST_F(CApiTest, StreamingReadIsSizedRecordedAndChecked) {
   expect_refused(run(own, [&](VkCommandBuffer cmd) { return vkp_record_streaming_read(own, cmd, raw); }),
                  "read: created on another context");
   expect_refused(vkp_measure_streaming_read(own, raw, 2, &bandwidth), "read: created on another context");
+  vkp_streaming_read* raw_theirs = nullptr;
+  ASSERT_VKP_OK(vkp_streaming_read_create(own, 64, &raw_theirs));
+  std::unique_ptr<vkp_streaming_read, decltype(&vkp_streaming_read_destroy)> theirs(raw_theirs, &vkp_streaming_read_destroy);
+  expect_refused(vkp_measure_streaming_read_after(c_context(), raw, raw_theirs, 2, &bandwidth),
+                 "untimed_before: created on another context");
 }
 
 }  // namespace

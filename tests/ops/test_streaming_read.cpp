@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/test_context.hpp"
@@ -70,6 +72,32 @@ TEST_F(StreamingReadTest, MeasuresTheReadItIsGivenOnItsOwnContext) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
     EXPECT_STREQ(e.what(), "read: created on another context");
+  }
+}
+
+TEST_F(StreamingReadTest, AfterAnUntimedReadTimesOnlyTheSecond) {
+  const StreamingRead small(ctx(), size_t(1) << 16);
+  const StreamingRead large(ctx(), size_t(1) << 26);
+  const BandwidthMeasurement alone = measure_read_bandwidth(ctx(), large, 2);
+  const BandwidthMeasurement after = measure_read_bandwidth_after(ctx(), small, large, 2);
+  EXPECT_EQ(after.bytes, small.bytes());
+  EXPECT_GT(after.median_ns, 0.0);
+  // 64 KiB after 64 MiB: if the untimed read were timed too, it would take as long as it does alone.
+  EXPECT_LT(after.median_ns, alone.median_ns / 4) << "the untimed read was timed too";
+
+  ContextOptions options;
+  options.device = std::to_string(ctx().device_info().index);
+  options.validation = validation_wanted();
+  Context other(options);
+  const StreamingRead theirs(other, 64);
+  for (auto [read, before, what] : {std::tuple{&small, &theirs, "untimed_before"}, std::tuple{&theirs, &small, "read"}}) {
+    try {
+      measure_read_bandwidth_after(ctx(), *read, *before, 2);
+      ADD_FAILURE() << what << " of another context was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_EQ(std::string(e.what()), std::string(what) + ": created on another context");
+    }
   }
 }
 

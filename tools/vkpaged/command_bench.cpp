@@ -202,17 +202,6 @@ BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o, co
   return r;
 }
 
-// measure_read_bandwidth's figure with each repetition after `lead` in its command buffer.
-BandwidthMeasurement measure_after(Context& ctx, const StreamingRead& read, const StreamingRead& lead, int repetitions) {
-  auto run = [&](VkCommandBuffer cmd) { read.record(cmd); };
-  auto before = [&](VkCommandBuffer cmd) { lead.record(cmd); };
-  for (int i = 0; i < 3; ++i) ctx.run_and_time(run, before);
-  std::vector<double> times;
-  for (int i = 0; i < std::max(1, repetitions); ++i) times.push_back(ctx.run_and_time(run, before));
-  std::sort(times.begin(), times.end());
-  return {read.bytes(), times[times.size() / 2]};
-}
-
 std::string json_escape(const std::string& s) {
   std::string out;
   for (char ch : s) {
@@ -286,7 +275,7 @@ int run_bench(const BenchOptions& o) {
   std::optional<StreamingRead> lead;
   if (o.warm_start) lead.emplace(ctx, size_t(1) << 16);
   auto measure = [&](const StreamingRead& read) {
-    return lead ? measure_after(ctx, read, *lead, o.repetitions) : measure_read_bandwidth(ctx, read, o.repetitions);
+    return lead ? measure_read_bandwidth_after(ctx, read, *lead, o.repetitions) : measure_read_bandwidth(ctx, read, o.repetitions);
   };
   const auto bw = flush ? measure(*flush) : measure_read_bandwidth(ctx, probe, o.repetitions);
   const double bandwidth = bw.bytes_per_second();
