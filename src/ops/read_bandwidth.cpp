@@ -42,7 +42,7 @@ void require_on(const Context& context, const StreamingRead& read, const char* n
   if (&read.context() != &context) throw Error(ErrorCode::invalid_argument, fmt::format("{}: created on another context", name));
 }
 
-// Three untimed runs, then the median of `repetitions` timed ones, each after `before` when given.
+// Three warm-up runs, then the median of `repetitions` timed ones, each after `before` when given.
 BandwidthMeasurement median_read(Context& context, const StreamingRead& read, const StreamingRead* before, int repetitions) {
   auto run = [&](VkCommandBuffer cmd) { read.record(cmd); };
   auto untimed = [&](VkCommandBuffer cmd) { before->record(cmd); };

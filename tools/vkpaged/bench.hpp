@@ -65,7 +65,8 @@ struct BenchOptions {
 DecodeOptions bench_decode_options(const BenchOptions& options);
 // Cases of a suite by name; throws vkpaged::Error for an unknown name.
 std::vector<BenchCase> bench_suite(const std::string& name);
-// The cases with --cache-dtype applied ("" leaves them); throws vkpaged::Error for an unknown dtype.
+// The cases with --cache-dtype applied ("" leaves them); throws vkpaged::Error for a name that is
+// not a cache dtype.
 std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std::string& cache_dtype);
 // Runs the suite and prints the table; returns the process exit status.
 int run_bench(const BenchOptions& options);
