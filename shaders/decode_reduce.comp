@@ -32,6 +32,9 @@ const uint SLICES = WG / WORD_LANES;                      // partition slices si
 const uint WORDS_PER_LANE = (WORDS + WORD_LANES - 1u) / WORD_LANES;
 const uint VALUES = WORDS_PER_LANE * PER_WORD;            // output elements per invocation
 const uint UNROLL = 8u;                                   // partitions in flight per invocation
+#define MERGE_ROUND_PARTS UNROLL
+#define MERGE_ROUND_VALUES VALUES
+#include "common/merge_round.glsl"
 
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 layout(set = 0, binding = REDUCE_BINDING_SCRATCH) readonly buffer Scratch { float scratch[]; };
@@ -84,21 +87,9 @@ void main() {
       if (p0 >= last) break;
       for (uint k = 0u; k < UNROLL; ++k) {
         const uint p = p0 + k * SLICES;
-        if (p < first || p >= last) mp[k] = NEG_INF;
+        if (p < first || p >= last) mp[k] = NEG_INF;  // dropped: its words may be garbage
       }
-      float m_new = m;
-      for (uint k = 0u; k < UNROLL; ++k) m_new = max(m_new, mp[k]);
-      if (m_new == NEG_INF) continue;  // nothing but empty partitions so far
-      const float keep = exp(m - m_new);  // 0 while m is -inf
-      l *= keep;
-      for (uint j = 0u; j < VALUES; ++j) o[j] *= keep;
-      for (uint k = 0u; k < UNROLL; ++k) {
-        if (mp[k] == NEG_INF) continue;  // dropped or empty: its sum and outputs are not read
-        const float w = exp(mp[k] - m_new);
-        l += w * lp[k];
-        for (uint j = 0u; j < VALUES; ++j) o[j] += w * op[k][j];
-      }
-      m = m_new;
+      merge_round(m, l, o, mp, lp, op);
     }
 
   // The slices meet: every invocation of a slice holds the same max and sum.

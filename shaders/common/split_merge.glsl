@@ -29,6 +29,9 @@ shared uint s_split_arrival;  // the workgroup's place among its head group's pa
 
 const uint MERGE_DIMS = 4u;    // output dims per invocation
 const uint MERGE_UNROLL = 8u;  // partitions whose loads are in flight together (16 measured slower)
+#define MERGE_ROUND_PARTS MERGE_UNROLL
+#define MERGE_ROUND_VALUES MERGE_DIMS
+#include "common/merge_round.glsl"
 
 uint split_ml_word(uint row) { return pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u; }
 
@@ -59,19 +62,7 @@ void split_merge(uint seq, uint head0, uint heads, uvec2 parts) {
       }
       for (uint k = 0u; k < MERGE_UNROLL; ++k)
         if (p0 + k >= parts.y) mp[k] = NEG_INF;
-      float m_new = m;
-      for (uint k = 0u; k < MERGE_UNROLL; ++k) m_new = max(m_new, mp[k]);
-      if (m_new == NEG_INF) continue;  // only partitions without a token so far
-      const float keep = exp(m - m_new);  // 0 while m is -inf
-      l *= keep;
-      for (uint j = 0u; j < MERGE_DIMS; ++j) o[j] *= keep;
-      for (uint k = 0u; k < MERGE_UNROLL; ++k) {
-        if (mp[k] == NEG_INF) continue;
-        const float w = exp(mp[k] - m_new);
-        l += w * lp[k];
-        for (uint j = 0u; j < MERGE_DIMS; ++j) o[j] += w * op[k][j];
-      }
-      m = m_new;
+      merge_round(m, l, o, mp, lp, op);
     }
     float keep = 1.0;  // sinks join the denominator
     if (SINKS) {
