@@ -55,12 +55,13 @@ void main() {
   const uint lane = tid % WORD_LANES;
   const uint slice = tid / WORD_LANES;  // == SLICES for the invocations left over
 
-  // The same range arithmetic as the decode shader, so both agree on which partitions exist.
+  // The same length, window and partitions (split_partitions) as the decode shader's.
   uint len = min(context_lens[pc.context_lens_offset + seq], pc.context_cap);
   uint lo = 0u;
   if (WINDOW && pc.sliding_window > 0u && len > pc.sliding_window) lo = len - pc.sliding_window;
-  const uint first = lo / pc.partition_tokens;
-  const uint last = len == 0u ? first : (len - 1u) / pc.partition_tokens + 1u;  // exclusive
+  const uvec2 parts = split_partitions(len, lo, pc.partition_tokens);
+  const uint first = parts.x;
+  const uint last = parts.y;  // exclusive
 
   const uint row0 = (seq * pc.num_heads + head) * pc.num_partitions;
   const uint ml_base = pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D;

@@ -176,8 +176,8 @@ class VKPAGED_API Context {
   // Same, with `untimed_before` recorded first in the same command buffer and finished (a full
   // barrier) before the first timestamp: `record` is timed as it runs inside a command buffer
   // already under way, as an engine's later operators run, without the submission's own start.
-  // On NVIDIA's driver a pipeline's first run in a submission is slower (cold instruction
-  // caches, by the evidence in bench/RESULTS.md): the same work untimed first times it warm.
+  // On NVIDIA's driver a pipeline's first dispatch in a submission is slower (bench/RESULTS.md):
+  // the same work untimed first times it warm.
   double run_and_time(const std::function<void(VkCommandBuffer)>& record,
                       const std::function<void(VkCommandBuffer)>& untimed_before);
 

@@ -438,7 +438,7 @@ void main() {
   }
   uint lo = 0u;
   if (WINDOW && pc.sliding_window > 0u && len > pc.sliding_window) lo = len - pc.sliding_window;
-  const uvec2 parts = MERGE_HERE ? split_partitions(len, lo) : uvec2(0u);  // the sequence's partitions
+  const uvec2 parts = MERGE_HERE ? split_partitions(len, lo, pc.partition_tokens) : uvec2(0u);  // the sequence's partitions
   uint hi = len;
   if (SPLIT) {
     lo = max(lo, part * pc.partition_tokens);

@@ -1,4 +1,5 @@
-// One round of merging a split decode's partitions (decode_reduce.comp, split_merge.glsl): folds
+// Merging a split decode's partitions (decode_reduce.comp, split_merge.glsl): which partitions a
+// sequence has, so that both merges agree with the decode, and one round of the merge, which folds
 // MERGE_ROUND_PARTS partitions, each with its max mp[k] (NEG_INF: a partition to skip), its sum
 // lp[k] and its unnormalised outputs op[k][j], into the running max m, sum l and outputs o[j]
 // (an online softmax). The callers issue a round's loads together, so a round waits for one
@@ -6,6 +7,12 @@
 // Requires: MERGE_ROUND_PARTS and MERGE_ROUND_VALUES (constant array sizes), NEG_INF.
 #ifndef VKPAGED_MERGE_ROUND_GLSL
 #define VKPAGED_MERGE_ROUND_GLSL
+
+// The partitions [first, last) of a sequence: those that hold tokens of [window_lo, len).
+uvec2 split_partitions(uint len, uint window_lo, uint partition_tokens) {
+  const uint first = window_lo / partition_tokens;
+  return uvec2(first, len == 0u ? first : (len - 1u) / partition_tokens + 1u);
+}
 
 void merge_round(inout float m, inout float l, inout float o[MERGE_ROUND_VALUES], float mp[MERGE_ROUND_PARTS],
                  float lp[MERGE_ROUND_PARTS], float op[MERGE_ROUND_PARTS][MERGE_ROUND_VALUES]) {

@@ -35,12 +35,6 @@ const uint MERGE_UNROLL = 8u;  // partitions whose loads are in flight together 
 
 uint split_ml_word(uint row) { return pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u; }
 
-// The partitions [first, last) of a sequence: those that hold tokens of [window start, len).
-uvec2 split_partitions(uint len, uint window_lo) {
-  const uint first = window_lo / pc.partition_tokens;
-  return uvec2(first, len == 0u ? first : (len - 1u) / pc.partition_tokens + 1u);
-}
-
 // Merges partitions [first, last) of heads head0 .. head0 + heads - 1 and writes the outputs
 // (and LSE). No partitions (an empty sequence) gives zeros, or the sinks' share of nothing.
 void split_merge(uint seq, uint head0, uint heads, uvec2 parts) {

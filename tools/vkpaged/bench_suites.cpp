@@ -115,8 +115,7 @@ std::vector<BenchCase> bench_suite(const std::string& name) {
 std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std::string& cache_dtype) {
   if (cache_dtype.empty()) return cases;
   const auto dtype = parse_dtype(cache_dtype);
-  const bool cache_type = dtype && (is_fp8_dtype(*dtype) || *dtype == DType::f32 || *dtype == DType::f16 || *dtype == DType::bf16);
-  if (!cache_type)
+  if (!dtype || !(is_float_dtype(*dtype) || is_fp8_dtype(*dtype)))
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("--cache-dtype: \"{}\" is not a cache dtype (f32, f16, bf16, fp8_e4m3, fp8_e5m2)", cache_dtype));
   for (auto& c : cases) {
