@@ -51,11 +51,15 @@
 // reaches RANGE_LOW (small ones would lose bits in f16's subnormals), or (keys only) where the
 // unit has masked tokens, whose keys are not masked and must not decide. Either way an
 // element's error is at most 2^-17 of the unit's largest one.
-// fp8 NaN: E4M3's NaN becomes a finite f16 on the cheap conversion, so each unit's raw bytes
-// are probed (3 integer operations per 4 bytes, where fixing every pair took 5 per 2); where
-// a lane of the subgroup finds one, the tokens whose key holds it get NaN scores and the dims
-// whose value (of a token in [lo, hi)) holds it a NaN accumulator, as the exact conversion
-// would give them.
+// fp8 NaN: E4M3's NaN becomes a finite f16 on the cheap conversion, so every raw key and value
+// word is probed (2 integer operations per 4 bytes, where fixing every pair took 5 per 2) into
+// one word per lane, tested once after the loop. Where a lane of the subgroup found one (rare),
+// the subgroup reads its units again to find where (nan_outputs): a NaN key of a token in
+// [lo, hi) makes every output of the group NaN, a NaN value of such a token its dim's outputs,
+// as the exact conversion would. (A vote per unit measured 2 % slower on an H200.) This code is
+// compiled in where VKP_E4M3_NAN is 1: the E4M3 module (decode_coopmat_e4m3.comp) and the
+// timeline's. Dead in the shared module, it still changed the driver's compile of the bf16
+// kernel there (2 % slower on an H200), so that module goes without it and never runs E4M3.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -105,7 +109,7 @@ const uint UNIT = 32u;                     // tokens per unit
 const uint HEADS = 8u;                     // N of the products; heads >= GROUP are zero
 const bool FP8 = CACHE_DTYPE == DT_FP8_E4M3 || CACHE_DTYPE == DT_FP8_E5M2;
 const bool BF16 = CACHE_DTYPE == DT_BF16;   // converted to f16 in registers (bf16 range, above)
-const bool E4M3 = CACHE_DTYPE == DT_FP8_E4M3;  // its NaN is found on the raw bytes (fp8 NaN, above)
+const bool E4M3 = CACHE_DTYPE == DT_FP8_E4M3;  // its NaN is found on the raw bytes where VKP_E4M3_NAN (fp8 NaN, above)
 const bool SCALED_QUERY = QUERY_DTYPE == DT_BF16;  // query range, above
 const uint CHUNK_DIMS = FP8 ? 16u : 8u;    // dims of a 16-byte key chunk (the cache's x)
 const uint STEPS_PER_CHUNK = CHUNK_DIMS / 4u;  // dim steps one chunk feeds (4 dims of a row each)
@@ -225,12 +229,6 @@ uint fp8_high_bytes_to_f16(uint v) {
   if (CACHE_DTYPE == DT_FP8_E5M2) return v;
   return ((v >> 1) & 0x3f803f80u) | (v & 0x80008000u);
 }
-
-// E4M3 NaN probe: bit 7 of a byte of the result is set where that byte of `w` is a NaN
-// (S.1111.111): only a magnitude of 0x7f reaches bit 7 when 1 is added, with no carry out.
-// Probes of several words may be OR-ed before the bits are tested.
-const uint NAN_PROBE_BITS = 0x80808080u;
-uint nan_probe(uint w) { return (w & 0x7f7f7f7fu) + 0x01010101u; }
 
 // The bytes (tokens t..t+3) of an fp8 word that lie in [lo, hi).
 uint fp8_keep_mask(uint t, uint lo, uint hi) {
@@ -377,6 +375,60 @@ uvec2 unit_blocks(uint tok0, uint key_entry, uint value_entry, uint key_group, u
                tok0 + value_group < hi && value_entry < pc.num_blocks ? value_entry : NO_BLOCK);
 }
 
+#if VKP_E4M3_NAN
+// E4M3 NaN probe: some bit 7 of a byte of the result is set exactly where `w` holds a NaN
+// (S.1111.111). Adding 1 to every byte flips a byte's bit 7 only where a carry reaches it: from
+// its own magnitude 0x7f, or from the byte below, which carries out only as 0xff (a NaN itself).
+// So the lowest flipped byte is a NaN, and without one nothing flips. An add and an exclusive or
+// per word, which merges with the OR of the probes of several words before the bits are tested.
+const uint NAN_PROBE_BITS = 0x80808080u;
+uint nan_probe(uint w) { return (w + 0x01010101u) ^ w; }
+
+// fp8 NaN, found (rarely) after the loop: the subgroup's units again, from memory. A NaN key of
+// a token in [lo, hi) makes that token's logit NaN in every head, so every output of the group;
+// a NaN value of such a token makes its dim's outputs NaN. NaN stays NaN through the rest of the
+// loop's arithmetic, so setting it after the loop gives what setting it in the unit would.
+void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint table, uint kv_head, uint lo, uint hi, uint end_unit) {
+  const uint lane = gl_SubgroupInvocationID;
+  const uint g = lane / 4u, q = lane % 4u;
+  const uint key_group = 8u * (g / 2u), value_group = 8u * q;
+  bool nan_key = false;
+  uint nan_rows = 0u;  // bit r: dim row 8 r + g has a NaN among this lane's tokens in [lo, hi)
+  for (uint u = lo / UNIT + gl_SubgroupID; u < end_unit; u += SUBGROUPS) {
+    const uint tok0 = u * UNIT;
+    const uvec2 blocks = unit_blocks(tok0, table_entry(table, tok0 + key_group, hi), table_entry(table, tok0 + value_group, hi),
+                                     key_group, value_group, lo, hi);
+    const uint key_base = key_base_of(blocks.x, kv_head, tok0 + key_group);
+    [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+      uint row_probe = 0u;
+      [[unroll]] for (uint c = 0u; c < KEY_LOADS; ++c) {
+        const uvec4 w = load_key_chunk(key_base, blocks.x, r * KEY_LOADS + c, g, q);
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) row_probe |= nan_probe(w[k]);
+      }
+      const uint t = tok0 + key_group + key_row_offset(g, r);
+      nan_key = nan_key || ((row_probe & NAN_PROBE_BITS) != 0u && t >= lo && t < hi);
+    }
+    const uint value_base = value_base_of(blocks.y, kv_head, tok0 + value_group);
+    const uint value_t0 = blocks.y == NO_BLOCK ? 0xfffffff0u : tok0 + value_group;
+    const uvec2 keep = uvec2(fp8_keep_mask(value_t0, lo, hi), fp8_keep_mask(value_t0 + 4u, lo, hi));
+    [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
+      const uvec2 w = load_value_row(value_base, blocks.y, 8u * r + g).xy & keep;
+      if (((nan_probe(w.x) | nan_probe(w.y)) & NAN_PROBE_BITS) != 0u) nan_rows |= 1u << r;
+    }
+  }
+  if (subgroupAny(nan_key)) {
+    [[unroll]] for (uint j = 0u; j < 2u; ++j) running_sum[j] = QUIET_NAN;
+    [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) acc[d] = MatC(QUIET_NAN);
+  }
+  // The row's other tokens: lanes q = 0..3 of this g.
+  nan_rows |= subgroupShuffleXor(nan_rows, 1u);
+  nan_rows |= subgroupShuffleXor(nan_rows, 2u);
+  [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
+    [[unroll]] for (uint e = 0u; e < 4u; ++e)
+      if (((nan_rows >> (2u * d + e / 2u)) & 1u) != 0u) acc[d][e] = QUIET_NAN;
+}
+#endif
+
 void main() {
 #if VKP_TIMELINE
   const uvec2 t_start = timeline_now();
@@ -494,6 +546,9 @@ void main() {
     if (EARLY_VALUES)
       [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values_ahead[r] = load_value_row(value_base, blocks_ahead.y, 8u * r + g);
   }
+#if VKP_E4M3_NAN
+  uint nan_seen = 0u;  // E4M3: the NaN probes of every raw key and value word this subgroup read
+#endif
   // Table entries are read one unit ahead (two with PIPELINE), so that a unit's cache loads do
   // not wait on them.
   for (uint u = lo / UNIT + sub; u < end_unit; u += SUBGROUPS) {
@@ -552,27 +607,11 @@ void main() {
         scores[i] = coopMatMulAddNV(a, qb, scores[i]);
       }
     }
-    if (E4M3) {
-      // Probed after the products: taking each row's probe before them measured 2 % slower.
-      uint probe = 0u;
+#if VKP_E4M3_NAN
+    if (E4M3)  // probed after the products; tested once, after the loop (fp8 NaN, above)
       [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r)
-        [[unroll]] for (uint k = 0u; k < 4u; ++k) probe |= nan_probe(keys[r][k]);
-      if (subgroupAny((probe & NAN_PROBE_BITS) != 0u)) {
-        uint nan_rows = 0u;  // bit 2 i + h: row g + 8 h of tile i has a NaN in this lane's chunks
-        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
-          uint row_probe = 0u;
-          [[unroll]] for (uint c = 0u; c < KEY_LOADS; ++c)
-            [[unroll]] for (uint k = 0u; k < 4u; ++k) row_probe |= nan_probe(keys[r * KEY_LOADS + c][k]);
-          if ((row_probe & NAN_PROBE_BITS) != 0u) nan_rows |= 1u << r;
-        }
-        // The rows' other chunks: lanes q = 0..3 of this g.
-        nan_rows |= subgroupShuffleXor(nan_rows, 1u);
-        nan_rows |= subgroupShuffleXor(nan_rows, 2u);
-        [[unroll]] for (uint i = 0u; i < 2u; ++i)
-          [[unroll]] for (uint e = 0u; e < 4u; ++e)
-            if (((nan_rows >> (2u * i + e / 2u)) & 1u) != 0u) scores[i][e] = QUIET_NAN;
-      }
-    }
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) nan_seen |= nan_probe(keys[r][k]);
+#endif
     float key_fix = 1.0;  // bf16: the inverse of the unit's key scale (bf16 range)
     bool redo_keys = false;
     if (BF16) {
@@ -660,21 +699,6 @@ void main() {
       const uvec2 keep = uvec2(fp8_keep_mask(value_t0, lo, hi), fp8_keep_mask(value_t0 + 4u, lo, hi));
       [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r].xy &= keep;
     }
-    if (E4M3) {
-      uint probe = 0u;
-      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) probe |= nan_probe(values[r].x) | nan_probe(values[r].y);
-      if (subgroupAny((probe & NAN_PROBE_BITS) != 0u)) {
-        uint nan_rows = 0u;  // bit r: dim row 8 r + g has a NaN among this lane's tokens in [lo, hi)
-        [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
-          if (((nan_probe(values[r].x) | nan_probe(values[r].y)) & NAN_PROBE_BITS) != 0u) nan_rows |= 1u << r;
-        // The row's other tokens: lanes q = 0..3 of this g.
-        nan_rows |= subgroupShuffleXor(nan_rows, 1u);
-        nan_rows |= subgroupShuffleXor(nan_rows, 2u);
-        [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
-          [[unroll]] for (uint e = 0u; e < 4u; ++e)
-            if (((nan_rows >> (2u * d + e / 2u)) & 1u) != 0u) acc[d][e] = QUIET_NAN;
-      }
-    }
     bool values_scaled = false;
     if (BF16) {  // masked and converted here, so the range is known before any product
       float largest = 0.0;  // of the elements as f32 (NaN may or may not count: either way right)
@@ -723,6 +747,10 @@ void main() {
           acc[d] = coopMatMulAddNV(a_fragment(upper, lower), probs[i], acc[d]);
         }
     }
+#if VKP_E4M3_NAN
+    if (E4M3)
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) nan_seen |= nan_probe(values[r].x) | nan_probe(values[r].y);
+#endif
 #if VKP_TIMELINE
     if (units_done == 0u) t_first_unit = timeline_now();
     ++units_done;
@@ -730,6 +758,9 @@ void main() {
   }
 #if VKP_TIMELINE
   const uvec2 t_loop_done = timeline_now();
+#endif
+#if VKP_E4M3_NAN
+  if (E4M3 && subgroupAny((nan_seen & NAN_PROBE_BITS) != 0u)) nan_outputs(acc, running_sum, table, kv_head, lo, hi, end_unit);
 #endif
 
   // ---- merge the subgroups' states ----

@@ -493,8 +493,12 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   if (options.timeline)
     p->timeline_bytes = size_t(shape.num_kv_heads) * p->groups_per_kv_head * shape.num_seqs * p->num_partitions *
                         (p->workgroup / kMatrixSubgroup) * DECODE_TIMELINE_WORDS * 4;
+  // E4M3 caches take the matrix kernel's module with their NaN search compiled in
+  // (decode_coopmat_e4m3.comp); the other dtypes' module goes without it.
+  const auto& matrix_shader =
+      shape.cache_dtype == DType::fp8_e4m3 ? vk::shader_decode_coopmat_e4m3() : vk::shader_decode_coopmat();
   const auto& shader = options.timeline ? vk::shader_decode_coopmat_timeline()
-                       : p->matrix      ? vk::shader_decode_coopmat()
+                       : p->matrix      ? matrix_shader
                        : p->address ? (p->subgroup ? vk::shader_decode_address_subgroup() : vk::shader_decode_address())
                                   : (p->subgroup ? vk::shader_decode_subgroup() : vk::shader_decode());
   p->decode = &impl.pipeline(shader, spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));

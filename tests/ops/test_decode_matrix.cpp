@@ -264,12 +264,13 @@ TEST_F(DecodeMatrixTest, Bf16FarOutsideTheF16RangeIsRescaled) {
   expect_bf16_far_outside_f16_range_kept(ctx(), o);
 }
 
-// An E4M3 NaN byte (S.1111.111) is NaN on the matrix kernel as on the scalar kernel (the
-// contract leaves NaN inputs open; both kernels let them through). The matrix kernel finds it
-// per unit on the raw bytes (decode_coopmat_kernel.glsl, "fp8 NaN"): a NaN key makes its heads' outputs
-// NaN, a NaN value the outputs of its dim, in a full unit and in a unit with masked tokens, one
-// pass and split; NaN bytes in the masked slots past a length change nothing, and every other
-// output matches the reference.
+// An E4M3 NaN byte (S.1111.111, either sign) is NaN on the matrix kernel as on the scalar kernel
+// (the contract leaves NaN inputs open; both kernels let them through). The matrix kernel
+// probes the raw bytes and finds where a NaN is after its loop (decode_coopmat_kernel.glsl,
+// "fp8 NaN"): a NaN key makes its heads' outputs NaN, a NaN value the outputs of its dim, in a
+// full unit, in a unit with masked tokens and in a later unit of the second subgroup, one pass
+// and split; NaN bytes in the masked slots past a length change nothing, and every other output
+// matches the reference.
 TEST_F(DecodeMatrixTest, Fp8E4m3NanIsNanAsOnTheScalarKernel) {
   DecodeCase c;
   c.cache_dtype = DType::fp8_e4m3;
@@ -279,19 +280,20 @@ TEST_F(DecodeMatrixTest, Fp8E4m3NanIsNanAsOnTheScalarKernel) {
   c.lens = {40, 300};
   std::mt19937 rng(11);
   DecodeInputs in = make_decode_inputs(c, rng);
-  auto nan_key = [&](int64_t seq, int64_t token, int64_t kv_head, int64_t dim) {
-    in.key_cache.as<uint8_t>()[key_cache_index(c, block_of_token(c, in, seq, token), kv_head, dim, token % c.block_size)] = 0x7f;
+  auto nan_key = [&](int64_t seq, int64_t token, int64_t kv_head, int64_t dim, uint8_t nan) {
+    in.key_cache.as<uint8_t>()[key_cache_index(c, block_of_token(c, in, seq, token), kv_head, dim, token % c.block_size)] = nan;
   };
-  auto nan_value = [&](int64_t seq, int64_t token, int64_t kv_head, int64_t dim) {
-    in.value_cache.as<uint8_t>()[value_cache_index(c, block_of_token(c, in, seq, token), kv_head, dim, token % c.block_size)] = 0xff;
+  auto nan_value = [&](int64_t seq, int64_t token, int64_t kv_head, int64_t dim, uint8_t nan) {
+    in.value_cache.as<uint8_t>()[value_cache_index(c, block_of_token(c, in, seq, token), kv_head, dim, token % c.block_size)] = nan;
   };
-  nan_key(0, 3, 0, 5);      // full unit: heads 0 and 1 of sequence 0
-  nan_value(0, 7, 1, 9);    // full unit: dim 9 of heads 2 and 3
-  nan_value(1, 290, 1, 20); // the last unit (masked tokens past 300): dim 20 of heads 2 and 3
-  nan_key(1, 302, 0, 1);    // past the length: nothing
-  nan_value(1, 301, 0, 3);  // past the length: nothing
+  nan_key(0, 3, 0, 5, 0x7f);       // full unit: heads 0 and 1 of sequence 0
+  nan_value(0, 7, 1, 9, 0xff);     // full unit: dim 9 of heads 2 and 3
+  nan_key(1, 100, 0, 62, 0xff);    // unit 3 of 32 tokens (the second subgroup's): heads 0 and 1
+  nan_value(1, 290, 1, 20, 0x7f);  // the last unit (masked tokens past 300): dim 20 of heads 2 and 3
+  nan_key(1, 302, 1, 1, 0x7f);     // past the length: nothing
+  nan_value(1, 301, 0, 3, 0xff);   // past the length: nothing
   auto nan_expected = [&](int64_t seq, int64_t head, int64_t dim) {
-    return seq == 0 ? head < 2 || dim == 9 : head >= 2 && dim == 20;
+    return seq == 0 ? head < 2 || dim == 9 : head < 2 || dim == 20;
   };
   DecodeOptions o = default_options(c);
   const auto want = reference::decode_attention(in, o);

@@ -82,8 +82,10 @@ TEST_F(StreamingReadTest, AfterAnUntimedReadTimesOnlyTheSecond) {
   const BandwidthMeasurement after = measure_read_bandwidth_after(ctx(), small, large, 2);
   EXPECT_EQ(after.bytes, small.bytes());
   EXPECT_GT(after.median_ns, 0.0);
-  // 64 KiB after 64 MiB: if the untimed read were timed too, it would take as long as it does alone.
-  EXPECT_LT(after.median_ns, alone.median_ns / 4) << "the untimed read was timed too";
+  // 64 KiB after 64 MiB: if the untimed read were timed too, it would take at least as long as
+  // it does alone. (Half, not a quarter: at an H200's 4.5 TB/s the 64 MiB take about 15 us, and
+  // there the 64 KiB read took more than a quarter of that.)
+  EXPECT_LT(after.median_ns, alone.median_ns / 2) << "the untimed read was timed too";
 
   ContextOptions options;
   options.device = std::to_string(ctx().device_info().index);
