@@ -268,7 +268,7 @@ TEST_F(DecodeMatrixTest, Bf16FarOutsideTheF16RangeIsRescaled) {
 // (the contract leaves NaN inputs open; both kernels let them through). The matrix kernel
 // probes the raw bytes and finds where a NaN is after its loop (decode_coopmat_kernel.glsl,
 // "fp8 NaN"): a NaN key makes its heads' outputs NaN, a NaN value the outputs of its dim, in a
-// full unit, in a unit with masked tokens and in a later unit of the second subgroup, one pass
+// full unit, in a unit with masked tokens and in a later unit of another subgroup, one pass
 // and split; NaN bytes in the masked slots past a length change nothing, and every other output
 // matches the reference.
 TEST_F(DecodeMatrixTest, Fp8E4m3NanIsNanAsOnTheScalarKernel) {
@@ -288,7 +288,7 @@ TEST_F(DecodeMatrixTest, Fp8E4m3NanIsNanAsOnTheScalarKernel) {
   };
   nan_key(0, 3, 0, 5, 0x7f);       // full unit: heads 0 and 1 of sequence 0
   nan_value(0, 7, 1, 9, 0xff);     // full unit: dim 9 of heads 2 and 3
-  nan_key(1, 100, 0, 62, 0xff);    // unit 3 of 32 tokens (the second subgroup's): heads 0 and 1
+  nan_key(1, 100, 0, 62, 0xff);    // unit 3 of 32 tokens (not the first subgroup's): heads 0 and 1
   nan_value(1, 290, 1, 20, 0x7f);  // the last unit (masked tokens past 300): dim 20 of heads 2 and 3
   nan_key(1, 302, 1, 1, 0x7f);     // past the length: nothing
   nan_value(1, 301, 0, 3, 0xff);   // past the length: nothing
