@@ -20,6 +20,11 @@ struct uvec2 {
 #define DT_FP8_E4M3 3u
 #define DT_FP8_E5M2 4u
 
+// Cache layouts (values of vkpaged::KvLayout, include/vkpaged/kv_layout.hpp; common/kv_layout.glsl).
+#define KV_LAYOUT_VLLM 0u
+#define KV_LAYOUT_NHD 1u
+#define KV_LAYOUT_HND 2u
+
 // Bits of the status word the shaders OR into when device-side indices are out of range.
 #define STATUS_BAD_BLOCK_ID 1u
 #define STATUS_BAD_CONTEXT_LEN 2u

@@ -6,9 +6,15 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "common/shader_interface.h"
 #include "vkpaged/error.hpp"
+#include "vkpaged/kv_layout.hpp"
 
 namespace vkpaged::detail {
+
+static_assert(uint32_t(KvLayout::vllm) == KV_LAYOUT_VLLM && uint32_t(KvLayout::nhd) == KV_LAYOUT_NHD &&
+                  uint32_t(KvLayout::hnd) == KV_LAYOUT_HND,
+              "the layouts of include/vkpaged/kv_layout.hpp and shaders/common/shader_interface.h");
 
 namespace {
 
