@@ -80,6 +80,21 @@ std::vector<BenchCase> lengths() {
   return cases;
 }
 
+// Every GQA group size over the same 134 MB of f16 KV (D 128, 2048 tokens), the last MQA: each
+// should read its KV once per step, whatever the group (performance-targets.md, target 3).
+std::vector<BenchCase> groups() {
+  return {make("group1", 4, 2048, 32, 32, 128),  make("group2", 8, 2048, 32, 16, 128),
+          make("group4", 16, 2048, 32, 8, 128),  make("group7", 32, 2048, 28, 4, 128),
+          make("group8", 16, 2048, 64, 8, 128),  make("group16", 64, 2048, 32, 2, 128),
+          make("group32", 128, 2048, 32, 1, 128)};
+}
+
+// One short sequence, single-user chat, where latency is all (performance-targets.md, target 4).
+std::vector<BenchCase> latency() {
+  return {make("one512", 1, 512, 32, 8, 128), make("one2048", 1, 2048, 32, 8, 128),
+          make("one8192", 1, 8192, 32, 8, 128), make("four2048", 4, 2048, 32, 8, 128)};
+}
+
 // Small enough for lavapipe on two CPU cores.
 std::vector<BenchCase> quick() {
   std::vector<BenchCase> cases{make("q-long", 1, 4096, 8, 2, 128), make("q-batch", 16, 512, 8, 2, 128),
@@ -99,17 +114,19 @@ std::vector<BenchCase> bench_suite(const std::string& name) {
   if (name == "blocks") return blocks();
   if (name == "long") return long_contexts();
   if (name == "lengths") return lengths();
+  if (name == "groups") return groups();
+  if (name == "latency") return latency();
   if (name == "quick") return quick();
   if (name == "all") {
     std::vector<BenchCase> all;
-    for (const char* s : {"standard", "ragged", "dtypes", "blocks", "long", "lengths"}) {
+    for (const char* s : {"standard", "ragged", "dtypes", "blocks", "long", "lengths", "groups", "latency"}) {
       auto part = bench_suite(s);
       all.insert(all.end(), part.begin(), part.end());
     }
     return all;
   }
   throw Error(ErrorCode::invalid_argument,
-              fmt::format("--suite: unknown suite \"{}\" (standard, ragged, dtypes, blocks, long, lengths, quick, all)", name));
+              fmt::format("--suite: unknown suite \"{}\" (standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick, all)", name));
 }
 
 std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std::string& cache_dtype) {
