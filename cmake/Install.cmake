@@ -2,7 +2,7 @@
 # (find_package(vkpaged) gives vkpaged::vkpaged and vkpaged::vkpaged_static) and vkpaged.pc.
 include(CMakePackageConfigHelpers)
 
-install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/vkpaged DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/vkpaged DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS vkpaged_shared vkpaged_static EXPORT vkpagedTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -11,12 +11,12 @@ set_target_properties(vkpaged_shared PROPERTIES EXPORT_NAME vkpaged)
 set_target_properties(vkpaged_static PROPERTIES EXPORT_NAME vkpaged_static)
 install(EXPORT vkpagedTargets NAMESPACE vkpaged:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/vkpaged)
 
-configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/vkpagedConfig.cmake.in
-  ${CMAKE_CURRENT_BINARY_DIR}/vkpagedConfig.cmake
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/vkpagedConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/vkpagedConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/vkpaged)
-write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/vkpagedConfigVersion.cmake
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/vkpagedConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vkpagedConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/vkpagedConfigVersion.cmake
+install(FILES ${PROJECT_BINARY_DIR}/vkpagedConfig.cmake ${PROJECT_BINARY_DIR}/vkpagedConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/vkpaged)
 
 # vkpaged.pc finds its prefix from its own place (${pcfiledir}), so that it stays right when
@@ -28,5 +28,5 @@ else()
   string(REGEX REPLACE "/$" "" VKPAGED_PC_UP "${VKPAGED_PC_UP}")
   set(VKPAGED_PC_PREFIX "\${pcfiledir}/${VKPAGED_PC_UP}")
 endif()
-configure_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/vkpaged.pc.in ${CMAKE_CURRENT_BINARY_DIR}/vkpaged.pc @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vkpaged.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/vkpaged.pc.in ${PROJECT_BINARY_DIR}/vkpaged.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/vkpaged.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

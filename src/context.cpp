@@ -283,7 +283,7 @@ const ComputePipeline& ContextImpl::pipeline(const vk::ShaderRegistration& shade
   vk::check(d.vkCreateComputePipelines(device, pipeline_cache.get(), 1, &cinfo, nullptr, &pipeline),
             "vkCreateComputePipelines");
   p->pipeline = vk::UniquePipeline(&d, device, pipeline);
-  if (pipeline_statistics) vk::print_pipeline_statistics(d, device, pipeline, key);
+  if (pipeline_statistics) vk::log_pipeline_statistics(d, device, pipeline, key);
   return *pipelines.emplace(key, std::move(p)).first->second;
 }
 

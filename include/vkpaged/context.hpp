@@ -77,8 +77,9 @@ struct ContextOptions {
   // integrated, then virtual, then CPU). Otherwise an index ("1") or a name substring ("H200",
   // "llvmpipe"). "cpu" is not a Vulkan device: the CLI maps it to the reference.
   std::string device;
-  // Enable the Khronos validation layer (also when VKPAGED_VALIDATION=1). Messages are printed
-  // on stderr and counted: see Context::validation_message_count().
+  // Enable the Khronos validation layer (also when VKPAGED_VALIDATION=1). Messages go to the
+  // log callback (vkpaged/log.hpp; stderr by default) and are counted: see
+  // Context::validation_message_count().
   bool validation = false;
   // Use the shared-memory reductions even where the device has subgroup arithmetic (tests
   // use this to run the fallback path on every device).

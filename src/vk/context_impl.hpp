@@ -57,7 +57,7 @@ struct ContextImpl {
   bool buffer_device_address = false;  // the feature is enabled: buffers get device addresses
   bool cooperative_matrix = false;     // VK_NV_cooperative_matrix is enabled (DeviceInfo says what it needs)
   bool decode_timeline = false;        // DeviceInfo::decode_timeline's features are enabled
-  bool pipeline_statistics = false;    // VKPAGED_PIPELINE_STATS: print compiler statistics of each pipeline
+  bool pipeline_statistics = false;    // VKPAGED_PIPELINE_STATS: log compiler statistics of each pipeline
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   DeviceInfo info;

@@ -1,10 +1,11 @@
 #include "vk/instance.hpp"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "log_message.hpp"
 #include "vk/check.hpp"
 #include "vkpaged/error.hpp"
 
@@ -128,9 +129,15 @@ VKAPI_ATTR VkBool32 VKAPI_CALL Instance::on_message(VkDebugUtilsMessageSeverityF
                                                     const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
   auto* self = static_cast<Instance*>(user);
   self->messages_.fetch_add(1);
-  std::fprintf(stderr, "vkpaged: validation %s: %s\n",
-               (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning",
-               data && data->pMessage ? data->pMessage : "(no message)");
+  const bool error = (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) != 0;
+  const LogLevel level = error ? LogLevel::error : LogLevel::warning;
+  if (!detail::log_enabled(level)) return VK_FALSE;
+  try {
+    detail::log_message(level, std::string(error ? "validation error: " : "validation warning: ") +
+                                   (data && data->pMessage ? data->pMessage : "(no message)"));
+  } catch (...) {
+    // Out of memory for the text: the message is lost, never thrown through the layer.
+  }
   return VK_FALSE;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // The VkInstance vkpaged creates (with the validation layer when asked), and its debug
-// messenger, which prints and counts validation messages.
+// messenger, which counts validation messages and sends them to the log (vkpaged/log.hpp).
 #include <vulkan/vulkan.h>
 
 #include <atomic>

@@ -2,10 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 #include <vector>
+
+#include "log_message.hpp"
 
 namespace vkpaged::vk {
 
@@ -28,7 +29,8 @@ std::string value_of(const VkPipelineExecutableStatisticKHR& s) {
 
 }  // namespace
 
-void print_pipeline_statistics(const Dispatch& d, VkDevice device, VkPipeline pipeline, const std::string& name) {
+void log_pipeline_statistics(const Dispatch& d, VkDevice device, VkPipeline pipeline, const std::string& name) {
+  if (!detail::log_enabled(LogLevel::info)) return;
   if (d.vkGetPipelineExecutablePropertiesKHR == nullptr || d.vkGetPipelineExecutableStatisticsKHR == nullptr) return;
   VkPipelineInfoKHR info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
   info.pipeline = pipeline;
@@ -44,9 +46,9 @@ void print_pipeline_statistics(const Dispatch& d, VkDevice device, VkPipeline pi
     d.vkGetPipelineExecutableStatisticsKHR(device, &exec, &n, nullptr);
     std::vector<VkPipelineExecutableStatisticKHR> stats(n, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
     d.vkGetPipelineExecutableStatisticsKHR(device, &exec, &n, stats.data());
-    std::string line = fmt::format("vkpaged pipeline {} [{}]:", name, executables[e].name);
+    std::string line = fmt::format("pipeline {} [{}]:", name, executables[e].name);
     for (uint32_t i = 0; i < n; ++i) line += fmt::format(" {}={}", stats[i].name, value_of(stats[i]));
-    std::fprintf(stderr, "%s\n", line.c_str());
+    detail::log_message(LogLevel::info, line);
   }
 }
 

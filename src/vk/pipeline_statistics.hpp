@@ -1,7 +1,8 @@
 #pragma once
-// Compiler statistics of a pipeline (registers, spills, shared memory...), printed on stderr
-// when VKPAGED_PIPELINE_STATS=1 and the device has VK_KHR_pipeline_executable_properties:
-// what performance work reads to see why a kernel variant is slow.
+// Compiler statistics of a pipeline (registers, spills, shared memory...), sent to the log
+// (level info, vkpaged/log.hpp) when VKPAGED_PIPELINE_STATS=1 and the device has
+// VK_KHR_pipeline_executable_properties: what performance work reads to see why a kernel
+// variant is slow.
 #include <vulkan/vulkan.h>
 
 #include <string>
@@ -13,7 +14,7 @@ namespace vkpaged::vk {
 // Whether VKPAGED_PIPELINE_STATS asks for statistics.
 bool pipeline_statistics_requested();
 
-// Prints every statistic of every executable of `pipeline` as one line per executable.
-void print_pipeline_statistics(const Dispatch& d, VkDevice device, VkPipeline pipeline, const std::string& name);
+// Logs every statistic of every executable of `pipeline`: one message per executable.
+void log_pipeline_statistics(const Dispatch& d, VkDevice device, VkPipeline pipeline, const std::string& name);
 
 }  // namespace vkpaged::vk

@@ -1,5 +1,5 @@
-// `vkpaged attend` run as a subprocess (VKPAGED_CLI is the built binary; the test is skipped
-// without it): outputs against the CPU reference, and the contract's answer to bad input:
+// `vkpaged attend` run as a subprocess (VKPAGED_CLI, else the CLI built beside the tests; the
+// test is skipped without either): outputs against the CPU reference, and the contract's answer to bad input:
 // a non-zero exit, one line on stderr naming the argument, no output file.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -22,6 +22,7 @@
 #include "bench.hpp"
 #include "commands.hpp"
 #include "npy.hpp"
+#include "support/test_paths.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
 
@@ -137,9 +138,8 @@ double tolerance_of(DType query) { return query == DType::f32 ? 1e-4 : query == 
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* cli = std::getenv("VKPAGED_CLI");
-    if (cli == nullptr || *cli == '\0') GTEST_SKIP() << "VKPAGED_CLI is not set (ctest sets it to the vkpaged binary)";
-    cli_ = cli;
+    cli_ = vkpaged::test::cli_path();
+    if (cli_.empty()) GTEST_SKIP() << "no vkpaged CLI: VKPAGED_CLI is not set and none was built beside the tests";
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = fs::temp_directory_path() / ("vkpaged_cli_" + std::to_string(::getpid()) + "_" + info->name());
     fs::remove_all(dir_);

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include "support/test_paths.hpp"
+
 namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";
@@ -17,10 +19,11 @@ bool python_has_numpy() {
 }
 
 TEST(ContractCheck, RandomCasesMatchTheIndependentImplementation) {
-  const char* cli = std::getenv("VKPAGED_CLI");
-  if (cli == nullptr || *cli == '\0') GTEST_SKIP() << "VKPAGED_CLI is not set (ctest sets it to the vkpaged binary)";
+  const std::string cli = vkpaged::test::cli_path();
+  if (cli.empty()) GTEST_SKIP() << "no vkpaged CLI: VKPAGED_CLI is not set and none was built beside the tests";
   if (!python_has_numpy()) GTEST_SKIP() << kPython << " with NumPy is not available (apt-get install python3-numpy)";
-  const auto script = std::filesystem::path(__FILE__).parent_path() / "contract_check.py";
+  // Copied beside the test binary at build time (tests/CMakeLists.txt).
+  const auto script = vkpaged::test::test_data_path("contract_check.py");
   ASSERT_TRUE(std::filesystem::exists(script)) << script;
 
   const std::string command = std::string(kPython) + " '" + script.string() + "' '" + cli + "' --count 40 2>&1";

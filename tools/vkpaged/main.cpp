@@ -7,6 +7,7 @@
 
 #include "bench.hpp"
 #include "commands.hpp"
+#include "vkpaged/log.hpp"
 
 namespace {
 
@@ -139,7 +140,11 @@ std::string one_line(std::string s) {
   return s;
 }
 
+// The library's messages (validation reports, VKPAGED_PIPELINE_STATS) go to stderr.
+void print_log_message(vkpaged::LogLevel, const char* message, void*) { std::cerr << "vkpaged: " << message << '\n'; }
+
 int run(int argc, char** argv) {
+  vkpaged::set_log_callback(&print_log_message, nullptr, vkpaged::LogLevel::info);
   CLI::App app{"vkpaged: paged decode attention and KV cache on Vulkan", "vkpaged"};
   app.require_subcommand(1);
   auto* info = app.add_subcommand("info", "list the Vulkan devices and the features vkpaged uses on each");
