@@ -90,15 +90,18 @@ VKP_API void VKP_CALL vkp_block_manager_destroy(vkp_block_manager* manager) {
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_block_size(const vkp_block_manager* manager, int32_t* out) {
-  return guarded("vkp_block_manager_block_size",
-                 [&] { *require(out, "out") = require(manager, "manager")->manager.block_size(); });
+  return guarded("vkp_block_manager_block_size", [&] {
+    auto* result = require(out, "out");
+    *result = require(manager, "manager")->manager.block_size();
+  });
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_can_allocate(const vkp_block_manager* manager, const int32_t* prompt,
                                                   size_t prompt_len, vkp_admission* out) {
   return guarded("vkp_block_manager_can_allocate", [&] {
     const auto& m = require(manager, "manager")->manager;
-    *require(out, "out") = to_c(m.can_allocate(prompt_of(prompt, prompt_len)));
+    auto* result = require(out, "out");
+    *result = to_c(m.can_allocate(prompt_of(prompt, prompt_len)));
   });
 }
 
@@ -114,7 +117,8 @@ VKP_API vkp_status VKP_CALL vkp_block_manager_add_sequence(vkp_block_manager* ma
 VKP_API vkp_status VKP_CALL vkp_block_manager_can_append(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out) {
   return guarded("vkp_block_manager_can_append", [&] {
     const auto& m = require(manager, "manager")->manager;
-    *require(out, "out") = to_c_bool(m.can_append(seq_id));
+    auto* result = require(out, "out");
+    *result = to_c_bool(m.can_append(seq_id));
   });
 }
 
@@ -153,7 +157,8 @@ VKP_API vkp_status VKP_CALL vkp_block_manager_can_swap_out(const vkp_block_manag
   return guarded("vkp_block_manager_can_swap_out", [&] {
     const auto& m = require(manager, "manager")->manager;
     const auto ids = ids_of(seq_ids, num_seqs);
-    *require(out, "out") = to_c_bool(m.can_swap_out(ids));
+    auto* result = require(out, "out");
+    *result = to_c_bool(m.can_swap_out(ids));
   });
 }
 
@@ -161,7 +166,8 @@ VKP_API vkp_status VKP_CALL vkp_block_manager_can_swap_in(const vkp_block_manage
                                                  size_t num_seqs, vkp_admission* out) {
   return guarded("vkp_block_manager_can_swap_in", [&] {
     const auto& m = require(manager, "manager")->manager;
-    *require(out, "out") = to_c(m.can_swap_in(ids_of(seq_ids, num_seqs)));
+    auto* result = require(out, "out");
+    *result = to_c(m.can_swap_in(ids_of(seq_ids, num_seqs)));
   });
 }
 
@@ -188,20 +194,24 @@ VKP_API vkp_status VKP_CALL vkp_block_manager_swap_in(vkp_block_manager* manager
 VKP_API vkp_status VKP_CALL vkp_block_manager_contains(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out) {
   return guarded("vkp_block_manager_contains", [&] {
     const auto& m = require(manager, "manager")->manager;
-    *require(out, "out") = to_c_bool(m.contains(seq_id));
+    auto* result = require(out, "out");
+    *result = to_c_bool(m.contains(seq_id));
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_is_swapped(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out) {
   return guarded("vkp_block_manager_is_swapped", [&] {
     const auto& m = require(manager, "manager")->manager;
-    *require(out, "out") = to_c_bool(m.is_swapped(seq_id));
+    auto* result = require(out, "out");
+    *result = to_c_bool(m.is_swapped(seq_id));
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_context_len(const vkp_block_manager* manager, uint64_t seq_id, int32_t* out) {
-  return guarded("vkp_block_manager_context_len",
-                 [&] { *require(out, "out") = require(manager, "manager")->manager.context_len(seq_id); });
+  return guarded("vkp_block_manager_context_len", [&] {
+    auto* result = require(out, "out");
+    *result = require(manager, "manager")->manager.context_len(seq_id);
+  });
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_block_table(vkp_block_manager* manager, uint64_t seq_id, int32_t width,

@@ -286,7 +286,8 @@ VKP_API vkp_status VKP_CALL vkp_reference_gather(const vkp_host_tensor* key_cach
 VKP_API vkp_status VKP_CALL vkp_reference_absmax(const vkp_host_tensor* x, float* out) {
   return guarded("vkp_reference_absmax", [&] {
     const HostTensor t = to_host(*require(x, "x"), "x");
-    *require(out, "out") = reference::absmax(t);
+    auto* result = require(out, "out");
+    *result = reference::absmax(t);
   });
 }
 

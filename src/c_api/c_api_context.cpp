@@ -162,7 +162,8 @@ VKP_API vkp_status VKP_CALL vkp_context_vulkan_handles(const vkp_context* contex
 
 VKP_API vkp_status VKP_CALL vkp_context_validation_message_count(const vkp_context* context, uint32_t* out) {
   return guarded("vkp_context_validation_message_count", [&] {
-    *require(out, "out") = require(context, "context")->context.validation_message_count();
+    auto* result = require(out, "out");
+    *result = require(context, "context")->context.validation_message_count();
   });
 }
 

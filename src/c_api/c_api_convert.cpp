@@ -152,7 +152,11 @@ Shape to_shape(const int64_t* dims, int32_t rank, const std::string& name) {
   std::vector<int64_t> v(dims, dims + rank);
   for (int32_t i = 0; i < rank; ++i)
     if (v[size_t(i)] < 0) refuse(fmt::format("{}: shape[{}] is negative ({})", name, i, v[size_t(i)]));
-  return Shape(v);
+  try {
+    return Shape(v);
+  } catch (const Error& e) {  // an element count past 2^63, named as the caller's argument
+    refuse(fmt::format("{}: {}", name, e.what()));
+  }
 }
 
 BufferView to_cpp(const vkp_buffer_view& view) noexcept { return {view.buffer, view.offset, view.size}; }

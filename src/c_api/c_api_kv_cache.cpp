@@ -80,7 +80,8 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_of(const vkp_kv_cache_shape* sha
 VKP_API vkp_status VKP_CALL vkp_kv_cache_blocks_for_budget(const vkp_kv_cache_shape* shape, uint64_t bytes, uint32_t* out) {
   return guarded("vkp_kv_cache_blocks_for_budget", [&] {
     const KvCacheShape s = to_cpp(shape);
-    *require(out, "out") = KvCache::blocks_for_budget(s, bytes);
+    auto* result = require(out, "out");
+    *result = KvCache::blocks_for_budget(s, bytes);
   });
 }
 
@@ -88,7 +89,8 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_max_blocks_per_pool(const vkp_kv_cache_
                                                     uint64_t max_storage_buffer_range, uint32_t* out) {
   return guarded("vkp_kv_cache_max_blocks_per_pool", [&] {
     const KvCacheShape s = to_cpp(shape);
-    *require(out, "out") = KvCache::max_blocks_per_pool(s, max_storage_buffer_range);
+    auto* result = require(out, "out");
+    *result = KvCache::max_blocks_per_pool(s, max_storage_buffer_range);
   });
 }
 
