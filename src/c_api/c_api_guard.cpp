@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <mutex>
+#include <shared_mutex>
 #include <map>
 #include <string>
 #include <utility>
@@ -16,7 +17,7 @@ namespace {
 thread_local char last_error[1024] = "";
 
 struct Handles {
-  std::mutex mutex;
+  std::shared_mutex mutex;  // shared for the check on every call
   std::map<std::pair<HandleKind, const void*>, const void*> live;  // handle -> its context
 };
 
@@ -72,7 +73,7 @@ bool unregister_handle(HandleKind kind, const void* handle) noexcept {
 
 bool handle_is_live(HandleKind kind, const void* handle) noexcept {
   Handles& h = handles();
-  std::lock_guard lock(h.mutex);
+  std::shared_lock lock(h.mutex);
   return h.live.count({kind, handle}) == 1;
 }
 
@@ -80,7 +81,7 @@ std::string live_children(const void* context) {
   std::map<HandleKind, int> counts;
   {
     Handles& h = handles();
-    std::lock_guard lock(h.mutex);
+    std::shared_lock lock(h.mutex);
     for (const auto& [key, parent] : h.live)
       if (parent == context) ++counts[key.first];
   }

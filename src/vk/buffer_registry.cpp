@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <utility>
 
 #include "vkpaged/error.hpp"
@@ -16,7 +17,7 @@ namespace {
 using Key = std::pair<VkDevice, VkBuffer>;
 
 struct Registry {
-  std::mutex mutex;
+  std::shared_mutex mutex;  // shared for the lookups of every recorded view
   std::map<Key, VkDeviceSize> sizes;
 };
 
@@ -58,7 +59,7 @@ void BufferRegistration::release() noexcept {
 
 std::optional<VkDeviceSize> registered_buffer_size(VkDevice device, VkBuffer buffer) {
   Registry& r = registry();
-  std::lock_guard lock(r.mutex);
+  std::shared_lock lock(r.mutex);
   const auto it = r.sizes.find({device, buffer});
   if (it == r.sizes.end()) return std::nullopt;
   return it->second;
