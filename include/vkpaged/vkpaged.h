@@ -226,7 +226,7 @@ typedef struct vkp_device_info {
 } vkp_device_info;
 /* An output struct: only struct_size matters on the way in (init zeroes the rest). */
 VKP_API vkp_status VKP_CALL vkp_device_info_init_sized(vkp_device_info* info, uint32_t struct_size);
-static inline vkp_status vkp_device_info_init(vkp_device_info* info) {
+static inline vkp_status VKP_CALL vkp_device_info_init(vkp_device_info* info) {
   return vkp_device_info_init_sized(info, (uint32_t)sizeof(vkp_device_info));
 }
 
@@ -251,7 +251,7 @@ typedef struct vkp_context_options {
   uint32_t reserved0;                     /* padding made explicit: ignored */
 } vkp_context_options;
 VKP_API vkp_status VKP_CALL vkp_context_options_init_sized(vkp_context_options* options, uint32_t struct_size);
-static inline vkp_status vkp_context_options_init(vkp_context_options* options) {
+static inline vkp_status VKP_CALL vkp_context_options_init(vkp_context_options* options) {
   return vkp_context_options_init_sized(options, (uint32_t)sizeof(vkp_context_options));
 }
 
@@ -278,7 +278,7 @@ typedef struct vkp_external_device {
 } vkp_external_device;
 /* Defaults: every handle NULL, queue family and index 0, both features 0. */
 VKP_API vkp_status VKP_CALL vkp_external_device_init_sized(vkp_external_device* external, uint32_t struct_size);
-static inline vkp_status vkp_external_device_init(vkp_external_device* external) {
+static inline vkp_status VKP_CALL vkp_external_device_init(vkp_external_device* external) {
   return vkp_external_device_init_sized(external, (uint32_t)sizeof(vkp_external_device));
 }
 
@@ -304,7 +304,7 @@ typedef struct vkp_vulkan_handles {
   VkQueue queue;
 } vkp_vulkan_handles;
 VKP_API vkp_status VKP_CALL vkp_vulkan_handles_init_sized(vkp_vulkan_handles* handles, uint32_t struct_size);
-static inline vkp_status vkp_vulkan_handles_init(vkp_vulkan_handles* handles) {
+static inline vkp_status VKP_CALL vkp_vulkan_handles_init(vkp_vulkan_handles* handles) {
   return vkp_vulkan_handles_init_sized(handles, (uint32_t)sizeof(vkp_vulkan_handles));
 }
 VKP_API vkp_status VKP_CALL vkp_context_vulkan_handles(const vkp_context* context, vkp_vulkan_handles* out);
@@ -430,7 +430,7 @@ typedef struct vkp_decode_shape {
 } vkp_decode_shape;
 /* Defaults: every count 0, f16 query and cache, no ALiBi, sinks or LSE. */
 VKP_API vkp_status VKP_CALL vkp_decode_shape_init_sized(vkp_decode_shape* shape, uint32_t struct_size);
-static inline vkp_status vkp_decode_shape_init(vkp_decode_shape* shape) {
+static inline vkp_status VKP_CALL vkp_decode_shape_init(vkp_decode_shape* shape) {
   return vkp_decode_shape_init_sized(shape, (uint32_t)sizeof(vkp_decode_shape));
 }
 
@@ -452,7 +452,7 @@ typedef struct vkp_decode_options {
 /* Defaults: no scale given, softcap 0, window 0, k_scale = v_scale = 1, automatic split,
  * kernel and order, merge in a reduce pass. */
 VKP_API vkp_status VKP_CALL vkp_decode_options_init_sized(vkp_decode_options* options, uint32_t struct_size);
-static inline vkp_status vkp_decode_options_init(vkp_decode_options* options) {
+static inline vkp_status VKP_CALL vkp_decode_options_init(vkp_decode_options* options) {
   return vkp_decode_options_init_sized(options, (uint32_t)sizeof(vkp_decode_options));
 }
 
@@ -481,7 +481,7 @@ typedef struct vkp_decode_plan_info {
   uint64_t merge_counter_bytes; /* size of vkp_decode_views.merge_counters; 0 unless merged in the dispatch */
 } vkp_decode_plan_info;
 VKP_API vkp_status VKP_CALL vkp_decode_plan_info_init_sized(vkp_decode_plan_info* info, uint32_t struct_size);
-static inline vkp_status vkp_decode_plan_info_init(vkp_decode_plan_info* info) {
+static inline vkp_status VKP_CALL vkp_decode_plan_info_init(vkp_decode_plan_info* info) {
   return vkp_decode_plan_info_init_sized(info, (uint32_t)sizeof(vkp_decode_plan_info));
 }
 VKP_API vkp_status VKP_CALL vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_decode_plan_info* out);
@@ -522,7 +522,7 @@ typedef struct vkp_decode_views {
 } vkp_decode_views;
 /* Defaults: every view absent. */
 VKP_API vkp_status VKP_CALL vkp_decode_views_init_sized(vkp_decode_views* views, uint32_t struct_size);
-static inline vkp_status vkp_decode_views_init(vkp_decode_views* views) {
+static inline vkp_status VKP_CALL vkp_decode_views_init(vkp_decode_views* views) {
   return vkp_decode_views_init_sized(views, (uint32_t)sizeof(vkp_decode_views));
 }
 
@@ -562,7 +562,7 @@ typedef struct vkp_decode_inputs {
 } vkp_decode_inputs;
 /* Defaults: every tensor absent, cache_dtype f16. */
 VKP_API vkp_status VKP_CALL vkp_decode_inputs_init_sized(vkp_decode_inputs* inputs, uint32_t struct_size);
-static inline vkp_status vkp_decode_inputs_init(vkp_decode_inputs* inputs) {
+static inline vkp_status VKP_CALL vkp_decode_inputs_init(vkp_decode_inputs* inputs) {
   return vkp_decode_inputs_init_sized(inputs, (uint32_t)sizeof(vkp_decode_inputs));
 }
 
@@ -589,7 +589,7 @@ typedef struct vkp_cache_scales {
   float v_scale; /* default 1 */
 } vkp_cache_scales;
 VKP_API vkp_status VKP_CALL vkp_cache_scales_init_sized(vkp_cache_scales* scales, uint32_t struct_size);
-static inline vkp_status vkp_cache_scales_init(vkp_cache_scales* scales) {
+static inline vkp_status VKP_CALL vkp_cache_scales_init(vkp_cache_scales* scales) {
   return vkp_cache_scales_init_sized(scales, (uint32_t)sizeof(vkp_cache_scales));
 }
 
@@ -611,7 +611,7 @@ typedef struct vkp_reshape_and_cache_views {
 } vkp_reshape_and_cache_views;
 /* Defaults: every view absent. */
 VKP_API vkp_status VKP_CALL vkp_reshape_and_cache_views_init_sized(vkp_reshape_and_cache_views* views, uint32_t struct_size);
-static inline vkp_status vkp_reshape_and_cache_views_init(vkp_reshape_and_cache_views* views) {
+static inline vkp_status VKP_CALL vkp_reshape_and_cache_views_init(vkp_reshape_and_cache_views* views) {
   return vkp_reshape_and_cache_views_init_sized(views, (uint32_t)sizeof(vkp_reshape_and_cache_views));
 }
 /* Writes token i into block slot / B, offset slot % B (fp8: encode(value * (1 / scale))).
@@ -631,7 +631,7 @@ typedef struct vkp_layer_cache_views {
 } vkp_layer_cache_views;
 /* Defaults: both views absent. */
 VKP_API vkp_status VKP_CALL vkp_layer_cache_views_init_sized(vkp_layer_cache_views* views, uint32_t struct_size);
-static inline vkp_status vkp_layer_cache_views_init(vkp_layer_cache_views* views) {
+static inline vkp_status VKP_CALL vkp_layer_cache_views_init(vkp_layer_cache_views* views) {
   return vkp_layer_cache_views_init_sized(views, (uint32_t)sizeof(vkp_layer_cache_views));
 }
 /* Copies whole blocks within each of num_layers layers: one vkCmdCopyBuffer per pool.
@@ -661,7 +661,7 @@ typedef struct vkp_gather_views {
 } vkp_gather_views;
 /* Defaults: every view absent. */
 VKP_API vkp_status VKP_CALL vkp_gather_views_init_sized(vkp_gather_views* views, uint32_t struct_size);
-static inline vkp_status vkp_gather_views_init(vkp_gather_views* views) {
+static inline vkp_status VKP_CALL vkp_gather_views_init(vkp_gather_views* views) {
   return vkp_gather_views_init_sized(views, (uint32_t)sizeof(vkp_gather_views));
 }
 /* Paged to contiguous: row seq_starts[s] + p of the outputs is position p of sequence s.
@@ -691,7 +691,7 @@ typedef struct vkp_bandwidth {
   double bytes_per_second;
 } vkp_bandwidth;
 VKP_API vkp_status VKP_CALL vkp_bandwidth_init_sized(vkp_bandwidth* bandwidth, uint32_t struct_size);
-static inline vkp_status vkp_bandwidth_init(vkp_bandwidth* bandwidth) {
+static inline vkp_status VKP_CALL vkp_bandwidth_init(vkp_bandwidth* bandwidth) {
   return vkp_bandwidth_init_sized(bandwidth, (uint32_t)sizeof(vkp_bandwidth));
 }
 /* Streams `bytes` from a device buffer: warm-up, then the median of `repetitions` timed runs.
@@ -739,7 +739,7 @@ typedef struct vkp_merge_views {
 } vkp_merge_views;
 /* Defaults: every view absent. */
 VKP_API vkp_status VKP_CALL vkp_merge_views_init_sized(vkp_merge_views* views, uint32_t struct_size);
-static inline vkp_status vkp_merge_views_init(vkp_merge_views* views) {
+static inline vkp_status VKP_CALL vkp_merge_views_init(vkp_merge_views* views) {
   return vkp_merge_views_init_sized(views, (uint32_t)sizeof(vkp_merge_views));
 }
 /* Compute shader stage: reads the four inputs, writes output and lse.
@@ -795,7 +795,7 @@ typedef struct vkp_kv_cache_shape {
   vkp_dtype dtype;       /* f32, f16 (default), bf16, fp8_e4m3, fp8_e5m2 */
 } vkp_kv_cache_shape;
 VKP_API vkp_status VKP_CALL vkp_kv_cache_shape_init_sized(vkp_kv_cache_shape* shape, uint32_t struct_size);
-static inline vkp_status vkp_kv_cache_shape_init(vkp_kv_cache_shape* shape) {
+static inline vkp_status VKP_CALL vkp_kv_cache_shape_init(vkp_kv_cache_shape* shape) {
   return vkp_kv_cache_shape_init_sized(shape, (uint32_t)sizeof(vkp_kv_cache_shape));
 }
 
@@ -811,7 +811,7 @@ typedef struct vkp_kv_cache_options {
 } vkp_kv_cache_options;
 /* Defaults: all 0 (set exactly one of the three sizes). */
 VKP_API vkp_status VKP_CALL vkp_kv_cache_options_init_sized(vkp_kv_cache_options* options, uint32_t struct_size);
-static inline vkp_status vkp_kv_cache_options_init(vkp_kv_cache_options* options) {
+static inline vkp_status VKP_CALL vkp_kv_cache_options_init(vkp_kv_cache_options* options) {
   return vkp_kv_cache_options_init_sized(options, (uint32_t)sizeof(vkp_kv_cache_options));
 }
 
@@ -836,7 +836,7 @@ typedef struct vkp_kv_cache_sizing {
   uint64_t fraction_of_bytes;
 } vkp_kv_cache_sizing;
 VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_init_sized(vkp_kv_cache_sizing* sizing, uint32_t struct_size);
-static inline vkp_status vkp_kv_cache_sizing_init(vkp_kv_cache_sizing* sizing) {
+static inline vkp_status VKP_CALL vkp_kv_cache_sizing_init(vkp_kv_cache_sizing* sizing) {
   return vkp_kv_cache_sizing_init_sized(sizing, (uint32_t)sizeof(vkp_kv_cache_sizing));
 }
 
@@ -871,7 +871,7 @@ typedef struct vkp_kv_cache_info {
   uint64_t host_bytes; /* of every host pool together */
 } vkp_kv_cache_info;
 VKP_API vkp_status VKP_CALL vkp_kv_cache_info_init_sized(vkp_kv_cache_info* info, uint32_t struct_size);
-static inline vkp_status vkp_kv_cache_info_init(vkp_kv_cache_info* info) {
+static inline vkp_status VKP_CALL vkp_kv_cache_info_init(vkp_kv_cache_info* info) {
   return vkp_kv_cache_info_init_sized(info, (uint32_t)sizeof(vkp_kv_cache_info));
 }
 VKP_API vkp_status VKP_CALL vkp_kv_cache_info_get(const vkp_kv_cache* cache, vkp_kv_cache_info* out);
@@ -903,7 +903,7 @@ typedef struct vkp_block_manager_options {
   uint32_t reserved0;               /* padding made explicit: ignored */
 } vkp_block_manager_options;
 VKP_API vkp_status VKP_CALL vkp_block_manager_options_init_sized(vkp_block_manager_options* options, uint32_t struct_size);
-static inline vkp_status vkp_block_manager_options_init(vkp_block_manager_options* options) {
+static inline vkp_status VKP_CALL vkp_block_manager_options_init(vkp_block_manager_options* options) {
   return vkp_block_manager_options_init_sized(options, (uint32_t)sizeof(vkp_block_manager_options));
 }
 
@@ -939,7 +939,7 @@ typedef struct vkp_append_result {
   vkp_block_copy copy;
 } vkp_append_result;
 VKP_API vkp_status VKP_CALL vkp_append_result_init_sized(vkp_append_result* result, uint32_t struct_size);
-static inline vkp_status vkp_append_result_init(vkp_append_result* result) {
+static inline vkp_status VKP_CALL vkp_append_result_init(vkp_append_result* result) {
   return vkp_append_result_init_sized(result, (uint32_t)sizeof(vkp_append_result));
 }
 VKP_API vkp_status VKP_CALL vkp_block_manager_append_token(vkp_block_manager* manager, uint64_t seq_id, int32_t token,
@@ -990,7 +990,7 @@ typedef struct vkp_block_usage {
   int32_t host_in_use;
 } vkp_block_usage;
 VKP_API vkp_status VKP_CALL vkp_block_usage_init_sized(vkp_block_usage* usage, uint32_t struct_size);
-static inline vkp_status vkp_block_usage_init(vkp_block_usage* usage) {
+static inline vkp_status VKP_CALL vkp_block_usage_init(vkp_block_usage* usage) {
   return vkp_block_usage_init_sized(usage, (uint32_t)sizeof(vkp_block_usage));
 }
 VKP_API vkp_status VKP_CALL vkp_block_manager_usage(const vkp_block_manager* manager, vkp_block_usage* out);
@@ -1005,7 +1005,7 @@ typedef struct vkp_prefix_cache_stats {
   uint64_t hit_tokens;
 } vkp_prefix_cache_stats;
 VKP_API vkp_status VKP_CALL vkp_prefix_cache_stats_init_sized(vkp_prefix_cache_stats* stats, uint32_t struct_size);
-static inline vkp_status vkp_prefix_cache_stats_init(vkp_prefix_cache_stats* stats) {
+static inline vkp_status VKP_CALL vkp_prefix_cache_stats_init(vkp_prefix_cache_stats* stats) {
   return vkp_prefix_cache_stats_init_sized(stats, (uint32_t)sizeof(vkp_prefix_cache_stats));
 }
 VKP_API vkp_status VKP_CALL vkp_block_manager_prefix_cache_stats(const vkp_block_manager* manager,
