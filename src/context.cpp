@@ -226,6 +226,7 @@ std::unique_ptr<BufferImpl> ContextImpl::create_buffer(size_t bytes, MemoryKind 
   vk::check(d.vkBindBufferMemory(device, buffer, memory, 0), "vkBindBufferMemory");
   if (kind == MemoryKind::host_visible) vk::check(d.vkMapMemory(device, memory, 0, VK_WHOLE_SIZE, 0, &b->mapped), "vkMapMemory");
   b->size = bytes;
+  b->registration = vk::BufferRegistration(device, buffer, bytes);
   return b;
 }
 
@@ -377,11 +378,25 @@ DeviceBuffer::~DeviceBuffer() = default;
 VkBuffer DeviceBuffer::handle() const noexcept { return impl_ ? impl_->buffer.get() : VK_NULL_HANDLE; }
 size_t DeviceBuffer::size() const noexcept { return impl_ ? impl_->size : 0; }
 void* DeviceBuffer::mapped() const noexcept { return impl_ ? impl_->mapped : nullptr; }
+BufferView DeviceBuffer::view(size_t offset, size_t bytes) const {
+  if (offset > size() || bytes > size() - offset)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("view: {} bytes at offset {} lie outside the buffer's {} bytes", bytes, offset, size()));
+  return {handle(), offset, bytes};
+}
 TensorView DeviceBuffer::tensor(DType dtype, Shape shape, size_t offset) const {
+  size_t bytes = dtype_size(dtype);
+  for (int i = 0; i < shape.rank(); ++i)
+    if (__builtin_mul_overflow(bytes, size_t(shape[i]), &bytes))
+      throw Error(ErrorCode::invalid_argument, fmt::format("tensor: shape {} of {} is too large", shape.str(), dtype_name(dtype)));
+  if (offset > size() || bytes > size() - offset)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("tensor: {} {} ({} bytes) at offset {} lies outside the buffer's {} bytes", dtype_name(dtype),
+                            shape.str(), bytes, offset, size()));
   TensorView t;
   t.dtype = dtype;
   t.shape = shape;
-  t.memory = {handle(), offset, size_t(shape.numel()) * dtype_size(dtype)};
+  t.memory = {handle(), offset, bytes};
   return t;
 }
 
@@ -404,6 +419,8 @@ DeviceBuffer Context::create_buffer(size_t bytes, MemoryKind kind) {
 
 void Context::upload(const BufferView& dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  if (dst.buffer == VK_NULL_HANDLE) throw Error(ErrorCode::invalid_argument, "upload: dst: no buffer given");
+  vk::check_inside_buffer(impl_->device, "upload: dst", dst);
   if (bytes > dst.size)
     throw Error(ErrorCode::invalid_argument, fmt::format("upload: {} bytes do not fit a view of {} bytes", bytes, dst.size));
   auto staging = impl_->create_buffer(bytes, MemoryKind::host_visible);
@@ -416,6 +433,8 @@ void Context::upload(const BufferView& dst, const void* src, size_t bytes) {
 
 void Context::download(const BufferView& src, void* dst, size_t bytes) {
   if (bytes == 0) return;
+  if (src.buffer == VK_NULL_HANDLE) throw Error(ErrorCode::invalid_argument, "download: src: no buffer given");
+  vk::check_inside_buffer(impl_->device, "download: src", src);
   if (bytes > src.size)
     throw Error(ErrorCode::invalid_argument, fmt::format("download: {} bytes exceed a view of {} bytes", bytes, src.size));
   auto staging = impl_->create_buffer(bytes, MemoryKind::host_visible);

@@ -66,8 +66,10 @@ int main(void) {
   const int64_t value_shape[4] = {N, HKV, D, B};
   const int64_t tables_shape[2] = {S, M};
   const int64_t lens_shape[1] = {S};
+  /* Every extensible struct starts from its init, which records the size this program was
+   * compiled with (struct_size) and fills in the defaults: here alibi_slopes and sinks absent. */
   vkp_decode_inputs inputs;
-  memset(&inputs, 0, sizeof(inputs)); /* alibi_slopes and sinks absent */
+  check(vkp_decode_inputs_init(&inputs), "vkp_decode_inputs_init");
   inputs.query = host_tensor(query, VKP_DTYPE_F32, 3, query_shape);
   inputs.key_cache = host_tensor(key_cache, VKP_DTYPE_F32, 5, key_shape);
   inputs.value_cache = host_tensor(value_cache, VKP_DTYPE_F32, 4, value_shape);
@@ -79,6 +81,7 @@ int main(void) {
   vkp_context* context = NULL;
   check(vkp_context_create(NULL, &context), "vkp_context_create");
   vkp_device_info info;
+  check(vkp_device_info_init(&info), "vkp_device_info_init");
   check(vkp_context_device_info(context, &info), "vkp_context_device_info");
   check(vkp_decode_attention(context, &inputs, NULL, output, sizeof(output), NULL, 0), "vkp_decode_attention");
   check(vkp_reference_decode_attention(&inputs, NULL, expected, sizeof(expected), NULL, 0),

@@ -18,8 +18,12 @@ import os
 import sys
 
 # ---- the part of include/vkpaged/vkpaged.h this example uses, with the C field order ----
+# The C ABI's rules (docs/api.md, "The C ABI") as they show here: enums are 32-bit ints,
+# booleans are uint32 (0 or 1), and every extensible struct begins with struct_size, which
+# init() sets to ctypes.sizeof of the declaration here (the library refuses any size no release
+# had). The sizes are checked against tests/c_api/abi_table.inc when the module loads.
 
-VKPAGED_VERSION = 100  # VKPAGED_MAKE_VERSION(0, 1, 0): the version these declarations mirror
+VKPAGED_VERSION = 200  # VKPAGED_MAKE_VERSION(0, 2, 0): the version these declarations mirror
 VKP_OK = 0
 VKP_DTYPE_F32, VKP_DTYPE_I32 = 0, 5
 VKP_MAX_RANK = 5
@@ -31,33 +35,41 @@ class HostTensor(ctypes.Structure):
 
 
 class DecodeInputs(ctypes.Structure):
-    _fields_ = [("query", HostTensor), ("key_cache", HostTensor), ("value_cache", HostTensor),
-                ("block_tables", HostTensor), ("context_lens", HostTensor), ("alibi_slopes", HostTensor),
-                ("sinks", HostTensor), ("cache_dtype", ctypes.c_int)]
+    _fields_ = [("struct_size", ctypes.c_uint32), ("cache_dtype", ctypes.c_int), ("query", HostTensor),
+                ("key_cache", HostTensor), ("value_cache", HostTensor), ("block_tables", HostTensor),
+                ("context_lens", HostTensor), ("alibi_slopes", HostTensor), ("sinks", HostTensor)]
 
 
 class DecodeOptions(ctypes.Structure):
-    _fields_ = [("has_scale", ctypes.c_bool), ("scale", ctypes.c_float), ("softcap", ctypes.c_float),
+    _fields_ = [("struct_size", ctypes.c_uint32), ("has_scale", ctypes.c_uint32), ("scale", ctypes.c_float),
+                ("softcap", ctypes.c_float),
                 ("sliding_window", ctypes.c_uint32), ("k_scale", ctypes.c_float), ("v_scale", ctypes.c_float),
                 ("split", ctypes.c_int), ("partition_tokens", ctypes.c_uint32), ("kernel", ctypes.c_int),
                 ("order", ctypes.c_int), ("merge", ctypes.c_int)]
 
 
 class DeviceInfo(ctypes.Structure):
-    _fields_ = [("index", ctypes.c_uint32), ("name", ctypes.c_char * 256), ("type", ctypes.c_char * 16),
-                ("driver", ctypes.c_char * 256), ("vendor_id", ctypes.c_uint32), ("api_version", ctypes.c_uint32),
-                ("subgroup_size", ctypes.c_uint32), ("subgroup_arithmetic", ctypes.c_bool),
-                ("storage_16bit", ctypes.c_bool), ("storage_8bit", ctypes.c_bool), ("shader_float16", ctypes.c_bool),
-                ("shader_int64", ctypes.c_bool), ("buffer_device_address", ctypes.c_bool),
-                ("push_descriptor", ctypes.c_bool), ("timestamps", ctypes.c_bool),
-                ("max_storage_buffer_range", ctypes.c_uint64), ("max_shared_memory", ctypes.c_uint32),
+    _fields_ = [("struct_size", ctypes.c_uint32), ("index", ctypes.c_uint32), ("name", ctypes.c_char * 256),
+                ("type", ctypes.c_char * 16), ("driver", ctypes.c_char * 256), ("vendor_id", ctypes.c_uint32),
+                ("api_version", ctypes.c_uint32), ("subgroup_size", ctypes.c_uint32),
+                ("subgroup_arithmetic", ctypes.c_uint32), ("storage_16bit", ctypes.c_uint32),
+                ("storage_8bit", ctypes.c_uint32), ("shader_float16", ctypes.c_uint32),
+                ("shader_int64", ctypes.c_uint32), ("buffer_device_address", ctypes.c_uint32),
+                ("push_descriptor", ctypes.c_uint32), ("timestamps", ctypes.c_uint32),
+                ("max_shared_memory", ctypes.c_uint32), ("max_storage_buffer_range", ctypes.c_uint64),
                 ("max_workgroup_invocations", ctypes.c_uint32), ("max_push_constants", ctypes.c_uint32),
                 ("min_storage_buffer_offset_alignment", ctypes.c_uint32), ("compute_units", ctypes.c_uint32),
-                ("compute_units_reported", ctypes.c_bool), ("timestamp_period_ns", ctypes.c_double),
-                ("timestamp_valid_bits", ctypes.c_uint32), ("device_local_bytes", ctypes.c_uint64),
-                ("subgroup_shuffle", ctypes.c_bool), ("memory_budget", ctypes.c_bool),
-                ("device_local_free_bytes", ctypes.c_uint64), ("cooperative_matrix", ctypes.c_bool),
-                ("max_memory_allocation_size", ctypes.c_uint64)]
+                ("compute_units_reported", ctypes.c_uint32), ("timestamp_valid_bits", ctypes.c_uint32),
+                ("timestamp_period_ns", ctypes.c_double), ("device_local_bytes", ctypes.c_uint64),
+                ("subgroup_shuffle", ctypes.c_uint32), ("memory_budget", ctypes.c_uint32),
+                ("device_local_free_bytes", ctypes.c_uint64), ("cooperative_matrix", ctypes.c_uint32),
+                ("reserved0", ctypes.c_uint32), ("max_memory_allocation_size", ctypes.c_uint64)]
+
+
+# tests/c_api/abi_table.inc's sizes (x86-64): a declaration that drifted from vkpaged.h stops here.
+if ctypes.sizeof(ctypes.c_void_p) == 8:
+    for struct, size in ((HostTensor, 56), (DecodeInputs, 400), (DecodeOptions, 48), (DeviceInfo, 664)):
+        assert ctypes.sizeof(struct) == size, f"{struct.__name__}: {ctypes.sizeof(struct)} bytes, vkpaged.h has {size}"
 
 
 def load_library(path):
@@ -74,8 +86,11 @@ def load_library(path):
     lib.vkp_context_destroy.argtypes = [ctypes.c_void_p]
     lib.vkp_context_destroy.restype = None
     lib.vkp_context_device_info.argtypes = [ctypes.c_void_p, ctypes.POINTER(DeviceInfo)]
-    lib.vkp_decode_options_init.argtypes = [ctypes.POINTER(DecodeOptions)]
-    lib.vkp_decode_options_init.restype = None
+    for struct, init in ((DecodeInputs, lib.vkp_decode_inputs_init_sized),
+                         (DecodeOptions, lib.vkp_decode_options_init_sized),
+                         (DeviceInfo, lib.vkp_device_info_init_sized)):
+        init.argtypes = [ctypes.POINTER(struct), ctypes.c_uint32]
+        init.restype = ctypes.c_int
     lib.vkp_decode_attention.argtypes = [ctypes.c_void_p, ctypes.POINTER(DecodeInputs),
                                          ctypes.POINTER(DecodeOptions), ctypes.c_void_p, ctypes.c_size_t,
                                          ctypes.POINTER(ctypes.c_float), ctypes.c_size_t]
@@ -89,15 +104,18 @@ def check(lib, status, what):
                            f"{lib.vkp_last_error().decode()}")
 
 
+def init(lib, struct, init_sized):
+    """An extensible struct as vkp_<struct>_init fills it: struct_size and the defaults."""
+    value = struct()
+    check(lib, init_sized(ctypes.byref(value), ctypes.sizeof(struct)), init_sized.__name__)
+    return value
+
+
 def tensor(values, dtype, dims):
     """A vkp_host_tensor over an array.array (the C API only reads inputs)."""
     assert math.prod(dims) == len(values)
     address, _ = values.buffer_info()
     return HostTensor(address, dtype, len(dims), (ctypes.c_int64 * VKP_MAX_RANK)(*dims))
-
-
-def absent():
-    return HostTensor(None, VKP_DTYPE_F32, 0, (ctypes.c_int64 * VKP_MAX_RANK)())
 
 
 # ---- the problem: 3 sequences, GQA (4 query heads share each of 2 kv heads), f32 cache ----
@@ -145,7 +163,7 @@ def contract_decode(query, keys, values, tables, lens, sinks, scale):
 def run(lib):
     version = lib.vkp_version_string().decode()
     if lib.vkp_version() != VKPAGED_VERSION:
-        raise RuntimeError(f"these declarations mirror vkpaged 0.1.0, the library is {version}")
+        raise RuntimeError(f"these declarations mirror vkpaged 0.2.0, the library is {version}")
 
     draw = Values(seed=7)
     query = draw.take(S * H * D)
@@ -159,22 +177,20 @@ def run(lib):
                                4, 12, 0, 0, 0,
                                15, 2, 7, 11, 5])
 
-    inputs = DecodeInputs()
+    inputs = init(lib, DecodeInputs, lib.vkp_decode_inputs_init_sized)  # alibi_slopes absent
     inputs.query = tensor(query, VKP_DTYPE_F32, [S, H, D])
     inputs.key_cache = tensor(keys, VKP_DTYPE_F32, [N, HKV, D // X, B, X])
     inputs.value_cache = tensor(values, VKP_DTYPE_F32, [N, HKV, D, B])
     inputs.block_tables = tensor(tables, VKP_DTYPE_I32, [S, M])
     inputs.context_lens = tensor(lens, VKP_DTYPE_I32, [S])
-    inputs.alibi_slopes = absent()
     inputs.sinks = tensor(sinks, VKP_DTYPE_F32, [H])
     inputs.cache_dtype = VKP_DTYPE_F32
-    options = DecodeOptions()
-    lib.vkp_decode_options_init(ctypes.byref(options))  # default scale 1 / sqrt(D), one pass or split as planned
+    options = init(lib, DecodeOptions, lib.vkp_decode_options_init_sized)  # default scale 1 / sqrt(D)
 
     context = ctypes.c_void_p()
     check(lib, lib.vkp_context_create(None, ctypes.byref(context)), "vkp_context_create")
     try:
-        info = DeviceInfo()
+        info = init(lib, DeviceInfo, lib.vkp_device_info_init_sized)
         check(lib, lib.vkp_context_device_info(context, ctypes.byref(info)), "vkp_context_device_info")
         # The struct's last field, at least 1 GiB by Vulkan 1.1: a mirror that drifted from
         # vkpaged.h reads something else here.

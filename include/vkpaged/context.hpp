@@ -126,7 +126,10 @@ class VKPAGED_API DeviceBuffer {
   size_t size() const noexcept;
   void* mapped() const noexcept;  // null unless host_visible
   BufferView view() const noexcept { return {handle(), 0, size()}; }
-  BufferView view(size_t offset, size_t bytes) const noexcept { return {handle(), offset, bytes}; }
+  // A range of the buffer, which must lie inside it (else Error(invalid_argument)); every call
+  // that takes a view of a buffer vkpaged created checks the same.
+  BufferView view(size_t offset, size_t bytes) const;
+  // A tensor of `dtype` and `shape` at `offset`, sized to hold it; it must fit the buffer.
   TensorView tensor(DType dtype, Shape shape, size_t offset = 0) const;
 
  private:

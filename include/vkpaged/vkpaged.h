@@ -1,42 +1,88 @@
 /* The vkpaged C API: the C++ API (context.hpp, decode.hpp, cache_ops.hpp, block_manager.hpp,
  * reference.hpp, utilities.hpp, dtype.hpp) behind opaque handles and plain structs, for C,
  * Rust, Python (ctypes/cffi) and every other language with a C FFI. docs/api.md describes each
- * call at length; the layouts and the math are those of docs/contract.md.
+ * call at length, and the ABI rules below in full; the layouts and the math are those of
+ * docs/contract.md.
  *
  * Conventions:
  * - Every call that can fail returns a vkp_status. On failure vkp_last_error() holds one line
  *   that names the argument and the offending value; nothing was recorded or changed. No C++
- *   exception ever leaves this API.
- * - A NULL handle or a NULL required pointer is refused with VKP_ERROR_INVALID_ARGUMENT.
+ *   exception ever leaves this API. Calls that return a value instead of a status (accessors,
+ *   vkp_buffer_view_of) return an empty value on failure and set vkp_last_error() too.
+ * - A NULL handle or a NULL required pointer is refused with VKP_ERROR_INVALID_ARGUMENT, and so
+ *   is a handle that is not live (already destroyed, never created, or of another type; see
+ *   docs/api.md for what cannot be detected). Destroying a handle that is not live does nothing.
  * - Objects are created by vkp_*_create and released by vkp_*_destroy (NULL is a no-op).
- *   Buffers and decode plans belong to their context: destroy them before it.
- * - Options structs: NULL means the defaults; the *_init functions fill the defaults in, so
- *   set only what differs (a zero-filled struct is not the defaults).
+ *   Buffers, decode plans, caches and reads belong to their context: destroy them before it.
  * - Threads: a context may be used from several threads at once (recording into different
  *   command buffers, creating plans, buffers, uploads); vkp_decode_plan is immutable and may
  *   be shared; a vkp_block_manager must be used by one thread at a time. vkp_last_error() is
  *   per thread.
+ *
+ * ABI rules (docs/api.md, "The C ABI"):
+ * - Extensible structs (options, shapes, views, inputs, infos, results) begin with
+ *   `uint32_t struct_size`, which the caller sets to sizeof the struct as *its* header declares
+ *   it: call vkp_<struct>_init(&s) (a static inline over the exported vkp_<struct>_init_sized
+ *   with sizeof(s)), which also fills in the defaults. A new version only appends fields; the
+ *   library reads an input only up to its struct_size and takes defaults for the rest, writes an
+ *   output only up to its struct_size, and refuses a struct_size no released header had.
+ *   Arrays of extensible structs are laid out at the stride of their first element's
+ *   struct_size; every element must carry the same one.
+ * - Plain value structs (vkp_buffer_view, vkp_tensor_view, vkp_host_tensor, vkp_block_copy)
+ *   never change; a different kind of view would be a new type.
+ * - Enums are 32 bits wide (each has a _MAX_ENUM = 0x7FFFFFFF member); values outside the
+ *   listed ones are refused naming the field. Booleans are vkp_bool32 (uint32_t, 0 or 1; other
+ *   values are refused).
+ * - Every function and callback uses the VKP_CALL convention; VKP_API exports it.
  */
 #ifndef VKPAGED_VKPAGED_H
 #define VKPAGED_VKPAGED_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
-/* The version of these headers; vkp_version() answers the library's. */
+/* The version of these headers; vkp_version() answers the library's. While the major version
+ * is 0, every minor version may change the ABI (the SONAME is libvkpaged.so.0.<minor>); from
+ * 1.0 on only the major version may. */
 #define VKPAGED_VERSION_MAJOR 0
-#define VKPAGED_VERSION_MINOR 1
+#define VKPAGED_VERSION_MINOR 2
 #define VKPAGED_VERSION_PATCH 0
 #define VKPAGED_MAKE_VERSION(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
 #define VKPAGED_VERSION VKPAGED_MAKE_VERSION(VKPAGED_VERSION_MAJOR, VKPAGED_VERSION_MINOR, VKPAGED_VERSION_PATCH)
 
-#if defined(VKPAGED_BUILDING)
+/* VKP_API: exported from the shared library. The build defines VKPAGED_BUILDING while it
+ * compiles vkpaged; a program that links the static library on Windows defines
+ * VKPAGED_STATIC. VKP_CALL: the calling convention of every function and callback (cdecl on
+ * Windows, the platform's C convention elsewhere). */
+#ifndef VKP_API
+#if defined(_WIN32) || defined(__CYGWIN__)
+#if defined(VKPAGED_STATIC)
+#define VKP_API
+#elif defined(VKPAGED_BUILDING)
+#define VKP_API __declspec(dllexport)
+#else
+#define VKP_API __declspec(dllimport)
+#endif
+#elif defined(VKPAGED_BUILDING) && (defined(__GNUC__) || defined(__clang__))
 #define VKP_API __attribute__((visibility("default")))
 #else
 #define VKP_API
 #endif
+#endif
+
+#ifndef VKP_CALL
+#if defined(_WIN32) || defined(__CYGWIN__)
+#define VKP_CALL __cdecl
+#else
+#define VKP_CALL
+#endif
+#endif
+
+/* A boolean in structs and signatures: 0 or 1 (a fixed 32 bits, unlike C's bool). */
+typedef uint32_t vkp_bool32;
+#define VKP_FALSE 0u
+#define VKP_TRUE 1u
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,20 +98,21 @@ typedef enum vkp_status {
   VKP_ERROR_OUT_OF_MEMORY = 3,    /* a device or host allocation failed, or blocks ran out */
   VKP_ERROR_DEVICE = 4,           /* a Vulkan call failed (device lost, driver error) */
   VKP_ERROR_IO = 5,               /* a file could not be read or written */
-  VKP_ERROR_INTERNAL = 6          /* a bug in vkpaged */
+  VKP_ERROR_INTERNAL = 6,         /* a bug in vkpaged */
+  VKP_STATUS_MAX_ENUM = 0x7FFFFFFF
 } vkp_status;
 
 /* The message of the last failed call on this thread, "" after a call that succeeded. The
  * pointer stays valid until the next vkpaged call on this thread. Never NULL. */
-VKP_API const char* vkp_last_error(void);
+VKP_API const char* VKP_CALL vkp_last_error(void);
 /* "ok", "invalid_argument", "unsupported", ...; "unknown" for other values. */
-VKP_API const char* vkp_status_name(vkp_status status);
+VKP_API const char* VKP_CALL vkp_status_name(vkp_status status);
 
 /* The library's version: VKPAGED_MAKE_VERSION(major, minor, patch). Compare with
  * VKPAGED_VERSION to detect headers that do not match the library. */
-VKP_API uint32_t vkp_version(void);
+VKP_API uint32_t VKP_CALL vkp_version(void);
 /* The library's version as "major.minor.patch". */
-VKP_API const char* vkp_version_string(void);
+VKP_API const char* VKP_CALL vkp_version_string(void);
 
 /* ===================================================================== element types */
 
@@ -79,35 +126,39 @@ typedef enum vkp_dtype {
   VKP_DTYPE_I32 = 5,
   VKP_DTYPE_U32 = 6,
   VKP_DTYPE_I64 = 7,
-  VKP_DTYPE_U8 = 8
+  VKP_DTYPE_U8 = 8,
+  VKP_DTYPE_MAX_ENUM = 0x7FFFFFFF
 } vkp_dtype;
 
-/* Bytes per element (0 for an unknown value). */
-VKP_API size_t vkp_dtype_size(vkp_dtype dtype);
+/* Bytes per element (0 for an unknown value, which also sets vkp_last_error()). */
+VKP_API size_t VKP_CALL vkp_dtype_size(vkp_dtype dtype);
 /* "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "i32", "u32", "i64", "u8"; "unknown" otherwise. */
-VKP_API const char* vkp_dtype_name(vkp_dtype dtype);
+VKP_API const char* VKP_CALL vkp_dtype_name(vkp_dtype dtype);
 /* Parses a name vkp_dtype_name gives. Errors: INVALID_ARGUMENT for an unknown name. */
-VKP_API vkp_status vkp_dtype_parse(const char* name, vkp_dtype* out);
+VKP_API vkp_status VKP_CALL vkp_dtype_parse(const char* name, vkp_dtype* out);
 /* Largest finite value of a float dtype (448 for fp8_e4m3, 57344 for fp8_e5m2, ...). */
-VKP_API float vkp_dtype_max(vkp_dtype dtype);
+VKP_API float VKP_CALL vkp_dtype_max(vkp_dtype dtype);
 
 /* Bit-exact scalar conversions: round to nearest even; fp8 saturates at the format's max and
  * never makes Inf or NaN from finite input; NaN stays NaN. */
-VKP_API float vkp_f16_to_f32(uint16_t bits);
-VKP_API uint16_t vkp_f32_to_f16(float value);
-VKP_API float vkp_bf16_to_f32(uint16_t bits);
-VKP_API uint16_t vkp_f32_to_bf16(float value);
-VKP_API float vkp_fp8_e4m3_to_f32(uint8_t bits);
-VKP_API uint8_t vkp_f32_to_fp8_e4m3(float value);
-VKP_API float vkp_fp8_e5m2_to_f32(uint8_t bits);
-VKP_API uint8_t vkp_f32_to_fp8_e5m2(float value);
+VKP_API float VKP_CALL vkp_f16_to_f32(uint16_t bits);
+VKP_API uint16_t VKP_CALL vkp_f32_to_f16(float value);
+VKP_API float VKP_CALL vkp_bf16_to_f32(uint16_t bits);
+VKP_API uint16_t VKP_CALL vkp_f32_to_bf16(float value);
+VKP_API float VKP_CALL vkp_fp8_e4m3_to_f32(uint8_t bits);
+VKP_API uint8_t VKP_CALL vkp_f32_to_fp8_e4m3(float value);
+VKP_API float VKP_CALL vkp_fp8_e5m2_to_f32(uint8_t bits);
+VKP_API uint8_t VKP_CALL vkp_f32_to_fp8_e5m2(float value);
 
 /* ===================================================================== views and host arrays */
 
 #define VKP_MAX_RANK 5
 
 /* A byte range of a VkBuffer (size is the real size; VK_WHOLE_SIZE is refused). A view whose
- * buffer is VK_NULL_HANDLE is "absent" (for optional arguments). */
+ * buffer is VK_NULL_HANDLE is "absent" (for optional arguments). A plain value struct: it never
+ * changes (so are vkp_tensor_view, vkp_host_tensor and vkp_block_copy). A view of a buffer
+ * vkpaged created (vkp_buffer_create, a KV cache's pools) must lie inside that buffer: every
+ * call that takes a view refuses one that does not. */
 typedef struct vkp_buffer_view {
   VkBuffer buffer;
   VkDeviceSize offset;
@@ -135,6 +186,7 @@ typedef struct vkp_host_tensor {
 /* ===================================================================== devices */
 
 typedef struct vkp_device_info {
+  uint32_t struct_size;
   uint32_t index; /* position in vkEnumeratePhysicalDevices */
   char name[256];
   char type[16];    /* "discrete", "integrated", "virtual", "cpu", "other" */
@@ -142,54 +194,66 @@ typedef struct vkp_device_info {
   uint32_t vendor_id;
   uint32_t api_version;
   uint32_t subgroup_size;
-  bool subgroup_arithmetic;
-  bool storage_16bit;
-  bool storage_8bit;
-  bool shader_float16;
-  bool shader_int64;
-  bool buffer_device_address;
-  bool push_descriptor;
-  bool timestamps;
-  uint64_t max_storage_buffer_range;
+  vkp_bool32 subgroup_arithmetic;
+  vkp_bool32 storage_16bit;
+  vkp_bool32 storage_8bit;
+  vkp_bool32 shader_float16;
+  vkp_bool32 shader_int64;
+  vkp_bool32 buffer_device_address;
+  vkp_bool32 push_descriptor;
+  vkp_bool32 timestamps;
   uint32_t max_shared_memory;
+  uint64_t max_storage_buffer_range;
   uint32_t max_workgroup_invocations;
   uint32_t max_push_constants;
   uint32_t min_storage_buffer_offset_alignment;
   uint32_t compute_units; /* reported by the driver, or estimated */
-  bool compute_units_reported;
-  double timestamp_period_ns;
+  vkp_bool32 compute_units_reported;
   uint32_t timestamp_valid_bits;
+  double timestamp_period_ns;
   uint64_t device_local_bytes;
-  bool subgroup_shuffle; /* subgroupShuffleXor in compute shaders */
+  vkp_bool32 subgroup_shuffle; /* subgroupShuffleXor in compute shaders */
   /* VK_EXT_memory_budget: whether the device reports it, and the device-local memory this
    * process could still allocate when the info was read (0 without it). */
-  bool memory_budget;
+  vkp_bool32 memory_budget;
   uint64_t device_local_free_bytes;
   /* VK_NV_cooperative_matrix with what the matrix decode kernel needs (see context.hpp). */
-  bool cooperative_matrix;
+  vkp_bool32 cooperative_matrix;
+  uint32_t reserved0; /* padding made explicit: written 0 */
   /* VkPhysicalDeviceMaintenance3Properties: one allocation past this size may fail; a
    * KvCache pool is one allocation. */
   uint64_t max_memory_allocation_size;
 } vkp_device_info;
+/* An output struct: only struct_size matters on the way in (init zeroes the rest). */
+VKP_API vkp_status VKP_CALL vkp_device_info_init_sized(vkp_device_info* info, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_device_info_init(vkp_device_info* info) {
+  return vkp_device_info_init_sized(info, (uint32_t)sizeof(vkp_device_info));
+}
 
 /* Lists the Vulkan devices, Vulkan style: with infos NULL, sets *count to their number; else
- * fills min(*count, number) entries and sets *count to how many were written.
+ * fills min(*count, number) entries and sets *count to how many were written. Every entry of
+ * infos carries the same struct_size (vkp_device_info_init each).
  * default_index (may be NULL) receives the index the default choice picks.
  * Errors: UNSUPPORTED or DEVICE when there is no Vulkan at all. */
-VKP_API vkp_status vkp_list_devices(vkp_device_info* infos, uint32_t* count, uint32_t* default_index);
+VKP_API vkp_status VKP_CALL vkp_list_devices(vkp_device_info* infos, uint32_t* count, uint32_t* default_index);
 
 /* ===================================================================== context */
 
 typedef struct vkp_context vkp_context;
 
 typedef struct vkp_context_options {
-  /* NULL or "" = $VKPAGED_DEVICE, else the default choice (discrete, integrated, virtual,
-   * CPU). Otherwise an index ("1") or a name substring ("H200", "llvmpipe"). */
+  uint32_t struct_size;
+  vkp_bool32 validation; /* Khronos validation layer (also VKPAGED_VALIDATION=1); default 0 */
+  /* NULL or "" (the default) = $VKPAGED_DEVICE, else the default choice (discrete, integrated,
+   * virtual, CPU). Otherwise an index ("1") or a name substring ("H200", "llvmpipe"). */
   const char* device;
-  bool validation;                  /* Khronos validation layer (also VKPAGED_VALIDATION=1) */
-  bool disable_subgroup_arithmetic; /* force the shared-memory reductions */
+  vkp_bool32 disable_subgroup_arithmetic; /* force the shared-memory reductions; default 0 */
+  uint32_t reserved0;                     /* padding made explicit: ignored */
 } vkp_context_options;
-VKP_API void vkp_context_options_init(vkp_context_options* options);
+VKP_API vkp_status VKP_CALL vkp_context_options_init_sized(vkp_context_options* options, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_context_options_init(vkp_context_options* options) {
+  return vkp_context_options_init_sized(options, (uint32_t)sizeof(vkp_context_options));
+}
 
 /* An engine's Vulkan objects for a context that adopts them. The device must have
  * VK_KHR_push_descriptor enabled and queue_family must support compute. vkpaged never
@@ -197,65 +261,77 @@ VKP_API void vkp_context_options_init(vkp_context_options* options);
  * submit to (queue_family, queue_index): the engine must not submit to that queue from another
  * thread at the same time. get_instance_proc_addr NULL = the loader vkpaged links. */
 typedef struct vkp_external_device {
+  uint32_t struct_size;
+  uint32_t queue_family;
   VkInstance instance;
   VkPhysicalDevice physical_device;
   VkDevice device;
-  uint32_t queue_family;
-  uint32_t queue_index;
   PFN_vkGetInstanceProcAddr get_instance_proc_addr;
+  uint32_t queue_index;
   /* Whether the engine enabled the bufferDeviceAddress feature: caches larger than
    * maxStorageBufferRange need it (decode, reshape_and_cache, gather, KvCache; see context.hpp). */
-  bool buffer_device_address;
+  vkp_bool32 buffer_device_address;
   /* Whether the engine enabled VK_NV_cooperative_matrix with its cooperativeMatrix feature,
    * shaderFloat16 and storageBuffer16BitAccess: the decode then may run on matrix units. */
-  bool cooperative_matrix;
+  vkp_bool32 cooperative_matrix;
+  uint32_t reserved0; /* padding made explicit: ignored */
 } vkp_external_device;
+/* Defaults: every handle NULL, queue family and index 0, both features 0. */
+VKP_API vkp_status VKP_CALL vkp_external_device_init_sized(vkp_external_device* external, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_external_device_init(vkp_external_device* external) {
+  return vkp_external_device_init_sized(external, (uint32_t)sizeof(vkp_external_device));
+}
 
 /* Creates a context on its own instance and device. options NULL = defaults.
  * Errors: INVALID_ARGUMENT (no device matches options->device), UNSUPPORTED (Vulkan < 1.2, no
  * push descriptors, no compute queue), DEVICE. */
-VKP_API vkp_status vkp_context_create(const vkp_context_options* options, vkp_context** out);
+VKP_API vkp_status VKP_CALL vkp_context_create(const vkp_context_options* options, vkp_context** out);
 /* Creates a context on an engine's device (see vkp_external_device).
  * Errors: INVALID_ARGUMENT (a NULL handle, a queue family without compute), UNSUPPORTED. */
-VKP_API vkp_status vkp_context_create_external(const vkp_external_device* external, vkp_context** out);
+VKP_API vkp_status VKP_CALL vkp_context_create_external(const vkp_external_device* external, vkp_context** out);
 /* Waits for vkpaged's queue and destroys what the context created. NULL is a no-op. */
-VKP_API void vkp_context_destroy(vkp_context* context);
+VKP_API void VKP_CALL vkp_context_destroy(vkp_context* context);
 
-VKP_API vkp_status vkp_context_device_info(const vkp_context* context, vkp_device_info* out);
+VKP_API vkp_status VKP_CALL vkp_context_device_info(const vkp_context* context, vkp_device_info* out);
 
 /* The Vulkan objects the context runs on (its own, or the adopted ones). */
 typedef struct vkp_vulkan_handles {
+  uint32_t struct_size;
+  uint32_t queue_family;
   VkInstance instance;
   VkPhysicalDevice physical_device;
   VkDevice device;
   VkQueue queue;
-  uint32_t queue_family;
 } vkp_vulkan_handles;
-VKP_API vkp_status vkp_context_vulkan_handles(const vkp_context* context, vkp_vulkan_handles* out);
+VKP_API vkp_status VKP_CALL vkp_vulkan_handles_init_sized(vkp_vulkan_handles* handles, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_vulkan_handles_init(vkp_vulkan_handles* handles) {
+  return vkp_vulkan_handles_init_sized(handles, (uint32_t)sizeof(vkp_vulkan_handles));
+}
+VKP_API vkp_status VKP_CALL vkp_context_vulkan_handles(const vkp_context* context, vkp_vulkan_handles* out);
 
 /* Validation-layer messages seen since creation (0 unless validation is on). */
-VKP_API vkp_status vkp_context_validation_message_count(const vkp_context* context, uint32_t* out);
+VKP_API vkp_status VKP_CALL vkp_context_validation_message_count(const vkp_context* context, uint32_t* out);
 
 /* Records work into a command buffer. Return VKP_OK, or a failure to abandon the submission. */
-typedef vkp_status (*vkp_record_fn)(VkCommandBuffer cmd, void* user_data);
+typedef vkp_status(VKP_CALL* vkp_record_fn)(VkCommandBuffer cmd, void* user_data);
 
 /* Records `record` into a fresh command buffer of the context, submits it and waits.
  * Errors: what `record` returned (nothing is submitted then; vkp_last_error() keeps its
  * message), DEVICE. */
-VKP_API vkp_status vkp_run_and_wait(vkp_context* context, vkp_record_fn record, void* user_data);
+VKP_API vkp_status VKP_CALL vkp_run_and_wait(vkp_context* context, vkp_record_fn record, void* user_data);
 /* Same, with GPU timestamps around the work: *elapsed_ns receives the GPU time.
  * Errors: as vkp_run_and_wait, UNSUPPORTED (no compute timestamps). */
-VKP_API vkp_status vkp_run_and_time(vkp_context* context, vkp_record_fn record, void* user_data, double* elapsed_ns);
+VKP_API vkp_status VKP_CALL vkp_run_and_time(vkp_context* context, vkp_record_fn record, void* user_data, double* elapsed_ns);
 /* Same, with `before` recorded first in the same command buffer, untimed, and finished (a full
  * barrier) before the first timestamp: `record` is timed as an engine's later operators run,
  * without the submission's own start (Context::run_and_time with untimed_before).
  * Errors: as vkp_run_and_time (a NULL `before` is refused as a NULL `record` is). */
-VKP_API vkp_status vkp_run_and_time_after(vkp_context* context, vkp_record_fn before, void* before_user_data,
+VKP_API vkp_status VKP_CALL vkp_run_and_time_after(vkp_context* context, vkp_record_fn before, void* before_user_data,
                                           vkp_record_fn record, void* user_data, double* elapsed_ns);
 
 /* Records a compute+transfer -> compute+transfer barrier over all memory (what the convenience
  * paths put between operators; engines usually record narrower ones). */
-VKP_API vkp_status vkp_record_compute_barrier(const vkp_context* context, VkCommandBuffer cmd);
+VKP_API vkp_status VKP_CALL vkp_record_compute_barrier(const vkp_context* context, VkCommandBuffer cmd);
 
 /* ===================================================================== buffers */
 
@@ -263,37 +339,43 @@ typedef struct vkp_buffer vkp_buffer;
 
 typedef enum vkp_memory_kind {
   VKP_MEMORY_DEVICE = 0,      /* device-local, not mapped */
-  VKP_MEMORY_HOST_VISIBLE = 1 /* host-visible, coherent, persistently mapped */
+  VKP_MEMORY_HOST_VISIBLE = 1, /* host-visible, coherent, persistently mapped */
+  VKP_MEMORY_KIND_MAX_ENUM = 0x7FFFFFFF
 } vkp_memory_kind;
 
 /* A buffer usable as storage buffer, transfer source and destination.
  * Errors: OUT_OF_MEMORY, INVALID_ARGUMENT (unknown kind), DEVICE. */
-VKP_API vkp_status vkp_buffer_create(vkp_context* context, size_t bytes, vkp_memory_kind kind, vkp_buffer** out);
-VKP_API void vkp_buffer_destroy(vkp_buffer* buffer);
+VKP_API vkp_status VKP_CALL vkp_buffer_create(vkp_context* context, size_t bytes, vkp_memory_kind kind, vkp_buffer** out);
+VKP_API void VKP_CALL vkp_buffer_destroy(vkp_buffer* buffer);
 /* The VkBuffer, its size and (host-visible buffers) its mapping; VK_NULL_HANDLE, 0, NULL for
- * a NULL handle. */
-VKP_API VkBuffer vkp_buffer_handle(const vkp_buffer* buffer);
-VKP_API size_t vkp_buffer_size(const vkp_buffer* buffer);
-VKP_API void* vkp_buffer_mapped(const vkp_buffer* buffer);
-/* {handle, offset, bytes}; no check (the operators check views when they use them). */
-VKP_API vkp_buffer_view vkp_buffer_view_of(const vkp_buffer* buffer, VkDeviceSize offset, VkDeviceSize bytes);
+ * a NULL or dead handle (vkp_last_error() says which). */
+VKP_API VkBuffer VKP_CALL vkp_buffer_handle(const vkp_buffer* buffer);
+VKP_API size_t VKP_CALL vkp_buffer_size(const vkp_buffer* buffer);
+VKP_API void* VKP_CALL vkp_buffer_mapped(const vkp_buffer* buffer);
+/* {handle, offset, bytes}, which must lie inside the buffer. Refused (a NULL or dead buffer,
+ * offset + bytes past its size): returns the absent view {VK_NULL_HANDLE, 0, 0}, which every
+ * call that needs a buffer refuses, and sets vkp_last_error(); success clears it. */
+VKP_API vkp_buffer_view VKP_CALL vkp_buffer_view_of(const vkp_buffer* buffer, VkDeviceSize offset, VkDeviceSize bytes);
 /* A tensor view of `dtype` and `shape` starting at `offset`, sized to hold it.
- * Errors: INVALID_ARGUMENT (rank outside [0, 5], a negative dimension, unknown dtype). */
-VKP_API vkp_status vkp_buffer_tensor(const vkp_buffer* buffer, vkp_dtype dtype, const int64_t* shape, int32_t rank,
+ * Errors: INVALID_ARGUMENT (rank outside [0, 5], a negative dimension, unknown dtype, a view
+ * past the end of the buffer). */
+VKP_API vkp_status VKP_CALL vkp_buffer_tensor(const vkp_buffer* buffer, vkp_dtype dtype, const int64_t* shape, int32_t rank,
                                      VkDeviceSize offset, vkp_tensor_view* out);
 
 /* Copies host bytes into a buffer range, or a buffer range into host memory, through a
  * staging buffer, and waits (the whole copy is finished on return).
- * Errors: INVALID_ARGUMENT (bytes larger than the view), OUT_OF_MEMORY, DEVICE. */
-VKP_API vkp_status vkp_upload(vkp_context* context, const vkp_buffer_view* dst, const void* src, size_t bytes);
-VKP_API vkp_status vkp_download(vkp_context* context, const vkp_buffer_view* src, void* dst, size_t bytes);
+ * Errors: INVALID_ARGUMENT (bytes larger than the view, a view outside the vkpaged buffer it
+ * names, an absent view), OUT_OF_MEMORY, DEVICE. */
+VKP_API vkp_status VKP_CALL vkp_upload(vkp_context* context, const vkp_buffer_view* dst, const void* src, size_t bytes);
+VKP_API vkp_status VKP_CALL vkp_download(vkp_context* context, const vkp_buffer_view* src, void* dst, size_t bytes);
 
 /* ===================================================================== decode attention */
 
 typedef enum vkp_split_mode {
   VKP_SPLIT_AUTOMATIC = 0,   /* from the batch, heads, lengths and compute units */
   VKP_SPLIT_SINGLE_PASS = 1, /* one workgroup covers a whole context */
-  VKP_SPLIT_SPLIT = 2        /* partitions merged by a reduce pass */
+  VKP_SPLIT_SPLIT = 2,       /* partitions merged by a reduce pass */
+  VKP_SPLIT_MODE_MAX_ENUM = 0x7FFFFFFF
 } vkp_split_mode;
 
 /* Values equal vkpaged::DecodeKernel's. */
@@ -304,7 +386,8 @@ typedef enum vkp_decode_kernel {
    * head_size a multiple of 32 (64 for fp8), block_size a multiple of 8, caches within
    * maxStorageBufferRange, a device whose fragment layout the kernel knows; refused elsewhere
    * with UNSUPPORTED. */
-  VKP_KERNEL_MATRIX = 2
+  VKP_KERNEL_MATRIX = 2,
+  VKP_DECODE_KERNEL_MAX_ENUM = 0x7FFFFFFF
 } vkp_decode_kernel;
 
 /* Values equal vkpaged::DecodeOrder's. */
@@ -314,7 +397,8 @@ typedef enum vkp_decode_order {
   /* For batches whose lengths vary: workgroups take the items from a list that
    * vkp_record_decode_order writes from the lengths, longest first (views.order). At most
    * 4096 items (sequences x partitions); UNSUPPORTED past that. */
-  VKP_ORDER_LONGEST_FIRST = 2
+  VKP_ORDER_LONGEST_FIRST = 2,
+  VKP_DECODE_ORDER_MAX_ENUM = 0x7FFFFFFF
 } vkp_decode_order;
 
 /* Where a split decode merges its partitions (vkpaged::DecodeMerge). */
@@ -323,11 +407,13 @@ typedef enum vkp_decode_merge {
   /* The matrix kernel's last workgroup of each head group merges them inside the decode
    * dispatch (no second dispatch, no barrier), counting in views.merge_counters; plans that do
    * not split on the matrix kernel merge as VKP_MERGE_REDUCE_PASS and need no counters. */
-  VKP_MERGE_IN_DISPATCH = 1
+  VKP_MERGE_IN_DISPATCH = 1,
+  VKP_DECODE_MERGE_MAX_ENUM = 0x7FFFFFFF
 } vkp_decode_merge;
 
 /* See vkpaged::DecodeShape. Dtypes: query f32/f16/bf16; cache f32/f16/bf16/fp8_e4m3/fp8_e5m2. */
 typedef struct vkp_decode_shape {
+  uint32_t struct_size;
   uint32_t num_seqs;           /* S */
   uint32_t num_heads;          /* H */
   uint32_t num_kv_heads;       /* Hkv, divides H */
@@ -338,14 +424,20 @@ typedef struct vkp_decode_shape {
   uint32_t max_context_len;    /* bound on every length, sizes the split; 0 = M * B */
   vkp_dtype query_dtype;
   vkp_dtype cache_dtype;
-  bool alibi; /* ALiBi slopes [H] f32 will be given */
-  bool sinks; /* sink logits [H] f32 will be given */
-  bool lse;   /* write log-sum-exp [S, H] f32 */
+  vkp_bool32 alibi; /* ALiBi slopes [H] f32 will be given */
+  vkp_bool32 sinks; /* sink logits [H] f32 will be given */
+  vkp_bool32 lse;   /* write log-sum-exp [S, H] f32 */
 } vkp_decode_shape;
+/* Defaults: every count 0, f16 query and cache, no ALiBi, sinks or LSE. */
+VKP_API vkp_status VKP_CALL vkp_decode_shape_init_sized(vkp_decode_shape* shape, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_decode_shape_init(vkp_decode_shape* shape) {
+  return vkp_decode_shape_init_sized(shape, (uint32_t)sizeof(vkp_decode_shape));
+}
 
 /* See vkpaged::DecodeOptions. */
 typedef struct vkp_decode_options {
-  bool has_scale;          /* false: scale = 1 / sqrt(head_size) */
+  uint32_t struct_size;
+  vkp_bool32 has_scale;    /* 0: scale = 1 / sqrt(head_size) */
   float scale;
   float softcap;           /* > 0: logit = c * tanh(logit / c); 0 = off */
   uint32_t sliding_window; /* > 0: attend the last W positions; 0 = off */
@@ -355,11 +447,14 @@ typedef struct vkp_decode_options {
   uint32_t partition_tokens; /* split: tokens per partition, a multiple of 256; 0 = auto */
   vkp_decode_kernel kernel;
   vkp_decode_order order;
-  vkp_decode_merge merge;    /* last, so that the fields before it keep their offsets */
+  vkp_decode_merge merge;
 } vkp_decode_options;
 /* Defaults: no scale given, softcap 0, window 0, k_scale = v_scale = 1, automatic split,
  * kernel and order, merge in a reduce pass. */
-VKP_API void vkp_decode_options_init(vkp_decode_options* options);
+VKP_API vkp_status VKP_CALL vkp_decode_options_init_sized(vkp_decode_options* options, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_decode_options_init(vkp_decode_options* options) {
+  return vkp_decode_options_init_sized(options, (uint32_t)sizeof(vkp_decode_options));
+}
 
 typedef struct vkp_decode_plan vkp_decode_plan;
 
@@ -368,32 +463,43 @@ typedef struct vkp_decode_plan vkp_decode_plan;
  * Errors: INVALID_ARGUMENT (naming the field: head_size, block_size, num_heads, k_scale...),
  * UNSUPPORTED (the device cannot run this shape, or VKP_KERNEL_MATRIX where the matrix kernel
  * cannot run), DEVICE. */
-VKP_API vkp_status vkp_decode_plan_create(vkp_context* context, const vkp_decode_shape* shape,
+VKP_API vkp_status VKP_CALL vkp_decode_plan_create(vkp_context* context, const vkp_decode_shape* shape,
                                           const vkp_decode_options* options, vkp_decode_plan** out);
-VKP_API void vkp_decode_plan_destroy(vkp_decode_plan* plan);
+VKP_API void VKP_CALL vkp_decode_plan_destroy(vkp_decode_plan* plan);
 
+/* What the plan chose. Its shape and options come from vkp_decode_plan_shape_get and
+ * vkp_decode_plan_options_get (extensible structs never hold one another, so each grows alone). */
 typedef struct vkp_decode_plan_info {
-  vkp_decode_shape shape;
-  vkp_decode_options options;
-  bool split;
-  uint32_t num_partitions;   /* 1 when single pass */
-  uint32_t partition_tokens; /* 0 when single pass */
-  size_t scratch_bytes;      /* size of vkp_decode_views.scratch; 0 when single pass */
-  bool longest_first;        /* items run from vkp_record_decode_order's list */
-  size_t order_bytes;        /* size of vkp_decode_views.order; 0 unless longest_first */
-  size_t merge_counter_bytes; /* size of vkp_decode_views.merge_counters; 0 unless merged in the dispatch */
+  uint32_t struct_size;
+  vkp_bool32 split;
+  uint32_t num_partitions;     /* 1 when single pass */
+  uint32_t partition_tokens;   /* 0 when single pass */
+  vkp_bool32 longest_first;    /* items run from vkp_record_decode_order's list */
+  uint32_t reserved0;          /* padding made explicit: written 0 */
+  uint64_t scratch_bytes;      /* size of vkp_decode_views.scratch; 0 when single pass */
+  uint64_t order_bytes;        /* size of vkp_decode_views.order; 0 unless longest_first */
+  uint64_t merge_counter_bytes; /* size of vkp_decode_views.merge_counters; 0 unless merged in the dispatch */
 } vkp_decode_plan_info;
-VKP_API vkp_status vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_decode_plan_info* out);
-/* Bytes of scratch the plan's views need (0 when single pass or for a NULL plan). */
-VKP_API size_t vkp_decode_plan_scratch_bytes(const vkp_decode_plan* plan);
+VKP_API vkp_status VKP_CALL vkp_decode_plan_info_init_sized(vkp_decode_plan_info* info, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_decode_plan_info_init(vkp_decode_plan_info* info) {
+  return vkp_decode_plan_info_init_sized(info, (uint32_t)sizeof(vkp_decode_plan_info));
+}
+VKP_API vkp_status VKP_CALL vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_decode_plan_info* out);
+/* The shape and options the plan was made with (the options as given, not what they chose). */
+VKP_API vkp_status VKP_CALL vkp_decode_plan_shape_get(const vkp_decode_plan* plan, vkp_decode_shape* out);
+VKP_API vkp_status VKP_CALL vkp_decode_plan_options_get(const vkp_decode_plan* plan, vkp_decode_options* out);
+/* Bytes of scratch the plan's views need (0 when single pass or for a NULL or dead plan). */
+VKP_API size_t VKP_CALL vkp_decode_plan_scratch_bytes(const vkp_decode_plan* plan);
 /* Bytes of merge counters the plan's views need (0 unless merged in the dispatch, or NULL). */
-VKP_API size_t vkp_decode_plan_merge_counter_bytes(const vkp_decode_plan* plan);
-/* "split 64 x 512 tokens, 4 heads/workgroup, ..."; owned by the plan ("" for NULL). */
-VKP_API const char* vkp_decode_plan_describe(const vkp_decode_plan* plan);
+VKP_API size_t VKP_CALL vkp_decode_plan_merge_counter_bytes(const vkp_decode_plan* plan);
+/* "split 64 x 512 tokens, 4 heads/workgroup, ..."; owned by the plan ("" for a NULL or dead plan). */
+VKP_API const char* VKP_CALL vkp_decode_plan_describe(const vkp_decode_plan* plan);
 
 /* The buffers of one decode, in the contract's layouts. Optional views are absent when their
  * buffer is VK_NULL_HANDLE. */
 typedef struct vkp_decode_views {
+  uint32_t struct_size;
+  uint32_t reserved0; /* padding made explicit: ignored */
   vkp_tensor_view query;        /* [S, H, D] query dtype */
   vkp_tensor_view key_cache;    /* [N, Hkv, D/x, B, x] cache dtype (u8 for fp8) */
   vkp_tensor_view value_cache;  /* [N, Hkv, D, B] */
@@ -411,10 +517,14 @@ typedef struct vkp_decode_views {
   vkp_buffer_view order;
   /* merge_counter_bytes, when the plan merges in the dispatch: zero before the first decode
    * that uses them, written by nothing but decodes (each leaves them zero), never by two
-   * decodes that overlap in time (vkpaged::DecodeViews::merge_counters). Last, so that the
-   * fields before it keep their offsets. */
+   * decodes that overlap in time (vkpaged::DecodeViews::merge_counters). */
   vkp_buffer_view merge_counters;
 } vkp_decode_views;
+/* Defaults: every view absent. */
+VKP_API vkp_status VKP_CALL vkp_decode_views_init_sized(vkp_decode_views* views, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_decode_views_init(vkp_decode_views* views) {
+  return vkp_decode_views_init_sized(views, (uint32_t)sizeof(vkp_decode_views));
+}
 
 /* Bits of the optional device status word. */
 #define VKP_STATUS_BAD_BLOCK_ID 1u
@@ -427,7 +537,7 @@ typedef struct vkp_decode_views {
  * dispatches into cmd (compute shader stage: SHADER_READ of the inputs, SHADER_WRITE of
  * output, lse, scratch, status). Allocates nothing, never waits; barriers are the caller's.
  * Errors: INVALID_ARGUMENT naming the view (nothing recorded then). */
-VKP_API vkp_status vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
+VKP_API vkp_status VKP_CALL vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
                                      const vkp_decode_views* views);
 
 /* VKP_ORDER_LONGEST_FIRST: writes the plan's items, longest first by their tokens under
@@ -435,11 +545,13 @@ VKP_API vkp_status vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, 
  * (once per decode step), with a compute-to-compute barrier before the decodes that read it;
  * plans of one step that agree on S, partitions and sliding window share one list. Errors:
  * INVALID_ARGUMENT naming the argument (plan: not longest first; context_lens; order). */
-VKP_API vkp_status vkp_record_decode_order(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
+VKP_API vkp_status VKP_CALL vkp_record_decode_order(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
                                            const vkp_tensor_view* context_lens, const vkp_buffer_view* order);
 
 /* Host inputs of the convenience path and the reference (see vkpaged::DecodeInputs). */
 typedef struct vkp_decode_inputs {
+  uint32_t struct_size;
+  vkp_dtype cache_dtype;        /* how the cache bytes are read; default f16 */
   vkp_host_tensor query;        /* [S, H, D] f32, f16 or bf16 */
   vkp_host_tensor key_cache;    /* [N, Hkv, D/x, B, x] cache dtype, or u8 for fp8 */
   vkp_host_tensor value_cache;  /* [N, Hkv, D, B] */
@@ -447,30 +559,39 @@ typedef struct vkp_decode_inputs {
   vkp_host_tensor context_lens; /* [S] i32, u32 or i64 */
   vkp_host_tensor alibi_slopes; /* optional [H] f32 */
   vkp_host_tensor sinks;        /* optional [H] f32 */
-  vkp_dtype cache_dtype;        /* how the cache bytes are read */
 } vkp_decode_inputs;
+/* Defaults: every tensor absent, cache_dtype f16. */
+VKP_API vkp_status VKP_CALL vkp_decode_inputs_init_sized(vkp_decode_inputs* inputs, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_decode_inputs_init(vkp_decode_inputs* inputs) {
+  return vkp_decode_inputs_init_sized(inputs, (uint32_t)sizeof(vkp_decode_inputs));
+}
 
 /* Derives and validates the shape of host inputs (block ids < N, lengths <= M * B too).
  * Errors: INVALID_ARGUMENT naming the input. */
-VKP_API vkp_status vkp_decode_shape_of(const vkp_decode_inputs* inputs, bool want_lse, vkp_decode_shape* out);
+VKP_API vkp_status VKP_CALL vkp_decode_shape_of(const vkp_decode_inputs* inputs, vkp_bool32 want_lse, vkp_decode_shape* out);
 
 /* Uploads, plans, runs, waits and downloads. output: S * H * D elements of the query dtype
  * (output_bytes at least that); lse: NULL, or S * H floats (lse_count at least that).
  * options NULL = defaults. Errors: INVALID_ARGUMENT, UNSUPPORTED, OUT_OF_MEMORY, DEVICE. */
-VKP_API vkp_status vkp_decode_attention(vkp_context* context, const vkp_decode_inputs* inputs,
+VKP_API vkp_status VKP_CALL vkp_decode_attention(vkp_context* context, const vkp_decode_inputs* inputs,
                                         const vkp_decode_options* options, void* output, size_t output_bytes,
                                         float* lse, size_t lse_count);
 /* The CPU reference of the same (double accumulation), with the same arguments. */
-VKP_API vkp_status vkp_reference_decode_attention(const vkp_decode_inputs* inputs, const vkp_decode_options* options,
+VKP_API vkp_status VKP_CALL vkp_reference_decode_attention(const vkp_decode_inputs* inputs, const vkp_decode_options* options,
                                                   void* output, size_t output_bytes, float* lse, size_t lse_count);
 
 /* ===================================================================== cache operations */
 
 /* fp8 caches: element = decode(byte) * scale; finite and > 0. NULL = both 1. */
 typedef struct vkp_cache_scales {
-  float k_scale;
-  float v_scale;
+  uint32_t struct_size;
+  float k_scale; /* default 1 */
+  float v_scale; /* default 1 */
 } vkp_cache_scales;
+VKP_API vkp_status VKP_CALL vkp_cache_scales_init_sized(vkp_cache_scales* scales, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_cache_scales_init(vkp_cache_scales* scales) {
+  return vkp_cache_scales_init_sized(scales, (uint32_t)sizeof(vkp_cache_scales));
+}
 
 /* A whole-block copy: pairs for copy_blocks and swap_blocks, as the block manager hands out. */
 typedef struct vkp_block_copy {
@@ -479,6 +600,8 @@ typedef struct vkp_block_copy {
 } vkp_block_copy;
 
 typedef struct vkp_reshape_and_cache_views {
+  uint32_t struct_size;
+  uint32_t reserved0; /* padding made explicit: ignored */
   vkp_tensor_view key;          /* [T, Hkv, D] f32, f16 or bf16 */
   vkp_tensor_view value;        /* [T, Hkv, D], key's dtype */
   vkp_tensor_view slot_mapping; /* [T] i64 or i32; negative = padding */
@@ -486,33 +609,48 @@ typedef struct vkp_reshape_and_cache_views {
   vkp_tensor_view value_cache;  /* [N, Hkv, D, B] */
   vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_BAD_SLOT */
 } vkp_reshape_and_cache_views;
+/* Defaults: every view absent. */
+VKP_API vkp_status VKP_CALL vkp_reshape_and_cache_views_init_sized(vkp_reshape_and_cache_views* views, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_reshape_and_cache_views_init(vkp_reshape_and_cache_views* views) {
+  return vkp_reshape_and_cache_views_init_sized(views, (uint32_t)sizeof(vkp_reshape_and_cache_views));
+}
 /* Writes token i into block slot / B, offset slot % B (fp8: encode(value * (1 / scale))).
  * Compute shader stage: reads key, value, slot_mapping; writes the caches (atomics on the
  * value cache) and status. Errors: INVALID_ARGUMENT naming the view or scale. */
-VKP_API vkp_status vkp_record_reshape_and_cache(vkp_context* context, VkCommandBuffer cmd,
+VKP_API vkp_status VKP_CALL vkp_record_reshape_and_cache(vkp_context* context, VkCommandBuffer cmd,
                                                 const vkp_reshape_and_cache_views* views,
                                                 const vkp_cache_scales* scales);
 
-/* One layer's key and value pools. */
+/* One layer's key and value pools. In arrays (layers, src, dst) every element carries the same
+ * struct_size, which sets the array's stride. */
 typedef struct vkp_layer_cache_views {
+  uint32_t struct_size;
+  uint32_t reserved0; /* padding made explicit: ignored */
   vkp_tensor_view key_cache;
   vkp_tensor_view value_cache;
 } vkp_layer_cache_views;
+/* Defaults: both views absent. */
+VKP_API vkp_status VKP_CALL vkp_layer_cache_views_init_sized(vkp_layer_cache_views* views, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_layer_cache_views_init(vkp_layer_cache_views* views) {
+  return vkp_layer_cache_views_init_sized(views, (uint32_t)sizeof(vkp_layer_cache_views));
+}
 /* Copies whole blocks within each of num_layers layers: one vkCmdCopyBuffer per pool.
  * Transfer stage. Errors: INVALID_ARGUMENT (ids outside [0, N), a dst given twice, a block
  * both source and destination, layouts that disagree). */
-VKP_API vkp_status vkp_record_copy_blocks(vkp_context* context, VkCommandBuffer cmd,
+VKP_API vkp_status VKP_CALL vkp_record_copy_blocks(vkp_context* context, VkCommandBuffer cmd,
                                           const vkp_layer_cache_views* layers, size_t num_layers,
                                           const vkp_block_copy* pairs, size_t num_pairs);
 /* Moves blocks src[l] -> dst[l] between caches of one layout except N (device <-> host
  * visible): pairs index src's and dst's blocks. Transfer stage (barrier transfer -> host
  * before reading a host-visible destination). Errors: INVALID_ARGUMENT (ids, a dst given
  * twice, num_dst != num_src, overlapping views). */
-VKP_API vkp_status vkp_record_swap_blocks(vkp_context* context, VkCommandBuffer cmd, const vkp_layer_cache_views* src,
+VKP_API vkp_status VKP_CALL vkp_record_swap_blocks(vkp_context* context, VkCommandBuffer cmd, const vkp_layer_cache_views* src,
                                           size_t num_src, const vkp_layer_cache_views* dst, size_t num_dst,
                                           const vkp_block_copy* pairs, size_t num_pairs);
 
 typedef struct vkp_gather_views {
+  uint32_t struct_size;
+  uint32_t reserved0; /* padding made explicit: ignored */
   vkp_tensor_view key_cache;
   vkp_tensor_view value_cache;
   vkp_tensor_view block_tables; /* [S, M] i32 or u32 */
@@ -521,33 +659,44 @@ typedef struct vkp_gather_views {
   vkp_tensor_view value_out;    /* [T, Hkv, D], key_out's dtype */
   vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_BAD_BLOCK_ID / _BAD_CONTEXT_LEN */
 } vkp_gather_views;
+/* Defaults: every view absent. */
+VKP_API vkp_status VKP_CALL vkp_gather_views_init_sized(vkp_gather_views* views, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_gather_views_init(vkp_gather_views* views) {
+  return vkp_gather_views_init_sized(views, (uint32_t)sizeof(vkp_gather_views));
+}
 /* Paged to contiguous: row seq_starts[s] + p of the outputs is position p of sequence s.
  * Compute shader stage. Errors: INVALID_ARGUMENT naming the view or scale. */
-VKP_API vkp_status vkp_record_gather(vkp_context* context, VkCommandBuffer cmd, const vkp_gather_views* views,
+VKP_API vkp_status VKP_CALL vkp_record_gather(vkp_context* context, VkCommandBuffer cmd, const vkp_gather_views* views,
                                      const vkp_cache_scales* scales);
 
 /* max |x| of x (f32, f16, bf16) combined by atomicMax into the f32 at amax_out, which the
  * caller zeroes first. Compute shader stage. Errors: INVALID_ARGUMENT. */
-VKP_API vkp_status vkp_record_absmax(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* x,
+VKP_API vkp_status VKP_CALL vkp_record_absmax(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* x,
                                      const vkp_buffer_view* amax_out);
 /* *scale = max(amax, 1e-12) / max of fp8_format. Errors: INVALID_ARGUMENT (not an fp8 dtype,
  * amax negative or not finite). */
-VKP_API vkp_status vkp_fp8_scale_from_amax(float amax, vkp_dtype fp8_format, float* scale);
+VKP_API vkp_status VKP_CALL vkp_fp8_scale_from_amax(float amax, vkp_dtype fp8_format, float* scale);
 
 /* Fills a view with reproducible pseudo-random values in (-1, 1) of its dtype (fp8: codes of
  * magnitude below 2; integer dtypes: random bits). Compute shader stage.
  * Errors: INVALID_ARGUMENT (not a whole number of 32-bit words, bad view). */
-VKP_API vkp_status vkp_record_fill_random(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* view,
+VKP_API vkp_status VKP_CALL vkp_record_fill_random(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* view,
                                           uint32_t seed);
 
 typedef struct vkp_bandwidth {
-  size_t bytes;            /* bytes read per repetition */
+  uint32_t struct_size;
+  uint32_t reserved0;      /* padding made explicit: written 0 */
+  uint64_t bytes;          /* bytes read per repetition */
   double median_ns;        /* median GPU time */
   double bytes_per_second;
 } vkp_bandwidth;
+VKP_API vkp_status VKP_CALL vkp_bandwidth_init_sized(vkp_bandwidth* bandwidth, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_bandwidth_init(vkp_bandwidth* bandwidth) {
+  return vkp_bandwidth_init_sized(bandwidth, (uint32_t)sizeof(vkp_bandwidth));
+}
 /* Streams `bytes` from a device buffer: warm-up, then the median of `repetitions` timed runs.
  * Errors: INVALID_ARGUMENT, UNSUPPORTED (no timestamps), OUT_OF_MEMORY, DEVICE. */
-VKP_API vkp_status vkp_measure_read_bandwidth(vkp_context* context, size_t bytes, int32_t repetitions,
+VKP_API vkp_status VKP_CALL vkp_measure_read_bandwidth(vkp_context* context, size_t bytes, int32_t repetitions,
                                               vkp_bandwidth* out);
 
 /* A device buffer of its own, read end to end with 16-byte loads (what vkp_measure_read_bandwidth
@@ -556,21 +705,21 @@ VKP_API vkp_status vkp_measure_read_bandwidth(vkp_context* context, size_t bytes
  * back). bytes is rounded down to 16 and capped at maxStorageBufferRange.
  * Errors: INVALID_ARGUMENT (bytes < 16, NULL), OUT_OF_MEMORY, DEVICE. */
 typedef struct vkp_streaming_read vkp_streaming_read;
-VKP_API vkp_status vkp_streaming_read_create(vkp_context* context, size_t bytes, vkp_streaming_read** out);
-VKP_API void vkp_streaming_read_destroy(vkp_streaming_read* read);
+VKP_API vkp_status VKP_CALL vkp_streaming_read_create(vkp_context* context, size_t bytes, vkp_streaming_read** out);
+VKP_API void VKP_CALL vkp_streaming_read_destroy(vkp_streaming_read* read);
 /* Bytes it reads; 0 for NULL. */
-VKP_API size_t vkp_streaming_read_bytes(const vkp_streaming_read* read);
+VKP_API size_t VKP_CALL vkp_streaming_read_bytes(const vkp_streaming_read* read);
 /* Records the read (compute stage). It may write a 16-byte sink of its own: two records in one
  * command buffer need a barrier between them. Errors: INVALID_ARGUMENT (NULL, another context). */
-VKP_API vkp_status vkp_record_streaming_read(vkp_context* context, VkCommandBuffer cmd, const vkp_streaming_read* read);
+VKP_API vkp_status VKP_CALL vkp_record_streaming_read(vkp_context* context, VkCommandBuffer cmd, const vkp_streaming_read* read);
 /* vkp_measure_read_bandwidth over this read's buffer (one buffer both to time and to flush with).
  * Errors: INVALID_ARGUMENT (NULL, another context, repetitions < 1), UNSUPPORTED, DEVICE. */
-VKP_API vkp_status vkp_measure_streaming_read(vkp_context* context, const vkp_streaming_read* read, int32_t repetitions,
+VKP_API vkp_status VKP_CALL vkp_measure_streaming_read(vkp_context* context, const vkp_streaming_read* read, int32_t repetitions,
                                               vkp_bandwidth* out);
 /* The same with each timed run recorded after untimed_before in one command buffer (as
  * vkp_run_and_time_after): the read timed inside a command buffer already under way.
  * Errors: INVALID_ARGUMENT (NULL, another context, repetitions < 1), UNSUPPORTED, DEVICE. */
-VKP_API vkp_status vkp_measure_streaming_read_after(vkp_context* context, const vkp_streaming_read* read,
+VKP_API vkp_status VKP_CALL vkp_measure_streaming_read_after(vkp_context* context, const vkp_streaming_read* read,
                                                     const vkp_streaming_read* untimed_before, int32_t repetitions,
                                                     vkp_bandwidth* out);
 
@@ -579,6 +728,8 @@ VKP_API vkp_status vkp_measure_streaming_read_after(vkp_context* context, const 
 /* Merges the (output, log-sum-exp) pairs of attention over two disjoint key sets (a shared
  * prefix and each sequence's suffix) into attention over their union; see merge.hpp. */
 typedef struct vkp_merge_views {
+  uint32_t struct_size;
+  uint32_t reserved0; /* padding made explicit: ignored */
   vkp_tensor_view output_a; /* [S, H, D] f32, f16 or bf16 */
   vkp_tensor_view lse_a;    /* [S, H] f32 */
   vkp_tensor_view output_b; /* [S, H, D], output_a's dtype */
@@ -586,17 +737,22 @@ typedef struct vkp_merge_views {
   vkp_tensor_view output;   /* [S, H, D]; may be output_a's or output_b's memory */
   vkp_tensor_view lse;      /* optional [S, H] f32 */
 } vkp_merge_views;
+/* Defaults: every view absent. */
+VKP_API vkp_status VKP_CALL vkp_merge_views_init_sized(vkp_merge_views* views, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_merge_views_init(vkp_merge_views* views) {
+  return vkp_merge_views_init_sized(views, (uint32_t)sizeof(vkp_merge_views));
+}
 /* Compute shader stage: reads the four inputs, writes output and lse.
  * Errors: INVALID_ARGUMENT naming the view. */
-VKP_API vkp_status vkp_record_merge_attention(vkp_context* context, VkCommandBuffer cmd, const vkp_merge_views* views);
+VKP_API vkp_status VKP_CALL vkp_record_merge_attention(vkp_context* context, VkCommandBuffer cmd, const vkp_merge_views* views);
 /* The same over host arrays (upload, run, wait, download): the states a and b are (output
  * [S, H, D], lse [S, H] f32), named a.output, a.lse, b.output, b.lse in messages; output gets
  * [S, H, D] of a's dtype and lse (may be NULL) [S, H] f32: their dtype and shape must be those. */
-VKP_API vkp_status vkp_merge_attention(vkp_context* context, const vkp_host_tensor* a_output,
+VKP_API vkp_status VKP_CALL vkp_merge_attention(vkp_context* context, const vkp_host_tensor* a_output,
                                        const vkp_host_tensor* a_lse, const vkp_host_tensor* b_output,
                                        const vkp_host_tensor* b_lse, vkp_host_tensor* output, vkp_host_tensor* lse);
 /* The CPU reference of the merge (double precision), with the same arguments. */
-VKP_API vkp_status vkp_reference_merge_attention(const vkp_host_tensor* a_output, const vkp_host_tensor* a_lse,
+VKP_API vkp_status VKP_CALL vkp_reference_merge_attention(const vkp_host_tensor* a_output, const vkp_host_tensor* a_lse,
                                                  const vkp_host_tensor* b_output, const vkp_host_tensor* b_lse,
                                                  vkp_host_tensor* output, vkp_host_tensor* lse);
 
@@ -604,25 +760,25 @@ VKP_API vkp_status vkp_reference_merge_attention(const vkp_host_tensor* a_output
 
 /* As vkp_record_reshape_and_cache, in place on host caches (key_cache and value_cache are
  * written). Refuses a slot >= N * B. */
-VKP_API vkp_status vkp_reference_reshape_and_cache(const vkp_host_tensor* key, const vkp_host_tensor* value,
+VKP_API vkp_status VKP_CALL vkp_reference_reshape_and_cache(const vkp_host_tensor* key, const vkp_host_tensor* value,
                                                    const vkp_host_tensor* slot_mapping, vkp_host_tensor* key_cache,
                                                    vkp_host_tensor* value_cache, const vkp_cache_scales* scales);
 /* One layer of copy_blocks, in place. */
-VKP_API vkp_status vkp_reference_copy_blocks(vkp_host_tensor* key_cache, vkp_host_tensor* value_cache,
+VKP_API vkp_status VKP_CALL vkp_reference_copy_blocks(vkp_host_tensor* key_cache, vkp_host_tensor* value_cache,
                                              const vkp_block_copy* pairs, size_t num_pairs);
 /* One layer of swap_blocks: src blocks into dst blocks (dst is written). */
-VKP_API vkp_status vkp_reference_swap_blocks(const vkp_host_tensor* src_key_cache,
+VKP_API vkp_status VKP_CALL vkp_reference_swap_blocks(const vkp_host_tensor* src_key_cache,
                                              const vkp_host_tensor* src_value_cache, vkp_host_tensor* dst_key_cache,
                                              vkp_host_tensor* dst_value_cache, const vkp_block_copy* pairs,
                                              size_t num_pairs);
 /* gather into key_out and value_out, whose dtype (f32, f16, bf16) and shape [T, Hkv, D] with
  * T = seq_starts[S] the caller sets; they are written. */
-VKP_API vkp_status vkp_reference_gather(const vkp_host_tensor* key_cache, const vkp_host_tensor* value_cache,
+VKP_API vkp_status VKP_CALL vkp_reference_gather(const vkp_host_tensor* key_cache, const vkp_host_tensor* value_cache,
                                         const vkp_host_tensor* block_tables, const vkp_host_tensor* seq_starts,
                                         const vkp_cache_scales* scales, vkp_host_tensor* key_out,
                                         vkp_host_tensor* value_out);
 /* max |x| (NaN if x holds one). */
-VKP_API vkp_status vkp_reference_absmax(const vkp_host_tensor* x, float* out);
+VKP_API vkp_status VKP_CALL vkp_reference_absmax(const vkp_host_tensor* x, float* out);
 
 /* ===================================================================== KV cache */
 
@@ -631,31 +787,44 @@ VKP_API vkp_status vkp_reference_absmax(const vkp_host_tensor* x, float* out);
 typedef struct vkp_kv_cache vkp_kv_cache;
 
 typedef struct vkp_kv_cache_shape {
+  uint32_t struct_size;
   uint32_t num_layers;   /* default 1 */
   uint32_t num_kv_heads; /* Hkv */
   uint32_t head_size;    /* D, a multiple of x = 16 / element bytes */
   uint32_t block_size;   /* B, default 16 */
   vkp_dtype dtype;       /* f32, f16 (default), bf16, fp8_e4m3, fp8_e5m2 */
 } vkp_kv_cache_shape;
-VKP_API void vkp_kv_cache_shape_init(vkp_kv_cache_shape* shape);
+VKP_API vkp_status VKP_CALL vkp_kv_cache_shape_init_sized(vkp_kv_cache_shape* shape, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_kv_cache_shape_init(vkp_kv_cache_shape* shape) {
+  return vkp_kv_cache_shape_init_sized(shape, (uint32_t)sizeof(vkp_kv_cache_shape));
+}
 
 /* Exactly one of num_blocks, budget_bytes, budget_fraction (of the free device-local memory
  * where the device reports VK_EXT_memory_budget, else of the device-local heaps' size). */
 typedef struct vkp_kv_cache_options {
+  uint32_t struct_size;
   uint32_t num_blocks;
   uint64_t budget_bytes;
   double budget_fraction;
   uint32_t num_host_blocks; /* host-visible swap pool; 0 = none */
+  uint32_t reserved0;       /* padding made explicit: ignored */
 } vkp_kv_cache_options;
+/* Defaults: all 0 (set exactly one of the three sizes). */
+VKP_API vkp_status VKP_CALL vkp_kv_cache_options_init_sized(vkp_kv_cache_options* options, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_kv_cache_options_init(vkp_kv_cache_options* options) {
+  return vkp_kv_cache_options_init_sized(options, (uint32_t)sizeof(vkp_kv_cache_options));
+}
 
 /* What a budget_fraction was taken of (vkpaged::MemorySource). */
 typedef enum vkp_memory_source {
   VKP_MEMORY_SOURCE_NONE = 0,          /* the size was a block count or a byte budget */
   VKP_MEMORY_SOURCE_HEAP_SIZE = 1,     /* the device-local heaps' size */
   VKP_MEMORY_SOURCE_MEMORY_BUDGET = 2, /* free device-local memory (VK_EXT_memory_budget) */
+  VKP_MEMORY_SOURCE_MAX_ENUM = 0x7FFFFFFF
 } vkp_memory_source;
 
 typedef struct vkp_kv_cache_sizing {
+  uint32_t struct_size;
   uint32_t num_blocks;
   uint64_t num_tokens;      /* num_blocks * block_size */
   uint64_t block_bytes;     /* one block of one pool */
@@ -663,49 +832,62 @@ typedef struct vkp_kv_cache_sizing {
   uint64_t pool_bytes;      /* one pool */
   uint64_t total_bytes;     /* every device pool */
   vkp_memory_source fraction_of; /* budget_fraction only: of which memory, and its bytes */
+  uint32_t reserved0;            /* padding made explicit: written 0 */
   uint64_t fraction_of_bytes;
 } vkp_kv_cache_sizing;
+VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_init_sized(vkp_kv_cache_sizing* sizing, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_kv_cache_sizing_init(vkp_kv_cache_sizing* sizing) {
+  return vkp_kv_cache_sizing_init_sized(sizing, (uint32_t)sizeof(vkp_kv_cache_sizing));
+}
 
 /* Sizing without a device or an allocation. Errors: INVALID_ARGUMENT for a bad shape. */
-VKP_API vkp_status vkp_kv_cache_sizing_of(const vkp_kv_cache_shape* shape, uint32_t num_blocks,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_of(const vkp_kv_cache_shape* shape, uint32_t num_blocks,
                                           vkp_kv_cache_sizing* out);
-VKP_API vkp_status vkp_kv_cache_blocks_for_budget(const vkp_kv_cache_shape* shape, uint64_t bytes, uint32_t* out);
-VKP_API vkp_status vkp_kv_cache_max_blocks_per_pool(const vkp_kv_cache_shape* shape,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_blocks_for_budget(const vkp_kv_cache_shape* shape, uint64_t bytes, uint32_t* out);
+VKP_API vkp_status VKP_CALL vkp_kv_cache_max_blocks_per_pool(const vkp_kv_cache_shape* shape,
                                                     uint64_t max_storage_buffer_range, uint32_t* out);
 /* What vkp_kv_cache_create would allocate on a device (from vkp_list_devices or
  * vkp_context_device_info), with every device check except the host pool's heap.
  * Errors: INVALID_ARGUMENT, OUT_OF_MEMORY (over the device memory), UNSUPPORTED (a pool over
  * maxStorageBufferRange on a device without buffer device addresses). */
-VKP_API vkp_status vkp_kv_cache_plan(const vkp_device_info* device, const vkp_kv_cache_shape* shape,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_plan(const vkp_device_info* device, const vkp_kv_cache_shape* shape,
                                      const vkp_kv_cache_options* options, vkp_kv_cache_sizing* out);
 /* Checks everything, then allocates the pools (contents undefined). A budget_fraction is taken
  * of the free memory read now. Pools over maxStorageBufferRange need a context with buffer
  * device addresses (the operators then reach them by address). The cache belongs to the
  * context: destroy it first. Errors: as vkp_kv_cache_plan; nothing is allocated then. */
-VKP_API vkp_status vkp_kv_cache_create(vkp_context* context, const vkp_kv_cache_shape* shape,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_create(vkp_context* context, const vkp_kv_cache_shape* shape,
                                        const vkp_kv_cache_options* options, vkp_kv_cache** out);
-VKP_API void vkp_kv_cache_destroy(vkp_kv_cache* cache);
+VKP_API void VKP_CALL vkp_kv_cache_destroy(vkp_kv_cache* cache);
 
+/* The cache's counts; its shape and the sizing of its device pools come from
+ * vkp_kv_cache_shape_get and vkp_kv_cache_sizing_get. */
 typedef struct vkp_kv_cache_info {
-  vkp_kv_cache_shape shape;
+  uint32_t struct_size;
   uint32_t num_blocks;
   uint32_t num_host_blocks;
+  uint32_t reserved0;  /* padding made explicit: written 0 */
   uint64_t num_tokens;
-  vkp_kv_cache_sizing sizing; /* of the device pools */
-  uint64_t host_bytes;        /* of every host pool together */
+  uint64_t host_bytes; /* of every host pool together */
 } vkp_kv_cache_info;
-VKP_API vkp_status vkp_kv_cache_info_get(const vkp_kv_cache* cache, vkp_kv_cache_info* out);
-/* Layer `layer`'s device pools (host = false) or host pools (host = true) as the operators
- * take them. Errors: INVALID_ARGUMENT (layer out of range, no host pool). */
-VKP_API vkp_status vkp_kv_cache_layer(const vkp_kv_cache* cache, uint32_t layer, bool host,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_info_init_sized(vkp_kv_cache_info* info, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_kv_cache_info_init(vkp_kv_cache_info* info) {
+  return vkp_kv_cache_info_init_sized(info, (uint32_t)sizeof(vkp_kv_cache_info));
+}
+VKP_API vkp_status VKP_CALL vkp_kv_cache_info_get(const vkp_kv_cache* cache, vkp_kv_cache_info* out);
+VKP_API vkp_status VKP_CALL vkp_kv_cache_shape_get(const vkp_kv_cache* cache, vkp_kv_cache_shape* out);
+VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_get(const vkp_kv_cache* cache, vkp_kv_cache_sizing* out);
+/* Layer `layer`'s device pools (host = 0) or host pools (host = 1) as the operators take them.
+ * Errors: INVALID_ARGUMENT (layer out of range, no host pool). */
+VKP_API vkp_status VKP_CALL vkp_kv_cache_layer(const vkp_kv_cache* cache, uint32_t layer, vkp_bool32 host,
                                       vkp_layer_cache_views* out);
 /* copy_blocks over every layer; swap_out (device block, host block) and swap_in (host block,
  * device block) pairs, as the block manager returns them. Transfer stage. */
-VKP_API vkp_status vkp_kv_cache_record_copy_blocks(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_copy_blocks(const vkp_kv_cache* cache, VkCommandBuffer cmd,
                                                    const vkp_block_copy* pairs, size_t num_pairs);
-VKP_API vkp_status vkp_kv_cache_record_swap_out(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_swap_out(const vkp_kv_cache* cache, VkCommandBuffer cmd,
                                                 const vkp_block_copy* pairs, size_t num_pairs);
-VKP_API vkp_status vkp_kv_cache_record_swap_in(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_swap_in(const vkp_kv_cache* cache, VkCommandBuffer cmd,
                                                const vkp_block_copy* pairs, size_t num_pairs);
 
 /* ===================================================================== block manager */
@@ -713,17 +895,23 @@ VKP_API vkp_status vkp_kv_cache_record_swap_in(const vkp_kv_cache* cache, VkComm
 typedef struct vkp_block_manager vkp_block_manager;
 
 typedef struct vkp_block_manager_options {
-  double watermark;           /* fraction of blocks admission keeps free (default 0.01) */
-  bool enable_prefix_caching; /* default true */
-  uint64_t hash_salt;         /* mixed into every block hash (default 0) */
-  int32_t num_host_blocks;    /* swap space in blocks (default 0) */
+  uint32_t struct_size;
+  vkp_bool32 enable_prefix_caching; /* default 1 */
+  double watermark;                 /* fraction of blocks admission keeps free (default 0.01) */
+  uint64_t hash_salt;               /* mixed into every block hash (default 0) */
+  int32_t num_host_blocks;          /* swap space in blocks (default 0) */
+  uint32_t reserved0;               /* padding made explicit: ignored */
 } vkp_block_manager_options;
-VKP_API void vkp_block_manager_options_init(vkp_block_manager_options* options);
+VKP_API vkp_status VKP_CALL vkp_block_manager_options_init_sized(vkp_block_manager_options* options, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_block_manager_options_init(vkp_block_manager_options* options) {
+  return vkp_block_manager_options_init_sized(options, (uint32_t)sizeof(vkp_block_manager_options));
+}
 
 typedef enum vkp_admission {
   VKP_ADMISSION_OK = 0,    /* fits now and leaves the watermark free */
   VKP_ADMISSION_LATER = 1, /* would fit once other sequences release blocks */
-  VKP_ADMISSION_NEVER = 2  /* more blocks than the cache has above the watermark */
+  VKP_ADMISSION_NEVER = 2, /* more blocks than the cache has above the watermark */
+  VKP_ADMISSION_MAX_ENUM = 0x7FFFFFFF
 } vkp_admission;
 
 /* Host-side block tables of sequences with caller-chosen ids (see block_manager.hpp). Not
@@ -731,63 +919,69 @@ typedef enum vkp_admission {
  * sequence, bad width...), OUT_OF_MEMORY (no free block; check the can_* calls first). A
  * refused call changes nothing. Arrays the manager returns (const pointers) stay valid until
  * the next call on the manager that returns an array, or its destruction. */
-VKP_API vkp_status vkp_block_manager_create(int32_t num_blocks, int32_t block_size,
+VKP_API vkp_status VKP_CALL vkp_block_manager_create(int32_t num_blocks, int32_t block_size,
                                             const vkp_block_manager_options* options, vkp_block_manager** out);
-VKP_API void vkp_block_manager_destroy(vkp_block_manager* manager);
-VKP_API vkp_status vkp_block_manager_block_size(const vkp_block_manager* manager, int32_t* out);
+VKP_API void VKP_CALL vkp_block_manager_destroy(vkp_block_manager* manager);
+VKP_API vkp_status VKP_CALL vkp_block_manager_block_size(const vkp_block_manager* manager, int32_t* out);
 
-VKP_API vkp_status vkp_block_manager_can_allocate(const vkp_block_manager* manager, const int32_t* prompt,
+VKP_API vkp_status VKP_CALL vkp_block_manager_can_allocate(const vkp_block_manager* manager, const int32_t* prompt,
                                                   size_t prompt_len, vkp_admission* out);
 /* Allocates the prompt's blocks, reusing prefix-cached ones; *cached_tokens (may be NULL)
  * receives how many leading tokens are already in the cache. */
-VKP_API vkp_status vkp_block_manager_add_sequence(vkp_block_manager* manager, uint64_t seq_id, const int32_t* prompt,
+VKP_API vkp_status VKP_CALL vkp_block_manager_add_sequence(vkp_block_manager* manager, uint64_t seq_id, const int32_t* prompt,
                                                   size_t prompt_len, int32_t* cached_tokens);
-VKP_API vkp_status vkp_block_manager_can_append(const vkp_block_manager* manager, uint64_t seq_id, bool* out);
+VKP_API vkp_status VKP_CALL vkp_block_manager_can_append(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out);
 
 typedef struct vkp_append_result {
+  uint32_t struct_size;
+  vkp_bool32 has_copy; /* copy-on-write: run copy_blocks(copy) before writing the slot */
   int64_t slot;        /* for reshape_and_cache */
-  bool has_copy;       /* copy-on-write: run copy_blocks(copy) before writing the slot */
   vkp_block_copy copy;
 } vkp_append_result;
-VKP_API vkp_status vkp_block_manager_append_token(vkp_block_manager* manager, uint64_t seq_id, int32_t token,
+VKP_API vkp_status VKP_CALL vkp_append_result_init_sized(vkp_append_result* result, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_append_result_init(vkp_append_result* result) {
+  return vkp_append_result_init_sized(result, (uint32_t)sizeof(vkp_append_result));
+}
+VKP_API vkp_status VKP_CALL vkp_block_manager_append_token(vkp_block_manager* manager, uint64_t seq_id, int32_t token,
                                                   vkp_append_result* out);
-VKP_API vkp_status vkp_block_manager_fork(vkp_block_manager* manager, uint64_t parent_id, uint64_t child_id);
-VKP_API vkp_status vkp_block_manager_free_sequence(vkp_block_manager* manager, uint64_t seq_id);
+VKP_API vkp_status VKP_CALL vkp_block_manager_fork(vkp_block_manager* manager, uint64_t parent_id, uint64_t child_id);
+VKP_API vkp_status VKP_CALL vkp_block_manager_free_sequence(vkp_block_manager* manager, uint64_t seq_id);
 /* Frees the sequence for recompute; *num_tokens (may be NULL) receives its token count. */
-VKP_API vkp_status vkp_block_manager_preempt(vkp_block_manager* manager, uint64_t seq_id, int32_t* num_tokens);
+VKP_API vkp_status VKP_CALL vkp_block_manager_preempt(vkp_block_manager* manager, uint64_t seq_id, int32_t* num_tokens);
 
-VKP_API vkp_status vkp_block_manager_can_swap_out(const vkp_block_manager* manager, const uint64_t* seq_ids,
-                                                  size_t num_seqs, bool* out);
-VKP_API vkp_status vkp_block_manager_can_swap_in(const vkp_block_manager* manager, const uint64_t* seq_ids,
+VKP_API vkp_status VKP_CALL vkp_block_manager_can_swap_out(const vkp_block_manager* manager, const uint64_t* seq_ids,
+                                                  size_t num_seqs, vkp_bool32* out);
+VKP_API vkp_status VKP_CALL vkp_block_manager_can_swap_in(const vkp_block_manager* manager, const uint64_t* seq_ids,
                                                  size_t num_seqs, vkp_admission* out);
 /* Swaps sequences out (pairs: device block -> host block) or in (host -> device); *pairs is
  * owned by the manager (see above), for vkp_record_swap_blocks. */
-VKP_API vkp_status vkp_block_manager_swap_out(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
+VKP_API vkp_status VKP_CALL vkp_block_manager_swap_out(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
                                               const vkp_block_copy** pairs, size_t* num_pairs);
-VKP_API vkp_status vkp_block_manager_swap_in(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
+VKP_API vkp_status VKP_CALL vkp_block_manager_swap_in(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
                                              const vkp_block_copy** pairs, size_t* num_pairs);
 
-VKP_API vkp_status vkp_block_manager_contains(const vkp_block_manager* manager, uint64_t seq_id, bool* out);
-VKP_API vkp_status vkp_block_manager_is_swapped(const vkp_block_manager* manager, uint64_t seq_id, bool* out);
-VKP_API vkp_status vkp_block_manager_context_len(const vkp_block_manager* manager, uint64_t seq_id, int32_t* out);
+VKP_API vkp_status VKP_CALL vkp_block_manager_contains(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out);
+VKP_API vkp_status VKP_CALL vkp_block_manager_is_swapped(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out);
+VKP_API vkp_status VKP_CALL vkp_block_manager_context_len(const vkp_block_manager* manager, uint64_t seq_id, int32_t* out);
 /* The sequence's device blocks (width 0), or padded with block 0 to `width` columns; *table is
  * owned by the manager (see above). */
-VKP_API vkp_status vkp_block_manager_block_table(vkp_block_manager* manager, uint64_t seq_id, int32_t width,
+VKP_API vkp_status VKP_CALL vkp_block_manager_block_table(vkp_block_manager* manager, uint64_t seq_id, int32_t width,
                                                  const int32_t** table, size_t* count);
 /* The host blocks of a swapped-out sequence; *table is owned by the manager. */
-VKP_API vkp_status vkp_block_manager_host_block_table(vkp_block_manager* manager, uint64_t seq_id,
+VKP_API vkp_status VKP_CALL vkp_block_manager_host_block_table(vkp_block_manager* manager, uint64_t seq_id,
                                                       const int32_t** table, size_t* count);
 /* The decode arrays of num_seqs sequences at width M: block_tables [num_seqs * width]
  * row-major (padded with block 0) and context_lens [num_seqs], both caller-allocated. */
-VKP_API vkp_status vkp_block_manager_build_batch(const vkp_block_manager* manager, const uint64_t* seq_ids,
+VKP_API vkp_status VKP_CALL vkp_block_manager_build_batch(const vkp_block_manager* manager, const uint64_t* seq_ids,
                                                  size_t num_seqs, int32_t width, int32_t* block_tables,
                                                  int32_t* context_lens);
 /* Slots of tokens [first_token, first_token + count) into slots[count] (caller-allocated). */
-VKP_API vkp_status vkp_block_manager_slot_mapping(const vkp_block_manager* manager, uint64_t seq_id,
+VKP_API vkp_status VKP_CALL vkp_block_manager_slot_mapping(const vkp_block_manager* manager, uint64_t seq_id,
                                                   int32_t first_token, int32_t count, int64_t* slots);
 
 /* Device blocks: in_use + free + cached == num_blocks. */
 typedef struct vkp_block_usage {
+  uint32_t struct_size;
   int32_t num_blocks;
   int32_t in_use;
   int32_t free;
@@ -795,19 +989,29 @@ typedef struct vkp_block_usage {
   int32_t num_host_blocks;
   int32_t host_in_use;
 } vkp_block_usage;
-VKP_API vkp_status vkp_block_manager_usage(const vkp_block_manager* manager, vkp_block_usage* out);
+VKP_API vkp_status VKP_CALL vkp_block_usage_init_sized(vkp_block_usage* usage, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_block_usage_init(vkp_block_usage* usage) {
+  return vkp_block_usage_init_sized(usage, (uint32_t)sizeof(vkp_block_usage));
+}
+VKP_API vkp_status VKP_CALL vkp_block_manager_usage(const vkp_block_manager* manager, vkp_block_usage* out);
 
 typedef struct vkp_prefix_cache_stats {
+  uint32_t struct_size;
+  uint32_t reserved0; /* padding made explicit: written 0 */
   uint64_t queries;
   uint64_t queried_blocks;
   uint64_t hit_blocks;
   uint64_t queried_tokens;
   uint64_t hit_tokens;
 } vkp_prefix_cache_stats;
-VKP_API vkp_status vkp_block_manager_prefix_cache_stats(const vkp_block_manager* manager,
+VKP_API vkp_status VKP_CALL vkp_prefix_cache_stats_init_sized(vkp_prefix_cache_stats* stats, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_prefix_cache_stats_init(vkp_prefix_cache_stats* stats) {
+  return vkp_prefix_cache_stats_init_sized(stats, (uint32_t)sizeof(vkp_prefix_cache_stats));
+}
+VKP_API vkp_status VKP_CALL vkp_block_manager_prefix_cache_stats(const vkp_block_manager* manager,
                                                         vkp_prefix_cache_stats* out);
-/* Reference count of a device block (host = false) or a host block (host = true). */
-VKP_API vkp_status vkp_block_manager_ref_count(const vkp_block_manager* manager, bool host, int32_t block,
+/* Reference count of a device block (host = 0) or a host block (host = 1). */
+VKP_API vkp_status VKP_CALL vkp_block_manager_ref_count(const vkp_block_manager* manager, vkp_bool32 host, int32_t block,
                                                int32_t* out);
 
 #ifdef __cplusplus

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <span>
 
@@ -36,46 +37,75 @@ void hand_out_table(vkp_block_manager& m, std::vector<int32_t> table, const int3
 
 }  // namespace
 
+namespace vkpaged::c_api {
+template <>
+vkp_block_manager_options defaults_of<vkp_block_manager_options>() {
+  const BlockManagerOptions d;
+  vkp_block_manager_options c;
+  std::memset(&c, 0, sizeof(c));
+  c.struct_size = sizeof(c);
+  c.enable_prefix_caching = to_c_bool(d.enable_prefix_caching);
+  c.watermark = d.watermark;
+  c.hash_salt = d.hash_salt;
+  c.num_host_blocks = d.num_host_blocks;
+  return c;
+}
+}  // namespace vkpaged::c_api
+
 extern "C" {
 
-VKP_API void vkp_block_manager_options_init(vkp_block_manager_options* options) {
-  if (options == nullptr) return;
-  const BlockManagerOptions d;
-  *options = {d.watermark, d.enable_prefix_caching, d.hash_salt, d.num_host_blocks};
+VKP_API vkp_status VKP_CALL vkp_block_manager_options_init_sized(vkp_block_manager_options* options, uint32_t struct_size) {
+  return init_struct("vkp_block_manager_options_init_sized", options, struct_size);
 }
 
-VKP_API vkp_status vkp_block_manager_create(int32_t num_blocks, int32_t block_size,
+VKP_API vkp_status VKP_CALL vkp_append_result_init_sized(vkp_append_result* result, uint32_t struct_size) {
+  return init_struct("vkp_append_result_init_sized", result, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_block_usage_init_sized(vkp_block_usage* usage, uint32_t struct_size) {
+  return init_struct("vkp_block_usage_init_sized", usage, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_prefix_cache_stats_init_sized(vkp_prefix_cache_stats* stats, uint32_t struct_size) {
+  return init_struct("vkp_prefix_cache_stats_init_sized", stats, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_block_manager_create(int32_t num_blocks, int32_t block_size,
                                             const vkp_block_manager_options* options, vkp_block_manager** out) {
   return guarded("vkp_block_manager_create", [&] {
     require(out, "out");
     *out = nullptr;
+    const vkp_block_manager_options c = read_optional_struct(options, "options");
     BlockManagerOptions o;
-    if (options != nullptr) {
-      o.watermark = options->watermark;
-      o.enable_prefix_caching = options->enable_prefix_caching;
-      o.hash_salt = options->hash_salt;
-      o.num_host_blocks = options->num_host_blocks;
-    }
-    *out = new vkp_block_manager{BlockManager(num_blocks, block_size, o), {}, {}};
+    o.watermark = c.watermark;
+    o.enable_prefix_caching = to_bool(c.enable_prefix_caching, "options.enable_prefix_caching");
+    o.hash_salt = c.hash_salt;
+    o.num_host_blocks = c.num_host_blocks;
+    *out = adopt(new vkp_block_manager{BlockManager(num_blocks, block_size, o), {}, {}});
   });
 }
 
-VKP_API void vkp_block_manager_destroy(vkp_block_manager* manager) { delete manager; }
-
-VKP_API vkp_status vkp_block_manager_block_size(const vkp_block_manager* manager, int32_t* out) {
-  return guarded("vkp_block_manager_block_size",
-                 [&] { *require(out, "out") = require(manager, "manager")->manager.block_size(); });
+VKP_API void VKP_CALL vkp_block_manager_destroy(vkp_block_manager* manager) {
+  destroy_handle("vkp_block_manager_destroy", manager, "manager");
 }
 
-VKP_API vkp_status vkp_block_manager_can_allocate(const vkp_block_manager* manager, const int32_t* prompt,
+VKP_API vkp_status VKP_CALL vkp_block_manager_block_size(const vkp_block_manager* manager, int32_t* out) {
+  return guarded("vkp_block_manager_block_size", [&] {
+    auto* result = require(out, "out");
+    *result = require(manager, "manager")->manager.block_size();
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_block_manager_can_allocate(const vkp_block_manager* manager, const int32_t* prompt,
                                                   size_t prompt_len, vkp_admission* out) {
   return guarded("vkp_block_manager_can_allocate", [&] {
     const auto& m = require(manager, "manager")->manager;
-    *require(out, "out") = to_c(m.can_allocate(prompt_of(prompt, prompt_len)));
+    auto* result = require(out, "out");
+    *result = to_c(m.can_allocate(prompt_of(prompt, prompt_len)));
   });
 }
 
-VKP_API vkp_status vkp_block_manager_add_sequence(vkp_block_manager* manager, uint64_t seq_id, const int32_t* prompt,
+VKP_API vkp_status VKP_CALL vkp_block_manager_add_sequence(vkp_block_manager* manager, uint64_t seq_id, const int32_t* prompt,
                                                   size_t prompt_len, int32_t* cached_tokens) {
   return guarded("vkp_block_manager_add_sequence", [&] {
     auto& m = require(manager, "manager")->manager;
@@ -84,54 +114,64 @@ VKP_API vkp_status vkp_block_manager_add_sequence(vkp_block_manager* manager, ui
   });
 }
 
-VKP_API vkp_status vkp_block_manager_can_append(const vkp_block_manager* manager, uint64_t seq_id, bool* out) {
-  return guarded("vkp_block_manager_can_append",
-                 [&] { *require(out, "out") = require(manager, "manager")->manager.can_append(seq_id); });
-}
-
-VKP_API vkp_status vkp_block_manager_append_token(vkp_block_manager* manager, uint64_t seq_id, int32_t token,
-                                                  vkp_append_result* out) {
-  return guarded("vkp_block_manager_append_token", [&] {
-    auto& m = require(manager, "manager")->manager;
-    require(out, "out");
-    const AppendResult r = m.append_token(seq_id, token);
-    *out = vkp_append_result{r.slot, r.copy.has_value(), r.copy ? to_c(*r.copy) : vkp_block_copy{0, 0}};
+VKP_API vkp_status VKP_CALL vkp_block_manager_can_append(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out) {
+  return guarded("vkp_block_manager_can_append", [&] {
+    const auto& m = require(manager, "manager")->manager;
+    auto* result = require(out, "out");
+    *result = to_c_bool(m.can_append(seq_id));
   });
 }
 
-VKP_API vkp_status vkp_block_manager_fork(vkp_block_manager* manager, uint64_t parent_id, uint64_t child_id) {
+VKP_API vkp_status VKP_CALL vkp_block_manager_append_token(vkp_block_manager* manager, uint64_t seq_id, int32_t token,
+                                                  vkp_append_result* out) {
+  return guarded("vkp_block_manager_append_token", [&] {
+    auto& m = require(manager, "manager")->manager;
+    const StructOut result(out, "out");
+    const AppendResult r = m.append_token(seq_id, token);
+    vkp_append_result c = result.blank();
+    c.slot = r.slot;
+    c.has_copy = to_c_bool(r.copy.has_value());
+    c.copy = r.copy ? to_c(*r.copy) : vkp_block_copy{0, 0};
+    result.set(c);
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_block_manager_fork(vkp_block_manager* manager, uint64_t parent_id, uint64_t child_id) {
   return guarded("vkp_block_manager_fork", [&] { require(manager, "manager")->manager.fork(parent_id, child_id); });
 }
 
-VKP_API vkp_status vkp_block_manager_free_sequence(vkp_block_manager* manager, uint64_t seq_id) {
+VKP_API vkp_status VKP_CALL vkp_block_manager_free_sequence(vkp_block_manager* manager, uint64_t seq_id) {
   return guarded("vkp_block_manager_free_sequence",
                  [&] { require(manager, "manager")->manager.free_sequence(seq_id); });
 }
 
-VKP_API vkp_status vkp_block_manager_preempt(vkp_block_manager* manager, uint64_t seq_id, int32_t* num_tokens) {
+VKP_API vkp_status VKP_CALL vkp_block_manager_preempt(vkp_block_manager* manager, uint64_t seq_id, int32_t* num_tokens) {
   return guarded("vkp_block_manager_preempt", [&] {
     const int32_t n = require(manager, "manager")->manager.preempt(seq_id);
     if (num_tokens != nullptr) *num_tokens = n;
   });
 }
 
-VKP_API vkp_status vkp_block_manager_can_swap_out(const vkp_block_manager* manager, const uint64_t* seq_ids,
-                                                  size_t num_seqs, bool* out) {
+VKP_API vkp_status VKP_CALL vkp_block_manager_can_swap_out(const vkp_block_manager* manager, const uint64_t* seq_ids,
+                                                  size_t num_seqs, vkp_bool32* out) {
   return guarded("vkp_block_manager_can_swap_out", [&] {
     const auto& m = require(manager, "manager")->manager;
-    *require(out, "out") = m.can_swap_out(ids_of(seq_ids, num_seqs));
+    const auto ids = ids_of(seq_ids, num_seqs);
+    auto* result = require(out, "out");
+    *result = to_c_bool(m.can_swap_out(ids));
   });
 }
 
-VKP_API vkp_status vkp_block_manager_can_swap_in(const vkp_block_manager* manager, const uint64_t* seq_ids,
+VKP_API vkp_status VKP_CALL vkp_block_manager_can_swap_in(const vkp_block_manager* manager, const uint64_t* seq_ids,
                                                  size_t num_seqs, vkp_admission* out) {
   return guarded("vkp_block_manager_can_swap_in", [&] {
     const auto& m = require(manager, "manager")->manager;
-    *require(out, "out") = to_c(m.can_swap_in(ids_of(seq_ids, num_seqs)));
+    auto* result = require(out, "out");
+    *result = to_c(m.can_swap_in(ids_of(seq_ids, num_seqs)));
   });
 }
 
-VKP_API vkp_status vkp_block_manager_swap_out(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
+VKP_API vkp_status VKP_CALL vkp_block_manager_swap_out(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
                                               const vkp_block_copy** pairs, size_t* num_pairs) {
   return guarded("vkp_block_manager_swap_out", [&] {
     auto& h = *require(manager, "manager");
@@ -141,7 +181,7 @@ VKP_API vkp_status vkp_block_manager_swap_out(vkp_block_manager* manager, const 
   });
 }
 
-VKP_API vkp_status vkp_block_manager_swap_in(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
+VKP_API vkp_status VKP_CALL vkp_block_manager_swap_in(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
                                              const vkp_block_copy** pairs, size_t* num_pairs) {
   return guarded("vkp_block_manager_swap_in", [&] {
     auto& h = *require(manager, "manager");
@@ -151,22 +191,30 @@ VKP_API vkp_status vkp_block_manager_swap_in(vkp_block_manager* manager, const u
   });
 }
 
-VKP_API vkp_status vkp_block_manager_contains(const vkp_block_manager* manager, uint64_t seq_id, bool* out) {
-  return guarded("vkp_block_manager_contains",
-                 [&] { *require(out, "out") = require(manager, "manager")->manager.contains(seq_id); });
+VKP_API vkp_status VKP_CALL vkp_block_manager_contains(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out) {
+  return guarded("vkp_block_manager_contains", [&] {
+    const auto& m = require(manager, "manager")->manager;
+    auto* result = require(out, "out");
+    *result = to_c_bool(m.contains(seq_id));
+  });
 }
 
-VKP_API vkp_status vkp_block_manager_is_swapped(const vkp_block_manager* manager, uint64_t seq_id, bool* out) {
-  return guarded("vkp_block_manager_is_swapped",
-                 [&] { *require(out, "out") = require(manager, "manager")->manager.is_swapped(seq_id); });
+VKP_API vkp_status VKP_CALL vkp_block_manager_is_swapped(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out) {
+  return guarded("vkp_block_manager_is_swapped", [&] {
+    const auto& m = require(manager, "manager")->manager;
+    auto* result = require(out, "out");
+    *result = to_c_bool(m.is_swapped(seq_id));
+  });
 }
 
-VKP_API vkp_status vkp_block_manager_context_len(const vkp_block_manager* manager, uint64_t seq_id, int32_t* out) {
-  return guarded("vkp_block_manager_context_len",
-                 [&] { *require(out, "out") = require(manager, "manager")->manager.context_len(seq_id); });
+VKP_API vkp_status VKP_CALL vkp_block_manager_context_len(const vkp_block_manager* manager, uint64_t seq_id, int32_t* out) {
+  return guarded("vkp_block_manager_context_len", [&] {
+    auto* result = require(out, "out");
+    *result = require(manager, "manager")->manager.context_len(seq_id);
+  });
 }
 
-VKP_API vkp_status vkp_block_manager_block_table(vkp_block_manager* manager, uint64_t seq_id, int32_t width,
+VKP_API vkp_status VKP_CALL vkp_block_manager_block_table(vkp_block_manager* manager, uint64_t seq_id, int32_t width,
                                                  const int32_t** table, size_t* count) {
   return guarded("vkp_block_manager_block_table", [&] {
     auto& h = *require(manager, "manager");
@@ -177,7 +225,7 @@ VKP_API vkp_status vkp_block_manager_block_table(vkp_block_manager* manager, uin
   });
 }
 
-VKP_API vkp_status vkp_block_manager_host_block_table(vkp_block_manager* manager, uint64_t seq_id,
+VKP_API vkp_status VKP_CALL vkp_block_manager_host_block_table(vkp_block_manager* manager, uint64_t seq_id,
                                                       const int32_t** table, size_t* count) {
   return guarded("vkp_block_manager_host_block_table", [&] {
     auto& h = *require(manager, "manager");
@@ -187,51 +235,61 @@ VKP_API vkp_status vkp_block_manager_host_block_table(vkp_block_manager* manager
   });
 }
 
-VKP_API vkp_status vkp_block_manager_build_batch(const vkp_block_manager* manager, const uint64_t* seq_ids,
+VKP_API vkp_status VKP_CALL vkp_block_manager_build_batch(const vkp_block_manager* manager, const uint64_t* seq_ids,
                                                  size_t num_seqs, int32_t width, int32_t* block_tables,
                                                  int32_t* context_lens) {
   return guarded("vkp_block_manager_build_batch", [&] {
     const auto& m = require(manager, "manager")->manager;
+    const auto ids = ids_of(seq_ids, num_seqs);
+    check_not_negative(width, "width");
     if (num_seqs > 0) {
       require(context_lens, "context_lens");
       if (width > 0) require(block_tables, "block_tables");
     }
-    const BatchArrays batch = m.build_batch(ids_of(seq_ids, num_seqs), width);
+    const BatchArrays batch = m.build_batch(ids, width);
     std::copy(batch.block_tables.begin(), batch.block_tables.end(), block_tables);
     std::copy(batch.context_lens.begin(), batch.context_lens.end(), context_lens);
   });
 }
 
-VKP_API vkp_status vkp_block_manager_slot_mapping(const vkp_block_manager* manager, uint64_t seq_id,
+VKP_API vkp_status VKP_CALL vkp_block_manager_slot_mapping(const vkp_block_manager* manager, uint64_t seq_id,
                                                   int32_t first_token, int32_t count, int64_t* slots) {
   return guarded("vkp_block_manager_slot_mapping", [&] {
     const auto& m = require(manager, "manager")->manager;
+    check_not_negative(first_token, "first_token");
+    check_not_negative(count, "count");
     if (count > 0) require(slots, "slots");
     const std::vector<int64_t> v = m.slot_mapping(seq_id, first_token, count);
     std::copy(v.begin(), v.end(), slots);
   });
 }
 
-VKP_API vkp_status vkp_block_manager_usage(const vkp_block_manager* manager, vkp_block_usage* out) {
+VKP_API vkp_status VKP_CALL vkp_block_manager_usage(const vkp_block_manager* manager, vkp_block_usage* out) {
   return guarded("vkp_block_manager_usage", [&] {
     const BlockUsage u = require(manager, "manager")->manager.usage();
-    *require(out, "out") = {u.num_blocks, u.in_use, u.free, u.cached, u.num_host_blocks, u.host_in_use};
+    const StructOut result(out, "out");
+    result.set({uint32_t(sizeof(vkp_block_usage)), u.num_blocks, u.in_use, u.free, u.cached, u.num_host_blocks,
+                u.host_in_use});
   });
 }
 
-VKP_API vkp_status vkp_block_manager_prefix_cache_stats(const vkp_block_manager* manager,
+VKP_API vkp_status VKP_CALL vkp_block_manager_prefix_cache_stats(const vkp_block_manager* manager,
                                                         vkp_prefix_cache_stats* out) {
   return guarded("vkp_block_manager_prefix_cache_stats", [&] {
     const PrefixCacheStats s = require(manager, "manager")->manager.prefix_cache_stats();
-    *require(out, "out") = {s.queries, s.queried_blocks, s.hit_blocks, s.queried_tokens, s.hit_tokens};
+    const StructOut result(out, "out");
+    result.set({uint32_t(sizeof(vkp_prefix_cache_stats)), 0, s.queries, s.queried_blocks, s.hit_blocks,
+                s.queried_tokens, s.hit_tokens});
   });
 }
 
-VKP_API vkp_status vkp_block_manager_ref_count(const vkp_block_manager* manager, bool host, int32_t block,
+VKP_API vkp_status VKP_CALL vkp_block_manager_ref_count(const vkp_block_manager* manager, vkp_bool32 host, int32_t block,
                                                int32_t* out) {
   return guarded("vkp_block_manager_ref_count", [&] {
     const auto& m = require(manager, "manager")->manager;
-    *require(out, "out") = (host ? m.host_allocator() : m.device_allocator()).ref_count(block);
+    const bool on_host = to_bool(host, "host");
+    require(out, "out");
+    *out = (on_host ? m.host_allocator() : m.device_allocator()).ref_count(block);
   });
 }
 

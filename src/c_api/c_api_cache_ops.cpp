@@ -21,10 +21,10 @@ namespace {
 
 // "layers[2]" style names, so that refusals point at the C array element.
 std::vector<LayerCacheViews> to_layers(const vkp_layer_cache_views* layers, size_t count, const char* name) {
+  check_count(count, sizeof(vkp_layer_cache_views), name);
   std::vector<LayerCacheViews> v;
-  v.reserve(count);
   size_t i = 0;
-  for (const auto& l : array_of(layers, count, name)) {
+  for (const auto& l : read_struct_array(layers, count, name)) {
     const std::string key = fmt::format("{}[{}].key_cache", name, i);
     const std::string value = fmt::format("{}[{}].value_cache", name, i++);
     v.push_back({to_cpp(l.key_cache, key.c_str()), to_cpp(l.value_cache, value.c_str())});
@@ -38,7 +38,13 @@ void require_repetitions(int32_t repetitions) {
     throw Error(ErrorCode::invalid_argument, fmt::format("repetitions: must be at least 1, got {}", repetitions));
 }
 
-vkp_bandwidth to_c(const BandwidthMeasurement& m) { return {m.bytes, m.median_ns, m.bytes_per_second()}; }
+vkp_bandwidth to_c(const BandwidthMeasurement& m) {
+  vkp_bandwidth b = defaults_of<vkp_bandwidth>();
+  b.bytes = m.bytes;
+  b.median_ns = m.median_ns;
+  b.bytes_per_second = m.bytes_per_second();
+  return b;
+}
 
 // The read behind a handle, which must have been created on `context`.
 const StreamingRead& read_on(vkp_context* context, const vkp_streaming_read* read, const char* name = "read") {
@@ -52,13 +58,33 @@ const StreamingRead& read_on(vkp_context* context, const vkp_streaming_read* rea
 
 extern "C" {
 
-VKP_API vkp_status vkp_record_reshape_and_cache(vkp_context* context, VkCommandBuffer cmd,
+VKP_API vkp_status VKP_CALL vkp_cache_scales_init_sized(vkp_cache_scales* scales, uint32_t struct_size) {
+  return init_struct("vkp_cache_scales_init_sized", scales, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_reshape_and_cache_views_init_sized(vkp_reshape_and_cache_views* views, uint32_t struct_size) {
+  return init_struct("vkp_reshape_and_cache_views_init_sized", views, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_layer_cache_views_init_sized(vkp_layer_cache_views* views, uint32_t struct_size) {
+  return init_struct("vkp_layer_cache_views_init_sized", views, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_gather_views_init_sized(vkp_gather_views* views, uint32_t struct_size) {
+  return init_struct("vkp_gather_views_init_sized", views, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_bandwidth_init_sized(vkp_bandwidth* bandwidth, uint32_t struct_size) {
+  return init_struct("vkp_bandwidth_init_sized", bandwidth, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_record_reshape_and_cache(vkp_context* context, VkCommandBuffer cmd,
                                                 const vkp_reshape_and_cache_views* views,
                                                 const vkp_cache_scales* scales) {
   return guarded("vkp_record_reshape_and_cache", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const auto& v = *require(views, "views");
+    const vkp_reshape_and_cache_views v = read_struct(views, "views");
     ReshapeAndCacheViews d;
     d.key = to_cpp(v.key, "key");
     d.value = to_cpp(v.value, "value");
@@ -66,11 +92,11 @@ VKP_API vkp_status vkp_record_reshape_and_cache(vkp_context* context, VkCommandB
     d.key_cache = to_cpp(v.key_cache, "key_cache");
     d.value_cache = to_cpp(v.value_cache, "value_cache");
     d.status = to_cpp(v.status);
-    record_reshape_and_cache(ctx, cmd, d, to_cpp(scales));
+    record_reshape_and_cache(ctx, cmd, d, c_api::to_cpp(scales));
   });
 }
 
-VKP_API vkp_status vkp_record_copy_blocks(vkp_context* context, VkCommandBuffer cmd,
+VKP_API vkp_status VKP_CALL vkp_record_copy_blocks(vkp_context* context, VkCommandBuffer cmd,
                                           const vkp_layer_cache_views* layers, size_t num_layers,
                                           const vkp_block_copy* pairs, size_t num_pairs) {
   return guarded("vkp_record_copy_blocks", [&] {
@@ -80,7 +106,7 @@ VKP_API vkp_status vkp_record_copy_blocks(vkp_context* context, VkCommandBuffer 
   });
 }
 
-VKP_API vkp_status vkp_record_swap_blocks(vkp_context* context, VkCommandBuffer cmd, const vkp_layer_cache_views* src,
+VKP_API vkp_status VKP_CALL vkp_record_swap_blocks(vkp_context* context, VkCommandBuffer cmd, const vkp_layer_cache_views* src,
                                           size_t num_src, const vkp_layer_cache_views* dst, size_t num_dst,
                                           const vkp_block_copy* pairs, size_t num_pairs) {
   return guarded("vkp_record_swap_blocks", [&] {
@@ -91,12 +117,12 @@ VKP_API vkp_status vkp_record_swap_blocks(vkp_context* context, VkCommandBuffer 
   });
 }
 
-VKP_API vkp_status vkp_record_gather(vkp_context* context, VkCommandBuffer cmd, const vkp_gather_views* views,
+VKP_API vkp_status VKP_CALL vkp_record_gather(vkp_context* context, VkCommandBuffer cmd, const vkp_gather_views* views,
                                      const vkp_cache_scales* scales) {
   return guarded("vkp_record_gather", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const auto& v = *require(views, "views");
+    const vkp_gather_views v = read_struct(views, "views");
     GatherViews d;
     d.key_cache = to_cpp(v.key_cache, "key_cache");
     d.value_cache = to_cpp(v.value_cache, "value_cache");
@@ -105,11 +131,11 @@ VKP_API vkp_status vkp_record_gather(vkp_context* context, VkCommandBuffer cmd, 
     d.key_out = to_cpp(v.key_out, "key_out");
     d.value_out = to_cpp(v.value_out, "value_out");
     d.status = to_cpp(v.status);
-    record_gather(ctx, cmd, d, to_cpp(scales));
+    record_gather(ctx, cmd, d, c_api::to_cpp(scales));
   });
 }
 
-VKP_API vkp_status vkp_record_absmax(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* x,
+VKP_API vkp_status VKP_CALL vkp_record_absmax(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* x,
                                      const vkp_buffer_view* amax_out) {
   return guarded("vkp_record_absmax", [&] {
     auto& ctx = require(context, "context")->context;
@@ -118,14 +144,14 @@ VKP_API vkp_status vkp_record_absmax(vkp_context* context, VkCommandBuffer cmd, 
   });
 }
 
-VKP_API vkp_status vkp_fp8_scale_from_amax(float amax, vkp_dtype fp8_format, float* scale) {
+VKP_API vkp_status VKP_CALL vkp_fp8_scale_from_amax(float amax, vkp_dtype fp8_format, float* scale) {
   return guarded("vkp_fp8_scale_from_amax", [&] {
     require(scale, "scale");
     *scale = fp8_scale_from_amax(amax, to_dtype(fp8_format, "fp8_format"));
   });
 }
 
-VKP_API vkp_status vkp_record_fill_random(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* view,
+VKP_API vkp_status VKP_CALL vkp_record_fill_random(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* view,
                                           uint32_t seed) {
   return guarded("vkp_record_fill_random", [&] {
     auto& ctx = require(context, "context")->context;
@@ -134,30 +160,34 @@ VKP_API vkp_status vkp_record_fill_random(vkp_context* context, VkCommandBuffer 
   });
 }
 
-VKP_API vkp_status vkp_measure_read_bandwidth(vkp_context* context, size_t bytes, int32_t repetitions,
+VKP_API vkp_status VKP_CALL vkp_measure_read_bandwidth(vkp_context* context, size_t bytes, int32_t repetitions,
                                               vkp_bandwidth* out) {
   return guarded("vkp_measure_read_bandwidth", [&] {
     auto& ctx = require(context, "context")->context;
-    require(out, "out");
+    const StructOut result(out, "out");
     require_repetitions(repetitions);
-    *out = to_c(measure_read_bandwidth(ctx, bytes, repetitions));
+    result.set(to_c(measure_read_bandwidth(ctx, bytes, repetitions)));
   });
 }
 
-VKP_API vkp_status vkp_streaming_read_create(vkp_context* context, size_t bytes, vkp_streaming_read** out) {
+VKP_API vkp_status VKP_CALL vkp_streaming_read_create(vkp_context* context, size_t bytes, vkp_streaming_read** out) {
   return guarded("vkp_streaming_read_create", [&] {
     require(out, "out");
     *out = nullptr;
     auto& ctx = require(context, "context")->context;
-    *out = std::make_unique<vkp_streaming_read>(vkp_streaming_read{StreamingRead(ctx, bytes)}).release();
+    *out = adopt(std::make_unique<vkp_streaming_read>(vkp_streaming_read{StreamingRead(ctx, bytes)}).release(), context);
   });
 }
 
-VKP_API void vkp_streaming_read_destroy(vkp_streaming_read* read) { delete read; }
+VKP_API void VKP_CALL vkp_streaming_read_destroy(vkp_streaming_read* read) {
+  destroy_handle("vkp_streaming_read_destroy", read, "read");
+}
 
-VKP_API size_t vkp_streaming_read_bytes(const vkp_streaming_read* read) { return read ? read->read.bytes() : 0; }
+VKP_API size_t VKP_CALL vkp_streaming_read_bytes(const vkp_streaming_read* read) {
+  return guarded_value("vkp_streaming_read_bytes", size_t(0), [&] { return require(read, "read")->read.bytes(); });
+}
 
-VKP_API vkp_status vkp_record_streaming_read(vkp_context* context, VkCommandBuffer cmd, const vkp_streaming_read* read) {
+VKP_API vkp_status VKP_CALL vkp_record_streaming_read(vkp_context* context, VkCommandBuffer cmd, const vkp_streaming_read* read) {
   return guarded("vkp_record_streaming_read", [&] {
     require(context, "context");
     require(cmd, "cmd");
@@ -165,33 +195,33 @@ VKP_API vkp_status vkp_record_streaming_read(vkp_context* context, VkCommandBuff
   });
 }
 
-VKP_API vkp_status vkp_measure_streaming_read(vkp_context* context, const vkp_streaming_read* read, int32_t repetitions,
+VKP_API vkp_status VKP_CALL vkp_measure_streaming_read(vkp_context* context, const vkp_streaming_read* read, int32_t repetitions,
                                               vkp_bandwidth* out) {
   return guarded("vkp_measure_streaming_read", [&] {
     auto& ctx = require(context, "context")->context;
     const StreamingRead& cpp_read = read_on(context, read);
-    require(out, "out");
+    const StructOut result(out, "out");
     require_repetitions(repetitions);
-    *out = to_c(measure_read_bandwidth(ctx, cpp_read, repetitions));
+    result.set(to_c(measure_read_bandwidth(ctx, cpp_read, repetitions)));
   });
 }
 
-VKP_API vkp_status vkp_measure_streaming_read_after(vkp_context* context, const vkp_streaming_read* read,
+VKP_API vkp_status VKP_CALL vkp_measure_streaming_read_after(vkp_context* context, const vkp_streaming_read* read,
                                                     const vkp_streaming_read* untimed_before, int32_t repetitions,
                                                     vkp_bandwidth* out) {
   return guarded("vkp_measure_streaming_read_after", [&] {
     auto& ctx = require(context, "context")->context;
     const StreamingRead& cpp_read = read_on(context, read);
     const StreamingRead& before = read_on(context, untimed_before, "untimed_before");
-    require(out, "out");
+    const StructOut result(out, "out");
     require_repetitions(repetitions);
-    *out = to_c(measure_read_bandwidth_after(ctx, cpp_read, before, repetitions));
+    result.set(to_c(measure_read_bandwidth_after(ctx, cpp_read, before, repetitions)));
   });
 }
 
 // ---- CPU references: the caller's arrays are copied in, and results copied back only on success ----
 
-VKP_API vkp_status vkp_reference_reshape_and_cache(const vkp_host_tensor* key, const vkp_host_tensor* value,
+VKP_API vkp_status VKP_CALL vkp_reference_reshape_and_cache(const vkp_host_tensor* key, const vkp_host_tensor* value,
                                                    const vkp_host_tensor* slot_mapping, vkp_host_tensor* key_cache,
                                                    vkp_host_tensor* value_cache, const vkp_cache_scales* scales) {
   return guarded("vkp_reference_reshape_and_cache", [&] {
@@ -200,13 +230,13 @@ VKP_API vkp_status vkp_reference_reshape_and_cache(const vkp_host_tensor* key, c
     const HostTensor slots = to_host(*require(slot_mapping, "slot_mapping"), "slot_mapping");
     HostTensor kc = to_host(*require(key_cache, "key_cache"), "key_cache");
     HostTensor vc = to_host(*require(value_cache, "value_cache"), "value_cache");
-    reference::reshape_and_cache(k, v, slots, kc, vc, to_cpp(scales));
+    reference::reshape_and_cache(k, v, slots, kc, vc, c_api::to_cpp(scales));
     copy_back(kc, *key_cache, "key_cache");
     copy_back(vc, *value_cache, "value_cache");
   });
 }
 
-VKP_API vkp_status vkp_reference_copy_blocks(vkp_host_tensor* key_cache, vkp_host_tensor* value_cache,
+VKP_API vkp_status VKP_CALL vkp_reference_copy_blocks(vkp_host_tensor* key_cache, vkp_host_tensor* value_cache,
                                              const vkp_block_copy* pairs, size_t num_pairs) {
   return guarded("vkp_reference_copy_blocks", [&] {
     HostTensor kc = to_host(*require(key_cache, "key_cache"), "key_cache");
@@ -217,7 +247,7 @@ VKP_API vkp_status vkp_reference_copy_blocks(vkp_host_tensor* key_cache, vkp_hos
   });
 }
 
-VKP_API vkp_status vkp_reference_swap_blocks(const vkp_host_tensor* src_key_cache,
+VKP_API vkp_status VKP_CALL vkp_reference_swap_blocks(const vkp_host_tensor* src_key_cache,
                                              const vkp_host_tensor* src_value_cache, vkp_host_tensor* dst_key_cache,
                                              vkp_host_tensor* dst_value_cache, const vkp_block_copy* pairs,
                                              size_t num_pairs) {
@@ -232,7 +262,7 @@ VKP_API vkp_status vkp_reference_swap_blocks(const vkp_host_tensor* src_key_cach
   });
 }
 
-VKP_API vkp_status vkp_reference_gather(const vkp_host_tensor* key_cache, const vkp_host_tensor* value_cache,
+VKP_API vkp_status VKP_CALL vkp_reference_gather(const vkp_host_tensor* key_cache, const vkp_host_tensor* value_cache,
                                         const vkp_host_tensor* block_tables, const vkp_host_tensor* seq_starts,
                                         const vkp_cache_scales* scales, vkp_host_tensor* key_out,
                                         vkp_host_tensor* value_out) {
@@ -244,7 +274,7 @@ VKP_API vkp_status vkp_reference_gather(const vkp_host_tensor* key_cache, const 
     require(key_out, "key_out");
     require(value_out, "value_out");
     const auto result =
-        reference::gather(kc, vc, tables, starts, to_dtype(key_out->dtype, "key_out.dtype"), to_cpp(scales));
+        reference::gather(kc, vc, tables, starts, to_dtype(key_out->dtype, "key_out.dtype"), c_api::to_cpp(scales));
     // Both outputs are checked before either is written.
     check_matches(result.key, *key_out, "key_out");
     check_matches(result.value, *value_out, "value_out");
@@ -253,10 +283,11 @@ VKP_API vkp_status vkp_reference_gather(const vkp_host_tensor* key_cache, const 
   });
 }
 
-VKP_API vkp_status vkp_reference_absmax(const vkp_host_tensor* x, float* out) {
+VKP_API vkp_status VKP_CALL vkp_reference_absmax(const vkp_host_tensor* x, float* out) {
   return guarded("vkp_reference_absmax", [&] {
     const HostTensor t = to_host(*require(x, "x"), "x");
-    *require(out, "out") = reference::absmax(t);
+    auto* result = require(out, "out");
+    *result = reference::absmax(t);
   });
 }
 

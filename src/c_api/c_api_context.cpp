@@ -1,6 +1,9 @@
 // C API: devices, contexts (own or adopted device), buffers, uploads and run-and-wait.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
@@ -57,9 +60,14 @@ vkp_status run_with_callback(const char* function, vkp_context* context, RecordC
 
 extern "C" {
 
-VKP_API vkp_status vkp_list_devices(vkp_device_info* infos, uint32_t* count, uint32_t* default_index) {
+VKP_API vkp_status VKP_CALL vkp_device_info_init_sized(vkp_device_info* info, uint32_t struct_size) {
+  return init_struct("vkp_device_info_init_sized", info, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_list_devices(vkp_device_info* infos, uint32_t* count, uint32_t* default_index) {
   return guarded("vkp_list_devices", [&] {
     require(count, "count");
+    const StructArrayOut<vkp_device_info> out(infos, infos != nullptr ? *count : 0, "infos");
     const DeviceList list = list_devices();
     if (default_index != nullptr) *default_index = list.default_index;
     if (infos == nullptr) {
@@ -67,83 +75,113 @@ VKP_API vkp_status vkp_list_devices(vkp_device_info* infos, uint32_t* count, uin
       return;
     }
     const uint32_t n = std::min<uint32_t>(*count, uint32_t(list.devices.size()));
-    for (uint32_t i = 0; i < n; ++i) fill_device_info(list.devices[i], infos[i]);
+    for (uint32_t i = 0; i < n; ++i) out.set(i, to_c(list.devices[i]));
     *count = n;
   });
 }
 
-VKP_API void vkp_context_options_init(vkp_context_options* options) {
-  if (options != nullptr) *options = vkp_context_options{nullptr, false, false};
+VKP_API vkp_status VKP_CALL vkp_context_options_init_sized(vkp_context_options* options, uint32_t struct_size) {
+  return init_struct("vkp_context_options_init_sized", options, struct_size);
 }
 
-VKP_API vkp_status vkp_context_create(const vkp_context_options* options, vkp_context** out) {
+VKP_API vkp_status VKP_CALL vkp_external_device_init_sized(vkp_external_device* external, uint32_t struct_size) {
+  return init_struct("vkp_external_device_init_sized", external, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_vulkan_handles_init_sized(vkp_vulkan_handles* handles, uint32_t struct_size) {
+  return init_struct("vkp_vulkan_handles_init_sized", handles, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_context_create(const vkp_context_options* options, vkp_context** out) {
   return guarded("vkp_context_create", [&] {
     require(out, "out");
     *out = nullptr;
+    const vkp_context_options c = read_optional_struct(options, "options");
     ContextOptions o;
-    if (options != nullptr) {
-      o.device = options->device != nullptr ? options->device : "";
-      o.validation = options->validation;
-      o.disable_subgroup_arithmetic = options->disable_subgroup_arithmetic;
-    }
-    *out = new vkp_context{Context(o)};
+    o.device = c.device != nullptr ? c.device : "";
+    o.validation = to_bool(c.validation, "options.validation");
+    o.disable_subgroup_arithmetic = to_bool(c.disable_subgroup_arithmetic, "options.disable_subgroup_arithmetic");
+    *out = adopt(new vkp_context{Context(o)});
   });
 }
 
-VKP_API vkp_status vkp_context_create_external(const vkp_external_device* external, vkp_context** out) {
+VKP_API vkp_status VKP_CALL vkp_context_create_external(const vkp_external_device* external, vkp_context** out) {
   return guarded("vkp_context_create_external", [&] {
     require(out, "out");
     *out = nullptr;
-    require(external, "external");
+    const vkp_external_device c = read_struct(external, "external");
     ExternalDevice e;
-    e.instance = external->instance;
-    e.physical_device = external->physical_device;
-    e.device = external->device;
-    e.queue_family = external->queue_family;
-    e.queue_index = external->queue_index;
-    e.get_instance_proc_addr = external->get_instance_proc_addr;
-    e.buffer_device_address = external->buffer_device_address;
-    e.cooperative_matrix = external->cooperative_matrix;
-    *out = new vkp_context{Context(e)};
+    e.instance = c.instance;
+    e.physical_device = c.physical_device;
+    e.device = c.device;
+    e.queue_family = c.queue_family;
+    e.queue_index = c.queue_index;
+    e.get_instance_proc_addr = c.get_instance_proc_addr;
+    e.buffer_device_address = to_bool(c.buffer_device_address, "external.buffer_device_address");
+    e.cooperative_matrix = to_bool(c.cooperative_matrix, "external.cooperative_matrix");
+    *out = adopt(new vkp_context{Context(e)});
   });
 }
 
-VKP_API void vkp_context_destroy(vkp_context* context) { delete context; }
+// A context with live buffers, plans, caches or reads is not destroyed (their Vulkan objects
+// would outlive its device): the call says which, and the caller destroys them first.
+VKP_API void VKP_CALL vkp_context_destroy(vkp_context* context) {
+  if (context != nullptr && handle_is_live(HandleKind::context, context)) {
+    const std::string children = live_children(context);
+    if (!children.empty()) {
+      guarded("vkp_context_destroy", [&] {
+        throw Error(ErrorCode::invalid_argument,
+                    "context: " + children + " made on it still live; destroy them first (nothing destroyed)");
+      });
+      return;
+    }
+  }
+  destroy_handle("vkp_context_destroy", context, "context");
+}
 
-VKP_API vkp_status vkp_context_device_info(const vkp_context* context, vkp_device_info* out) {
+VKP_API vkp_status VKP_CALL vkp_context_device_info(const vkp_context* context, vkp_device_info* out) {
   return guarded("vkp_context_device_info", [&] {
-    fill_device_info(require(context, "context")->context.device_info(), *require(out, "out"));
+    const auto& ctx = require(context, "context")->context;
+    StructOut(out, "out").set(to_c(ctx.device_info()));
   });
 }
 
-VKP_API vkp_status vkp_context_vulkan_handles(const vkp_context* context, vkp_vulkan_handles* out) {
+VKP_API vkp_status VKP_CALL vkp_context_vulkan_handles(const vkp_context* context, vkp_vulkan_handles* out) {
   return guarded("vkp_context_vulkan_handles", [&] {
     const auto& ctx = require(context, "context")->context;
-    *require(out, "out") = {ctx.instance(), ctx.physical_device(), ctx.device(), ctx.queue(), ctx.queue_family()};
+    const StructOut result(out, "out");
+    vkp_vulkan_handles h = result.blank();
+    h.instance = ctx.instance();
+    h.physical_device = ctx.physical_device();
+    h.device = ctx.device();
+    h.queue = ctx.queue();
+    h.queue_family = ctx.queue_family();
+    result.set(h);
   });
 }
 
-VKP_API vkp_status vkp_context_validation_message_count(const vkp_context* context, uint32_t* out) {
+VKP_API vkp_status VKP_CALL vkp_context_validation_message_count(const vkp_context* context, uint32_t* out) {
   return guarded("vkp_context_validation_message_count", [&] {
-    *require(out, "out") = require(context, "context")->context.validation_message_count();
+    auto* result = require(out, "out");
+    *result = require(context, "context")->context.validation_message_count();
   });
 }
 
-VKP_API vkp_status vkp_run_and_wait(vkp_context* context, vkp_record_fn record, void* user_data) {
+VKP_API vkp_status VKP_CALL vkp_run_and_wait(vkp_context* context, vkp_record_fn record, void* user_data) {
   return run_with_callback("vkp_run_and_wait", context, {record, user_data}, false, nullptr);
 }
 
-VKP_API vkp_status vkp_run_and_time(vkp_context* context, vkp_record_fn record, void* user_data, double* elapsed_ns) {
+VKP_API vkp_status VKP_CALL vkp_run_and_time(vkp_context* context, vkp_record_fn record, void* user_data, double* elapsed_ns) {
   return run_with_callback("vkp_run_and_time", context, {record, user_data}, true, elapsed_ns);
 }
 
-VKP_API vkp_status vkp_run_and_time_after(vkp_context* context, vkp_record_fn before, void* before_user_data,
+VKP_API vkp_status VKP_CALL vkp_run_and_time_after(vkp_context* context, vkp_record_fn before, void* before_user_data,
                                           vkp_record_fn record, void* user_data, double* elapsed_ns) {
   const RecordCallback untimed{before, before_user_data};
   return run_with_callback("vkp_run_and_time_after", context, {record, user_data}, true, elapsed_ns, &untimed);
 }
 
-VKP_API vkp_status vkp_record_compute_barrier(const vkp_context* context, VkCommandBuffer cmd) {
+VKP_API vkp_status VKP_CALL vkp_record_compute_barrier(const vkp_context* context, VkCommandBuffer cmd) {
   return guarded("vkp_record_compute_barrier", [&] {
     const auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
@@ -153,30 +191,44 @@ VKP_API vkp_status vkp_record_compute_barrier(const vkp_context* context, VkComm
 
 // ---- buffers ----
 
-VKP_API vkp_status vkp_buffer_create(vkp_context* context, size_t bytes, vkp_memory_kind kind, vkp_buffer** out) {
+VKP_API vkp_status VKP_CALL vkp_buffer_create(vkp_context* context, size_t bytes, vkp_memory_kind kind,
+                                              vkp_buffer** out) {
   return guarded("vkp_buffer_create", [&] {
     require(out, "out");
     *out = nullptr;
     auto& ctx = require(context, "context")->context;
     if (kind != VKP_MEMORY_DEVICE && kind != VKP_MEMORY_HOST_VISIBLE)
-      throw Error(ErrorCode::invalid_argument, "kind: " + std::to_string(int(kind)) + " is not a vkp_memory_kind");
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("kind: {} is not a vkp_memory_kind", std::underlying_type_t<vkp_memory_kind>(kind)));
     auto buffer = std::make_unique<vkp_buffer>();
     buffer->buffer = ctx.create_buffer(bytes, kind == VKP_MEMORY_DEVICE ? MemoryKind::device : MemoryKind::host_visible);
-    *out = buffer.release();
+    *out = adopt(buffer.release(), context);
   });
 }
 
-VKP_API void vkp_buffer_destroy(vkp_buffer* buffer) { delete buffer; }
-VKP_API VkBuffer vkp_buffer_handle(const vkp_buffer* buffer) { return buffer ? buffer->buffer.handle() : VK_NULL_HANDLE; }
-VKP_API size_t vkp_buffer_size(const vkp_buffer* buffer) { return buffer ? buffer->buffer.size() : 0; }
-VKP_API void* vkp_buffer_mapped(const vkp_buffer* buffer) { return buffer ? buffer->buffer.mapped() : nullptr; }
+VKP_API void VKP_CALL vkp_buffer_destroy(vkp_buffer* buffer) { destroy_handle("vkp_buffer_destroy", buffer, "buffer"); }
 
-VKP_API vkp_buffer_view vkp_buffer_view_of(const vkp_buffer* buffer, VkDeviceSize offset, VkDeviceSize bytes) {
-  return {vkp_buffer_handle(buffer), offset, bytes};
+VKP_API VkBuffer VKP_CALL vkp_buffer_handle(const vkp_buffer* buffer) {
+  return guarded_value("vkp_buffer_handle", VkBuffer(VK_NULL_HANDLE),
+                       [&] { return require(buffer, "buffer")->buffer.handle(); });
 }
 
-VKP_API vkp_status vkp_buffer_tensor(const vkp_buffer* buffer, vkp_dtype dtype, const int64_t* shape, int32_t rank,
-                                     VkDeviceSize offset, vkp_tensor_view* out) {
+VKP_API size_t VKP_CALL vkp_buffer_size(const vkp_buffer* buffer) {
+  return guarded_value("vkp_buffer_size", size_t(0), [&] { return require(buffer, "buffer")->buffer.size(); });
+}
+
+VKP_API void* VKP_CALL vkp_buffer_mapped(const vkp_buffer* buffer) {
+  return guarded_value("vkp_buffer_mapped", static_cast<void*>(nullptr),
+                       [&] { return require(buffer, "buffer")->buffer.mapped(); });
+}
+
+VKP_API vkp_buffer_view VKP_CALL vkp_buffer_view_of(const vkp_buffer* buffer, VkDeviceSize offset, VkDeviceSize bytes) {
+  return guarded_value("vkp_buffer_view_of", vkp_buffer_view{VK_NULL_HANDLE, 0, 0},
+                       [&] { return to_c(require(buffer, "buffer")->buffer.view(offset, bytes)); });
+}
+
+VKP_API vkp_status VKP_CALL vkp_buffer_tensor(const vkp_buffer* buffer, vkp_dtype dtype, const int64_t* shape,
+                                              int32_t rank, VkDeviceSize offset, vkp_tensor_view* out) {
   return guarded("vkp_buffer_tensor", [&] {
     const auto& b = require(buffer, "buffer")->buffer;
     require(out, "out");
@@ -185,7 +237,7 @@ VKP_API vkp_status vkp_buffer_tensor(const vkp_buffer* buffer, vkp_dtype dtype, 
   });
 }
 
-VKP_API vkp_status vkp_upload(vkp_context* context, const vkp_buffer_view* dst, const void* src, size_t bytes) {
+VKP_API vkp_status VKP_CALL vkp_upload(vkp_context* context, const vkp_buffer_view* dst, const void* src, size_t bytes) {
   return guarded("vkp_upload", [&] {
     auto& ctx = require(context, "context")->context;
     require(dst, "dst");
@@ -195,7 +247,7 @@ VKP_API vkp_status vkp_upload(vkp_context* context, const vkp_buffer_view* dst, 
   });
 }
 
-VKP_API vkp_status vkp_download(vkp_context* context, const vkp_buffer_view* src, void* dst, size_t bytes) {
+VKP_API vkp_status VKP_CALL vkp_download(vkp_context* context, const vkp_buffer_view* src, void* dst, size_t bytes) {
   return guarded("vkp_download", [&] {
     auto& ctx = require(context, "context")->context;
     require(src, "src");

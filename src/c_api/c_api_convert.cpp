@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
+#include <type_traits>
 #include <cstdio>
 #include <cstring>
 
@@ -19,13 +21,19 @@ static_assert(int(VKP_DTYPE_F32) == int(DType::f32) && int(VKP_DTYPE_BF16) == in
               int(VKP_DTYPE_I32) == int(DType::i32) && int(VKP_DTYPE_U32) == int(DType::u32) &&
               int(VKP_DTYPE_I64) == int(DType::i64) && int(VKP_DTYPE_U8) == int(DType::u8));
 
-SplitMode to_split(vkp_split_mode mode) {
-  switch (mode) {
+// A C enum's value as the caller stored it (any 32-bit pattern).
+template <typename E>
+int64_t value_of(E e) noexcept {
+  return int64_t(std::underlying_type_t<E>(e));
+}
+
+SplitMode to_split(vkp_split_mode mode, const std::string& name) {
+  switch (value_of(mode)) {
     case VKP_SPLIT_AUTOMATIC: return SplitMode::automatic;
     case VKP_SPLIT_SINGLE_PASS: return SplitMode::single_pass;
     case VKP_SPLIT_SPLIT: return SplitMode::split;
   }
-  refuse(fmt::format("options.split: {} is not a vkp_split_mode", int(mode)));
+  refuse(fmt::format("{}.split: {} is not a vkp_split_mode", name, value_of(mode)));
 }
 
 vkp_split_mode to_c(SplitMode mode) noexcept {
@@ -40,36 +48,36 @@ vkp_split_mode to_c(SplitMode mode) noexcept {
 static_assert(int(VKP_KERNEL_AUTOMATIC) == int(DecodeKernel::automatic) &&
               int(VKP_KERNEL_SCALAR) == int(DecodeKernel::scalar) && int(VKP_KERNEL_MATRIX) == int(DecodeKernel::matrix));
 
-DecodeKernel to_kernel(vkp_decode_kernel kernel) {
-  switch (kernel) {
+DecodeKernel to_kernel(vkp_decode_kernel kernel, const std::string& name) {
+  switch (value_of(kernel)) {
     case VKP_KERNEL_AUTOMATIC: return DecodeKernel::automatic;
     case VKP_KERNEL_SCALAR: return DecodeKernel::scalar;
     case VKP_KERNEL_MATRIX: return DecodeKernel::matrix;
   }
-  refuse(fmt::format("options.kernel: {} is not a vkp_decode_kernel", int(kernel)));
+  refuse(fmt::format("{}.kernel: {} is not a vkp_decode_kernel", name, value_of(kernel)));
 }
 
 static_assert(int(VKP_ORDER_AUTOMATIC) == int(DecodeOrder::automatic) && int(VKP_ORDER_GRID) == int(DecodeOrder::grid) &&
               int(VKP_ORDER_LONGEST_FIRST) == int(DecodeOrder::longest_first));
 
-DecodeOrder to_order(vkp_decode_order order) {
-  switch (order) {
+DecodeOrder to_order(vkp_decode_order order, const std::string& name) {
+  switch (value_of(order)) {
     case VKP_ORDER_AUTOMATIC: return DecodeOrder::automatic;
     case VKP_ORDER_GRID: return DecodeOrder::grid;
     case VKP_ORDER_LONGEST_FIRST: return DecodeOrder::longest_first;
   }
-  refuse(fmt::format("options.order: {} is not a vkp_decode_order", int(order)));
+  refuse(fmt::format("{}.order: {} is not a vkp_decode_order", name, value_of(order)));
 }
 
 static_assert(int(VKP_MERGE_REDUCE_PASS) == int(DecodeMerge::reduce_pass) &&
               int(VKP_MERGE_IN_DISPATCH) == int(DecodeMerge::in_dispatch));
 
-DecodeMerge to_merge(vkp_decode_merge merge) {
-  switch (merge) {
+DecodeMerge to_merge(vkp_decode_merge merge, const std::string& name) {
+  switch (value_of(merge)) {
     case VKP_MERGE_REDUCE_PASS: return DecodeMerge::reduce_pass;
     case VKP_MERGE_IN_DISPATCH: return DecodeMerge::in_dispatch;
   }
-  refuse(fmt::format("options.merge: {} is not a vkp_decode_merge", int(merge)));
+  refuse(fmt::format("{}.merge: {} is not a vkp_decode_merge", name, value_of(merge)));
 }
 
 vkp_decode_order to_c(DecodeOrder order) noexcept {
@@ -94,26 +102,67 @@ void copy_string(char* dst, size_t capacity, const std::string& src) noexcept {
 
 }  // namespace
 
-DType to_dtype(vkp_dtype dtype, const char* name) {
-  if (int(dtype) < int(VKP_DTYPE_F32) || int(dtype) > int(VKP_DTYPE_U8))
-    refuse(fmt::format("{}: {} is not a vkp_dtype", name, int(dtype)));
+// ---- defaults of the extensible inputs (vkp_<struct>_init) ----
+
+template <>
+vkp_decode_shape defaults_of<vkp_decode_shape>() {
+  return to_c(DecodeShape{});
+}
+
+template <>
+vkp_decode_options defaults_of<vkp_decode_options>() {
+  return to_c(DecodeOptions{});
+}
+
+template <>
+vkp_decode_inputs defaults_of<vkp_decode_inputs>() {
+  vkp_decode_inputs in;
+  std::memset(&in, 0, sizeof(in));
+  in.struct_size = sizeof(in);
+  in.cache_dtype = to_c(DecodeInputs{}.cache_dtype);
+  return in;
+}
+
+template <>
+vkp_cache_scales defaults_of<vkp_cache_scales>() {
+  const CacheScales d;
+  return {sizeof(vkp_cache_scales), d.k_scale, d.v_scale};
+}
+
+void check_count(size_t count, size_t element_bytes, const char* name) {
+  if (count > size_t(PTRDIFF_MAX) / element_bytes)
+    refuse(fmt::format("{}: a count of {} is more than any array holds (a negative count?)", name, count));
+}
+
+void check_not_negative(int64_t value, const char* name) {
+  if (value < 0) refuse(fmt::format("{}: {} is negative", name, value));
+}
+
+DType to_dtype(vkp_dtype dtype, const std::string& name) {
+  if (value_of(dtype) < VKP_DTYPE_F32 || value_of(dtype) > VKP_DTYPE_U8)
+    refuse(fmt::format("{}: {} is not a vkp_dtype", name, value_of(dtype)));
   return DType(dtype);
 }
 
 vkp_dtype to_c(DType dtype) noexcept { return vkp_dtype(dtype); }
 
-Shape to_shape(const int64_t* dims, int32_t rank, const char* name) {
+Shape to_shape(const int64_t* dims, int32_t rank, const std::string& name) {
   if (rank < 0 || rank > kMaxRank) refuse(fmt::format("{}: rank {} is outside [0, {}]", name, rank, kMaxRank));
+  if (rank > 0 && dims == nullptr) refuse(fmt::format("{}: shape is NULL for rank {}", name, rank));
   std::vector<int64_t> v(dims, dims + rank);
   for (int32_t i = 0; i < rank; ++i)
     if (v[size_t(i)] < 0) refuse(fmt::format("{}: shape[{}] is negative ({})", name, i, v[size_t(i)]));
-  return Shape(v);
+  try {
+    return Shape(v);
+  } catch (const Error& e) {  // an element count past 2^63, named as the caller's argument
+    refuse(fmt::format("{}: {}", name, e.what()));
+  }
 }
 
 BufferView to_cpp(const vkp_buffer_view& view) noexcept { return {view.buffer, view.offset, view.size}; }
 vkp_buffer_view to_c(const BufferView& view) noexcept { return {view.buffer, view.offset, view.size}; }
 
-TensorView to_cpp(const vkp_tensor_view& view, const char* name) {
+TensorView to_cpp(const vkp_tensor_view& view, const std::string& name) {
   TensorView t;
   if (view.memory.buffer == VK_NULL_HANDLE) return t;
   t.memory = to_cpp(view.memory);
@@ -131,14 +180,14 @@ vkp_tensor_view to_c(const TensorView& view) noexcept {
   return t;
 }
 
-HostTensor to_host(const vkp_host_tensor& tensor, const char* name) {
+HostTensor to_host(const vkp_host_tensor& tensor, const std::string& name) {
   if (tensor.data == nullptr && tensor.rank == 0) return {};
   const DType dtype = to_dtype(tensor.dtype, name);
   const Shape shape = to_shape(tensor.shape, tensor.rank, name);
   // The element count must not overflow before HostTensor sizes its storage.
   size_t bytes = dtype_size(dtype);
   for (int i = 0; i < shape.rank(); ++i)
-    if (__builtin_mul_overflow(bytes, size_t(shape[i]), &bytes))
+    if (__builtin_mul_overflow(bytes, size_t(shape[i]), &bytes) || bytes > size_t(PTRDIFF_MAX))
       refuse(fmt::format("{}: shape {} of {} is too large", name, shape.str(), dtype_name(dtype)));
   if (tensor.data == nullptr && bytes > 0) refuse(fmt::format("{}: data is NULL for shape {}", name, shape.str()));
   HostTensor h(dtype, shape);
@@ -146,7 +195,7 @@ HostTensor to_host(const vkp_host_tensor& tensor, const char* name) {
   return h;
 }
 
-void check_matches(const HostTensor& result, const vkp_host_tensor& tensor, const char* name) {
+void check_matches(const HostTensor& result, const vkp_host_tensor& tensor, const std::string& name) {
   const DType dtype = to_dtype(tensor.dtype, name);
   const Shape shape = to_shape(tensor.shape, tensor.rank, name);
   if (dtype != result.dtype() || !(shape == result.shape()))
@@ -155,12 +204,12 @@ void check_matches(const HostTensor& result, const vkp_host_tensor& tensor, cons
   if (tensor.data == nullptr && result.bytes() > 0) refuse(fmt::format("{}: data is NULL", name));
 }
 
-void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const char* name) {
+void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const std::string& name) {
   check_matches(result, tensor, name);
   if (result.bytes() > 0) std::memcpy(tensor.data, result.data(), result.bytes());
 }
 
-DecodeShape to_cpp(const vkp_decode_shape& s) {
+DecodeShape to_cpp(const vkp_decode_shape& s, const std::string& name) {
   DecodeShape d;
   d.num_seqs = s.num_seqs;
   d.num_heads = s.num_heads;
@@ -170,16 +219,17 @@ DecodeShape to_cpp(const vkp_decode_shape& s) {
   d.num_blocks = s.num_blocks;
   d.max_blocks_per_seq = s.max_blocks_per_seq;
   d.max_context_len = s.max_context_len;
-  d.query_dtype = to_dtype(s.query_dtype, "shape.query_dtype");
-  d.cache_dtype = to_dtype(s.cache_dtype, "shape.cache_dtype");
-  d.alibi = s.alibi;
-  d.sinks = s.sinks;
-  d.lse = s.lse;
+  d.query_dtype = to_dtype(s.query_dtype, name + ".query_dtype");
+  d.cache_dtype = to_dtype(s.cache_dtype, name + ".cache_dtype");
+  d.alibi = to_bool(s.alibi, name + ".alibi");
+  d.sinks = to_bool(s.sinks, name + ".sinks");
+  d.lse = to_bool(s.lse, name + ".lse");
   return d;
 }
 
 vkp_decode_shape to_c(const DecodeShape& s) noexcept {
   vkp_decode_shape c{};
+  c.struct_size = sizeof(c);
   c.num_seqs = s.num_seqs;
   c.num_heads = s.num_heads;
   c.num_kv_heads = s.num_kv_heads;
@@ -190,31 +240,31 @@ vkp_decode_shape to_c(const DecodeShape& s) noexcept {
   c.max_context_len = s.max_context_len;
   c.query_dtype = to_c(s.query_dtype);
   c.cache_dtype = to_c(s.cache_dtype);
-  c.alibi = s.alibi;
-  c.sinks = s.sinks;
-  c.lse = s.lse;
+  c.alibi = to_c_bool(s.alibi);
+  c.sinks = to_c_bool(s.sinks);
+  c.lse = to_c_bool(s.lse);
   return c;
 }
 
-DecodeOptions to_cpp(const vkp_decode_options* o) {
+DecodeOptions to_cpp(const vkp_decode_options& o, const std::string& name) {
   DecodeOptions d;
-  if (o == nullptr) return d;
-  if (o->has_scale) d.scale = o->scale;
-  d.softcap = o->softcap;
-  d.sliding_window = o->sliding_window;
-  d.k_scale = o->k_scale;
-  d.v_scale = o->v_scale;
-  d.split = to_split(o->split);
-  d.partition_tokens = o->partition_tokens;
-  d.kernel = to_kernel(o->kernel);
-  d.order = to_order(o->order);
-  d.merge = to_merge(o->merge);
+  if (to_bool(o.has_scale, name + ".has_scale")) d.scale = o.scale;
+  d.softcap = o.softcap;
+  d.sliding_window = o.sliding_window;
+  d.k_scale = o.k_scale;
+  d.v_scale = o.v_scale;
+  d.split = to_split(o.split, name);
+  d.partition_tokens = o.partition_tokens;
+  d.kernel = to_kernel(o.kernel, name);
+  d.order = to_order(o.order, name);
+  d.merge = to_merge(o.merge, name);
   return d;
 }
 
 vkp_decode_options to_c(const DecodeOptions& o) noexcept {
   vkp_decode_options c{};
-  c.has_scale = o.scale.has_value();
+  c.struct_size = sizeof(c);
+  c.has_scale = to_c_bool(o.scale.has_value());
   c.scale = o.scale.value_or(0.0f);
   c.softcap = o.softcap;
   c.sliding_window = o.sliding_window;
@@ -228,15 +278,16 @@ vkp_decode_options to_c(const DecodeOptions& o) noexcept {
   return c;
 }
 
-CacheScales to_cpp(const vkp_cache_scales* scales) noexcept {
-  if (scales == nullptr) return {};
-  return {scales->k_scale, scales->v_scale};
+CacheScales to_cpp(const vkp_cache_scales* scales) {
+  const vkp_cache_scales s = read_optional_struct(scales, "scales");
+  return {s.k_scale, s.v_scale};
 }
 
 std::vector<BlockCopy> to_pairs(const vkp_block_copy* pairs, size_t count) {
   std::vector<BlockCopy> v;
+  const auto span = array_of(pairs, count, "pairs");
   v.reserve(count);
-  for (const auto& p : array_of(pairs, count, "pairs")) v.push_back({p.src, p.dst});
+  for (const auto& p : span) v.push_back({p.src, p.dst});
   return v;
 }
 
@@ -250,53 +301,67 @@ vkp_admission to_c(AdmissionStatus status) noexcept {
   }
 }
 
-// The fields DeviceInfo and vkp_device_info share by name (all but the strings), in either
-// direction, so that a field added to both is copied both ways or neither.
+namespace {
+
+// The fields DeviceInfo and vkp_device_info share by name (all but the strings and the
+// booleans), in either direction, so that a field added to both is copied both ways or neither.
 template <class From, class To>
 void copy_device_numbers(const From& i, To& o) noexcept {
   o.index = i.index;
   o.vendor_id = i.vendor_id;
   o.api_version = i.api_version;
   o.subgroup_size = i.subgroup_size;
-  o.subgroup_arithmetic = i.subgroup_arithmetic;
-  o.storage_16bit = i.storage_16bit;
-  o.storage_8bit = i.storage_8bit;
-  o.shader_float16 = i.shader_float16;
-  o.shader_int64 = i.shader_int64;
-  o.buffer_device_address = i.buffer_device_address;
-  o.push_descriptor = i.push_descriptor;
-  o.timestamps = i.timestamps;
   o.max_storage_buffer_range = i.max_storage_buffer_range;
   o.max_shared_memory = i.max_shared_memory;
   o.max_workgroup_invocations = i.max_workgroup_invocations;
   o.max_push_constants = i.max_push_constants;
   o.min_storage_buffer_offset_alignment = i.min_storage_buffer_offset_alignment;
   o.compute_units = i.compute_units;
-  o.compute_units_reported = i.compute_units_reported;
   o.timestamp_period_ns = i.timestamp_period_ns;
   o.timestamp_valid_bits = i.timestamp_valid_bits;
   o.device_local_bytes = i.device_local_bytes;
-  o.subgroup_shuffle = i.subgroup_shuffle;
-  o.memory_budget = i.memory_budget;
   o.device_local_free_bytes = i.device_local_free_bytes;
   o.max_memory_allocation_size = i.max_memory_allocation_size;
-  o.cooperative_matrix = i.cooperative_matrix;
 }
 
-void fill_device_info(const DeviceInfo& i, vkp_device_info& o) noexcept {
-  o = vkp_device_info{};
+// The booleans, by name: `convert` maps one field of `From` to `To`'s type.
+template <class From, class To, class Convert>
+void copy_device_flags(const From& i, To& o, Convert&& convert) {
+  o.subgroup_arithmetic = convert(i.subgroup_arithmetic, "subgroup_arithmetic");
+  o.storage_16bit = convert(i.storage_16bit, "storage_16bit");
+  o.storage_8bit = convert(i.storage_8bit, "storage_8bit");
+  o.shader_float16 = convert(i.shader_float16, "shader_float16");
+  o.shader_int64 = convert(i.shader_int64, "shader_int64");
+  o.buffer_device_address = convert(i.buffer_device_address, "buffer_device_address");
+  o.push_descriptor = convert(i.push_descriptor, "push_descriptor");
+  o.timestamps = convert(i.timestamps, "timestamps");
+  o.compute_units_reported = convert(i.compute_units_reported, "compute_units_reported");
+  o.subgroup_shuffle = convert(i.subgroup_shuffle, "subgroup_shuffle");
+  o.memory_budget = convert(i.memory_budget, "memory_budget");
+  o.cooperative_matrix = convert(i.cooperative_matrix, "cooperative_matrix");
+}
+
+}  // namespace
+
+vkp_device_info to_c(const DeviceInfo& i) noexcept {
+  vkp_device_info o;
+  std::memset(&o, 0, sizeof(o));
+  o.struct_size = sizeof(o);
   copy_string(o.name, sizeof(o.name), i.name);
   copy_string(o.type, sizeof(o.type), i.type);
   copy_string(o.driver, sizeof(o.driver), i.driver);
   copy_device_numbers(i, o);
+  copy_device_flags(i, o, [](bool b, const char*) { return to_c_bool(b); });
+  return o;
 }
 
-DeviceInfo to_cpp(const vkp_device_info& i) {
+DeviceInfo to_cpp(const vkp_device_info& i, const std::string& name) {
   DeviceInfo o;
   o.name = std::string(i.name, strnlen(i.name, sizeof(i.name)));
   o.type = std::string(i.type, strnlen(i.type, sizeof(i.type)));
   o.driver = std::string(i.driver, strnlen(i.driver, sizeof(i.driver)));
   copy_device_numbers(i, o);
+  copy_device_flags(i, o, [&](vkp_bool32 b, const char* field) { return to_bool(b, name + "." + field); });
   return o;
 }
 

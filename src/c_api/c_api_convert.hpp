@@ -1,10 +1,13 @@
 #pragma once
 // Conversions between the C structs of vkpaged.h and the C++ types, checking what C cannot:
-// enum values in range, ranks and dimensions, NULL data. Errors name the argument.
+// enum values in range, booleans 0 or 1, ranks and dimensions, NULL data, counts. Errors name
+// the argument. Extensible structs arrive here already read (c_api_structs.hpp).
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "c_api/c_api_structs.hpp"
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/context.hpp"
@@ -15,42 +18,50 @@
 
 namespace vkpaged::c_api {
 
-DType to_dtype(vkp_dtype dtype, const char* name);
+DType to_dtype(vkp_dtype dtype, const std::string& name);
 vkp_dtype to_c(DType dtype) noexcept;
-Shape to_shape(const int64_t* dims, int32_t rank, const char* name);
+Shape to_shape(const int64_t* dims, int32_t rank, const std::string& name);
 
 BufferView to_cpp(const vkp_buffer_view& view) noexcept;
 vkp_buffer_view to_c(const BufferView& view) noexcept;
 // An absent view (VK_NULL_HANDLE) converts to an empty TensorView whatever its other fields.
-TensorView to_cpp(const vkp_tensor_view& view, const char* name);
+TensorView to_cpp(const vkp_tensor_view& view, const std::string& name);
 vkp_tensor_view to_c(const TensorView& view) noexcept;
 
 // Copies host data into a HostTensor; an absent tensor (data NULL, rank 0) gives an empty one.
-HostTensor to_host(const vkp_host_tensor& tensor, const char* name);
+HostTensor to_host(const vkp_host_tensor& tensor, const std::string& name);
 // Refuses a caller's output tensor whose dtype or shape differs from the result's.
-void check_matches(const HostTensor& result, const vkp_host_tensor& tensor, const char* name);
+void check_matches(const HostTensor& result, const vkp_host_tensor& tensor, const std::string& name);
 // Copies a result back into the caller's tensor, after check_matches.
-void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const char* name);
+void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const std::string& name);
 
-DecodeShape to_cpp(const vkp_decode_shape& shape);
+DecodeShape to_cpp(const vkp_decode_shape& shape, const std::string& name);
 vkp_decode_shape to_c(const DecodeShape& shape) noexcept;
-DecodeOptions to_cpp(const vkp_decode_options* options);  // NULL = defaults
+DecodeOptions to_cpp(const vkp_decode_options& options, const std::string& name);
 vkp_decode_options to_c(const DecodeOptions& options) noexcept;
-CacheScales to_cpp(const vkp_cache_scales* scales) noexcept;  // NULL = 1, 1
+CacheScales to_cpp(const vkp_cache_scales* scales);  // NULL = 1, 1
 
 std::vector<BlockCopy> to_pairs(const vkp_block_copy* pairs, size_t count);
 vkp_block_copy to_c(const BlockCopy& pair) noexcept;
 vkp_admission to_c(AdmissionStatus status) noexcept;
 
-void fill_device_info(const DeviceInfo& info, vkp_device_info& out) noexcept;
-DeviceInfo to_cpp(const vkp_device_info& info);
+vkp_device_info to_c(const DeviceInfo& info) noexcept;
+DeviceInfo to_cpp(const vkp_device_info& info, const std::string& name);
 
-// The span of a C array, refusing NULL with a non-zero count.
+// A caller's count of T: refused when no array of T could be that long (a negative number
+// passed as size_t lands here).
+void check_count(size_t count, size_t element_bytes, const char* name);
+
+// The span of a C array, refusing NULL with a non-zero count and impossible counts.
 template <typename T>
 std::span<const T> array_of(const T* data, size_t count, const char* name) {
+  check_count(count, sizeof(T), name);
   if (data == nullptr && count > 0)
     throw Error(ErrorCode::invalid_argument, std::string(name) + " is NULL with a count of " + std::to_string(count));
   return {data, count};
 }
+
+// A signed count or index the caller passed, refused when negative.
+void check_not_negative(int64_t value, const char* name);
 
 }  // namespace vkpaged::c_api

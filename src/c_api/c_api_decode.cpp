@@ -16,7 +16,8 @@ using namespace vkpaged::c_api;
 
 namespace {
 
-DecodeInputs to_inputs(const vkp_decode_inputs& in) {
+DecodeInputs to_inputs(const vkp_decode_inputs* inputs) {
+  const vkp_decode_inputs in = read_struct(inputs, "inputs");
   DecodeInputs d;
   d.query = to_host(in.query, "inputs.query");
   d.key_cache = to_host(in.key_cache, "inputs.key_cache");
@@ -27,6 +28,10 @@ DecodeInputs to_inputs(const vkp_decode_inputs& in) {
   d.sinks = to_host(in.sinks, "inputs.sinks");
   d.cache_dtype = to_dtype(in.cache_dtype, "inputs.cache_dtype");
   return d;
+}
+
+DecodeOptions options_of(const vkp_decode_options* options) {
+  return to_cpp(read_optional_struct(options, "options"), "options");
 }
 
 // Checks the caller's output arrays against the shape before any work, so that a refusal
@@ -47,6 +52,13 @@ void copy_result(const DecodeResult& r, void* output, float* lse) {
   if (lse != nullptr && r.lse.bytes() > 0) std::memcpy(lse, r.lse.data(), r.lse.bytes());
 }
 
+// The plan behind a handle, which must have been made on `context`.
+const DecodePlan& plan_on(const vkp_context* context, const vkp_decode_plan* plan) {
+  const DecodePlan& p = require(plan, "plan")->plan;
+  if (plan->context != context) throw Error(ErrorCode::invalid_argument, "plan: created on another context");
+  return p;
+}
+
 }  // namespace
 
 static_assert(VKP_STATUS_BAD_BLOCK_ID == kStatusBadBlockId && VKP_STATUS_BAD_CONTEXT_LEN == kStatusBadContextLen &&
@@ -54,62 +66,94 @@ static_assert(VKP_STATUS_BAD_BLOCK_ID == kStatusBadBlockId && VKP_STATUS_BAD_CON
 
 extern "C" {
 
-VKP_API void vkp_decode_options_init(vkp_decode_options* options) {
-  if (options != nullptr) *options = to_c(DecodeOptions{});
+VKP_API vkp_status VKP_CALL vkp_decode_shape_init_sized(vkp_decode_shape* shape, uint32_t struct_size) {
+  return init_struct("vkp_decode_shape_init_sized", shape, struct_size);
 }
 
-VKP_API vkp_status vkp_decode_plan_create(vkp_context* context, const vkp_decode_shape* shape,
-                                          const vkp_decode_options* options, vkp_decode_plan** out) {
+VKP_API vkp_status VKP_CALL vkp_decode_options_init_sized(vkp_decode_options* options, uint32_t struct_size) {
+  return init_struct("vkp_decode_options_init_sized", options, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_decode_plan_info_init_sized(vkp_decode_plan_info* info, uint32_t struct_size) {
+  return init_struct("vkp_decode_plan_info_init_sized", info, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_decode_views_init_sized(vkp_decode_views* views, uint32_t struct_size) {
+  return init_struct("vkp_decode_views_init_sized", views, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_decode_inputs_init_sized(vkp_decode_inputs* inputs, uint32_t struct_size) {
+  return init_struct("vkp_decode_inputs_init_sized", inputs, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_decode_plan_create(vkp_context* context, const vkp_decode_shape* shape,
+                                                   const vkp_decode_options* options, vkp_decode_plan** out) {
   return guarded("vkp_decode_plan_create", [&] {
     require(out, "out");
     *out = nullptr;
     auto& ctx = require(context, "context")->context;
-    const DecodeShape s = to_cpp(*require(shape, "shape"));
-    auto plan = std::make_unique<vkp_decode_plan>(vkp_decode_plan{DecodePlan::create(ctx, s, to_cpp(options)), "", context});
+    const DecodeShape s = to_cpp(read_struct(shape, "shape"), "shape");
+    auto plan = std::make_unique<vkp_decode_plan>(vkp_decode_plan{DecodePlan::create(ctx, s, options_of(options)), "", context});
     plan->description = plan->plan.describe();
-    *out = plan.release();
+    *out = adopt(plan.release(), context);
   });
 }
 
-VKP_API void vkp_decode_plan_destroy(vkp_decode_plan* plan) { delete plan; }
+VKP_API void VKP_CALL vkp_decode_plan_destroy(vkp_decode_plan* plan) {
+  destroy_handle("vkp_decode_plan_destroy", plan, "plan");
+}
 
-VKP_API vkp_status vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_decode_plan_info* out) {
+VKP_API vkp_status VKP_CALL vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_decode_plan_info* out) {
   return guarded("vkp_decode_plan_info_get", [&] {
     const auto& p = require(plan, "plan")->plan;
-    require(out, "out");
-    *out = vkp_decode_plan_info{};
-    out->shape = to_c(p.shape());
-    out->options = to_c(p.options());
-    out->split = p.split();
-    out->num_partitions = p.num_partitions();
-    out->partition_tokens = p.partition_tokens();
-    out->scratch_bytes = p.scratch_bytes();
-    out->longest_first = p.longest_first();
-    out->order_bytes = p.order_bytes();
-    out->merge_counter_bytes = p.merge_counter_bytes();
+    const StructOut result(out, "out");
+    vkp_decode_plan_info info = result.blank();
+    info.split = to_c_bool(p.split());
+    info.num_partitions = p.num_partitions();
+    info.partition_tokens = p.partition_tokens();
+    info.scratch_bytes = p.scratch_bytes();
+    info.longest_first = to_c_bool(p.longest_first());
+    info.order_bytes = p.order_bytes();
+    info.merge_counter_bytes = p.merge_counter_bytes();
+    result.set(info);
   });
 }
 
-VKP_API size_t vkp_decode_plan_scratch_bytes(const vkp_decode_plan* plan) {
-  return plan ? plan->plan.scratch_bytes() : 0;
+VKP_API vkp_status VKP_CALL vkp_decode_plan_shape_get(const vkp_decode_plan* plan, vkp_decode_shape* out) {
+  return guarded("vkp_decode_plan_shape_get", [&] {
+    const auto& p = require(plan, "plan")->plan;
+    StructOut(out, "out").set(to_c(p.shape()));
+  });
 }
 
-VKP_API size_t vkp_decode_plan_merge_counter_bytes(const vkp_decode_plan* plan) {
-  return plan ? plan->plan.merge_counter_bytes() : 0;
+VKP_API vkp_status VKP_CALL vkp_decode_plan_options_get(const vkp_decode_plan* plan, vkp_decode_options* out) {
+  return guarded("vkp_decode_plan_options_get", [&] {
+    const auto& p = require(plan, "plan")->plan;
+    StructOut(out, "out").set(to_c(p.options()));
+  });
 }
 
-VKP_API const char* vkp_decode_plan_describe(const vkp_decode_plan* plan) {
-  return plan ? plan->description.c_str() : "";
+VKP_API size_t VKP_CALL vkp_decode_plan_scratch_bytes(const vkp_decode_plan* plan) {
+  return guarded_value("vkp_decode_plan_scratch_bytes", size_t(0),
+                       [&] { return require(plan, "plan")->plan.scratch_bytes(); });
 }
 
-VKP_API vkp_status vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
-                                     const vkp_decode_views* views) {
+VKP_API size_t VKP_CALL vkp_decode_plan_merge_counter_bytes(const vkp_decode_plan* plan) {
+  return guarded_value("vkp_decode_plan_merge_counter_bytes", size_t(0),
+                       [&] { return require(plan, "plan")->plan.merge_counter_bytes(); });
+}
+
+VKP_API const char* VKP_CALL vkp_decode_plan_describe(const vkp_decode_plan* plan) {
+  return guarded_value("vkp_decode_plan_describe", "", [&] { return require(plan, "plan")->description.c_str(); });
+}
+
+VKP_API vkp_status VKP_CALL vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
+                                              const vkp_decode_views* views) {
   return guarded("vkp_record_decode", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const auto& p = require(plan, "plan")->plan;
-    if (plan->context != context) throw Error(ErrorCode::invalid_argument, "plan: created on another context");
-    const auto& v = *require(views, "views");
+    const DecodePlan& p = plan_on(context, plan);
+    const vkp_decode_views v = read_struct(views, "views");
     DecodeViews d;
     d.query = to_cpp(v.query, "query");
     d.key_cache = to_cpp(v.key_cache, "key_cache");
@@ -128,42 +172,46 @@ VKP_API vkp_status vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, 
   });
 }
 
-VKP_API vkp_status vkp_record_decode_order(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
-                                           const vkp_tensor_view* context_lens, const vkp_buffer_view* order) {
+VKP_API vkp_status VKP_CALL vkp_record_decode_order(vkp_context* context, VkCommandBuffer cmd,
+                                                    const vkp_decode_plan* plan, const vkp_tensor_view* context_lens,
+                                                    const vkp_buffer_view* order) {
   return guarded("vkp_record_decode_order", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const auto& p = require(plan, "plan")->plan;
-    if (plan->context != context) throw Error(ErrorCode::invalid_argument, "plan: created on another context");
+    const DecodePlan& p = plan_on(context, plan);
     record_decode_order(ctx, cmd, p, to_cpp(*require(context_lens, "context_lens"), "context_lens"),
                         to_cpp(*require(order, "order")));
   });
 }
 
-VKP_API vkp_status vkp_decode_shape_of(const vkp_decode_inputs* inputs, bool want_lse, vkp_decode_shape* out) {
+VKP_API vkp_status VKP_CALL vkp_decode_shape_of(const vkp_decode_inputs* inputs, vkp_bool32 want_lse,
+                                                vkp_decode_shape* out) {
   return guarded("vkp_decode_shape_of", [&] {
-    const DecodeInputs in = to_inputs(*require(inputs, "inputs"));
-    *require(out, "out") = to_c(decode_shape_of(in, want_lse));
+    const DecodeInputs in = to_inputs(inputs);
+    const bool lse = to_bool(want_lse, "want_lse");
+    const StructOut result(out, "out");
+    result.set(to_c(decode_shape_of(in, lse)));
   });
 }
 
-VKP_API vkp_status vkp_decode_attention(vkp_context* context, const vkp_decode_inputs* inputs,
-                                        const vkp_decode_options* options, void* output, size_t output_bytes,
-                                        float* lse, size_t lse_count) {
+VKP_API vkp_status VKP_CALL vkp_decode_attention(vkp_context* context, const vkp_decode_inputs* inputs,
+                                                 const vkp_decode_options* options, void* output, size_t output_bytes,
+                                                 float* lse, size_t lse_count) {
   return guarded("vkp_decode_attention", [&] {
     auto& ctx = require(context, "context")->context;
-    const DecodeInputs in = to_inputs(*require(inputs, "inputs"));
-    const DecodeOptions opt = to_cpp(options);
+    const DecodeInputs in = to_inputs(inputs);
+    const DecodeOptions opt = options_of(options);
     check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);
     copy_result(decode_attention(ctx, in, opt, lse != nullptr), output, lse);
   });
 }
 
-VKP_API vkp_status vkp_reference_decode_attention(const vkp_decode_inputs* inputs, const vkp_decode_options* options,
-                                                  void* output, size_t output_bytes, float* lse, size_t lse_count) {
+VKP_API vkp_status VKP_CALL vkp_reference_decode_attention(const vkp_decode_inputs* inputs,
+                                                           const vkp_decode_options* options, void* output,
+                                                           size_t output_bytes, float* lse, size_t lse_count) {
   return guarded("vkp_reference_decode_attention", [&] {
-    const DecodeInputs in = to_inputs(*require(inputs, "inputs"));
-    const DecodeOptions opt = to_cpp(options);
+    const DecodeInputs in = to_inputs(inputs);
+    const DecodeOptions opt = options_of(options);
     check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);
     copy_result(reference::decode_attention(in, opt, lse != nullptr), output, lse);
   });

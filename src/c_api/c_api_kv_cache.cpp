@@ -16,90 +16,150 @@ static_assert(int(MemorySource::none) == VKP_MEMORY_SOURCE_NONE && int(MemorySou
 namespace {
 
 KvCacheShape to_cpp(const vkp_kv_cache_shape* shape) {
-  const auto& s = *require(shape, "shape");
+  const vkp_kv_cache_shape s = read_struct(shape, "shape");
   return {s.num_layers, s.num_kv_heads, s.head_size, s.block_size, to_dtype(s.dtype, "shape.dtype")};
 }
 
 vkp_kv_cache_shape to_c(const KvCacheShape& s) noexcept {
-  return {s.num_layers, s.num_kv_heads, s.head_size, s.block_size, vkp_dtype(s.dtype)};
+  return {sizeof(vkp_kv_cache_shape), s.num_layers, s.num_kv_heads, s.head_size, s.block_size, vkp_dtype(s.dtype)};
 }
 
 KvCacheOptions to_cpp(const vkp_kv_cache_options* options) {
-  const auto& o = *require(options, "options");
+  const vkp_kv_cache_options o = read_struct(options, "options");
   return {o.num_blocks, o.budget_bytes, o.budget_fraction, o.num_host_blocks};
 }
 
 vkp_kv_cache_sizing to_c(const KvCacheSizing& s) noexcept {
-  return {s.num_blocks,  s.num_tokens,  s.block_bytes, s.bytes_per_block, s.pool_bytes,
-          s.total_bytes, vkp_memory_source(s.fraction_of), s.fraction_of_bytes};
+  vkp_kv_cache_sizing c = defaults_of<vkp_kv_cache_sizing>();
+  c.num_blocks = s.num_blocks;
+  c.num_tokens = s.num_tokens;
+  c.block_bytes = s.block_bytes;
+  c.bytes_per_block = s.bytes_per_block;
+  c.pool_bytes = s.pool_bytes;
+  c.total_bytes = s.total_bytes;
+  c.fraction_of = vkp_memory_source(s.fraction_of);
+  c.fraction_of_bytes = s.fraction_of_bytes;
+  return c;
 }
 
 }  // namespace
 
+namespace vkpaged::c_api {
+template <>
+vkp_kv_cache_shape defaults_of<vkp_kv_cache_shape>() {
+  return ::to_c(KvCacheShape{});
+}
+}  // namespace vkpaged::c_api
+
 extern "C" {
 
-VKP_API void vkp_kv_cache_shape_init(vkp_kv_cache_shape* shape) {
-  if (shape != nullptr) *shape = to_c(KvCacheShape{});
+VKP_API vkp_status VKP_CALL vkp_kv_cache_shape_init_sized(vkp_kv_cache_shape* shape, uint32_t struct_size) {
+  return init_struct("vkp_kv_cache_shape_init_sized", shape, struct_size);
 }
 
-VKP_API vkp_status vkp_kv_cache_sizing_of(const vkp_kv_cache_shape* shape, uint32_t num_blocks,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_options_init_sized(vkp_kv_cache_options* options, uint32_t struct_size) {
+  return init_struct("vkp_kv_cache_options_init_sized", options, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_init_sized(vkp_kv_cache_sizing* sizing, uint32_t struct_size) {
+  return init_struct("vkp_kv_cache_sizing_init_sized", sizing, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_info_init_sized(vkp_kv_cache_info* info, uint32_t struct_size) {
+  return init_struct("vkp_kv_cache_info_init_sized", info, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_of(const vkp_kv_cache_shape* shape, uint32_t num_blocks,
                                           vkp_kv_cache_sizing* out) {
-  return guarded("vkp_kv_cache_sizing_of",
-                 [&] { *require(out, "out") = to_c(KvCache::sizing(to_cpp(shape), num_blocks)); });
+  return guarded("vkp_kv_cache_sizing_of", [&] {
+    const KvCacheShape s = to_cpp(shape);
+    StructOut(out, "out").set(to_c(KvCache::sizing(s, num_blocks)));
+  });
 }
 
-VKP_API vkp_status vkp_kv_cache_blocks_for_budget(const vkp_kv_cache_shape* shape, uint64_t bytes, uint32_t* out) {
-  return guarded("vkp_kv_cache_blocks_for_budget",
-                 [&] { *require(out, "out") = KvCache::blocks_for_budget(to_cpp(shape), bytes); });
+VKP_API vkp_status VKP_CALL vkp_kv_cache_blocks_for_budget(const vkp_kv_cache_shape* shape, uint64_t bytes, uint32_t* out) {
+  return guarded("vkp_kv_cache_blocks_for_budget", [&] {
+    const KvCacheShape s = to_cpp(shape);
+    auto* result = require(out, "out");
+    *result = KvCache::blocks_for_budget(s, bytes);
+  });
 }
 
-VKP_API vkp_status vkp_kv_cache_max_blocks_per_pool(const vkp_kv_cache_shape* shape,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_max_blocks_per_pool(const vkp_kv_cache_shape* shape,
                                                     uint64_t max_storage_buffer_range, uint32_t* out) {
   return guarded("vkp_kv_cache_max_blocks_per_pool", [&] {
-    *require(out, "out") = KvCache::max_blocks_per_pool(to_cpp(shape), max_storage_buffer_range);
+    const KvCacheShape s = to_cpp(shape);
+    auto* result = require(out, "out");
+    *result = KvCache::max_blocks_per_pool(s, max_storage_buffer_range);
   });
 }
 
-VKP_API vkp_status vkp_kv_cache_plan(const vkp_device_info* device, const vkp_kv_cache_shape* shape,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_plan(const vkp_device_info* device, const vkp_kv_cache_shape* shape,
                                      const vkp_kv_cache_options* options, vkp_kv_cache_sizing* out) {
   return guarded("vkp_kv_cache_plan", [&] {
-    const DeviceInfo info = c_api::to_cpp(*require(device, "device"));
-    *require(out, "out") = to_c(KvCache::plan(info, to_cpp(shape), to_cpp(options)));
+    const DeviceInfo info = c_api::to_cpp(read_struct(device, "device"), "device");
+    const KvCacheShape s = to_cpp(shape);
+    const KvCacheOptions o = to_cpp(options);
+    const StructOut result(out, "out");
+    result.set(to_c(KvCache::plan(info, s, o)));
   });
 }
 
-VKP_API vkp_status vkp_kv_cache_create(vkp_context* context, const vkp_kv_cache_shape* shape,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_create(vkp_context* context, const vkp_kv_cache_shape* shape,
                                        const vkp_kv_cache_options* options, vkp_kv_cache** out) {
   return guarded("vkp_kv_cache_create", [&] {
     require(out, "out");
     *out = nullptr;
     auto& ctx = require(context, "context")->context;
-    *out = new vkp_kv_cache{KvCache(ctx, to_cpp(shape), to_cpp(options))};
+    const KvCacheShape s = to_cpp(shape);
+    const KvCacheOptions o = to_cpp(options);
+    *out = adopt(new vkp_kv_cache{KvCache(ctx, s, o)}, context);
   });
 }
 
-VKP_API void vkp_kv_cache_destroy(vkp_kv_cache* cache) { delete cache; }
+VKP_API void VKP_CALL vkp_kv_cache_destroy(vkp_kv_cache* cache) { destroy_handle("vkp_kv_cache_destroy", cache, "cache"); }
 
-VKP_API vkp_status vkp_kv_cache_info_get(const vkp_kv_cache* cache, vkp_kv_cache_info* out) {
+VKP_API vkp_status VKP_CALL vkp_kv_cache_info_get(const vkp_kv_cache* cache, vkp_kv_cache_info* out) {
   return guarded("vkp_kv_cache_info_get", [&] {
     const KvCache& c = require(cache, "cache")->cache;
-    *require(out, "out") = {to_c(c.shape()), c.num_blocks(), c.num_host_blocks(), c.num_tokens(), to_c(c.sizing()),
-                            c.host_bytes()};
+    const StructOut result(out, "out");
+    vkp_kv_cache_info info = result.blank();
+    info.num_blocks = c.num_blocks();
+    info.num_host_blocks = c.num_host_blocks();
+    info.num_tokens = c.num_tokens();
+    info.host_bytes = c.host_bytes();
+    result.set(info);
   });
 }
 
-VKP_API vkp_status vkp_kv_cache_layer(const vkp_kv_cache* cache, uint32_t layer, bool host,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_shape_get(const vkp_kv_cache* cache, vkp_kv_cache_shape* out) {
+  return guarded("vkp_kv_cache_shape_get", [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    StructOut(out, "out").set(to_c(c.shape()));
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_get(const vkp_kv_cache* cache, vkp_kv_cache_sizing* out) {
+  return guarded("vkp_kv_cache_sizing_get", [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    StructOut(out, "out").set(to_c(c.sizing()));
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_layer(const vkp_kv_cache* cache, uint32_t layer, vkp_bool32 host,
                                       vkp_layer_cache_views* out) {
   return guarded("vkp_kv_cache_layer", [&] {
     const KvCache& c = require(cache, "cache")->cache;
-    require(out, "out");
-    const TensorView key = host ? c.host_key_cache(layer) : c.key_cache(layer);
-    const TensorView value = host ? c.host_value_cache(layer) : c.value_cache(layer);
-    *out = {c_api::to_c(key), c_api::to_c(value)};
+    const bool on_host = to_bool(host, "host");
+    const StructOut result(out, "out");
+    vkp_layer_cache_views views = result.blank();
+    views.key_cache = c_api::to_c(on_host ? c.host_key_cache(layer) : c.key_cache(layer));
+    views.value_cache = c_api::to_c(on_host ? c.host_value_cache(layer) : c.value_cache(layer));
+    result.set(views);
   });
 }
 
-VKP_API vkp_status vkp_kv_cache_record_copy_blocks(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_copy_blocks(const vkp_kv_cache* cache, VkCommandBuffer cmd,
                                                    const vkp_block_copy* pairs, size_t num_pairs) {
   return guarded("vkp_kv_cache_record_copy_blocks", [&] {
     const KvCache& c = require(cache, "cache")->cache;
@@ -107,7 +167,7 @@ VKP_API vkp_status vkp_kv_cache_record_copy_blocks(const vkp_kv_cache* cache, Vk
   });
 }
 
-VKP_API vkp_status vkp_kv_cache_record_swap_out(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_swap_out(const vkp_kv_cache* cache, VkCommandBuffer cmd,
                                                 const vkp_block_copy* pairs, size_t num_pairs) {
   return guarded("vkp_kv_cache_record_swap_out", [&] {
     const KvCache& c = require(cache, "cache")->cache;
@@ -115,7 +175,7 @@ VKP_API vkp_status vkp_kv_cache_record_swap_out(const vkp_kv_cache* cache, VkCom
   });
 }
 
-VKP_API vkp_status vkp_kv_cache_record_swap_in(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_swap_in(const vkp_kv_cache* cache, VkCommandBuffer cmd,
                                                const vkp_block_copy* pairs, size_t num_pairs) {
   return guarded("vkp_kv_cache_record_swap_in", [&] {
     const KvCache& c = require(cache, "cache")->cache;

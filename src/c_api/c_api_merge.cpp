@@ -32,11 +32,15 @@ void hand_back(const DecodeResult& merged, vkp_host_tensor* output, vkp_host_ten
 
 extern "C" {
 
-VKP_API vkp_status vkp_record_merge_attention(vkp_context* context, VkCommandBuffer cmd, const vkp_merge_views* views) {
+VKP_API vkp_status VKP_CALL vkp_merge_views_init_sized(vkp_merge_views* views, uint32_t struct_size) {
+  return init_struct("vkp_merge_views_init_sized", views, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_record_merge_attention(vkp_context* context, VkCommandBuffer cmd, const vkp_merge_views* views) {
   return guarded("vkp_record_merge_attention", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const auto& v = *require(views, "views");
+    const vkp_merge_views v = read_struct(views, "views");
     MergeViews m;
     m.output_a = to_cpp(v.output_a, "output_a");
     m.lse_a = to_cpp(v.lse_a, "lse_a");
@@ -48,7 +52,7 @@ VKP_API vkp_status vkp_record_merge_attention(vkp_context* context, VkCommandBuf
   });
 }
 
-VKP_API vkp_status vkp_merge_attention(vkp_context* context, const vkp_host_tensor* a_output,
+VKP_API vkp_status VKP_CALL vkp_merge_attention(vkp_context* context, const vkp_host_tensor* a_output,
                                        const vkp_host_tensor* a_lse, const vkp_host_tensor* b_output,
                                        const vkp_host_tensor* b_lse, vkp_host_tensor* output, vkp_host_tensor* lse) {
   return guarded("vkp_merge_attention", [&] {
@@ -60,7 +64,7 @@ VKP_API vkp_status vkp_merge_attention(vkp_context* context, const vkp_host_tens
   });
 }
 
-VKP_API vkp_status vkp_reference_merge_attention(const vkp_host_tensor* a_output, const vkp_host_tensor* a_lse,
+VKP_API vkp_status VKP_CALL vkp_reference_merge_attention(const vkp_host_tensor* a_output, const vkp_host_tensor* a_lse,
                                                  const vkp_host_tensor* b_output, const vkp_host_tensor* b_lse,
                                                  vkp_host_tensor* output, vkp_host_tensor* lse) {
   return guarded("vkp_reference_merge_attention", [&] {

@@ -6,20 +6,21 @@ namespace vkpaged::detail {
 
 namespace {
 
-void check_pool_view(const std::string& name, const BufferView& view, uint64_t bytes) {
+void check_pool_view(const ContextImpl& impl, const std::string& name, const BufferView& view, uint64_t bytes) {
   if (view.buffer == VK_NULL_HANDLE) refuse_cache_argument(fmt::format("{}: no buffer given", name));
   if (view.size < bytes)
     refuse_cache_argument(
         fmt::format("{}: buffer view of {} bytes is too small, {} bytes needed", name, view.size, bytes));
+  vk::check_inside_buffer(impl.device, name, view);
 }
 
 }  // namespace
 
-CacheGeometry check_layer_views(const std::string& prefix, const LayerCacheViews& layer) {
+CacheGeometry check_layer_views(const ContextImpl& impl, const std::string& prefix, const LayerCacheViews& layer) {
   const auto g = cache_geometry(prefix, layer.key_cache.dtype, layer.key_cache.shape, layer.value_cache.dtype,
                                 layer.value_cache.shape, kRawCacheDtypes);
-  check_pool_view(prefix + "key_cache", layer.key_cache.memory, g.pool_bytes());
-  check_pool_view(prefix + "value_cache", layer.value_cache.memory, g.pool_bytes());
+  check_pool_view(impl, prefix + "key_cache", layer.key_cache.memory, g.pool_bytes());
+  check_pool_view(impl, prefix + "value_cache", layer.value_cache.memory, g.pool_bytes());
   return g;
 }
 

@@ -12,7 +12,7 @@ void record_copy_blocks(Context& context, VkCommandBuffer cmd, std::span<const L
   auto& impl = context.impl();
   std::vector<detail::CacheGeometry> geometry;
   for (size_t l = 0; l < layers.size(); ++l) {
-    geometry.push_back(detail::check_layer_views(fmt::format("layers[{}].", l), layers[l]));
+    geometry.push_back(detail::check_layer_views(impl, fmt::format("layers[{}].", l), layers[l]));
     detail::check_block_pairs(pairs, geometry[l].num_blocks, geometry[l].num_blocks, true);
   }
   std::vector<VkBufferCopy> regions;

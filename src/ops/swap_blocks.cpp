@@ -22,8 +22,8 @@ void record_swap_blocks(Context& context, VkCommandBuffer cmd, std::span<const L
     detail::refuse_cache_argument(fmt::format("dst: {} layers given for {} source layers", dst.size(), src.size()));
   std::vector<uint64_t> block_bytes;
   for (size_t l = 0; l < src.size(); ++l) {
-    const auto s = detail::check_layer_views(fmt::format("src[{}].", l), src[l]);
-    const auto d = detail::check_layer_views(fmt::format("dst[{}].", l), dst[l]);
+    const auto s = detail::check_layer_views(impl, fmt::format("src[{}].", l), src[l]);
+    const auto d = detail::check_layer_views(impl, fmt::format("dst[{}].", l), dst[l]);
     if (s.dtype != d.dtype || s.num_kv_heads != d.num_kv_heads || s.head_size != d.head_size ||
         s.block_size != d.block_size)
       detail::refuse_cache_argument(

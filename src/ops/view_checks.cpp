@@ -17,6 +17,7 @@ void check_buffer(const ContextImpl& impl, const char* name, const BufferView& v
   if (view.offset % alignment != 0)
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("{}: offset {} is not a multiple of {} bytes", name, view.offset, alignment));
+  vk::check_inside_buffer(impl.device, name, view);
   const VkDeviceSize align = std::max<VkDeviceSize>(impl.info.min_storage_buffer_offset_alignment, 16);
   const VkDeviceSize range = view.offset % align + view.size;
   if (check_range && range > impl.info.max_storage_buffer_range)

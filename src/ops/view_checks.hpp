@@ -1,6 +1,6 @@
 #pragma once
-// Checks of caller views before anything is recorded: dtype, shape, size, alignment and the
-// device's storage-buffer range. Failures throw vkpaged::Error naming the argument.
+// Checks of caller views before anything is recorded: dtype, shape, size, alignment, the
+// bounds of a buffer vkpaged created, and the device's storage-buffer range. Failures throw vkpaged::Error naming the argument.
 #include <initializer_list>
 
 #include "vk/context_impl.hpp"

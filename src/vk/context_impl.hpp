@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "vk/buffer_registry.hpp"
 #include "vk/dispatch.hpp"
 #include "vk/instance.hpp"
 #include "vk/shader_registry.hpp"
@@ -25,6 +26,7 @@ struct BufferImpl {
   vk::UniqueMemory memory;
   size_t size = 0;
   void* mapped = nullptr;
+  vk::BufferRegistration registration;  // last: unregistered before the buffer is destroyed
 };
 
 // A compute pipeline with its layouts: N storage-buffer bindings pushed as descriptors, one

@@ -31,13 +31,14 @@ struct CTensor {
 inline vkp_context* c_context() {
   static const std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)> context = [] {
     Context& shared = shared_context();
-    vkp_external_device ext{};
+    vkp_external_device ext;
+    vkp_external_device_init(&ext);
     ext.instance = shared.instance();
     ext.physical_device = shared.physical_device();
     ext.device = shared.device();
     ext.queue_family = shared.queue_family();
     // vkpaged's own context enables the matrix units wherever the device has them.
-    ext.cooperative_matrix = shared.device_info().cooperative_matrix;
+    ext.cooperative_matrix = shared.device_info().cooperative_matrix ? VKP_TRUE : VKP_FALSE;
     vkp_context* c = nullptr;
     if (vkp_context_create_external(&ext, &c) != VKP_OK) ADD_FAILURE() << vkp_last_error();
     return std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)>(c, &vkp_context_destroy);

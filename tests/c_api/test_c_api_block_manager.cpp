@@ -32,7 +32,7 @@ class CApiBlockManagerTest : public ::testing::Test {
     vkp_block_manager_options options;
     vkp_block_manager_options_init(&options);
     EXPECT_EQ(options.watermark, BlockManagerOptions{}.watermark);
-    EXPECT_TRUE(options.enable_prefix_caching);
+    EXPECT_EQ(options.enable_prefix_caching, VKP_TRUE);
     options.num_host_blocks = 8;
     options.hash_salt = 5;
     vkp_block_manager* raw = nullptr;
@@ -71,19 +71,20 @@ TEST_F(CApiBlockManagerTest, FollowsTheCppManagerStepForStep) {
   // A fork shares the last, partly filled block: the child's next append copies it.
   ASSERT_VKP_OK(vkp_block_manager_fork(m, 1, 3));
   cpp_.fork(1, 3);
-  bool can = false;
+  vkp_bool32 can = VKP_FALSE;
   ASSERT_VKP_OK(vkp_block_manager_can_append(m, 3, &can));
-  EXPECT_TRUE(can);
-  vkp_append_result appended{};
+  EXPECT_EQ(can, VKP_TRUE);
+  vkp_append_result appended;
+  vkp_append_result_init(&appended);
   ASSERT_VKP_OK(vkp_block_manager_append_token(m, 3, 11, &appended));
   const AppendResult want = cpp_.append_token(3, 11);
   EXPECT_EQ(appended.slot, want.slot);
-  ASSERT_TRUE(appended.has_copy);
+  ASSERT_EQ(appended.has_copy, VKP_TRUE);
   ASSERT_TRUE(want.copy.has_value());
   EXPECT_EQ(appended.copy.src, want.copy->src);
   EXPECT_EQ(appended.copy.dst, want.copy->dst);
   int32_t refs = 0;
-  ASSERT_VKP_OK(vkp_block_manager_ref_count(m, false, appended.copy.src, &refs));
+  ASSERT_VKP_OK(vkp_block_manager_ref_count(m, VKP_FALSE, appended.copy.src, &refs));
   EXPECT_EQ(refs, cpp_.device_allocator().ref_count(want.copy->src));
 
   // Batch arrays and the slots of the step.
@@ -103,14 +104,14 @@ TEST_F(CApiBlockManagerTest, FollowsTheCppManagerStepForStep) {
   // Swap the forked pair out together, then back in.
   const uint64_t group[] = {1, 3};
   ASSERT_VKP_OK(vkp_block_manager_can_swap_out(m, group, 2, &can));
-  EXPECT_TRUE(can);
+  EXPECT_EQ(can, VKP_TRUE);
   const vkp_block_copy* pairs = nullptr;
   size_t num_pairs = 0;
   ASSERT_VKP_OK(vkp_block_manager_swap_out(m, group, 2, &pairs, &num_pairs));
   EXPECT_EQ(pairs_of(pairs, num_pairs), cpp_.swap_out(group));
-  bool swapped = false;
+  vkp_bool32 swapped = VKP_FALSE;
   ASSERT_VKP_OK(vkp_block_manager_is_swapped(m, 3, &swapped));
-  EXPECT_TRUE(swapped);
+  EXPECT_EQ(swapped, VKP_TRUE);
   const int32_t* host_table = nullptr;
   size_t host_count = 0;
   ASSERT_VKP_OK(vkp_block_manager_host_block_table(m, 3, &host_table, &host_count));
@@ -126,10 +127,11 @@ TEST_F(CApiBlockManagerTest, FollowsTheCppManagerStepForStep) {
   EXPECT_EQ(tokens, cpp_.preempt(2));
   ASSERT_VKP_OK(vkp_block_manager_free_sequence(m, 3));
   cpp_.free_sequence(3);
-  bool present = true;
+  vkp_bool32 present = VKP_TRUE;
   ASSERT_VKP_OK(vkp_block_manager_contains(m, 3, &present));
-  EXPECT_FALSE(present);
-  vkp_block_usage usage{};
+  EXPECT_EQ(present, VKP_FALSE);
+  vkp_block_usage usage;
+  vkp_block_usage_init(&usage);
   ASSERT_VKP_OK(vkp_block_manager_usage(m, &usage));
   const BlockUsage u = cpp_.usage();
   EXPECT_EQ(usage.num_blocks, u.num_blocks);
@@ -138,7 +140,8 @@ TEST_F(CApiBlockManagerTest, FollowsTheCppManagerStepForStep) {
   EXPECT_EQ(usage.cached, u.cached);
   EXPECT_EQ(usage.num_host_blocks, u.num_host_blocks);
   EXPECT_EQ(usage.host_in_use, u.host_in_use);
-  vkp_prefix_cache_stats stats{};
+  vkp_prefix_cache_stats stats;
+  vkp_prefix_cache_stats_init(&stats);
   ASSERT_VKP_OK(vkp_block_manager_prefix_cache_stats(m, &stats));
   EXPECT_EQ(stats.queries, cpp_.prefix_cache_stats().queries);
   EXPECT_EQ(stats.hit_blocks, cpp_.prefix_cache_stats().hit_blocks);
@@ -151,6 +154,7 @@ TEST_F(CApiBlockManagerTest, ErrorsCarryTheirStatusAndChangeNothing) {
   ASSERT_VKP_OK(vkp_block_manager_add_sequence(m, 1, prompt.data(), prompt.size(), nullptr));
   expect_refused(vkp_block_manager_add_sequence(m, 1, prompt.data(), prompt.size(), nullptr), "1");
   vkp_append_result r;
+  vkp_append_result_init(&r);
   expect_refused(vkp_block_manager_append_token(m, 42, 0, &r), "42");
   expect_refused(vkp_block_manager_add_sequence(m, 2, nullptr, 3, nullptr), "prompt is NULL");
   expect_refused(vkp_block_manager_block_table(m, 1, -2, nullptr, nullptr), "table is NULL");
@@ -162,7 +166,9 @@ TEST_F(CApiBlockManagerTest, ErrorsCarryTheirStatusAndChangeNothing) {
   vkp_admission admission;
   ASSERT_VKP_OK(vkp_block_manager_can_allocate(m, huge.data(), huge.size(), &admission));
   EXPECT_EQ(admission, VKP_ADMISSION_NEVER);
-  vkp_block_usage before{}, after{};
+  vkp_block_usage before, after;
+  vkp_block_usage_init(&before);
+  vkp_block_usage_init(&after);
   ASSERT_VKP_OK(vkp_block_manager_usage(m, &before));
   EXPECT_EQ(vkp_block_manager_add_sequence(m, 3, huge.data(), huge.size(), nullptr), VKP_ERROR_OUT_OF_MEMORY);
   EXPECT_NE(std::string(vkp_last_error()).find("vkp_block_manager_add_sequence"), std::string::npos);

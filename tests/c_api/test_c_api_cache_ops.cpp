@@ -22,7 +22,13 @@ class CApiCacheOpsTest : public GpuTest {};
 struct Pools {
   HostTensor key, value;
   CTensor d_key, d_value;
-  vkp_layer_cache_views views() const { return {d_key.view, d_value.view}; }
+  vkp_layer_cache_views views() const {
+    vkp_layer_cache_views v;
+    vkp_layer_cache_views_init(&v);
+    v.key_cache = d_key.view;
+    v.value_cache = d_value.view;
+    return v;
+  }
 };
 
 Pools make_pools(DType dtype, int64_t n, int64_t hkv, int64_t d, int64_t b, uint32_t seed,
@@ -49,9 +55,18 @@ TEST_F(CApiCacheOpsTest, ReshapeAndCacheMatchesTheReferenceBitExactly) {
     const CTensor d_key = upload(c_context(), key), d_value = upload(c_context(), value);
     const CTensor d_slots = upload(c_context(), slots);
     const CTensor status = zeros(c_context(), DType::u32, Shape{1});
-    const vkp_cache_scales scales{0.5f, 2.0f};
-    vkp_reshape_and_cache_views v{d_key.view, d_value.view, d_slots.view, pools.d_key.view, pools.d_value.view,
-                                  status.view.memory};
+    vkp_cache_scales scales;
+    vkp_cache_scales_init(&scales);
+    scales.k_scale = 0.5f;
+    scales.v_scale = 2.0f;
+    vkp_reshape_and_cache_views v;
+    vkp_reshape_and_cache_views_init(&v);
+    v.key = d_key.view;
+    v.value = d_value.view;
+    v.slot_mapping = d_slots.view;
+    v.key_cache = pools.d_key.view;
+    v.value_cache = pools.d_value.view;
+    v.status = status.view.memory;
     ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
       return vkp_record_reshape_and_cache(c_context(), cmd, &v, &scales);
     }));
@@ -145,9 +160,19 @@ TEST_F(CApiCacheOpsTest, GatherMatchesTheReferenceBitExactly) {
   const CTensor key_out = zeros(c_context(), DType::f32, Shape{40, Hkv, D});
   const CTensor value_out = zeros(c_context(), DType::f32, Shape{40, Hkv, D});
   const CTensor status = zeros(c_context(), DType::u32, Shape{1});
-  const vkp_cache_scales scales{0.25f, 0.5f};
-  const vkp_gather_views v{pools.d_key.view,  pools.d_value.view, d_tables.view,     d_starts.view,
-                           key_out.view,      value_out.view,     status.view.memory};
+  vkp_cache_scales scales;
+  vkp_cache_scales_init(&scales);
+  scales.k_scale = 0.25f;
+  scales.v_scale = 0.5f;
+  vkp_gather_views v;
+  vkp_gather_views_init(&v);
+  v.key_cache = pools.d_key.view;
+  v.value_cache = pools.d_value.view;
+  v.block_tables = d_tables.view;
+  v.seq_starts = d_starts.view;
+  v.key_out = key_out.view;
+  v.value_out = value_out.view;
+  v.status = status.view.memory;
   ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) { return vkp_record_gather(c_context(), cmd, &v, &scales); }));
 
   HostTensor want_key(DType::f32, Shape{40, Hkv, D}), want_value(DType::f32, Shape{40, Hkv, D});

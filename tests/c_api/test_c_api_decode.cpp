@@ -15,7 +15,8 @@ using namespace c_api_helpers;
 using PlanPtr = std::unique_ptr<vkp_decode_plan, decltype(&vkp_decode_plan_destroy)>;
 
 vkp_decode_inputs c_inputs(const DecodeInputs& in) {
-  vkp_decode_inputs c{};
+  vkp_decode_inputs c;
+  vkp_decode_inputs_init(&c);
   c.query = host_view(in.query);
   c.key_cache = host_view(in.key_cache);
   c.value_cache = host_view(in.value_cache);
@@ -30,7 +31,7 @@ vkp_decode_inputs c_inputs(const DecodeInputs& in) {
 vkp_decode_options c_options(const DecodeOptions& o) {
   vkp_decode_options c;
   vkp_decode_options_init(&c);
-  c.has_scale = o.scale.has_value();
+  c.has_scale = o.scale.has_value() ? VKP_TRUE : VKP_FALSE;
   c.scale = o.scale.value_or(0.0f);
   c.softcap = o.softcap;
   c.sliding_window = o.sliding_window;
@@ -55,21 +56,29 @@ struct RecordedDecode {
 RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& options, bool want_lse) {
   vkp_context* ctx = c_context();
   const vkp_decode_inputs cin = c_inputs(in);
-  vkp_decode_shape shape{};
-  EXPECT_VKP_OK(vkp_decode_shape_of(&cin, want_lse, &shape));
+  vkp_decode_shape shape;
+  vkp_decode_shape_init(&shape);
+  EXPECT_VKP_OK(vkp_decode_shape_of(&cin, want_lse ? VKP_TRUE : VKP_FALSE, &shape));
   const vkp_decode_options copt = c_options(options);
   vkp_decode_plan* raw = nullptr;
   EXPECT_VKP_OK(vkp_decode_plan_create(ctx, &shape, &copt, &raw));
   PlanPtr plan(raw, &vkp_decode_plan_destroy);
-  vkp_decode_plan_info info{};
+  vkp_decode_plan_info info;
+  vkp_decode_plan_info_init(&info);
   EXPECT_VKP_OK(vkp_decode_plan_info_get(raw, &info));
-  EXPECT_EQ(info.shape.num_seqs, shape.num_seqs);
-  EXPECT_EQ(info.options.split, copt.split);
-  EXPECT_EQ(info.options.kernel, copt.kernel);
+  vkp_decode_shape plan_shape;
+  vkp_decode_shape_init(&plan_shape);
+  EXPECT_VKP_OK(vkp_decode_plan_shape_get(raw, &plan_shape));
+  EXPECT_EQ(std::memcmp(&plan_shape, &shape, sizeof(shape)), 0);
+  vkp_decode_options plan_options;
+  vkp_decode_options_init(&plan_options);
+  EXPECT_VKP_OK(vkp_decode_plan_options_get(raw, &plan_options));
+  EXPECT_EQ(plan_options.split, copt.split);
+  EXPECT_EQ(plan_options.kernel, copt.kernel);
   EXPECT_EQ(info.scratch_bytes, vkp_decode_plan_scratch_bytes(raw));
-  EXPECT_EQ(info.options.order, copt.order);
+  EXPECT_EQ(plan_options.order, copt.order);
   EXPECT_EQ(info.order_bytes, info.longest_first ? 4u * shape.num_seqs * info.num_partitions : 0u);
-  EXPECT_EQ(info.options.merge, copt.merge);
+  EXPECT_EQ(plan_options.merge, copt.merge);
   EXPECT_EQ(info.merge_counter_bytes, vkp_decode_plan_merge_counter_bytes(raw));
   EXPECT_NE(std::string(vkp_decode_plan_describe(raw)), "");
 
@@ -79,7 +88,8 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
   const CTensor lse = zeros(ctx, DType::f32, Shape{in.query.shape()[0], in.query.shape()[1]});
   const CTensor status = zeros(ctx, DType::u32, Shape{1});
   CTensor alibi, sinks, scratch, order, counters;
-  vkp_decode_views views{};
+  vkp_decode_views views;
+  vkp_decode_views_init(&views);
   views.query = query.view;
   views.key_cache = key.view;
   views.value_cache = value.view;
@@ -220,7 +230,7 @@ TEST_F(CApiDecodeHostTest, RefusesBadInputsNamingThem) {
                  "inputs.query: data is NULL");
   cin = c_inputs(in);
   cin.cache_dtype = vkp_dtype(-1);
-  expect_refused(vkp_decode_shape_of(&cin, false, nullptr), "inputs.cache_dtype");
+  expect_refused(vkp_decode_shape_of(&cin, VKP_FALSE, nullptr), "inputs.cache_dtype");
   EXPECT_EQ(std::memcmp(out.data(), untouched.data(), out.bytes()), 0) << "a refused call wrote the output";
 }
 
@@ -229,23 +239,25 @@ TEST_F(CApiDecodeHostTest, RefusesBadInputsNamingThem) {
 TEST_F(CApiDecodeHostTest, KernelChoiceRoundTripsAndIsChecked) {
   vkp_decode_options o;
   std::memset(&o, 0xff, sizeof(o));
-  vkp_decode_options_init(&o);
+  ASSERT_VKP_OK(vkp_decode_options_init(&o));
   EXPECT_EQ(o.kernel, VKP_KERNEL_AUTOMATIC);
 
   DecodeCase c = make_case(DType::f16, DType::f16, {3, 70}, false, false);
   std::mt19937 rng(9);
   const DecodeInputs in = make_decode_inputs(c, rng);
   const vkp_decode_inputs cin = c_inputs(in);
-  vkp_decode_shape shape{};
-  ASSERT_VKP_OK(vkp_decode_shape_of(&cin, false, &shape));
+  vkp_decode_shape shape;
+  vkp_decode_shape_init(&shape);
+  ASSERT_VKP_OK(vkp_decode_shape_of(&cin, VKP_FALSE, &shape));
   for (vkp_decode_kernel kernel : {VKP_KERNEL_AUTOMATIC, VKP_KERNEL_SCALAR}) {
     o.kernel = kernel;
     vkp_decode_plan* raw = nullptr;
     ASSERT_VKP_OK(vkp_decode_plan_create(c_context(), &shape, &o, &raw));
     PlanPtr plan(raw, &vkp_decode_plan_destroy);
-    vkp_decode_plan_info info{};
-    ASSERT_VKP_OK(vkp_decode_plan_info_get(raw, &info));
-    EXPECT_EQ(info.options.kernel, kernel);
+    vkp_decode_options got;
+    vkp_decode_options_init(&got);
+    ASSERT_VKP_OK(vkp_decode_plan_options_get(raw, &got));
+    EXPECT_EQ(got.kernel, kernel);
     if (kernel == VKP_KERNEL_SCALAR)
       EXPECT_EQ(std::string(vkp_decode_plan_describe(raw)).find("matrix units"), std::string::npos)
           << vkp_decode_plan_describe(raw);
@@ -303,8 +315,9 @@ TEST_F(CApiDecodeHostTest, LongestFirstRecordsThroughCAndIsChecked) {
   }
 
   const vkp_decode_inputs cin = c_inputs(in);
-  vkp_decode_shape shape{};
-  ASSERT_VKP_OK(vkp_decode_shape_of(&cin, false, &shape));
+  vkp_decode_shape shape;
+  vkp_decode_shape_init(&shape);
+  ASSERT_VKP_OK(vkp_decode_shape_of(&cin, VKP_FALSE, &shape));
   vkp_decode_plan* raw = nullptr;
   o.order = vkp_decode_order(7);
   expect_refused(vkp_decode_plan_create(c_context(), &shape, &o, &raw), "options.order: 7");
@@ -314,9 +327,10 @@ TEST_F(CApiDecodeHostTest, LongestFirstRecordsThroughCAndIsChecked) {
   o.merge = VKP_MERGE_REDUCE_PASS;
   ASSERT_VKP_OK(vkp_decode_plan_create(c_context(), &shape, &o, &raw));
   PlanPtr grid(raw, &vkp_decode_plan_destroy);
-  vkp_decode_plan_info info{};
+  vkp_decode_plan_info info;
+  vkp_decode_plan_info_init(&info);
   ASSERT_VKP_OK(vkp_decode_plan_info_get(raw, &info));
-  EXPECT_FALSE(info.longest_first);
+  EXPECT_EQ(info.longest_first, VKP_FALSE);
   EXPECT_EQ(info.order_bytes, 0u);
   vkp_context* cctx = c_context();
   const CTensor lens = upload(cctx, in.context_lens);
@@ -334,7 +348,8 @@ TEST_F(CApiDecodeHostTest, LongestFirstRecordsThroughCAndIsChecked) {
 }
 
 TEST_F(CApiDecodeHostTest, PlanAndRecordRefusalsNameTheArgument) {
-  vkp_decode_shape shape{};
+  vkp_decode_shape shape;
+  vkp_decode_shape_init(&shape);
   shape.num_seqs = 2;
   shape.num_heads = 8;
   shape.num_kv_heads = 2;
@@ -359,7 +374,8 @@ TEST_F(CApiDecodeHostTest, PlanAndRecordRefusalsNameTheArgument) {
   ASSERT_VKP_OK(vkp_decode_plan_create(c_context(), &shape, nullptr, &raw));
   PlanPtr plan(raw, &vkp_decode_plan_destroy);
   const CTensor query = zeros(c_context(), DType::f16, Shape{2, 8, 60});  // wrong head size
-  vkp_decode_views views{};
+  vkp_decode_views views;
+  vkp_decode_views_init(&views);
   views.query = query.view;
   // Refused inside a real command buffer, which stays valid and empty.
   EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
@@ -370,7 +386,8 @@ TEST_F(CApiDecodeHostTest, PlanAndRecordRefusalsNameTheArgument) {
   }));
   // A plan belongs to the context it was made on.
   vkp_context* other = nullptr;
-  vkp_external_device ext{};
+  vkp_external_device ext;
+  vkp_external_device_init(&ext);
   ext.instance = ctx().instance();
   ext.physical_device = ctx().physical_device();
   ext.device = ctx().device();

@@ -29,7 +29,8 @@ TEST_F(CApiKvCacheTest, SizesAndPlansAsTheCppApi) {
   const vkp_kv_cache_shape shape = c_shape();
   EXPECT_EQ(shape.block_size, 16u);
   EXPECT_EQ(shape.dtype, VKP_DTYPE_F16);
-  vkp_kv_cache_sizing sizing{};
+  vkp_kv_cache_sizing sizing;
+  vkp_kv_cache_sizing_init(&sizing);
   ASSERT_VKP_OK(vkp_kv_cache_sizing_of(&shape, 100, &sizing));
   const KvCacheSizing want = KvCache::sizing(cpp_shape(), 100);
   EXPECT_EQ(sizing.total_bytes, want.total_bytes);
@@ -42,8 +43,10 @@ TEST_F(CApiKvCacheTest, SizesAndPlansAsTheCppApi) {
   EXPECT_EQ(blocks, KvCache::max_blocks_per_pool(cpp_shape(), 1 << 24));
 
   vkp_device_info info;
+  vkp_device_info_init(&info);
   ASSERT_VKP_OK(vkp_context_device_info(c_context(), &info));
-  vkp_kv_cache_options options{};
+  vkp_kv_cache_options options;
+  vkp_kv_cache_options_init(&options);
   options.budget_fraction = 0.01;
   ASSERT_VKP_OK(vkp_kv_cache_plan(&info, &shape, &options, &sizing));
   // The same memory figures on both sides: free memory moves between two reads on a busy GPU.
@@ -54,11 +57,11 @@ TEST_F(CApiKvCacheTest, SizesAndPlansAsTheCppApi) {
   EXPECT_EQ(sizing.num_blocks, planned.num_blocks);
   EXPECT_EQ(int(sizing.fraction_of), int(planned.fraction_of));
   EXPECT_EQ(sizing.fraction_of_bytes, planned.fraction_of_bytes);
-  EXPECT_EQ(info.memory_budget, ctx().device_info().memory_budget);
+  EXPECT_EQ(info.memory_budget, vkp_bool32(ctx().device_info().memory_budget));
   EXPECT_EQ(info.device_local_bytes, ctx().device_info().device_local_bytes);
-  EXPECT_EQ(info.cooperative_matrix, ctx().device_info().cooperative_matrix);
+  EXPECT_EQ(info.cooperative_matrix, vkp_bool32(ctx().device_info().cooperative_matrix));
   // The free memory crosses the C API: a device that reports half its memory free sizes from it.
-  info.memory_budget = true;
+  info.memory_budget = VKP_TRUE;
   info.device_local_free_bytes = info.device_local_bytes / 2;
   ASSERT_VKP_OK(vkp_kv_cache_plan(&info, &shape, &options, &sizing));
   EXPECT_EQ(sizing.fraction_of, VKP_MEMORY_SOURCE_MEMORY_BUDGET);
@@ -70,7 +73,7 @@ TEST_F(CApiKvCacheTest, SizesAndPlansAsTheCppApi) {
   bad = shape;
   bad.dtype = vkp_dtype(33);
   expect_refused(vkp_kv_cache_sizing_of(&bad, 1, &sizing), "shape.dtype: 33");
-  options = {};
+  vkp_kv_cache_options_init(&options);
   vkp_kv_cache* cache = nullptr;
   expect_refused(vkp_kv_cache_create(c_context(), &shape, &options, &cache), "KvCache");
   EXPECT_EQ(cache, nullptr);
@@ -78,24 +81,36 @@ TEST_F(CApiKvCacheTest, SizesAndPlansAsTheCppApi) {
 
 TEST_F(CApiKvCacheTest, CopiesAndSwapsWholeBlocksInEveryLayer) {
   const vkp_kv_cache_shape shape = c_shape();
-  vkp_kv_cache_options options{};
+  vkp_kv_cache_options options;
+  vkp_kv_cache_options_init(&options);
   options.num_blocks = 8;
   options.num_host_blocks = 4;
   vkp_kv_cache* raw = nullptr;
   ASSERT_VKP_OK(vkp_kv_cache_create(c_context(), &shape, &options, &raw));
   CachePtr cache(raw, &vkp_kv_cache_destroy);
-  vkp_kv_cache_info info{};
+  vkp_kv_cache_info info;
+  vkp_kv_cache_info_init(&info);
   ASSERT_VKP_OK(vkp_kv_cache_info_get(raw, &info));
   EXPECT_EQ(info.num_blocks, 8u);
   EXPECT_EQ(info.num_host_blocks, 4u);
-  EXPECT_EQ(info.shape.num_layers, 2u);
-  const size_t block = size_t(info.sizing.block_bytes);
+  vkp_kv_cache_shape got_shape;
+  vkp_kv_cache_shape_init(&got_shape);
+  ASSERT_VKP_OK(vkp_kv_cache_shape_get(raw, &got_shape));
+  EXPECT_EQ(std::memcmp(&got_shape, &shape, sizeof(shape)), 0);
+  vkp_kv_cache_sizing sizing;
+  vkp_kv_cache_sizing_init(&sizing);
+  ASSERT_VKP_OK(vkp_kv_cache_sizing_get(raw, &sizing));
+  EXPECT_EQ(sizing.num_blocks, 8u);
+  EXPECT_EQ(sizing.total_bytes, KvCache::sizing(cpp_shape(), 8).total_bytes);
+  const size_t block = size_t(sizing.block_bytes);
 
   // Random device pools, zeroed host pools.
   vkp_layer_cache_views device[2], host[2];
   for (uint32_t l = 0; l < 2; ++l) {
-    ASSERT_VKP_OK(vkp_kv_cache_layer(raw, l, false, &device[l]));
-    ASSERT_VKP_OK(vkp_kv_cache_layer(raw, l, true, &host[l]));
+    vkp_layer_cache_views_init(&device[l]);
+    vkp_layer_cache_views_init(&host[l]);
+    ASSERT_VKP_OK(vkp_kv_cache_layer(raw, l, VKP_FALSE, &device[l]));
+    ASSERT_VKP_OK(vkp_kv_cache_layer(raw, l, VKP_TRUE, &host[l]));
     EXPECT_EQ(device[l].key_cache.rank, 5);
     EXPECT_EQ(device[l].key_cache.shape[0], 8);
     EXPECT_EQ(host[l].value_cache.shape[0], 4);
@@ -108,7 +123,7 @@ TEST_F(CApiKvCacheTest, CopiesAndSwapsWholeBlocksInEveryLayer) {
     }
     return s;
   }));
-  const std::vector<uint8_t> zeros(4 * size_t(info.sizing.block_bytes));
+  const std::vector<uint8_t> zeros(4 * block);
   for (uint32_t l = 0; l < 2; ++l) {
     ASSERT_VKP_OK(vkp_upload(c_context(), &host[l].key_cache.memory, zeros.data(), 4 * block));
     ASSERT_VKP_OK(vkp_upload(c_context(), &host[l].value_cache.memory, zeros.data(), 4 * block));
@@ -145,7 +160,8 @@ TEST_F(CApiKvCacheTest, CopiesAndSwapsWholeBlocksInEveryLayer) {
   EXPECT_TRUE(same_block(d, 5, d, 2));
 
   vkp_layer_cache_views views;
-  expect_refused(vkp_kv_cache_layer(raw, 2, false, &views), "2");
+  vkp_layer_cache_views_init(&views);
+  expect_refused(vkp_kv_cache_layer(raw, 2, VKP_FALSE, &views), "2");
   const vkp_block_copy bad[] = {{0, 4}};
   EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
     expect_refused(vkp_kv_cache_record_swap_out(raw, cmd, bad, 1), "pairs[0].dst: block id 4");

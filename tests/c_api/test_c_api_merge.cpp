@@ -37,7 +37,13 @@ TEST_F(CApiMergeTest, RecordedHostAndReferenceMergesAgree) {
   // Recorded with views, the merged output written over output_a's memory, no lse.
   const CTensor d_a = upload(c_context(), out_a), d_la = upload(c_context(), lse_a);
   const CTensor d_b = upload(c_context(), out_b), d_lb = upload(c_context(), lse_b);
-  const vkp_merge_views views{d_a.view, d_la.view, d_b.view, d_lb.view, d_a.view, {}};
+  vkp_merge_views views;
+  vkp_merge_views_init(&views);
+  views.output_a = d_a.view;
+  views.lse_a = d_la.view;
+  views.output_b = d_b.view;
+  views.lse_b = d_lb.view;
+  views.output = d_a.view;
   ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) { return vkp_record_merge_attention(c_context(), cmd, &views); }));
   EXPECT_TRUE(bytes_equal(download(c_context(), d_a), host));
 

@@ -393,8 +393,8 @@ TEST_F(DecodeTest, RefusesViewsThatDoNotFit) {
   v.value_cache = big.tensor(DType::f16, in.value_cache.shape());
   v.block_tables = big.tensor(DType::i32, in.block_tables.shape());
   v.context_lens = big.tensor(DType::i32, in.context_lens.shape());
-  v.output = small.tensor(DType::f16, in.query.shape());
-  v.output.memory.size = 64;
+  v.output = big.tensor(DType::f16, in.query.shape());
+  v.output.memory = small.view(0, 64);
   expect_refused([&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, v); }); },
                  "output: buffer view of 64 bytes is too small");
   v.output = big.tensor(DType::f16, in.query.shape());

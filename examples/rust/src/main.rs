@@ -28,6 +28,11 @@ fn check(status: VkpStatus, what: &str) -> Result<(), String> {
     Err(format!("{} failed ({}): {}", what, name.to_string_lossy(), message.to_string_lossy()))
 }
 
+/// An extensible struct as its init fills it, or the library's message.
+fn init<T>(init_sized: InitSized<T>, what: &str) -> Result<T, String> {
+    init_struct(init_sized).map_err(|status| check(status, what).unwrap_err())
+}
+
 /// Reproducible values in (-1, 1).
 fn values(count: usize, seed: &mut u32) -> Vec<f32> {
     (0..count)
@@ -49,7 +54,7 @@ impl Drop for Context {
 fn run() -> Result<bool, String> {
     let version = unsafe { CStr::from_ptr(vkp_version_string()) }.to_string_lossy().into_owned();
     if unsafe { vkp_version() } != VKPAGED_VERSION {
-        return Err(format!("these declarations mirror vkpaged 0.1.0, the library is {}", version));
+        return Err(format!("these declarations mirror vkpaged 0.2.0, the library is {}", version));
     }
 
     let mut seed = 11u32;
@@ -60,27 +65,22 @@ fn run() -> Result<bool, String> {
     let context_lens: [i32; S] = [9, 50];
     let block_tables: [i32; S * M] = [3, 10, 0, 0, 0, 0, 0, 11, 0, 1, 2, 4, 5, 6];
 
-    let inputs = VkpDecodeInputs {
-        query: VkpHostTensor::of(&query, VKP_DTYPE_F32, &[S as i64, H as i64, D as i64]),
-        key_cache: VkpHostTensor::of(&key_cache, VKP_DTYPE_F32, &[N as i64, HKV as i64, (D / X) as i64, B as i64, X as i64]),
-        value_cache: VkpHostTensor::of(&value_cache, VKP_DTYPE_F32, &[N as i64, HKV as i64, D as i64, B as i64]),
-        block_tables: VkpHostTensor::of(&block_tables, VKP_DTYPE_I32, &[S as i64, M as i64]),
-        context_lens: VkpHostTensor::of(&context_lens, VKP_DTYPE_I32, &[S as i64]),
-        alibi_slopes: VkpHostTensor::absent(),
-        sinks: VkpHostTensor::absent(),
-        cache_dtype: VKP_DTYPE_F32,
-    };
-    let options = unsafe {
-        let mut o = std::mem::zeroed::<VkpDecodeOptions>();
-        vkp_decode_options_init(&mut o);
-        o.sliding_window = 32;
-        o.softcap = 30.0;
-        o
-    };
+    // Extensible structs start from their init: struct_size and the defaults (absent ALiBi
+    // slopes and sinks, no scale given, ...), then the fields this example sets.
+    let mut inputs = init(vkp_decode_inputs_init_sized, "vkp_decode_inputs_init")?;
+    inputs.query = VkpHostTensor::of(&query, VKP_DTYPE_F32, &[S as i64, H as i64, D as i64]);
+    inputs.key_cache = VkpHostTensor::of(&key_cache, VKP_DTYPE_F32, &[N as i64, HKV as i64, (D / X) as i64, B as i64, X as i64]);
+    inputs.value_cache = VkpHostTensor::of(&value_cache, VKP_DTYPE_F32, &[N as i64, HKV as i64, D as i64, B as i64]);
+    inputs.block_tables = VkpHostTensor::of(&block_tables, VKP_DTYPE_I32, &[S as i64, M as i64]);
+    inputs.context_lens = VkpHostTensor::of(&context_lens, VKP_DTYPE_I32, &[S as i64]);
+    inputs.cache_dtype = VKP_DTYPE_F32;
+    let mut options = init(vkp_decode_options_init_sized, "vkp_decode_options_init")?;
+    options.sliding_window = 32;
+    options.softcap = 30.0;
 
     let mut context = Context(std::ptr::null_mut());
     check(unsafe { vkp_context_create(std::ptr::null(), &mut context.0) }, "vkp_context_create")?;
-    let mut info = unsafe { std::mem::zeroed::<VkpDeviceInfo>() };
+    let mut info = init(vkp_device_info_init_sized, "vkp_device_info_init")?;
     check(unsafe { vkp_context_device_info(context.0, &mut info) }, "vkp_context_device_info")?;
     let device = unsafe { CStr::from_ptr(info.name.as_ptr()) }.to_string_lossy().into_owned();
     // The struct's last field, which Vulkan 1.1 guarantees to be at least 1 GiB: a mirror of

@@ -1,15 +1,24 @@
 //! The part of include/vkpaged/vkpaged.h this example uses, declared by hand: #[repr(C)]
 //! structs with the C field order and types, opaque handles as empty enums. The library is
 //! linked by the build (rustc -l vkpaged, or build.rs).
+//!
+//! The C ABI's rules (docs/api.md, "The C ABI") as they show here: enums are 32-bit integers,
+//! booleans are u32 (0 or 1), and every extensible struct begins with `struct_size`, which
+//! `init_struct` sets to this declaration's size (and the library checks) before anything else
+//! is filled in. The sizes are asserted at compile time against tests/c_api/abi_table.inc, so
+//! a mirror that drifted from vkpaged.h does not build.
 #![allow(dead_code)]
 
 use std::os::raw::{c_char, c_int, c_void};
 
-/// VKPAGED_MAKE_VERSION(0, 1, 0): the version these declarations mirror.
-pub const VKPAGED_VERSION: u32 = 100;
+/// VKPAGED_MAKE_VERSION(0, 2, 0): the version these declarations mirror.
+pub const VKPAGED_VERSION: u32 = 200;
 
 pub type VkpStatus = c_int;
 pub const VKP_OK: VkpStatus = 0;
+
+/// vkp_bool32: 0 or 1.
+pub type VkpBool32 = u32;
 
 pub type VkpDtype = c_int;
 pub const VKP_DTYPE_F32: VkpDtype = 0;
@@ -63,6 +72,8 @@ impl VkpHostTensor {
 
 #[repr(C)]
 pub struct VkpDecodeInputs {
+    pub struct_size: u32,
+    pub cache_dtype: VkpDtype,
     pub query: VkpHostTensor,
     pub key_cache: VkpHostTensor,
     pub value_cache: VkpHostTensor,
@@ -70,12 +81,12 @@ pub struct VkpDecodeInputs {
     pub context_lens: VkpHostTensor,
     pub alibi_slopes: VkpHostTensor,
     pub sinks: VkpHostTensor,
-    pub cache_dtype: VkpDtype,
 }
 
 #[repr(C)]
 pub struct VkpDecodeOptions {
-    pub has_scale: bool,
+    pub struct_size: u32,
+    pub has_scale: VkpBool32,
     pub scale: f32,
     pub softcap: f32,
     pub sliding_window: u32,
@@ -90,6 +101,7 @@ pub struct VkpDecodeOptions {
 
 #[repr(C)]
 pub struct VkpDeviceInfo {
+    pub struct_size: u32,
     pub index: u32,
     pub name: [c_char; 256],
     pub device_type: [c_char; 16],
@@ -97,29 +109,52 @@ pub struct VkpDeviceInfo {
     pub vendor_id: u32,
     pub api_version: u32,
     pub subgroup_size: u32,
-    pub subgroup_arithmetic: bool,
-    pub storage_16bit: bool,
-    pub storage_8bit: bool,
-    pub shader_float16: bool,
-    pub shader_int64: bool,
-    pub buffer_device_address: bool,
-    pub push_descriptor: bool,
-    pub timestamps: bool,
-    pub max_storage_buffer_range: u64,
+    pub subgroup_arithmetic: VkpBool32,
+    pub storage_16bit: VkpBool32,
+    pub storage_8bit: VkpBool32,
+    pub shader_float16: VkpBool32,
+    pub shader_int64: VkpBool32,
+    pub buffer_device_address: VkpBool32,
+    pub push_descriptor: VkpBool32,
+    pub timestamps: VkpBool32,
     pub max_shared_memory: u32,
+    pub max_storage_buffer_range: u64,
     pub max_workgroup_invocations: u32,
     pub max_push_constants: u32,
     pub min_storage_buffer_offset_alignment: u32,
     pub compute_units: u32,
-    pub compute_units_reported: bool,
-    pub timestamp_period_ns: f64,
+    pub compute_units_reported: VkpBool32,
     pub timestamp_valid_bits: u32,
+    pub timestamp_period_ns: f64,
     pub device_local_bytes: u64,
-    pub subgroup_shuffle: bool,
-    pub memory_budget: bool,
+    pub subgroup_shuffle: VkpBool32,
+    pub memory_budget: VkpBool32,
     pub device_local_free_bytes: u64,
-    pub cooperative_matrix: bool,
+    pub cooperative_matrix: VkpBool32,
+    pub reserved0: u32,
     pub max_memory_allocation_size: u64,
+}
+
+// The sizes of tests/c_api/abi_table.inc (x86-64): a field missed or mistyped fails the build.
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    assert!(std::mem::size_of::<VkpHostTensor>() == 56);
+    assert!(std::mem::size_of::<VkpDecodeInputs>() == 400);
+    assert!(std::mem::size_of::<VkpDecodeOptions>() == 48);
+    assert!(std::mem::size_of::<VkpDeviceInfo>() == 664);
+};
+
+/// The `vkp_<struct>_init_sized` of an extensible struct.
+pub type InitSized<T> = unsafe extern "C" fn(*mut T, u32) -> VkpStatus;
+
+/// A struct as `init_sized` fills it for this declaration's size: struct_size set, defaults in.
+pub fn init_struct<T>(init_sized: InitSized<T>) -> Result<T, VkpStatus> {
+    let mut value = std::mem::MaybeUninit::<T>::zeroed();
+    let status = unsafe { init_sized(value.as_mut_ptr(), std::mem::size_of::<T>() as u32) };
+    if status != VKP_OK {
+        return Err(status);
+    }
+    Ok(unsafe { value.assume_init() })
 }
 
 extern "C" {
@@ -133,7 +168,9 @@ extern "C" {
     pub fn vkp_context_destroy(context: *mut VkpContext);
     pub fn vkp_context_device_info(context: *const VkpContext, out: *mut VkpDeviceInfo) -> VkpStatus;
 
-    pub fn vkp_decode_options_init(options: *mut VkpDecodeOptions);
+    pub fn vkp_device_info_init_sized(info: *mut VkpDeviceInfo, struct_size: u32) -> VkpStatus;
+    pub fn vkp_decode_inputs_init_sized(inputs: *mut VkpDecodeInputs, struct_size: u32) -> VkpStatus;
+    pub fn vkp_decode_options_init_sized(options: *mut VkpDecodeOptions, struct_size: u32) -> VkpStatus;
     pub fn vkp_decode_attention(
         context: *mut VkpContext,
         inputs: *const VkpDecodeInputs,

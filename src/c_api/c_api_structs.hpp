@@ -1,0 +1,210 @@
+#pragma once
+// The ABI of the C API's extensible structs (docs/api.md, "The C ABI"). Each begins with
+// `uint32_t struct_size`, the caller's sizeof; StructAbi<T> lists every size a released header
+// gave it. The helpers here are the only place that reads or writes one:
+// - read_struct: a caller's input, its fields up to struct_size and the defaults past it;
+// - StructOut: a caller's output, written up to its struct_size and no further;
+// - init_struct: what vkp_<struct>_init_sized does;
+// - read_struct_array / StructArrayOut: arrays at the stride of their first element's size.
+// A size no release had is refused naming the argument, the struct and the value.
+//
+// A new field is appended to its struct; the size the struct had in the last release goes
+// into its VKP_STRUCT_ABI line (oldest first), and defaults_of<T> gives the field's default.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "c_api/c_api_guard.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/vkpaged.h"
+
+namespace vkpaged::c_api {
+
+template <typename T>
+struct StructAbi;
+
+// VKP_STRUCT_ABI(type, sizes of earlier releases...): the current sizeof is always known.
+#define VKP_STRUCT_ABI(type, ...)                                                        \
+  template <>                                                                            \
+  struct StructAbi<type> {                                                               \
+    static constexpr const char* name = #type;                                           \
+    static constexpr uint32_t sizes[] = {__VA_ARGS__ __VA_OPT__(, ) uint32_t(sizeof(type))}; \
+  };
+
+// 0.2.0 is the first release with struct_size: each struct has one known size.
+VKP_STRUCT_ABI(vkp_device_info)
+VKP_STRUCT_ABI(vkp_context_options)
+VKP_STRUCT_ABI(vkp_external_device)
+VKP_STRUCT_ABI(vkp_vulkan_handles)
+VKP_STRUCT_ABI(vkp_decode_shape)
+VKP_STRUCT_ABI(vkp_decode_options)
+VKP_STRUCT_ABI(vkp_decode_plan_info)
+VKP_STRUCT_ABI(vkp_decode_views)
+VKP_STRUCT_ABI(vkp_decode_inputs)
+VKP_STRUCT_ABI(vkp_cache_scales)
+VKP_STRUCT_ABI(vkp_reshape_and_cache_views)
+VKP_STRUCT_ABI(vkp_layer_cache_views)
+VKP_STRUCT_ABI(vkp_gather_views)
+VKP_STRUCT_ABI(vkp_bandwidth)
+VKP_STRUCT_ABI(vkp_merge_views)
+VKP_STRUCT_ABI(vkp_kv_cache_shape)
+VKP_STRUCT_ABI(vkp_kv_cache_options)
+VKP_STRUCT_ABI(vkp_kv_cache_sizing)
+VKP_STRUCT_ABI(vkp_kv_cache_info)
+VKP_STRUCT_ABI(vkp_block_manager_options)
+VKP_STRUCT_ABI(vkp_append_result)
+VKP_STRUCT_ABI(vkp_block_usage)
+VKP_STRUCT_ABI(vkp_prefix_cache_stats)
+
+// Sizes strictly increase and end at sizeof(T) (a field that fits an older size's tail padding
+// would make two versions indistinguishable); struct_size comes first.
+template <typename T>
+constexpr bool sizes_well_formed() {
+  const auto& s = StructAbi<T>::sizes;
+  for (size_t i = 1; i < std::size(s); ++i)
+    if (s[i - 1] >= s[i]) return false;
+  return s[std::size(s) - 1] == sizeof(T) && offsetof(T, struct_size) == 0;
+}
+
+// Throws "<arg>: <type>.struct_size: <value> is not a size this library knows (<sizes>)"
+// (without "<arg>: " when arg is NULL).
+[[noreturn]] void refuse_struct_size(const char* arg, const char* type, uint32_t value,
+                                     std::span<const uint32_t> known);
+// Throws "<name>: <value> is not 0 or 1" unless it is; returns it as a bool.
+bool to_bool(vkp_bool32 value, const std::string& name);
+inline vkp_bool32 to_c_bool(bool value) noexcept { return value ? VKP_TRUE : VKP_FALSE; }
+
+// The defaults of an input (what vkp_<struct>_init fills in), with struct_size = sizeof(T).
+// Zero for structs without a specialization (views: absent; outputs: nothing yet).
+template <typename T>
+T defaults_of() {
+  static_assert(sizes_well_formed<T>());
+  T value;
+  std::memset(&value, 0, sizeof(T));
+  value.struct_size = uint32_t(sizeof(T));
+  return value;
+}
+template <> vkp_decode_shape defaults_of<vkp_decode_shape>();
+template <> vkp_decode_options defaults_of<vkp_decode_options>();
+template <> vkp_decode_inputs defaults_of<vkp_decode_inputs>();
+template <> vkp_cache_scales defaults_of<vkp_cache_scales>();
+template <> vkp_kv_cache_shape defaults_of<vkp_kv_cache_shape>();
+template <> vkp_block_manager_options defaults_of<vkp_block_manager_options>();
+
+// The caller's struct_size, refused unless a release had it. `s` is not NULL.
+template <typename T>
+uint32_t checked_size(const T* s, const char* arg) {
+  static_assert(sizes_well_formed<T>());
+  uint32_t size;
+  std::memcpy(&size, s, sizeof(size));  // the first field of every version
+  for (uint32_t known : StructAbi<T>::sizes)
+    if (size == known) return size;
+  refuse_struct_size(arg, StructAbi<T>::name, size, StructAbi<T>::sizes);
+}
+
+// An input struct: the caller's fields up to its struct_size, the defaults past it.
+template <typename T>
+T read_struct(const T* s, const char* arg) {
+  const uint32_t size = checked_size(require(s, arg), arg);
+  T value = defaults_of<T>();
+  std::memcpy(&value, s, size);
+  value.struct_size = uint32_t(sizeof(T));
+  return value;
+}
+
+// An optional input struct: NULL means the defaults.
+template <typename T>
+T read_optional_struct(const T* s, const char* arg) {
+  return s == nullptr ? defaults_of<T>() : read_struct(s, arg);
+}
+
+// A caller's output struct, checked when made (before any work), written by set().
+template <typename T>
+class StructOut {
+ public:
+  StructOut(T* out, const char* arg) : out_(require(out, arg)), size_(checked_size(out, arg)) {}
+  // A value to fill in: zero (reserved fields stay 0), struct_size set.
+  static T blank() { return defaults_of<T>(); }
+  void set(T value) const noexcept {
+    value.struct_size = size_;
+    std::memcpy(out_, &value, size_);
+  }
+
+ private:
+  T* out_;
+  uint32_t size_;
+};
+
+// vkp_<struct>_init_sized: the defaults up to struct_size; nothing written for a size no
+// release had (the library cannot know how large the caller's struct is).
+template <typename T>
+vkp_status init_struct(const char* function, T* s, uint32_t struct_size) noexcept {
+  return guarded(function, [&] {
+    require(s, StructAbi<T>::name);
+    bool known = false;
+    for (uint32_t size : StructAbi<T>::sizes) known = known || size == struct_size;
+    if (!known) refuse_struct_size(nullptr, StructAbi<T>::name, struct_size, StructAbi<T>::sizes);
+    T value = defaults_of<T>();
+    value.struct_size = struct_size;
+    std::memcpy(s, &value, struct_size);
+  });
+}
+
+// An array's element stride: the first element's struct_size, which every element repeats.
+template <typename T>
+uint32_t array_stride(const T* first, size_t count, const char* arg) {
+  const std::string first_name = std::string(arg) + "[0]";
+  const uint32_t stride = checked_size(first, first_name.c_str());
+  const auto* bytes = reinterpret_cast<const unsigned char*>(first);
+  for (size_t i = 1; i < count; ++i) {
+    uint32_t size;
+    std::memcpy(&size, bytes + i * stride, sizeof(size));
+    if (size != stride) {
+      const std::string name = std::string(arg) + "[" + std::to_string(i) + "]";
+      throw Error(ErrorCode::invalid_argument, name + ": " + StructAbi<T>::name + ".struct_size: " +
+                                                   std::to_string(size) + " differs from " + arg + "[0]'s " +
+                                                   std::to_string(stride) + " (one array, one struct size)");
+    }
+  }
+  return stride;
+}
+
+// An input array of extensible structs, each read as read_struct reads one.
+template <typename T>
+std::vector<T> read_struct_array(const T* first, size_t count, const char* arg) {
+  std::vector<T> values;
+  if (count == 0) return values;
+  if (first == nullptr)
+    throw Error(ErrorCode::invalid_argument, std::string(arg) + " is NULL with a count of " + std::to_string(count));
+  const uint32_t stride = array_stride(first, count, arg);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(first);
+  values.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    T value = defaults_of<T>();
+    std::memcpy(&value, bytes + i * stride, stride);
+    value.struct_size = uint32_t(sizeof(T));
+    values.push_back(value);
+  }
+  return values;
+}
+
+// An output array of extensible structs, checked when made, written element by element.
+template <typename T>
+class StructArrayOut {
+ public:
+  StructArrayOut(T* first, size_t count, const char* arg)
+      : bytes_(reinterpret_cast<unsigned char*>(first)), stride_(count > 0 ? array_stride(first, count, arg) : 0) {}
+  void set(size_t i, T value) const noexcept {
+    value.struct_size = stride_;
+    std::memcpy(bytes_ + i * stride_, &value, stride_);
+  }
+
+ private:
+  unsigned char* bytes_;
+  uint32_t stride_;
+};
+
+}  // namespace vkpaged::c_api
