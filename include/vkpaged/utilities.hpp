@@ -43,6 +43,15 @@ class VKPAGED_API StreamingRead {
   DeviceBuffer sink_;
 };
 
+// Records one streaming read (StreamingRead's kernel) of memory the caller owns: `data` is read
+// end to end with 16-byte loads, its size rounded down to 16 (at least 16 bytes, at most
+// maxStorageBufferRange, the offset a multiple of 16 and of minStorageBufferOffsetAlignment);
+// `sink` (16 bytes, same rules) may be written, so two records sharing a sink need a barrier
+// between them. `vkpaged bench` reads a case's own cache pools with it, to see whether that
+// memory reads as fast as the probe's. Compute stage. Throws vkpaged::Error naming the view.
+VKPAGED_API void record_streaming_read(Context& context, VkCommandBuffer cmd, const BufferView& data,
+                                       const BufferView& sink);
+
 // Streams `bytes` (rounded down to 16) from a device buffer with 16-byte loads (StreamingRead):
 // warm-up, then the median of `repetitions` timed runs.
 VKPAGED_API BandwidthMeasurement measure_read_bandwidth(Context& context, size_t bytes, int repetitions = 20);

@@ -8,6 +8,7 @@
 
 #include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
+#include "ops/view_checks.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/utilities.hpp"
@@ -22,14 +23,32 @@ StreamingRead::StreamingRead(Context& context, size_t bytes)
   context.run_and_wait([&](VkCommandBuffer cmd) { record_fill_random(context, cmd, data_.tensor(DType::u32, Shape{int64_t(bytes_ / 4)}), 7); });
 }
 
-void StreamingRead::record(VkCommandBuffer cmd) const {
-  auto& impl = context_->impl();
+namespace {
+
+// The shader indexes from the start of the bound range: the views must start on a binding
+// boundary, which check_buffer's alignment rule makes sure of.
+void record_read(detail::ContextImpl& impl, VkCommandBuffer cmd, const BufferView& data, const BufferView& sink) {
   const auto& pipeline = impl.pipeline(vk::shader_read_bandwidth(), {}, 2, sizeof(shader::ReadBandwidthPush));
-  const std::array<detail::BoundView, 2> bound{impl.bind_view(data_.view()), impl.bind_view(sink_.view())};
-  const shader::ReadBandwidthPush push{uint32_t(bytes_ / 16), 0x9e3779b9u};
+  const std::array<detail::BoundView, 2> bound{impl.bind_view(data), impl.bind_view(sink)};
+  const size_t bytes = data.size / 16 * 16;
+  const shader::ReadBandwidthPush push{uint32_t(bytes / 16), 0x9e3779b9u};
   // Enough workgroups for every compute unit to keep many loads in flight.
-  const uint32_t groups = uint32_t(std::clamp<size_t>(bytes_ / 16 / 256 / 8, 1, 65535));
+  const uint32_t groups = uint32_t(std::clamp<size_t>(bytes / 16 / 256 / 8, 1, 65535));
   impl.dispatch(cmd, pipeline, bound, &push, groups, 1, 1);
+}
+
+}  // namespace
+
+void StreamingRead::record(VkCommandBuffer cmd) const {
+  record_read(context_->impl(), cmd, data_.view(0, bytes_), sink_.view());
+}
+
+void record_streaming_read(Context& context, VkCommandBuffer cmd, const BufferView& data, const BufferView& sink) {
+  auto& impl = context.impl();
+  const size_t align = std::max<size_t>(impl.info.min_storage_buffer_offset_alignment, 16);
+  detail::check_buffer(impl, "data", data, 16, align);
+  detail::check_buffer(impl, "sink", sink, 16, align);
+  record_read(impl, cmd, BufferView{data.buffer, data.offset, data.size / 16 * 16}, sink);
 }
 
 BandwidthMeasurement measure_read_bandwidth(Context& context, size_t bytes, int repetitions) {

@@ -2,8 +2,10 @@
 // --flush-caches` records between repetitions. What it reads cannot be observed; what can is its
 // size rule, its refusal, that it can be recorded again and again without a validation message,
 // and that it leaves other buffers as they were.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 #include <tuple>
@@ -101,6 +103,52 @@ TEST_F(StreamingReadTest, AfterAnUntimedReadTimesOnlyTheSecond) {
       EXPECT_EQ(std::string(e.what()), std::string(what) + ": created on another context");
     }
   }
+}
+
+
+TEST_F(StreamingReadTest, ReadsTheCallersMemoryAndLeavesItAsItWas) {
+  // Words 0..n-1 at an offset into a buffer of the caller's; the read may write only the sink.
+  const size_t align = std::max<size_t>(ctx().device_info().min_storage_buffer_offset_alignment, 16);
+  const size_t words = 1 << 16;
+  std::vector<uint32_t> data(words + align / 4);
+  std::iota(data.begin(), data.end(), 11u);
+  auto buffer = ctx().create_buffer(data.size() * 4);
+  ctx().upload(buffer.view(), data.data(), data.size() * 4);
+  auto sink = ctx().create_buffer(16);
+  // A size that is not a multiple of 16 is read rounded down.
+  const BufferView view = buffer.view(align, words * 4 - 4);
+  auto run = [&](VkCommandBuffer cmd) { record_streaming_read(ctx(), cmd, view, sink.view()); };
+  ctx().run_and_wait(run);
+  EXPECT_GT(ctx().run_and_time(run), 0.0);
+  std::vector<uint32_t> after(data.size());
+  ctx().download(buffer.view(), after.data(), after.size() * 4);
+  EXPECT_EQ(after, data);
+}
+
+TEST_F(StreamingReadTest, RefusesAViewItCannotBindNamingIt) {
+  const size_t align = std::max<size_t>(ctx().device_info().min_storage_buffer_offset_alignment, 16);
+  auto buffer = ctx().create_buffer(4 * align);
+  auto sink = ctx().create_buffer(4 * align);
+  const struct {
+    BufferView data, sink;
+    std::string message;
+  } cases[] = {
+      {buffer.view(8, align), sink.view(), fmt::format("data: offset 8 is not a multiple of {} bytes", align)},
+      {buffer.view(0, 8), sink.view(), "data: buffer view of 8 bytes is too small, 16 bytes needed"},
+      {buffer.view(), sink.view(0, 4), "sink: buffer view of 4 bytes is too small, 16 bytes needed"},
+      {buffer.view(), BufferView{}, "sink: no buffer given"},
+  };
+  // Refused before recording, inside a command buffer that is then submitted empty.
+  for (const auto& c : cases)
+    ctx().run_and_wait([&](VkCommandBuffer cmd) {
+      try {
+        record_streaming_read(ctx(), cmd, c.data, c.sink);
+        ADD_FAILURE() << "accepted: " << c.message;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+        EXPECT_EQ(std::string(e.what()), c.message);
+      }
+    });
 }
 
 }  // namespace

@@ -550,6 +550,35 @@ TEST_F(CliTest, DemoRefusesBadOptionsInOneLine) {
 
 // ---- bench ----
 
+// The numbers that follow each `key` in `text` (a JSON number, or each number of a JSON array).
+std::vector<std::vector<double>> numbers_after(const std::string& text, const std::string& key) {
+  std::vector<std::vector<double>> all;
+  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
+    std::istringstream in(text.substr(at + key.size()));
+    std::vector<double> values;
+    char c = 0;
+    if (in.peek() == '[') {
+      in >> c;
+      double x = 0;
+      while (in >> x) {
+        values.push_back(x);
+        if (!(in >> c) || c == ']') break;
+      }
+    } else {
+      double x = 0;
+      if (in >> x) values.push_back(x);
+    }
+    all.push_back(values);
+  }
+  return all;
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 TEST_F(CliTest, BenchRefusesABadKernelBeforeOpeningADevice) {
   const CliResult r = run({"bench", "--suite", "quick", "--kernel", "tensor"});
   EXPECT_EQ(r.exit_code, 1);
@@ -579,6 +608,9 @@ TEST_F(CliTest, BenchFlushesTheCachesBeforeEachRepetitionWhenAsked) {
   EXPECT_EQ(json.find("\"cache_flush_bytes\": 0,"), std::string::npos) << json;
   EXPECT_NE(json.find("\"cache_flush_bytes\": "), std::string::npos) << json;
   EXPECT_NE(json.find("\"warm_start\": false,"), std::string::npos) << json;
+  EXPECT_NE(json.find(kArenaByDefault ? "\"arena\": true," : "\"arena\": false,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"rounds\": 1,"), std::string::npos) << json;
+  EXPECT_EQ(count_of(r.out, "read bandwidth after the suite: "), 1u) << r.out;
 }
 
 TEST_F(CliTest, BenchStartsWarmAfterTheSameDecodeAndTheFlushWhenAsked) {
@@ -617,6 +649,74 @@ TEST_F(CliTest, BenchRefusesACacheDtypeItCannotRunBeforeOpeningADevice) {
         << r.err;
     EXPECT_EQ(r.out, "") << "the bench started before refusing";
   }
+}
+
+TEST_F(CliTest, BenchRepeatsTheSuiteInOneArenaAndFlagsWhatMoved) {
+  const CliResult r = run({"bench", "--suite", "quick", "--repetitions", "20", "--warmup", "1", "--repeat", "2",
+                           "--arena", "--json", path("bench.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << "a disturbed run is reported, not failed\n" << r.err;
+  EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
+  EXPECT_NE(r.out.find("buffers: one arena of "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("round 2 of 2"), std::string::npos) << r.out;
+  EXPECT_EQ(count_of(r.out, "read bandwidth after the suite: "), 2u) << r.out;
+  const std::string json = slurp(path("bench.json"));
+  EXPECT_NE(json.find("\"arena\": true,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"rounds\": 2,"), std::string::npos) << json;
+  const auto arena_bytes = numbers_after(json, "\"arena_bytes\": ");
+  ASSERT_EQ(arena_bytes.size(), 1u);
+  EXPECT_GT(arena_bytes[0].at(0), 0.0);
+
+  const size_t cases_at = json.find("\"cases\": [");
+  ASSERT_NE(cases_at, std::string::npos) << json;
+  const std::string cases = json.substr(cases_at);
+  // Four cases in each of two rounds, each timed, each pool pair read.
+  const auto case_rounds = numbers_after(cases, "\"round\": ");
+  ASSERT_EQ(case_rounds.size(), 8u) << cases;
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(case_rounds[i].at(0), i < 4 ? 1.0 : 2.0) << i;
+  for (const auto& m : numbers_after(cases, "\"median_us\": ")) EXPECT_GT(m.at(0), 0.0);
+  for (const auto& m : numbers_after(cases, "\"pool_read_bytes_per_second\": ")) EXPECT_GT(m.at(0), 0.0);
+
+  // The flags follow from the figures the JSON gives, and each flag printed one line.
+  const std::string head = json.substr(0, cases_at);
+  const auto starts = numbers_after(head, "\"read_start_bytes_per_second\": ");
+  const auto afters = numbers_after(head, "\"read_after_bytes_per_second\": ");
+  ASSERT_EQ(starts.size(), 2u) << head;
+  ASSERT_EQ(afters.size(), 2u) << head;
+  const size_t suite_part = head.find("\"suite_runs\""), rounds_part = head.find("\"case_rounds\"");
+  ASSERT_LT(suite_part, rounds_part);
+  const std::string suite_runs = head.substr(suite_part, rounds_part - suite_part);
+  const std::string rounds = head.substr(rounds_part);
+  size_t flagged = 0;
+  std::vector<bool> suite_flags;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_GT(afters[i].at(0), 0.0);
+    suite_flags.push_back(bandwidth_disturbed(starts[i].at(0), afters[i].at(0)));
+    flagged += suite_flags.back();
+  }
+  EXPECT_EQ(count_of(suite_runs, "\"disturbed\": true"), flagged) << suite_runs;
+  const auto medians = numbers_after(rounds, "\"median_us\": ");
+  ASSERT_EQ(medians.size(), 4u) << rounds;
+  size_t differing = 0;
+  for (const auto& m : medians) {
+    ASSERT_EQ(m.size(), 2u) << rounds;
+    differing += round_spread(m) > kStableTolerance;
+  }
+  EXPECT_EQ(count_of(rounds, "\"disturbed\": true"), differing) << rounds;
+  EXPECT_EQ(count_of(r.out, "\ndisturbed: suite quick, round "), flagged) << r.out;
+  EXPECT_EQ(count_of(r.out, "\ndisturbed: case "), differing) << r.out;
+  const bool any = flagged + differing > 0;
+  EXPECT_NE(json.find(any ? "\"disturbed\": true,\n  \"suite_runs\"" : "\"disturbed\": false,\n  \"suite_runs\""),
+            std::string::npos)
+      << json;
+  EXPECT_EQ(r.out.find("\nstable: ") != std::string::npos, !any) << r.out;
+}
+
+TEST_F(CliTest, BenchRefusesARepeatBelowOneBeforeOpeningADevice) {
+  const CliResult r = run({"bench", "--suite", "quick", "--repeat", "0"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("vkpaged: --repeat: 0 is not 1 or more rounds"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "the bench started before refusing";
 }
 
 // ---- in-process pieces ----

@@ -24,16 +24,70 @@ struct BenchCase {
 
 struct BenchResult {
   BenchCase config;
+  std::string suite;     // the suite the case belongs to (a part of `all`)
+  int round = 1;         // with --repeat, which round of the suite (from 1)
   std::string path;      // plan.describe()
   uint64_t kv_bytes = 0; // keys and values actually read
   double median_us = 0, min_us = 0, max_us = 0;
   double order_us = 0;  // longest first: median time of record_decode_order, made once per step (not in median_us)
+  // The streaming read (the probe's kernel) over the case's own key and value pools, both
+  // whole, after the case was timed: where the decode's memory reads slower than the probe's,
+  // the memory's placement is to blame, not the kernel.
+  double pool_read_bytes_per_second = 0;
   double kv_bytes_per_second() const { return median_us > 0 ? double(kv_bytes) / (median_us * 1e-6) : 0.0; }
   std::string skipped;  // why the case did not run, if it did not
 };
 
+// ---- stable figures (performance-targets.md, target 7) ----
+
+// Runs of one suite, or one case's rounds, agree when they differ by at most 3 %.
+inline constexpr double kStableTolerance = 0.03;
+
+// Whether the read bandwidth measured after a suite differs from the one measured at the start
+// of the process by more than `tolerance` of the start: a fall means the GPU reads memory
+// slower than when the shares' reference was measured; a rise, that the reference itself was
+// measured slow. Either way the suite's figures are not comparable. False when either is not
+// positive (not measured).
+bool bandwidth_disturbed(double start, double after, double tolerance = kStableTolerance);
+// (max - min) / min of one case's median times over the rounds; 0 for fewer than two rounds,
+// or when a time is not positive.
+double round_spread(const std::vector<double>& medians_us);
+
+// The read bandwidth around one run of a suite.
+struct SuiteRun {
+  std::string suite;
+  int round = 1;
+  double read_start = 0;  // bytes per second, the process's first measure (shares are relative to it)
+  double read_after = 0;  // bytes per second, measured again after the suite's last case
+  bool disturbed = false; // bandwidth_disturbed(read_start, read_after)
+};
+
+// One case over the rounds of --repeat.
+struct CaseRounds {
+  std::string suite, name;
+  std::vector<double> median_us;            // per round
+  std::vector<double> pool_read_bytes_per_second;  // per round
+  double spread = 0;      // round_spread(median_us)
+  bool differs = false;   // spread > kStableTolerance
+};
+
+// Every case that ran (not skipped) in every round, in the order of its first round; `results`
+// as run_bench makes them (round after round).
+std::vector<CaseRounds> case_rounds(const std::vector<BenchResult>& results, double tolerance = kStableTolerance);
+
+// The lines that say a run was disturbed, each on its own line and starting "disturbed: " (for
+// grep): one per suite run whose read bandwidth moved (SuiteRun::disturbed), one per case
+// whose rounds differ. Empty when everything agreed.
+std::vector<std::string> disturbed_lines(const std::vector<SuiteRun>& suites, const std::vector<CaseRounds>& cases);
+
+// Where a case's buffers live. true: one allocation (the arena) made once per process, sized for
+// the largest case of the run, every case's pools, tables and small buffers views into it,
+// each pool at a 2 MiB boundary. false: each case allocates its buffers and frees them when it
+// ends. `--arena` and `--no-arena` choose; this line is the default.
+inline constexpr bool kArenaByDefault = false;
+
 struct BenchOptions {
-  std::string suite = "standard";  // standard, ragged, dtypes, blocks, long, quick, all
+  std::string suite = "standard";  // standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick, all
   std::string device;
   int repetitions = 30;
   int warmup = 5;
@@ -58,6 +112,10 @@ struct BenchOptions {
   // one command buffer, so that the decode's pipeline has run before (on NVIDIA's driver a
   // pipeline's first dispatch in a submission is slower) while its bytes are not in the L2.
   bool warm_start = false;
+  bool arena = kArenaByDefault;
+  // Runs every suite this many times in the process (rounds), each round's cases after the last
+  // round's, and reports each case's rounds and their spread.
+  int repeat = 1;
 };
 
 // The DecodeOptions of every case: --split, --partition-tokens, --kernel, --order, --merge. Throws
@@ -65,11 +123,19 @@ struct BenchOptions {
 DecodeOptions bench_decode_options(const BenchOptions& options);
 // Cases of a suite by name; throws vkpaged::Error for an unknown name.
 std::vector<BenchCase> bench_suite(const std::string& name);
+// The suites `name` runs one after the other: itself, or every suite for `all`. Throws
+// vkpaged::Error for an unknown name.
+std::vector<std::string> bench_suite_names(const std::string& name);
 // The cases with --cache-dtype applied ("" leaves them); throws vkpaged::Error for a name that is
 // not a cache dtype.
 std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std::string& cache_dtype);
 // Runs the suite and prints the table; returns the process exit status.
 int run_bench(const BenchOptions& options);
+// The byte offsets of buffers of the given sizes placed one after the other in one allocation:
+// the first `large` of them each at a multiple of `large_alignment`, the others at multiples of
+// `alignment`; the last element is the end of the last buffer (the allocation's size).
+std::vector<size_t> arena_offsets(const std::vector<size_t>& sizes, size_t large, size_t large_alignment,
+                                  size_t alignment);
 // Draws the share of measured bandwidth per case as an SVG bar chart.
 std::string bench_chart_svg(const std::vector<BenchResult>& results, double bandwidth, const std::string& title);
 

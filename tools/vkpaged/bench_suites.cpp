@@ -119,7 +119,7 @@ std::vector<BenchCase> bench_suite(const std::string& name) {
   if (name == "quick") return quick();
   if (name == "all") {
     std::vector<BenchCase> all;
-    for (const char* s : {"standard", "ragged", "dtypes", "blocks", "long", "lengths", "groups", "latency"}) {
+    for (const auto& s : bench_suite_names(name)) {
       auto part = bench_suite(s);
       all.insert(all.end(), part.begin(), part.end());
     }
@@ -127,6 +127,12 @@ std::vector<BenchCase> bench_suite(const std::string& name) {
   }
   throw Error(ErrorCode::invalid_argument,
               fmt::format("--suite: unknown suite \"{}\" (standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick, all)", name));
+}
+
+std::vector<std::string> bench_suite_names(const std::string& name) {
+  if (name == "all") return {"standard", "ragged", "dtypes", "blocks", "long", "lengths", "groups", "latency"};
+  bench_suite(name);  // refuses an unknown name
+  return {name};
 }
 
 std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std::string& cache_dtype) {

@@ -1,17 +1,18 @@
 // `vkpaged bench`: sets up each case's paged cache on the device (random data, shuffled block
 // tables), times record_decode with GPU timestamps, and reports KV bytes per second against
-// the read bandwidth measured by the same run.
+// the read bandwidth measured by the same run; measures that bandwidth again after every suite
+// (and every round of --repeat) and says when the figures moved (performance-targets.md,
+// target 7).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
 #include <optional>
-#include <random>
 
-#include "bench.hpp"
+#include "bench_run.hpp"
 #include "decode_option_names.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/error.hpp"
@@ -20,8 +21,6 @@
 namespace vkpaged::cli {
 
 namespace {
-
-uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
 
 SplitMode parse_split(const std::string& s) {
   if (const auto mode = split_mode_named(s)) return *mode;
@@ -44,198 +43,6 @@ DecodeKernel parse_kernel(const std::string& s) {
   throw Error(ErrorCode::invalid_argument, fmt::format("--kernel: \"{}\" is not auto, scalar or matrix", s));
 }
 
-// One run of the case with the timeline kernel (after one untimed run), its records written to
-// DIR/<case>.bin: DecodePlan::timeline_bytes() as the device wrote them. Cases on the scalar
-// kernel have none (the plan refuses the option) and write nothing.
-void write_timeline(Context& ctx, const BenchCase& c, const DecodeShape& s, DecodeOptions options, DecodeViews v,
-                    const std::string& dir) {
-  options.timeline = true;
-  std::optional<DecodePlan> plan_or;
-  try {
-    plan_or = DecodePlan::create(ctx, s, options);
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::unsupported) throw;
-    return;
-  }
-  const DecodePlan& plan = *plan_or;
-  DeviceBuffer timeline = ctx.create_buffer(plan.timeline_bytes());
-  v.timeline = timeline.view();
-  for (int i = 0; i < 2; ++i) ctx.run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v); });
-  std::vector<char> bytes(plan.timeline_bytes());
-  ctx.download(v.timeline, bytes.data(), bytes.size());
-  const std::string path = dir + "/" + c.name + ".bin";
-  std::ofstream f(path, std::ios::binary);
-  f.write(bytes.data(), std::streamsize(bytes.size()));
-  if (!f) throw Error(ErrorCode::io_error, fmt::format("--timeline: cannot write {}", path));
-}
-
-// `flush`, when given, is recorded (untimed, its own submit) before each warm-up and timed run.
-BenchResult run_case(Context& ctx, const BenchCase& c, const BenchOptions& o, const DecodeOptions& options,
-                     const StreamingRead* flush) {
-  BenchResult r;
-  r.config = c;
-  const auto& dev = ctx.device_info();
-  std::mt19937 rng(1234);
-  std::vector<int32_t> lens(c.batch, int32_t(c.context));
-  if (c.ragged) {
-    std::uniform_int_distribution<int32_t> len(1, int32_t(c.context));
-    for (auto& l : lens) l = len(rng);
-  }
-  const uint32_t M = ceil_div(c.context, c.block_size);
-  uint64_t blocks = 0, tokens = 0;
-  for (int32_t l : lens) {
-    blocks += ceil_div(uint64_t(l), c.block_size);
-    tokens += uint64_t(l);
-  }
-  const uint64_t elem = is_fp8_dtype(c.cache_dtype) ? 1 : dtype_size(c.cache_dtype);
-  const uint64_t pool_bytes = blocks * c.kv_heads * c.head_size * c.block_size * elem;
-  r.kv_bytes = 2 * tokens * c.kv_heads * c.head_size * elem;
-  if (pool_bytes > dev.max_storage_buffer_range) {
-    r.skipped = fmt::format("a pool of {} MB exceeds maxStorageBufferRange", pool_bytes / 1000000);
-    return r;
-  }
-  if (2 * pool_bytes > dev.device_local_bytes * 3 / 4) {
-    r.skipped = fmt::format("{} MB of KV does not fit device memory", 2 * pool_bytes / 1000000);
-    return r;
-  }
-
-  DecodeShape s;
-  s.num_seqs = c.batch;
-  s.num_heads = c.heads;
-  s.num_kv_heads = c.kv_heads;
-  s.head_size = c.head_size;
-  s.block_size = c.block_size;
-  s.num_blocks = uint32_t(blocks);
-  s.max_blocks_per_seq = M;
-  s.max_context_len = uint32_t(*std::max_element(lens.begin(), lens.end()));
-  s.query_dtype = c.query_dtype;
-  s.cache_dtype = c.cache_dtype;
-  std::optional<DecodePlan> plan_or;
-  try {
-    plan_or = DecodePlan::create(ctx, s, options);
-  } catch (const Error& e) {
-    // --kernel matrix asks for every case; those it cannot run (other dtypes, head sizes)
-    // are skipped with the reason so that the rest of the suite still runs.
-    if (e.code() != ErrorCode::unsupported || options.kernel != DecodeKernel::matrix) throw;
-    r.skipped = e.what();
-    return r;
-  }
-  const DecodePlan& plan = *plan_or;
-  r.path = plan.describe();
-
-  const int64_t x = cache_pack_factor(c.cache_dtype);
-  const DType stored = is_fp8_dtype(c.cache_dtype) ? DType::u8 : c.cache_dtype;
-  const Shape kshape{int64_t(blocks), c.kv_heads, c.head_size / x, c.block_size, x};
-  const Shape vshape{int64_t(blocks), c.kv_heads, c.head_size, c.block_size};
-  const Shape qshape{c.batch, c.heads, c.head_size};
-  DeviceBuffer key = ctx.create_buffer(pool_bytes), value = ctx.create_buffer(pool_bytes);
-  DeviceBuffer query = ctx.create_buffer(size_t(qshape.numel()) * dtype_size(c.query_dtype));
-  DeviceBuffer output = ctx.create_buffer(size_t(qshape.numel()) * dtype_size(c.query_dtype));
-  DeviceBuffer tables = ctx.create_buffer(size_t(c.batch) * M * 4), lengths = ctx.create_buffer(size_t(c.batch) * 4);
-  DeviceBuffer scratch = ctx.create_buffer(std::max<size_t>(plan.scratch_bytes(), 16));
-
-  // Blocks in random order, as a long-running server's free list hands them out.
-  std::vector<int32_t> ids(blocks);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng);
-  std::vector<int32_t> table(size_t(c.batch) * M, 0);
-  size_t next = 0;
-  for (uint32_t i = 0; i < c.batch; ++i)
-    for (uint32_t j = 0; j < ceil_div(uint64_t(lens[i]), c.block_size); ++j) table[size_t(i) * M + j] = ids[next++];
-  ctx.upload(tables.view(), table.data(), table.size() * 4);
-  ctx.upload(lengths.view(), lens.data(), lens.size() * 4);
-
-  DecodeViews v;
-  v.query = query.tensor(c.query_dtype, qshape);
-  v.key_cache = key.tensor(stored, kshape);
-  v.value_cache = value.tensor(stored, vshape);
-  v.block_tables = tables.tensor(DType::i32, Shape{c.batch, M});
-  v.context_lens = lengths.tensor(DType::i32, Shape{c.batch});
-  v.output = output.tensor(c.query_dtype, qshape);
-  if (plan.scratch_bytes()) v.scratch = scratch.view(0, plan.scratch_bytes());
-  ctx.run_and_wait([&](VkCommandBuffer cmd) {
-    record_fill_random(ctx, cmd, v.key_cache, 1);
-    record_fill_random(ctx, cmd, v.value_cache, 2);
-    record_fill_random(ctx, cmd, v.query, 3);
-  });
-
-  // Longest first: the list is made once, as an engine makes it once per step for all its
-  // layers; its own time is measured apart.
-  DeviceBuffer order = ctx.create_buffer(std::max<size_t>(plan.order_bytes(), 16));
-  if (plan.longest_first()) {
-    v.order = order.view(0, plan.order_bytes());
-    auto make_list = [&](VkCommandBuffer cmd) { record_decode_order(ctx, cmd, plan, v.context_lens, v.order); };
-    ctx.run_and_wait(make_list);
-    std::vector<double> list_us;
-    for (int i = 0; i < 20; ++i) list_us.push_back(ctx.run_and_time(make_list) * 1e-3);
-    std::sort(list_us.begin(), list_us.end());
-    r.order_us = list_us[list_us.size() / 2];
-    r.path += fmt::format(" (list {:.1f} us once per step)", r.order_us);
-  }
-  // DecodeMerge::in_dispatch: counters zeroed once, left zero by every decode.
-  DeviceBuffer counters = ctx.create_buffer(std::max<size_t>(plan.merge_counter_bytes(), 16));
-  if (plan.merge_counter_bytes()) {
-    v.merge_counters = counters.view(0, plan.merge_counter_bytes());
-    const std::vector<uint32_t> zeros(plan.merge_counter_bytes() / 4, 0u);
-    ctx.upload(v.merge_counters, zeros.data(), plan.merge_counter_bytes());
-  }
-  auto run = [&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v); };
-  // Warm start: the same decode, then the flush, in the timed repetition's command buffer.
-  auto decode_then_flush = [&](VkCommandBuffer cmd) {
-    run(cmd);
-    record_compute_barrier(ctx, cmd);
-    flush->record(cmd);
-  };
-  auto timed = [&] {
-    if (o.warm_start) return ctx.run_and_time(run, decode_then_flush);
-    if (flush) ctx.run_and_wait([&](VkCommandBuffer cmd) { flush->record(cmd); });
-    return ctx.run_and_time(run);
-  };
-  for (int i = 0; i < o.warmup; ++i) timed();
-  std::vector<double> us;
-  for (int i = 0; i < std::max(20, o.repetitions); ++i) us.push_back(timed() * 1e-3);
-  std::sort(us.begin(), us.end());
-  if (!o.timeline_dir.empty()) write_timeline(ctx, c, s, options, v, o.timeline_dir);
-  r.median_us = us[us.size() / 2];
-  r.min_us = us.front();
-  r.max_us = us.back();
-  return r;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out;
-}
-
-void write_json(const std::string& path, const DeviceInfo& dev, double bandwidth, size_t flush_bytes, bool warm_start,
-                const std::vector<BenchResult>& results) {
-  std::string j = fmt::format(
-      "{{\n  \"device\": \"{}\",\n  \"driver\": \"{}\",\n  \"read_bandwidth_bytes_per_second\": {:.6g},\n"
-      "  \"cache_flush_bytes\": {},\n  \"warm_start\": {},\n  \"cases\": [\n",
-      json_escape(dev.name), json_escape(dev.driver), bandwidth, flush_bytes, warm_start ? "true" : "false");
-  for (size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
-    const auto& c = r.config;
-    j += fmt::format(
-        "    {{\"name\": \"{}\", \"batch\": {}, \"context\": {}, \"heads\": {}, \"kv_heads\": {}, \"head_size\": {}, "
-        "\"block_size\": {}, \"query_dtype\": \"{}\", \"cache_dtype\": \"{}\", \"ragged\": {}, \"kv_bytes\": {}, "
-        "\"median_us\": {:.3f}, \"min_us\": {:.3f}, \"max_us\": {:.3f}, \"kv_bytes_per_second\": {:.6g}, "
-        "\"share_of_bandwidth\": {:.4f}, \"order_us\": {:.3f}, \"path\": \"{}\", \"skipped\": \"{}\"}}{}\n",
-        c.name, c.batch, c.context, c.heads, c.kv_heads, c.head_size, c.block_size, dtype_name(c.query_dtype),
-        dtype_name(c.cache_dtype), c.ragged ? "true" : "false", r.kv_bytes, r.median_us, r.min_us, r.max_us,
-        r.kv_bytes_per_second(), bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0, r.order_us, json_escape(r.path),
-        json_escape(r.skipped), i + 1 < results.size() ? "," : "");
-  }
-  j += "  ]\n}\n";
-  std::ofstream f(path);
-  f << j;
-  if (!f) throw Error(ErrorCode::io_error, fmt::format("--json: cannot write {}", path));
-}
-
 }  // namespace
 
 DecodeOptions bench_decode_options(const BenchOptions& o) {
@@ -249,13 +56,15 @@ DecodeOptions bench_decode_options(const BenchOptions& o) {
 }
 
 int run_bench(const BenchOptions& o) {
-  const auto cases = with_cache_dtype(bench_suite(o.suite), o.cache_dtype);
   // Bad option values are refused before the device is opened and its bandwidth measured.
+  std::vector<std::pair<std::string, std::vector<BenchCase>>> suites;
+  for (const auto& name : bench_suite_names(o.suite)) suites.emplace_back(name, with_cache_dtype(bench_suite(name), o.cache_dtype));
   const DecodeOptions decode_options = bench_decode_options(o);
   if (o.warm_start && !o.flush_caches)
     throw Error(ErrorCode::invalid_argument,
                 "--warm-start needs --flush-caches: the untimed decode before each repetition would leave its bytes "
                 "in the GPU's caches");
+  if (o.repeat < 1) throw Error(ErrorCode::invalid_argument, fmt::format("--repeat: {} is not 1 or more rounds", o.repeat));
   if (!o.timeline_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.timeline_dir, ec);
@@ -266,10 +75,11 @@ int run_bench(const BenchOptions& o) {
   Context ctx(copts);
   const auto& dev = ctx.device_info();
   // Several times the largest L2 caches (60 MB on an H200), capped by the device's limits.
-  const size_t probe = std::min<size_t>({size_t(1) << 30, dev.max_storage_buffer_range, dev.device_local_bytes / 4});
-  // With --flush-caches the probe's buffer is kept and read again before each repetition.
-  std::optional<StreamingRead> flush;
-  if (o.flush_caches) flush.emplace(ctx, probe);
+  const size_t probe_bytes = std::min<size_t>({size_t(1) << 30, dev.max_storage_buffer_range, dev.device_local_bytes / 4});
+  // The probe's buffer is kept for the whole run, to measure again after every suite without a
+  // new allocation; with --flush-caches it is also read before each repetition.
+  const StreamingRead probe(ctx, probe_bytes);
+  const StreamingRead* flush = o.flush_caches ? &probe : nullptr;
   // A warm start times the probes as it times the decodes: after a small read of the same
   // pipeline in the same command buffer.
   std::optional<StreamingRead> lead;
@@ -277,7 +87,7 @@ int run_bench(const BenchOptions& o) {
   auto measure = [&](const StreamingRead& read) {
     return lead ? measure_read_bandwidth_after(ctx, read, *lead, o.repetitions) : measure_read_bandwidth(ctx, read, o.repetitions);
   };
-  const auto bw = flush ? measure(*flush) : measure_read_bandwidth(ctx, probe, o.repetitions);
+  const auto bw = measure(probe);
   const double bandwidth = bw.bytes_per_second();
   fmt::print("device: {} ({})\n", dev.name, dev.driver);
   fmt::print("read bandwidth (streaming 16-byte loads, {} MB, median of {}): {:.1f} GB/s\n", bw.bytes / 1000000,
@@ -286,7 +96,7 @@ int run_bench(const BenchOptions& o) {
   // the last wave weigh more: what a decode of that size can reach at best. Shares stay relative
   // to the large read above, as performance-targets.md defines them.
   constexpr size_t kSmallCaseBytes = size_t(1) << 27;
-  if (probe > kSmallCaseBytes) {
+  if (probe_bytes > kSmallCaseBytes) {
     const auto small = measure(StreamingRead(ctx, kSmallCaseBytes));
     fmt::print("read bandwidth over {} MB (the small standard cases' KV size): {:.1f} GB/s, {:.1f} us\n",
                small.bytes / 1000000, small.bytes_per_second() / 1e9, small.median_ns / 1e3);
@@ -294,28 +104,116 @@ int run_bench(const BenchOptions& o) {
   if (flush) fmt::print("caches flushed before each repetition: a {} MB streaming read, not timed\n", flush->bytes() / 1000000);
   if (o.warm_start)
     fmt::print("warm start: each repetition runs after the same decode and the flush, untimed, in one command buffer\n");
-  fmt::print("\n");
-  fmt::print("{:<18} {:>5} {:>7} {:>3}/{:<3} {:>3} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}  {}\n", "case", "batch",
-             "context", "H", "Hkv", "D", "B", "kv", "median us", "min us", "max us", "GB/s", "share", "path");
-  std::vector<BenchResult> results;
-  for (const auto& c : cases) {
-    BenchResult r = run_case(ctx, c, o, decode_options, flush ? &*flush : nullptr);
-    const double share = bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0;
-    if (!r.skipped.empty())
-      fmt::print("{:<18} skipped: {}\n", c.name, r.skipped);
-    else
-      fmt::print("{:<18} {:>5} {:>7} {:>3}/{:<3} {:>3} {:>3} {:>9} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>5.1f}%  {}\n",
-                 c.name, c.batch, c.context, c.heads, c.kv_heads, c.head_size, c.block_size, dtype_name(c.cache_dtype),
-                 r.median_us, r.min_us, r.max_us, r.kv_bytes_per_second() / 1e9, 100.0 * share, r.path);
-    std::fflush(stdout);
-    results.push_back(std::move(r));
+
+  // Every case's lengths, tables and plan, before any case's buffers exist.
+  std::vector<std::vector<PreparedCase>> prepared;
+  for (const auto& [name, cases] : suites) {
+    prepared.emplace_back();
+    for (const auto& c : cases) prepared.back().push_back(prepare_case(ctx, name, c, decode_options));
   }
-  if (!o.json_path.empty()) write_json(o.json_path, dev, bandwidth, flush ? flush->bytes() : 0, o.warm_start, results);
+  RunShared shared;
+  shared.options = decode_options;
+  shared.flush = flush;
+  const size_t sink_align = std::max<size_t>(dev.min_storage_buffer_offset_alignment, 16);
+  const DeviceBuffer sinks = ctx.create_buffer(2 * sink_align);
+  shared.key_sink = sinks.view(0, 16);
+  shared.value_sink = sinks.view(sink_align, 16);
+  std::optional<DeviceBuffer> arena;
+  if (o.arena) {
+    size_t bytes = 16;
+    for (const auto& cases : prepared) bytes = std::max(bytes, arena_bytes(ctx, cases));
+    arena.emplace(ctx.create_buffer(bytes));
+    fmt::print("buffers: one arena of {} MB, allocated once, every case's pools and tables views into it (--arena)\n",
+               bytes / 1000000);
+  } else {
+    fmt::print("buffers: each case allocates its own and frees them when it ends (--no-arena)\n");
+  }
+  if (o.repeat > 1) fmt::print("rounds: {}, every suite run again after the last round, each case's rounds compared\n", o.repeat);
+  fmt::print("after every suite the read bandwidth is measured again: a change of more than {0:.0f} % from the start "
+             "prints a line starting \"disturbed:\"{1}\n",
+             100 * kStableTolerance, o.repeat > 1 ? ", as does a case whose rounds differ by more than that" : "");
+
+  std::vector<BenchResult> results;
+  std::vector<SuiteRun> suite_runs;
+  for (int round = 1; round <= o.repeat; ++round) {
+    if (o.repeat > 1) fmt::print("\nround {} of {}\n", round, o.repeat);
+    for (size_t si = 0; si < prepared.size(); ++si) {
+      fmt::print("\n");
+      if (prepared.size() > 1) fmt::print("suite {}\n", suites[si].first);
+      fmt::print("{:<18} {:>5} {:>7} {:>3}/{:<3} {:>3} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9}  {}\n", "case",
+                 "batch", "context", "H", "Hkv", "D", "B", "kv", "median us", "min us", "max us", "GB/s", "share",
+                 "pool GB/s", "path");
+      for (const auto& p : prepared[si]) {
+        const BenchCase& c = p.config;
+        BenchResult r;
+        {
+          const CaseMemory memory = !p.skipped.empty() ? CaseMemory{}
+                                    : arena              ? arena_memory(ctx, *arena, p)
+                                                         : own_memory(ctx, p);
+          r = run_case(ctx, p, memory, round, o, shared);
+        }
+        const double share = bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0;
+        if (!r.skipped.empty())
+          fmt::print("{:<18} skipped: {}\n", c.name, r.skipped);
+        else
+          fmt::print(
+              "{:<18} {:>5} {:>7} {:>3}/{:<3} {:>3} {:>3} {:>9} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>5.1f}% {:>9.1f}  {}\n",
+              c.name, c.batch, c.context, c.heads, c.kv_heads, c.head_size, c.block_size, dtype_name(c.cache_dtype),
+              r.median_us, r.min_us, r.max_us, r.kv_bytes_per_second() / 1e9, 100.0 * share,
+              r.pool_read_bytes_per_second / 1e9, r.path);
+        std::fflush(stdout);
+        results.push_back(std::move(r));
+      }
+      SuiteRun run;
+      run.suite = suites[si].first;
+      run.round = round;
+      run.read_start = bandwidth;
+      run.read_after = measure(probe).bytes_per_second();
+      run.disturbed = bandwidth_disturbed(run.read_start, run.read_after);
+      fmt::print("read bandwidth after the suite: {:.1f} GB/s, {:+.1f} % from the start\n", run.read_after / 1e9,
+                 bandwidth > 0 ? 100.0 * (run.read_after - bandwidth) / bandwidth : 0.0);
+      for (const auto& line : disturbed_lines({run}, {})) fmt::print("{}\n", line);
+      std::fflush(stdout);
+      suite_runs.push_back(run);
+    }
+  }
+
+  const auto rounds = case_rounds(results);
+  if (o.repeat > 1) {
+    fmt::print("\nrounds: median us per round, their spread ((max - min) / min), and the pools' read in GB/s per round\n");
+    for (const auto& c : rounds) {
+      std::vector<double> pool_gbs;
+      for (double x : c.pool_read_bytes_per_second) pool_gbs.push_back(x / 1e9);
+      fmt::print("{:<18} {:>9.1f} {:>6.1f} %  pools {:.0f}\n", c.name, fmt::join(c.median_us, " "), 100.0 * c.spread,
+                 fmt::join(pool_gbs, " "));
+    }
+    for (const auto& line : disturbed_lines({}, rounds)) fmt::print("{}\n", line);
+  }
+  const bool disturbed = std::any_of(suite_runs.begin(), suite_runs.end(), [](const SuiteRun& s) { return s.disturbed; }) ||
+                         std::any_of(rounds.begin(), rounds.end(), [](const CaseRounds& c) { return c.differs; });
+  if (!disturbed)
+    fmt::print("stable: the read bandwidth after every suite within {:.0f} % of the start{}\n", 100 * kStableTolerance,
+               o.repeat > 1 ? ", every case's rounds too" : "");
+
+  if (!o.json_path.empty()) {
+    BenchJsonRun run;
+    run.bandwidth = bandwidth;
+    run.flush_bytes = flush ? flush->bytes() : 0;
+    run.warm_start = o.warm_start;
+    run.arena = o.arena;
+    run.arena_bytes = arena ? arena->size() : 0;
+    run.rounds = o.repeat;
+    write_bench_json(o.json_path, dev, run, results, suite_runs, rounds);
+  }
   if (!o.chart_path.empty()) {
+    // The first round: what a run without --repeat shows.
+    std::vector<BenchResult> first;
+    for (const auto& r : results)
+      if (r.round == 1) first.push_back(r);
     std::ofstream f(o.chart_path);
     const std::string title =
         fmt::format("vkpaged decode, {} suite, {}{}", o.suite, dev.name, o.warm_start ? ", warm start" : "");
-    f << bench_chart_svg(results, bandwidth, title);
+    f << bench_chart_svg(first, bandwidth, title);
     if (!f) throw Error(ErrorCode::io_error, fmt::format("--chart: cannot write {}", o.chart_path));
   }
   return 0;

@@ -132,6 +132,16 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
                "with --flush-caches: time each repetition after the same decode and the flush, untimed, in one "
                "command buffer, so that its pipeline has run before (as for an engine's later layers; on NVIDIA's "
                "driver a pipeline's first dispatch in a submission is slower) while its bytes are not in the L2");
+  cmd.add_flag("--arena,!--no-arena", b.arena,
+               std::string("--arena: every case's pools, tables and small buffers are views into one allocation made "
+                           "once for the run (sized for its largest case, pools at 2 MiB boundaries); --no-arena: each "
+                           "case allocates its own and frees them when it ends. Default: ") +
+                   (kArenaByDefault ? "--arena" : "--no-arena"));
+  cmd.add_option("--repeat", b.repeat,
+                 "run every suite this many times in the process and compare each case's rounds. After every suite "
+                 "the read bandwidth is measured again: a change of more than 3 % from the start, or a case whose "
+                 "rounds differ by more than 3 %, prints a line starting \"disturbed:\" (the exit status stays 0)")
+      ->capture_default_str();
 }
 
 std::string one_line(std::string s) {

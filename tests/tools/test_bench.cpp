@@ -1,0 +1,185 @@
+// The bench's stability rules (performance-targets.md, target 7) with made-up figures: when a
+// suite or a case is flagged as disturbed, the lines that say so, the rounds of one case, the
+// arena's layout and the suites `all` runs; scripts/bench_stability.py's comparison of runs. The
+// bench itself runs in test_cli.cpp.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::cli {
+namespace {
+
+TEST(BenchStability, ReadBandwidthDisturbedWhenItMovedMoreThanThreePercent) {
+  EXPECT_FALSE(bandwidth_disturbed(4550e9, 4550e9));
+  EXPECT_FALSE(bandwidth_disturbed(4550e9, 4500e9));  // -1.1 %
+  EXPECT_FALSE(bandwidth_disturbed(100.0, 97.1));
+  EXPECT_TRUE(bandwidth_disturbed(100.0, 96.9));
+  EXPECT_FALSE(bandwidth_disturbed(100.0, 102.9));
+  // A rise: the start (the shares' reference) was measured slow.
+  EXPECT_TRUE(bandwidth_disturbed(100.0, 103.1));
+  // 2026-12-04's disturbed call read about half as fast from some case on.
+  EXPECT_TRUE(bandwidth_disturbed(4558.4e9, 2300e9));
+  // Another tolerance.
+  EXPECT_FALSE(bandwidth_disturbed(100.0, 91.0, 0.10));
+  EXPECT_TRUE(bandwidth_disturbed(100.0, 89.0, 0.10));
+  // Nothing measured, nothing flagged.
+  EXPECT_FALSE(bandwidth_disturbed(0.0, 100.0));
+  EXPECT_FALSE(bandwidth_disturbed(100.0, 0.0));
+}
+
+TEST(BenchStability, RoundSpreadIsMaxMinusMinOverMin) {
+  EXPECT_DOUBLE_EQ(round_spread({255.0, 424.0, 256.1}), (424.0 - 255.0) / 255.0);
+  EXPECT_DOUBLE_EQ(round_spread({200.0, 206.0}), 0.03);
+  EXPECT_DOUBLE_EQ(round_spread({206.0, 200.0}), 0.03);
+  EXPECT_DOUBLE_EQ(round_spread({100.0}), 0.0);
+  EXPECT_DOUBLE_EQ(round_spread({}), 0.0);
+  EXPECT_DOUBLE_EQ(round_spread({0.0, 100.0}), 0.0) << "a case that did not run is not a spread";
+}
+
+BenchResult result(const std::string& suite, int round, const std::string& name, double median_us, double pool = 4.5e12) {
+  BenchResult r;
+  r.suite = suite;
+  r.round = round;
+  r.config.name = name;
+  r.median_us = median_us;
+  r.pool_read_bytes_per_second = pool;
+  return r;
+}
+
+TEST(BenchStability, CaseRoundsGatherEachCaseAndFlagTheOnesThatDiffer) {
+  std::vector<BenchResult> results{result("dtypes", 1, "batch64-f16", 250.0, 4.50e12),
+                                   result("dtypes", 1, "batch256-f16", 255.0),
+                                   result("standard", 1, "batch256-f16", 260.0),
+                                   result("dtypes", 2, "batch64-f16", 257.0, 4.40e12),
+                                   result("dtypes", 2, "batch256-f16", 424.0),
+                                   result("standard", 2, "batch256-f16", 261.0),
+                                   result("dtypes", 3, "batch64-f16", 251.0, 4.49e12),
+                                   result("dtypes", 3, "batch256-f16", 256.1),
+                                   result("standard", 3, "batch256-f16", 259.0)};
+  BenchResult skipped = result("dtypes", 1, "batch64-fp8_e4m3", 0.0);
+  skipped.skipped = "the matrix kernel cannot run fp8";
+  results.insert(results.begin() + 1, skipped);
+
+  const auto rounds = case_rounds(results);
+  ASSERT_EQ(rounds.size(), 3u) << "the skipped case is left out; one name in two suites is two cases";
+  EXPECT_EQ(rounds[0].suite, "dtypes");
+  EXPECT_EQ(rounds[0].name, "batch64-f16");
+  EXPECT_EQ(rounds[0].median_us, (std::vector<double>{250.0, 257.0, 251.0}));
+  EXPECT_EQ(rounds[0].pool_read_bytes_per_second, (std::vector<double>{4.50e12, 4.40e12, 4.49e12}));
+  EXPECT_DOUBLE_EQ(rounds[0].spread, 0.028);
+  EXPECT_FALSE(rounds[0].differs) << "2.8 % is within 3 %";
+  EXPECT_EQ(rounds[1].name, "batch256-f16");
+  EXPECT_EQ(rounds[1].suite, "dtypes");
+  EXPECT_TRUE(rounds[1].differs);
+  EXPECT_EQ(rounds[2].suite, "standard");
+  EXPECT_FALSE(rounds[2].differs);
+  EXPECT_TRUE(case_rounds(results, 0.01)[0].differs) << "2.8 % is over 1 %";
+
+  // One round: nothing to compare.
+  results.resize(4);
+  for (const auto& c : case_rounds(results)) {
+    EXPECT_EQ(c.median_us.size(), 1u);
+    EXPECT_FALSE(c.differs);
+  }
+}
+
+TEST(BenchStability, DisturbedLinesNameTheSuiteOrTheCaseAndTheFigures) {
+  const std::vector<SuiteRun> suites{{"dtypes", 1, 4550e9, 4540e9, false}, {"dtypes", 2, 4550e9, 2275e9, true}};
+  CaseRounds steady{"dtypes", "batch64-f16", {250.0, 251.0}, {}, 0.004, false};
+  CaseRounds slow{"dtypes", "batch256-f16", {255.0, 424.0}, {}, 0.6627, true};
+  const auto lines = disturbed_lines(suites, {steady, slow});
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0],
+            "disturbed: suite dtypes, round 2: read bandwidth 4550.0 GB/s at the start, 2275.0 after the suite (-50.0 %)");
+  EXPECT_EQ(lines[1], "disturbed: case batch256-f16 (dtypes): rounds 255.0, 424.0 us, spread 66.3 %");
+  EXPECT_TRUE(disturbed_lines({suites[0]}, {steady}).empty());
+}
+
+TEST(BenchArena, PoolsAtTheirBoundaryTheRestPackedAtTheSmallAlignment) {
+  constexpr size_t MiB = size_t(1) << 20;
+  const auto at = arena_offsets({3 * MiB + 5, MiB, 100, 17, 256}, 2, 2 * MiB, 256);
+  EXPECT_EQ(at, (std::vector<size_t>{0, 4 * MiB, 5 * MiB, 5 * MiB + 256, 5 * MiB + 512, 5 * MiB + 768}));
+  EXPECT_EQ(arena_offsets({}, 2, 2 * MiB, 256), (std::vector<size_t>{0}));
+  // Every case gets the same pool offsets whatever its size: the arena only grows at the end.
+  EXPECT_EQ(arena_offsets({16, 16, 16}, 2, 2 * MiB, 256), (std::vector<size_t>{0, 2 * MiB, 2 * MiB + 256, 2 * MiB + 272}));
+}
+
+TEST(BenchArena, DefaultIsTheConstant) {
+  EXPECT_EQ(BenchOptions{}.arena, kArenaByDefault);
+  EXPECT_EQ(BenchOptions{}.repeat, 1);
+}
+
+TEST(BenchSuites, AllRunsEverySuiteInTurn) {
+  const auto names = bench_suite_names("all");
+  EXPECT_EQ(names, (std::vector<std::string>{"standard", "ragged", "dtypes", "blocks", "long", "lengths", "groups", "latency"}));
+  size_t cases = 0;
+  for (const auto& n : names) cases += bench_suite(n).size();
+  EXPECT_EQ(bench_suite("all").size(), cases);
+  EXPECT_EQ(bench_suite_names("dtypes"), (std::vector<std::string>{"dtypes"}));
+  try {
+    bench_suite_names("fast");
+    ADD_FAILURE() << "an unknown suite was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("--suite: unknown suite \"fast\""), std::string::npos) << e.what();
+  }
+}
+
+// Two made-up runs of the JSON the bench writes: one disturbed from round 2 on, one steady.
+std::string run_json(bool arena, double after, double round2_us) {
+  const bool moved = bandwidth_disturbed(4500e9, after);
+  const double spread = round_spread({250.0, round2_us});
+  const bool differs = spread > kStableTolerance;
+  return "{\"read_bandwidth_bytes_per_second\": 4.5e12, \"arena\": " + std::string(arena ? "true" : "false") +
+         ", \"rounds\": 2, \"disturbed\": " + (moved || differs ? "true" : "false") +
+         ", \"suite_runs\": [{\"suite\": \"dtypes\", \"round\": 1, \"read_change\": 0.001, \"disturbed\": false}, "
+         "{\"suite\": \"dtypes\", \"round\": 2, \"read_change\": " + std::to_string((after - 4500e9) / 4500e9) +
+         ", \"disturbed\": " + (moved ? "true" : "false") +
+         "}], \"case_rounds\": [{\"suite\": \"dtypes\", \"name\": \"batch256-f16\", \"median_us\": [250.0, " +
+         std::to_string(round2_us) + "], \"pool_read_bytes_per_second\": [4.41e12, 2.25e12], \"spread\": " +
+         std::to_string(spread) + ", \"disturbed\": " + (differs ? "true" : "false") + "}], \"cases\": []}";
+}
+
+TEST(BenchStabilityScript, ComparesRunsByWhereTheirBuffersLived) {
+  constexpr const char* kPython = "/usr/bin/python3";
+  if (!std::filesystem::exists(kPython)) GTEST_SKIP() << kPython << " is not available";
+  const auto script = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "scripts" /
+                      "bench_stability.py";
+  ASSERT_TRUE(std::filesystem::exists(script)) << script;
+  const auto dir = std::filesystem::temp_directory_path() / ("vkpaged_bench_stability_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "a.json") << run_json(false, 2300e9, 480.0);
+  std::ofstream(dir / "b.json") << run_json(true, 4490e9, 251.0);
+  const std::string command = std::string(kPython) + " '" + script.string() + "' --compare '" + (dir / "a.json").string() +
+                              "' '" + (dir / "b.json").string() + "' 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
+  EXPECT_EQ(pclose(pipe), 0) << out;
+  std::filesystem::remove_all(dir);
+  EXPECT_NE(out.find("a.json           per-case rounds 2  read  4500.0 GB/s  after: +0.1% -48.9%  disturbed suite runs "
+                     "1/2, cases differing 1/1, max spread 92.0%"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("b.json           arena    rounds 2  read  4500.0 GB/s  after: +0.1% -0.2%  disturbed suite runs "
+                     "0/2, cases differing 0/1, max spread 0.4%"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  a.json           per-case 250.0 480.0 (92.0%) | pools 98 50  DISTURBED\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  b.json           arena    250.0 251.0 (0.4%) | pools 98 50\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("summary: per-case: 1 of 1 runs disturbed\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("summary: arena: 0 of 1 runs disturbed\n"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace vkpaged::cli
