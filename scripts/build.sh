@@ -3,5 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# The KHR matrix kernels' shaders are required here (install-deps.sh provided their compiler);
+# VKPAGED_KHR_SHADERS=OFF builds without them.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVKPAGED_KHR_SHADERS="${VKPAGED_KHR_SHADERS:-ON}" >/dev/null
 cmake --build build -j"$(nproc)"

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
@@ -29,14 +30,33 @@ uint32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& mem, uint32_t 
   return uint32_t(fallback);
 }
 
+// Why VK_KHR_cooperative_matrix cannot be enabled (or used, on an adopted device), "" when it can:
+// `layers` names a validation layer that predates it; `memory_model`: the context has the Vulkan
+// memory model with device scope.
+std::string cooperative_matrix_khr_refusal(const DeviceInfo& info, const std::string& layers, bool memory_model,
+                                           const vk::FullSubgroupSupport& full) {
+  if (!layers.empty()) return layers;
+  if (!info.cooperative_matrix_khr)
+    return fmt::format("device {} has no VK_KHR_cooperative_matrix in compute shaders", info.name);
+  std::vector<std::string> missing;
+  if (!memory_model) missing.push_back("vulkanMemoryModel with vulkanMemoryModelDeviceScope");
+  if (!info.shader_float16) missing.push_back("shaderFloat16");
+  if (!info.storage_16bit) missing.push_back("storageBuffer16BitAccess");
+  if (!full.available) missing.push_back("VK_EXT_subgroup_size_control's computeFullSubgroups");
+  if (missing.empty()) return "";
+  return fmt::format("device {} has VK_KHR_cooperative_matrix but lacks {}, which vkpaged's KHR matrix kernels need",
+                     info.name, fmt::join(missing, ", "));
+}
+
 }  // namespace
 
 ContextImpl::ContextImpl(const ContextOptions& options) {
   instance = std::make_unique<vk::Instance>(options.validation || vk::env_flag("VKPAGED_VALIDATION"));
   d = instance->dispatch();
   auto physical = vk::enumerate_physical_devices(d, instance->get());
+  const bool khr_structures = vk::layers_accept_cooperative_matrix_khr(*instance);
   std::vector<DeviceInfo> infos;
-  for (uint32_t i = 0; i < physical.size(); ++i) infos.push_back(vk::query_device_info(d, physical[i], i));
+  for (uint32_t i = 0; i < physical.size(); ++i) infos.push_back(vk::query_device_info(d, physical[i], i, khr_structures));
   const uint32_t chosen = vk::resolve_device_choice(options.device, infos);
   physical_device = physical[chosen];
   info = infos[chosen];
@@ -83,13 +103,47 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   features.pNext = &f11;
 
   std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  // The Vulkan memory model, which every matrix kernel's SPIR-V declares, with device scope,
+  // which the other shaders' Device-scope atomics need once the model is on (both or neither).
+  if (info.vulkan_memory_model && info.vulkan_memory_model_device_scope) {
+    f12.vulkanMemoryModel = f12.vulkanMemoryModelDeviceScope = VK_TRUE;
+    vulkan_memory_model = vulkan_memory_model_device_scope = true;
+  } else {
+    memory_model_absent =
+        info.vulkan_memory_model
+            ? fmt::format("device {} has vulkanMemoryModel without vulkanMemoryModelDeviceScope, which vkpaged's "
+                          "Device-scope atomics would then need: vulkanMemoryModel is not enabled",
+                          info.name)
+            : fmt::format("device {} lacks vulkanMemoryModel", info.name);
+  }
   // Matrix units for the decode where the device has them (shaders/common/decode_coopmat_kernel.glsl).
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   cooperative_matrix = info.cooperative_matrix;
   if (cooperative_matrix) {
     coopmat.cooperativeMatrix = VK_TRUE;
-    f12.pNext = &coopmat;
+    coopmat.pNext = features.pNext;
+    features.pNext = &coopmat;
     extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
+  // The cross-vendor matrix units, and full subgroups for their pipelines (a KHR cooperative
+  // matrix module below SPIR-V 1.6 needs VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT).
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopmat_khr{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT full_subgroups{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  const vk::FullSubgroupSupport full = vk::query_full_subgroups(d, physical_device);
+  cooperative_matrix_khr_absent = cooperative_matrix_khr_refusal(
+      info, khr_structures ? "" : vk::layers_refusing_cooperative_matrix_khr(*instance, d, physical_device),
+      vulkan_memory_model_device_scope, full);
+  cooperative_matrix_khr = cooperative_matrix_khr_absent.empty();
+  if (cooperative_matrix_khr) {
+    coopmat_khr.cooperativeMatrix = VK_TRUE;
+    full_subgroups.computeFullSubgroups = VK_TRUE;
+    coopmat_khr.pNext = &full_subgroups;
+    full_subgroups.pNext = features.pNext;
+    features.pNext = &coopmat_khr;
+    extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    max_subgroup_size = full.max_subgroup_size;
   }
   // The decode's timeline, for kernel work (DecodeOptions::timeline): a device clock and SM ids.
   VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
@@ -136,9 +190,33 @@ ContextImpl::ContextImpl(const ExternalDevice& external) {
   physical_device = external.physical_device;
   device = external.device;
   owns_device = false;
-  info = vk::query_device_info(d, physical_device, 0);
+  // The KHR structures only where the engine enabled the extension: its validation layer, if
+  // any, then knows them.
+  info = vk::query_device_info(d, physical_device, 0, external.cooperative_matrix_khr);
   buffer_device_address = external.buffer_device_address && info.buffer_device_address;
   cooperative_matrix = external.cooperative_matrix && info.cooperative_matrix;
+  if (external.vulkan_memory_model && !external.vulkan_memory_model_device_scope && info.vulkan_memory_model)
+    throw Error(ErrorCode::invalid_argument,
+                "external device: vulkan_memory_model without vulkan_memory_model_device_scope: vkpaged's shaders use "
+                "Device-scope atomics, which the Vulkan memory model then forbids (enable both features, or neither)");
+  vulkan_memory_model = external.vulkan_memory_model && info.vulkan_memory_model;
+  vulkan_memory_model_device_scope = vulkan_memory_model && external.vulkan_memory_model_device_scope &&
+                                     info.vulkan_memory_model_device_scope;
+  if (!vulkan_memory_model)
+    memory_model_absent = info.vulkan_memory_model
+                              ? fmt::format("device {}: the engine did not enable vulkanMemoryModel "
+                                            "(ExternalDevice::vulkan_memory_model)",
+                                            info.name)
+                              : fmt::format("device {} lacks vulkanMemoryModel", info.name);
+  const vk::FullSubgroupSupport full = vk::query_full_subgroups(d, physical_device);
+  cooperative_matrix_khr_absent =
+      !external.cooperative_matrix_khr
+          ? fmt::format("device {}: the engine did not enable VK_KHR_cooperative_matrix "
+                        "(ExternalDevice::cooperative_matrix_khr)",
+                        info.name)
+          : cooperative_matrix_khr_refusal(info, "", vulkan_memory_model_device_scope, full);
+  cooperative_matrix_khr = cooperative_matrix_khr_absent.empty();
+  if (cooperative_matrix_khr) max_subgroup_size = full.max_subgroup_size;
   if (!info.push_descriptor)
     throw Error(ErrorCode::unsupported, fmt::format("device {} lacks VK_KHR_push_descriptor, which vkpaged needs", info.name));
   d.vkGetPhysicalDeviceMemoryProperties(physical_device, &memory_properties);
@@ -232,6 +310,11 @@ std::unique_ptr<BufferImpl> ContextImpl::create_buffer(size_t bytes, MemoryKind 
 
 const ComputePipeline& ContextImpl::pipeline(const vk::ShaderRegistration& shader, std::span<const uint32_t> spec,
                                              uint32_t num_bindings, uint32_t push_bytes) {
+  if (shader.words == 0)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("shader {}: vkpaged was built without a GLSL compiler that knows GL_KHR_cooperative_matrix "
+                            "(cmake -DVKPAGED_KHR_SHADERS=ON after scripts/install-deps.sh)",
+                            shader.name));
   std::string key = shader.name;
   for (uint32_t v : spec) key += fmt::format(":{}", v);
   std::lock_guard lock(pipeline_mutex);
@@ -278,6 +361,7 @@ const ComputePipeline& ContextImpl::pipeline(const vk::ShaderRegistration& shade
   cinfo.stage.module = module;
   cinfo.stage.pName = "main";
   cinfo.stage.pSpecializationInfo = spec.empty() ? nullptr : &sinfo;
+  if (shader.full_subgroups) cinfo.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
   cinfo.layout = layout;
   if (pipeline_statistics) cinfo.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkPipeline pipeline = VK_NULL_HANDLE;
@@ -480,7 +564,9 @@ DeviceList list_devices() {
   const auto& d = instance.dispatch();
   auto physical = vk::enumerate_physical_devices(d, instance.get());
   DeviceList list;
-  for (uint32_t i = 0; i < physical.size(); ++i) list.devices.push_back(vk::query_device_info(d, physical[i], i));
+  const bool khr_structures = vk::layers_accept_cooperative_matrix_khr(instance);
+  for (uint32_t i = 0; i < physical.size(); ++i)
+    list.devices.push_back(vk::query_device_info(d, physical[i], i, khr_structures));
   if (!list.devices.empty()) list.default_index = vk::default_device_index(list.devices);
   return list;
 }

@@ -20,6 +20,26 @@ struct ContextImpl;
 struct BufferImpl;
 }  // namespace detail
 
+// One matrix shape VK_KHR_cooperative_matrix offers (a VkCooperativeMatrixPropertiesKHR): A is
+// m x k, B k x n, C and the result m x n. Component types and the scope keep Vulkan's values
+// (VkComponentTypeKHR: 0 f16, 1 f32, 3 s8, 7 u8, ...; VkScopeKHR: 3 subgroup), which
+// cooperative_matrix_component_name and to_string spell out.
+struct CooperativeMatrixShape {
+  uint32_t m = 0;
+  uint32_t n = 0;
+  uint32_t k = 0;
+  uint32_t a_type = 0;
+  uint32_t b_type = 0;
+  uint32_t c_type = 0;
+  uint32_t result_type = 0;
+  bool saturating_accumulation = false;
+  uint32_t scope = 0;
+};
+// "f16", "bf16", "f32", "s8", "e4m3", ...; "type N" for a value vkpaged does not know.
+VKPAGED_API std::string cooperative_matrix_component_name(uint32_t vk_component_type);
+// "16x8x16 f16 x f16 + f32 -> f32, subgroup" (", saturating" where it is).
+VKPAGED_API std::string to_string(const CooperativeMatrixShape& shape);
+
 // What vkpaged reads off a physical device and uses to pick shader variants.
 struct DeviceInfo {
   uint32_t index = 0;  // position in vkEnumeratePhysicalDevices
@@ -42,6 +62,19 @@ struct DeviceInfo {
   // VK_KHR_shader_clock (device clock) and VK_NV_shader_sm_builtins beside the above and buffer
   // device addresses: DecodeOptions::timeline can record the matrix kernel's timeline.
   bool decode_timeline = false;
+  // The Vulkan memory model (VkPhysicalDeviceVulkan12Features). The matrix kernels' SPIR-V
+  // declares it (it comes with the cooperative-matrix GLSL extensions) and their atomics use
+  // QueueFamily scope; with it enabled, the other shaders' Device-scope atomics need the
+  // device-scope feature. A Context enables both where the device has both.
+  bool vulkan_memory_model = false;
+  bool vulkan_memory_model_device_scope = false;
+  // VK_KHR_cooperative_matrix with its cooperativeMatrix feature in compute shaders, and the
+  // shapes it offers, in the driver's order of preference. Not queried (false, empty) for an
+  // adopted device whose engine did not enable the extension (ExternalDevice), nor under a
+  // Khronos validation layer older than the extension (1.3.255), which reports its structures
+  // as errors (`vkpaged info` runs without the layer).
+  bool cooperative_matrix_khr = false;
+  std::vector<CooperativeMatrixShape> cooperative_matrix_khr_shapes;
   bool push_descriptor = false;
   bool timestamps = false;
   uint64_t max_storage_buffer_range = 0;
@@ -107,6 +140,18 @@ struct ExternalDevice {
   // Whether the engine enabled VK_NV_cooperative_matrix with its cooperativeMatrix feature,
   // shaderFloat16 and storageBuffer16BitAccess: the decode then may run on matrix units.
   bool cooperative_matrix = false;
+  // Whether the engine enabled VkPhysicalDeviceVulkan12Features::vulkanMemoryModel and
+  // vulkanMemoryModelDeviceScope. Every matrix kernel needs the first (its SPIR-V declares the
+  // VulkanMemoryModel capability); without it they are refused, naming the feature, and the
+  // portable kernels run. The first without the second is refused at adoption: vkpaged's
+  // portable shaders use Device-scope atomics, which the memory model then forbids.
+  bool vulkan_memory_model = false;
+  bool vulkan_memory_model_device_scope = false;
+  // Whether the engine enabled VK_KHR_cooperative_matrix with its cooperativeMatrix feature, and
+  // VK_EXT_subgroup_size_control with computeFullSubgroups (KHR matrix pipelines are created
+  // with VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT), beside the memory model,
+  // shaderFloat16 and storageBuffer16BitAccess: the KHR matrix kernels then may run.
+  bool cooperative_matrix_khr = false;
 };
 
 enum class MemoryKind {

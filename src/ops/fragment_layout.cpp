@@ -15,25 +15,13 @@
 #include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
 #include "vk/context_impl.hpp"
+#include "vk/matrix_features.hpp"
 
 namespace vkpaged::detail {
 namespace {
 
 constexpr uint32_t kSlots = FRAGMENT_SLOTS;
 constexpr uint32_t kLanes = 32;
-
-// The (row, column) code each lane's component holds, as the kernel assumes (what NVIDIA's
-// driver does): A holds rows g, g + 8 and columns 2q, 2q + 1, 2q + 8, 2q + 9, row by row; B
-// and the accumulator hold rows g, g + 8 and columns 2q, 2q + 1 (the same layout, which lets
-// the kernel pass a score accumulator on as the probabilities' B operand).
-uint32_t expected_a(uint32_t lane, uint32_t i) {  // A [16 x 16], code row * 16 + column
-  const uint32_t g = lane / 4, q = lane % 4;
-  return (g + (i / 4) * 8) * 16 + 2 * q + i % 2 + ((i / 2) % 2) * 8;
-}
-uint32_t expected_rows_g(uint32_t lane, uint32_t i) {  // B and accumulator [16 x 8], code row * 8 + column
-  const uint32_t g = lane / 4, q = lane % 4;
-  return (g + (i / 2) * 8) * 8 + 2 * q + i % 2;
-}
 
 std::string compare(const std::vector<uint32_t>& codes) {
   const std::array<uint32_t, 3> lengths{8, 4, 4};
@@ -48,7 +36,7 @@ std::string compare(const std::vector<uint32_t>& codes) {
     bool found = false;  // the first differing lane of each fragment is enough
     for (uint32_t lane = 0; lane < kLanes && !found; ++lane)
       for (uint32_t i = 0; i < lengths[f] && !found; ++i) {
-        const uint32_t want = f == 0 ? expected_a(lane, i) : expected_rows_g(lane, i);
+        const uint32_t want = f == 0 ? nv_fragment_code_a(lane, i) : nv_fragment_code_b(lane, i);
         if (codes[(f * kLanes + lane) * kSlots + i] == want) continue;
         std::vector<uint32_t> held(lengths[f]);
         for (uint32_t j = 0; j < lengths[f]; ++j) held[j] = codes[(f * kLanes + lane) * kSlots + j];
@@ -67,6 +55,11 @@ const std::string& matrix_fragment_mismatch(Context& context) {
   auto& impl = context.impl();
   std::lock_guard lock(impl.fragment_layout_mutex);
   if (impl.fragment_layout_mismatch) return *impl.fragment_layout_mismatch;
+  // The probe is a matrix module itself: it runs only where such modules are valid.
+  if (const std::string missing = missing_matrix_features(impl); !missing.empty() || !impl.cooperative_matrix) {
+    impl.fragment_layout_mismatch = missing.empty() ? "VK_NV_cooperative_matrix is not enabled" : missing;
+    return *impl.fragment_layout_mismatch;
+  }
   const size_t words = 96 * kSlots + 3;
   DeviceBuffer out = context.create_buffer(words * 4);
   const auto& pipeline = impl.pipeline(vk::shader_fragment_layout(), {}, 1, 0);

@@ -46,6 +46,8 @@ struct BoundView {
   uint32_t word_offset = 0;
 };
 
+struct KhrFragmentLayout;  // ops/fragment_layout_khr.hpp
+
 struct ContextImpl {
   explicit ContextImpl(const ContextOptions& options);
   explicit ContextImpl(const ExternalDevice& external);
@@ -59,6 +61,17 @@ struct ContextImpl {
   bool buffer_device_address = false;  // the feature is enabled: buffers get device addresses
   bool cooperative_matrix = false;     // VK_NV_cooperative_matrix is enabled (DeviceInfo says what it needs)
   bool decode_timeline = false;        // DeviceInfo::decode_timeline's features are enabled
+  // Device features the matrix kernels' SPIR-V needs (vk/matrix_features.hpp says what is
+  // missing). The memory model's two features are enabled together or not at all.
+  bool vulkan_memory_model = false;
+  bool vulkan_memory_model_device_scope = false;
+  std::string memory_model_absent;  // why vulkanMemoryModel is not enabled ("" when it is)
+  // VK_KHR_cooperative_matrix with computeFullSubgroups, the memory model, f16 arithmetic and
+  // 16-bit storage; KHR matrix pipelines are full-subgroup dispatches whose workgroup width is a
+  // multiple of max_subgroup_size.
+  bool cooperative_matrix_khr = false;
+  std::string cooperative_matrix_khr_absent;  // why it is not enabled ("" when it is)
+  uint32_t max_subgroup_size = 0;
   bool pipeline_statistics = false;    // VKPAGED_PIPELINE_STATS: log compiler statistics of each pipeline
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
@@ -74,6 +87,9 @@ struct ContextImpl {
   // ops/fragment_layout.cpp: "" when the matrix kernel's fragment layout holds; set on first use.
   std::mutex fragment_layout_mutex;
   std::optional<std::string> fragment_layout_mismatch;
+  // ops/fragment_layout_khr.cpp: the KHR fragments' layout, probed on first use.
+  std::mutex khr_fragment_layout_mutex;
+  std::shared_ptr<const KhrFragmentLayout> khr_fragment_layout;
   std::map<std::string, std::unique_ptr<ComputePipeline>> pipelines;
 
   // What both constructors do once the device exists: entry points, queue, caches.

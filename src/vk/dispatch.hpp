@@ -4,6 +4,8 @@
 // can adopt an engine's instance and device with the engine's own loader.
 #include <vulkan/vulkan.h>
 
+#include "vk/cooperative_matrix_khr.hpp"
+
 #define VKPAGED_INSTANCE_FUNCTIONS(X)           \
   X(vkDestroyInstance)                          \
   X(vkEnumeratePhysicalDevices)                 \
@@ -11,6 +13,7 @@
   X(vkGetPhysicalDeviceProperties2)             \
   X(vkGetPhysicalDeviceFeatures2)               \
   X(vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) \
+  X(vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) \
   X(vkGetPhysicalDeviceMemoryProperties)        \
   X(vkGetPhysicalDeviceMemoryProperties2)       \
   X(vkGetPhysicalDeviceQueueFamilyProperties)   \

@@ -18,13 +18,23 @@ bool env_flag(const char* name) {
 
 namespace {
 
-bool has_layer(const char* name) {
+// The layer's specVersion (the Vulkan header it was built from), 0 when it is not installed.
+uint32_t layer_version(const char* name) {
   uint32_t count = 0;
   vkEnumerateInstanceLayerProperties(&count, nullptr);
   std::vector<VkLayerProperties> layers(count);
   vkEnumerateInstanceLayerProperties(&count, layers.data());
   for (const auto& l : layers)
-    if (std::strcmp(l.layerName, name) == 0) return true;
+    if (std::strcmp(l.layerName, name) == 0) return l.specVersion == 0 ? 1 : l.specVersion;
+  return 0;
+}
+
+// Whether the loader's environment turns the layer on for every instance.
+bool layer_enabled_by_environment(const char* name) {
+  for (const char* variable : {"VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE"}) {
+    const char* v = std::getenv(variable);
+    if (v != nullptr && std::strstr(v, name) != nullptr) return true;
+  }
   return false;
 }
 
@@ -65,8 +75,10 @@ Instance::Instance(bool validation) {
 
   std::vector<const char*> layers;
   std::vector<const char*> extensions;
+  const uint32_t validation_version = layer_version(kValidationLayer);
+  if (validation || layer_enabled_by_environment(kValidationLayer)) validation_layer_version_ = validation_version;
   if (validation) {
-    if (!has_layer(kValidationLayer))
+    if (validation_version == 0)
       throw Error(ErrorCode::unsupported,
                   "validation was asked for but VK_LAYER_KHRONOS_validation is not installed (Debian: vulkan-validationlayers)");
     layers.push_back(kValidationLayer);

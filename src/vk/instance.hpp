@@ -22,6 +22,9 @@ class Instance {
   VkInstance get() const noexcept { return instance_; }
   const Dispatch& dispatch() const noexcept { return dispatch_; }
   uint32_t validation_message_count() const noexcept { return messages_.load(); }
+  // The specVersion of the Khronos validation layer on this instance (turned on by vkpaged or by
+  // the loader's environment), 0 when there is none or the instance was adopted.
+  uint32_t validation_layer_version() const noexcept { return validation_layer_version_; }
 
  private:
   static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
@@ -30,6 +33,7 @@ class Instance {
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   bool owned_ = true;
+  uint32_t validation_layer_version_ = 0;
   Dispatch dispatch_;
   std::atomic<uint32_t> messages_{0};
 };

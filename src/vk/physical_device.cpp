@@ -70,6 +70,32 @@ bool has_cooperative_matrix_products(const Dispatch& d, VkPhysicalDevice device)
   return has(16, 8, 16);
 }
 
+// VK_KHR_cooperative_matrix in compute shaders and its shapes (call only where the device has
+// the extension and the structures may be passed: see query_device_info).
+bool query_cooperative_matrix_khr(const Dispatch& d, VkPhysicalDevice device, std::vector<CooperativeMatrixShape>& out) {
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR feature{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.pNext = &feature;
+  d.vkGetPhysicalDeviceFeatures2(device, &features);
+  VkPhysicalDeviceCooperativeMatrixPropertiesKHR stages{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props.pNext = &stages;
+  d.vkGetPhysicalDeviceProperties2(device, &props);
+  if (d.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR != nullptr) {
+    uint32_t count = 0;
+    d.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(device, &count, nullptr);
+    std::vector<VkCooperativeMatrixPropertiesKHR> shapes(count, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
+    if (count > 0) d.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(device, &count, shapes.data());
+    for (uint32_t i = 0; i < count && i < shapes.size(); ++i) {
+      const auto& p = shapes[i];
+      out.push_back({p.MSize, p.NSize, p.KSize, uint32_t(p.AType), uint32_t(p.BType), uint32_t(p.CType),
+                     uint32_t(p.ResultType), p.saturatingAccumulation == VK_TRUE, uint32_t(p.scope)});
+    }
+  }
+  return feature.cooperativeMatrix && (stages.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+         !out.empty();
+}
+
 // The device clock and the SM id of shaders/decode_coopmat_timeline.comp (call only where the
 // device has VK_KHR_shader_clock and VK_NV_shader_sm_builtins).
 bool has_timeline_features(const Dispatch& d, VkPhysicalDevice device) {
@@ -84,6 +110,37 @@ bool has_timeline_features(const Dispatch& d, VkPhysicalDevice device) {
 
 }  // namespace
 
+bool layers_accept_cooperative_matrix_khr(const Instance& instance) {
+  const uint32_t layer = instance.validation_layer_version();
+  return layer == 0 || layer >= kFirstLayerKnowingCooperativeMatrixKhr;
+}
+
+std::string layers_refusing_cooperative_matrix_khr(const Instance& instance, const Dispatch& d, VkPhysicalDevice device) {
+  if (layers_accept_cooperative_matrix_khr(instance) || !has_device_extension(d, device, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME))
+    return "";
+  const uint32_t v = instance.validation_layer_version();
+  return fmt::format("VK_KHR_cooperative_matrix is left off: the Khronos validation layer in use ({}.{}.{}) predates it "
+                     "(1.3.255) and would report its structures and SPIR-V as errors (run without validation, or with "
+                     "a newer layer)",
+                     VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), VK_API_VERSION_PATCH(v));
+}
+
+FullSubgroupSupport query_full_subgroups(const Dispatch& d, VkPhysicalDevice device) {
+  FullSubgroupSupport support;
+  if (!has_device_extension(d, device, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) return support;
+  VkPhysicalDeviceSubgroupSizeControlFeaturesEXT feature{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.pNext = &feature;
+  d.vkGetPhysicalDeviceFeatures2(device, &features);
+  VkPhysicalDeviceSubgroupSizeControlPropertiesEXT sizes{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props.pNext = &sizes;
+  d.vkGetPhysicalDeviceProperties2(device, &props);
+  support.available = feature.computeFullSubgroups == VK_TRUE && sizes.maxSubgroupSize > 0;
+  support.max_subgroup_size = sizes.maxSubgroupSize;
+  return support;
+}
+
 bool has_device_extension(const Dispatch& d, VkPhysicalDevice device, const char* name) {
   uint32_t count = 0;
   d.vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr);
@@ -92,7 +149,7 @@ bool has_device_extension(const Dispatch& d, VkPhysicalDevice device, const char
   return std::any_of(exts.begin(), exts.end(), [&](const auto& e) { return std::strcmp(e.extensionName, name) == 0; });
 }
 
-DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_t index) {
+DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_t index, bool khr_cooperative_matrix) {
   uint32_t ext_count = 0;
   d.vkEnumerateDeviceExtensionProperties(device, nullptr, &ext_count, nullptr);
   std::vector<VkExtensionProperties> exts(ext_count);
@@ -155,6 +212,10 @@ DeviceInfo query_device_info(const Dispatch& d, VkPhysicalDevice device, uint32_
   info.decode_timeline = info.cooperative_matrix && info.buffer_device_address &&
                          has_ext(VK_KHR_SHADER_CLOCK_EXTENSION_NAME) && has_ext(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME) &&
                          has_timeline_features(d, device);
+  info.vulkan_memory_model = f12.vulkanMemoryModel;
+  info.vulkan_memory_model_device_scope = f12.vulkanMemoryModelDeviceScope;
+  if (khr_cooperative_matrix && has_ext(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME))
+    info.cooperative_matrix_khr = query_cooperative_matrix_khr(d, device, info.cooperative_matrix_khr_shapes);
   info.push_descriptor = has_ext(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   info.timestamps = p.limits.timestampComputeAndGraphics;
   info.max_storage_buffer_range = p.limits.maxStorageBufferRange;
@@ -220,3 +281,39 @@ uint32_t resolve_device_choice(const std::string& choice_in, const std::vector<D
 }
 
 }  // namespace vkpaged::vk
+
+namespace vkpaged {
+
+std::string cooperative_matrix_component_name(uint32_t type) {
+  switch (type) {
+    case VK_COMPONENT_TYPE_FLOAT16_KHR: return "f16";
+    case VK_COMPONENT_TYPE_FLOAT32_KHR: return "f32";
+    case VK_COMPONENT_TYPE_FLOAT64_KHR: return "f64";
+    case VK_COMPONENT_TYPE_SINT8_KHR: return "s8";
+    case VK_COMPONENT_TYPE_SINT16_KHR: return "s16";
+    case VK_COMPONENT_TYPE_SINT32_KHR: return "s32";
+    case VK_COMPONENT_TYPE_SINT64_KHR: return "s64";
+    case VK_COMPONENT_TYPE_UINT8_KHR: return "u8";
+    case VK_COMPONENT_TYPE_UINT16_KHR: return "u16";
+    case VK_COMPONENT_TYPE_UINT32_KHR: return "u32";
+    case VK_COMPONENT_TYPE_UINT64_KHR: return "u64";
+    case vk::kComponentTypeBFloat16: return "bf16";
+    case vk::kComponentTypeFloat8E4M3: return "e4m3";
+    case vk::kComponentTypeFloat8E5M2: return "e5m2";
+    default: return fmt::format("type {}", type);
+  }
+}
+
+std::string to_string(const CooperativeMatrixShape& s) {
+  const char* scope = s.scope == VK_SCOPE_SUBGROUP_KHR    ? "subgroup"
+                      : s.scope == VK_SCOPE_WORKGROUP_KHR ? "workgroup"
+                      : s.scope == VK_SCOPE_DEVICE_KHR    ? "device"
+                      : s.scope == VK_SCOPE_QUEUE_FAMILY_KHR ? "queue family"
+                                                             : "unknown scope";
+  return fmt::format("{}x{}x{} {} x {} + {} -> {}, {}{}", s.m, s.n, s.k, cooperative_matrix_component_name(s.a_type),
+                     cooperative_matrix_component_name(s.b_type), cooperative_matrix_component_name(s.c_type),
+                     cooperative_matrix_component_name(s.result_type), scope,
+                     s.saturating_accumulation ? ", saturating" : "");
+}
+
+}  // namespace vkpaged

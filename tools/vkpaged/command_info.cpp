@@ -31,6 +31,15 @@ void print_device(std::ostream& out, const DeviceInfo& d, bool is_default) {
              yes_no(d.storage_8bit), yes_no(d.shader_float16), yes_no(d.shader_int64));
   fmt::print(out, "    buffer device address: {}, push descriptor: {}{}\n", yes_no(d.buffer_device_address),
              yes_no(d.push_descriptor), d.push_descriptor ? "" : " (vkpaged needs it: this device cannot be used)");
+  fmt::print(out, "    Vulkan memory model: {} (device scope: {}), VK_NV_cooperative_matrix for the matrix kernel: {}\n",
+             yes_no(d.vulkan_memory_model), yes_no(d.vulkan_memory_model_device_scope), yes_no(d.cooperative_matrix));
+  if (d.cooperative_matrix_khr_shapes.empty()) {
+    fmt::print(out, "    VK_KHR_cooperative_matrix: {}\n", yes_no(d.cooperative_matrix_khr));
+  } else {
+    fmt::print(out, "    VK_KHR_cooperative_matrix: {}, {} shapes (A x B + C -> result):\n", yes_no(d.cooperative_matrix_khr),
+               d.cooperative_matrix_khr_shapes.size());
+    for (const auto& shape : d.cooperative_matrix_khr_shapes) fmt::print(out, "      {}\n", to_string(shape));
+  }
   fmt::print(out, "    maxStorageBufferRange: {}, maxMemoryAllocationSize: {}\n", bytes_text(d.max_storage_buffer_range),
              bytes_text(d.max_memory_allocation_size));
   fmt::print(out, "    shared memory per workgroup: {}, workgroup invocations: {}, push constants: {} bytes\n",
