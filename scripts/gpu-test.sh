@@ -51,7 +51,9 @@ done
 [[ -n "$layer_found" ]] || fail_setup "the Khronos validation layer (VkLayer_khronos_validation.json) is not where the loader looks; unpack or install vulkan-validationlayers, or set VK_LAYER_PATH"
 
 echo "gpu-test: $tests, CLI $VKPAGED_CLI, layer $layer_found, log $log"
-"$tests" "$@" 2>&1 | tee "$log"
+# From BUILD_DIR/tests, as ctest runs it: paths the compiler wrote relative to the build (a
+# test's __FILE__) then still lead into the source tree when BUILD_DIR sits inside it.
+(cd "$build/tests" && "$tests" "$@") 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
 count() { grep -Ec "$1" "$log" || true; }
