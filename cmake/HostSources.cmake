@@ -18,6 +18,7 @@ function(vkpaged_host_sources out_var root)
     src/cache/prefix_cache.cpp
     src/ops/cache_geometry.cpp
     src/ops/decode_validation.cpp
+    src/ops/scale_validation.cpp
     src/reference/cache_reference.cpp
     src/reference/decode_reference.cpp
     src/reference/merge_reference.cpp

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "fuzz_support.hpp"
+#include "ops/block_size_rule.hpp"
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/error.hpp"
 
@@ -299,8 +300,9 @@ int run(FuzzedDataProvider& p) {
   static constexpr double kWatermarks[] = {0.0, 0.01, 0.1, 0.5, 0.99, 1.0, -0.1, std::numeric_limits<double>::quiet_NaN()};
   const int32_t num_blocks = p.ConsumeIntegralInRange<int>(0, 15) == 0 ? p.ConsumeIntegralInRange<int32_t>(-2, 0)
                                                                       : p.ConsumeIntegralInRange<int32_t>(1, 24);
-  const int32_t block_size = p.ConsumeIntegralInRange<int>(0, 15) == 0 ? p.ConsumeIntegralInRange<int32_t>(-2, 0)
-                                                                      : p.ConsumeIntegralInRange<int32_t>(1, 8);
+  // Mostly the block sizes decode takes (1, 2, 4, 8), sometimes any from -2 to 8.
+  const int32_t block_size = p.ConsumeIntegralInRange<int>(0, 7) == 0 ? p.ConsumeIntegralInRange<int32_t>(-2, 8)
+                                                                     : int32_t(1) << p.ConsumeIntegralInRange<int>(0, 3);
   BlockManagerOptions o;
   o.watermark = kWatermarks[p.ConsumeIntegralInRange<size_t>(0, std::size(kWatermarks) - 1)];
   o.enable_prefix_caching = p.ConsumeBool();
@@ -313,7 +315,7 @@ int run(FuzzedDataProvider& p) {
     FUZZ_CHECK(e.code() == ErrorCode::invalid_argument, e.what());
     return 0;
   }
-  FUZZ_CHECK(num_blocks > 0 && block_size > 0 && o.watermark >= 0.0 && o.watermark < 1.0 && o.num_host_blocks >= 0,
+  FUZZ_CHECK(num_blocks > 0 && detail::is_supported_block_size(block_size) && o.watermark >= 0.0 && o.watermark < 1.0 && o.num_host_blocks >= 0,
              "BlockManager accepted num_blocks " + std::to_string(num_blocks) + ", block_size " +
                  std::to_string(block_size) + ", watermark " + std::to_string(o.watermark));
   Harness(p, std::move(*manager), o.num_host_blocks).run();

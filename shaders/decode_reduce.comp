@@ -3,6 +3,8 @@
 // workgroup per (query head, sequence). Each partition left an unnormalised output o_p with
 // its max m_p and sum l_p; out = sum_p e^(m_p - M) o_p / (sum_p e^(m_p - M) l_p [+ e^(z - M)]).
 // Sinks are counted once, here. Partitions outside [window start, len) were never written.
+// A partition whose max is NaN saw a non-finite query or key (contract, Decode step 9): the
+// head's outputs and LSE are NaN; any other non-finite output element is written as NaN.
 //
 // Why it is shaped this way: the pass is short and sits between the decode and whatever reads
 // its output, so its cost is its chain of memory latencies. Each invocation takes a word of
@@ -14,6 +16,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
+#include "common/non_finite.glsl"
 
 layout(local_size_x_id = REDUCE_SC_WORKGROUP) in;
 layout(constant_id = REDUCE_SC_HEAD_SIZE) const uint D = 128u;
@@ -104,8 +107,12 @@ void main() {
   barrier();
   if (slice != 0u) return;
 
+  bool poisoned = false;
   float total_max = NEG_INF;
-  for (uint s = 0u; s < SLICES; ++s) total_max = max(total_max, s_max[s]);
+  for (uint s = 0u; s < SLICES; ++s) {
+    poisoned = poisoned || is_nan_bits(s_max[s]);
+    total_max = max(total_max, s_max[s]);
+  }
   float z = NEG_INF;
   if (SINKS) {
     z = sinks[pc.sinks_offset + head];
@@ -119,17 +126,18 @@ void main() {
     den += w * s_sum[s];
     for (uint j = 0u; j < VALUES; ++j) merged[j] += w * s_out[(s * WORD_LANES + lane) * VALUES + j];
   }
-  const float inv = den > 0.0 ? 1.0 / den : 0.0;
+  const float inv = poisoned ? VKP_QUIET_NAN : den > 0.0 ? 1.0 / den : 0.0;
 
   for (uint w = 0u; w < WORDS_PER_LANE; ++w) {
     const uint i = lane + w * WORD_LANES;
     if (i >= WORDS) break;
     const uint word = pc.output_offset + ((seq * pc.num_heads + head) * D) / PER_WORD + i;
-    const float a = merged[w * PER_WORD] * inv;
-    const float b = PER_WORD == 2u ? merged[w * PER_WORD + 1u] * inv : 0.0;
+    const float a = nan_if_non_finite(merged[w * PER_WORD] * inv);
+    const float b = PER_WORD == 2u ? nan_if_non_finite(merged[w * PER_WORD + 1u] * inv) : 0.0;
     if (QUERY_DTYPE == DT_F32) output_words[word] = floatBitsToUint(a);
     else if (QUERY_DTYPE == DT_F16) output_words[word] = packHalf2x16(vec2(a, b));
     else output_words[word] = f32_to_bf16_bits(a) | (f32_to_bf16_bits(b) << 16);
   }
-  if (WRITE_LSE && lane == 0u) lse[pc.lse_offset + seq * pc.num_heads + head] = den > 0.0 ? total_max + log(den) : NEG_INF;
+  if (WRITE_LSE && lane == 0u)
+    lse[pc.lse_offset + seq * pc.num_heads + head] = poisoned ? VKP_QUIET_NAN : den > 0.0 ? total_max + log(den) : NEG_INF;
 }

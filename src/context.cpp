@@ -51,6 +51,7 @@ std::string cooperative_matrix_khr_refusal(const DeviceInfo& info, const std::st
 }  // namespace
 
 ContextImpl::ContextImpl(const ContextOptions& options) {
+  fence_timeout_ms = options.fence_timeout_ms;
   instance = std::make_unique<vk::Instance>(options.validation || vk::env_flag("VKPAGED_VALIDATION"));
   d = instance->dispatch();
   auto physical = vk::enumerate_physical_devices(d, instance->get());
@@ -185,6 +186,7 @@ ContextImpl::ContextImpl(const ExternalDevice& external) {
   need(external.instance != VK_NULL_HANDLE, "instance");
   need(external.physical_device != VK_NULL_HANDLE, "physical_device");
   need(external.device != VK_NULL_HANDLE, "device");
+  fence_timeout_ms = external.fence_timeout_ms;
   instance = std::make_unique<vk::Instance>(external.instance, external.get_instance_proc_addr);
   d = instance->dispatch();
   physical_device = external.physical_device;
@@ -255,7 +257,13 @@ void ContextImpl::finish_setup(uint32_t queue_index) {
 
 ContextImpl::~ContextImpl() {
   // An adopted device may be busy with the engine's own work: wait for vkpaged's queue only.
+  // A submission that timed out is waited for here too, without a limit: destroying what the
+  // device may still use is never safe.
   if (device != VK_NULL_HANDLE && queue != VK_NULL_HANDLE) d.vkQueueWaitIdle(queue);
+  has_pending = false;
+  if (pending) d.vkFreeCommandBuffers(device, command_pool.get(), 1, &pending->cmd);
+  pending.reset();
+  retired.clear();
   dummy.reset();
   pipelines.clear();
   command_pool.reset();
@@ -266,6 +274,7 @@ ContextImpl::~ContextImpl() {
 std::unique_ptr<BufferImpl> ContextImpl::create_buffer(size_t bytes, MemoryKind kind) {
   if (bytes == 0) bytes = 4;  // Vulkan refuses empty buffers; a zero-sized tensor still gets a handle
   auto b = std::make_unique<BufferImpl>();
+  b->owner = this;
   VkBufferCreateInfo binfo{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   binfo.size = bytes;
   binfo.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
@@ -402,9 +411,45 @@ void ContextImpl::dispatch(VkCommandBuffer cmd, const ComputePipeline& p, std::s
   d.vkCmdDispatch(cmd, gx, gy, gz);
 }
 
+BufferImpl::~BufferImpl() {
+  if (owner != nullptr && owner->has_pending.load()) owner->retire(*this);
+}
+
+void ContextImpl::retire(BufferImpl& b) {
+  std::lock_guard lock(retired_mutex);
+  if (has_pending.load()) retired.emplace_back(std::move(b.buffer), std::move(b.memory));
+}
+
+vk::FenceWait ContextImpl::wait_for(VkFence fence, const char* what) {
+  const VkResult r = d.vkWaitForFences(device, 1, &fence, VK_TRUE, vk::fence_timeout_ns(fence_timeout_ms));
+  if (r == VK_ERROR_DEVICE_LOST) device_lost = true;
+  return vk::fence_wait_outcome(r, what);
+}
+
+void ContextImpl::finish_pending() {
+  if (!pending) return;
+  if (wait_for(pending->fence.get(), "waiting for the work of an earlier call that timed out") ==
+      vk::FenceWait::timed_out)
+    throw Error(ErrorCode::device_error,
+                fmt::format("the work of an earlier call that timed out is still running after another {} ms "
+                            "(ContextOptions::fence_timeout_ms); the device may be hung: keep that work's buffers "
+                            "alive and try again, or destroy the Context (its destructor waits for the work)",
+                            fence_timeout_ms));
+  has_pending = false;  // before the staging buffer and the retired ones are freed
+  d.vkFreeCommandBuffers(device, command_pool.get(), 1, &pending->cmd);
+  pending.reset();
+  std::lock_guard retired_lock(retired_mutex);
+  retired.clear();
+}
+
 void ContextImpl::submit_and_wait(const std::function<void(VkCommandBuffer)>& record, VkQueryPool timestamps,
-                                  const std::function<void(VkCommandBuffer)>* untimed_before) {
+                                  const std::function<void(VkCommandBuffer)>* untimed_before, SubmissionResources* keep) {
   std::lock_guard lock(submit_mutex);
+  if (device_lost)
+    throw Error(ErrorCode::device_error,
+                "the device was lost earlier (VK_ERROR_DEVICE_LOST): this Context runs nothing more; destroy it and "
+                "create a new one");
+  finish_pending();
   VkCommandBufferAllocateInfo ainfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ainfo.commandPool = command_pool.get();
   ainfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
@@ -413,8 +458,10 @@ void ContextImpl::submit_and_wait(const std::function<void(VkCommandBuffer)>& re
   vk::check(d.vkAllocateCommandBuffers(device, &ainfo, &cmd), "vkAllocateCommandBuffers");
   struct FreeCmd {
     ContextImpl* self;
-    VkCommandBuffer cmd;
-    ~FreeCmd() { self->d.vkFreeCommandBuffers(self->device, self->command_pool.get(), 1, &cmd); }
+    VkCommandBuffer cmd;  // VK_NULL_HANDLE once `pending` owns it
+    ~FreeCmd() {
+      if (cmd != VK_NULL_HANDLE) self->d.vkFreeCommandBuffers(self->device, self->command_pool.get(), 1, &cmd);
+    }
   } free_cmd{this, cmd};
 
   VkCommandBufferBeginInfo binfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -447,7 +494,16 @@ void ContextImpl::submit_and_wait(const std::function<void(VkCommandBuffer)>& re
   sinfo.commandBufferCount = 1;
   sinfo.pCommandBuffers = &cmd;
   vk::check(d.vkQueueSubmit(queue, 1, &sinfo, fence), "vkQueueSubmit");
-  vk::check(d.vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  if (wait_for(fence, "vkWaitForFences") == vk::FenceWait::signaled) return;
+  // Timed out: the work may still run, so what it uses stays alive with the Context.
+  pending = PendingSubmission{cmd, std::move(fence_owner), keep ? std::move(*keep) : SubmissionResources{}};
+  has_pending = true;
+  free_cmd.cmd = VK_NULL_HANDLE;
+  throw Error(ErrorCode::device_error,
+              fmt::format("the device did not finish the work within {} ms (ContextOptions::fence_timeout_ms) and may "
+                          "be hung; the work is still in flight: keep the buffers it uses alive until a later call "
+                          "on this Context returns normally (that call waits for it first)",
+                          fence_timeout_ms));
 }
 
 }  // namespace detail
@@ -507,12 +563,16 @@ void Context::upload(const BufferView& dst, const void* src, size_t bytes) {
   vk::check_inside_buffer(impl_->device, "upload: dst", dst);
   if (bytes > dst.size)
     throw Error(ErrorCode::invalid_argument, fmt::format("upload: {} bytes do not fit a view of {} bytes", bytes, dst.size));
-  auto staging = impl_->create_buffer(bytes, MemoryKind::host_visible);
-  std::memcpy(staging->mapped, src, bytes);
-  run_and_wait([&](VkCommandBuffer cmd) {
-    VkBufferCopy region{0, dst.offset, bytes};
-    impl_->d.vkCmdCopyBuffer(cmd, staging->buffer.get(), dst.buffer, 1, &region);
-  });
+  detail::ContextImpl::SubmissionResources keep;  // the staging buffer, kept past a timeout
+  keep.staging = impl_->create_buffer(bytes, MemoryKind::host_visible);
+  const VkBuffer staging = keep.staging->buffer.get();
+  std::memcpy(keep.staging->mapped, src, bytes);
+  impl_->submit_and_wait(
+      [&](VkCommandBuffer cmd) {
+        VkBufferCopy region{0, dst.offset, bytes};
+        impl_->d.vkCmdCopyBuffer(cmd, staging, dst.buffer, 1, &region);
+      },
+      VK_NULL_HANDLE, nullptr, &keep);
 }
 
 void Context::download(const BufferView& src, void* dst, size_t bytes) {
@@ -521,17 +581,21 @@ void Context::download(const BufferView& src, void* dst, size_t bytes) {
   vk::check_inside_buffer(impl_->device, "download: src", src);
   if (bytes > src.size)
     throw Error(ErrorCode::invalid_argument, fmt::format("download: {} bytes exceed a view of {} bytes", bytes, src.size));
-  auto staging = impl_->create_buffer(bytes, MemoryKind::host_visible);
-  run_and_wait([&](VkCommandBuffer cmd) {
-    VkBufferCopy region{src.offset, 0, bytes};
-    impl_->d.vkCmdCopyBuffer(cmd, src.buffer, staging->buffer.get(), 1, &region);
-    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-    barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    impl_->d.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0,
-                                  nullptr, 0, nullptr);
-  });
-  std::memcpy(dst, staging->mapped, bytes);
+  detail::ContextImpl::SubmissionResources keep;  // the staging buffer, kept past a timeout
+  keep.staging = impl_->create_buffer(bytes, MemoryKind::host_visible);
+  const VkBuffer staging = keep.staging->buffer.get();
+  impl_->submit_and_wait(
+      [&](VkCommandBuffer cmd) {
+        VkBufferCopy region{src.offset, 0, bytes};
+        impl_->d.vkCmdCopyBuffer(cmd, src.buffer, staging, 1, &region);
+        VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+        barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+        barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+        impl_->d.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0,
+                                      nullptr, 0, nullptr);
+      },
+      VK_NULL_HANDLE, nullptr, &keep);
+  std::memcpy(dst, keep.staging->mapped, bytes);
 }
 
 void Context::run_and_wait(const std::function<void(VkCommandBuffer)>& record) { impl_->submit_and_wait(record); }
@@ -547,8 +611,9 @@ double Context::run_and_time(const std::function<void(VkCommandBuffer)>& record,
   qinfo.queryCount = 2;
   VkQueryPool pool = VK_NULL_HANDLE;
   vk::check(impl_->d.vkCreateQueryPool(impl_->device, &qinfo, nullptr, &pool), "vkCreateQueryPool");
-  vk::UniqueQueryPool owner(&impl_->d, impl_->device, pool);
-  impl_->submit_and_wait(record, pool, untimed_before ? &untimed_before : nullptr);
+  detail::ContextImpl::SubmissionResources keep;  // the query pool, kept past a timeout
+  keep.timestamps = vk::UniqueQueryPool(&impl_->d, impl_->device, pool);
+  impl_->submit_and_wait(record, pool, untimed_before ? &untimed_before : nullptr, &keep);
   uint64_t ticks[2] = {0, 0};
   vk::check(impl_->d.vkGetQueryPoolResults(impl_->device, pool, 0, 2, sizeof(ticks), ticks, sizeof(uint64_t),
                                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),

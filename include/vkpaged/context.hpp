@@ -110,13 +110,18 @@ struct ContextOptions {
   // integrated, then virtual, then CPU). Otherwise an index ("1") or a name substring ("H200",
   // "llvmpipe"). "cpu" is not a Vulkan device: the CLI maps it to the reference.
   std::string device;
-  // Enable the Khronos validation layer (also when VKPAGED_VALIDATION=1). Messages go to the
-  // log callback (vkpaged/log.hpp; stderr by default) and are counted: see
-  // Context::validation_message_count().
+  // Enable the Khronos validation layer (also when VKPAGED_VALIDATION=1), with its
+  // synchronization validation where the layer can turn it on (VKPAGED_VALIDATION=sync: must,
+  // else the Context is refused with Error(unsupported)). Messages go to the log callback
+  // (vkpaged/log.hpp; stderr by default) and are counted: see Context::validation_message_count().
   bool validation = false;
   // Use the shared-memory reductions even where the device has subgroup arithmetic (tests
   // use this to run the fallback path on every device).
   bool disable_subgroup_arithmetic = false;
+  // How long the conveniences that wait (run_and_wait, run_and_time, upload, download and the
+  // host-tensor calls built on them) wait for the device before they give up with
+  // Error(device_error); 0 = no limit. See Context::run_and_wait for what follows a timeout.
+  uint32_t fence_timeout_ms = 60000;
 };
 
 // An engine's own Vulkan objects, for a Context that adopts them instead of creating its own.
@@ -152,6 +157,8 @@ struct ExternalDevice {
   // with VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT), beside the memory model,
   // shaderFloat16 and storageBuffer16BitAccess: the KHR matrix kernels then may run.
   bool cooperative_matrix_khr = false;
+  // As ContextOptions::fence_timeout_ms.
+  uint32_t fence_timeout_ms = 60000;
 };
 
 enum class MemoryKind {
@@ -219,6 +226,15 @@ class VKPAGED_API Context {
   void upload(const BufferView& dst, const void* src, size_t bytes);
   void download(const BufferView& src, void* dst, size_t bytes);
   // Records work with `record` into a fresh command buffer, submits it and waits.
+  // The waits of these conveniences (this one, run_and_time, upload, download and the host-tensor
+  // calls built on them) are bounded by ContextOptions::fence_timeout_ms. Past it they throw
+  // Error(device_error) ("did not finish within ... ms") and the work stays in flight: the
+  // Context keeps the command buffer, fence and any staging buffer or query pool of it, and
+  // the next such call first waits for it (up to the timeout again, failing the same way while
+  // it runs). The caller must keep every buffer that work uses alive until a later call
+  // returns normally (then it has finished); destroying the Context waits for it without a
+  // limit. A lost device (VK_ERROR_DEVICE_LOST) throws Error(device_error) naming it, and every
+  // later such call throws at once: destroy the Context and create a new one.
   void run_and_wait(const std::function<void(VkCommandBuffer)>& record);
   // Same, with GPU timestamps before and after; returns the elapsed GPU time in nanoseconds.
   double run_and_time(const std::function<void(VkCommandBuffer)>& record);

@@ -60,6 +60,15 @@
 // compiled in where VKP_E4M3_NAN is 1: the E4M3 module (decode_coopmat_e4m3.comp) and the
 // timeline's. Dead in the shared module, it still changed the driver's compile of the bf16
 // kernel there (2 % slower on an H200), so that module goes without it and never runs E4M3.
+// Non-finite inputs (contract, Decode step 9; common/non_finite.glsl): a NaN or infinite query
+// or key element (f16, bf16, E5M2) makes its token's scores non-finite in the columns it
+// reaches (a key: every column, Inf * 0 being NaN; a query: its head's). Each lane tests the
+// raw scores of its attended tokens into one flag per column (before the soft cap, whose tanh
+// would make an infinity finite), acted on once after the loop: a flagged column's running sum
+// becomes NaN, as the E4M3 search does, and a head with a NaN sum in any subgroup is poisoned:
+// NaN outputs and LSE (a split partition stores NaN as its max and sum). A non-finite value
+// element reaches its dim's accumulators through the products (0 * Inf is NaN too), and the
+// outputs turn any non-finite element into NaN.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -79,6 +88,7 @@
 
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
+#include "common/non_finite.glsl"
 
 layout(local_size_x_id = DECODE_SC_WORKGROUP) in;
 layout(constant_id = DECODE_SC_HEAD_SIZE) const uint D = 128u;
@@ -385,9 +395,10 @@ const uint NAN_PROBE_BITS = 0x80808080u;
 uint nan_probe(uint w) { return (w + 0x01010101u) ^ w; }
 
 // fp8 NaN, found (rarely) after the loop: the subgroup's units again, from memory. A NaN key of
-// a token in [lo, hi) makes that token's logit NaN in every head, so every output of the group;
-// a NaN value of such a token makes its dim's outputs NaN. NaN stays NaN through the rest of the
-// loop's arithmetic, so setting it after the loop gives what setting it in the unit would.
+// a token in [lo, hi) makes that token's logit NaN in every head, so every output of the group
+// (a NaN running sum: the head is poisoned, its LSE NaN too); a NaN value of such a token makes
+// its dim's outputs NaN. NaN stays NaN through the rest of the loop's arithmetic, so setting it
+// after the loop gives what setting it in the unit would.
 void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint table, uint kv_head, uint lo, uint hi, uint end_unit) {
   const uint lane = gl_SubgroupInvocationID;
   const uint g = lane / 4u, q = lane % 4u;
@@ -524,6 +535,7 @@ void main() {
   // Softmax state of heads 2q and 2q + 1 (this lane's columns of S^T); sums over this lane's tokens.
   float running_max[2] = {NEG_INF, NEG_INF};
   float running_sum[2] = {0.0, 0.0};
+  bool scores_finite[2] = {true, true};  // step 9: every attended score of the column was finite
   float slope[2];
   [[unroll]] for (uint j = 0u; j < 2u; ++j) slope[j] = ALIBI && 2u * q + j < heads ? alibi_slopes[pc.alibi_offset + head0 + 2u * q + j] : 0.0;
   float score_fix[2];  // SCORE_FIX and the query range's factor of heads 2q, 2q + 1
@@ -656,11 +668,13 @@ void main() {
       [[unroll]] for (uint e = 0u; e < 4u; ++e) {
         const uint j = e % 2u;
         const uint t = tok0 + key_group + key_row_offset(g, 2u * i + e / 2u);
+        const bool masked = !full && (t < lo || t >= hi || key_block == NO_BLOCK);
+        if (!masked) scores_finite[j] = scores_finite[j] && !non_finite(scores[i][e]);  // before the soft cap
         float l = scores[i][e] * score_fix[j];
         if (BF16) l *= key_fix;
         if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
         if (ALIBI) l += slope[j] * (float(t) - float(len) + 1.0);
-        if (!full && (t < lo || t >= hi || key_block == NO_BLOCK)) l = NEG_INF;
+        if (masked) l = NEG_INF;
         if (2u * q + j >= heads) l = NEG_INF;
         logit[4u * i + e] = l;
         tile_max[j] = max(tile_max[j], l);
@@ -762,6 +776,9 @@ void main() {
 #if VKP_E4M3_NAN
   if (E4M3 && subgroupAny((nan_seen & NAN_PROBE_BITS) != 0u)) nan_outputs(acc, running_sum, table, kv_head, lo, hi, end_unit);
 #endif
+  // Step 9: a column that saw a non-finite score gets a NaN sum, which poisons its head below.
+  [[unroll]] for (uint j = 0u; j < 2u; ++j)
+    if (!scores_finite[j]) running_sum[j] = QUIET_NAN;
 
   // ---- merge the subgroups' states ----
   [[unroll]] for (uint j = 0u; j < 2u; ++j) {
@@ -785,16 +802,18 @@ void main() {
     float m = NEG_INF;
     for (uint s = 0u; s < SUBGROUPS; ++s) m = max(m, s_max[s * HEADS + h]);
     float den = 0.0;
+    bool poisoned = false;  // a NaN sum in some subgroup (step 9)
     for (uint s = 0u; s < SUBGROUPS; ++s) {
       const float w = m == NEG_INF || s_max[s * HEADS + h] == NEG_INF ? 0.0 : exp(s_max[s * HEADS + h] - m);
       s_weight[s * HEADS + h] = w;
       den += w * s_sum[s * HEADS + h];
+      poisoned = poisoned || non_finite(s_sum[s * HEADS + h]);
     }
     if (SPLIT) {
       const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
       const uint ml = pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u;
-      scratch[ml] = m;
-      scratch[ml + 1u] = den;
+      scratch[ml] = poisoned ? QUIET_NAN : m;  // the merges make a NaN max's head NaN
+      scratch[ml + 1u] = poisoned ? QUIET_NAN : den;
       s_factor[h] = out_scale;
     } else {
       // Single pass: normalise (sinks join the denominator).
@@ -806,8 +825,9 @@ void main() {
         den = den * w + exp(z - mz);
         m = mz;
       }
-      s_factor[h] = den > 0.0 ? w * out_scale / den : 0.0;
-      if (WRITE_LSE) lse[pc.lse_offset + seq * pc.num_heads + head0 + h] = den > 0.0 ? m + log(den) : NEG_INF;
+      s_factor[h] = poisoned ? QUIET_NAN : den > 0.0 ? w * out_scale / den : 0.0;
+      if (WRITE_LSE)
+        lse[pc.lse_offset + seq * pc.num_heads + head0 + h] = poisoned ? QUIET_NAN : den > 0.0 ? m + log(den) : NEG_INF;
     }
   }
   barrier();
@@ -826,6 +846,7 @@ void main() {
       scratch[pc.scratch_offset + row * D + d] = o.x;
       scratch[pc.scratch_offset + row * D + d + 1u] = o.y;
     } else {
+      o = vec2(nan_if_non_finite(o.x), nan_if_non_finite(o.y));  // a non-finite value attended
       output_words[pc.output_offset + ((seq * pc.num_heads + head0 + h) * D + d) / 2u] =
           QUERY_DTYPE == DT_BF16 ? f32_to_bf16_bits(o.x) | (f32_to_bf16_bits(o.y) << 16) : packHalf2x16(o);
     }

@@ -14,6 +14,11 @@
 // in shared-memory loads (bench/RESULTS.md, "What was tried").
 // Split mode writes unnormalised partial outputs with their max and sum to scratch for
 // decode_reduce.comp; single pass normalises and writes the output.
+// Non-finite inputs (contract, Decode step 9; common/non_finite.glsl): a query or key element
+// that is NaN or infinite makes its token's dot product non-finite; that token is kept out of
+// the softmax and its head marked poisoned (NaN outputs and LSE; a split partition stores NaN
+// as its max). A non-finite value element reaches its dim's accumulators through p * v (0 * Inf
+// is NaN too), and the outputs turn any non-finite element into NaN.
 #extension GL_GOOGLE_include_directive : require
 #if VKP_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
@@ -27,6 +32,7 @@
 
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
+#include "common/non_finite.glsl"
 
 layout(local_size_x_id = DECODE_SC_WORKGROUP) in;
 layout(constant_id = DECODE_SC_HEAD_SIZE) const uint D = 128u;
@@ -167,8 +173,9 @@ void main() {
 
   float running_max[GROUP];
   float thread_sum[GROUP];
+  float poisoned[GROUP];  // 1: this invocation saw a non-finite dot product of the head
   float acc[DIMS_PER_INVOCATION * GROUP];
-  for (uint g = 0u; g < GROUP; ++g) { running_max[g] = NEG_INF; thread_sum[g] = 0.0; }
+  for (uint g = 0u; g < GROUP; ++g) { running_max[g] = NEG_INF; thread_sum[g] = 0.0; poisoned[g] = 0.0; }
   for (uint i = 0u; i < DIMS_PER_INVOCATION * GROUP; ++i) acc[i] = 0.0;
 
   const uint lane = tid % LANES;
@@ -213,6 +220,10 @@ void main() {
       }
       for (uint g = 0u; g < GROUP; ++g) {
         float l = dot_product[g];
+        if (non_finite(l)) {  // before the soft cap: tanh would make an infinity finite
+          poisoned[g] = 1.0;
+          continue;  // the logit stays NEG_INF: out of the softmax
+        }
         if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
         if (ALIBI && g < heads) l += alibi_slopes[pc.alibi_offset + head0 + g] * (float(t) - float(len) + 1.0);
         logit[g] = l;
@@ -266,6 +277,7 @@ void main() {
 
   // ---- finish: sums over the workgroup, accumulators over the lanes of each row ----
   workgroup_reduce(thread_sum, false);
+  workgroup_reduce(poisoned, true);
   for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) {
     for (uint g = 0u; g < GROUP; ++g) s_reduce[g * WG + tid] = acc[j * GROUP + g];
     barrier();
@@ -291,7 +303,11 @@ void main() {
       const uint row = (seq * pc.num_heads + head0 + tid) * pc.num_partitions + part;
       const uint ml = pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u;
       for (uint g = 0u; g < GROUP; ++g)
-        if (g == tid) { scratch[ml] = running_max[g]; scratch[ml + 1u] = thread_sum[g]; }
+        if (g == tid) {
+          const bool bad = poisoned[g] > 0.0;  // NaN max and sum: the merge makes the head NaN
+          scratch[ml] = bad ? VKP_QUIET_NAN : running_max[g];
+          scratch[ml + 1u] = bad ? VKP_QUIET_NAN : thread_sum[g];
+        }
     }
     return;
   }
@@ -309,9 +325,10 @@ void main() {
       den = den * w + exp(z - mz);
       m = mz;
     }
-    out_factor[g] = den > 0.0 ? w * out_scale / den : 0.0;
+    const bool bad = poisoned[g] > 0.0;
+    out_factor[g] = bad ? VKP_QUIET_NAN : den > 0.0 ? w * out_scale / den : 0.0;
     if (WRITE_LSE && g < heads && tid == 0u)
-      lse[pc.lse_offset + seq * pc.num_heads + head0 + g] = den > 0.0 ? m + log(den) : NEG_INF;
+      lse[pc.lse_offset + seq * pc.num_heads + head0 + g] = bad ? VKP_QUIET_NAN : den > 0.0 ? m + log(den) : NEG_INF;
   }
   const uint per_word = QUERY_DTYPE == DT_F32 ? 1u : 2u;
   for (uint i = tid; i < heads * D / per_word; i += WG) {
@@ -321,11 +338,11 @@ void main() {
     for (uint gg = 0u; gg < GROUP; ++gg)
       if (gg == g) f = out_factor[gg];
     const uint word = pc.output_offset + ((seq * pc.num_heads + head0) * D + e) / per_word;
-    const float a = s_query[e] * f;
+    const float a = nan_if_non_finite(s_query[e] * f);
     if (QUERY_DTYPE == DT_F32) {
       output_words[word] = floatBitsToUint(a);
     } else {
-      const float b = s_query[e + 1u] * f;
+      const float b = nan_if_non_finite(s_query[e + 1u] * f);
       output_words[word] = QUERY_DTYPE == DT_F16 ? packHalf2x16(vec2(a, b)) : (f32_to_bf16_bits(a) | (f32_to_bf16_bits(b) << 16));
     }
   }

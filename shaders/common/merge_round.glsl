@@ -3,10 +3,13 @@
 // MERGE_ROUND_PARTS partitions, each with its max mp[k] (NEG_INF: a partition to skip), its sum
 // lp[k] and its unnormalised outputs op[k][j], into the running max m, sum l and outputs o[j]
 // (an online softmax). The callers issue a round's loads together, so a round waits for one
-// memory latency.
+// memory latency. A poisoned partition (max NaN: a non-finite query or key, contract Decode
+// step 9) makes m, l and o NaN, and they stay NaN over the later rounds; the callers test m.
 // Requires: MERGE_ROUND_PARTS and MERGE_ROUND_VALUES (constant array sizes), NEG_INF.
 #ifndef VKPAGED_MERGE_ROUND_GLSL
 #define VKPAGED_MERGE_ROUND_GLSL
+
+#include "common/non_finite.glsl"
 
 // The partitions [first, last) of a sequence: those that hold tokens of [window_lo, len).
 uvec2 split_partitions(uint len, uint window_lo, uint partition_tokens) {
@@ -16,6 +19,14 @@ uvec2 split_partitions(uint len, uint window_lo, uint partition_tokens) {
 
 void merge_round(inout float m, inout float l, inout float o[MERGE_ROUND_VALUES], float mp[MERGE_ROUND_PARTS],
                  float lp[MERGE_ROUND_PARTS], float op[MERGE_ROUND_PARTS][MERGE_ROUND_VALUES]) {
+  bool poisoned = is_nan_bits(m);  // max() would drop a NaN (NVIDIA returns the other operand)
+  for (uint k = 0u; k < MERGE_ROUND_PARTS; ++k) poisoned = poisoned || is_nan_bits(mp[k]);
+  if (poisoned) {
+    m = VKP_QUIET_NAN;
+    l = VKP_QUIET_NAN;
+    for (uint j = 0u; j < MERGE_ROUND_VALUES; ++j) o[j] = VKP_QUIET_NAN;
+    return;
+  }
   float m_new = m;
   for (uint k = 0u; k < MERGE_ROUND_PARTS; ++k) m_new = max(m_new, mp[k]);
   if (m_new == NEG_INF) return;  // nothing but empty partitions so far

@@ -4,6 +4,8 @@
 // in on its head group's counter, and the last workgroup to arrive merges the partitions:
 //   out = sum_p e^(m_p - M) o_p / (sum_p e^(m_p - M) l_p [+ e^(z - M)]),
 // sinks counted once, here. Partitions outside [window start, len) are never written or counted.
+// A partition with a NaN max (a non-finite query or key, contract Decode step 9) makes the
+// head's outputs and LSE NaN; any other non-finite output element is written as NaN.
 //
 // Why: on an H200 the reduce pass and the barrier before it cost 5 to 6 us per decode
 // (bench/RESULTS.md). Why the counters are the caller's (DecodeViews::merge_counters): they must
@@ -58,26 +60,29 @@ void split_merge(uint seq, uint head0, uint heads, uvec2 parts) {
         if (p0 + k >= parts.y) mp[k] = NEG_INF;
       merge_round(m, l, o, mp, lp, op);
     }
+    const bool poisoned = is_nan_bits(m);  // merge_round keeps a poisoned head's m NaN
     float keep = 1.0;  // sinks join the denominator
-    if (SINKS) {
+    if (SINKS && !poisoned) {
       const float z = sinks[pc.sinks_offset + head];
       const float mz = max(m, z);
       keep = m == NEG_INF ? 0.0 : exp(m - mz);
       l = l * keep + exp(z - mz);
       m = mz;
     }
-    const float factor = l > 0.0 ? keep / l : 0.0;
+    const float factor = poisoned ? VKP_QUIET_NAN : l > 0.0 ? keep / l : 0.0;
     const uint element0 = (seq * pc.num_heads + head) * D + dim0;
     if (QUERY_DTYPE == DT_F32) {
-      for (uint j = 0u; j < MERGE_DIMS; ++j) output_words[pc.output_offset + element0 + j] = floatBitsToUint(o[j] * factor);
+      for (uint j = 0u; j < MERGE_DIMS; ++j)
+        output_words[pc.output_offset + element0 + j] = floatBitsToUint(nan_if_non_finite(o[j] * factor));
     } else {
       for (uint j = 0u; j < MERGE_DIMS; j += 2u) {
-        const vec2 v = vec2(o[j], o[j + 1u]) * factor;
+        const vec2 v = vec2(nan_if_non_finite(o[j] * factor), nan_if_non_finite(o[j + 1u] * factor));
         output_words[pc.output_offset + (element0 + j) / 2u] =
             QUERY_DTYPE == DT_F16 ? packHalf2x16(v) : f32_to_bf16_bits(v.x) | (f32_to_bf16_bits(v.y) << 16);
       }
     }
-    if (WRITE_LSE && dim0 == 0u) lse[pc.lse_offset + seq * pc.num_heads + head] = l > 0.0 ? m + log(l) : NEG_INF;
+    if (WRITE_LSE && dim0 == 0u)
+      lse[pc.lse_offset + seq * pc.num_heads + head] = poisoned ? VKP_QUIET_NAN : l > 0.0 ? m + log(l) : NEG_INF;
   }
 }
 

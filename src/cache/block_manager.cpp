@@ -5,6 +5,7 @@
 #include "cache/block_hash.hpp"
 #include "cache/block_manager_state.hpp"
 #include "cache/cache_errors.hpp"
+#include "ops/block_size_rule.hpp"
 
 namespace vkpaged {
 
@@ -17,7 +18,8 @@ constexpr size_t kMaxTokens = std::numeric_limits<int32_t>::max();  // context_l
 
 void validate(int32_t num_blocks, int32_t block_size, const BlockManagerOptions& options) {
   if (num_blocks <= 0) refuse("BlockManager: num_blocks {} must be positive", num_blocks);
-  if (block_size <= 0) refuse("BlockManager: block_size {} must be positive", block_size);
+  if (!detail::is_supported_block_size(block_size))
+    refuse("BlockManager: block_size {} is not {} (the block sizes decode takes)", block_size, detail::kBlockSizeRule);
   if (!(options.watermark >= 0.0 && options.watermark < 1.0))
     refuse("BlockManager: watermark {} is outside [0, 1)", options.watermark);
   if (options.num_host_blocks < 0)

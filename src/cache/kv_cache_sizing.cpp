@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cache/kv_cache_sizing.hpp"
+#include "ops/block_size_rule.hpp"
 #include "vkpaged/dtype.hpp"
 
 namespace vkpaged {
@@ -56,7 +57,9 @@ bool is_cache_dtype(DType t) { return is_float_dtype(t) || is_fp8_dtype(t); }
 void KvCache::validate(const KvCacheShape& s) {
   if (s.num_layers == 0) refuse_cache(ErrorCode::invalid_argument, "num_layers is 0");
   if (s.num_kv_heads == 0) refuse_cache(ErrorCode::invalid_argument, "num_kv_heads is 0");
-  if (s.block_size == 0) refuse_cache(ErrorCode::invalid_argument, "block_size is 0");
+  if (!detail::is_supported_block_size(s.block_size))
+    refuse_cache(ErrorCode::invalid_argument,
+                 fmt::format("block_size {} is not {} (the block sizes decode takes)", s.block_size, detail::kBlockSizeRule));
   if (!is_cache_dtype(s.dtype))
     refuse_cache(
         ErrorCode::invalid_argument,

@@ -7,6 +7,7 @@
 
 #include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
+#include "ops/scale_validation.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/error.hpp"
@@ -46,7 +47,12 @@ float fp8_scale_from_amax(float amax, DType fp8_format) {
     throw Error(ErrorCode::invalid_argument, fmt::format("amax: {} is not a finite value >= 0", amax));
   // An all-zero tensor still gets a usable scale: positive, normal, with a finite reciprocal.
   constexpr float kTinyAmax = 1e-12f;
-  return std::max(amax, kTinyAmax) / dtype_max(fp8_format);
+  float scale = std::max(amax, kTinyAmax) / dtype_max(fp8_format);
+  // The quotient is rounded: near FLT_MAX it can land a step past the largest scale the
+  // operators take (docs/contract.md, "Scales"); the next float down is then within it.
+  if (!detail::scale_problem(scale, fp8_format).empty()) scale = std::nextafter(scale, 0.0f);
+  detail::check_scale("scale", scale, fp8_format);
+  return scale;
 }
 
 }  // namespace vkpaged

@@ -133,17 +133,4 @@ void check_slots(std::span<const int64_t> slots, int64_t num_slots) {
       refuse_cache_argument(fmt::format("slot_mapping[{}]: slot {} is not below N * B = {}", i, slots[i], num_slots));
 }
 
-void check_cache_scale(const char* name, float scale) {
-  if (!std::isfinite(scale) || !(scale > 0.0f))
-    refuse_cache_argument(fmt::format("{}: {} is not a finite scale > 0", name, scale));
-}
-
-float inverse_cache_scale(const char* name, float scale) {
-  check_cache_scale(name, scale);
-  const float inverse = 1.0f / scale;
-  if (!std::isfinite(inverse))
-    refuse_cache_argument(fmt::format("{}: {} is too small, its reciprocal overflows", name, scale));
-  return inverse;
-}
-
 }  // namespace vkpaged::detail

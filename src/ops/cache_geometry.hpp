@@ -1,7 +1,7 @@
 #pragma once
 // Argument checks shared by the cache operations (reshape_and_cache, copy/swap_blocks, gather)
 // and their CPU references: the contract's layouts read off dtypes and shapes, block pairs,
-// slots and scales. Failures throw vkpaged::Error(invalid_argument) naming the argument.
+// slots (scales: ops/scale_validation.hpp). Failures throw vkpaged::Error(invalid_argument) naming the argument.
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -66,10 +66,5 @@ void check_block_pairs(std::span<const BlockCopy> pairs, int64_t src_blocks, int
 
 // Host-known slots: each negative (padding) or below N * B.
 void check_slots(std::span<const int64_t> slots, int64_t num_slots);
-
-// 1 / scale for an fp8 cache; refuses a scale that is not finite and > 0.
-float inverse_cache_scale(const char* name, float scale);
-// Same check, for scales that multiply.
-void check_cache_scale(const char* name, float scale);
 
 }  // namespace vkpaged::detail

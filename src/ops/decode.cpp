@@ -611,8 +611,9 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   push.merge_counters_offset = bound[DECODE_BINDING_MERGE_COUNTERS].word_offset;
   push.scale = scale;
   push.softcap = options.softcap;
-  push.k_scale = options.k_scale;
-  push.v_scale = options.v_scale;
+  // k_scale and v_scale scale fp8 caches only (docs/contract.md; the reference ignores them too).
+  push.k_scale = is_fp8_dtype(s.cache_dtype) ? options.k_scale : 1.0f;
+  push.v_scale = is_fp8_dtype(s.cache_dtype) ? options.v_scale : 1.0f;
   auto address_of = [&](const BufferView& view) {
     VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
     info.buffer = view.buffer;

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "ops/block_size_rule.hpp"
+#include "ops/scale_validation.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
@@ -35,8 +37,8 @@ void validate_decode_shape(const DecodeShape& s) {
   if (s.head_size % x != 0)
     refuse(fmt::format("head_size: D = {} is not a multiple of x = {} for the {} cache", s.head_size, x,
                        dtype_name(s.cache_dtype)));
-  if (!is_power_of_two(s.block_size) || s.block_size > 128)
-    refuse(fmt::format("block_size: {} is not a power of two from 1 to 128", s.block_size));
+  if (!is_supported_block_size(s.block_size))
+    refuse(fmt::format("block_size: {} is not {}", s.block_size, kBlockSizeRule));
   if (s.num_blocks == 0 && s.num_seqs > 0) refuse("num_blocks: the cache has no blocks (N = 0)");
   const uint64_t cap = uint64_t(s.max_blocks_per_seq) * s.block_size;
   if (cap > 0x7fffffffu)
@@ -46,16 +48,15 @@ void validate_decode_shape(const DecodeShape& s) {
 }
 
 void validate_decode_options(const DecodeOptions& o, const DecodeShape& s) {
-  if (o.scale && !std::isfinite(*o.scale)) refuse(fmt::format("scale: {} is not finite", *o.scale));
+  if (o.scale) check_scale("scale", *o.scale);
   if (!std::isfinite(o.softcap) || o.softcap < 0.0f)
     refuse(fmt::format("softcap: {} must be finite and >= 0 (0 = off)", o.softcap));
-  if (!std::isfinite(o.k_scale) || o.k_scale == 0.0f) refuse(fmt::format("k_scale: {} must be finite and non-zero", o.k_scale));
-  if (!std::isfinite(o.v_scale) || o.v_scale == 0.0f) refuse(fmt::format("v_scale: {} must be finite and non-zero", o.v_scale));
+  check_scale("k_scale", o.k_scale, s.cache_dtype);
+  check_scale("v_scale", o.v_scale, s.cache_dtype);
   if (o.partition_tokens % 256 != 0)
     refuse(fmt::format("partition_tokens: {} is not a multiple of 256", o.partition_tokens));
   if (o.partition_tokens != 0 && o.split == SplitMode::single_pass)
     refuse("partition_tokens: given with split = single_pass");
-  (void)s;
 }
 
 std::vector<int64_t> host_index_values(const HostTensor& t, const char* name) {

@@ -10,6 +10,7 @@
 #include "ops/cache_geometry.hpp"
 #include "ops/cache_pool_access.hpp"
 #include "ops/linear_grid.hpp"
+#include "ops/scale_validation.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/error.hpp"
@@ -25,10 +26,8 @@ void record_gather(Context& context, VkCommandBuffer cmd, const GatherViews& v, 
   const auto g = detail::check_gather_inputs(cache, v.block_tables.dtype, v.block_tables.shape, v.seq_starts.dtype,
                                              v.seq_starts.shape, v.key_out.dtype, v.key_out.shape, v.value_out.dtype,
                                              v.value_out.shape);
-  if (is_fp8_dtype(cache.dtype)) {
-    detail::check_cache_scale("k_scale", scales.k_scale);
-    detail::check_cache_scale("v_scale", scales.v_scale);
-  }
+  detail::check_scale("k_scale", scales.k_scale, cache.dtype);
+  detail::check_scale("v_scale", scales.v_scale, cache.dtype);
   const auto pools =
       detail::cache_pool_access(impl, v.key_cache.memory, v.value_cache.memory, cache.pool_bytes(), cache.block_bytes());
   detail::check_buffer(impl, "block_tables", v.block_tables.memory, v.block_tables.bytes(), 4);

@@ -10,6 +10,7 @@
 #include "ops/cache_geometry.hpp"
 #include "ops/cache_pool_access.hpp"
 #include "ops/linear_grid.hpp"
+#include "ops/scale_validation.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/error.hpp"
@@ -26,8 +27,10 @@ void record_reshape_and_cache(Context& context, VkCommandBuffer cmd, const Resha
   const int64_t tokens = detail::check_token_inputs(cache, v.key.dtype, v.key.shape, v.value.dtype, v.value.shape,
                                                     v.slot_mapping.dtype, v.slot_mapping.shape);
   const bool fp8 = is_fp8_dtype(cache.dtype);
-  const float inv_k_scale = fp8 ? detail::inverse_cache_scale("k_scale", scales.k_scale) : 1.0f;
-  const float inv_v_scale = fp8 ? detail::inverse_cache_scale("v_scale", scales.v_scale) : 1.0f;
+  detail::check_scale("k_scale", scales.k_scale, cache.dtype);  // every cache dtype; only fp8 uses them
+  detail::check_scale("v_scale", scales.v_scale, cache.dtype);
+  const float inv_k_scale = fp8 ? 1.0f / scales.k_scale : 1.0f;
+  const float inv_v_scale = fp8 ? 1.0f / scales.v_scale : 1.0f;
   detail::check_buffer(impl, "key", v.key.memory, v.key.bytes(), 4);
   detail::check_buffer(impl, "value", v.value.memory, v.value.bytes(), 4);
   detail::check_buffer(impl, "slot_mapping", v.slot_mapping.memory, v.slot_mapping.bytes(), 4);

@@ -8,6 +8,7 @@
 
 #include "ops/cache_geometry.hpp"
 #include "ops/decode_validation.hpp"
+#include "ops/scale_validation.hpp"
 #include "vkpaged/reference.hpp"
 
 namespace vkpaged::reference {
@@ -52,8 +53,10 @@ void reshape_and_cache(const HostTensor& key, const HostTensor& value, const Hos
   const int64_t tokens = detail::check_token_inputs(g, key.dtype(), key.shape(), value.dtype(), value.shape(),
                                                     slot_mapping.dtype(), slot_mapping.shape());
   const bool fp8 = is_fp8_dtype(g.dtype);
-  const float inv_k = fp8 ? detail::inverse_cache_scale("k_scale", scales.k_scale) : 1.0f;
-  const float inv_v = fp8 ? detail::inverse_cache_scale("v_scale", scales.v_scale) : 1.0f;
+  detail::check_scale("k_scale", scales.k_scale, g.dtype);  // every cache dtype; only fp8 uses them
+  detail::check_scale("v_scale", scales.v_scale, g.dtype);
+  const float inv_k = fp8 ? 1.0f / scales.k_scale : 1.0f;
+  const float inv_v = fp8 ? 1.0f / scales.v_scale : 1.0f;
   const auto slots = detail::host_index_values(slot_mapping, "slot_mapping");
   detail::check_slots(slots, g.num_slots());  // before anything is written
   for (int64_t t = 0; t < tokens; ++t) {
@@ -106,10 +109,8 @@ GatherResult gather(const HostTensor& key_cache, const HostTensor& value_cache, 
   const auto gg = detail::check_gather_inputs(g, block_tables.dtype(), block_tables.shape(), seq_starts.dtype(),
                                               seq_starts.shape(), output_dtype, out_shape, output_dtype, out_shape);
   const bool fp8 = is_fp8_dtype(g.dtype);
-  if (fp8) {
-    detail::check_cache_scale("k_scale", scales.k_scale);
-    detail::check_cache_scale("v_scale", scales.v_scale);
-  }
+  detail::check_scale("k_scale", scales.k_scale, g.dtype);
+  detail::check_scale("v_scale", scales.v_scale, g.dtype);
   const auto tables = detail::host_index_values(block_tables, "block_tables");
   const int64_t M = gg.max_blocks_per_seq;
   for (int64_t s = 0; s < gg.num_seqs; ++s) {

@@ -1,4 +1,7 @@
 // CPU reference of decode attention, straight from docs/contract.md, in double precision.
+// Non-finite inputs (step 9) are found on the inputs themselves, not through the arithmetic:
+// a NaN or infinite element of the query or of an attended key makes its head's outputs and
+// LSE NaN; one of an attended value makes that dim's outputs NaN.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -33,7 +36,9 @@ DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& optio
   DecodeResult r;
   r.output = HostTensor(in.query.dtype(), in.query.shape());
   if (want_lse) r.lse = HostTensor(DType::f32, Shape{int64_t(S), int64_t(H)});
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> logits, out(D);
+  std::vector<bool> value_non_finite(D);
 
   for (size_t seq = 0; seq < S; ++seq) {
     const size_t len = size_t(lens[seq]);
@@ -42,13 +47,19 @@ DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& optio
       const size_t g = h / (H / Hkv);
       logits.assign(len, 0.0);
       double m = -std::numeric_limits<double>::infinity();
+      // Step 9: the query reaches the outputs through the logits, so only where some position
+      // is attended; a key, through its position's logit.
+      bool poisoned = false;
+      for (size_t d = 0; d < D && t0 < len; ++d) poisoned = poisoned || !std::isfinite(in.query.get((seq * H + h) * D + d));
       for (size_t t = t0; t < len; ++t) {
         const size_t block = size_t(tables[seq * M + t / B]);
         const size_t off = t % B;
         double dot = 0.0;
         for (size_t d = 0; d < D; ++d) {
           const size_t ki = (((block * Hkv + g) * (D / x) + d / x) * B + off) * x + d % x;
-          dot += in.query.get((seq * H + h) * D + d) * cache_element(in.key_cache, s.cache_dtype, ki, options.k_scale);
+          const double k = cache_element(in.key_cache, s.cache_dtype, ki, options.k_scale);
+          poisoned = poisoned || !std::isfinite(k);
+          dot += in.query.get((seq * H + h) * D + d) * k;
         }
         double l = scale * dot;
         if (options.softcap > 0.0f) l = options.softcap * std::tanh(l / options.softcap);
@@ -56,21 +67,30 @@ DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& optio
         logits[t] = l;
         m = std::max(m, l);
       }
+      if (poisoned) {
+        for (size_t d = 0; d < D; ++d) r.output.set((seq * H + h) * D + d, kNaN);
+        if (want_lse) r.lse.set(seq * H + h, kNaN);
+        continue;
+      }
       const bool sink = s.sinks;
       const double z = sink ? in.sinks.get(h) : 0.0;
       if (sink) m = std::max(m, z);
       double den = sink ? std::exp(z - m) : 0.0;
       std::fill(out.begin(), out.end(), 0.0);
+      std::fill(value_non_finite.begin(), value_non_finite.end(), false);
       for (size_t t = t0; t < len; ++t) {
         const double p = std::exp(logits[t] - m);
         den += p;
         const size_t block = size_t(tables[seq * M + t / B]);
         for (size_t d = 0; d < D; ++d) {
           const size_t vi = ((block * Hkv + g) * D + d) * B + t % B;
-          out[d] += p * cache_element(in.value_cache, s.cache_dtype, vi, options.v_scale);
+          const double v = cache_element(in.value_cache, s.cache_dtype, vi, options.v_scale);
+          value_non_finite[d] = value_non_finite[d] || !std::isfinite(v);  // whatever its probability
+          out[d] += p * v;
         }
       }
-      for (size_t d = 0; d < D; ++d) r.output.set((seq * H + h) * D + d, den > 0.0 ? out[d] / den : 0.0);
+      for (size_t d = 0; d < D; ++d)
+        r.output.set((seq * H + h) * D + d, value_non_finite[d] ? kNaN : den > 0.0 ? out[d] / den : 0.0);
       if (want_lse)
         r.lse.set(seq * H + h, den > 0.0 ? m + std::log(den) : -std::numeric_limits<double>::infinity());
     }

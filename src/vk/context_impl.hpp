@@ -3,6 +3,7 @@
 // Operators reach the device through this (dispatch table, pipelines, binding helpers).
 #include <vulkan/vulkan.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "vk/buffer_registry.hpp"
 #include "vk/dispatch.hpp"
+#include "vk/fence_wait.hpp"
 #include "vk/instance.hpp"
 #include "vk/shader_registry.hpp"
 #include "vk/unique_handle.hpp"
@@ -21,11 +23,22 @@
 
 namespace vkpaged::detail {
 
+struct ContextImpl;
+
 struct BufferImpl {
   vk::UniqueBuffer buffer;
   vk::UniqueMemory memory;
   size_t size = 0;
   void* mapped = nullptr;
+  // The Context that made it (create_buffer): destroyed while a timed-out submission may still
+  // use it, its buffer and memory go to owner->retired instead.
+  ContextImpl* owner = nullptr;
+
+  BufferImpl() = default;
+  BufferImpl(const BufferImpl&) = delete;
+  BufferImpl& operator=(const BufferImpl&) = delete;
+  ~BufferImpl();
+
   vk::BufferRegistration registration;  // last: unregistered before the buffer is destroyed
 };
 
@@ -82,7 +95,30 @@ struct ContextImpl {
   vk::UniqueCommandPool command_pool;
   std::unique_ptr<BufferImpl> dummy;  // bound where a shader's optional input is absent
 
-  std::mutex submit_mutex;  // the queue and the command pool
+  std::mutex submit_mutex;  // the queue, the command pool and what follows (pending, lost)
+  uint32_t fence_timeout_ms = 60000;  // ContextOptions::fence_timeout_ms (0 = no limit)
+  // What the GPU may still use when a convenience's wait times out: it passes to `pending`.
+  struct SubmissionResources {
+    std::unique_ptr<BufferImpl> staging;
+    vk::UniqueQueryPool timestamps;
+  };
+  // A convenience submission that timed out and may still run, with everything it uses: the
+  // next submit_and_wait waits for it first; the destructor waits for the queue.
+  struct PendingSubmission {
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    vk::UniqueFence fence;
+    SubmissionResources resources;
+  };
+  std::optional<PendingSubmission> pending;
+  bool device_lost = false;  // a wait returned VK_ERROR_DEVICE_LOST: no more submissions
+  // Buffers destroyed while `pending` exists (the work may use any of them: the host
+  // conveniences' temporaries, the caller's): freed once it has finished. Own lock, so that a
+  // buffer may be destroyed anywhere, a run_and_wait callback included.
+  std::atomic<bool> has_pending{false};
+  std::mutex retired_mutex;
+  std::vector<std::pair<vk::UniqueBuffer, vk::UniqueMemory>> retired;
+  // BufferImpl's destructor: keeps its buffer and memory alive while `pending` exists.
+  void retire(BufferImpl& buffer);
   std::mutex pipeline_mutex;
   // ops/fragment_layout.cpp: "" when the matrix kernel's fragment layout holds; set on first use.
   std::mutex fragment_layout_mutex;
@@ -107,8 +143,17 @@ struct ContextImpl {
   void dispatch(VkCommandBuffer cmd, const ComputePipeline& p, std::span<const BoundView> views, const void* push,
                 uint32_t gx, uint32_t gy, uint32_t gz) const;
 
+  // Records, submits and waits, up to fence_timeout_ms (Context::run_and_wait says what follows
+  // a timeout or a lost device). On a timeout, `keep` (what the work uses besides the command
+  // buffer) passes to `pending`.
   void submit_and_wait(const std::function<void(VkCommandBuffer)>& record, VkQueryPool timestamps = VK_NULL_HANDLE,
-                       const std::function<void(VkCommandBuffer)>* untimed_before = nullptr);
+                       const std::function<void(VkCommandBuffer)>* untimed_before = nullptr,
+                       SubmissionResources* keep = nullptr);
+  // Waits for `pending` (caller holds submit_mutex): returns once it finished and is freed;
+  // throws Error(device_error) while it still runs after the timeout or when the device is lost.
+  void finish_pending();
+  // vkWaitForFences on `fence` with the timeout; records a lost device before throwing.
+  vk::FenceWait wait_for(VkFence fence, const char* what);
 };
 
 }  // namespace vkpaged::detail

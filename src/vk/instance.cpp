@@ -99,6 +99,13 @@ Instance::Instance(bool validation) {
   features.enabledValidationFeatureCount = 1;
   features.pEnabledValidationFeatures = &sync;
   const bool sync_validation = validation && has_layer_extension(kValidationLayer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+  // VKPAGED_VALIDATION=sync: synchronization validation must run (scripts/gpu-test.sh), not
+  // silently stay off with a layer that cannot turn it on.
+  const char* wanted = std::getenv("VKPAGED_VALIDATION");
+  if (validation && !sync_validation && wanted != nullptr && std::strcmp(wanted, "sync") == 0)
+    throw Error(ErrorCode::unsupported,
+                "VKPAGED_VALIDATION=sync: the validation layer has no VK_EXT_validation_features, so synchronization "
+                "validation cannot be turned on");
   if (sync_validation) extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
 
   VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "ops/decode_validation.hpp"
 #include "support/expect_error.hpp"
 #include "vkpaged/block_manager.hpp"
+#include "vkpaged/kv_cache.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged {
@@ -169,13 +171,55 @@ TEST(BlockManager, UsageAddsUpToTheBlockCount) {
 
 TEST(BlockManager, RefusesBadConstruction) {
   EXPECT_EQ(error_of([] { BlockManager(0, 16); }), "BlockManager: num_blocks 0 must be positive");
-  EXPECT_EQ(error_of([] { BlockManager(8, 0); }), "BlockManager: block_size 0 must be positive");
+  EXPECT_EQ(error_of([] { BlockManager(8, 0); }),
+            "BlockManager: block_size 0 is not a power of two from 1 to 128 (the block sizes decode takes)");
   EXPECT_EQ(error_of([] { BlockManager(8, 16, {.watermark = 1.0}); }),
             "BlockManager: watermark 1 is outside [0, 1)");
   EXPECT_EQ(error_of([] { BlockManager(8, 16, {.watermark = std::nan("")}); }),
             "BlockManager: watermark nan is outside [0, 1)");
   EXPECT_EQ(error_of([] { BlockManager(8, 16, {.num_host_blocks = -2}); }),
             "BlockManager: num_host_blocks -2 is negative");
+}
+
+// The block sizes a BlockManager and a KvCache take are exactly those decode takes (powers of
+// two from 1 to 128): before, both took any positive size (3, 24, 1000) that decode refuses.
+TEST(BlockManager, TakesExactlyTheBlockSizesDecodeTakes) {
+  for (int32_t b = -2; b <= 300; ++b) {
+    DecodeShape shape;
+    shape.num_heads = shape.num_kv_heads = 1;
+    shape.head_size = 64;
+    shape.num_blocks = 1;
+    shape.block_size = uint32_t(b);
+    bool decode_takes = true;
+    try {
+      detail::validate_decode_shape(shape);
+    } catch (const Error&) {
+      decode_takes = false;
+    }
+    bool manager_takes = true;
+    try {
+      BlockManager manager(4, b);
+    } catch (const Error& e) {
+      manager_takes = false;
+      EXPECT_NE(std::string(e.what()).find("block_size " + std::to_string(b) + " is not a power of two from 1 to 128"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(manager_takes, decode_takes) << "block size " << b;
+    EXPECT_EQ(decode_takes, b >= 1 && b <= 128 && (b & (b - 1)) == 0) << "block size " << b;
+    if (b < 0) continue;
+    KvCacheShape kv;
+    kv.num_kv_heads = 2;
+    kv.head_size = 64;
+    kv.block_size = uint32_t(b);
+    bool cache_takes = true;
+    try {
+      KvCache::validate(kv);
+    } catch (const Error&) {
+      cache_takes = false;
+    }
+    EXPECT_EQ(cache_takes, decode_takes) << "KvCache, block size " << b;
+  }
 }
 
 TEST(BlockManager, RefusesUnknownSequences) {

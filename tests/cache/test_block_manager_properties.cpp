@@ -338,7 +338,7 @@ TEST_P(BlockManagerProperties, RandomOperationsKeepEveryInvariant) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, BlockManagerProperties,
                          ::testing::Values(SimulationConfig{.seed = 1}, SimulationConfig{.seed = 2},
-                                           SimulationConfig{.seed = 3, .block_size = 3},
+                                           SimulationConfig{.seed = 3, .block_size = 2},
                                            SimulationConfig{.seed = 4, .block_size = 16},
                                            SimulationConfig{.seed = 5, .prefix_caching = false},
                                            SimulationConfig{.seed = 6, .num_host_blocks = 0}),

@@ -244,7 +244,7 @@ TEST_F(NpyTest, FailedWriteLeavesNothingAndNamesThePath) {
     EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(p));
-  // A directory in the way: the rename fails, the directory and its contents stay.
+  // A directory in the way: refused before anything is written; the directory and its contents stay.
   fs::create_directories(path("taken.npy"));
   EXPECT_THROW(write_npy(path("taken.npy"), HostTensor(DType::f32, Shape{2})), Error);
   EXPECT_TRUE(fs::is_directory(path("taken.npy")));

@@ -7,6 +7,7 @@
 
 #include "decode_option_names.hpp"
 #include "npy.hpp"
+#include "ops/scale_validation.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::cli {
@@ -50,21 +51,22 @@ void check_finite(const char* option, float value) {
 AttendCall load_attend_call(const AttendArgs& a) {
   if (a.dtype != "auto" && a.dtype != "f32" && a.dtype != "f16" && a.dtype != "bf16")
     refuse(fmt::format("--dtype: '{}' is not auto, f32, f16 or bf16", a.dtype));
-  (void)parse_cache_dtype(a.kv_dtype, DType::f32);  // refuses a bad value before any file is read
+  // Refuses a bad value before any file is read; only fp8 caches (never `auto`) bound the scales further.
+  const DType scales_cache = parse_cache_dtype(a.kv_dtype, DType::f32);
   AttendCall call;
   call.options.split = parse_split(a.split);
   call.options.partition_tokens = a.partition_tokens;
   call.options.kernel = parse_kernel(a.kernel);
   if (a.scale) {
-    check_finite("--scale", *a.scale);
+    detail::check_scale("--scale", *a.scale);  // the library's rule (docs/contract.md, "Scales")
     call.options.scale = *a.scale;
   }
   check_finite("--softcap", a.softcap);
   if (a.softcap < 0.0f) refuse(fmt::format("--softcap: {} must be >= 0 (0 = off)", a.softcap));
   call.options.softcap = a.softcap;
   call.options.sliding_window = a.sliding_window;
-  check_finite("--k-scale", a.k_scale);
-  check_finite("--v-scale", a.v_scale);
+  detail::check_scale("--k-scale", a.k_scale, scales_cache);
+  detail::check_scale("--v-scale", a.v_scale, scales_cache);
   call.options.k_scale = a.k_scale;
   call.options.v_scale = a.v_scale;
 

@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "demo_session.hpp"
+#include "ops/block_size_rule.hpp"
 #include "progress_bar.hpp"
 #include "vkpaged/error.hpp"
 
@@ -21,7 +22,8 @@ namespace {
 DemoShape demo_shape(const DemoArgs& a) {
   if (a.batch == 0) refuse("--batch: must be at least 1");
   if (a.min_len > a.max_len) refuse(fmt::format("--min-len: {} is above --max-len {}", a.min_len, a.max_len));
-  if (a.block_size == 0) refuse("--block-size: must be at least 1");
+  if (!detail::is_supported_block_size(a.block_size))
+    refuse(fmt::format("--block-size: {} is not {}", a.block_size, detail::kBlockSizeRule));
   if (a.device == "cpu") refuse("--device: the demo runs on a Vulkan device; the CPU reference is what it checks against");
   if (uint64_t(a.max_len) + a.steps > (1u << 24))
     refuse(fmt::format("--max-len: {} plus --steps {} exceeds 2^24 tokens", a.max_len, a.steps));
@@ -127,7 +129,7 @@ int run_demo(const DemoArgs& args, std::ostream& out, std::ostream& progress, bo
   }
   fmt::print(out, "wall time of the steps: {:.2f} s (cache writes, decode, checks)\n", wall_s);
   fmt::print(out, "blocks in use at the end: {} of {}\n", session.blocks_in_use(), session.num_blocks());
-  return failed == 0 ? 0 : 1;
+  return failed == 0 ? kExitSuccess : kExitFailure;
 }
 
 }  // namespace vkpaged::cli

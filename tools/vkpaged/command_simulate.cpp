@@ -101,7 +101,7 @@ int run_simulate(const SimulateArgs& args, std::ostream& out, std::ostream& prog
   Context context(options);
   const SimulateReport report = simulate(context, args, progress, progress_is_tty);
   print_simulate_report(out, args, report);
-  return report.passed() ? 0 : 1;
+  return report.passed() ? kExitSuccess : kExitFailure;
 }
 
 }  // namespace vkpaged::cli

@@ -93,8 +93,16 @@ struct SimulateArgs {
 };
 int run_simulate(const SimulateArgs& args, std::ostream& out, std::ostream& progress, bool progress_is_tty);
 
+// The exit statuses of `vkpaged` (README.md, "Exit status"): 0 success; 1 the command failed
+// (a refused input or option value, a file, device or internal error, or failed checks of demo
+// and simulate); 2 the command line could not be parsed (an unknown option or subcommand, a
+// missing required option, a value of the wrong type), with CLI11's message.
+inline constexpr int kExitSuccess = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
 // Runs a command; an exception becomes exactly one line "vkpaged: <message>" on `err` and
-// exit status 1 (2 for an internal error).
+// exit status kExitFailure.
 int run_reporting_errors(const std::function<int()>& command, std::ostream& err);
 
 }  // namespace vkpaged::cli

@@ -24,7 +24,7 @@ int run_reporting_errors(const std::function<int()>& command, std::ostream& err)
     return command();
   } catch (const Error& e) {
     err << "vkpaged: " << one_line(e.what()) << std::endl;
-    return e.code() == ErrorCode::internal ? 2 : 1;
+    return kExitFailure;
   } catch (const std::bad_alloc&) {
     err << "vkpaged: out of host memory" << std::endl;
   } catch (const std::exception& e) {
@@ -32,7 +32,7 @@ int run_reporting_errors(const std::function<int()>& command, std::ostream& err)
   } catch (...) {
     err << "vkpaged: unknown error" << std::endl;
   }
-  return 1;
+  return kExitFailure;
 }
 
 }  // namespace vkpaged::cli

@@ -180,8 +180,9 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // Exit status 2: the command line itself is wrong (README.md, "Exit status").
     std::cerr << "vkpaged: " << one_line(e.what()) << " (see vkpaged --help)" << std::endl;
-    return e.get_exit_code() != 0 ? e.get_exit_code() : 1;
+    return kExitUsage;
   }
 
   if (attend->parsed() && attend->get_option("--scale")->count() > 0) attend_args.scale = scale;
@@ -208,5 +209,5 @@ int main(int argc, char** argv) {
   } catch (...) {
     std::cerr << "vkpaged: unknown error" << std::endl;
   }
-  return 1;
+  return kExitFailure;
 }

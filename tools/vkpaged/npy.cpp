@@ -4,6 +4,8 @@
 #include "npy.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cstdio>
@@ -207,12 +209,17 @@ std::string npy_descr(DType dtype) {
 }
 
 HostTensor read_npy(const std::filesystem::path& path, const NpyReadOptions& options) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) io_failure(path, "is a directory, not an .npy file");
-  File f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) io_failure(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  const auto file_bytes = std::filesystem::file_size(path, ec);
-  if (ec) io_failure(path, fmt::format("cannot read its size: {}", ec.message()));
+  // A regular file only: a FIFO with no writer is refused, not waited on (atomic_file.hpp).
+  const int fd = open_regular_file(path);
+  File f(::fdopen(fd, "rb"), &std::fclose);
+  if (!f) {
+    const int err = errno;
+    ::close(fd);
+    io_failure(path, fmt::format("cannot open: {}", std::strerror(err)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) io_failure(path, fmt::format("cannot read its size: {}", std::strerror(errno)));
+  const uint64_t file_bytes = uint64_t(st.st_size);
 
   unsigned char prefix[8];
   if (file_bytes < sizeof(prefix)) refuse(path, fmt::format("not an .npy file: only {} bytes", file_bytes));

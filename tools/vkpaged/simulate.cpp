@@ -12,6 +12,7 @@
 #include <map>
 
 #include "decode_option_names.hpp"
+#include "ops/block_size_rule.hpp"
 #include "progress_bar.hpp"
 #include "simulate_checks.hpp"
 #include "simulate_gpu.hpp"
@@ -78,7 +79,8 @@ SimGpuShape setup(const SimulateArgs& a, const DeviceInfo& device) {
   if (!(a.arrival_rate > 0.0) || !std::isfinite(a.arrival_rate))
     refuse(fmt::format("--arrival-rate: {} is not a positive number of requests per step", a.arrival_rate));
   if (a.max_batch == 0) refuse("--max-batch: must be at least 1");
-  if (a.block_size == 0) refuse("--block-size: must be at least 1");
+  if (!detail::is_supported_block_size(a.block_size))
+    refuse(fmt::format("--block-size: {} is not {}", a.block_size, detail::kBlockSizeRule));
   if (a.heads == 0 || a.kv_heads == 0 || a.heads % a.kv_heads != 0)
     refuse(fmt::format("--heads: {} is not a positive multiple of --kv-heads {}", a.heads, a.kv_heads));
   if (!(a.parallel_share >= 0.0 && a.parallel_share <= 1.0))
