@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cache/kv_cache_sizing.hpp"
+#include "ops/cache_geometry.hpp"  // is_kv_layout
 #include "vkpaged/dtype.hpp"
 
 namespace vkpaged {
@@ -57,6 +58,9 @@ void KvCache::validate(const KvCacheShape& s) {
   if (s.num_layers == 0) refuse_cache(ErrorCode::invalid_argument, "num_layers is 0");
   if (s.num_kv_heads == 0) refuse_cache(ErrorCode::invalid_argument, "num_kv_heads is 0");
   if (s.block_size == 0) refuse_cache(ErrorCode::invalid_argument, "block_size is 0");
+  if (!detail::is_kv_layout(s.layout))
+    refuse_cache(ErrorCode::invalid_argument,
+                 fmt::format("layout {} is not a cache layout (vllm, nhd, hnd)", uint32_t(s.layout)));
   if (!is_cache_dtype(s.dtype))
     refuse_cache(
         ErrorCode::invalid_argument,

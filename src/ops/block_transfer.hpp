@@ -11,7 +11,8 @@
 
 namespace vkpaged::detail {
 
-// Geometry of a layer's pools (f32/f16/bf16/fp8/u8) and views large enough for them.
+// Geometry of a layer's pools (f32/f16/bf16/fp8/u8, in the layer's layout) and views large
+// enough for them. Blocks are contiguous in every layout, so copies never look inside one.
 CacheGeometry check_layer_views(const std::string& prefix, const LayerCacheViews& layer);
 
 // Copies whole blocks src_pool[pair.src] -> dst_pool[pair.dst] with one region per pair,

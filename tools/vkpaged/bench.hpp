@@ -70,6 +70,11 @@ std::vector<BenchCase> bench_suite(const std::string& name);
 std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std::string& cache_dtype);
 // Runs the suite and prints the table; returns the process exit status.
 int run_bench(const BenchOptions& options);
+// --suite cache-write (a 4096-token step) and cache-write-quick (lavapipe-sized): the fused
+// rotary cache write against the two-kernel path, per cache dtype and layout
+// (bench_cache_write.cpp). run_bench hands these suites to it.
+bool is_cache_write_suite(const std::string& suite);
+int run_cache_write_bench(const BenchOptions& options);
 // Draws the share of measured bandwidth per case as an SVG bar chart.
 std::string bench_chart_svg(const std::vector<BenchResult>& results, double bandwidth, const std::string& title);
 

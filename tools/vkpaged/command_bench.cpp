@@ -249,6 +249,7 @@ DecodeOptions bench_decode_options(const BenchOptions& o) {
 }
 
 int run_bench(const BenchOptions& o) {
+  if (is_cache_write_suite(o.suite)) return run_cache_write_bench(o);
   const auto cases = with_cache_dtype(bench_suite(o.suite), o.cache_dtype);
   // Bad option values are refused before the device is opened and its bandwidth measured.
   const DecodeOptions decode_options = bench_decode_options(o);
