@@ -19,9 +19,12 @@ function(vkpaged_host_sources out_var root)
     src/ops/cache_geometry.cpp
     src/ops/decode_validation.cpp
     src/ops/scale_validation.cpp
+    src/ops/rotary_checks.cpp
+    src/ops/rotary_cos_sin_cache.cpp
     src/reference/cache_reference.cpp
     src/reference/decode_reference.cpp
     src/reference/merge_reference.cpp
+    src/reference/rotary_reference.cpp
     tools/vkpaged/atomic_file.cpp
     tools/vkpaged/npy.cpp)
   list(TRANSFORM files PREPEND ${root}/)

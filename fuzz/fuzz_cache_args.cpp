@@ -1,6 +1,6 @@
 // The cache operations' argument checks (src/ops/cache_geometry.cpp, shared with the GPU
-// paths) and CPU references on pools, tokens, slot mappings, block pairs and block tables
-// built from the bytes. Each call either succeeds or throws vkpaged::Error, and then:
+// paths) and CPU references on pools (in each layout, and in none), tokens, slot mappings,
+// block pairs and block tables built from the bytes. Each call either succeeds or throws vkpaged::Error, and then:
 //   refused                 -> no pool changed (the contract's "no cache is left half updated")
 //   reshape_and_cache       -> only the slots in slot_mapping changed; each holds its last
 //                              token's value rounded to the cache dtype (f32/f16/bf16 caches)
@@ -80,10 +80,48 @@ std::vector<BlockCopy> pick_pairs(FuzzedDataProvider& p, int64_t src_blocks, int
   return pairs;
 }
 
+// The pools' shapes in a layout (vllm's key is [N, Hkv, D/x, B, x]).
+std::vector<int64_t> value_dims(KvLayout layout, int64_t n, int64_t hkv, int64_t d, int64_t b) {
+  if (layout == KvLayout::nhd) return {n, b, hkv, d};
+  if (layout == KvLayout::hnd) return {n, hkv, b, d};
+  return {n, hkv, d, b};
+}
+std::vector<int64_t> key_dims(KvLayout layout, int64_t n, int64_t hkv, int64_t d, int64_t b, int64_t x) {
+  if (layout == KvLayout::vllm) return {n, hkv, x > 0 ? d / x : 0, b, x};
+  return value_dims(layout, n, hkv, d, b);
+}
+
+// Where Hkv, D and B sit in a layout's value shape (N is dimension 0).
+struct ValueDims {
+  int hkv, d, b;
+};
+ValueDims dims_of(KvLayout layout) {
+  if (layout == KvLayout::nhd) return {2, 3, 1};
+  if (layout == KvLayout::hnd) return {1, 3, 2};
+  return {1, 2, 3};
+}
+
+// (block, kv head, dim, in-block offset) of element i of a pool, straight from the shapes of
+// docs/contract.md's layout table.
+struct Coord {
+  int64_t block, h, d, offset;
+};
+Coord coord_of(KvLayout layout, bool key, int64_t i, int64_t Hkv, int64_t D, int64_t B, int64_t x) {
+  const int64_t block = i / (Hkv * D * B);
+  switch (layout) {
+    case KvLayout::nhd: return {block, (i / D) % Hkv, i % D, (i / (D * Hkv)) % B};
+    case KvLayout::hnd: return {block, (i / (D * B)) % Hkv, i % D, (i / D) % B};
+    case KvLayout::vllm: break;
+  }
+  if (key) return {block, (i / (D * B)) % Hkv, ((i / (x * B)) % (D / x)) * x + i % x, (i / x) % B};
+  return {block, (i / (D * B)) % Hkv, (i / B) % D, i % B};
+}
+
 void check_reshape(const Pools& before, const Pools& after, const HostTensor& key, const HostTensor& value,
-                   const HostTensor& slot_mapping) {
+                   const HostTensor& slot_mapping, KvLayout layout) {
   const Shape& vs = after.value.shape();
-  const int64_t N = vs[0], Hkv = vs[1], D = vs[2], B = vs[3];
+  const ValueDims dims = dims_of(layout);
+  const int64_t N = vs[0], Hkv = vs[dims.hkv], D = vs[dims.d], B = vs[dims.b];
   const DType dt = after.value.dtype();
   const int64_t x = int64_t(cache_pack_factor(dt));
   // The last token written to each slot (the reference writes in token order).
@@ -95,7 +133,7 @@ void check_reshape(const Pools& before, const Pools& after, const HostTensor& ke
   }
   const size_t esize = dtype_size(dt);
   for (int64_t i = 0; i < after.value.numel(); ++i) {
-    const int64_t offset = i % B, block = i / (Hkv * D * B), d = (i / B) % D, h = (i / (D * B)) % Hkv;
+    const auto [block, h, d, offset] = coord_of(layout, false, i, Hkv, D, B, x);
     const auto it = last.find(block * B + offset);
     const auto* got = static_cast<const uint8_t*>(after.value.data()) + size_t(i) * esize;
     if (it == last.end()) {
@@ -108,8 +146,7 @@ void check_reshape(const Pools& before, const Pools& after, const HostTensor& ke
     }
   }
   for (int64_t i = 0; i < after.key.numel(); ++i) {
-    const int64_t offset = (i / x) % B, block = i / (Hkv * D * B);
-    const int64_t d = ((i / (x * B)) % (D / x)) * x + i % x, h = (i / (D * B)) % Hkv;
+    const auto [block, h, d, offset] = coord_of(layout, true, i, Hkv, D, B, x);
     const auto it = last.find(block * B + offset);
     const auto* got = static_cast<const uint8_t*>(after.key.data()) + size_t(i) * esize;
     if (it == last.end()) {
@@ -155,9 +192,12 @@ int run(FuzzedDataProvider& p) {
   const int64_t B = kBlockSizes[p.ConsumeIntegralInRange<size_t>(0, std::size(kBlockSizes) - 1)];
   const DType dt = pick_dtype(p, kDtypes[p.ConsumeIntegralInRange<size_t>(0, std::size(kDtypes) - 1)]);
   const int64_t x = int64_t(16 / dtype_size(dt));
+  // The three layouts, and now and then a value that is none.
+  const bool no_layout = p.ConsumeIntegralInRange<uint32_t>(0, 15) == 0;
+  const KvLayout layout = KvLayout(no_layout ? 3 : p.ConsumeIntegralInRange<uint32_t>(0, 2));
   const bool mutating = p.ConsumeIntegralInRange<int>(0, 3) == 0;
-  auto key_cache = make_tensor(dt, mutate(p, {N, Hkv, D / x, B, x}, mutating));
-  auto value_cache = make_tensor(pick_dtype(p, dt), mutate(p, {N, Hkv, D, B}, mutating));
+  auto key_cache = make_tensor(dt, mutate(p, key_dims(layout, N, Hkv, D, B, x), mutating));
+  auto value_cache = make_tensor(pick_dtype(p, dt), mutate(p, value_dims(layout, N, Hkv, D, B), mutating));
   if (!key_cache || !value_cache) return 0;
   std::minstd_rand rng(p.ConsumeIntegral<uint32_t>());
   fill_bytes(*key_cache, rng);
@@ -179,18 +219,18 @@ int run(FuzzedDataProvider& p) {
       for (int64_t i = 0; i < slots->numel(); ++i) set_index(*slots, size_t(i), pick_index(p, -2, N * B));
       CacheScales scales{pick_float(p, 0.5f), pick_float(p, 2.0f)};
       try {
-        reference::reshape_and_cache(*key, *value, *slots, pools.key, pools.value, scales);
+        reference::reshape_and_cache(*key, *value, *slots, pools.key, pools.value, scales, layout);
       } catch (const Error&) {
         FUZZ_CHECK(same(pools.key, before.key) && same(pools.value, before.value), "a refused reshape_and_cache wrote");
         return 0;
       }
-      check_reshape(before, pools, *key, *value, *slots);
+      check_reshape(before, pools, *key, *value, *slots, layout);
       break;
     }
     case 1: {  // copy_blocks
       const auto pairs = pick_pairs(p, N, N);
       try {
-        reference::copy_blocks(pools.key, pools.value, pairs);
+        reference::copy_blocks(pools.key, pools.value, pairs, layout);
       } catch (const Error&) {
         FUZZ_CHECK(same(pools.key, before.key) && same(pools.value, before.value), "a refused copy_blocks wrote");
         return 0;
@@ -200,8 +240,8 @@ int run(FuzzedDataProvider& p) {
     }
     case 2: {  // swap_blocks into a second cache
       const int64_t N2 = p.ConsumeIntegralInRange<int64_t>(0, 6);
-      auto key2 = make_tensor(pick_dtype(p, dt), mutate(p, {N2, Hkv, D / x, B, x}, mutating));
-      auto value2 = make_tensor(pick_dtype(p, dt), mutate(p, {N2, Hkv, D, B}, mutating));
+      auto key2 = make_tensor(pick_dtype(p, dt), mutate(p, key_dims(layout, N2, Hkv, D, B, x), mutating));
+      auto value2 = make_tensor(pick_dtype(p, dt), mutate(p, value_dims(layout, N2, Hkv, D, B), mutating));
       if (!key2 || !value2) return 0;
       fill_bytes(*key2, rng);
       fill_bytes(*value2, rng);
@@ -209,7 +249,7 @@ int run(FuzzedDataProvider& p) {
       const Pools dst_before = dst;
       const auto pairs = pick_pairs(p, N, N2);
       try {
-        reference::swap_blocks(pools.key, pools.value, dst.key, dst.value, pairs);
+        reference::swap_blocks(pools.key, pools.value, dst.key, dst.value, pairs, layout);
       } catch (const Error&) {
         FUZZ_CHECK(same(dst.key, dst_before.key) && same(dst.value, dst_before.value), "a refused swap_blocks wrote");
         return 0;
@@ -235,11 +275,13 @@ int run(FuzzedDataProvider& p) {
       const auto ends = values_of(*starts);
       const int64_t T = ends.empty() ? 0 : ends.back();
       const Shape& vs = pools.value.shape();
-      const int64_t Hkv_got = vs.rank() == 4 ? vs[1] : Hkv, D_got = vs.rank() == 4 ? vs[2] : D;
+      const ValueDims dims = dims_of(layout);  // (no layout: refused anyway)
+      const int64_t Hkv_got = vs.rank() == 4 ? vs[dims.hkv] : Hkv, D_got = vs.rank() == 4 ? vs[dims.d] : D;
       if (T > 0 && !bounded_numel({T, std::max<int64_t>(Hkv_got, 1), std::max<int64_t>(D_got, 1)})) return 0;
       reference::GatherResult r;
       try {
-        r = reference::gather(pools.key, pools.value, *tables, *starts, out, {pick_float(p, 1.0f), pick_float(p, 1.0f)});
+        r = reference::gather(pools.key, pools.value, *tables, *starts, out, {pick_float(p, 1.0f), pick_float(p, 1.0f)},
+                              layout);
       } catch (const Error&) {
         return 0;
       }

@@ -6,8 +6,14 @@
 // which stage it runs in.
 //
 // Cache views carry the cache dtype itself (f32, f16, bf16, fp8_e4m3, fp8_e5m2; copy and
-// swap also take u8 for raw fp8 bytes) and the contract's layouts: key [N, Hkv, D/x, B, x],
-// value [N, Hkv, D, B], x = 16 / element bytes. Cache views must start 16-byte aligned.
+// swap also take u8 for raw fp8 bytes) and the shapes of the layout the views struct names
+// (KvLayout, kv_layout.hpp; docs/contract.md, "Other cache layouts"), the same for keys and
+// values:
+//   vllm (the default)  key [N, Hkv, D/x, B, x], value [N, Hkv, D, B], x = 16 / element bytes
+//   nhd                 key and value [N, B, Hkv, D]
+//   hnd                 key and value [N, Hkv, B, D]
+// D is a multiple of x in every layout (the operators move 16 bytes at a time). Cache views
+// must start 16-byte aligned.
 //
 // Pools larger than the device's maxStorageBufferRange: reshape_and_cache and gather then reach
 // them through buffer device addresses (as decode does), which needs a context with buffer
@@ -25,6 +31,7 @@
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"  // kStatusBadBlockId, kStatusBadContextLen
 #include "vkpaged/export.hpp"
+#include "vkpaged/kv_layout.hpp"
 #include "vkpaged/tensor.hpp"
 
 namespace vkpaged {
@@ -59,6 +66,7 @@ struct ReshapeAndCacheViews {
   TensorView key_cache;
   TensorView value_cache;
   BufferView status;  // optional [1] u32
+  KvLayout layout = KvLayout::vllm;  // of key_cache and value_cache
 };
 VKPAGED_API void record_reshape_and_cache(Context& context, VkCommandBuffer cmd, const ReshapeAndCacheViews& views,
                                           const CacheScales& scales = {});
@@ -68,6 +76,8 @@ VKPAGED_API void record_reshape_and_cache(Context& context, VkCommandBuffer cmd,
 struct LayerCacheViews {
   TensorView key_cache;
   TensorView value_cache;
+  KvLayout layout = KvLayout::vllm;  // copies move whole blocks, alike in every layout; the
+                                     // shapes are checked against it
 };
 // Copies blocks within each layer (copy-on-write, forks): one vkCmdCopyBuffer per pool with a
 // region per pair. Refused: src or dst outside [0, N); a dst that appears twice; a block that
@@ -75,10 +85,11 @@ struct LayerCacheViews {
 // src == dst is a no-op. Transfer stage.
 VKPAGED_API void record_copy_blocks(Context& context, VkCommandBuffer cmd, std::span<const LayerCacheViews> layers,
                                     std::span<const BlockCopy> pairs);
-// Moves blocks between two caches of the same layout except N (typically device-local and
-// host-visible, either way): pairs index src's and dst's blocks respectively, src[l] goes to
-// dst[l]. One vkCmdCopyBuffer per pool. Refused: ids outside [0, N) of their side, a dst that
-// appears twice, src and dst views that overlap in one buffer. Transfer stage (add a
+// Moves blocks between two caches alike in everything but N (layout, dtype, Hkv, D, B;
+// typically device-local and host-visible, either way): pairs index src's and dst's blocks
+// respectively, src[l] goes to dst[l]. One vkCmdCopyBuffer per pool. Refused: ids outside
+// [0, N) of their side, a dst that appears twice, layers whose layouts or blocks differ, src
+// and dst views that overlap in one buffer. Transfer stage (add a
 // transfer -> host barrier before reading a host-visible destination on the host).
 VKPAGED_API void record_swap_blocks(Context& context, VkCommandBuffer cmd, std::span<const LayerCacheViews> src,
                                     std::span<const LayerCacheViews> dst, std::span<const BlockCopy> pairs);
@@ -99,6 +110,7 @@ struct GatherViews {
   TensorView key_out;
   TensorView value_out;
   BufferView status;  // optional [1] u32
+  KvLayout layout = KvLayout::vllm;  // of key_cache and value_cache
 };
 VKPAGED_API void record_gather(Context& context, VkCommandBuffer cmd, const GatherViews& views,
                                const CacheScales& scales = {});

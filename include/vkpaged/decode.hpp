@@ -17,6 +17,7 @@
 
 #include "vkpaged/context.hpp"
 #include "vkpaged/export.hpp"
+#include "vkpaged/kv_layout.hpp"
 #include "vkpaged/tensor.hpp"
 
 namespace vkpaged {
@@ -101,6 +102,9 @@ struct DecodeShape {
   uint32_t max_context_len = 0;
   DType query_dtype = DType::f16;  // query and output: f32, f16, bf16
   DType cache_dtype = DType::f16;  // f32, f16, bf16, fp8_e4m3, fp8_e5m2
+  // The caches' layout (kv_layout.hpp). Decode reads vllm only for now: nhd and hnd are
+  // refused (unsupported) by DecodePlan::create.
+  KvLayout kv_layout = KvLayout::vllm;
   bool alibi = false;              // ALiBi slopes [H] f32 will be given
   bool sinks = false;              // sink logits [H] f32 will be given
   bool lse = false;                // write log-sum-exp [S, H] f32

@@ -1,12 +1,17 @@
 #pragma once
-// The KV cache itself: for L layers, a key pool [N, Hkv, D/x, B, x] and a value pool
-// [N, Hkv, D, B] per layer in device memory (docs/contract.md's layouts), and optionally a
+// The KV cache itself: for L layers, a key pool and a value pool per layer in device memory,
+// in the layout chosen at creation (KvLayout, docs/contract.md's "Layouts" and "Other cache
+// layouts": vllm, the default, key [N, Hkv, D/x, B, x] and value [N, Hkv, D, B]; nhd
+// [N, B, Hkv, D]; hnd [N, Hkv, B, D]; a block costs the same in each), and optionally a
 // host-visible pool of the same layout for swapping. Sized by a block count or by a memory
 // budget; every limit is checked before anything is allocated.
 //
 //   KvCacheShape shape{.num_layers = 32, .num_kv_heads = 8, .head_size = 128, .block_size = 16};
 //   KvCacheSizing s = KvCache::plan(ctx.device_info(), shape, {.budget_fraction = 0.9});  // no allocation
 //   KvCache cache(ctx, shape, {.budget_fraction = 0.9, .num_host_blocks = 512});
+//   cache.record_reshape_and_cache(cmd, l, {.key = k, .value = v, .slot_mapping = slots}, rotary);
+//   DecodePlan plan = DecodePlan::create(ctx, cache.decode_shape({.num_seqs = 8, .num_heads = 32,
+//                                                                 .max_blocks_per_seq = 64}));
 //   record_decode(..., views with cache.key_cache(l), cache.value_cache(l));
 //   cache.record_copy_blocks(cmd, copy_on_write_pairs);  // every layer, one copy batch
 //
@@ -21,7 +26,10 @@
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/context.hpp"
+#include "vkpaged/decode.hpp"
 #include "vkpaged/export.hpp"
+#include "vkpaged/kv_layout.hpp"
+#include "vkpaged/rotary.hpp"
 #include "vkpaged/tensor.hpp"
 
 namespace vkpaged {
@@ -33,6 +41,16 @@ struct KvCacheShape {
   uint32_t head_size = 0;     // D, a multiple of x = 16 / element bytes
   uint32_t block_size = 16;   // B, tokens per block
   DType dtype = DType::f16;   // f32, f16, bf16, fp8_e4m3, fp8_e5m2
+  KvLayout layout = KvLayout::vllm;  // of every pool, keys and values alike
+};
+
+// One layer's new tokens for KvCache::record_reshape_and_cache (ReshapeAndCacheViews without
+// the pools, which the cache supplies).
+struct NewTokens {
+  TensorView key;           // [T, Hkv, D] f32, f16 or bf16
+  TensorView value;         // [T, Hkv, D] of key's dtype
+  TensorView slot_mapping;  // [T] i64 or i32; negative = padding
+  BufferView status;        // optional [1] u32 (kStatusBadSlot, kStatusBadPosition)
 };
 
 // What a budget_fraction was taken of.
@@ -111,7 +129,8 @@ class VKPAGED_API KvCache {
   const KvCacheSizing& sizing() const noexcept;  // of the device pools
   uint64_t host_bytes() const noexcept;          // of every host pool together
 
-  // Layer `layer`'s pools as the operators take them, dtype the cache's. Host views have
+  // Layer `layer`'s pools as the operators take them, dtype and layout the cache's (pass
+  // shape().layout with them, or use the per-layer helpers below). Host views have
   // N = num_host_blocks() and exist only when there is a host pool. A layer out of range, or
   // a host view without a host pool, is refused (invalid_argument).
   TensorView key_cache(uint32_t layer) const;
@@ -131,6 +150,22 @@ class VKPAGED_API KvCache {
   void record_swap_out(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const;
   // (host block, device block) pairs, as BlockManager::swap_in returns them.
   void record_swap_in(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const;
+
+  // ---- one layer's operators, from the cache's own geometry ----
+  // record_reshape_and_cache into layer `layer`'s pools (the cache's layout). A layer out of
+  // range is refused (invalid_argument) before anything is recorded. Compute shader stage.
+  void record_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, const NewTokens& tokens,
+                                const CacheScales& scales = {}) const;
+  // The same with the keys rotated on their way in (and the queries in place):
+  // record_reshape_and_cache_rotary (rotary.hpp) into layer `layer`'s pools.
+  void record_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, const NewTokens& tokens,
+                                const RotaryInputs& rotary, const CacheScales& scales = {}) const;
+
+  // A DecodeShape for this cache: `batch`'s fields for what the batch brings (num_seqs,
+  // num_heads, max_blocks_per_seq, max_context_len, query_dtype, alibi, sinks, lse), and the
+  // cache's for what it knows (num_kv_heads, head_size, block_size, num_blocks, cache_dtype,
+  // kv_layout), whatever `batch` held there. Checks nothing: DecodePlan::create does.
+  DecodeShape decode_shape(const DecodeShape& batch) const noexcept;
 
  private:
   struct Impl;

@@ -6,6 +6,7 @@
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/export.hpp"
+#include "vkpaged/rotary.hpp"
 #include "vkpaged/tensor.hpp"
 
 namespace vkpaged::reference {
@@ -16,17 +17,22 @@ VKPAGED_API DecodeResult decode_attention(const DecodeInputs& inputs, const Deco
 
 // ---- cache operations (docs/contract.md, "Cache operations"; GPU paths in cache_ops.hpp) ----
 // Same checks and the same answers as the GPU paths, bit for bit; where the device flags a bad
-// slot or block id, the reference refuses it (vkpaged::Error naming it) before writing.
+// slot or block id, the reference refuses it (vkpaged::Error naming it) before writing. The
+// caches are in `layout` (cache_ops.hpp lists each layout's shapes).
 
 // Writes key/value [T, Hkv, D] into the caches (in place) at slot_mapping [T] (i64 or i32;
 // negative = padding). fp8 caches store encode(value * (1 / scale)).
 VKPAGED_API void reshape_and_cache(const HostTensor& key, const HostTensor& value, const HostTensor& slot_mapping,
-                                   HostTensor& key_cache, HostTensor& value_cache, const CacheScales& scales = {});
+                                   HostTensor& key_cache, HostTensor& value_cache, const CacheScales& scales = {},
+                                   KvLayout layout = KvLayout::vllm);
 // One layer of copy_blocks (in place).
-VKPAGED_API void copy_blocks(HostTensor& key_cache, HostTensor& value_cache, std::span<const BlockCopy> pairs);
-// One layer of swap_blocks: src blocks pairs[i].src into dst blocks pairs[i].dst.
+VKPAGED_API void copy_blocks(HostTensor& key_cache, HostTensor& value_cache, std::span<const BlockCopy> pairs,
+                             KvLayout layout = KvLayout::vllm);
+// One layer of swap_blocks: src blocks pairs[i].src into dst blocks pairs[i].dst (both caches
+// in `layout`).
 VKPAGED_API void swap_blocks(const HostTensor& src_key_cache, const HostTensor& src_value_cache,
-                             HostTensor& dst_key_cache, HostTensor& dst_value_cache, std::span<const BlockCopy> pairs);
+                             HostTensor& dst_key_cache, HostTensor& dst_value_cache, std::span<const BlockCopy> pairs,
+                             KvLayout layout = KvLayout::vllm);
 // gather: rows [seq_starts[s], seq_starts[s + 1]) of [T, Hkv, D] outputs of `output_dtype`,
 // T = seq_starts[S]. Refuses decreasing seq_starts, positions past M * B and block ids >= N.
 struct GatherResult {
@@ -35,7 +41,22 @@ struct GatherResult {
 };
 VKPAGED_API GatherResult gather(const HostTensor& key_cache, const HostTensor& value_cache,
                                 const HostTensor& block_tables, const HostTensor& seq_starts, DType output_dtype,
-                                const CacheScales& scales = {});
+                                const CacheScales& scales = {}, KvLayout layout = KvLayout::vllm);
+
+// ---- rotary embedding (rotary.hpp), in double precision ----
+// Rotates query [T, H, D] and key [T, Hkv, D] in place (either may be an empty HostTensor):
+// each rotated element is computed in double from the stored inputs and cos/sin values, then
+// rounded to the tensor's dtype. Refuses a position outside [0, max_position) (naming it)
+// before writing anything, where the device flags it.
+VKPAGED_API void rotary_embedding(HostTensor& query, HostTensor& key, const HostTensor& positions,
+                                  const HostTensor& cos_sin_cache, RotaryStyle style = RotaryStyle::neox);
+// The fused form: rotary_embedding(query, key, ...) then reshape_and_cache(key (rotated),
+// value, ...), all arguments checked before anything is written.
+VKPAGED_API void reshape_and_cache_rotary(HostTensor& query, HostTensor& key, const HostTensor& value,
+                                          const HostTensor& slot_mapping, const HostTensor& positions,
+                                          const HostTensor& cos_sin_cache, RotaryStyle style, HostTensor& key_cache,
+                                          HostTensor& value_cache, const CacheScales& scales = {},
+                                          KvLayout layout = KvLayout::vllm);
 // max |x| (NaN if x holds one), as record_absmax.
 VKPAGED_API float absmax(const HostTensor& x);
 

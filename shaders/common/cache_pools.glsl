@@ -14,6 +14,9 @@
 //
 //   PoolBlock k = key_block(b);      KEY_CHUNK(k, i)   16-byte chunk i of block b's keys
 //   PoolBlock v = value_block(b);    VALUE_WORD(v, i)  word i of block b's values
+//                                    VALUE_CHUNK(v, i) 16-byte chunk i of block b's values
+// (the nhd and hnd layouts keep x consecutive elements of a value row in one chunk, as the
+// keys; the vllm layout's values are reached by word).
 // Indices inside one block fit 32 bits; only the block's start needs 64 (address variant).
 #ifndef VKPAGED_CACHE_POOLS_GLSL
 #define VKPAGED_CACHE_POOLS_GLSL
@@ -25,6 +28,9 @@ uint pool_block_bytes() { return pc.num_kv_heads * pc.head_size * pc.block_size 
 #if VKP_ADDRESS
 layout(buffer_reference, std430, buffer_reference_align = 16) KEY_POOL_ACCESS buffer KeyPoolBlock { uvec4 chunks[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) VALUE_POOL_ACCESS buffer ValuePoolBlock { uint words[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) VALUE_POOL_ACCESS buffer ValuePoolChunks {
+  uvec4 chunks[];
+};
 
 #include "common/address.glsl"
 
@@ -33,9 +39,11 @@ PoolBlock key_block(uint block) { return address_of_block(pc.key_cache_address, 
 PoolBlock value_block(uint block) { return address_of_block(pc.value_cache_address, block, pool_block_bytes()); }
 #define KEY_CHUNK(b, i) KeyPoolBlock(b).chunks[i]
 #define VALUE_WORD(b, i) ValuePoolBlock(b).words[i]
+#define VALUE_CHUNK(b, i) ValuePoolChunks(b).chunks[i]
 #else
 layout(set = 0, binding = KEY_POOL_BINDING) KEY_POOL_ACCESS buffer KeyPool { uvec4 key_pool_chunks[]; };
 layout(set = 0, binding = VALUE_POOL_BINDING) VALUE_POOL_ACCESS buffer ValuePool { uint value_pool_words[]; };
+layout(set = 0, binding = VALUE_POOL_BINDING) VALUE_POOL_ACCESS buffer ValuePoolChunks { uvec4 value_pool_chunks[]; };
 
 // The block's first element in the bound array (the whole pool is within 4 GiB here).
 #define PoolBlock uint
@@ -43,6 +51,7 @@ PoolBlock key_block(uint block) { return pc.key_cache_offset / 4u + block * (poo
 PoolBlock value_block(uint block) { return pc.value_cache_offset + block * (pool_block_bytes() / 4u); }
 #define KEY_CHUNK(b, i) key_pool_chunks[(b) + (i)]
 #define VALUE_WORD(b, i) value_pool_words[(b) + (i)]
+#define VALUE_CHUNK(b, i) value_pool_chunks[(b) / 4u + (i)]  // (b is a multiple of 4 words)
 #endif
 
 #endif  // VKPAGED_CACHE_POOLS_GLSL

@@ -4,7 +4,9 @@
 // Sequence s owns output rows [seq_starts[s], seq_starts[s+1]); row r holds its position
 // r - seq_starts[s]. One invocation per (row, kv head, key chunk c): it finds its sequence by
 // binary search over seq_starts, reads the chunk's 16 key bytes and the x value elements
-// (B apart in [N, Hkv, D, B]) and writes x elements of each output. Rows outside every
+// (16 bytes too in the nhd and hnd layouts; B apart in the vllm layout's [N, Hkv, D, B]) and
+// writes x elements of each output. The layout is a specialization constant; element offsets
+// come from common/kv_layout.glsl. Rows outside every
 // sequence are left as they are; a position past M * B or a block id >= N is flagged in the
 // status word and its row is left as it is too.
 //
@@ -19,10 +21,12 @@
 
 #include "common/shader_interface.h"
 #include "common/convert.glsl"
+#include "common/kv_layout.glsl"
 
 layout(local_size_x = CACHE_OP_WORKGROUP) in;
 layout(constant_id = GATHER_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
 layout(constant_id = GATHER_SC_OUTPUT_DTYPE) const uint OUTPUT_DTYPE = DT_F16;
+layout(constant_id = GATHER_SC_LAYOUT) const uint LAYOUT = KV_LAYOUT_VLLM;
 
 #include "common/cache_element.glsl"
 const uint OUTPUT_PER_WORD = OUTPUT_DTYPE == DT_F32 ? 1u : 2u;
@@ -99,17 +103,26 @@ void main() {
   const uint offset = pos % pc.block_size;
   const uint first = (row * pc.num_kv_heads + head) * pc.head_size + chunk * X;  // output element
 
+  const uint d0 = chunk * X;
   uint elements[16];
-  const uvec4 k = KEY_CHUNK(key_block(block), (head * chunks + chunk) * pc.block_size + offset);
+  const uint key_at = kv_key_offset(LAYOUT, pc.num_kv_heads, pc.head_size, pc.block_size, X, head, d0, offset);
+  const uvec4 k = KEY_CHUNK(key_block(block), key_at / X);
   for (uint e = 0u; e < X; ++e)
     elements[e] = convert((k[e / PER_WORD] >> ((e % PER_WORD) * ELEMENT_BITS)) & ELEMENT_MASK, pc.k_scale);
   write_output(true, first, elements);
 
   const PoolBlock values = value_block(block);
-  for (uint e = 0u; e < X; ++e) {
-    const uint index = (head * pc.head_size + chunk * X + e) * pc.block_size + offset;
-    const uint w = VALUE_WORD(values, index / PER_WORD);
-    elements[e] = convert((w >> ((index % PER_WORD) * ELEMENT_BITS)) & ELEMENT_MASK, pc.v_scale);
+  if (LAYOUT == KV_LAYOUT_VLLM) {
+    for (uint e = 0u; e < X; ++e) {
+      const uint index = kv_value_offset(LAYOUT, pc.num_kv_heads, pc.head_size, pc.block_size, X, head, d0 + e, offset);
+      const uint w = VALUE_WORD(values, index / PER_WORD);
+      elements[e] = convert((w >> ((index % PER_WORD) * ELEMENT_BITS)) & ELEMENT_MASK, pc.v_scale);
+    }
+  } else {
+    const uint value_at = kv_value_offset(LAYOUT, pc.num_kv_heads, pc.head_size, pc.block_size, X, head, d0, offset);
+    const uvec4 v = VALUE_CHUNK(values, value_at / X);
+    for (uint e = 0u; e < X; ++e)
+      elements[e] = convert((v[e / PER_WORD] >> ((e % PER_WORD) * ELEMENT_BITS)) & ELEMENT_MASK, pc.v_scale);
   }
   write_output(false, first, elements);
 }

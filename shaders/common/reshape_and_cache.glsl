@@ -1,19 +1,28 @@
 // reshape_and_cache (docs/contract.md, "Cache operations"): writes T new tokens' keys and
-// values [T, Hkv, D] into the paged caches at their slots, in one dispatch.
+// values [T, Hkv, D] into the paged caches at their slots, in one dispatch, in the cache's
+// layout (LAYOUT, a specialization constant; element offsets from common/kv_layout.glsl).
 //
 // One invocation per (token, kv head, key chunk c): the chunk's x elements are 16 contiguous
-// bytes of the key cache owned by this token alone, stored as one uvec4. In the value cache
-// [N, Hkv, D, B] the same x elements lie B apart, and with 1- or 2-byte elements neighbouring
-// tokens of a block share a word: those words are updated with a compare-and-swap that
-// replaces only this element's bits, so concurrent tokens never overwrite each other. Duplicate
-// slots in one call leave each element holding one of the written values (which one is not
-// defined: the contract leaves it open).
-// f32 value caches have a word per element and use plain stores.
+// bytes of the key cache owned by this token alone, stored as one uvec4; neighbouring
+// invocations write neighbouring chunks (vllm: B * 16 bytes apart; nhd: a token's Hkv * D
+// elements are contiguous; hnd: each head's D elements are). In the nhd and hnd value caches
+// the same x elements are one 16-byte chunk too. In the vllm value cache [N, Hkv, D, B] they
+// lie B apart, and with 1- or 2-byte elements neighbouring tokens of a block share a word:
+// those words are updated with a compare-and-swap that replaces only this element's bits, so
+// concurrent tokens never overwrite each other (f32 value caches have a word per element and
+// use plain stores). Duplicate slots in one call leave each element holding one of the
+// written values (which one is not defined: the contract leaves it open).
 //
 // Included by reshape_and_cache.comp (pools bound as storage buffers) and
 // reshape_and_cache_address.comp (pools past maxStorageBufferRange, by device address), which
-// define VKP_ADDRESS; common/cache_pools.glsl is where the two differ.
+// define VKP_ADDRESS (common/cache_pools.glsl is where the two differ), and by their rotary
+// variants (VKP_ROTARY 1), which rotate the keys on their way in and the queries in place
+// (common/rotary.glsl), tile by tile: there a workgroup stages a tile of key rows, then each
+// invocation writes the chunks of the tile as above, from the rotated keys, which it also
+// writes back to the key buffer (rounded to its dtype, as rotary_embedding would leave them, so
+// the cache holds what rotary_embedding then reshape_and_cache would store).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #if VKP_ADDRESS
 #extension GL_EXT_buffer_reference2 : require
 #extension GL_EXT_buffer_reference_uvec2 : require
@@ -21,18 +30,34 @@
 
 #include "common/shader_interface.h"
 #include "common/convert.glsl"
+#include "common/kv_layout.glsl"
 
 layout(local_size_x = CACHE_OP_WORKGROUP) in;
 layout(constant_id = RESHAPE_SC_INPUT_DTYPE) const uint INPUT_DTYPE = DT_F16;
 layout(constant_id = RESHAPE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
 layout(constant_id = RESHAPE_SC_SLOT_I64) const uint SLOT_I64 = 1u;
+layout(constant_id = RESHAPE_SC_LAYOUT) const uint LAYOUT = KV_LAYOUT_VLLM;
 
 #include "common/cache_element.glsl"
 const uint INPUT_PER_WORD = INPUT_DTYPE == DT_F32 ? 1u : 2u;
 
+#if VKP_ROTARY
+layout(constant_id = RESHAPE_SC_ROTARY_STYLE) const uint ROTARY_STYLE = ROTARY_STYLE_NEOX;
+layout(constant_id = RESHAPE_SC_COS_SIN_DTYPE) const uint COS_SIN_DTYPE = DT_F32;
+layout(constant_id = RESHAPE_SC_POSITION_I64) const uint POSITION_I64 = 1u;
+layout(constant_id = RESHAPE_SC_TILE_FLOATS) const uint TILE_FLOATS = 256u;
+const uint ROTARY_DTYPE = INPUT_DTYPE;
+layout(push_constant) uniform PushBlock {
+  ReshapeAndCachePush pc;
+  RotaryPush rp;
+};
+#define KEY_INPUT_ACCESS
+#else
 layout(push_constant) uniform PushBlock { ReshapeAndCachePush pc; };
+#define KEY_INPUT_ACCESS readonly
+#endif
 
-layout(set = 0, binding = RESHAPE_BINDING_KEY) readonly buffer Key { uint key_words[]; };
+layout(set = 0, binding = RESHAPE_BINDING_KEY) KEY_INPUT_ACCESS buffer Key { uint key_words[]; };
 layout(set = 0, binding = RESHAPE_BINDING_VALUE) readonly buffer Value { uint value_words[]; };
 layout(set = 0, binding = RESHAPE_BINDING_SLOT_MAPPING) readonly buffer Slots { uint slot_words[]; };
 layout(set = 0, binding = RESHAPE_BINDING_STATUS) buffer Status { uint status[]; };
@@ -42,6 +67,13 @@ layout(set = 0, binding = RESHAPE_BINDING_STATUS) buffer Status { uint status[];
 #define KEY_POOL_ACCESS writeonly
 #define VALUE_POOL_ACCESS
 #include "common/cache_pools.glsl"
+
+#if VKP_ROTARY
+layout(set = 0, binding = RESHAPE_BINDING_QUERY) buffer Query { uint query_words[]; };
+layout(set = 0, binding = RESHAPE_BINDING_POSITIONS) readonly buffer Positions { uint position_words[]; };
+layout(set = 0, binding = RESHAPE_BINDING_COS_SIN) readonly buffer CosSin { uint cos_sin_words[]; };
+#include "common/rotary.glsl"
+#endif
 
 // Input element i (f32, f16 or bf16) as f32 bits.
 uint input_bits(uint word, uint i) {
@@ -75,6 +107,93 @@ void store_value(PoolBlock block, uint index, uint bits) {
   }
 }
 
+// The slot of `token`, or NO_SLOT: padding (negative), or a slot at or past N * B (flagged
+// when `report`; num_slots < 2^32, so no valid slot is NO_SLOT).
+const uint NO_SLOT = 0xffffffffu;
+uint token_slot(uint token, bool report) {
+  // int64 as (low, high) words, or int32 sign-extended.
+  const uint low = slot_words[pc.slot_offset + token * (SLOT_I64 != 0u ? 2u : 1u)];
+  const uint sign_extension = (low >> 31) != 0u ? 0xffffffffu : 0u;
+  const uint high = SLOT_I64 != 0u ? slot_words[pc.slot_offset + token * 2u + 1u] : sign_extension;
+  if ((high >> 31) != 0u) return NO_SLOT;
+  if (high != 0u || low >= pc.num_slots) {
+    if (report) atomicOr(status[pc.status_offset], STATUS_BAD_SLOT);
+    return NO_SLOT;
+  }
+  return low;
+}
+
+// Writes chunk `chunk` of kv head `head` of one token into `slot`: the key's x elements given
+// as f32 bits, the value's read from input elements [first, first + x).
+void store_chunk(uint slot, uint head, uint chunk, uint key_bits[16], uint first) {
+  const uint block = slot / pc.block_size;
+  const uint offset = slot % pc.block_size;
+  const uint d0 = chunk * X;
+
+  // Key: 16 bytes at the chunk's first element.
+  uvec4 packed = uvec4(0u);
+  for (uint e = 0u; e < X; ++e)
+    packed[e / PER_WORD] |= encode(key_bits[e], pc.inv_k_scale) << ((e % PER_WORD) * ELEMENT_BITS);
+  const uint key_at = kv_key_offset(LAYOUT, pc.num_kv_heads, pc.head_size, pc.block_size, X, head, d0, offset);
+  KEY_CHUNK(key_block(block), key_at / X) = packed;
+
+  const PoolBlock values = value_block(block);
+  if (LAYOUT == KV_LAYOUT_VLLM) {
+    // Value: x elements B apart, each into its word.
+    for (uint e = 0u; e < X; ++e) {
+      const uint at = kv_value_offset(LAYOUT, pc.num_kv_heads, pc.head_size, pc.block_size, X, head, d0 + e, offset);
+      store_value(values, at, encode(value_input(first + e), pc.inv_v_scale));
+    }
+    return;
+  }
+  // Value (nhd, hnd): 16 contiguous bytes, as the key.
+  packed = uvec4(0u);
+  for (uint e = 0u; e < X; ++e)
+    packed[e / PER_WORD] |= encode(value_input(first + e), pc.inv_v_scale) << ((e % PER_WORD) * ELEMENT_BITS);
+  const uint value_at = kv_value_offset(LAYOUT, pc.num_kv_heads, pc.head_size, pc.block_size, X, head, d0, offset);
+  VALUE_CHUNK(values, value_at / X) = packed;
+}
+
+#if VKP_ROTARY
+// Query tiles rotate their rows in place; key tiles rotate theirs (in place too) and write
+// them with their values into the cache. A token whose position is out of range is left as
+// it is, its slot included.
+void main() {
+  bool is_key;
+  uint first_row, count;
+  if (!rotary_tile_of(is_key, first_row, count)) return;
+  if (!is_key) {
+    rotate_rows_in_place(false, first_row, count);
+    return;
+  }
+  stage_rows(true, first_row, count);
+  const uint chunks = pc.head_size / X;
+  for (uint u = gl_LocalInvocationID.x; u < count * chunks; u += CACHE_OP_WORKGROUP) {
+    const uint r = u / chunks, chunk = u % chunks, row = first_row + r;
+    const uint token = row / pc.num_kv_heads, head = row % pc.num_kv_heads;
+    const uint pos = rotary_position(token);
+    if (pos == NO_POSITION) {
+      report_bad_position(row, pc.num_kv_heads, chunk);
+      continue;
+    }
+    // The chunk's key: rotated below rotary_dim (and written back), as read past it.
+    const uint first = row * pc.head_size + chunk * X;  // input element
+    uint key_bits[16];
+    for (uint e = 0u; e < X; e += INPUT_PER_WORD) {
+      const uint d = chunk * X + e;
+      if (d < rp.rotary_dim) {
+        const uint word = rotated_word(r, d / INPUT_PER_WORD, pos);
+        key_words[pc.key_offset + (first + e) / INPUT_PER_WORD] = word;
+        for (uint k = 0u; k < INPUT_PER_WORD; ++k) key_bits[e + k] = rotary_element_bits(word, k);
+      } else {
+        for (uint k = 0u; k < INPUT_PER_WORD; ++k) key_bits[e + k] = key_input(first + e + k);
+      }
+    }
+    const uint slot = token_slot(token, head == 0u && chunk == 0u);
+    if (slot != NO_SLOT) store_chunk(slot, head, chunk, key_bits, first);
+  }
+}
+#else
 void main() {
   const uint id = (gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x) * CACHE_OP_WORKGROUP + gl_LocalInvocationID.x;
   const uint chunks = pc.head_size / X;
@@ -84,29 +203,11 @@ void main() {
   const uint head = (id % per_token) / chunks;
   const uint chunk = id % chunks;
 
-  // Slot: int64 as (low, high) words, or int32 sign-extended. Negative = padding.
-  const uint low = slot_words[pc.slot_offset + token * (SLOT_I64 != 0u ? 2u : 1u)];
-  const uint sign_extension = (low >> 31) != 0u ? 0xffffffffu : 0u;
-  const uint high = SLOT_I64 != 0u ? slot_words[pc.slot_offset + token * 2u + 1u] : sign_extension;
-  if ((high >> 31) != 0u) return;
-  if (high != 0u || low >= pc.num_slots) {
-    if (head == 0u && chunk == 0u) atomicOr(status[pc.status_offset], STATUS_BAD_SLOT);
-    return;
-  }
-  const uint block = low / pc.block_size;
-  const uint offset = low % pc.block_size;
+  const uint slot = token_slot(token, head == 0u && chunk == 0u);
+  if (slot == NO_SLOT) return;
   const uint first = (token * pc.num_kv_heads + head) * pc.head_size + chunk * X;  // input element
-
-  // Key: x elements of one chunk -> 16 bytes K[block][head][chunk][offset][0..x).
-  uvec4 packed = uvec4(0u);
-  for (uint e = 0u; e < X; ++e)
-    packed[e / PER_WORD] |= encode(key_input(first + e), pc.inv_k_scale) << ((e % PER_WORD) * ELEMENT_BITS);
-  KEY_CHUNK(key_block(block), (head * chunks + chunk) * pc.block_size + offset) = packed;
-
-  // Value: element V[block][head][d][offset] for each d of the chunk.
-  const PoolBlock values = value_block(block);
-  for (uint e = 0u; e < X; ++e) {
-    const uint d = chunk * X + e;
-    store_value(values, (head * pc.head_size + d) * pc.block_size + offset, encode(value_input(first + e), pc.inv_v_scale));
-  }
+  uint key_bits[16];
+  for (uint e = 0u; e < X; ++e) key_bits[e] = key_input(first + e);
+  store_chunk(slot, head, chunk, key_bits, first);
 }
+#endif

@@ -170,7 +170,15 @@ struct ReadBandwidthPush {
 #define RESHAPE_SC_INPUT_DTYPE 0   // DT_F32, DT_F16 or DT_BF16 (key and value)
 #define RESHAPE_SC_CACHE_DTYPE 1   // any DT_*
 #define RESHAPE_SC_SLOT_I64 2      // 1: slot_mapping holds int64 (two words), 0: int32
-#define RESHAPE_SC_COUNT 3
+#define RESHAPE_SC_LAYOUT 3        // KV_LAYOUT_*
+#define RESHAPE_SC_COUNT 4
+// The rotary variants (reshape_and_cache_rotary*.comp) add the rotary constants, bindings and
+// push constants (RotaryPush after ReshapeAndCachePush) and work in tiles, as rotary_embedding.
+#define RESHAPE_SC_ROTARY_STYLE 4      // ROTARY_STYLE_*
+#define RESHAPE_SC_COS_SIN_DTYPE 5     // DT_F32 or the key's dtype
+#define RESHAPE_SC_POSITION_I64 6      // 1: positions hold int64, 0: int32
+#define RESHAPE_SC_TILE_FLOATS 7       // rows_per_tile * rotary_dim: the shared tile
+#define RESHAPE_ROTARY_SC_COUNT 8
 #define RESHAPE_BINDING_KEY 0
 #define RESHAPE_BINDING_VALUE 1
 #define RESHAPE_BINDING_SLOT_MAPPING 2
@@ -178,6 +186,10 @@ struct ReadBandwidthPush {
 #define RESHAPE_BINDING_VALUE_CACHE 4
 #define RESHAPE_BINDING_STATUS 5
 #define RESHAPE_BINDING_COUNT 6
+#define RESHAPE_BINDING_QUERY 6      // rotary variants
+#define RESHAPE_BINDING_POSITIONS 7
+#define RESHAPE_BINDING_COS_SIN 8
+#define RESHAPE_ROTARY_BINDING_COUNT 9
 // Both cache operations that touch the pools by index (reshape_and_cache, gather) have a
 // descriptor variant and an `_address` variant for pools past maxStorageBufferRange
 // (common/cache_pools.glsl); the addresses come first so that they are 8-byte aligned.
@@ -203,7 +215,8 @@ struct ReshapeAndCachePush {
 // gather: one invocation per (output row, kv head, 16-byte key chunk of x elements).
 #define GATHER_SC_CACHE_DTYPE 0
 #define GATHER_SC_OUTPUT_DTYPE 1  // DT_F32, DT_F16 or DT_BF16
-#define GATHER_SC_COUNT 2
+#define GATHER_SC_LAYOUT 2        // KV_LAYOUT_*
+#define GATHER_SC_COUNT 3
 #define GATHER_BINDING_KEY_CACHE 0
 #define GATHER_BINDING_VALUE_CACHE 1
 #define GATHER_BINDING_BLOCK_TABLES 2
@@ -247,10 +260,52 @@ struct AbsmaxPush {
   uint amax_offset;
 };
 
+// rotary_embedding (shaders/rotary_embedding.comp, common/rotary.glsl) rotates rows, a row being
+// one head of one token ([T, H, D] queries, then [T, Hkv, D] keys), in place. A workgroup of
+// CACHE_OP_WORKGROUP invocations takes a tile of rows_per_tile rows of one tensor: it stages
+// their first rotary_dim elements in shared memory as f32, waits, then writes each word of
+// them rotated, so that pairs that straddle invocations never race. Workgroups [0,
+// query_tiles) take query rows, the rest key rows. The fused reshape_and_cache_rotary*.comp
+// run the same tiles; their key tiles then write the cache from the staged rows.
+#define ROTARY_SC_STYLE 0         // ROTARY_STYLE_*
+#define ROTARY_SC_DTYPE 1         // query and key: DT_F32, DT_F16 or DT_BF16
+#define ROTARY_SC_COS_SIN_DTYPE 2 // DT_F32 or the query's dtype
+#define ROTARY_SC_POSITION_I64 3  // 1: positions hold int64 (two words), 0: int32
+#define ROTARY_SC_TILE_FLOATS 4   // rows_per_tile * rotary_dim: the shared tile
+#define ROTARY_SC_COUNT 5
+#define ROTARY_BINDING_QUERY 0
+#define ROTARY_BINDING_KEY 1
+#define ROTARY_BINDING_POSITIONS 2
+#define ROTARY_BINDING_COS_SIN 3
+#define ROTARY_BINDING_STATUS 4
+#define ROTARY_BINDING_COUNT 5
+#define ROTARY_STYLE_NEOX 0u  // pairs (i, i + rotary_dim / 2)
+#define ROTARY_STYLE_GPTJ 1u  // pairs (2i, 2i + 1)
+#define ROTARY_MAX_TILE_FLOATS 2048u  // the shared tile's bound (8 KiB): rotary_dim at most this
+#define STATUS_BAD_POSITION 32u  // a position outside [0, max_position): the token is left as it was
+struct RotaryPush {
+  uint num_tokens;
+  uint num_heads;     // query heads; 0 when no query is rotated
+  uint num_kv_heads;  // key heads; 0 when no key is rotated (rotary_embedding)
+  uint head_size;
+  uint rotary_dim;    // even, <= head_size: the first rotary_dim elements of each row rotate
+  uint max_position;  // rows of the cos/sin cache
+  uint rows_per_tile;
+  uint query_tiles;
+  uint groups_x;
+  uint query_offset;  // word offsets into each bound range
+  uint key_offset;
+  uint positions_offset;
+  uint cos_sin_offset;
+  uint status_offset;
+};
+
 #ifdef __cplusplus
 static_assert(sizeof(ReshapeAndCachePush) == 18 * 4 && sizeof(ReshapeAndCachePush) <= 128);
 static_assert(sizeof(GatherPush) == 21 * 4 && sizeof(GatherPush) <= 128);
 static_assert(sizeof(AbsmaxPush) == 4 * 4);
+static_assert(sizeof(RotaryPush) == 14 * 4);
+static_assert(sizeof(ReshapeAndCachePush) + sizeof(RotaryPush) <= 128, "the rotary variants push both");
 #endif
 // ==== end of cache operations ====
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/kv_cache_sizing.hpp"
+#include "ops/cache_geometry.hpp"
 #include "vk/context_impl.hpp"
 #include "vk/memory_budget.hpp"
 #include "vkpaged/error.hpp"
@@ -92,17 +93,15 @@ struct KvCache::Impl {
   std::vector<LayerCacheViews> device_views;
   std::vector<LayerCacheViews> host_views;
 
-  Shape key_shape(uint32_t blocks) const {
-    const uint32_t x = cache_pack_factor(shape.dtype);
-    return Shape{blocks, shape.num_kv_heads, shape.head_size / x, shape.block_size, x};
-  }
-  Shape value_shape(uint32_t blocks) const {
-    return Shape{blocks, shape.num_kv_heads, shape.head_size, shape.block_size};
+  // The pools' shapes in the cache's layout (the operators' geometry, ops/cache_geometry.hpp).
+  detail::CacheGeometry geometry(uint32_t blocks) const {
+    return {blocks, shape.num_kv_heads, shape.head_size, shape.block_size, shape.dtype, shape.layout};
   }
 
   LayerCacheViews views_of(const Layer& layer, uint32_t blocks) const {
-    return {layer.key.buffer.tensor(shape.dtype, key_shape(blocks)),
-            layer.value.buffer.tensor(shape.dtype, value_shape(blocks))};
+    const detail::CacheGeometry g = geometry(blocks);
+    return {layer.key.buffer.tensor(shape.dtype, g.key_shape()),
+            layer.value.buffer.tensor(shape.dtype, g.value_shape()), shape.layout};
   }
 
   uint32_t check_layer(const char* what, uint32_t layer) const {
@@ -213,6 +212,38 @@ void KvCache::record_swap_out(VkCommandBuffer cmd, std::span<const BlockCopy> pa
 void KvCache::record_swap_in(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const {
   impl_->check_host("record_swap_in");
   record_swap_blocks(*impl_->context, cmd, impl_->host_views, impl_->device_views, pairs);
+}
+
+namespace {
+
+ReshapeAndCacheViews cache_write_views(const LayerCacheViews& layer, const NewTokens& tokens) {
+  return {tokens.key,       tokens.value,  tokens.slot_mapping, layer.key_cache,
+          layer.value_cache, tokens.status, layer.layout};
+}
+
+}  // namespace
+
+void KvCache::record_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, const NewTokens& tokens,
+                                       const CacheScales& scales) const {
+  const LayerCacheViews& pools = impl_->device_views[impl_->check_layer("record_reshape_and_cache", layer)];
+  vkpaged::record_reshape_and_cache(*impl_->context, cmd, cache_write_views(pools, tokens), scales);
+}
+
+void KvCache::record_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, const NewTokens& tokens,
+                                       const RotaryInputs& rotary, const CacheScales& scales) const {
+  const LayerCacheViews& pools = impl_->device_views[impl_->check_layer("record_reshape_and_cache", layer)];
+  record_reshape_and_cache_rotary(*impl_->context, cmd, cache_write_views(pools, tokens), rotary, scales);
+}
+
+DecodeShape KvCache::decode_shape(const DecodeShape& batch) const noexcept {
+  DecodeShape s = batch;
+  s.num_kv_heads = impl_->shape.num_kv_heads;
+  s.head_size = impl_->shape.head_size;
+  s.block_size = impl_->shape.block_size;
+  s.num_blocks = impl_->sizing.num_blocks;
+  s.cache_dtype = impl_->shape.dtype;
+  s.kv_layout = impl_->shape.layout;
+  return s;
 }
 
 }  // namespace vkpaged

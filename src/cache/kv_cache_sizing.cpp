@@ -8,6 +8,7 @@
 
 #include "cache/kv_cache_sizing.hpp"
 #include "ops/block_size_rule.hpp"
+#include "ops/cache_geometry.hpp"  // is_kv_layout
 #include "vkpaged/dtype.hpp"
 
 namespace vkpaged {
@@ -60,6 +61,9 @@ void KvCache::validate(const KvCacheShape& s) {
   if (!detail::is_supported_block_size(s.block_size))
     refuse_cache(ErrorCode::invalid_argument,
                  fmt::format("block_size {} is not {} (the block sizes decode takes)", s.block_size, detail::kBlockSizeRule));
+  if (!detail::is_kv_layout(s.layout))
+    refuse_cache(ErrorCode::invalid_argument,
+                 fmt::format("layout {} is not a cache layout (vllm, nhd, hnd)", uint32_t(s.layout)));
   if (!is_cache_dtype(s.dtype))
     refuse_cache(
         ErrorCode::invalid_argument,

@@ -17,8 +17,8 @@ void check_pool_view(const ContextImpl& impl, const std::string& name, const Buf
 }  // namespace
 
 CacheGeometry check_layer_views(const ContextImpl& impl, const std::string& prefix, const LayerCacheViews& layer) {
-  const auto g = cache_geometry(prefix, layer.key_cache.dtype, layer.key_cache.shape, layer.value_cache.dtype,
-                                layer.value_cache.shape, kRawCacheDtypes);
+  const auto g = cache_geometry(prefix, layer.layout, layer.key_cache.dtype, layer.key_cache.shape,
+                                layer.value_cache.dtype, layer.value_cache.shape, kRawCacheDtypes);
   check_pool_view(impl, prefix + "key_cache", layer.key_cache.memory, g.pool_bytes());
   check_pool_view(impl, prefix + "value_cache", layer.value_cache.memory, g.pool_bytes());
   return g;

@@ -11,8 +11,9 @@
 
 namespace vkpaged::detail {
 
-// Geometry of a layer's pools (f32/f16/bf16/fp8/u8) and views large enough for them, inside
-// the buffers they name where vkpaged created those.
+// Geometry of a layer's pools (f32/f16/bf16/fp8/u8, in the layer's layout) and views large
+// enough for them, inside the buffers they name where vkpaged created those. Blocks are
+// contiguous in every layout, so copies never look inside one.
 CacheGeometry check_layer_views(const ContextImpl& impl, const std::string& prefix, const LayerCacheViews& layer);
 
 // Copies whole blocks src_pool[pair.src] -> dst_pool[pair.dst] with one region per pair,

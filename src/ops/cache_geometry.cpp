@@ -29,7 +29,7 @@ void check_dtype(const std::string& name, DType t, std::initializer_list<DType> 
     refuse_cache_argument(fmt::format("{}: dtype {} is not one of {}", name, dtype_name(t), dtype_list(dtypes)));
 }
 
-void check_shape(const std::string& name, const Shape& got, const Shape& want, const char* layout) {
+void check_shape(const std::string& name, const Shape& got, const Shape& want, const std::string& layout) {
   if (!(got == want))
     refuse_cache_argument(fmt::format("{}: shape {} does not match {} = {}", name, got.str(), layout, want.str()));
 }
@@ -38,27 +38,85 @@ void check_shape(const std::string& name, const Shape& got, const Shape& want, c
 
 void refuse_cache_argument(const std::string& message) { throw Error(ErrorCode::invalid_argument, message); }
 
-CacheGeometry cache_geometry(const std::string& prefix, DType key_dtype, const Shape& key_shape, DType value_dtype,
-                             const Shape& value_shape, std::initializer_list<DType> dtypes) {
+namespace {
+
+// Where Hkv, D and B sit in a layout's value shape (N is dimension 0 in every layout).
+struct ValueDims {
+  int hkv, d, b;
+};
+ValueDims value_dims(KvLayout layout) {
+  switch (layout) {
+    case KvLayout::nhd: return {2, 3, 1};  // [N, B, Hkv, D]
+    case KvLayout::hnd: return {1, 3, 2};  // [N, Hkv, B, D]
+    case KvLayout::vllm: break;
+  }
+  return {1, 2, 3};  // [N, Hkv, D, B]
+}
+
+}  // namespace
+
+void check_kv_layout(const std::string& name, KvLayout layout) {
+  if (!is_kv_layout(layout))
+    refuse_cache_argument(fmt::format("{}: {} is not a cache layout (vllm, nhd, hnd)", name, uint32_t(layout)));
+}
+
+const char* value_shape_symbols(KvLayout layout) noexcept {
+  switch (layout) {
+    case KvLayout::nhd: return "[N, B, Hkv, D]";
+    case KvLayout::hnd: return "[N, Hkv, B, D]";
+    case KvLayout::vllm: break;
+  }
+  return "[N, Hkv, D, B]";
+}
+
+const char* key_shape_symbols(KvLayout layout) noexcept {
+  return layout == KvLayout::vllm ? "[N, Hkv, D/x, B, x]" : value_shape_symbols(layout);
+}
+
+Shape CacheGeometry::key_shape() const {
+  if (layout == KvLayout::vllm) return Shape{num_blocks, num_kv_heads, head_size / pack(), block_size, pack()};
+  return value_shape();
+}
+
+Shape CacheGeometry::value_shape() const {
+  switch (layout) {
+    case KvLayout::nhd: return Shape{num_blocks, block_size, num_kv_heads, head_size};
+    case KvLayout::hnd: return Shape{num_blocks, num_kv_heads, block_size, head_size};
+    case KvLayout::vllm: break;
+  }
+  return Shape{num_blocks, num_kv_heads, head_size, block_size};
+}
+
+CacheGeometry cache_geometry(const std::string& prefix, KvLayout layout, DType key_dtype, const Shape& key_shape,
+                             DType value_dtype, const Shape& value_shape, std::initializer_list<DType> dtypes) {
   const std::string key = prefix + "key_cache", value = prefix + "value_cache";
+  check_kv_layout(prefix + "layout", layout);
   check_dtype(key, key_dtype, dtypes);
   if (value_dtype != key_dtype)
     refuse_cache_argument(
         fmt::format("{}: dtype {} differs from {}'s {}", value, dtype_name(value_dtype), key, dtype_name(key_dtype)));
   if (value_shape.rank() != 4)
-    refuse_cache_argument(fmt::format("{}: shape {} is not [N, Hkv, D, B]", value, value_shape.str()));
+    refuse_cache_argument(fmt::format("{}: shape {} is not {} (the {} layout)", value, value_shape.str(),
+                                      value_shape_symbols(layout), kv_layout_name(layout)));
+  const ValueDims dims = value_dims(layout);
   CacheGeometry g;
   g.dtype = key_dtype;
+  g.layout = layout;
   g.num_blocks = value_shape[0];
-  g.num_kv_heads = value_shape[1];
-  g.head_size = value_shape[2];
-  g.block_size = value_shape[3];
-  if (g.num_kv_heads == 0) refuse_cache_argument(fmt::format("{}: Hkv (dimension 1) is 0", value));
+  g.num_kv_heads = value_shape[dims.hkv];
+  g.head_size = value_shape[dims.d];
+  g.block_size = value_shape[dims.b];
+  // Where a dimension was read from: a view of another layout shows here first.
+  const auto of_layout = [&](int dim) {
+    return fmt::format("dimension {} of the {} layout's {}", dim, kv_layout_name(layout), value_shape_symbols(layout));
+  };
+  if (g.num_kv_heads == 0) refuse_cache_argument(fmt::format("{}: Hkv ({}) is 0", value, of_layout(dims.hkv)));
   if (g.head_size == 0 || g.head_size % g.pack() != 0)
-    refuse_cache_argument(fmt::format("{}: head size D = {} is not a positive multiple of x = {} for dtype {}", value,
-                                      g.head_size, g.pack(), dtype_name(g.dtype)));
-  if (g.block_size == 0) refuse_cache_argument(fmt::format("{}: block size B (dimension 3) is 0", value));
-  check_shape(key, key_shape, g.key_shape(), "[N, Hkv, D/x, B, x] of the value cache");
+    refuse_cache_argument(fmt::format("{}: head size D = {} is not a positive multiple of x = {} for dtype {} ({})",
+                                      value, g.head_size, g.pack(), dtype_name(g.dtype), of_layout(dims.d)));
+  if (g.block_size == 0) refuse_cache_argument(fmt::format("{}: block size B ({}) is 0", value, of_layout(dims.b)));
+  check_shape(key, key_shape, g.key_shape(),
+              fmt::format("{} of the value cache (the {} layout)", key_shape_symbols(layout), kv_layout_name(layout)));
   return g;
 }
 
@@ -71,8 +129,9 @@ int64_t check_token_inputs(const CacheGeometry& cache, DType key_dtype, const Sh
   if (key.rank() != 3) refuse_cache_argument(fmt::format("key: shape {} is not [T, Hkv, D]", key.str()));
   const int64_t tokens = key[0];
   const Shape want{tokens, cache.num_kv_heads, cache.head_size};
-  check_shape("key", key, want, "[T, Hkv, D] of the caches");
-  check_shape("value", value, want, "[T, Hkv, D] of key and the caches");
+  const std::string caches = fmt::format("the caches (read in the {} layout)", kv_layout_name(cache.layout));
+  check_shape("key", key, want, "[T, Hkv, D] of " + caches);
+  check_shape("value", value, want, "[T, Hkv, D] of key and " + caches);
   check_dtype("slot_mapping", slot_dtype, {DType::i64, DType::i32});
   check_shape("slot_mapping", slot_mapping, Shape{tokens}, "[T] of key");
   return tokens;
@@ -97,8 +156,9 @@ GatherGeometry check_gather_inputs(const CacheGeometry& cache, DType tables_dtyp
   if (key_out.rank() != 3) refuse_cache_argument(fmt::format("key_out: shape {} is not [T, Hkv, D]", key_out.str()));
   g.num_rows = key_out[0];
   const Shape want{g.num_rows, cache.num_kv_heads, cache.head_size};
-  check_shape("key_out", key_out, want, "[T, Hkv, D] of the caches");
-  check_shape("value_out", value_out, want, "[T, Hkv, D] of key_out and the caches");
+  const std::string caches = fmt::format("the caches (read in the {} layout)", kv_layout_name(cache.layout));
+  check_shape("key_out", key_out, want, "[T, Hkv, D] of " + caches);
+  check_shape("value_out", value_out, want, "[T, Hkv, D] of key_out and " + caches);
   return g;
 }
 

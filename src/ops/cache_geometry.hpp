@@ -1,7 +1,7 @@
 #pragma once
 // Argument checks shared by the cache operations (reshape_and_cache, copy/swap_blocks, gather)
-// and their CPU references: the contract's layouts read off dtypes and shapes, block pairs,
-// slots (scales: ops/scale_validation.hpp). Failures throw vkpaged::Error(invalid_argument) naming the argument.
+// and their CPU references: the cache layouts read off dtypes and shapes, block pairs, slots
+// (scales: ops/scale_validation.hpp). Failures throw vkpaged::Error(invalid_argument) naming the argument.
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -10,28 +10,50 @@
 
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/dtype.hpp"
+#include "vkpaged/kv_layout.hpp"
 #include "vkpaged/tensor.hpp"
 
 namespace vkpaged::detail {
 
 [[noreturn]] void refuse_cache_argument(const std::string& message);
 
-// One layer's pools: key [N, Hkv, D/x, B, x] and value [N, Hkv, D, B] of one dtype.
+// One layer's pools of one dtype in one layout (kv_layout.hpp): vllm key [N, Hkv, D/x, B, x]
+// and value [N, Hkv, D, B]; nhd key and value [N, B, Hkv, D]; hnd key and value [N, Hkv, B, D].
 struct CacheGeometry {
   int64_t num_blocks = 0;
   int64_t num_kv_heads = 0;
   int64_t head_size = 0;
   int64_t block_size = 0;
   DType dtype = DType::f16;
+  KvLayout layout = KvLayout::vllm;
 
   int64_t pack() const noexcept { return int64_t(16 / dtype_size(dtype)); }
   int64_t num_slots() const noexcept { return num_blocks * block_size; }
-  // Bytes of one block of one pool (keys and values alike).
+  // Bytes of one block of one pool (keys and values alike, in every layout).
   uint64_t block_bytes() const noexcept { return uint64_t(num_kv_heads * head_size * block_size) * dtype_size(dtype); }
   uint64_t pool_bytes() const noexcept { return block_bytes() * uint64_t(num_blocks); }
-  Shape key_shape() const { return Shape{num_blocks, num_kv_heads, head_size / pack(), block_size, pack()}; }
-  Shape value_shape() const { return Shape{num_blocks, num_kv_heads, head_size, block_size}; }
+  Shape key_shape() const;
+  Shape value_shape() const;
+  KvBlockGeometry block() const noexcept {
+    return {uint32_t(num_kv_heads), uint32_t(head_size), uint32_t(block_size), uint32_t(pack())};
+  }
+  // Element index in a pool of (block, kv head g, dim d, in-block offset o).
+  uint64_t key_index(int64_t b, int64_t g, int64_t d, int64_t o) const noexcept {
+    return uint64_t(b) * block().block_elements() + block().key_offset(layout, uint32_t(g), uint32_t(d), uint32_t(o));
+  }
+  uint64_t value_index(int64_t b, int64_t g, int64_t d, int64_t o) const noexcept {
+    return uint64_t(b) * block().block_elements() + block().value_offset(layout, uint32_t(g), uint32_t(d), uint32_t(o));
+  }
 };
+
+constexpr bool is_kv_layout(KvLayout layout) noexcept {
+  return layout == KvLayout::vllm || layout == KvLayout::nhd || layout == KvLayout::hnd;
+}
+// Refuses a value that is no KvLayout, naming `name`.
+void check_kv_layout(const std::string& name, KvLayout layout);
+// "[N, B, Hkv, D]": a layout's value shape (and its key shape, but for vllm's) in symbols.
+const char* value_shape_symbols(KvLayout layout) noexcept;
+const char* key_shape_symbols(KvLayout layout) noexcept;
 
 // The dtypes reshape_and_cache and gather take; copy and swap also take u8 (raw fp8 bytes).
 inline constexpr std::initializer_list<DType> kCacheDtypes = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3,
@@ -39,9 +61,11 @@ inline constexpr std::initializer_list<DType> kCacheDtypes = {DType::f32, DType:
 inline constexpr std::initializer_list<DType> kRawCacheDtypes = {DType::f32,      DType::f16,      DType::bf16,
                                                                  DType::fp8_e4m3, DType::fp8_e5m2, DType::u8};
 
-// Reads and checks one layer's pools. `prefix` starts the names in messages ("", "layers[1].").
-CacheGeometry cache_geometry(const std::string& prefix, DType key_dtype, const Shape& key_shape, DType value_dtype,
-                             const Shape& value_shape, std::initializer_list<DType> dtypes = kCacheDtypes);
+// Reads and checks one layer's pools in `layout`. `prefix` starts the names in messages ("",
+// "layers[1].").
+CacheGeometry cache_geometry(const std::string& prefix, KvLayout layout, DType key_dtype, const Shape& key_shape,
+                             DType value_dtype, const Shape& value_shape,
+                             std::initializer_list<DType> dtypes = kCacheDtypes);
 
 // reshape_and_cache's inputs: key and value [T, Hkv, D] of one float dtype matching the cache,
 // slot_mapping [T] i64 or i32. Returns T.

@@ -22,7 +22,8 @@ static_assert(kStatusBadBlockId == STATUS_BAD_BLOCK_ID && kStatusBadContextLen =
 void record_gather(Context& context, VkCommandBuffer cmd, const GatherViews& v, const CacheScales& scales) {
   auto& impl = context.impl();
   const auto cache =
-      detail::cache_geometry("", v.key_cache.dtype, v.key_cache.shape, v.value_cache.dtype, v.value_cache.shape);
+      detail::cache_geometry("", v.layout, v.key_cache.dtype, v.key_cache.shape, v.value_cache.dtype,
+                             v.value_cache.shape);
   const auto g = detail::check_gather_inputs(cache, v.block_tables.dtype, v.block_tables.shape, v.seq_starts.dtype,
                                              v.seq_starts.shape, v.key_out.dtype, v.key_out.shape, v.value_out.dtype,
                                              v.value_out.shape);
@@ -44,6 +45,7 @@ void record_gather(Context& context, VkCommandBuffer cmd, const GatherViews& v, 
   std::array<uint32_t, GATHER_SC_COUNT> spec{};
   spec[GATHER_SC_CACHE_DTYPE] = uint32_t(cache.dtype);
   spec[GATHER_SC_OUTPUT_DTYPE] = uint32_t(g.output_dtype);
+  spec[GATHER_SC_LAYOUT] = uint32_t(cache.layout);
   const auto& pipeline = impl.pipeline(pools.address ? vk::shader_gather_address() : vk::shader_gather(), spec,
                                        GATHER_BINDING_COUNT, sizeof(shader::GatherPush));
 

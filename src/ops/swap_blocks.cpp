@@ -1,5 +1,6 @@
-// swap_blocks: whole blocks between two caches of one layout (device-local <-> host-visible,
-// either way), one vkCmdCopyBuffer per pool with a region per pair.
+// swap_blocks: whole blocks between two caches of one layout, dtype and block shape
+// (device-local <-> host-visible, either way), one vkCmdCopyBuffer per pool with a region per
+// pair. A block is contiguous and the same size in every layout, so the copies are too.
 #include <fmt/format.h>
 
 #include "ops/block_transfer.hpp"
@@ -24,6 +25,9 @@ void record_swap_blocks(Context& context, VkCommandBuffer cmd, std::span<const L
   for (size_t l = 0; l < src.size(); ++l) {
     const auto s = detail::check_layer_views(impl, fmt::format("src[{}].", l), src[l]);
     const auto d = detail::check_layer_views(impl, fmt::format("dst[{}].", l), dst[l]);
+    if (d.layout != s.layout)
+      detail::refuse_cache_argument(fmt::format("dst[{}].layout: {} differs from src[{}]'s {}", l,
+                                                kv_layout_name(d.layout), l, kv_layout_name(s.layout)));
     if (s.dtype != d.dtype || s.num_kv_heads != d.num_kv_heads || s.head_size != d.head_size ||
         s.block_size != d.block_size)
       detail::refuse_cache_argument(

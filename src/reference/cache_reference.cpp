@@ -18,19 +18,10 @@ namespace {
 using detail::CacheGeometry;
 using detail::refuse_cache_argument;
 
-// Element offsets (in elements) of key/value (block, head, d, in-block offset).
-size_t key_index(const CacheGeometry& g, int64_t block, int64_t head, int64_t d, int64_t offset) {
-  const int64_t x = g.pack();
-  return size_t((((block * g.num_kv_heads + head) * (g.head_size / x) + d / x) * g.block_size + offset) * x + d % x);
-}
-size_t value_index(const CacheGeometry& g, int64_t block, int64_t head, int64_t d, int64_t offset) {
-  return size_t(((block * g.num_kv_heads + head) * g.head_size + d) * g.block_size + offset);
-}
-
-CacheGeometry geometry_of(const char* prefix, const HostTensor& key_cache, const HostTensor& value_cache,
-                          std::initializer_list<DType> dtypes = detail::kCacheDtypes) {
-  return detail::cache_geometry(prefix, key_cache.dtype(), key_cache.shape(), value_cache.dtype(), value_cache.shape(),
-                                dtypes);
+CacheGeometry geometry_of(const char* prefix, KvLayout layout, const HostTensor& key_cache,
+                          const HostTensor& value_cache, std::initializer_list<DType> dtypes = detail::kCacheDtypes) {
+  return detail::cache_geometry(prefix, layout, key_cache.dtype(), key_cache.shape(), value_cache.dtype(),
+                                value_cache.shape(), dtypes);
 }
 
 // What a cache stores for an input value: fp8 encode(|v| * inv_scale) with v's sign, others v
@@ -48,8 +39,8 @@ void copy_block(const HostTensor& src, HostTensor& dst, int32_t src_block, int32
 }  // namespace
 
 void reshape_and_cache(const HostTensor& key, const HostTensor& value, const HostTensor& slot_mapping,
-                       HostTensor& key_cache, HostTensor& value_cache, const CacheScales& scales) {
-  const auto g = geometry_of("", key_cache, value_cache);
+                       HostTensor& key_cache, HostTensor& value_cache, const CacheScales& scales, KvLayout layout) {
+  const auto g = geometry_of("", layout, key_cache, value_cache);
   const int64_t tokens = detail::check_token_inputs(g, key.dtype(), key.shape(), value.dtype(), value.shape(),
                                                     slot_mapping.dtype(), slot_mapping.shape());
   const bool fp8 = is_fp8_dtype(g.dtype);
@@ -66,16 +57,16 @@ void reshape_and_cache(const HostTensor& key, const HostTensor& value, const Hos
     for (int64_t h = 0; h < g.num_kv_heads; ++h)
       for (int64_t d = 0; d < g.head_size; ++d) {
         const size_t in = size_t((t * g.num_kv_heads + h) * g.head_size + d);
-        store_cache_element(key_cache, key_index(g, block, h, d, offset), load_element(key.data(), key.dtype(), in),
-                            inv_k);
-        store_cache_element(value_cache, value_index(g, block, h, d, offset),
+        store_cache_element(key_cache, size_t(g.key_index(block, h, d, offset)),
+                            load_element(key.data(), key.dtype(), in), inv_k);
+        store_cache_element(value_cache, size_t(g.value_index(block, h, d, offset)),
                             load_element(value.data(), value.dtype(), in), inv_v);
       }
   }
 }
 
-void copy_blocks(HostTensor& key_cache, HostTensor& value_cache, std::span<const BlockCopy> pairs) {
-  const auto g = geometry_of("", key_cache, value_cache, detail::kRawCacheDtypes);
+void copy_blocks(HostTensor& key_cache, HostTensor& value_cache, std::span<const BlockCopy> pairs, KvLayout layout) {
+  const auto g = geometry_of("", layout, key_cache, value_cache, detail::kRawCacheDtypes);
   detail::check_block_pairs(pairs, g.num_blocks, g.num_blocks, true);
   for (const BlockCopy& p : pairs) {
     copy_block(key_cache, key_cache, p.src, p.dst, g.block_bytes());
@@ -84,9 +75,9 @@ void copy_blocks(HostTensor& key_cache, HostTensor& value_cache, std::span<const
 }
 
 void swap_blocks(const HostTensor& src_key_cache, const HostTensor& src_value_cache, HostTensor& dst_key_cache,
-                 HostTensor& dst_value_cache, std::span<const BlockCopy> pairs) {
-  const auto s = geometry_of("src.", src_key_cache, src_value_cache, detail::kRawCacheDtypes);
-  const auto d = geometry_of("dst.", dst_key_cache, dst_value_cache, detail::kRawCacheDtypes);
+                 HostTensor& dst_value_cache, std::span<const BlockCopy> pairs, KvLayout layout) {
+  const auto s = geometry_of("src.", layout, src_key_cache, src_value_cache, detail::kRawCacheDtypes);
+  const auto d = geometry_of("dst.", layout, dst_key_cache, dst_value_cache, detail::kRawCacheDtypes);
   if (s.dtype != d.dtype || s.block_bytes() != d.block_bytes() || s.block_size != d.block_size ||
       s.head_size != d.head_size)
     refuse_cache_argument(fmt::format("dst.value_cache: shape {} ({}) has blocks unlike src's {} ({})",
@@ -100,8 +91,8 @@ void swap_blocks(const HostTensor& src_key_cache, const HostTensor& src_value_ca
 }
 
 GatherResult gather(const HostTensor& key_cache, const HostTensor& value_cache, const HostTensor& block_tables,
-                    const HostTensor& seq_starts, DType output_dtype, const CacheScales& scales) {
-  const auto g = geometry_of("", key_cache, value_cache);
+                    const HostTensor& seq_starts, DType output_dtype, const CacheScales& scales, KvLayout layout) {
+  const auto g = geometry_of("", layout, key_cache, value_cache);
   const auto starts = detail::host_index_values(seq_starts, "seq_starts");
   const int64_t rows = starts.empty() ? 0 : starts.back();
   if (rows < 0) refuse_cache_argument(fmt::format("seq_starts[{}]: {} is negative", starts.size() - 1, rows));
@@ -135,8 +126,8 @@ GatherResult gather(const HostTensor& key_cache, const HostTensor& value_cache, 
       const int64_t block = tables[size_t(s * M + pos / g.block_size)], offset = pos % g.block_size;
       for (int64_t h = 0; h < g.num_kv_heads; ++h)
         for (int64_t d = 0; d < g.head_size; ++d) {
-          float k = load_element(key_cache.data(), g.dtype, key_index(g, block, h, d, offset));
-          float v = load_element(value_cache.data(), g.dtype, value_index(g, block, h, d, offset));
+          float k = load_element(key_cache.data(), g.dtype, size_t(g.key_index(block, h, d, offset)));
+          float v = load_element(value_cache.data(), g.dtype, size_t(g.value_index(block, h, d, offset)));
           if (fp8) {
             k *= scales.k_scale;
             v *= scales.v_scale;

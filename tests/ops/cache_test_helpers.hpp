@@ -24,6 +24,19 @@ inline Shape key_cache_shape(DType t, int64_t n, int64_t hkv, int64_t d, int64_t
   return Shape{n, hkv, d / x, b, x};
 }
 inline Shape value_cache_shape(int64_t n, int64_t hkv, int64_t d, int64_t b) { return Shape{n, hkv, d, b}; }
+// A layer's key and value cache shapes in any layout (cache_ops.hpp's table).
+inline Shape key_cache_shape(KvLayout layout, DType t, int64_t n, int64_t hkv, int64_t d, int64_t b) {
+  switch (layout) {
+    case KvLayout::nhd: return Shape{n, b, hkv, d};
+    case KvLayout::hnd: return Shape{n, hkv, b, d};
+    case KvLayout::vllm: break;
+  }
+  return key_cache_shape(t, n, hkv, d, b);
+}
+inline Shape value_cache_shape(KvLayout layout, int64_t n, int64_t hkv, int64_t d, int64_t b) {
+  return layout == KvLayout::vllm ? value_cache_shape(n, hkv, d, b) : key_cache_shape(layout, DType::f32, n, hkv, d, b);
+}
+inline constexpr KvLayout kAllLayouts[] = {KvLayout::vllm, KvLayout::nhd, KvLayout::hnd};
 
 // Values in (-1, 1) for float dtypes; for fp8, random codes that are not NaN (or Inf).
 inline HostTensor random_tensor(DType t, Shape shape, uint32_t seed) {
@@ -84,6 +97,42 @@ inline ::testing::AssertionResult bytes_equal(const HostTensor& got, const HostT
   if (mismatches == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << mismatches << " bytes differ, first at byte " << first << " (got 0x"
                                        << std::hex << int(a[first]) << ", want 0x" << int(b[first]) << ")";
+}
+
+inline int mantissa_bits(DType t) {
+  switch (t) {
+    case DType::f32: return 23;
+    case DType::f16: return 10;
+    case DType::bf16: return 7;
+    case DType::fp8_e4m3: return 3;
+    case DType::fp8_e5m2: return 2;
+    default: return 0;
+  }
+}
+
+// Element by element within one unit in the last place of `precision` (the coarsest format a
+// value went through), plus `floor` (subnormal spacing, f32 rounding of the rotation): the GPU
+// rotates in f32, the reference in double, so a result on a rounding boundary may land on the
+// neighbouring value.
+inline ::testing::AssertionResult values_close(const HostTensor& got, const HostTensor& want, DType precision,
+                                 double floor = 1e-6) {
+  if (got.dtype() != want.dtype() || !(got.shape() == want.shape()))
+    return ::testing::AssertionFailure() << "dtypes or shapes differ";
+  const double relative = std::ldexp(1.0, -mantissa_bits(precision));
+  size_t bad = 0, first = 0;
+  double got_first = 0, want_first = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double a = got.get(size_t(i)), b = want.get(size_t(i));
+    if (std::fabs(a - b) <= relative * std::max(std::fabs(a), std::fabs(b)) + floor) continue;
+    if (bad++ == 0) {
+      first = size_t(i);
+      got_first = a;
+      want_first = b;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << got.numel() << " elements differ, first " << first
+                                       << ": got " << got_first << ", want " << want_first;
 }
 
 // Runs `call`, expecting vkpaged::Error(invalid_argument) whose message contains `name`.

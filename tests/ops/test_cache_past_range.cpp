@@ -1,6 +1,7 @@
 // Cache operations on pools larger than maxStorageBufferRange (128 MiB on lavapipe), whose
-// blocks past the range cannot be one descriptor: reshape_and_cache and gather reach them by
-// device address, copy_blocks and swap_blocks copy with no range limit. Each pool is just over
+// blocks past the range cannot be one descriptor: reshape_and_cache (and its rotary form) and
+// gather reach them by device address, copy_blocks and swap_blocks copy with no range limit,
+// in every layout. Each pool is just over
 // the range; the tests touch its first blocks and its last ones (past the range) and compare
 // those, bit for bit, with the CPU references run on the same blocks as a small pool. Without
 // buffer device addresses (an adopted device that did not enable them) the indexed operations
@@ -12,6 +13,7 @@
 #include "ops/cache_test_helpers.hpp"
 #include "support/pool_window.hpp"
 #include "vk/context_impl.hpp"
+#include "vkpaged/rotary.hpp"
 
 namespace vkpaged::test {
 namespace {
@@ -26,22 +28,24 @@ constexpr int32_t kPastBlocks = 32;
 struct LargePools {
   int64_t kv_heads, head_size, block_size;
   DType dtype;
+  KvLayout layout;
   DeviceBuffer key_buffer, value_buffer;
   TensorView key, value;
   PoolWindow window;
 
   uint64_t block_bytes() const { return uint64_t(kv_heads * head_size * block_size) * dtype_size(dtype); }
-  LayerCacheViews layer() const { return {key, value}; }
+  LayerCacheViews layer() const { return {key, value, layout}; }
 };
 
-LargePools make_pools(Context& ctx, DType dtype, int64_t kv_heads, int64_t head_size, int64_t block_size) {
-  LargePools p{kv_heads, head_size, block_size, dtype, {}, {}, {}, {}, {}};
+LargePools make_pools(Context& ctx, DType dtype, int64_t kv_heads, int64_t head_size, int64_t block_size,
+                      KvLayout layout = KvLayout::vllm) {
+  LargePools p{kv_heads, head_size, block_size, dtype, layout, {}, {}, {}, {}, {}};
   const uint64_t range = ctx.device_info().max_storage_buffer_range;
   const int64_t n = int64_t(range / p.block_bytes()) + kPastBlocks;
   p.key_buffer = ctx.create_buffer(size_t(n) * p.block_bytes());
   p.value_buffer = ctx.create_buffer(size_t(n) * p.block_bytes());
-  p.key = p.key_buffer.tensor(dtype, key_cache_shape(dtype, n, kv_heads, head_size, block_size));
-  p.value = p.value_buffer.tensor(dtype, value_cache_shape(n, kv_heads, head_size, block_size));
+  p.key = p.key_buffer.tensor(dtype, key_cache_shape(layout, dtype, n, kv_heads, head_size, block_size));
+  p.value = p.value_buffer.tensor(dtype, value_cache_shape(layout, n, kv_heads, head_size, block_size));
   p.window = PoolWindow{n, kLowBlocks, kHighBlocks};
   return p;
 }
@@ -69,14 +73,18 @@ struct PastRangeCase {
   DType input, cache;
   int64_t kv_heads, head_size, block_size;
   CacheScales scales{};
+  KvLayout layout = KvLayout::vllm;
 };
 
 TEST_F(CachePastRangeTest, ReshapeThenGatherMatchTheReferenceBitExactly) {
   for (const PastRangeCase c : {PastRangeCase{DType::f32, DType::f16, 2, 64, 16},
                                 PastRangeCase{DType::f16, DType::fp8_e4m3, 2, 128, 16, {0.5f, 2.0f}},
-                                PastRangeCase{DType::bf16, DType::f32, 1, 64, 8}}) {
-    SCOPED_TRACE(std::string(dtype_name(c.input)) + " -> " + std::string(dtype_name(c.cache)));
-    const LargePools p = make_pools(ctx(), c.cache, c.kv_heads, c.head_size, c.block_size);
+                                PastRangeCase{DType::bf16, DType::f32, 1, 64, 8},
+                                PastRangeCase{DType::f16, DType::bf16, 2, 64, 16, {}, KvLayout::nhd},
+                                PastRangeCase{DType::f32, DType::fp8_e5m2, 2, 64, 8, {0.25f, 3.0f}, KvLayout::hnd}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.input)) + " -> " + std::string(dtype_name(c.cache)) + ", " +
+                 std::string(kv_layout_name(c.layout)));
+    const LargePools p = make_pools(ctx(), c.cache, c.kv_heads, c.head_size, c.block_size, c.layout);
     const PoolWindow& w = p.window;
     const uint64_t range = ctx().device_info().max_storage_buffer_range;
     ASSERT_GT(p.key.memory.size, range);
@@ -106,9 +114,9 @@ TEST_F(CachePastRangeTest, ReshapeThenGatherMatchTheReferenceBitExactly) {
     DeviceBuffer status = ctx().create_buffer(16);
     const uint32_t zero = 0;
     ctx().upload(status.view(0, 4), &zero, 4);
-    const ReshapeAndCacheViews rv{d_key.view, d_value.view, d_slots.view, p.key, p.value, status.view(0, 4)};
+    const ReshapeAndCacheViews rv{d_key.view, d_value.view, d_slots.view, p.key, p.value, status.view(0, 4), c.layout};
     ctx().run_and_wait([&](VkCommandBuffer cmd) { record_reshape_and_cache(ctx(), cmd, rv, c.scales); });
-    reference::reshape_and_cache(key, value, reference_slots, key_window, value_window, c.scales);
+    reference::reshape_and_cache(key, value, reference_slots, key_window, value_window, c.scales, c.layout);
     EXPECT_TRUE(bytes_equal(download_window(ctx(), p.key, w), key_window)) << "key blocks";
     EXPECT_TRUE(bytes_equal(download_window(ctx(), p.value, w), value_window)) << "value blocks";
     EXPECT_EQ(read_status(ctx(), status), 0u);
@@ -137,12 +145,58 @@ TEST_F(CachePastRangeTest, ReshapeThenGatherMatchTheReferenceBitExactly) {
     auto d_tables = upload(ctx(), tables), d_starts = upload(ctx(), starts);
     auto key_out = upload(ctx(), HostTensor(out, Shape{rows, c.kv_heads, c.head_size}));
     auto value_out = upload(ctx(), HostTensor(out, Shape{rows, c.kv_heads, c.head_size}));
-    const GatherViews gv{p.key, p.value, d_tables.view, d_starts.view, key_out.view, value_out.view, status.view(0, 4)};
+    const GatherViews gv{p.key,          p.value,           d_tables.view, d_starts.view,
+                         key_out.view,   value_out.view,    status.view(0, 4), c.layout};
     ctx().run_and_wait([&](VkCommandBuffer cmd) { record_gather(ctx(), cmd, gv, c.scales); });
-    const auto want = reference::gather(key_window, value_window, reference_tables, starts, out, c.scales);
+    const auto want = reference::gather(key_window, value_window, reference_tables, starts, out, c.scales, c.layout);
     EXPECT_TRUE(bytes_equal(download(ctx(), key_out), want.key)) << "gathered keys";
     EXPECT_TRUE(bytes_equal(download(ctx(), value_out), want.value)) << "gathered values";
     EXPECT_EQ(read_status(ctx(), status), 0u);
+  }
+}
+
+// The fused rotary write reaches pools past the range by address too: its cache bytes are
+// what reshape_and_cache (reference) stores from the keys the GPU rotated.
+TEST_F(CachePastRangeTest, RotaryWriteMatchesTheReferenceBitExactly) {
+  for (const KvLayout layout : {KvLayout::vllm, KvLayout::nhd}) {
+    SCOPED_TRACE(kv_layout_name(layout));
+    const int64_t Hkv = 2, D = 64, B = 16, T = 40, H = 4;
+    const LargePools p = make_pools(ctx(), DType::fp8_e4m3, Hkv, D, B, layout);
+    const PoolWindow& w = p.window;
+    auto [key_window, value_window] = randomize(p, 17);
+    std::mt19937 rng(uint32_t(layout) + 40);
+    std::vector<int64_t> window_slots(size_t(w.size()) * size_t(B));
+    std::iota(window_slots.begin(), window_slots.end(), 0);
+    std::shuffle(window_slots.begin(), window_slots.end(), rng);
+    HostTensor slots(DType::i64, Shape{T}), reference_slots(DType::i64, Shape{T}), positions(DType::i64, Shape{T});
+    int64_t past = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t s = window_slots[size_t(t)], block = w.pool_block(int32_t(s / B));
+      past += block >= w.num_blocks - kPastBlocks;
+      slots.as<int64_t>()[t] = block * B + s % B;
+      reference_slots.as<int64_t>()[t] = s;
+      positions.as<int64_t>()[t] = int64_t(rng() % 50);
+    }
+    ASSERT_GT(past, 5) << "too few tokens land past the range";
+    const HostTensor query = random_tensor(DType::f16, Shape{T, H, D}, rng());
+    const HostTensor key = random_tensor(DType::f16, Shape{T, Hkv, D}, rng());
+    const HostTensor value = random_tensor(DType::f16, Shape{T, Hkv, D}, rng());
+    const HostTensor cos_sin = rotary_cos_sin_cache(50, 64);
+    auto d_query = upload(ctx(), query), d_key = upload(ctx(), key), d_value = upload(ctx(), value);
+    auto d_slots = upload(ctx(), slots), d_positions = upload(ctx(), positions), d_cos_sin = upload(ctx(), cos_sin);
+    const CacheScales scales{0.01f, 0.02f};
+    const ReshapeAndCacheViews rv{d_key.view, d_value.view, d_slots.view, p.key, p.value, {}, layout};
+    ctx().run_and_wait([&](VkCommandBuffer cmd) {
+      record_reshape_and_cache_rotary(ctx(), cmd, rv, {d_query.view, d_positions.view, d_cos_sin.view}, scales);
+    });
+    const HostTensor rotated_key = download(ctx(), d_key);
+    reference::reshape_and_cache(rotated_key, value, reference_slots, key_window, value_window, scales, layout);
+    EXPECT_TRUE(bytes_equal(download_window(ctx(), p.key, w), key_window)) << "key blocks";
+    EXPECT_TRUE(bytes_equal(download_window(ctx(), p.value, w), value_window)) << "value blocks";
+    HostTensor want_q = query, want_k = key;
+    reference::rotary_embedding(want_q, want_k, positions, cos_sin, RotaryStyle::neox);
+    EXPECT_TRUE(values_close(rotated_key, want_k, DType::f16));
+    EXPECT_TRUE(values_close(download(ctx(), d_query), want_q, DType::f16));
   }
 }
 

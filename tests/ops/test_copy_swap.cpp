@@ -1,6 +1,7 @@
 // copy_blocks and swap_blocks on the GPU against the CPU reference, byte for byte, over
-// several layers of different dtypes and block shapes; device <-> host-visible swaps in both
-// directions; refusals that name the argument and leave every pool as it was.
+// several layers of different dtypes, block shapes and layouts (whole blocks move alike in
+// each); device <-> host-visible swaps in both directions; refusals that name the argument and
+// leave every pool as it was.
 #include <cstring>
 #include <vector>
 
@@ -14,15 +15,18 @@ using namespace cache_helpers;
 struct LayerConfig {
   DType dtype;
   int64_t blocks, kv_heads, head_size, block_size;
+  KvLayout layout = KvLayout::vllm;
 };
 
 struct Layer {
   HostTensor key, value;
   DeviceTensor d_key, d_value;
-  LayerCacheViews views() const { return {d_key.view, d_value.view}; }
+  KvLayout layout = KvLayout::vllm;
+  LayerCacheViews views() const { return {d_key.view, d_value.view, layout}; }
   // The device (or host-visible) pools as they are now.
   Layer fetched(Context& ctx) const {
     Layer l;
+    l.layout = layout;
     l.key = download(ctx, d_key);
     l.value = download(ctx, d_value);
     return l;
@@ -31,8 +35,11 @@ struct Layer {
 
 Layer make_layer(Context& ctx, const LayerConfig& c, uint32_t seed, MemoryKind kind = MemoryKind::device) {
   Layer l;
-  l.key = random_tensor(c.dtype, key_cache_shape(c.dtype, c.blocks, c.kv_heads, c.head_size, c.block_size), seed);
-  l.value = random_tensor(c.dtype, value_cache_shape(c.blocks, c.kv_heads, c.head_size, c.block_size), seed + 1);
+  l.layout = c.layout;
+  l.key = random_tensor(c.dtype, key_cache_shape(c.layout, c.dtype, c.blocks, c.kv_heads, c.head_size, c.block_size),
+                        seed);
+  l.value =
+      random_tensor(c.dtype, value_cache_shape(c.layout, c.blocks, c.kv_heads, c.head_size, c.block_size), seed + 1);
   l.d_key = upload(ctx, l.key, kind);
   l.d_value = upload(ctx, l.value, kind);
   return l;
@@ -56,6 +63,8 @@ const LayerConfig kCopyLayers[] = {
     {DType::fp8_e4m3, 8, 1, 80, 8},
     {DType::f32, 8, 3, 128, 1},
     {DType::u8, 8, 2, 64, 32},
+    {DType::bf16, 8, 2, 64, 16, KvLayout::nhd},
+    {DType::fp8_e5m2, 8, 3, 64, 4, KvLayout::hnd},
 };
 
 class CopyBlocksTest : public GpuTest {};
@@ -69,7 +78,7 @@ TEST_F(CopyBlocksTest, MatchesReferenceInEveryLayer) {
   const auto views = views_of(layers);
   ctx().run_and_wait([&](VkCommandBuffer cmd) { record_copy_blocks(ctx(), cmd, views, pairs); });
   for (size_t i = 0; i < layers.size(); ++i) {
-    reference::copy_blocks(layers[i].key, layers[i].value, pairs);
+    reference::copy_blocks(layers[i].key, layers[i].value, pairs, layers[i].layout);
     expect_layer_equal(ctx(), layers[i], layers[i], "layer " + std::to_string(i));
   }
 }
@@ -91,6 +100,8 @@ TEST_F(CopyBlocksTest, RefusesBadPairsAndLayersBeforeRecording) {
   refused({{1, 2}}, "layers[1].key_cache: shape", [](auto& v) { v[1].value_cache.shape = Shape{8, 1, 80, 16}; });
   refused({{1, 2}}, "layers[0].value_cache: buffer view", [](auto& v) { v[0].value_cache.memory.size -= 1; });
   refused({{1, 2}}, "layers[1].value_cache: dtype f16", [](auto& v) { v[1].value_cache.dtype = DType::f16; });
+  refused({{1, 2}}, "(the hnd layout)", [](auto& v) { v[0].layout = KvLayout::hnd; });
+  refused({{1, 2}}, "layers[1].layout: 4 is not a cache layout", [](auto& v) { v[1].layout = KvLayout(4); });
   for (size_t i = 0; i < layers.size(); ++i)
     expect_layer_equal(ctx(), layers[i], layers[i], "refused calls left layer " + std::to_string(i));
 }
@@ -110,8 +121,8 @@ HostTensor read_mapped(const DeviceTensor& d) {
   return h;
 }
 
-const LayerConfig kDeviceLayers[] = {{DType::bf16, 10, 2, 80, 16}, {DType::fp8_e5m2, 10, 1, 64, 8}};
-const LayerConfig kHostLayers[] = {{DType::bf16, 4, 2, 80, 16}, {DType::fp8_e5m2, 4, 1, 64, 8}};
+const LayerConfig kDeviceLayers[] = {{DType::bf16, 10, 2, 80, 16}, {DType::fp8_e5m2, 10, 2, 64, 8, KvLayout::nhd}};
+const LayerConfig kHostLayers[] = {{DType::bf16, 4, 2, 80, 16}, {DType::fp8_e5m2, 4, 2, 64, 8, KvLayout::nhd}};
 
 class SwapBlocksTest : public GpuTest {
  protected:
@@ -134,7 +145,7 @@ TEST_F(SwapBlocksTest, DeviceToHostAndBack) {
     record_host_read_barrier(cmd);
   });
   for (size_t i = 0; i < 2; ++i) {
-    reference::swap_blocks(device_[i].key, device_[i].value, host_[i].key, host_[i].value, out);
+    reference::swap_blocks(device_[i].key, device_[i].value, host_[i].key, host_[i].value, out, device_[i].layout);
     EXPECT_TRUE(bytes_equal(read_mapped(host_[i].d_key), host_[i].key)) << "host key pool " << i;
     EXPECT_TRUE(bytes_equal(read_mapped(host_[i].d_value), host_[i].value)) << "host value pool " << i;
   }
@@ -143,7 +154,7 @@ TEST_F(SwapBlocksTest, DeviceToHostAndBack) {
   const std::vector<BlockCopy> in = {{0, 5}, {3, 0}, {2, 9}};
   ctx().run_and_wait([&](VkCommandBuffer cmd) { record_swap_blocks(ctx(), cmd, host_views, device_views, in); });
   for (size_t i = 0; i < 2; ++i) {
-    reference::swap_blocks(host_[i].key, host_[i].value, device_[i].key, device_[i].value, in);
+    reference::swap_blocks(host_[i].key, host_[i].value, device_[i].key, device_[i].value, in, host_[i].layout);
     expect_layer_equal(ctx(), device_[i], device_[i], "device layer " + std::to_string(i));
   }
 }
@@ -160,9 +171,15 @@ TEST_F(SwapBlocksTest, RefusesBadPairsAndLayoutsBeforeRecording) {
   refused({{10, 0}}, "pairs[0].src: block id 10 is outside [0, N = 10)", none);
   refused({{1, 2}, {3, 2}}, "pairs[1].dst: block 2 is already the destination", none);
   refused({{1, 2}}, "dst: 1 layers given for 2 source layers", [](auto&, auto& dst) { dst.pop_back(); });
-  refused({{1, 2}}, "dst[1].value_cache", [](auto&, auto& dst) { dst[1] = dst[0]; });
+  refused({{1, 2}}, "dst[1].value_cache: shape [2, 8, 4, 64] (fp8_e5m2) has blocks unlike src[1]'s",
+          [](auto&, auto& dst) { dst[1].key_cache.shape = dst[1].value_cache.shape = Shape{2, 8, 4, 64}; });
   refused({{1, 2}}, "dst[0]: its pools overlap src[0]'s", [](auto& src, auto& dst) { dst[0] = src[0]; });
   refused({{1, 2}}, "src[1].key_cache: no buffer", [](auto& src, auto&) { src[1].key_cache.memory = {}; });
+  // The same blocks read in another layout: hnd [N, Hkv, B, D] views of the nhd host pools.
+  refused({{1, 2}}, "dst[1].layout: hnd differs from src[1]'s nhd", [](auto&, auto& dst) {
+    dst[1].layout = KvLayout::hnd;
+    dst[1].key_cache.shape = dst[1].value_cache.shape = Shape{4, 2, 8, 64};
+  });
   for (size_t i = 0; i < 2; ++i) {
     expect_layer_equal(ctx(), device_[i], device_[i], "refused calls left device layer " + std::to_string(i));
     EXPECT_TRUE(bytes_equal(read_mapped(host_[i].d_key), host_[i].key)) << "refused calls left host layer " << i;

@@ -1,6 +1,7 @@
-// reshape_and_cache on the GPU against the CPU reference, bit for bit: every cache dtype,
-// block sizes 1 to 32, head sizes 64, 80 and 128, shuffled and padding slots, rounding ties,
-// saturation, signed zeros and NaN; device-side bad slots; host-side refusals.
+// reshape_and_cache on the GPU against the CPU reference, bit for bit: every cache dtype and
+// layout (vllm, nhd, hnd), block sizes 1 to 32, head sizes 64, 80 and 128, shuffled and
+// padding slots, rounding ties, saturation, signed zeros and NaN; device-side bad slots;
+// host-side refusals.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,18 +24,21 @@ struct ReshapeCase {
   int64_t block_size, head_size, kv_heads, blocks, tokens;
   DType slot_dtype = DType::i64;
   CacheScales scales{};
+  KvLayout layout = KvLayout::vllm;
 };
 
 void PrintTo(const ReshapeCase& c, std::ostream* os) {
   *os << dtype_name(c.input) << " -> " << dtype_name(c.cache) << ", B " << c.block_size << ", D " << c.head_size
       << ", Hkv " << c.kv_heads << ", N " << c.blocks << ", T " << c.tokens << ", scales " << c.scales.k_scale << "/"
-      << c.scales.v_scale;
+      << c.scales.v_scale << ", " << kv_layout_name(c.layout);
 }
 
 std::string case_name(const ::testing::TestParamInfo<ReshapeCase>& info) {
   const auto& c = info.param;
-  return fmt::format("{}_to_{}_B{}_D{}_H{}_{}", dtype_name(c.input), dtype_name(c.cache), c.block_size, c.head_size,
-                     c.kv_heads, dtype_name(c.slot_dtype));
+  const std::string layout = c.layout == KvLayout::vllm ? "" : std::string(kv_layout_name(c.layout)) + "_";
+  return fmt::format("{}{}_to_{}_B{}_D{}_H{}_{}", layout,
+                     dtype_name(c.input), dtype_name(c.cache), c.block_size, c.head_size, c.kv_heads,
+                     dtype_name(c.slot_dtype));
 }
 
 // Values on and around the rounding decisions of every cache dtype (in units of the stored
@@ -90,20 +94,21 @@ TEST_P(ReshapeAndCacheTest, MatchesReferenceBitExactly) {
   }
   const HostTensor slots = shuffled_slots(c, rng);
   HostTensor key_cache =
-      random_tensor(c.cache, key_cache_shape(c.cache, c.blocks, c.kv_heads, c.head_size, c.block_size), rng());
+      random_tensor(c.cache, key_cache_shape(c.layout, c.cache, c.blocks, c.kv_heads, c.head_size, c.block_size),
+                    rng());
   HostTensor value_cache =
-      random_tensor(c.cache, value_cache_shape(c.blocks, c.kv_heads, c.head_size, c.block_size), rng());
+      random_tensor(c.cache, value_cache_shape(c.layout, c.blocks, c.kv_heads, c.head_size, c.block_size), rng());
 
   auto d_key = upload(ctx(), key), d_value = upload(ctx(), value), d_slots = upload(ctx(), slots);
   auto d_key_cache = upload(ctx(), key_cache), d_value_cache = upload(ctx(), value_cache);
   auto status = ctx().create_buffer(16);
   const uint32_t zero = 0;
   ctx().upload(status.view(0, 4), &zero, 4);
-  ReshapeAndCacheViews v{d_key.view,       d_value.view,       d_slots.view,
-                         d_key_cache.view, d_value_cache.view, status.view(0, 4)};
+  ReshapeAndCacheViews v{d_key.view,         d_value.view,      d_slots.view, d_key_cache.view,
+                         d_value_cache.view, status.view(0, 4), c.layout};
   ctx().run_and_wait([&](VkCommandBuffer cmd) { record_reshape_and_cache(ctx(), cmd, v, c.scales); });
 
-  reference::reshape_and_cache(key, value, slots, key_cache, value_cache, c.scales);
+  reference::reshape_and_cache(key, value, slots, key_cache, value_cache, c.scales, c.layout);
   EXPECT_TRUE(bytes_equal(download(ctx(), d_key_cache), key_cache)) << "key cache";
   EXPECT_TRUE(bytes_equal(download(ctx(), d_value_cache), value_cache)) << "value cache";
   EXPECT_EQ(read_status(ctx(), status), 0u);
@@ -124,21 +129,36 @@ const ReshapeCase kCases[] = {
 };
 INSTANTIATE_TEST_SUITE_P(Shapes, ReshapeAndCacheTest, ::testing::ValuesIn(kCases), case_name);
 
+// Every case again in the nhd and hnd layouts.
+std::vector<ReshapeCase> layout_cases() {
+  std::vector<ReshapeCase> cases;
+  for (KvLayout layout : {KvLayout::nhd, KvLayout::hnd})
+    for (ReshapeCase c : kCases) {
+      c.layout = layout;
+      cases.push_back(c);
+    }
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(Layouts, ReshapeAndCacheTest, ::testing::ValuesIn(layout_cases()), case_name);
+
 // A fixture-only suite for the single tests below.
 class ReshapeAndCacheDeviceTest : public GpuTest {
  protected:
   struct Setup {
     HostTensor key, value, key_cache, value_cache;
     DeviceTensor d_key, d_value, d_key_cache, d_value_cache;
+    KvLayout layout = KvLayout::vllm;
   };
-  // fp8 e4m3, B = 16, N = 4: four tokens' bytes share every value word.
-  Setup make(int64_t tokens, uint32_t seed, int64_t kv_heads = 2, int64_t head_size = 64) {
+  // fp8 e4m3, B = 16, N = 4: in the vllm layout four tokens' bytes share every value word.
+  Setup make(int64_t tokens, uint32_t seed, int64_t kv_heads = 2, int64_t head_size = 64,
+             KvLayout layout = KvLayout::vllm) {
     Setup s;
+    s.layout = layout;
     s.key = random_tensor(DType::f16, Shape{tokens, kv_heads, head_size}, seed);
     s.value = random_tensor(DType::f16, Shape{tokens, kv_heads, head_size}, seed + 1);
     s.key_cache =
-        random_tensor(DType::fp8_e4m3, key_cache_shape(DType::fp8_e4m3, 4, kv_heads, head_size, 16), seed + 2);
-    s.value_cache = random_tensor(DType::fp8_e4m3, value_cache_shape(4, kv_heads, head_size, 16), seed + 3);
+        random_tensor(DType::fp8_e4m3, key_cache_shape(layout, DType::fp8_e4m3, 4, kv_heads, head_size, 16), seed + 2);
+    s.value_cache = random_tensor(DType::fp8_e4m3, value_cache_shape(layout, 4, kv_heads, head_size, 16), seed + 3);
     s.d_key = upload(ctx(), s.key);
     s.d_value = upload(ctx(), s.value);
     s.d_key_cache = upload(ctx(), s.key_cache);
@@ -146,7 +166,7 @@ class ReshapeAndCacheDeviceTest : public GpuTest {
     return s;
   }
   ReshapeAndCacheViews views(const Setup& s, const DeviceTensor& slots, const BufferView& status = {}) {
-    return {s.d_key.view, s.d_value.view, slots.view, s.d_key_cache.view, s.d_value_cache.view, status};
+    return {s.d_key.view, s.d_value.view, slots.view, s.d_key_cache.view, s.d_value_cache.view, status, s.layout};
   }
 };
 
@@ -170,31 +190,35 @@ TEST_F(ReshapeAndCacheDeviceTest, FillsEveryWordSharedByManyTokens) {
 
 TEST_F(ReshapeAndCacheDeviceTest, ViewsAtOffsetsInsideOneBuffer) {
   // Every view inside one buffer at offsets that are not multiples of the descriptor
-  // alignment: the shader must add each view's word offset.
-  const HostTensor key = random_tensor(DType::bf16, Shape{5, 1, 80}, 61),
-                   value = random_tensor(DType::bf16, Shape{5, 1, 80}, 62);
-  HostTensor slots(DType::i64, Shape{5});
-  const int64_t slot_values[] = {9, -1, 0, 31, 17};
-  std::copy(std::begin(slot_values), std::end(slot_values), slots.as<int64_t>());
-  HostTensor key_cache = random_tensor(DType::fp8_e5m2, key_cache_shape(DType::fp8_e5m2, 4, 1, 80, 8), 63);
-  HostTensor value_cache = random_tensor(DType::fp8_e5m2, value_cache_shape(4, 1, 80, 8), 64);
-  auto buffer = ctx().create_buffer(16384);
-  ReshapeAndCacheViews v;
-  v.key = upload_at(ctx(), buffer, 4, key);
-  v.value = upload_at(ctx(), buffer, 1000, value);
-  v.slot_mapping = upload_at(ctx(), buffer, 2020, slots);
-  v.key_cache = upload_at(ctx(), buffer, 4096 + 48, key_cache);
-  v.value_cache = upload_at(ctx(), buffer, 8192 + 80, value_cache);
-  const uint32_t zero = 0;
-  v.status = {buffer.handle(), 12300, 4};
-  ctx().upload(v.status, &zero, 4);
-  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_reshape_and_cache(ctx(), cmd, v, {0.3f, 0.7f}); });
-  reference::reshape_and_cache(key, value, slots, key_cache, value_cache, {0.3f, 0.7f});
-  EXPECT_TRUE(bytes_equal(download(ctx(), v.key_cache), key_cache));
-  EXPECT_TRUE(bytes_equal(download(ctx(), v.value_cache), value_cache));
-  uint32_t status = 1;
-  ctx().download(v.status, &status, 4);
-  EXPECT_EQ(status, 0u);
+  // alignment: the shader must add each view's word offset (and chunk offset, nhd and hnd).
+  for (KvLayout layout : kAllLayouts) {
+    SCOPED_TRACE(kv_layout_name(layout));
+    const HostTensor key = random_tensor(DType::bf16, Shape{5, 1, 80}, 61),
+                     value = random_tensor(DType::bf16, Shape{5, 1, 80}, 62);
+    HostTensor slots(DType::i64, Shape{5});
+    const int64_t slot_values[] = {9, -1, 0, 31, 17};
+    std::copy(std::begin(slot_values), std::end(slot_values), slots.as<int64_t>());
+    HostTensor key_cache = random_tensor(DType::fp8_e5m2, key_cache_shape(layout, DType::fp8_e5m2, 4, 1, 80, 8), 63);
+    HostTensor value_cache = random_tensor(DType::fp8_e5m2, value_cache_shape(layout, 4, 1, 80, 8), 64);
+    auto buffer = ctx().create_buffer(16384);
+    ReshapeAndCacheViews v;
+    v.key = upload_at(ctx(), buffer, 4, key);
+    v.value = upload_at(ctx(), buffer, 1000, value);
+    v.slot_mapping = upload_at(ctx(), buffer, 2020, slots);
+    v.key_cache = upload_at(ctx(), buffer, 4096 + 48, key_cache);
+    v.value_cache = upload_at(ctx(), buffer, 8192 + 80, value_cache);
+    v.layout = layout;
+    const uint32_t zero = 0;
+    v.status = {buffer.handle(), 12300, 4};
+    ctx().upload(v.status, &zero, 4);
+    ctx().run_and_wait([&](VkCommandBuffer cmd) { record_reshape_and_cache(ctx(), cmd, v, {0.3f, 0.7f}); });
+    reference::reshape_and_cache(key, value, slots, key_cache, value_cache, {0.3f, 0.7f}, layout);
+    EXPECT_TRUE(bytes_equal(download(ctx(), v.key_cache), key_cache));
+    EXPECT_TRUE(bytes_equal(download(ctx(), v.value_cache), value_cache));
+    uint32_t status = 1;
+    ctx().download(v.status, &status, 4);
+    EXPECT_EQ(status, 0u);
+  }
 }
 
 TEST_F(ReshapeAndCacheDeviceTest, AllPaddingWritesNothing) {
@@ -208,55 +232,61 @@ TEST_F(ReshapeAndCacheDeviceTest, AllPaddingWritesNothing) {
 }
 
 TEST_F(ReshapeAndCacheDeviceTest, DuplicateSlotsLeaveOneValueAndSpareNeighbours) {
-  // Tokens 0 and 1 both go to slot 17; tokens 2..9 to its neighbours 16, 18, 19, ...
-  Setup s = make(10, 31);
-  HostTensor slots(DType::i64, Shape{10});
-  const int64_t wanted[] = {17, 17, 16, 18, 19, 20, 21, 22, 23, 33};
-  std::copy(std::begin(wanted), std::end(wanted), slots.as<int64_t>());
-  auto d_slots = upload(ctx(), slots);
-  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_reshape_and_cache(ctx(), cmd, views(s, d_slots)); });
+  for (KvLayout layout : kAllLayouts) {
+    SCOPED_TRACE(kv_layout_name(layout));
+    // Tokens 0 and 1 both go to slot 17; tokens 2..9 to its neighbours 16, 18, 19, ...
+    Setup s = make(10, 31, 2, 64, layout);
+    HostTensor slots(DType::i64, Shape{10});
+    const int64_t wanted[] = {17, 17, 16, 18, 19, 20, 21, 22, 23, 33};
+    std::copy(std::begin(wanted), std::end(wanted), slots.as<int64_t>());
+    auto d_slots = upload(ctx(), slots);
+    ctx().run_and_wait([&](VkCommandBuffer cmd) { record_reshape_and_cache(ctx(), cmd, views(s, d_slots)); });
 
-  // Either token may win slot 17, element by element; everything else is as if token 1 were padding.
-  HostTensor first_k = s.key_cache, first_v = s.value_cache, second_k = s.key_cache, second_v = s.value_cache;
-  HostTensor only_first = slots, only_second = slots;
-  only_first.as<int64_t>()[1] = -1;
-  only_second.as<int64_t>()[0] = -1;
-  reference::reshape_and_cache(s.key, s.value, only_first, first_k, first_v);
-  reference::reshape_and_cache(s.key, s.value, only_second, second_k, second_v);
-  const HostTensor got_k = download(ctx(), s.d_key_cache), got_v = download(ctx(), s.d_value_cache);
-  for (auto [got, a, b] : {std::tuple{&got_k, &first_k, &second_k}, std::tuple{&got_v, &first_v, &second_v}}) {
-    const auto* g = got->as<uint8_t>();
-    size_t bad = 0;
-    for (size_t i = 0; i < got->bytes(); ++i)
-      if (g[i] != a->as<uint8_t>()[i] && g[i] != b->as<uint8_t>()[i]) ++bad;
-    EXPECT_EQ(bad, 0u) << "bytes that match neither token's write";
+    // Either token may win slot 17, element by element; everything else is as if token 1 were padding.
+    HostTensor first_k = s.key_cache, first_v = s.value_cache, second_k = s.key_cache, second_v = s.value_cache;
+    HostTensor only_first = slots, only_second = slots;
+    only_first.as<int64_t>()[1] = -1;
+    only_second.as<int64_t>()[0] = -1;
+    reference::reshape_and_cache(s.key, s.value, only_first, first_k, first_v, {}, layout);
+    reference::reshape_and_cache(s.key, s.value, only_second, second_k, second_v, {}, layout);
+    const HostTensor got_k = download(ctx(), s.d_key_cache), got_v = download(ctx(), s.d_value_cache);
+    for (auto [got, a, b] : {std::tuple{&got_k, &first_k, &second_k}, std::tuple{&got_v, &first_v, &second_v}}) {
+      const auto* g = got->as<uint8_t>();
+      size_t bad = 0;
+      for (size_t i = 0; i < got->bytes(); ++i)
+        if (g[i] != a->as<uint8_t>()[i] && g[i] != b->as<uint8_t>()[i]) ++bad;
+      EXPECT_EQ(bad, 0u) << "bytes that match neither token's write";
+    }
   }
 }
 
 TEST_F(ReshapeAndCacheDeviceTest, BadSlotOnDeviceIsSkippedAndFlagged) {
-  // Slots N * B = 64 and 2^40 pass no host check (they live in device memory): the shader
-  // skips them, writes the other tokens and sets STATUS_BAD_SLOT.
-  Setup s = make(6, 41);
-  HostTensor slots(DType::i64, Shape{6});
-  const int64_t device_slots[] = {3, 64, 40, int64_t(1) << 40, -1, 63};
-  std::copy(std::begin(device_slots), std::end(device_slots), slots.as<int64_t>());
-  auto d_slots = upload(ctx(), slots);
-  auto status = ctx().create_buffer(16);
-  const uint32_t zero = 0;
-  ctx().upload(status.view(0, 4), &zero, 4);
-  ctx().run_and_wait(
-      [&](VkCommandBuffer cmd) { record_reshape_and_cache(ctx(), cmd, views(s, d_slots, status.view(0, 4))); });
-  EXPECT_EQ(read_status(ctx(), status), kStatusBadSlot);
+  for (KvLayout layout : kAllLayouts) {
+    SCOPED_TRACE(kv_layout_name(layout));
+    // Slots N * B = 64 and 2^40 pass no host check (they live in device memory): the shader
+    // skips them, writes the other tokens and sets STATUS_BAD_SLOT.
+    Setup s = make(6, 41, 2, 64, layout);
+    HostTensor slots(DType::i64, Shape{6});
+    const int64_t device_slots[] = {3, 64, 40, int64_t(1) << 40, -1, 63};
+    std::copy(std::begin(device_slots), std::end(device_slots), slots.as<int64_t>());
+    auto d_slots = upload(ctx(), slots);
+    auto status = ctx().create_buffer(16);
+    const uint32_t zero = 0;
+    ctx().upload(status.view(0, 4), &zero, 4);
+    ctx().run_and_wait(
+        [&](VkCommandBuffer cmd) { record_reshape_and_cache(ctx(), cmd, views(s, d_slots, status.view(0, 4))); });
+    EXPECT_EQ(read_status(ctx(), status), kStatusBadSlot);
 
-  HostTensor good = slots;
-  good.as<int64_t>()[1] = good.as<int64_t>()[3] = -1;
-  reference::reshape_and_cache(s.key, s.value, good, s.key_cache, s.value_cache);
-  EXPECT_TRUE(bytes_equal(download(ctx(), s.d_key_cache), s.key_cache));
-  EXPECT_TRUE(bytes_equal(download(ctx(), s.d_value_cache), s.value_cache));
+    HostTensor good = slots;
+    good.as<int64_t>()[1] = good.as<int64_t>()[3] = -1;
+    reference::reshape_and_cache(s.key, s.value, good, s.key_cache, s.value_cache, {}, layout);
+    EXPECT_TRUE(bytes_equal(download(ctx(), s.d_key_cache), s.key_cache));
+    EXPECT_TRUE(bytes_equal(download(ctx(), s.d_value_cache), s.value_cache));
 
-  // Without a status buffer the bad slots are still skipped.
-  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_reshape_and_cache(ctx(), cmd, views(s, d_slots)); });
-  EXPECT_TRUE(bytes_equal(download(ctx(), s.d_value_cache), s.value_cache));
+    // Without a status buffer the bad slots are still skipped.
+    ctx().run_and_wait([&](VkCommandBuffer cmd) { record_reshape_and_cache(ctx(), cmd, views(s, d_slots)); });
+    EXPECT_TRUE(bytes_equal(download(ctx(), s.d_value_cache), s.value_cache));
+  }
 }
 
 TEST_F(ReshapeAndCacheDeviceTest, RefusesBadArgumentsBeforeRecording) {
@@ -290,6 +320,17 @@ TEST_F(ReshapeAndCacheDeviceTest, RefusesBadArgumentsBeforeRecording) {
         v.value_cache.shape = Shape{4, 2, 72, 16};
       },
       "D = 72 is not a positive multiple of x = 16");
+  // Views of one layout named as another, or as none.
+  refused([](auto& v, auto&) { v.layout = KvLayout::nhd; }, "the nhd layout");
+  refused([](auto& v, auto&) { v.layout = KvLayout(5); }, "layout: 5 is not a cache layout");
+  refused(
+      [](auto& v, auto&) {
+        v.layout = KvLayout::hnd;
+        v.key_cache.shape = v.value_cache.shape = Shape{4, 2, 16, 64};
+        v.key_cache.shape = Shape{4, 16, 2, 64};  // nhd keys beside hnd values
+      },
+      "key_cache: shape [4, 16, 2, 64] does not match [N, Hkv, B, D] of the value cache (the hnd layout) = "
+      "[4, 2, 16, 64]");
   EXPECT_TRUE(bytes_equal(download(ctx(), s.d_key_cache), s.key_cache)) << "a refused call wrote the cache";
   EXPECT_TRUE(bytes_equal(download(ctx(), s.d_value_cache), s.value_cache)) << "a refused call wrote the cache";
 }

@@ -136,6 +136,11 @@ int run_bench(const BenchOptions& options);
 // `alignment`; the last element is the end of the last buffer (the allocation's size).
 std::vector<size_t> arena_offsets(const std::vector<size_t>& sizes, size_t large, size_t large_alignment,
                                   size_t alignment);
+// --suite cache-write (a 4096-token step) and cache-write-quick (lavapipe-sized): the fused
+// rotary cache write against the two-kernel path, per cache dtype and layout
+// (bench_cache_write.cpp). run_bench hands these suites to it.
+bool is_cache_write_suite(const std::string& suite);
+int run_cache_write_bench(const BenchOptions& options);
 // Draws the share of measured bandwidth per case as an SVG bar chart.
 std::string bench_chart_svg(const std::vector<BenchResult>& results, double bandwidth, const std::string& title);
 

@@ -98,7 +98,7 @@ void add_simulate_options(CLI::App& cmd, SimulateArgs& s) {
 }
 
 void add_bench_options(CLI::App& cmd, BenchOptions& b) {
-  cmd.add_option("--suite", b.suite, "standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick (lavapipe-sized) or all")
+  cmd.add_option("--suite", b.suite, "standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick (lavapipe-sized), all, or cache-write and cache-write-quick (the rotary cache write)")
       ->capture_default_str();
   cmd.add_option("--device", b.device, "Vulkan device index or name substring");
   cmd.add_option("--repetitions", b.repetitions, "timed repetitions per case (at least 20)")->capture_default_str();
