@@ -5,15 +5,15 @@
 #ifndef VKPAGED_KV_LAYOUT_GLSL
 #define VKPAGED_KV_LAYOUT_GLSL
 
-uint kv_key_offset(uint layout, uint hkv, uint d_size, uint b_size, uint x, uint g, uint d, uint o) {
-  if (layout == KV_LAYOUT_NHD) return (o * hkv + g) * d_size + d;
-  if (layout == KV_LAYOUT_HND) return (g * b_size + o) * d_size + d;
+uint kv_key_offset(uint kv_layout, uint hkv, uint d_size, uint b_size, uint x, uint g, uint d, uint o) {
+  if (kv_layout == KV_LAYOUT_NHD) return (o * hkv + g) * d_size + d;
+  if (kv_layout == KV_LAYOUT_HND) return (g * b_size + o) * d_size + d;
   return ((g * (d_size / x) + d / x) * b_size + o) * x + d % x;
 }
 
-uint kv_value_offset(uint layout, uint hkv, uint d_size, uint b_size, uint x, uint g, uint d, uint o) {
-  if (layout == KV_LAYOUT_VLLM) return (g * d_size + d) * b_size + o;
-  return kv_key_offset(layout, hkv, d_size, b_size, x, g, d, o);
+uint kv_value_offset(uint kv_layout, uint hkv, uint d_size, uint b_size, uint x, uint g, uint d, uint o) {
+  if (kv_layout == KV_LAYOUT_VLLM) return (g * d_size + d) * b_size + o;
+  return kv_key_offset(kv_layout, hkv, d_size, b_size, x, g, d, o);
 }
 
 #endif
