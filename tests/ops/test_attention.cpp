@@ -385,6 +385,62 @@ TEST_F(AttentionTest, DeviceSideBadValuesAreFlaggedAndNotFollowed) {
   }
 }
 
+// Pools past maxStorageBufferRange (128 MiB on lavapipe) are read through device addresses:
+// the case's blocks sit at the end of pools one range long, past it.
+TEST_F(AttentionTest, CachesPastTheStorageBufferRange) {
+  const auto& dev = ctx().device_info();
+  if (dev.max_storage_buffer_range > (uint64_t(1) << 30) || !dev.buffer_device_address)
+    GTEST_SKIP() << "a pool past this device's range is too large for a test";
+  AttentionCase c;
+  c.layout = KvLayout::hnd;
+  c.lens = {70, 9};
+  c.new_tokens = {6, 9};
+  c.tree_mask = TreeMask::tree;
+  std::mt19937 rng(17);
+  const AttentionInputs in = make_attention_inputs(c, rng);
+  const AttentionParams params = default_params(c);
+  const int64_t small = in.key_cache.shape()[0];
+  const uint64_t block_bytes = in.key_cache.bytes() / uint64_t(small);
+  const int64_t big = int64_t(dev.max_storage_buffer_range / block_bytes) + 8;
+  const int64_t first = big - small;  // the case's block b is the pool's block first + b
+  HostTensor tables = in.block_tables;
+  for (int64_t i = 0; i < tables.numel(); ++i) tables.as<int32_t>()[i] += int32_t(first);
+  AttentionShape shape = attention_shape_of(in, params, true);
+  shape.num_blocks = uint32_t(big);
+  const std::vector<int32_t> starts{0, 6, 15};
+  for (SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
+    const AttentionPlan plan = AttentionPlan::create(ctx(), shape, starts, scalar(split, split == SplitMode::split ? 256 : 0));
+    ASSERT_NE(plan.describe().find("device address"), std::string::npos) << plan.describe();
+    DeviceCall call;
+    auto& v = call.views;
+    Shape pool = in.key_cache.shape();
+    pool = Shape{big, pool[1], pool[2], pool[3]};
+    for (auto [view, host] : {std::pair{&v.key_cache, &in.key_cache}, std::pair{&v.value_cache, &in.value_cache}}) {
+      call.keep.push_back(ctx().create_buffer(size_t(big) * block_bytes));
+      ctx().upload(call.keep.back().view(size_t(first) * block_bytes, host->bytes()), host->data(), host->bytes());
+      *view = call.keep.back().tensor(DType::f16, pool);
+    }
+    v.query = upload(ctx(), call, in.query, DType::f16);
+    v.block_tables = upload(ctx(), call, tables, DType::i32);
+    v.context_lens = upload(ctx(), call, in.context_lens, DType::i32);
+    v.query_starts = upload(ctx(), call, in.query_starts, DType::i32);
+    v.tree_mask = upload(ctx(), call, in.tree_mask, DType::u8);
+    v.tree_mask.memory.size = (v.tree_mask.memory.size + 3) / 4 * 4;
+    HostTensor output(DType::f16, in.query.shape()), lse(DType::f32, Shape{15, 4});
+    v.output = upload(ctx(), call, output, DType::f16);
+    v.lse = upload(ctx(), call, lse, DType::f32);
+    if (plan.scratch_bytes()) {
+      call.keep.push_back(ctx().create_buffer(plan.scratch_bytes()));
+      v.scratch = call.keep.back().view();
+    }
+    ctx().run_and_wait([&](VkCommandBuffer cmd) { record_attention(ctx(), cmd, plan, v, params); });
+    ctx().download(v.output.memory, output.data(), output.bytes());
+    ctx().download(v.lse.memory, lse.data(), lse.bytes());
+    expect_attention_near({output, lse}, reference::batch_attention(in, params, true), tolerance(DType::f16, DType::f16),
+                          true, plan.describe());
+  }
+}
+
 // ---- refusals before anything is recorded ----
 
 TEST_F(AttentionTest, RecordRefusesParamsAndViewsThatDisagreeWithThePlan) {
