@@ -94,8 +94,10 @@ uint query_start_at(uint s) { return query_starts[pc.query_starts_offset + s]; }
 #include "common/softmax_state.glsl"
 #include "common/attention_range.glsl"
 
-shared float s_query[ROWS * D];   // the rows' scaled queries; at the end their outputs
-shared float s_score[ROWS * TK];  // the tile's logits, then probabilities (-1: not attended)
+// vec4s, so that one shared load feeds four products (a scalar load per product would bound
+// the phases by shared-memory issue rather than arithmetic on NVIDIA).
+shared vec4 s_query[ROWS * D / 4];   // the rows' scaled queries, 4 dims a vec4; at the end their outputs
+shared vec4 s_score[ROWS * TK / 4];  // the tile's logits, then probabilities (-1: not attended), 4 positions a vec4
 shared float s_part[WG];          // the softmax lanes' partial maxima and sums
 shared uint s_key_block[TK];      // physical block of each position of the tile (NO_BLOCK: none)
 shared float s_row_factor[ROWS];  // per tile: the rows' rescale factors; at the end their output factors
@@ -140,6 +142,13 @@ float query_element(uint token, uint head, uint d) {
 float value_element(uint block, uint g, uint d, uint o) {
   const uint e = kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g, d, o);
   return unpack_word(VALUE4(block, e / PER_WORD), CACHE_DTYPE)[e % PER_WORD];
+}
+
+// Dims 4i .. 4i + 3 of a 16-byte key chunk (X = 4, 8 or 16 elements).
+vec4 key_quad(uvec4 w, uint i) {
+  if (PER_WORD == 1u) return uintBitsToFloat(w);
+  if (PER_WORD == 2u) return vec4(unpack_word(w[2u * i], CACHE_DTYPE).xy, unpack_word(w[2u * i + 1u], CACHE_DTYPE).xy);
+  return unpack_word(w[i], CACHE_DTYPE);
 }
 
 // Sum of q_{s'}^2 over the requests before `request`: where its tree mask starts. Saturates
@@ -214,7 +223,7 @@ void main() {
   const float qscale = pc.scale * (FP8 ? pc.k_scale * fp8_scale_fix(CACHE_DTYPE) : 1.0);
   for (uint i = tid; i < ROWS * D; i += WG) {
     const uint r = i / D;
-    s_query[i] = row_valid(r) ? query_element(g_first_token + r / GROUP, g_head0 + r % GROUP, i % D) * qscale : 0.0;
+    s_query[i / 4u][i % 4u] = row_valid(r) ? query_element(g_first_token + r / GROUP, g_head0 + r % GROUP, i % D) * qscale : 0.0;
   }
   if (tid < ROWS) s_row_slope[tid] = ALIBI && row_valid(tid) ? alibi_slopes[pc.alibi_offset + g_head0 + tid % GROUP] : 0.0;
 
@@ -250,12 +259,10 @@ void main() {
       const uint o = t % B;
       for (uint c = 0u; c < KEY_CHUNKS; ++c) {
         const uvec4 w = KEY16(block, kv_key_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, kv_head, c * X, o) / X);
-        for (uint j = 0u; j < 4u; ++j) {
-          const vec4 k = unpack_word(w[j], CACHE_DTYPE);
-          for (uint e = 0u; e < PER_WORD; ++e) {
-            const uint d = c * X + j * PER_WORD + e;
-            for (uint r = 0u; r < ROWS; ++r) dots[r] += s_query[r * D + d] * k[e];
-          }
+        for (uint i = 0u; i < X / 4u; ++i) {
+          const vec4 k = key_quad(w, i);
+          const uint quad = (c * X) / 4u + i;
+          for (uint r = 0u; r < ROWS; ++r) dots[r] += dot(s_query[r * (D / 4u) + quad], k);
         }
       }
     }
@@ -266,7 +273,7 @@ void main() {
         const KeyRange range = row_key_range(p, len, g_new_tokens, window, TREE_MASK);
         if (attention_visible(range, t, first_new, r)) logit = attention_logit(dots[r], p, t, pc.softcap, s_row_slope[r]);
       }
-      s_score[r * TK + tid] = logit;
+      s_score[(r * TK + tid) / 4u][tid % 4u] = logit;
     }
     barrier();
 
@@ -274,7 +281,7 @@ void main() {
     float tile_max = VKP_NEG_INF;
     bool tile_poisoned = false;
     for (uint c = lane; c < TK; c += LANES) {
-      const float x = s_score[my_row * TK + c];
+      const float x = s_score[(my_row * TK + c) / 4u][c % 4u];
       if (nan_bits(x)) tile_poisoned = true;
       else tile_max = max(tile_max, x);
     }
@@ -291,9 +298,9 @@ void main() {
     row_max = new_max;
     float tile_sum = 0.0;
     for (uint c = lane; c < TK; c += LANES) {
-      const float x = s_score[my_row * TK + c];
+      const float x = s_score[(my_row * TK + c) / 4u][c % 4u];
       const float p = x == VKP_NEG_INF || nan_bits(x) ? -1.0 : exp(x - new_max);
-      s_score[my_row * TK + c] = p;
+      s_score[(my_row * TK + c) / 4u][c % 4u] = p;
       tile_sum += max(p, 0.0);
     }
     row_sum = row_sum * alpha + tile_sum;
@@ -305,20 +312,25 @@ void main() {
       const float a = s_row_factor[row_part + ROW_PARTS * k];
       for (uint i = 0u; i < DIMS_PER_INVOCATION; ++i) acc[i * ROWS_PER_INVOCATION + k] *= a;
     }
-    const uint count = min(TK, span.hi - tile);
-    for (uint c = 0u; c < count; ++c) {
-      const uint vblock = s_key_block[c];
-      if (vblock == NO_BLOCK) continue;
-      const uint o = (tile + c) % B;
+    // Four positions at a time (positions past the tile's end have no block and p = -1).
+    const uint quads = (min(TK, span.hi - tile) + 3u) / 4u;
+    for (uint c4 = 0u; c4 < quads; ++c4) {
+      const uvec4 vblock = uvec4(s_key_block[4u * c4], s_key_block[4u * c4 + 1u], s_key_block[4u * c4 + 2u],
+                                 s_key_block[4u * c4 + 3u]);
+      if (all(equal(vblock, uvec4(NO_BLOCK)))) continue;
+      vec4 p[ROWS_PER_INVOCATION];
+      for (uint k = 0u; k < ROWS_PER_INVOCATION; ++k) p[k] = s_score[((row_part + ROW_PARTS * k) * TK) / 4u + c4];
       for (uint i = 0u; i < DIMS_PER_INVOCATION; ++i) {
         const uint d = dim_lane + DIM_LANES * i;
         if (d >= D) break;
-        const float v = value_element(vblock, kv_head, d, o);
+        vec4 v = vec4(0.0);
+        for (uint j = 0u; j < 4u; ++j)
+          if (vblock[j] != NO_BLOCK) v[j] = value_element(vblock[j], kv_head, d, (tile + 4u * c4 + j) % B);
         for (uint k = 0u; k < ROWS_PER_INVOCATION; ++k) {
           // Only attended positions: a hidden one may hold anything (a garbage slot, or a value
           // another row sees), and 0 * Inf would make NaN.
-          const float p = s_score[(row_part + ROW_PARTS * k) * TK + c];
-          acc[i * ROWS_PER_INVOCATION + k] += p >= 0.0 ? p * v : 0.0;
+          const vec4 pv = mix(vec4(0.0), p[k] * v, greaterThanEqual(p[k], vec4(0.0)));
+          acc[i * ROWS_PER_INVOCATION + k] += (pv.x + pv.y) + (pv.z + pv.w);
         }
       }
     }
@@ -370,7 +382,7 @@ void main() {
     const uint r = row_part + ROW_PARTS * k;
     for (uint i = 0u; i < DIMS_PER_INVOCATION; ++i) {
       const uint d = dim_lane + DIM_LANES * i;
-      if (d < D) s_query[r * D + d] = finish_output(acc[i * ROWS_PER_INVOCATION + k], s_row_factor[r]);
+      if (d < D) s_query[(r * D + d) / 4u][d % 4u] = finish_output(acc[i * ROWS_PER_INVOCATION + k], s_row_factor[r]);
     }
   }
   barrier();
@@ -379,7 +391,8 @@ void main() {
     const uint e = w * per_word;
     const uint r = e / D;
     if (!row_valid(r)) continue;
-    const float b = per_word == 2u ? s_query[e + 1u] : 0.0;
-    output_words[pc.output_offset + (row_index(r) * D + e % D) / per_word] = pack_output(s_query[e], b, QUERY_DTYPE);
+    const vec4 quad = s_query[e / 4u];
+    const float b = per_word == 2u ? quad[(e + 1u) % 4u] : 0.0;
+    output_words[pc.output_offset + (row_index(r) * D + e % D) / per_word] = pack_output(quad[e % 4u], b, QUERY_DTYPE);
   }
 }
