@@ -16,11 +16,14 @@ function(vkpaged_host_sources out_var root)
     src/cache/block_tables.cpp
     src/cache/kv_cache_sizing.cpp
     src/cache/prefix_cache.cpp
+    src/ops/attention_planner.cpp
+    src/ops/attention_validation.cpp
     src/ops/cache_geometry.cpp
     src/ops/decode_validation.cpp
     src/ops/scale_validation.cpp
     src/ops/rotary_checks.cpp
     src/ops/rotary_cos_sin_cache.cpp
+    src/reference/attention_reference.cpp
     src/reference/cache_reference.cpp
     src/reference/decode_reference.cpp
     src/reference/merge_reference.cpp

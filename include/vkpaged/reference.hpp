@@ -3,6 +3,7 @@
 // contract, written for clarity and not speed. Tests and `--device cpu` use them.
 #include <span>
 
+#include "vkpaged/attention.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/export.hpp"
@@ -14,6 +15,11 @@ namespace vkpaged::reference {
 // Decode attention over host inputs. Validates as decode_shape_of does.
 VKPAGED_API DecodeResult decode_attention(const DecodeInputs& inputs, const DecodeOptions& options = {},
                                           bool want_lse = false);
+
+// Multi-query attention over host inputs (docs/contract.md, "Multi-query attention"), every
+// cache layout. Validates as attention_shape_of does.
+VKPAGED_API AttentionResult batch_attention(const AttentionInputs& inputs, const AttentionParams& params = {},
+                                            bool want_lse = false);
 
 // ---- cache operations (docs/contract.md, "Cache operations"; GPU paths in cache_ops.hpp) ----
 // Same checks and the same answers as the GPU paths, bit for bit; where the device flags a bad

@@ -50,7 +50,7 @@ constexpr std::optional<RotaryStyle> parse_rotary_style(std::string_view name) n
 
 // Bit of the optional status word: a position outside [0, max_position) met on the device.
 // Its token is left as it was (queries, keys and, in the fused form, its cache slot).
-constexpr uint32_t kStatusBadPosition = 32u;
+constexpr uint32_t kStatusBadPosition = 64u;
 
 // ---- rotary_embedding: queries and keys rotated in place ----
 // query [T, H, D] and key [T, Hkv, D]: f32, f16 or bf16, one dtype; either may be empty (the

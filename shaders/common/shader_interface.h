@@ -31,6 +31,8 @@ struct uvec2 {
 #define STATUS_BAD_SLOT 4u
 #define STATUS_BAD_ORDER 8u  // a decode's item list (record_decode_order) names no item of the plan
 #define STATUS_BAD_MERGE_COUNTERS 16u  // a merge counter past its partition count (split_merge.glsl)
+#define STATUS_BAD_QUERY_STARTS 32u  // multi-query attention: query_starts that do not rise within [0, T]
+#define STATUS_BAD_POSITION 64u  // rotary embedding: a position outside [0, max_position), the token left as it was
 
 // ---- decode (shaders/decode*.comp) ----
 // Specialization constant ids, in the order the host passes them.
@@ -282,7 +284,6 @@ struct AbsmaxPush {
 #define ROTARY_STYLE_NEOX 0u  // pairs (i, i + rotary_dim / 2)
 #define ROTARY_STYLE_GPTJ 1u  // pairs (2i, 2i + 1)
 #define ROTARY_MAX_TILE_FLOATS 2048u  // the shared tile's bound (8 KiB): rotary_dim at most this
-#define STATUS_BAD_POSITION 32u  // a position outside [0, max_position): the token is left as it was
 struct RotaryPush {
   uint num_tokens;
   uint num_heads;     // query heads; 0 when no query is rotated
@@ -326,9 +327,95 @@ struct MergePush {
   uint lse_offset;
 };
 
+// ---- multi-query attention (shaders/attention*.comp, shaders/attention_merge.comp) ----
+// query_starts on the device that do not rise within [0, T] set STATUS_BAD_QUERY_STARTS: the
+// request is skipped. (A context length below the request's new tokens sets
+// STATUS_BAD_CONTEXT_LEN: the rows at positions below 0 attend nothing.)
+#define ATTN_SC_WORKGROUP 0             // invocations; also the key positions of a tile (one each)
+#define ATTN_SC_HEAD_SIZE 1
+#define ATTN_SC_BLOCK_SIZE 2
+#define ATTN_SC_ROWS 3                  // (query token, head) rows of a workgroup
+#define ATTN_SC_HEADS_PER_WORKGROUP 4   // query heads of one kv head per workgroup; ROWS / this = tokens per tile
+#define ATTN_SC_ROW_PARTS 5             // value phase: invocations side by side over the rows
+#define ATTN_SC_QUERY_DTYPE 6
+#define ATTN_SC_CACHE_DTYPE 7
+#define ATTN_SC_KV_LAYOUT 8
+#define ATTN_SC_FEATURES 9
+#define ATTN_SC_COUNT 10
+// ATTN_SC_FEATURES bits (the merge pass takes the same).
+#define ATTN_FEATURE_ALIBI 1u
+#define ATTN_FEATURE_SOFTCAP 2u
+#define ATTN_FEATURE_SINKS 4u
+#define ATTN_FEATURE_WINDOW 8u
+#define ATTN_FEATURE_LSE 16u
+#define ATTN_FEATURE_SPLIT 32u
+#define ATTN_FEATURE_TREE_MASK 64u
+#define ATTN_BINDING_QUERY 0
+#define ATTN_BINDING_KEY_CACHE 1
+#define ATTN_BINDING_VALUE_CACHE 2
+#define ATTN_BINDING_BLOCK_TABLES 3
+#define ATTN_BINDING_CONTEXT_LENS 4
+#define ATTN_BINDING_QUERY_STARTS 5
+#define ATTN_BINDING_OUTPUT 6
+#define ATTN_BINDING_ALIBI 7
+#define ATTN_BINDING_SINKS 8
+#define ATTN_BINDING_LSE 9
+#define ATTN_BINDING_SCRATCH 10
+#define ATTN_BINDING_STATUS 11
+#define ATTN_BINDING_TREE_MASK 12
+#define ATTN_BINDING_COUNT 13
+// The merge of a split (attention_merge.comp): one workgroup per (head, query token).
+#define ATTN_MERGE_SC_WORKGROUP 0
+#define ATTN_MERGE_SC_HEAD_SIZE 1
+#define ATTN_MERGE_SC_QUERY_DTYPE 2
+#define ATTN_MERGE_SC_FEATURES 3
+#define ATTN_MERGE_SC_COUNT 4
+#define ATTN_MERGE_BINDING_SCRATCH 0
+#define ATTN_MERGE_BINDING_CONTEXT_LENS 1
+#define ATTN_MERGE_BINDING_QUERY_STARTS 2
+#define ATTN_MERGE_BINDING_OUTPUT 3
+#define ATTN_MERGE_BINDING_SINKS 4
+#define ATTN_MERGE_BINDING_LSE 5
+#define ATTN_MERGE_BINDING_COUNT 6
+// Offsets in 4-byte words from each bound range's start (cache offsets: multiples of 4 words).
+// 32 words: the whole 128 bytes every device offers.
+struct AttentionPush {
+  uvec2 key_address;    // address variant: device addresses of the caches (else unused)
+  uvec2 value_address;
+  uint num_requests;    // S
+  uint num_tokens;      // T
+  uint num_heads;
+  uint num_kv_heads;
+  uint num_blocks;
+  uint max_blocks_per_seq;
+  uint sliding_window;  // 0 = off
+  uint context_cap;     // lengths above this are clamped (and flagged): M * B, or what the partitions cover
+  uint partition_tokens;  // split: key positions per partition
+  uint num_partitions;    // split: partitions per row in the scratch
+  uint tree_mask_bytes;   // tree mask: its size (bytes past it are never read)
+  uint query_offset;
+  uint key_offset;
+  uint value_offset;
+  uint block_tables_offset;
+  uint context_lens_offset;
+  uint query_starts_offset;
+  uint output_offset;
+  uint alibi_offset;
+  uint sinks_offset;
+  uint lse_offset;
+  uint scratch_offset;
+  uint status_offset;
+  uint tree_mask_offset;
+  float scale;
+  float softcap;  // > 0 with ATTN_FEATURE_SOFTCAP
+  float k_scale;  // fp8 caches only
+  float v_scale;
+};
+
 #ifdef __cplusplus
 static_assert(sizeof(DecodePush) == 30 * 4, "DecodePush must be plain 32-bit fields");
 static_assert(sizeof(DecodePush) <= 128, "push constants must fit the 128-byte minimum");
+static_assert(sizeof(AttentionPush) == 32 * 4, "AttentionPush: plain 32-bit fields within the 128-byte minimum");
 }  // namespace vkpaged::shader
 #endif
 

@@ -42,8 +42,50 @@ DecodeKernel parse_kernel(const std::string& kernel) {
   refuse(fmt::format("--kernel: '{}' is not auto, scalar or matrix", kernel));
 }
 
+AttentionKernel parse_attention_kernel(const std::string& kernel) {
+  if (kernel == "auto") return AttentionKernel::automatic;
+  if (kernel == "scalar") return AttentionKernel::scalar;
+  refuse(fmt::format("--kernel: '{}' runs decode batches only (no --query-starts, the vllm layout); multi-query "
+                     "attention takes auto or scalar",
+                     kernel));
+}
+
+KvLayout parse_layout(const std::string& name) {
+  if (const auto layout = parse_kv_layout(name)) return *layout;
+  refuse(fmt::format("--kv-layout: '{}' is not vllm, nhd or hnd", name));
+}
+
 void check_finite(const char* option, float value) {
   if (!std::isfinite(value)) refuse(fmt::format("{}: {} is not a finite number", option, value));
+}
+
+// The decode inputs read so far, with the query starts (0, 1, ..., S without --query-starts)
+// and the tree mask, as multi-query attention's.
+void move_to_attention(const AttendArgs& a, KvLayout layout, AttendCall& call) {
+  auto& in = call.inputs;
+  auto& m = call.attention;
+  if (!a.query_starts.empty()) {
+    m.query_starts = read_input("--query-starts", a.query_starts, false);
+  } else {
+    const int64_t S = in.block_tables.shape().rank() == 2 ? in.block_tables.shape()[0] : 0;
+    m.query_starts = HostTensor(DType::i32, Shape{S + 1});
+    for (int64_t i = 0; i <= S; ++i) m.query_starts.as<int32_t>()[i] = int32_t(i);
+  }
+  if (!a.tree_mask.empty()) m.tree_mask = read_input("--tree-mask", a.tree_mask, false);
+  m.query = std::move(in.query);
+  m.key_cache = std::move(in.key_cache);
+  m.value_cache = std::move(in.value_cache);
+  m.block_tables = std::move(in.block_tables);
+  m.context_lens = std::move(in.context_lens);
+  m.alibi_slopes = std::move(in.alibi_slopes);
+  m.sinks = std::move(in.sinks);
+  m.cache_dtype = in.cache_dtype;
+  m.kv_layout = layout;
+  m.sliding_window = call.options.sliding_window;
+  call.params.scale = call.options.scale;
+  call.params.softcap = call.options.softcap;
+  call.params.k_scale = call.options.k_scale;
+  call.params.v_scale = call.options.v_scale;
 }
 
 }  // namespace
@@ -53,7 +95,17 @@ AttendCall load_attend_call(const AttendArgs& a) {
     refuse(fmt::format("--dtype: '{}' is not auto, f32, f16 or bf16", a.dtype));
   // Refuses a bad value before any file is read; only fp8 caches (never `auto`) bound the scales further.
   const DType scales_cache = parse_cache_dtype(a.kv_dtype, DType::f32);
+  const KvLayout layout = parse_layout(a.kv_layout);
+  if (!a.tree_mask.empty() && a.query_starts.empty())
+    refuse("--tree-mask: needs --query-starts (a tree mask holds each request's q_s x q_s matrix)");
   AttendCall call;
+  call.multi_query = !a.query_starts.empty() || layout != KvLayout::vllm;
+  call.want_lse = !a.lse.empty();
+  if (call.multi_query) {
+    call.attention_options.kernel = parse_attention_kernel(a.kernel);
+    call.attention_options.split = parse_split(a.split);
+    call.attention_options.partition_tokens = a.partition_tokens;
+  }
   call.options.split = parse_split(a.split);
   call.options.partition_tokens = a.partition_tokens;
   call.options.kernel = parse_kernel(a.kernel);
@@ -88,6 +140,7 @@ AttendCall load_attend_call(const AttendArgs& a) {
   in.context_lens = read_input("--context-lens", a.context_lens, false);
   if (!a.alibi_slopes.empty()) in.alibi_slopes = read_input("--alibi-slopes", a.alibi_slopes, false);
   if (!a.sinks.empty()) in.sinks = read_input("--sinks", a.sinks, false);
+  if (call.multi_query) move_to_attention(a, layout, call);
   return call;
 }
 
@@ -118,6 +171,10 @@ std::string blame_option(const std::string& message) {
       {"split", "--split"},
       {"kernel", "--kernel"},
       {"device", "--device"},
+      {"query_starts", "--query-starts"},
+      {"num_query_tokens", "--query"},
+      {"tree_mask", "--tree-mask"},
+      {"kv_layout", "--kv-layout"},
   };
   const std::string name = message.substr(0, message.find_first_of(":[ "));
   for (const auto& [argument, option] : kOptions)

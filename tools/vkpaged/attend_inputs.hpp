@@ -4,13 +4,22 @@
 #include <string>
 
 #include "commands.hpp"
+#include "vkpaged/attention.hpp"
 #include "vkpaged/decode.hpp"
 
 namespace vkpaged::cli {
 
+// One `vkpaged attend` call: a decode (one token per request on the vllm layout), or, with
+// --query-starts or an nhd or hnd layout, multi-query attention (include/vkpaged/attention.hpp;
+// decode's layouts are vllm only for now, so single tokens on the other layouts run there too).
 struct AttendCall {
-  DecodeInputs inputs;
+  DecodeInputs inputs;  // the decode's (moved to `attention` for multi-query)
   DecodeOptions options;
+  bool multi_query = false;
+  AttentionInputs attention;
+  AttentionParams params;
+  AttentionOptions attention_options;
+  bool want_lse = false;  // --lse given
 };
 
 // Parses the option values and reads every .npy file. Throws vkpaged::Error whose message

@@ -1,6 +1,6 @@
-// `vkpaged attend`: one decode-attention call on .npy inputs, on a Vulkan device or the CPU
-// reference. Everything is read and checked before a device is opened, and the output is
-// written atomically, so a refused call leaves no output file behind.
+// `vkpaged attend`: one decode or multi-query attention call on .npy inputs, on a Vulkan
+// device or the CPU reference. Everything is read and checked before a device is opened, and
+// the outputs are written atomically, so a refused call leaves no output file behind.
 #include "attend_inputs.hpp"
 #include "commands.hpp"
 #include "npy.hpp"
@@ -12,12 +12,40 @@ namespace vkpaged::cli {
 
 namespace {
 
-DecodeResult compute(const AttendArgs& args, const AttendCall& call) {
-  if (args.device == "cpu") return reference::decode_attention(call.inputs, call.options);
+struct AttendOutputs {
+  HostTensor output;
+  HostTensor lse;
+};
+
+AttendOutputs compute(const AttendArgs& args, const AttendCall& call) {
+  if (call.multi_query) {
+    if (args.device == "cpu") {
+      auto r = reference::batch_attention(call.attention, call.params, call.want_lse);
+      return {std::move(r.output), std::move(r.lse)};
+    }
+    ContextOptions context_options;
+    context_options.device = args.device;
+    Context context(context_options);
+    auto r = batch_attention(context, call.attention, call.params, call.attention_options, call.want_lse);
+    return {std::move(r.output), std::move(r.lse)};
+  }
+  if (args.device == "cpu") {
+    auto r = reference::decode_attention(call.inputs, call.options, call.want_lse);
+    return {std::move(r.output), std::move(r.lse)};
+  }
   ContextOptions context_options;
   context_options.device = args.device;
   Context context(context_options);
-  return decode_attention(context, call.inputs, call.options);
+  auto r = decode_attention(context, call.inputs, call.options, call.want_lse);
+  return {std::move(r.output), std::move(r.lse)};
+}
+
+void write_output(const char* option, const std::string& path, const HostTensor& tensor) {
+  try {
+    write_npy(path, tensor);
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string(option) + ": " + e.what());
+  }
 }
 
 }  // namespace
@@ -25,18 +53,17 @@ DecodeResult compute(const AttendArgs& args, const AttendCall& call) {
 int run_attend(const AttendArgs& args) {
   if (args.out.empty()) throw Error(ErrorCode::invalid_argument, "--out: no output path given");
   const AttendCall call = load_attend_call(args);
-  DecodeResult result;
+  AttendOutputs result;
   try {
-    decode_shape_of(call.inputs);  // refuses bad shapes before a device is opened
+    // Refuses bad shapes before a device is opened.
+    if (call.multi_query) attention_shape_of(call.attention, call.params, call.want_lse);
+    else decode_shape_of(call.inputs, call.want_lse);
     result = compute(args, call);
   } catch (const Error& e) {
     throw Error(e.code(), blame_option(e.what()));
   }
-  try {
-    write_npy(args.out, result.output);
-  } catch (const Error& e) {
-    throw Error(e.code(), std::string("--out: ") + e.what());
-  }
+  write_output("--out", args.out, result.output);
+  if (call.want_lse) write_output("--lse", args.lse, result.lse);
   return 0;
 }
 

@@ -34,6 +34,12 @@ struct AttendArgs {
   std::string split = "auto";  // auto | single | split
   uint32_t partition_tokens = 0;
   std::string kernel = "auto";  // auto | scalar | matrix
+  // Multi-query attention (docs/contract.md): with query_starts the query and output are
+  // [T, H, D]. Without it an nhd or hnd layout runs as single-token requests on the same operator.
+  std::string query_starts;       // "" = one token per request
+  std::string tree_mask;          // "" = none (needs query_starts)
+  std::string lse;                // "" = not written; else <f4 [T, H] (or [S, H])
+  std::string kv_layout = "vllm";  // vllm | nhd | hnd
 };
 int run_attend(const AttendArgs& args);
 

@@ -14,12 +14,18 @@ namespace {
 using namespace vkpaged::cli;
 
 void add_attend_options(CLI::App& cmd, AttendArgs& a, float& scale) {
-  cmd.add_option("--query", a.query, "[S, H, D] query: <f4, <f2, or <u2 with --dtype bf16")->required()->type_name("Q.npy");
-  cmd.add_option("--key-cache", a.key_cache, "[N, Hkv, D/x, B, x] key cache")->required()->type_name("K.npy");
-  cmd.add_option("--value-cache", a.value_cache, "[N, Hkv, D, B] value cache")->required()->type_name("V.npy");
+  cmd.add_option("--query", a.query, "[S, H, D] query ([T, H, D] with --query-starts): <f4, <f2, or <u2 with --dtype bf16")
+      ->required()
+      ->type_name("Q.npy");
+  cmd.add_option("--key-cache", a.key_cache, "key cache: [N, Hkv, D/x, B, x] (vllm), [N, B, Hkv, D] (nhd), [N, Hkv, B, D] (hnd)")
+      ->required()
+      ->type_name("K.npy");
+  cmd.add_option("--value-cache", a.value_cache, "value cache: [N, Hkv, D, B] (vllm), else as the key cache")
+      ->required()
+      ->type_name("V.npy");
   cmd.add_option("--block-tables", a.block_tables, "[S, M] block ids: <i4, <u4 or <i8")->required()->type_name("BT.npy");
   cmd.add_option("--context-lens", a.context_lens, "[S] context lengths: <i4, <u4 or <i8")->required()->type_name("CL.npy");
-  cmd.add_option("--out", a.out, "[S, H, D] output, in the query's dtype, written atomically")->required()->type_name("O.npy");
+  cmd.add_option("--out", a.out, "output shaped as the query, in its dtype, written atomically")->required()->type_name("O.npy");
   cmd.add_option("--scale", scale, "logit scale (default 1/sqrt(D))")->type_name("F");
   cmd.add_option("--alibi-slopes", a.alibi_slopes, "[H] <f4 ALiBi slopes")->type_name("A.npy");
   cmd.add_option("--softcap", a.softcap, "soft cap c: logit = c*tanh(logit/c) (0 = off)")->type_name("F");
@@ -32,6 +38,14 @@ void add_attend_options(CLI::App& cmd, AttendArgs& a, float& scale) {
   cmd.add_option("--dtype", a.dtype, "bf16: <u2 query and caches hold bf16 bits (default auto)")->type_name("bf16");
   cmd.add_option("--device", a.device, "Vulkan device index or name substring, or cpu for the CPU reference")
       ->type_name("INDEX|NAME|cpu");
+  cmd.add_option("--query-starts", a.query_starts,
+                 "[S + 1] <i4 first query token of each request (multi-query attention: prefill, chunks, speculative)")
+      ->type_name("QS.npy");
+  cmd.add_option("--tree-mask", a.tree_mask,
+                 "|u1 0/1 bytes: each request's q_s x q_s mask, row j = what new token j sees (with --query-starts)")
+      ->type_name("TM.npy");
+  cmd.add_option("--lse", a.lse, "also write the log-sum-exp, <f4 [T, H] (or [S, H]), written atomically")->type_name("L.npy");
+  cmd.add_option("--kv-layout", a.kv_layout, "the caches' layout (default vllm)")->type_name("vllm|nhd|hnd");
   cmd.add_option("--split", a.split, "extra: auto, single (one pass) or split (partitions + reduce)")
       ->type_name("auto|single|split");
   cmd.add_option("--partition-tokens", a.partition_tokens, "extra: tokens per split partition, a multiple of 256 (0 = auto)")
@@ -160,7 +174,7 @@ int run(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "list the Vulkan devices and the features vkpaged uses on each");
   AttendArgs attend_args;
   float scale = 0.0f;
-  auto* attend = app.add_subcommand("attend", "decode attention on .npy inputs (docs/contract.md)");
+  auto* attend = app.add_subcommand("attend", "decode or multi-query attention on .npy inputs (docs/contract.md)");
   add_attend_options(*attend, attend_args, scale);
   DemoArgs demo_args;
   auto* demo = app.add_subcommand("demo", "decode a batch step by step on the paged cache, checked against the CPU reference");

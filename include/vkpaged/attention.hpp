@@ -1,0 +1,185 @@
+#pragma once
+// Attention over the paged cache for a whole engine step: each request brings one or more new
+// query tokens (decode, speculative verification, prefill chunks after a cached prefix, whole
+// prompts), all in one recorded operator. The math, layouts and bad-input answers are those of
+// docs/contract.md, "Multi-query attention"; decode is its case of one token per request.
+//
+//   AttentionPlan plan = AttentionPlan::create(ctx, shape, query_starts);  // host, once per step
+//   record_attention(ctx, cmd, plan, views, params);                       // records, allocates no GPU memory
+//
+// The plan takes the step's query_starts on the host: it checks them, chooses the kernel family
+// and the work split, and sizes the scratch. A batch of single tokens runs on the decode kernels
+// (DecodePlan, so an engine's decode steps keep their speed); any other batch on the attention
+// kernels, whose work the plan sizes from the request lengths.
+//
+// record_attention reads query, caches, block tables, context lengths, query starts, tree
+// mask, ALiBi slopes and sinks, and writes output, LSE, scratch and status, all as storage
+// buffers in the compute shader stage (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, SHADER_READ /
+// SHADER_WRITE). The caller places the barriers that make its inputs visible before and its
+// outputs visible after.
+//
+// Names: "attention", not "prefill" (decode and speculative steps run through it too) nor
+// "multi-query" (which also names a model with one kv head).
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "vkpaged/context.hpp"
+#include "vkpaged/decode.hpp"
+#include "vkpaged/export.hpp"
+#include "vkpaged/kv_layout.hpp"
+#include "vkpaged/tensor.hpp"
+
+namespace vkpaged {
+
+// Which kernel family runs a plan.
+enum class AttentionKernel {
+  automatic,  // decode kernels for a batch of single tokens they can take (vllm layout, no tree
+              // mask), else the attention kernel
+  decode,     // DecodePlan's kernels: every q_s = 1, the vllm layout, no tree mask; refused elsewhere
+  scalar,     // the portable attention kernel (every device, dtype, layout and feature), whatever the batch
+};
+
+// What shapes the work (specialization constants, grid, scratch): validated by AttentionPlan::create.
+struct AttentionShape {
+  uint32_t num_requests = 0;        // S
+  uint32_t num_query_tokens = 0;    // T = sum of q_s
+  uint32_t num_heads = 0;           // H
+  uint32_t num_kv_heads = 0;        // Hkv
+  uint32_t head_size = 0;           // D: a multiple of 8 from 32 to 256 (512 on the decode kernels)
+  uint32_t block_size = 0;          // B: a power of two from 1 to 128
+  uint32_t num_blocks = 0;          // N: blocks in the cache
+  uint32_t max_blocks_per_seq = 0;  // M: columns of the block table
+  // Upper bound on every context length, used to size the split; 0 means M * B.
+  uint32_t max_context_len = 0;
+  DType query_dtype = DType::f16;  // query and output: f32, f16, bf16
+  DType cache_dtype = DType::f16;  // f32, f16, bf16, fp8_e4m3, fp8_e5m2
+  KvLayout kv_layout = KvLayout::vllm;
+  uint32_t sliding_window = 0;  // W > 0: a query at p attends [max(0, p - W + 1), p]; 0 = off
+  bool softcap = false;    // a soft cap will be given (AttentionParams::softcap > 0)
+  bool alibi = false;      // ALiBi slopes [H] f32 will be given
+  bool sinks = false;      // sink logits [H] f32 will be given
+  bool lse = false;        // write log-sum-exp [T, H] f32
+  bool tree_mask = false;  // tree masks (AttentionViews::tree_mask) will be given
+};
+
+// How the plan may run. Nothing here changes the results beyond the contract's tolerances.
+struct AttentionOptions {
+  AttentionKernel kernel = AttentionKernel::automatic;
+  SplitMode split = SplitMode::automatic;  // split the key positions into partitions merged after
+  uint32_t partition_tokens = 0;           // split: key positions per partition (multiple of 256); 0 = auto
+};
+
+// Per-call values, passed when recording (one plan serves every layer of a step).
+struct AttentionParams {
+  std::optional<float> scale;  // default 1/sqrt(head_size); finite and > 0
+  float softcap = 0.0f;        // > 0 exactly when the plan's shape.softcap: logit = c * tanh(logit / c)
+  float k_scale = 1.0f;        // fp8 caches: key = decode(byte) * k_scale (finite and > 0; ignored otherwise)
+  float v_scale = 1.0f;
+};
+
+namespace detail {
+struct AttentionPlanData;
+}
+
+class VKPAGED_API AttentionPlan {
+ public:
+  // Validates the shape, the query starts ([S + 1] on the host, the values the device will
+  // hold: query_starts[0] = 0, each q_s >= 1, query_starts[S] = T) and the options against the
+  // contract and the device, chooses the kernel and the split, and creates (or finds) the
+  // pipelines. Throws vkpaged::Error naming the argument.
+  static AttentionPlan create(Context& context, const AttentionShape& shape, std::span<const int32_t> query_starts,
+                              const AttentionOptions& options = {});
+
+  AttentionPlan(const AttentionPlan&);
+  AttentionPlan& operator=(const AttentionPlan&);
+  AttentionPlan(AttentionPlan&&) noexcept;
+  AttentionPlan& operator=(AttentionPlan&&) noexcept;
+  ~AttentionPlan();
+
+  const AttentionShape& shape() const noexcept;
+  const AttentionOptions& options() const noexcept;
+  AttentionKernel kernel() const noexcept;     // decode or scalar: the family that runs it
+  uint32_t max_query_tokens() const noexcept;  // the longest request's q_s
+  size_t tree_mask_bytes() const noexcept;     // sum of q_s^2: AttentionViews::tree_mask's size; 0 without
+  bool split() const noexcept;
+  uint32_t num_partitions() const noexcept;    // 1 when not split
+  size_t scratch_bytes() const noexcept;       // size of AttentionViews::scratch; 0 when not split
+  std::string describe() const;
+
+  const detail::AttentionPlanData& data() const noexcept { return *data_; }
+
+ private:
+  explicit AttentionPlan(std::unique_ptr<detail::AttentionPlanData> data);
+  std::unique_ptr<detail::AttentionPlanData> data_;
+};
+
+// The buffers of one call. Cache shapes by layout (x = 16 / element bytes):
+//   vllm: key [N, Hkv, D/x, B, x], value [N, Hkv, D, B];  nhd: [N, B, Hkv, D];  hnd: [N, Hkv, B, D].
+struct AttentionViews {
+  TensorView query;          // [T, H, D] query_dtype
+  TensorView key_cache;      // cache_dtype (u8 for fp8)
+  TensorView value_cache;
+  TensorView block_tables;   // [S, M] i32 or u32
+  TensorView context_lens;   // [S] i32 or u32: L_s >= q_s, the new tokens' keys and values included
+  TensorView query_starts;   // [S + 1] i32 or u32: the plan's values
+  TensorView output;         // [T, H, D] query_dtype
+  TensorView lse;            // [T, H] f32, when shape.lse
+  // u8 [plan.tree_mask_bytes()], when shape.tree_mask: the requests' q_s x q_s matrices one after
+  // another, row j (new token j) by row, 1 where token j sees token j'. The view's buffer range
+  // covers whole 32-bit words (its size rounded up to 4 bytes).
+  TensorView tree_mask;
+  TensorView alibi_slopes;   // [H] f32, when shape.alibi
+  TensorView sinks;          // [H] f32, when shape.sinks
+  BufferView scratch;        // plan.scratch_bytes() bytes, when the plan splits
+  // Optional [1] u32: the shaders OR in kStatus* bits when they meet a block id >= N, a
+  // context length > M * B or below its request's q_s, or query starts that do not rise within
+  // [0, T] in device memory (they skip or clamp what is wrong and go on safely).
+  BufferView status;
+};
+
+constexpr uint32_t kStatusBadQueryStarts = 32u;
+
+// Checks the params and the views against the plan (dtypes, shapes, sizes, alignment) and
+// records the work.
+VKPAGED_API void record_attention(Context& context, VkCommandBuffer cmd, const AttentionPlan& plan,
+                                  const AttentionViews& views, const AttentionParams& params = {});
+
+// Host-side inputs for the convenience path, the CPU reference and the CLI.
+struct AttentionInputs {
+  HostTensor query;          // [T, H, D] f32, f16 or bf16
+  HostTensor key_cache;      // in kv_layout
+  HostTensor value_cache;
+  HostTensor block_tables;   // [S, M] i32 or u32 (i64 accepted: values must fit)
+  HostTensor context_lens;   // [S] i32 or u32 (i64 accepted)
+  HostTensor query_starts;   // [S + 1] i32 or u32 (i64 accepted)
+  HostTensor tree_mask;      // optional u8 [sum of q_s^2]
+  HostTensor alibi_slopes;   // optional [H] f32
+  HostTensor sinks;          // optional [H] f32
+  DType cache_dtype = DType::f16;  // how the cache bytes are to be read (u8 arrays for fp8)
+  KvLayout kv_layout = KvLayout::vllm;
+  uint32_t sliding_window = 0;
+};
+
+struct AttentionResult {
+  HostTensor output;  // [T, H, D] query dtype
+  HostTensor lse;     // [T, H] f32 (when asked for)
+};
+
+// Derives the shape from host inputs and validates it (the checks of AttentionPlan::create,
+// plus what the host sees here: block ids < N, q_s <= context lengths <= M * B, a tree mask of
+// 0/1 bytes). The soft cap is on when params.softcap > 0. Throws vkpaged::Error.
+VKPAGED_API AttentionShape attention_shape_of(const AttentionInputs& inputs, const AttentionParams& params = {},
+                                              bool want_lse = false);
+
+// Convenience: uploads, plans, runs and waits, downloads. Throws vkpaged::Error; an internal
+// error when the shaders flag a value the host checks passed.
+VKPAGED_API AttentionResult batch_attention(Context& context, const AttentionInputs& inputs,
+                                            const AttentionParams& params = {}, const AttentionOptions& options = {},
+                                            bool want_lse = false);
+
+}  // namespace vkpaged

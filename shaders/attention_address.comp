@@ -1,0 +1,4 @@
+#version 450
+// Multi-query attention over caches larger than maxStorageBufferRange (buffer device addresses).
+#define VKP_ADDRESS 1
+#include "common/attention_kernel.glsl"

@@ -1,0 +1,42 @@
+// One online-softmax state and its merge, for every kernel and pass that attends or merges
+// attention (docs/contract.md steps 6-9). As FlashInfer's state_t, a state is the running max m
+// of its logits, the sum l of exp(logit - m), and the value sums o = sum exp(logit - m) v; here
+// the state holds m and l, and the caller keeps its o (one value per dim it owns: the layout of
+// o differs from kernel to kernel) and applies the weights these functions return.
+//   empty:    m = -inf, l = 0, o = 0 (no position attended)
+//   poisoned: m = NaN (a non-finite query or attended key, step 9): it spreads through every
+//             merge and finishes as NaN outputs and LSE.
+// No function relies on max() or exp() propagating NaN (GLSL leaves that to the device, and
+// NVIDIA's max() drops it): NaN is tested on the bits, which no compiler may fold away.
+#ifndef VKPAGED_SOFTMAX_STATE_GLSL
+#define VKPAGED_SOFTMAX_STATE_GLSL
+
+#define VKP_NEG_INF uintBitsToFloat(0xff800000u)
+#define VKP_NAN uintBitsToFloat(0x7fc00000u)
+
+// NaN or +-Inf: every exponent bit set.
+bool non_finite_bits(float x) { return (floatBitsToUint(x) & 0x7f800000u) == 0x7f800000u; }
+bool nan_bits(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
+
+// The factor that rescales sums made under max m once the max is m_new >= m (0 from an empty
+// state, whose sums are 0).
+float softmax_rescale(float m, float m_new) { return m == VKP_NEG_INF ? 0.0 : exp(m - m_new); }
+
+// Merges state (m2, l2) into (m, l) and returns the weights of the two value sums:
+// o = w.x * o + w.y * o2. The log-sum-exp merge of split partitions and of cascade attention:
+// an empty side weighs 0, a poisoned side makes the result poisoned (NaN weights).
+vec2 softmax_merge(inout float m, inout float l, float m2, float l2) {
+  if (nan_bits(m) || nan_bits(m2)) {
+    m = VKP_NAN;
+    l = VKP_NAN;
+    return vec2(VKP_NAN);
+  }
+  const float m_new = max(m, m2);
+  if (m_new == VKP_NEG_INF) return vec2(1.0, 0.0);  // both empty
+  const vec2 w = vec2(softmax_rescale(m, m_new), softmax_rescale(m2, m_new));
+  l = l * w.x + l2 * w.y;
+  m = m_new;
+  return w;
+}
+
+#endif  // VKPAGED_SOFTMAX_STATE_GLSL

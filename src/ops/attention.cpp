@@ -1,0 +1,302 @@
+// Host side of shaders/attention*.comp and shaders/attention_merge.comp: the plan (the pure
+// planner's choice, made into a decode plan or the attention pipelines), view checks and
+// recording.
+#include "vkpaged/attention.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+
+#include "embedded_shaders.hpp"
+#include "ops/attention_plan.hpp"
+#include "ops/attention_validation.hpp"
+#include "ops/decode_plan.hpp"
+#include "ops/view_checks.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged {
+
+static_assert(kStatusBadQueryStarts == STATUS_BAD_QUERY_STARTS,
+              "the status bits of include/vkpaged/attention.hpp and shaders/common/shader_interface.h");
+static_assert(uint32_t(KvLayout::vllm) == KV_LAYOUT_VLLM && uint32_t(KvLayout::nhd) == KV_LAYOUT_NHD &&
+                  uint32_t(KvLayout::hnd) == KV_LAYOUT_HND,
+              "the layouts of include/vkpaged/kv_layout.hpp and shaders/common/shader_interface.h");
+
+using detail::AttentionPlanData;
+namespace sh = vkpaged::shader;
+
+namespace {
+
+detail::AttentionDeviceProperties device_properties(const detail::ContextImpl& impl) {
+  detail::AttentionDeviceProperties d;
+  d.name = impl.info.name;
+  d.compute_units = impl.info.compute_units;
+  d.max_workgroup_invocations = impl.info.max_workgroup_invocations;
+  d.max_shared_memory = impl.info.max_shared_memory;
+  d.max_storage_buffer_range = impl.info.max_storage_buffer_range;
+  d.buffer_device_address = impl.buffer_device_address;
+  return d;
+}
+
+// A batch of single tokens as the decode plan it runs as. The per-call values travel when
+// recording (record_attention); the plan only needs to know that a soft cap will come.
+DecodePlan make_decode_plan(Context& context, const AttentionShape& s, const AttentionOptions& o) {
+  DecodeShape d;
+  d.num_seqs = s.num_requests;
+  d.num_heads = s.num_heads;
+  d.num_kv_heads = s.num_kv_heads;
+  d.head_size = s.head_size;
+  d.block_size = s.block_size;
+  d.num_blocks = s.num_blocks;
+  d.max_blocks_per_seq = s.max_blocks_per_seq;
+  d.max_context_len = s.max_context_len;
+  d.query_dtype = s.query_dtype;
+  d.cache_dtype = s.cache_dtype;
+  d.alibi = s.alibi;
+  d.sinks = s.sinks;
+  d.lse = s.lse;
+  DecodeOptions options;
+  options.softcap = s.softcap ? 1.0f : 0.0f;
+  options.sliding_window = s.sliding_window;
+  options.split = o.split;
+  options.partition_tokens = o.partition_tokens;
+  return DecodePlan::create(context, d, options);
+}
+
+uint32_t feature_bits(const AttentionShape& s, bool split) {
+  uint32_t f = 0;
+  if (s.alibi) f |= ATTN_FEATURE_ALIBI;
+  if (s.softcap) f |= ATTN_FEATURE_SOFTCAP;
+  if (s.sinks) f |= ATTN_FEATURE_SINKS;
+  if (s.sliding_window > 0) f |= ATTN_FEATURE_WINDOW;
+  if (s.lse) f |= ATTN_FEATURE_LSE;
+  if (split) f |= ATTN_FEATURE_SPLIT;
+  if (s.tree_mask) f |= ATTN_FEATURE_TREE_MASK;
+  return f;
+}
+
+}  // namespace
+
+// ---- AttentionPlan ----
+
+AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shape, std::span<const int32_t> query_starts,
+                                    const AttentionOptions& options) {
+  auto& impl = context.impl();
+  auto p = std::make_unique<AttentionPlanData>();
+  p->shape = shape;
+  p->options = options;
+  p->choice = detail::plan_attention(device_properties(impl), shape, query_starts, options);
+  const auto& c = p->choice;
+  if (c.kernel == AttentionKernel::decode) {
+    p->decode = make_decode_plan(context, shape, options);
+    return AttentionPlan(std::move(p));
+  }
+  std::array<uint32_t, ATTN_SC_COUNT> spec{};
+  spec[ATTN_SC_WORKGROUP] = c.workgroup;
+  spec[ATTN_SC_HEAD_SIZE] = shape.head_size;
+  spec[ATTN_SC_BLOCK_SIZE] = shape.block_size;
+  spec[ATTN_SC_ROWS] = c.rows;
+  spec[ATTN_SC_HEADS_PER_WORKGROUP] = c.heads_per_workgroup;
+  spec[ATTN_SC_ROW_PARTS] = c.row_parts;
+  spec[ATTN_SC_QUERY_DTYPE] = uint32_t(shape.query_dtype);
+  spec[ATTN_SC_CACHE_DTYPE] = uint32_t(shape.cache_dtype);
+  spec[ATTN_SC_KV_LAYOUT] = uint32_t(shape.kv_layout);
+  const uint32_t features = feature_bits(shape, c.split);
+  spec[ATTN_SC_FEATURES] = features;
+  const auto& shader = c.address ? vk::shader_attention_address() : vk::shader_attention();
+  p->attention = &impl.pipeline(shader, spec, ATTN_BINDING_COUNT, sizeof(sh::AttentionPush));
+  if (c.split) {
+    std::array<uint32_t, ATTN_MERGE_SC_COUNT> mspec{};
+    mspec[ATTN_MERGE_SC_WORKGROUP] = c.merge_workgroup;
+    mspec[ATTN_MERGE_SC_HEAD_SIZE] = shape.head_size;
+    mspec[ATTN_MERGE_SC_QUERY_DTYPE] = uint32_t(shape.query_dtype);
+    mspec[ATTN_MERGE_SC_FEATURES] = features;
+    p->merge = &impl.pipeline(vk::shader_attention_merge(), mspec, ATTN_MERGE_BINDING_COUNT, sizeof(sh::AttentionPush));
+  }
+  return AttentionPlan(std::move(p));
+}
+
+AttentionPlan::AttentionPlan(std::unique_ptr<AttentionPlanData> data) : data_(std::move(data)) {}
+AttentionPlan::AttentionPlan(const AttentionPlan& o) : data_(std::make_unique<AttentionPlanData>(*o.data_)) {}
+AttentionPlan& AttentionPlan::operator=(const AttentionPlan& o) {
+  data_ = std::make_unique<AttentionPlanData>(*o.data_);
+  return *this;
+}
+AttentionPlan::AttentionPlan(AttentionPlan&&) noexcept = default;
+AttentionPlan& AttentionPlan::operator=(AttentionPlan&&) noexcept = default;
+AttentionPlan::~AttentionPlan() = default;
+const AttentionShape& AttentionPlan::shape() const noexcept { return data_->shape; }
+const AttentionOptions& AttentionPlan::options() const noexcept { return data_->options; }
+AttentionKernel AttentionPlan::kernel() const noexcept { return data_->choice.kernel; }
+uint32_t AttentionPlan::max_query_tokens() const noexcept { return data_->choice.max_query_tokens; }
+size_t AttentionPlan::tree_mask_bytes() const noexcept { return data_->choice.tree_mask_bytes; }
+bool AttentionPlan::split() const noexcept { return data_->decode ? data_->decode->split() : data_->choice.split; }
+uint32_t AttentionPlan::num_partitions() const noexcept {
+  return data_->decode ? data_->decode->num_partitions() : data_->choice.num_partitions;
+}
+size_t AttentionPlan::scratch_bytes() const noexcept {
+  return data_->decode ? data_->decode->scratch_bytes() : data_->choice.scratch_bytes;
+}
+
+std::string AttentionPlan::describe() const {
+  const auto& p = *data_;
+  if (p.decode) return "decode kernels: " + p.decode->describe();
+  const auto& c = p.choice;
+  std::string path = c.split ? fmt::format("split {} x {} positions", c.num_partitions, c.partition_tokens) : "one pass";
+  return fmt::format("{}, attention kernel, {} rows ({} tokens x {} heads)/wg, wg {}, {} row parts{}", path, c.rows,
+                     c.tokens_per_tile, c.heads_per_workgroup, c.workgroup, c.row_parts,
+                     c.address ? ", caches by device address" : "");
+}
+
+// ---- recording ----
+
+namespace {
+
+void check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, const AttentionViews& v) {
+  using detail::check_view;
+  const auto& s = p.shape;
+  const int64_t S = s.num_requests, T = s.num_query_tokens, H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_size,
+                B = s.block_size, N = s.num_blocks;
+  const int64_t x = cache_pack_factor(s.cache_dtype);
+  const DType cache_elem = is_fp8_dtype(s.cache_dtype) ? DType::u8 : s.cache_dtype;
+  // Caches read by device address need not fit one descriptor's range.
+  const bool cache_range = !(p.choice.kernel == AttentionKernel::scalar && p.choice.address) &&
+                           !(p.decode && p.decode->data().address);
+  check_view(impl, "query", v.query, {s.query_dtype}, Shape{T, H, D}, 4);
+  check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype}, detail::key_cache_shape(s.kv_layout, N, Hkv, D, B, x),
+             16, cache_range);
+  check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype},
+             detail::value_cache_shape(s.kv_layout, N, Hkv, D, B), 16, cache_range);
+  check_view(impl, "block_tables", v.block_tables, {DType::i32, DType::u32}, Shape{S, int64_t(s.max_blocks_per_seq)}, 4);
+  check_view(impl, "context_lens", v.context_lens, {DType::i32, DType::u32}, Shape{S}, 4);
+  check_view(impl, "query_starts", v.query_starts, {DType::i32, DType::u32}, Shape{S + 1}, 4);
+  check_view(impl, "output", v.output, {s.query_dtype}, Shape{T, H, D}, 4);
+  if (s.lse) check_view(impl, "lse", v.lse, {DType::f32}, Shape{T, H}, 4);
+  if (s.tree_mask) {
+    const size_t bytes = p.choice.tree_mask_bytes;
+    check_view(impl, "tree_mask", v.tree_mask, {DType::u8}, Shape{int64_t(bytes)}, 4);
+    if (v.tree_mask.memory.size < (bytes + 3) / 4 * 4)
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("tree_mask: a view of {} bytes ends inside a 32-bit word; the shader reads whole words, so "
+                              "the view must cover {} bytes (the buffer padded to a multiple of 4)",
+                              v.tree_mask.memory.size, (bytes + 3) / 4 * 4));
+  }
+  if (s.alibi) check_view(impl, "alibi_slopes", v.alibi_slopes, {DType::f32}, Shape{H}, 4);
+  if (s.sinks) check_view(impl, "sinks", v.sinks, {DType::f32}, Shape{H}, 4);
+  const size_t scratch = p.decode ? p.decode->scratch_bytes() : p.choice.scratch_bytes;
+  if (scratch) detail::check_buffer(impl, "scratch", v.scratch, scratch, 4);
+  if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
+}
+
+// A batch of single tokens on its decode plan. Until record_decode takes its per-call values
+// when recording (the decode planner's DecodeParams), they travel in a copy of the plan.
+void record_as_decode(Context& context, VkCommandBuffer cmd, const AttentionPlanData& p, const AttentionViews& v,
+                      const AttentionParams& params) {
+  DecodePlan per_call = *p.decode;
+  auto& options = const_cast<detail::DecodePlanData&>(per_call.data()).options;  // the copy's own data
+  options.scale = params.scale;
+  options.softcap = params.softcap;
+  options.k_scale = params.k_scale;
+  options.v_scale = params.v_scale;
+  DecodeViews d;
+  d.query = v.query;
+  d.key_cache = v.key_cache;
+  d.value_cache = v.value_cache;
+  d.block_tables = v.block_tables;
+  d.context_lens = v.context_lens;
+  d.output = v.output;
+  d.alibi_slopes = v.alibi_slopes;
+  d.sinks = v.sinks;
+  d.lse = v.lse;
+  d.scratch = v.scratch;
+  d.status = v.status;
+  record_decode(context, cmd, per_call, d);
+}
+
+}  // namespace
+
+void record_attention(Context& context, VkCommandBuffer cmd, const AttentionPlan& plan, const AttentionViews& v,
+                      const AttentionParams& params) {
+  const auto& p = plan.data();
+  const auto& s = p.shape;
+  auto& impl = context.impl();
+  detail::validate_attention_params(params, s);
+  check_views(impl, p, v);
+  if (s.num_requests == 0) return;
+  if (p.decode) return record_as_decode(context, cmd, p, v, params);
+
+  const auto& c = p.choice;
+  std::array<detail::BoundView, ATTN_BINDING_COUNT> bound;
+  bound[ATTN_BINDING_QUERY] = impl.bind_view(v.query.memory);
+  bound[ATTN_BINDING_KEY_CACHE] = impl.bind_view(c.address ? BufferView{} : v.key_cache.memory);
+  bound[ATTN_BINDING_VALUE_CACHE] = impl.bind_view(c.address ? BufferView{} : v.value_cache.memory);
+  bound[ATTN_BINDING_BLOCK_TABLES] = impl.bind_view(v.block_tables.memory);
+  bound[ATTN_BINDING_CONTEXT_LENS] = impl.bind_view(v.context_lens.memory);
+  bound[ATTN_BINDING_QUERY_STARTS] = impl.bind_view(v.query_starts.memory);
+  bound[ATTN_BINDING_OUTPUT] = impl.bind_view(v.output.memory);
+  bound[ATTN_BINDING_ALIBI] = impl.bind_view(s.alibi ? v.alibi_slopes.memory : BufferView{});
+  bound[ATTN_BINDING_SINKS] = impl.bind_view(s.sinks ? v.sinks.memory : BufferView{});
+  bound[ATTN_BINDING_LSE] = impl.bind_view(s.lse ? v.lse.memory : BufferView{});
+  bound[ATTN_BINDING_SCRATCH] = impl.bind_view(c.split ? v.scratch : BufferView{});
+  bound[ATTN_BINDING_STATUS] = impl.bind_view(v.status);
+  bound[ATTN_BINDING_TREE_MASK] = impl.bind_view(s.tree_mask ? v.tree_mask.memory : BufferView{});
+
+  sh::AttentionPush push{};
+  push.num_requests = s.num_requests;
+  push.num_tokens = s.num_query_tokens;
+  push.num_heads = s.num_heads;
+  push.num_kv_heads = s.num_kv_heads;
+  push.num_blocks = s.num_blocks;
+  push.max_blocks_per_seq = s.max_blocks_per_seq;
+  push.sliding_window = s.sliding_window;
+  push.context_cap = c.context_cap;
+  push.partition_tokens = c.partition_tokens;
+  push.num_partitions = c.num_partitions;
+  push.tree_mask_bytes = uint32_t(c.tree_mask_bytes);
+  push.query_offset = bound[ATTN_BINDING_QUERY].word_offset;
+  push.key_offset = bound[ATTN_BINDING_KEY_CACHE].word_offset;
+  push.value_offset = bound[ATTN_BINDING_VALUE_CACHE].word_offset;
+  push.block_tables_offset = bound[ATTN_BINDING_BLOCK_TABLES].word_offset;
+  push.context_lens_offset = bound[ATTN_BINDING_CONTEXT_LENS].word_offset;
+  push.query_starts_offset = bound[ATTN_BINDING_QUERY_STARTS].word_offset;
+  push.output_offset = bound[ATTN_BINDING_OUTPUT].word_offset;
+  push.alibi_offset = bound[ATTN_BINDING_ALIBI].word_offset;
+  push.sinks_offset = bound[ATTN_BINDING_SINKS].word_offset;
+  push.lse_offset = bound[ATTN_BINDING_LSE].word_offset;
+  push.scratch_offset = bound[ATTN_BINDING_SCRATCH].word_offset;
+  push.status_offset = bound[ATTN_BINDING_STATUS].word_offset;
+  push.tree_mask_offset = bound[ATTN_BINDING_TREE_MASK].word_offset;
+  push.scale = params.scale ? *params.scale : 1.0f / std::sqrt(float(s.head_size));
+  push.softcap = params.softcap;
+  push.k_scale = params.k_scale;
+  push.v_scale = params.v_scale;
+  if (c.address) {
+    auto address_of = [&](const BufferView& view) {
+      VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+      info.buffer = view.buffer;
+      const uint64_t a = impl.d.vkGetBufferDeviceAddress(impl.device, &info) + view.offset;
+      return sh::uvec2{uint32_t(a), uint32_t(a >> 32)};
+    };
+    push.key_address = address_of(v.key_cache.memory);
+    push.value_address = address_of(v.value_cache.memory);
+  }
+  impl.dispatch(cmd, *p.attention, bound, &push, s.num_kv_heads * c.groups_per_kv_head, c.tile_slots, c.num_partitions);
+  if (!c.split) return;
+
+  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+  impl.d.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                              &barrier, 0, nullptr, 0, nullptr);
+  std::array<detail::BoundView, ATTN_MERGE_BINDING_COUNT> mbound;
+  mbound[ATTN_MERGE_BINDING_SCRATCH] = bound[ATTN_BINDING_SCRATCH];
+  mbound[ATTN_MERGE_BINDING_CONTEXT_LENS] = bound[ATTN_BINDING_CONTEXT_LENS];
+  mbound[ATTN_MERGE_BINDING_QUERY_STARTS] = bound[ATTN_BINDING_QUERY_STARTS];
+  mbound[ATTN_MERGE_BINDING_OUTPUT] = bound[ATTN_BINDING_OUTPUT];
+  mbound[ATTN_MERGE_BINDING_SINKS] = bound[ATTN_BINDING_SINKS];
+  mbound[ATTN_MERGE_BINDING_LSE] = bound[ATTN_BINDING_LSE];
+  impl.dispatch(cmd, *p.merge, mbound, &push, s.num_heads, s.num_query_tokens, 1);
+}
+
+}  // namespace vkpaged

@@ -1,0 +1,25 @@
+#pragma once
+// What AttentionPlan::create decides: the planner's choice, and what it made of it (a decode
+// plan, or the attention pipelines).
+#include <memory>
+#include <vector>
+
+#include "ops/attention_planner.hpp"
+#include "vk/context_impl.hpp"
+#include "vkpaged/attention.hpp"
+#include "vkpaged/decode.hpp"
+
+namespace vkpaged::detail {
+
+struct AttentionPlanData {
+  AttentionShape shape;
+  AttentionOptions options;
+  AttentionChoice choice;
+  // AttentionKernel::decode: the batch of single tokens runs as this decode plan.
+  std::optional<DecodePlan> decode;
+  // AttentionKernel::scalar
+  const ComputePipeline* attention = nullptr;
+  const ComputePipeline* merge = nullptr;  // when split
+};
+
+}  // namespace vkpaged::detail

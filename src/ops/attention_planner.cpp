@@ -1,0 +1,170 @@
+#include "ops/attention_planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ops/attention_validation.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::detail {
+
+namespace {
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+[[noreturn]] void unsupported(const std::string& message) { throw Error(ErrorCode::unsupported, message); }
+
+// The scalar kernel's workgroup: one key position per invocation in the score phase. 128 is
+// what every Vulkan device offers (maxComputeWorkGroupInvocations >= 128).
+constexpr uint32_t kWorkgroup = 128;
+// Rows per workgroup it chooses from: more rows share each key and value read, fewer leave
+// fewer rows idle for short requests (and take less shared memory).
+constexpr uint32_t kMinRows = 8;
+constexpr uint32_t kMaxRows = 32;
+// Split: workgroups wanted per compute unit, as the decode planner's default, and partitions
+// in multiples of this many positions.
+constexpr uint32_t kWorkgroupsPerComputeUnit = 4;
+constexpr uint32_t kPartitionQuantum = 256;
+// The merge pass: invocations over the output pairs of one row.
+constexpr uint32_t kMergeWorkgroup = 64;
+
+uint32_t longest_context(const AttentionShape& s) {
+  return s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
+}
+
+// The workgroup rows: enough for the longest request's tokens times the group's heads (up to
+// kMaxRows), halved while the device's shared memory is short.
+void choose_rows(AttentionChoice& c, const AttentionDeviceProperties& dev, const AttentionShape& s) {
+  const uint32_t group = s.num_heads / s.num_kv_heads;
+  const uint64_t wanted = uint64_t(c.max_query_tokens) * group;
+  c.workgroup = kWorkgroup;
+  c.rows = kMinRows;
+  while (c.rows < kMaxRows && c.rows < wanted) c.rows *= 2;
+  while (c.rows > kMinRows && attention_shared_bytes(c.rows, s.head_size, c.workgroup) > dev.max_shared_memory)
+    c.rows /= 2;
+  c.shared_bytes = attention_shared_bytes(c.rows, s.head_size, c.workgroup);
+  if (c.shared_bytes > dev.max_shared_memory)
+    unsupported(fmt::format("head_size: {} needs {} bytes of shared memory per workgroup, more than device {} has ({})",
+                            s.head_size, c.shared_bytes, dev.name, dev.max_shared_memory));
+  // A GQA group larger than the rows is sliced into equal parts.
+  c.groups_per_kv_head = uint32_t(ceil_div(group, c.rows));
+  c.heads_per_workgroup = uint32_t(ceil_div(group, c.groups_per_kv_head));
+  c.tokens_per_tile = c.rows / c.heads_per_workgroup;
+  // Value phase: rows split between invocations while the dims leave invocations idle.
+  c.row_parts = 1;
+  while (c.row_parts * 2 <= c.rows && c.row_parts * 2 * s.head_size <= c.workgroup) c.row_parts *= 2;
+}
+
+void choose_split(AttentionChoice& c, const AttentionDeviceProperties& dev, const AttentionShape& s,
+                  std::span<const int32_t> starts, const AttentionOptions& o) {
+  const uint32_t max_len = longest_context(s);
+  uint64_t tiles = 0;  // workgroups of one pass: the requests' tiles times the kv-head groups
+  for (size_t i = 0; i < s.num_requests; ++i) tiles += ceil_div(uint32_t(starts[i + 1] - starts[i]), c.tokens_per_tile);
+  const uint64_t workgroups = tiles * s.num_kv_heads * c.groups_per_kv_head;
+  uint32_t tokens = o.partition_tokens;
+  bool split = false;
+  if (o.split == SplitMode::single_pass || max_len == 0 || s.num_requests == 0) {
+    split = false;
+  } else if (o.split == SplitMode::split) {
+    split = true;
+    if (tokens == 0) tokens = uint32_t(std::max<uint64_t>(kPartitionQuantum, ceil_div(ceil_div(max_len, 4), kPartitionQuantum) * kPartitionQuantum));
+  } else if (tokens != 0) {
+    split = tokens < max_len;
+  } else {
+    // Few query tokens facing long contexts (speculative verification, a chunk's last tile):
+    // the one-pass grid would leave most of the device idle while a few workgroups walk
+    // thousands of positions each. Split when it fills less than half of the wanted
+    // workgroups, into partitions that bring the count up to about that many.
+    const uint64_t wanted = uint64_t(kWorkgroupsPerComputeUnit) * std::max(1u, dev.compute_units);
+    if (workgroups * 2 < wanted) {
+      const uint64_t parts = ceil_div(wanted, std::max<uint64_t>(workgroups, 1));
+      tokens = uint32_t(std::max<uint64_t>(kPartitionQuantum, ceil_div(ceil_div(max_len, parts), kPartitionQuantum) * kPartitionQuantum));
+      split = tokens < max_len;
+    }
+  }
+  const uint64_t partitions = split ? ceil_div(max_len, tokens) : 1;
+  const uint64_t scratch = split ? 4ull * s.num_query_tokens * s.num_heads * partitions * (s.head_size + 2) : 0;
+  const bool fits = partitions <= 65535 && scratch <= dev.max_storage_buffer_range && s.num_query_tokens <= 65535 &&
+                    s.num_heads <= 65535;
+  if (split && !fits) {
+    if (o.split == SplitMode::split || o.partition_tokens != 0)
+      unsupported(fmt::format("partition_tokens: {} partitions of {} positions for T = {} query tokens need {} bytes of "
+                              "scratch (at most 65535 partitions and 65535 query tokens, within the device's "
+                              "maxStorageBufferRange of {} bytes)",
+                              partitions, tokens, s.num_query_tokens, scratch, dev.max_storage_buffer_range));
+    split = false;  // automatic: one pass
+  }
+  c.split = split;
+  c.num_partitions = split ? uint32_t(partitions) : 1;
+  c.partition_tokens = split ? tokens : 0;
+  c.scratch_bytes = split ? size_t(scratch) : 0;
+  c.merge_workgroup = split ? std::min(kMergeWorkgroup, dev.max_workgroup_invocations) : 0;
+  const uint64_t cap = uint64_t(s.max_blocks_per_seq) * s.block_size;
+  c.context_cap = uint32_t(split ? std::min<uint64_t>(cap, uint64_t(c.num_partitions) * c.partition_tokens) : cap);
+}
+
+}  // namespace
+
+bool decode_kernels_take(const AttentionShape& s, bool single_tokens) {
+  return single_tokens && s.kv_layout == KvLayout::vllm && !s.tree_mask;
+}
+
+size_t attention_shared_bytes(uint32_t rows, uint32_t head_size, uint32_t workgroup) {
+  // queries (rows x D), scores (rows x tile), lane partials, tile blocks, 4 per-row arrays, mask base
+  return 4ull * (size_t(rows) * head_size + size_t(rows) * workgroup + 2ull * workgroup + 4ull * rows + 1);
+}
+
+AttentionChoice plan_attention(const AttentionDeviceProperties& dev, const AttentionShape& s,
+                               std::span<const int32_t> starts, const AttentionOptions& o) {
+  validate_attention_shape(s);
+  const QueryStartsSummary summary = validate_query_starts(s, starts);
+  if (o.partition_tokens % kPartitionQuantum != 0)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("partition_tokens: {} is not a multiple of {}", o.partition_tokens, kPartitionQuantum));
+  if (o.partition_tokens != 0 && o.split == SplitMode::single_pass)
+    throw Error(ErrorCode::invalid_argument, "partition_tokens: given with split = single_pass");
+  AttentionChoice c;
+  c.max_query_tokens = summary.max_query_tokens;
+  c.tree_mask_bytes = size_t(summary.tree_mask_bytes);
+  const bool decode_ok = decode_kernels_take(s, summary.single_tokens);
+  if (o.kernel == AttentionKernel::decode && !decode_ok)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("kernel: decode takes batches of single tokens (every q_s = 1; the longest here is {}) on the "
+                            "vllm layout (here {}) without a tree mask{}",
+                            summary.max_query_tokens, kv_layout_name(s.kv_layout), s.tree_mask ? " (one is given)" : ""));
+  if (o.kernel == AttentionKernel::decode || (o.kernel == AttentionKernel::automatic && decode_ok)) {
+    c.kernel = AttentionKernel::decode;  // DecodePlan::create makes the rest of the choices
+    return c;
+  }
+  c.kernel = AttentionKernel::scalar;
+  if (s.head_size > 256)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("head_size: {} runs on the decode kernels only (a batch of single tokens on the vllm layout "
+                            "without a tree mask); the attention kernel takes multiples of 8 from 32 to 256",
+                            s.head_size));
+  const uint64_t element_bytes = is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype);
+  const uint64_t block_bytes = uint64_t(s.num_kv_heads) * s.head_size * s.block_size * element_bytes;
+  if (block_bytes > 0xffffffffull)
+    unsupported(fmt::format("num_kv_heads: a block of {} kv heads x {} dims x {} positions is {} bytes, past 2^32 - 1",
+                            s.num_kv_heads, s.head_size, s.block_size, block_bytes));
+  const uint64_t pool_bytes = block_bytes * s.num_blocks;
+  c.address = pool_bytes + 256 > dev.max_storage_buffer_range;
+  if (c.address && !dev.buffer_device_address)
+    unsupported(fmt::format("num_blocks: a pool of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} "
+                            "bytes, and the context has no buffer device address to read it with",
+                            s.num_blocks, pool_bytes, dev.max_storage_buffer_range));
+  choose_rows(c, dev, s);
+  c.tile_slots = uint32_t(std::min<uint64_t>(uint64_t(s.num_query_tokens) / c.tokens_per_tile + s.num_requests, UINT32_MAX));
+  if (c.tile_slots > 65535)
+    unsupported(fmt::format("num_query_tokens: T = {} in tiles of {} tokens with S = {} requests need {} workgroups along "
+                            "one grid dimension, past the 65535 every device launches",
+                            s.num_query_tokens, c.tokens_per_tile, s.num_requests, c.tile_slots));
+  if (uint64_t(s.num_kv_heads) * c.groups_per_kv_head > 65535)
+    unsupported(fmt::format("num_kv_heads: {} kv heads need more than 65535 workgroups along one grid dimension",
+                            s.num_kv_heads));
+  choose_split(c, dev, s, starts, o);
+  return c;
+}
+
+}  // namespace vkpaged::detail

@@ -1,0 +1,42 @@
+#pragma once
+// The contract's argument checks for multi-query attention, shared by the plan, the recording,
+// the CPU reference and the CLI: each failure throws vkpaged::Error naming the argument and the
+// value. Host only (no Vulkan calls).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "vkpaged/attention.hpp"
+
+namespace vkpaged::detail {
+
+// Shape-level checks (dtypes, divisibility, head and block sizes, layout, T >= S). head_size 512
+// passes here: only the decode kernels take it (the planner refuses it elsewhere).
+void validate_attention_shape(const AttentionShape& shape);
+
+// What the host copy of query_starts tells: the longest request and the tree masks' size.
+struct QueryStartsSummary {
+  uint32_t max_query_tokens = 0;
+  uint64_t tree_mask_bytes = 0;  // sum of q_s^2
+  bool single_tokens = true;     // every q_s == 1
+};
+// query_starts [S + 1]: 0 first, T last, each q_s >= 1 and at most the longest context the
+// shape allows; the tree masks within 2^32 - 1 bytes.
+QueryStartsSummary validate_query_starts(const AttentionShape& shape, std::span<const int32_t> query_starts);
+
+// Per-call values: scale, soft cap (on exactly when shape.softcap), fp8 scales.
+void validate_attention_params(const AttentionParams& params, const AttentionShape& shape);
+
+// The contract's scale rule: finite and > 0, and for an fp8 cache's k_scale and v_scale small
+// enough that the format's largest value times it stays finite in f32.
+void check_attention_scale(const char* name, float value, DType cache_dtype);
+
+// The key and value cache shapes of `layout` (x = 16 / element bytes).
+Shape key_cache_shape(KvLayout layout, int64_t num_blocks, int64_t kv_heads, int64_t head_size, int64_t block_size,
+                      int64_t pack);
+Shape value_cache_shape(KvLayout layout, int64_t num_blocks, int64_t kv_heads, int64_t head_size, int64_t block_size);
+
+// query_starts of host inputs as int32 (i32, u32 or i64 values in [0, 2^31)).
+std::vector<int32_t> host_query_starts(const HostTensor& query_starts);
+
+}  // namespace vkpaged::detail

@@ -1,0 +1,151 @@
+// The multi-query attention reference against other ways to the same numbers: the decode
+// reference (an independent implementation) row by row, the three cache layouts, a causal
+// tree mask against none; and the refusals of attention_shape_of and the params. No GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "support/attention_case.hpp"
+#include "support/decode_case.hpp"
+#include "support/expect_error.hpp"
+#include "vkpaged/reference.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+// Every row of a multi-query batch as its own decode request: token j of request s is a
+// decode of length p + 1 (p = L - q + j) over the same block table, which the decode
+// reference computes independently. Holds for causal batches (no tree mask).
+DecodeInputs as_decode_rows(const AttentionInputs& in) {
+  const int64_t S = in.block_tables.shape()[0], M = in.block_tables.shape()[1], T = in.query.shape()[0];
+  DecodeInputs d;
+  d.query = in.query;
+  d.key_cache = in.key_cache;
+  d.value_cache = in.value_cache;
+  d.alibi_slopes = in.alibi_slopes;
+  d.sinks = in.sinks;
+  d.cache_dtype = in.cache_dtype;
+  d.block_tables = HostTensor(DType::i32, Shape{T, M});
+  d.context_lens = HostTensor(DType::i32, Shape{T});
+  for (int64_t s = 0; s < S; ++s) {
+    const int32_t q0 = in.query_starts.as<int32_t>()[s], q1 = in.query_starts.as<int32_t>()[s + 1];
+    const int32_t len = in.context_lens.as<int32_t>()[s];
+    for (int32_t t = q0; t < q1; ++t) {
+      d.context_lens.as<int32_t>()[t] = len - (q1 - q0) + (t - q0) + 1;
+      for (int64_t j = 0; j < M; ++j) d.block_tables.as<int32_t>()[t * M + j] = in.block_tables.as<int32_t>()[s * M + j];
+    }
+  }
+  return d;
+}
+
+TEST(AttentionReference, EveryRowIsADecodeOfItsPosition) {
+  AttentionCase c;
+  c.heads = 6;
+  c.kv_heads = 2;
+  c.lens = {1, 17, 40, 9};
+  c.new_tokens = {1, 17, 11, 4};
+  for (uint32_t mask = 0; mask < 16; ++mask) {
+    c.alibi = mask & 1;
+    c.sinks = mask & 2;
+    c.sliding_window = mask & 8 ? 7 : 0;
+    c.cache_dtype = mask & 4 ? DType::fp8_e5m2 : DType::f16;
+    std::mt19937 rng(mask);
+    const AttentionInputs in = make_attention_inputs(c, rng);
+    AttentionParams p = default_params(c);
+    p.scale = 0.4f;
+    p.softcap = mask & 4 ? 2.5f : 0.0f;
+    DecodeOptions o;
+    o.scale = p.scale;
+    o.softcap = p.softcap;
+    o.sliding_window = c.sliding_window;
+    o.k_scale = p.k_scale;
+    o.v_scale = p.v_scale;
+    const auto got = reference::batch_attention(in, p, true);
+    const auto want = reference::decode_attention(as_decode_rows(in), o, true);
+    EXPECT_LE(max_abs_diff(got.output, want.output), 1e-6) << c.str();
+    EXPECT_LE(max_abs_diff(got.lse, want.lse), 1e-6) << c.str();
+  }
+}
+
+TEST(AttentionReference, LayoutsHoldTheSameCache) {
+  AttentionCase c;
+  c.lens = {30, 7};
+  c.new_tokens = {5, 7};
+  c.tree_mask = TreeMask::tree;
+  std::mt19937 rng(2);
+  const AttentionInputs vllm = make_attention_inputs(c, rng);
+  const auto want = reference::batch_attention(vllm, default_params(c), true);
+  for (KvLayout layout : {KvLayout::nhd, KvLayout::hnd}) {
+    AttentionCase other = c;
+    other.layout = layout;
+    std::mt19937 unused(2);
+    AttentionInputs in = make_attention_inputs(other, unused);
+    // The same elements, moved to the other layout's places.
+    const int64_t N = vllm.key_cache.shape()[0];
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t g = 0; g < c.kv_heads; ++g)
+        for (int64_t d = 0; d < c.head_size; ++d)
+          for (int64_t o = 0; o < c.block_size; ++o) {
+            in.key_cache.set(size_t(key_index(other, b, g, d, o)), vllm.key_cache.get(size_t(key_index(c, b, g, d, o))));
+            in.value_cache.set(size_t(value_index(other, b, g, d, o)), vllm.value_cache.get(size_t(value_index(c, b, g, d, o))));
+          }
+    in.query = vllm.query;
+    in.block_tables = vllm.block_tables;
+    in.tree_mask = vllm.tree_mask;
+    const auto got = reference::batch_attention(in, default_params(c), true);
+    EXPECT_EQ(max_abs_diff(got.output, want.output), 0.0) << kv_layout_name(layout);
+    EXPECT_EQ(max_abs_diff(got.lse, want.lse), 0.0) << kv_layout_name(layout);
+  }
+}
+
+TEST(AttentionReference, ACausalTreeMaskIsNoMask) {
+  AttentionCase c;
+  c.lens = {30, 20};
+  c.new_tokens = {20, 20};  // more than 16 new tokens: the case maker's tree is a chain
+  c.tree_mask = TreeMask::tree;
+  std::mt19937 rng(4);
+  AttentionInputs in = make_attention_inputs(c, rng);
+  const auto masked = reference::batch_attention(in, default_params(c), true);
+  in.tree_mask = HostTensor();
+  const auto plain = reference::batch_attention(in, default_params(c), true);
+  EXPECT_EQ(max_abs_diff(masked.output, plain.output), 0.0);
+}
+
+TEST(AttentionReference, RefusesWhatTheContractRefuses) {
+  AttentionCase c;
+  c.tree_mask = TreeMask::random;
+  std::mt19937 rng(1);
+  const AttentionInputs good = make_attention_inputs(c, rng);
+  const AttentionParams p = default_params(c);
+  auto refused = [&](auto edit, const std::string& needle) {
+    AttentionInputs in = good;
+    AttentionParams params = p;
+    edit(in, params);
+    expect_refused([&] { reference::batch_attention(in, params); }, needle);
+  };
+  refused([](AttentionInputs& in, AttentionParams&) { in.context_lens.as<int32_t>()[1] = 2; },
+          "context_lens[1]: 2 is less than the request's q_s = 3");
+  refused([](AttentionInputs& in, AttentionParams&) { in.tree_mask.as<uint8_t>()[3] = 2; }, "tree_mask[3]: 2 is not 0 or 1");
+  refused([](AttentionInputs& in, AttentionParams&) { in.tree_mask = HostTensor(DType::u8, Shape{5}); },
+          "tree_mask: shape [5] is not [sum of q_s^2] = [34]");
+  refused([](AttentionInputs& in, AttentionParams&) { in.query_starts.as<int32_t>()[2] = 9; },
+          "query_starts[2]: 9 is not T = num_query_tokens = 8");
+  refused([](AttentionInputs& in, AttentionParams&) { in.query_starts = HostTensor(DType::i32, Shape{2}); },
+          "query_starts: 2 entries, expected S + 1 = 3");
+  refused([](AttentionInputs& in, AttentionParams&) { in.block_tables.as<int32_t>()[0] = 1000; },
+          "block_tables[0][0]: block id 1000");
+  refused([](AttentionInputs& in, AttentionParams&) { in.kv_layout = KvLayout::nhd; }, "key_cache: shape [");
+  refused([](AttentionInputs&, AttentionParams& params) { params.scale = 0.0f; }, "scale: 0 is not a finite scale > 0");
+  refused([](AttentionInputs&, AttentionParams& params) { params.softcap = -1.0f; }, "softcap: -1");
+  AttentionCase fp8 = c;
+  fp8.cache_dtype = DType::fp8_e4m3;
+  std::mt19937 rng8(1);
+  AttentionInputs in8 = make_attention_inputs(fp8, rng8);
+  AttentionParams big = default_params(fp8);
+  big.k_scale = 1e36f;  // 448 * 1e36 is past f32's largest
+  expect_refused([&] { reference::batch_attention(in8, big); }, "k_scale: 1e+36 is too large for an fp8_e4m3 cache");
+}
+
+}  // namespace
+}  // namespace vkpaged::test

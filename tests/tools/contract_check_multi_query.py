@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""contract_check_multi_query: `vkpaged attend --query-starts` against an independent
+implementation of docs/contract.md, "Multi-query attention".
+
+Written from the contract alone (NumPy, float64; it shares no code with vkpaged or with
+contract_check.py): it draws random engine steps (decode requests, prefill chunks after cached
+prefixes, whole prompts, speculative requests with tree masks) over the three cache layouts,
+writes them as .npy files, runs the CLI with --lse and compares output and log-sum-exp within
+the contract's tolerances. A few single-token cases go without --query-starts on the nhd and
+hnd layouts. Bad inputs must give a non-zero exit, one line on stderr naming the option, and no
+output file.
+
+    /usr/bin/python3 contract_check_multi_query.py path/to/vkpaged [--count N] [--seed S] [--device D]
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+# ---- element formats ----
+
+FP8 = {"fp8_e4m3": (4, 3, 7), "fp8_e5m2": (5, 2, 15)}  # exponent bits, mantissa bits, bias
+BYTES = {"f32": 4, "f16": 2, "bf16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
+TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "bf16": 2e-2}
+
+
+def fp8_values(name):
+    """The value of each of the 256 codes (NaN for NaN codes)."""
+    e_bits, m_bits, bias = FP8[name]
+    values = np.zeros(256)
+    for code in range(256):
+        e, m = (code >> m_bits) & ((1 << e_bits) - 1), code & ((1 << m_bits) - 1)
+        if name == "fp8_e4m3" and e == 15 and m == 7 or name == "fp8_e5m2" and e == 31:
+            v = np.nan if m or name == "fp8_e4m3" else np.inf
+        elif e == 0:
+            v = m * 2.0 ** (1 - bias - m_bits)
+        else:
+            v = (1 + m / 2.0 ** m_bits) * 2.0 ** (e - bias)
+        values[code] = -v if code & 0x80 else v
+    return values
+
+
+def to_bf16_bits(x):
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def store(values, dtype, scale=1.0, rng=None):
+    """What a file of `dtype` holds for `values`, and the float64 values it stands for."""
+    if dtype == "bf16":
+        bits = to_bf16_bits(values)
+        return bits, from_bf16_bits(bits)
+    if dtype in FP8:
+        table = fp8_values(dtype)
+        finite = np.array([c for c in range(256) if np.isfinite(table[c]) and abs(table[c]) * scale <= 1.0], np.uint8)
+        codes = rng.choice(finite, size=values.shape)
+        return codes, table[codes] * scale
+    a = values.astype({"f32": np.float32, "f16": np.float16}[dtype])
+    return a, a.astype(np.float64)
+
+
+# ---- the caches' layouts: element (block, kv head g, dim d, offset o) ----
+
+def cache_shapes(layout, N, Hkv, D, B, x):
+    if layout == "nhd":
+        return (N, B, Hkv, D), (N, B, Hkv, D)
+    if layout == "hnd":
+        return (N, Hkv, B, D), (N, Hkv, B, D)
+    return (N, Hkv, D // x, B, x), (N, Hkv, D, B)
+
+
+def as_nhbd(layout, k, v, x):
+    """Both caches as [N, Hkv, B, D] float64, read element by element from the layout's definition."""
+    if layout == "nhd":
+        return k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
+    if layout == "hnd":
+        return k, v
+    N, Hkv, Dx, B, _ = k.shape
+    return k.transpose(0, 1, 3, 2, 4).reshape(N, Hkv, B, Dx * x), v.transpose(0, 1, 3, 2)
+
+
+# ---- the contract ----
+
+def attention(q, k, v, tables, lens, starts, masks, scale, softcap, alibi, sinks, window):
+    """q [T, H, D]; k, v [N, Hkv, B, D]; masks: per request a q_s x q_s 0/1 array or None.
+    Returns output [T, H, D] and LSE [T, H]."""
+    T, H, D = q.shape
+    Hkv, B = k.shape[1], k.shape[2]
+    out, lse = np.zeros((T, H, D)), np.full((T, H), -np.inf)
+    for s in range(len(lens)):
+        L, q0, q1 = int(lens[s]), int(starts[s]), int(starts[s + 1])
+        n = q1 - q0
+        first_new = L - n
+        for j in range(n):
+            p = first_new + j
+            t0 = max(0, p - window + 1) if window > 0 else 0
+            t = np.arange(L)
+            if masks is None:
+                seen = (t >= t0) & (t <= p)
+            else:
+                seen = np.where(t < first_new, t >= t0, False)
+                seen[first_new:] = masks[s][j] != 0
+            t = t[seen]
+            blocks = tables[s, t // B].astype(np.int64)
+            for h in range(H):
+                g = h // (H // Hkv)
+                logits = scale * (k[blocks, g, t % B, :] @ q[q0 + j, h])
+                if softcap > 0:
+                    logits = softcap * np.tanh(logits / softcap)
+                if alibi is not None:
+                    logits = logits + alibi[h] * (t - p)
+                every = np.concatenate([logits, [sinks[h]]]) if sinks is not None else logits
+                if every.size == 0:
+                    continue
+                m = every.max()
+                weights = np.exp(logits - m)
+                den = np.exp(every - m).sum()
+                out[q0 + j, h] = weights @ v[blocks, g, t % B, :] / den
+                lse[q0 + j, h] = m + np.log(den)
+    return out, lse
+
+
+# ---- random engine steps ----
+
+def random_case(rng, index):
+    c = {"dtype": str(rng.choice(["f32", "f16", "f16", "bf16"])),
+         "kv_dtype": str(rng.choice(["auto", "auto", "fp8_e4m3", "fp8_e5m2"])),
+         "layout": ["vllm", "nhd", "hnd"][index % 3],
+         "head_size": int(rng.choice([32, 64, 80, 128])),
+         "block_size": int(rng.choice([1, 8, 16, 32])),
+         "kv_heads": int(rng.choice([1, 2]))}
+    c["heads"] = c["kv_heads"] * int(rng.choice([1, 2, 3, 4]))
+    if c["kv_dtype"] != "auto" and c["head_size"] % 16:
+        c["head_size"] = 64
+    B = c["block_size"]
+    # The last few cases have one token per request and no --query-starts (nhd and hnd layouts).
+    c["decode_only"] = index % 8 == 7 and c["layout"] != "vllm"
+    c["tree"] = not c["decode_only"] and rng.random() < 0.35
+    c["new"], c["lens"] = [], []
+    for _ in range(int(rng.integers(1, 5))):
+        kind = "decode" if c["decode_only"] else str(rng.choice(["decode", "spec", "chunk", "prompt"]))
+        q = {"decode": 1, "spec": int(rng.integers(2, 9)), "chunk": int(rng.integers(2, 40)),
+             "prompt": int(rng.integers(1, 60))}[kind]
+        prefix = 0 if kind == "prompt" else int(rng.choice([0, 1, B - 1, B, B + 1, int(rng.integers(0, 300))]))
+        c["new"].append(q)
+        c["lens"].append(prefix + q)
+    c["scale"] = float(rng.uniform(0.05, 0.3)) if rng.random() < 0.3 else None
+    c["softcap"] = float(rng.uniform(0.5, 5.0)) if rng.random() < 0.3 else 0.0
+    c["alibi"] = rng.random() < 0.3
+    c["sinks"] = rng.random() < 0.3
+    c["window"] = int(rng.integers(1, 60)) if rng.random() < 0.3 else 0
+    c["k_scale"] = float(rng.choice([0.5, 0.125, 2.0])) if c["kv_dtype"] != "auto" else 1.0
+    c["v_scale"] = float(rng.choice([0.25, 1.0, 4.0])) if c["kv_dtype"] != "auto" else 1.0
+    return c
+
+
+def random_mask(rng, q):
+    """A draft tree (each token sees itself and its ancestors) or random 0/1 entries."""
+    if rng.random() < 0.5:
+        return (rng.random((q, q)) < 0.5).astype(np.uint8)
+    parent = [-1] + [int(rng.integers(0, j)) for j in range(1, q)]
+    mask = np.zeros((q, q), np.uint8)
+    for j in range(q):
+        a = j
+        while a >= 0:
+            mask[j, a] = 1
+            a = parent[a]
+    return mask
+
+
+def build(rng, c):
+    S, H, Hkv, D, B = len(c["lens"]), c["heads"], c["kv_heads"], c["head_size"], c["block_size"]
+    cache = c["dtype"] if c["kv_dtype"] == "auto" else c["kv_dtype"]
+    x = 16 // BYTES[cache]
+    used = [(L + B - 1) // B for L in c["lens"]]
+    M, N = max(used + [1]) + int(rng.integers(0, 3)), sum(used) + int(rng.integers(1, 5))
+    T = sum(c["new"])
+    files, ref = {}, {}
+    files["query"], ref["q"] = store(rng.uniform(-1, 1, (T, H, D)), c["dtype"])
+    k_shape, v_shape = cache_shapes(c["layout"], N, Hkv, D, B, x)
+    files["key_cache"], k = store(rng.uniform(-1, 1, k_shape), cache, c["k_scale"], rng)
+    files["value_cache"], v = store(rng.uniform(-1, 1, v_shape), cache, c["v_scale"], rng)
+    ref["k"], ref["v"] = as_nhbd(c["layout"], k, v, x)
+    pool, tables, nxt = rng.permutation(N), rng.integers(0, N, (S, M)), 0
+    for s in range(S):
+        tables[s, : used[s]] = pool[nxt : nxt + used[s]]
+        nxt += used[s]
+    files["block_tables"] = tables.astype("<i4")
+    files["context_lens"] = np.array(c["lens"], "<i4")
+    ref["starts"] = np.concatenate([[0], np.cumsum(c["new"])]).astype("<i4")
+    if not c["decode_only"]:
+        files["query_starts"] = ref["starts"]
+    ref["masks"] = None
+    if c["tree"]:
+        ref["masks"] = [random_mask(rng, q) for q in c["new"]]
+        files["tree_mask"] = np.concatenate([m.reshape(-1) for m in ref["masks"]]).astype(np.uint8)
+    ref["alibi"] = ref["sinks"] = None
+    if c["alibi"]:
+        files["alibi_slopes"] = (2.0 ** (-8.0 * np.arange(1, H + 1) / H)).astype("<f4")
+        ref["alibi"] = files["alibi_slopes"].astype(np.float64)
+    if c["sinks"]:
+        files["sinks"] = rng.uniform(-2, 2, H).astype("<f4")
+        ref["sinks"] = files["sinks"].astype(np.float64)
+    return files, ref
+
+
+OPTIONS = {"query": "--query", "key_cache": "--key-cache", "value_cache": "--value-cache",
+           "block_tables": "--block-tables", "context_lens": "--context-lens", "query_starts": "--query-starts",
+           "tree_mask": "--tree-mask", "alibi_slopes": "--alibi-slopes", "sinks": "--sinks"}
+
+
+def command(cli, c, paths, out, lse, device):
+    cmd = [cli, "attend", "--out", out, "--lse", lse, "--kv-layout", c["layout"]]
+    for name, path in paths.items():
+        cmd += [OPTIONS[name], path]
+    if c["scale"] is not None:
+        cmd += ["--scale", repr(c["scale"])]
+    if c["softcap"] > 0:
+        cmd += ["--softcap", repr(c["softcap"])]
+    if c["window"] > 0:
+        cmd += ["--sliding-window", str(c["window"])]
+    if c["kv_dtype"] != "auto":
+        cmd += ["--kv-dtype", c["kv_dtype"], "--k-scale", repr(c["k_scale"]), "--v-scale", repr(c["v_scale"])]
+    if c["dtype"] == "bf16":
+        cmd += ["--dtype", "bf16"]
+    if device:
+        cmd += ["--device", device]
+    return cmd
+
+
+def write(directory, files):
+    paths = {}
+    for name, array in files.items():
+        paths[name] = os.path.join(directory, name + ".npy")
+        np.save(paths[name], np.ascontiguousarray(array))
+    return paths
+
+
+def describe(c):
+    extras = [k for k in ("alibi", "sinks", "tree") if c[k]]
+    extras += [f"{k} {c[k]}" for k in ("softcap", "window", "scale") if c[k]]
+    return (f"{c['dtype']} q, {c['kv_dtype']} kv, {c['layout']}, H {c['heads']}/{c['kv_heads']}, D {c['head_size']}, "
+            f"B {c['block_size']}, new {c['new']}, lens {c['lens']}" + (", " + ", ".join(extras) if extras else ""))
+
+
+def check_good(cli, rng, c, directory, device):
+    files, ref = build(rng, c)
+    paths = write(directory, files)
+    out, lse_path = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
+    run = subprocess.run(command(cli, c, paths, out, lse_path, device), capture_output=True, text=True, timeout=300)
+    if run.returncode != 0:
+        return f"exit {run.returncode}: {run.stderr.strip()}"
+    got, got_lse = np.load(out), np.load(lse_path)
+    descr = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}[c["dtype"]]
+    if got.dtype.str != descr or got.shape != files["query"].shape:
+        return f"output {got.dtype.str} {got.shape}, expected {descr} {files['query'].shape}"
+    if got_lse.dtype.str != "<f4" or got_lse.shape != files["query"].shape[:2]:
+        return f"lse {got_lse.dtype.str} {got_lse.shape}, expected <f4 {files['query'].shape[:2]}"
+    got = from_bf16_bits(got) if c["dtype"] == "bf16" else got.astype(np.float64)
+    scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(c["head_size"])
+    want, want_lse = attention(ref["q"], ref["k"], ref["v"], files["block_tables"], c["lens"], ref["starts"],
+                               ref["masks"], scale, c["softcap"], ref["alibi"], ref["sinks"], c["window"])
+    if not np.all(np.isfinite(got)):
+        return "non-finite output"
+    tol = TOLERANCE[c["dtype"]]
+    err = float(np.abs(got - want).max()) if got.size else 0.0
+    if err > tol:
+        return f"max |output error| {err:.3e} > {tol:.0e}"
+    empty = np.isinf(want_lse)
+    if not np.array_equal(np.isinf(got_lse) & (got_lse < 0), empty):
+        return "LSE is -inf where the range is not empty, or the other way"
+    lse_err = float(np.abs(got_lse[~empty] - want_lse[~empty]).max()) if (~empty).any() else 0.0
+    return None if lse_err <= 1e-3 + tol else f"max |LSE error| {lse_err:.3e}"
+
+
+BAD = ["starts_not_zero", "starts_fall", "starts_past_t", "context_below_q", "mask_size", "mask_byte",
+       "mask_without_starts", "layout_name"]
+
+
+def check_bad(cli, rng, kind, directory, device):
+    c = random_case(rng, 0)
+    c.update(dtype="f32", kv_dtype="auto", layout="nchw" if kind == "layout_name" else "vllm", decode_only=False,
+             tree=kind.startswith("mask"), scale=None, softcap=0.0, alibi=False, sinks=False, window=0, head_size=32,
+             new=[3, 2], lens=[10, 40])
+    files, _ = build(rng, c)  # (an unknown layout's caches are built as vllm's)
+    must = "--query-starts"
+    if kind == "starts_not_zero":
+        files["query_starts"] = np.array([1, 3, 5], "<i4")
+    elif kind == "starts_fall":
+        files["query_starts"] = np.array([0, 4, 3], "<i4")
+    elif kind == "starts_past_t":
+        files["query_starts"] = np.array([0, 3, 6], "<i4")
+    elif kind == "context_below_q":
+        files["context_lens"] = np.array([2, 40], "<i4")
+        must = "--context-lens"
+    elif kind == "mask_size":
+        files["tree_mask"] = files["tree_mask"][:-1]
+        must = "--tree-mask"
+    elif kind == "mask_byte":
+        files["tree_mask"] = files["tree_mask"].copy()
+        files["tree_mask"][2] = 2
+        must = "--tree-mask"
+    elif kind == "mask_without_starts":
+        del files["query_starts"]
+        must = "--tree-mask"
+    elif kind == "layout_name":
+        must = "--kv-layout"
+    paths = write(directory, files)
+    out, lse = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
+    run = subprocess.run(command(cli, c, paths, out, lse, device), capture_output=True, text=True, timeout=300)
+    problems = []
+    if run.returncode == 0 or run.returncode >= 128 or run.returncode < 0:
+        problems.append(f"exit {run.returncode}")
+    if run.stderr.count("\n") != 1 or not run.stderr.startswith("vkpaged: "):
+        problems.append(f"stderr is not one 'vkpaged: ' line: {run.stderr!r}")
+    if must not in run.stderr:
+        problems.append(f"stderr does not name {must}: {run.stderr.strip()}")
+    if os.path.exists(out) or os.path.exists(lse):
+        problems.append("an output file was left behind")
+    return "; ".join(problems) or None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cli", help="path to the vkpaged binary")
+    parser.add_argument("--count", type=int, default=60, help="random engine steps (default 60)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument("--device", default="", help="passed to --device (default: the CLI's default)")
+    parser.add_argument("--bad", type=int, default=len(BAD), help="bad-input cases (default: one of each kind)")
+    parser.add_argument("--verbose", action="store_true", help="print every case")
+    args = parser.parse_args()
+
+    rng = np.random.default_rng(args.seed)
+    passed = failed = 0
+    work = tempfile.mkdtemp(prefix="vkpaged_multi_query_")
+    try:
+        cases = [("good", i) for i in range(args.count)] + [("bad", BAD[i % len(BAD)]) for i in range(args.bad)]
+        for n, (kind, what) in enumerate(cases):
+            directory = os.path.join(work, str(n))
+            os.makedirs(directory)
+            if kind == "good":
+                c = random_case(rng, what)
+                label = describe(c)
+                problem = check_good(args.cli, rng, c, directory, args.device)
+            else:
+                label = f"bad input: {what}"
+                problem = check_bad(args.cli, rng, what, directory, args.device)
+            shutil.rmtree(directory)
+            if problem is None:
+                passed += 1
+                if args.verbose:
+                    print(f"ok   case {n}: {label}")
+            else:
+                failed += 1
+                print(f"FAIL case {n} (seed {args.seed}): {label}: {problem}")
+            sys.stdout.flush()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"contract_check_multi_query: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
