@@ -199,11 +199,7 @@ vkp_decode_shape to_c(const DecodeShape& s) noexcept {
 DecodeOptions to_cpp(const vkp_decode_options* o) {
   DecodeOptions d;
   if (o == nullptr) return d;
-  if (o->has_scale) d.scale = o->scale;
-  d.softcap = o->softcap;
   d.sliding_window = o->sliding_window;
-  d.k_scale = o->k_scale;
-  d.v_scale = o->v_scale;
   d.split = to_split(o->split);
   d.partition_tokens = o->partition_tokens;
   d.kernel = to_kernel(o->kernel);
@@ -212,14 +208,24 @@ DecodeOptions to_cpp(const vkp_decode_options* o) {
   return d;
 }
 
-vkp_decode_options to_c(const DecodeOptions& o) noexcept {
+DecodeParams to_params(const vkp_decode_options* o) {
+  DecodeParams d;
+  if (o == nullptr) return d;
+  if (o->has_scale) d.scale = o->scale;
+  d.softcap = o->softcap;
+  d.k_scale = o->k_scale;
+  d.v_scale = o->v_scale;
+  return d;
+}
+
+vkp_decode_options to_c(const DecodeOptions& o, const DecodeParams& p) noexcept {
   vkp_decode_options c{};
-  c.has_scale = o.scale.has_value();
-  c.scale = o.scale.value_or(0.0f);
-  c.softcap = o.softcap;
+  c.has_scale = p.scale.has_value();
+  c.scale = p.scale.value_or(0.0f);
+  c.softcap = p.softcap;
   c.sliding_window = o.sliding_window;
-  c.k_scale = o.k_scale;
-  c.v_scale = o.v_scale;
+  c.k_scale = p.k_scale;
+  c.v_scale = p.v_scale;
   c.split = to_c(o.split);
   c.partition_tokens = o.partition_tokens;
   c.kernel = to_c(o.kernel);

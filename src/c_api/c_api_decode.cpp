@@ -8,6 +8,7 @@
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
+#include "ops/decode_validation.hpp"
 #include "vkpaged/reference.hpp"
 #include "vkpaged/vkpaged.h"
 
@@ -55,7 +56,7 @@ static_assert(VKP_STATUS_BAD_BLOCK_ID == kStatusBadBlockId && VKP_STATUS_BAD_CON
 extern "C" {
 
 VKP_API void vkp_decode_options_init(vkp_decode_options* options) {
-  if (options != nullptr) *options = to_c(DecodeOptions{});
+  if (options != nullptr) *options = to_c(DecodeOptions{}, DecodeParams{});
 }
 
 VKP_API vkp_status vkp_decode_plan_create(vkp_context* context, const vkp_decode_shape* shape,
@@ -64,8 +65,15 @@ VKP_API vkp_status vkp_decode_plan_create(vkp_context* context, const vkp_decode
     require(out, "out");
     *out = nullptr;
     auto& ctx = require(context, "context")->context;
-    const DecodeShape s = to_cpp(*require(shape, "shape"));
-    auto plan = std::make_unique<vkp_decode_plan>(vkp_decode_plan{DecodePlan::create(ctx, s, to_cpp(options)), "", context});
+    DecodeShape s = to_cpp(*require(shape, "shape"));
+    const DecodeParams params = to_params(options);
+    s.softcap = params.softcap != 0.0f;  // vkp_decode_shape has no softcap: the options' value says
+    const DecodeOptions cpp_options = to_cpp(options);
+    // Checked here, as when they were part of the plan, and again by every vkp_record_decode.
+    detail::validate_decode_shape(s);
+    detail::validate_decode_options(cpp_options, s);
+    detail::validate_decode_params(params, s);
+    auto plan = std::make_unique<vkp_decode_plan>(vkp_decode_plan{DecodePlan::create(ctx, s, cpp_options), params, "", context});
     plan->description = plan->plan.describe();
     *out = plan.release();
   });
@@ -79,7 +87,7 @@ VKP_API vkp_status vkp_decode_plan_info_get(const vkp_decode_plan* plan, vkp_dec
     require(out, "out");
     *out = vkp_decode_plan_info{};
     out->shape = to_c(p.shape());
-    out->options = to_c(p.options());
+    out->options = to_c(p.options(), plan->params);
     out->split = p.split();
     out->num_partitions = p.num_partitions();
     out->partition_tokens = p.partition_tokens();
@@ -124,7 +132,7 @@ VKP_API vkp_status vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, 
     d.status = to_cpp(v.status);
     d.order = to_cpp(v.order);
     d.merge_counters = to_cpp(v.merge_counters);
-    record_decode(ctx, cmd, p, d);
+    record_decode(ctx, cmd, p, d, plan->params);
   });
 }
 
@@ -154,8 +162,9 @@ VKP_API vkp_status vkp_decode_attention(vkp_context* context, const vkp_decode_i
     auto& ctx = require(context, "context")->context;
     const DecodeInputs in = to_inputs(*require(inputs, "inputs"));
     const DecodeOptions opt = to_cpp(options);
+    const DecodeParams params = to_params(options);
     check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);
-    copy_result(decode_attention(ctx, in, opt, lse != nullptr), output, lse);
+    copy_result(decode_attention(ctx, in, opt, params, lse != nullptr), output, lse);
   });
 }
 
@@ -164,8 +173,9 @@ VKP_API vkp_status vkp_reference_decode_attention(const vkp_decode_inputs* input
   return guarded("vkp_reference_decode_attention", [&] {
     const DecodeInputs in = to_inputs(*require(inputs, "inputs"));
     const DecodeOptions opt = to_cpp(options);
+    const DecodeParams params = to_params(options);
     check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);
-    copy_result(reference::decode_attention(in, opt, lse != nullptr), output, lse);
+    copy_result(reference::decode_attention(in, opt, params, lse != nullptr), output, lse);
   });
 }
 

@@ -46,16 +46,24 @@ void validate_decode_shape(const DecodeShape& s) {
 }
 
 void validate_decode_options(const DecodeOptions& o, const DecodeShape& s) {
-  if (o.scale && !std::isfinite(*o.scale)) refuse(fmt::format("scale: {} is not finite", *o.scale));
-  if (!std::isfinite(o.softcap) || o.softcap < 0.0f)
-    refuse(fmt::format("softcap: {} must be finite and >= 0 (0 = off)", o.softcap));
-  if (!std::isfinite(o.k_scale) || o.k_scale == 0.0f) refuse(fmt::format("k_scale: {} must be finite and non-zero", o.k_scale));
-  if (!std::isfinite(o.v_scale) || o.v_scale == 0.0f) refuse(fmt::format("v_scale: {} must be finite and non-zero", o.v_scale));
   if (o.partition_tokens % 256 != 0)
     refuse(fmt::format("partition_tokens: {} is not a multiple of 256", o.partition_tokens));
   if (o.partition_tokens != 0 && o.split == SplitMode::single_pass)
     refuse("partition_tokens: given with split = single_pass");
   (void)s;
+}
+
+void validate_decode_params(const DecodeParams& p, const DecodeShape& s) {
+  if (p.scale && !std::isfinite(*p.scale)) refuse(fmt::format("scale: {} is not finite", *p.scale));
+  if (!std::isfinite(p.softcap) || p.softcap < 0.0f)
+    refuse(fmt::format("softcap: {} must be finite and >= 0 (0 = off)", p.softcap));
+  if (s.softcap && p.softcap == 0.0f)
+    refuse("softcap: 0 (off), but the plan's shape.softcap is true: give the cap (> 0), or plan without shape.softcap");
+  if (!s.softcap && p.softcap > 0.0f)
+    refuse(fmt::format("softcap: {}, but the plan's shape.softcap is false: plan with shape.softcap to apply a cap",
+                       p.softcap));
+  if (!std::isfinite(p.k_scale) || p.k_scale == 0.0f) refuse(fmt::format("k_scale: {} must be finite and non-zero", p.k_scale));
+  if (!std::isfinite(p.v_scale) || p.v_scale == 0.0f) refuse(fmt::format("v_scale: {} must be finite and non-zero", p.v_scale));
 }
 
 std::vector<int64_t> host_index_values(const HostTensor& t, const char* name) {

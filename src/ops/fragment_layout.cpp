@@ -10,6 +10,7 @@
 
 #include <array>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "common/shader_interface.h"
@@ -61,12 +62,19 @@ std::string compare(const std::vector<uint32_t>& codes) {
   return fmt::format("{}", fmt::join(differences, "; "));
 }
 
+// The probe's answer, kept per context (vk/operator_state.hpp): "" when the layout holds.
+struct FragmentLayoutState {
+  std::mutex mutex;  // held while the probe runs, so that it runs once
+  std::optional<std::string> mismatch;
+};
+
 }  // namespace
 
 const std::string& matrix_fragment_mismatch(Context& context) {
   auto& impl = context.impl();
-  std::lock_guard lock(impl.fragment_layout_mutex);
-  if (impl.fragment_layout_mismatch) return *impl.fragment_layout_mismatch;
+  auto& state = impl.operator_states.get<FragmentLayoutState>();
+  std::lock_guard lock(state.mutex);
+  if (state.mismatch) return *state.mismatch;
   const size_t words = 96 * kSlots + 3;
   DeviceBuffer out = context.create_buffer(words * 4);
   const auto& pipeline = impl.pipeline(vk::shader_fragment_layout(), {}, 1, 0);
@@ -74,8 +82,8 @@ const std::string& matrix_fragment_mismatch(Context& context) {
   context.run_and_wait([&](VkCommandBuffer cmd) { impl.dispatch(cmd, pipeline, bound, nullptr, 1, 1, 1); });
   std::vector<uint32_t> codes(words);
   context.download(out.view(), codes.data(), words * 4);
-  impl.fragment_layout_mismatch = compare(codes);
-  return *impl.fragment_layout_mismatch;
+  state.mismatch = compare(codes);
+  return *state.mismatch;
 }
 
 }  // namespace vkpaged::detail

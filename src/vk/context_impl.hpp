@@ -14,6 +14,7 @@
 
 #include "vk/dispatch.hpp"
 #include "vk/instance.hpp"
+#include "vk/operator_state.hpp"
 #include "vk/shader_registry.hpp"
 #include "vk/unique_handle.hpp"
 #include "vkpaged/context.hpp"
@@ -69,9 +70,7 @@ struct ContextImpl {
 
   std::mutex submit_mutex;  // the queue and the command pool
   std::mutex pipeline_mutex;
-  // ops/fragment_layout.cpp: "" when the matrix kernel's fragment layout holds; set on first use.
-  std::mutex fragment_layout_mutex;
-  std::optional<std::string> fragment_layout_mismatch;
+  OperatorStates operator_states;  // what operators keep per context, defined by each (vk/operator_state.hpp)
   std::map<std::string, std::unique_ptr<ComputePipeline>> pipelines;
 
   // What both constructors do once the device exists: entry points, queue, caches.

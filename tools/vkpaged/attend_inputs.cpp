@@ -57,16 +57,16 @@ AttendCall load_attend_call(const AttendArgs& a) {
   call.options.kernel = parse_kernel(a.kernel);
   if (a.scale) {
     check_finite("--scale", *a.scale);
-    call.options.scale = *a.scale;
+    call.params.scale = *a.scale;
   }
   check_finite("--softcap", a.softcap);
   if (a.softcap < 0.0f) refuse(fmt::format("--softcap: {} must be >= 0 (0 = off)", a.softcap));
-  call.options.softcap = a.softcap;
+  call.params.softcap = a.softcap;
   call.options.sliding_window = a.sliding_window;
   check_finite("--k-scale", a.k_scale);
   check_finite("--v-scale", a.v_scale);
-  call.options.k_scale = a.k_scale;
-  call.options.v_scale = a.v_scale;
+  call.params.k_scale = a.k_scale;
+  call.params.v_scale = a.v_scale;
 
   const bool bf16 = a.dtype == "bf16";
   auto& in = call.inputs;

@@ -11,6 +11,7 @@ namespace vkpaged::cli {
 struct AttendCall {
   DecodeInputs inputs;
   DecodeOptions options;
+  DecodeParams params;
 };
 
 // Parses the option values and reads every .npy file. Throws vkpaged::Error whose message

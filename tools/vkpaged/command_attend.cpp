@@ -13,11 +13,11 @@ namespace vkpaged::cli {
 namespace {
 
 DecodeResult compute(const AttendArgs& args, const AttendCall& call) {
-  if (args.device == "cpu") return reference::decode_attention(call.inputs, call.options);
+  if (args.device == "cpu") return reference::decode_attention(call.inputs, call.options, call.params);
   ContextOptions context_options;
   context_options.device = args.device;
   Context context(context_options);
-  return decode_attention(context, call.inputs, call.options);
+  return decode_attention(context, call.inputs, call.options, call.params);
 }
 
 }  // namespace
