@@ -1,6 +1,6 @@
 # The sources of vkpaged that run without a Vulkan device: dtype conversions, shapes and
-# errors, the block manager and prefix cache, KvCache's sizing, the argument checks and the
-# CPU references, and the CLI's .npy reader. The sanitizer build (vkpaged_host_tests in tests/CMakeLists.txt) and
+# errors, the block manager and prefix cache, KvCache's sizing, the argument checks, the decode
+# planner and the CPU references, and the CLI's .npy reader. The sanitizer build (vkpaged_host_tests in tests/CMakeLists.txt) and
 # the fuzzers (fuzz/CMakeLists.txt) compile only these, so neither needs shaders or a device.
 # A file added here must not call Vulkan (the headers are fine: views carry VkBuffer handles).
 function(vkpaged_host_sources out_var root)
@@ -19,6 +19,8 @@ function(vkpaged_host_sources out_var root)
     src/ops/attention_planner.cpp
     src/ops/attention_validation.cpp
     src/ops/cache_geometry.cpp
+    src/ops/decode_planner.cpp
+    src/ops/decode_tuning.cpp
     src/ops/decode_validation.cpp
     src/ops/scale_validation.cpp
     src/ops/rotary_checks.cpp

@@ -141,12 +141,13 @@ int run(FuzzedDataProvider& p) {
   if (sink_logits) in.sinks = std::move(*sink_logits);
 
   DecodeOptions o;
-  if (p.ConsumeBool()) o.scale = bounded ? p.ConsumeFloatingPointInRange<float>(-4.0f, 4.0f) : pick_float(p, 0.125f);
-  if (p.ConsumeBool()) o.softcap = bounded ? p.ConsumeFloatingPointInRange<float>(0.0f, 50.0f) : pick_float(p, 30.0f);
+  DecodeParams params;
+  if (p.ConsumeBool()) params.scale = bounded ? p.ConsumeFloatingPointInRange<float>(-4.0f, 4.0f) : pick_float(p, 0.125f);
+  if (p.ConsumeBool()) params.softcap = bounded ? p.ConsumeFloatingPointInRange<float>(0.0f, 50.0f) : pick_float(p, 30.0f);
   if (p.ConsumeBool()) o.sliding_window = p.ConsumeIntegral<uint32_t>() % (p.ConsumeBool() ? 64 : UINT32_MAX);
   // Moderate fp8 scales keep every value inside f16's range: |decode(byte)| <= 57344.
-  o.k_scale = bounded ? p.ConsumeFloatingPointInRange<float>(1e-3f, 1e3f) : pick_float(p, 1.0f);
-  o.v_scale = bounded ? p.ConsumeFloatingPointInRange<float>(1e-3f, 1.0f) : pick_float(p, 1.0f);
+  params.k_scale = bounded ? p.ConsumeFloatingPointInRange<float>(1e-3f, 1e3f) : pick_float(p, 1.0f);
+  params.v_scale = bounded ? p.ConsumeFloatingPointInRange<float>(1e-3f, 1.0f) : pick_float(p, 1.0f);
   o.split = SplitMode(p.ConsumeIntegralInRange<int>(0, 2));
   if (p.ConsumeBool()) o.partition_tokens = p.ConsumeBool() ? 256 * p.ConsumeIntegralInRange<uint32_t>(0, 8) : p.ConsumeIntegral<uint32_t>();
 
@@ -175,7 +176,7 @@ int run(FuzzedDataProvider& p) {
   if (work > kMaxWork) return 0;
   DecodeResult r;
   try {
-    r = reference::decode_attention(in, o, want_lse);
+    r = reference::decode_attention(in, o, params, want_lse);
   } catch (const Error&) {
     return 0;
   }
@@ -184,7 +185,7 @@ int run(FuzzedDataProvider& p) {
   if (want_lse)
     FUZZ_CHECK(r.lse.dtype() == DType::f32 && r.lse.shape() == (Shape{q[0], q[1]}), "lse shape " + r.lse.shape().str());
   // Finite, moderate inputs and options give a finite output, whatever the lengths.
-  const bool finite_options = std::isfinite(o.scale.value_or(0.0f)) && std::isfinite(o.softcap);
+  const bool finite_options = std::isfinite(params.scale.value_or(0.0f)) && std::isfinite(params.softcap);
   if (bounded && finite_options && all_finite(in.query) && all_finite(in.alibi_slopes) && all_finite(in.sinks))
     FUZZ_CHECK(all_finite(r.output), "non-finite output from finite inputs");
   return 0;

@@ -127,7 +127,9 @@ int run() {
   views.context_lens = d_lens.view;
   views.output = d_output.view;
   if (scratch) views.scratch = {scratch->buffer, 0, scratch->size};
-  vkpaged::record_decode(ctx, cmd, plan, views);
+  // Per call: the logit scale (here the default, 1/sqrt(D)), a soft cap, fp8 scales.
+  const vkpaged::DecodeParams params;
+  vkpaged::record_decode(ctx, cmd, plan, views, params);
   barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
   commands.submit_and_wait();
 
@@ -140,7 +142,7 @@ int run() {
   inputs.block_tables = tables;
   inputs.context_lens = lens;
   inputs.cache_dtype = kDtype;
-  const vkpaged::HostTensor want = vkpaged::reference::decode_attention(inputs).output;
+  const vkpaged::HostTensor want = vkpaged::reference::decode_attention(inputs, {}, params).output;
 
   double worst = 0.0;
   bool ok = true;

@@ -75,12 +75,8 @@ struct AttentionOptions {
 };
 
 // Per-call values, passed when recording (one plan serves every layer of a step).
-struct AttentionParams {
-  std::optional<float> scale;  // default 1/sqrt(head_size); finite and > 0
-  float softcap = 0.0f;        // > 0 exactly when the plan's shape.softcap: logit = c * tanh(logit / c)
-  float k_scale = 1.0f;        // fp8 caches: key = decode(byte) * k_scale (finite and > 0; ignored otherwise)
-  float v_scale = 1.0f;
-};
+// The per-call values of one call (scale, soft cap, fp8 scales): the same as decode's.
+using AttentionParams = DecodeParams;
 
 namespace detail {
 struct AttentionPlanData;

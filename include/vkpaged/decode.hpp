@@ -3,7 +3,11 @@
 // The math, layouts and bad-input answers are those of docs/contract.md.
 //
 //   DecodePlan plan = DecodePlan::create(ctx, shape, options);   // host only, once per shape
-//   record_decode(ctx, cmd, plan, views);                          // records, allocates nothing
+//   record_decode(ctx, cmd, plan, views, params);                  // records, allocates nothing
+//
+// What shapes the code (the shape, its features and the options) is fixed by the plan; the
+// per-call values (scale, soft-cap value, fp8 scales: DecodeParams) are given to each
+// record_decode, as the cache operations take theirs, and may change between calls.
 //
 // record_decode reads query, caches, block tables, context lengths, ALiBi slopes and sinks,
 // and writes output, LSE, scratch and status, all as storage buffers in the compute shader
@@ -30,7 +34,8 @@ enum class SplitMode {
 
 enum class DecodeKernel {
   automatic,  // the matrix kernel for GQA groups with an f16 or bf16 query and a 16-bit or
-              // fp8 cache where it can run (faster on an H200, bench/RESULTS.md), else the
+              // fp8 cache where it can run (measured faster on an H200 for GQA groups and
+              // slower for MHA: bench/experiments/matrix-kernel.md), else the
               // scalar kernel
   scalar,     // the portable kernel (every device, dtype and shape)
   matrix,     // matrix units (VK_NV_cooperative_matrix): f16 or bf16 query, f16, bf16 or fp8
@@ -48,11 +53,11 @@ enum class DecodeOrder {
                   // that record_decode_order writes from the lengths, longest first, so the
                   // longest start first and the short ones fill in at the end (on the matrix
                   // kernel, a full batch past 2048 tokens then takes 4 subgroups per workgroup).
-                  // Measured on an H200 (bench/RESULTS.md): GQA batches with lengths spread
-                  // over [1, 1024] or [1, 4096] 9 and 22 % faster; not for uniform batches (0.2-3 %
-                  // slower, and the matrix kernel's shared query words, which longest first
-                  // takes, cost a uniform 256 x 1024 batch 7 %); the scalar kernel (MHA) 1-4 %
-                  // slower. At most 4096 items (sequences x partitions); refused past that
+                  // Measured on an H200: faster for GQA batches whose lengths are spread over
+                  // [1, 1024] or [1, 4096]; slower for uniform batches (also through the matrix
+                  // kernel's shared query words, which longest first takes) and on the scalar
+                  // kernel (MHA) (bench/experiments/longest-first.md). At most 4096 items
+                  // (sequences x partitions); refused past that
 };
 
 // Where a split decode merges its partitions.
@@ -62,19 +67,15 @@ enum class DecodeMerge {
                 // decode dispatch, with no second dispatch and no barrier, counting arrivals in
                 // DecodeViews::merge_counters. Taken by plans that split on the matrix kernel into
                 // at most 4096 floats of partial outputs per head group (partitions x heads per
-                // workgroup x head size), where it measured faster on an H200 (mid8 5 % warm, 7 %
-                // cold; bench/RESULTS.md); other plans merge as reduce_pass and need no counters
-                // (plan.merge_counter_bytes() == 0).
+                // workgroup x head size), where it measured faster on an H200, warm and cold
+                // (bench/experiments/merge-in-dispatch.md); other plans merge as reduce_pass and
+                // need no counters (plan.merge_counter_bytes() == 0).
 };
 
-// Per-call values. Everything here may change between calls of one plan except split,
-// partition_tokens, kernel, order and timeline, which shape the plan.
+// How the plan runs, beside the shape: fixed by DecodePlan::create (make another plan to change
+// them; its pipelines come from the Context's cache, so that costs host work only).
 struct DecodeOptions {
-  std::optional<float> scale;  // default 1/sqrt(head_size)
-  float softcap = 0.0f;        // > 0: logit = c * tanh(logit / c) (Gemma 2); 0 = off
   uint32_t sliding_window = 0; // > 0: attend only the last W positions; 0 = off
-  float k_scale = 1.0f;        // fp8 caches: key = decode(byte) * k_scale
-  float v_scale = 1.0f;
   SplitMode split = SplitMode::automatic;
   uint32_t partition_tokens = 0;  // split: tokens per partition (multiple of 256); 0 = auto
   DecodeKernel kernel = DecodeKernel::automatic;
@@ -106,8 +107,24 @@ struct DecodeShape {
   // refused (unsupported) by DecodePlan::create.
   KvLayout kv_layout = KvLayout::vllm;
   bool alibi = false;              // ALiBi slopes [H] f32 will be given
+  bool softcap = false;            // a soft cap will be given (DecodeParams::softcap > 0)
   bool sinks = false;              // sink logits [H] f32 will be given
   bool lse = false;                // write log-sum-exp [S, H] f32
+};
+
+// Per-call values, given to each record_decode (and decode_attention): they may change between
+// calls of one plan. Checked when recording (vkpaged::Error(invalid_argument) naming the field
+// and the value), before anything is recorded.
+struct DecodeParams {
+  std::optional<float> scale;  // logit scale, finite and > 0; default 1/sqrt(head_size)
+  // logit = c * tanh(logit / c) (Gemma 2): a finite c > 0 where the plan's shape.softcap is
+  // true, 0 (off) where it is false; a value that contradicts the plan is refused.
+  float softcap = 0.0f;
+  // fp8 caches: key = decode(byte) * k_scale, value = decode(byte) * v_scale; other caches ignore
+  // them. Each finite and > 0, and for fp8 small enough that the format's largest value times it
+  // stays finite (docs/contract.md, "Scales").
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
 };
 
 namespace detail {
@@ -180,8 +197,10 @@ constexpr uint32_t kStatusBadContextLen = 2u;
 constexpr uint32_t kStatusBadOrder = 8u;  // DecodeViews::order names no item of the plan (never written?)
 constexpr uint32_t kStatusBadMergeCounters = 16u;  // DecodeViews::merge_counters not zero, or shared by overlapping decodes
 
-// Checks the views against the plan (dtypes, shapes, sizes, alignment) and records the work.
-VKPAGED_API void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan, const DecodeViews& views);
+// Checks the params and the views against the plan (values, dtypes, shapes, sizes, alignment)
+// and records the work.
+VKPAGED_API void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan, const DecodeViews& views,
+                               const DecodeParams& params = {});
 
 // DecodeOrder::longest_first: writes the plan's items, longest first by their tokens under
 // `context_lens` ([S] i32 or u32), into `order` (plan.order_bytes() bytes). Record it when the
@@ -221,11 +240,13 @@ struct DecodeResult {
 };
 
 // Derives the shape from host inputs and validates it (same checks as DecodePlan::create, plus
-// block ids < N and lengths <= M * B, which the host can see here). Throws vkpaged::Error.
+// block ids < N and lengths <= M * B, which the host can see here); softcap is false (the
+// inputs do not say). Throws vkpaged::Error.
 VKPAGED_API DecodeShape decode_shape_of(const DecodeInputs& inputs, bool want_lse = false);
 
-// Convenience: uploads, plans, runs and waits, downloads. Throws vkpaged::Error.
+// Convenience: uploads, plans, runs and waits, downloads. The plan's shape is
+// decode_shape_of(inputs, want_lse) with softcap = (params.softcap != 0). Throws vkpaged::Error.
 VKPAGED_API DecodeResult decode_attention(Context& context, const DecodeInputs& inputs, const DecodeOptions& options = {},
-                                          bool want_lse = false);
+                                          const DecodeParams& params = {}, bool want_lse = false);
 
 }  // namespace vkpaged

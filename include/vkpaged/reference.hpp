@@ -12,9 +12,10 @@
 
 namespace vkpaged::reference {
 
-// Decode attention over host inputs. Validates as decode_shape_of does.
+// Decode attention over host inputs. Validates as decode_shape_of does, and the options and
+// params as the GPU path (its shape's softcap is params.softcap != 0, as decode_attention's).
 VKPAGED_API DecodeResult decode_attention(const DecodeInputs& inputs, const DecodeOptions& options = {},
-                                          bool want_lse = false);
+                                          const DecodeParams& params = {}, bool want_lse = false);
 
 // Multi-query attention over host inputs (docs/contract.md, "Multi-query attention"), every
 // cache layout. Validates as attention_shape_of does.

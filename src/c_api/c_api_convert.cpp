@@ -111,7 +111,7 @@ vkp_decode_shape defaults_of<vkp_decode_shape>() {
 
 template <>
 vkp_decode_options defaults_of<vkp_decode_options>() {
-  return to_c(DecodeOptions{});
+  return to_c(DecodeOptions{}, DecodeParams{});
 }
 
 template <>
@@ -248,11 +248,7 @@ vkp_decode_shape to_c(const DecodeShape& s) noexcept {
 
 DecodeOptions to_cpp(const vkp_decode_options& o, const std::string& name) {
   DecodeOptions d;
-  if (to_bool(o.has_scale, name + ".has_scale")) d.scale = o.scale;
-  d.softcap = o.softcap;
   d.sliding_window = o.sliding_window;
-  d.k_scale = o.k_scale;
-  d.v_scale = o.v_scale;
   d.split = to_split(o.split, name);
   d.partition_tokens = o.partition_tokens;
   d.kernel = to_kernel(o.kernel, name);
@@ -261,15 +257,24 @@ DecodeOptions to_cpp(const vkp_decode_options& o, const std::string& name) {
   return d;
 }
 
-vkp_decode_options to_c(const DecodeOptions& o) noexcept {
+DecodeParams to_params(const vkp_decode_options& o, const std::string& name) {
+  DecodeParams d;
+  if (to_bool(o.has_scale, name + ".has_scale")) d.scale = o.scale;
+  d.softcap = o.softcap;
+  d.k_scale = o.k_scale;
+  d.v_scale = o.v_scale;
+  return d;
+}
+
+vkp_decode_options to_c(const DecodeOptions& o, const DecodeParams& p) noexcept {
   vkp_decode_options c{};
   c.struct_size = sizeof(c);
-  c.has_scale = to_c_bool(o.scale.has_value());
-  c.scale = o.scale.value_or(0.0f);
-  c.softcap = o.softcap;
+  c.has_scale = to_c_bool(p.scale.has_value());
+  c.scale = p.scale.value_or(0.0f);
+  c.softcap = p.softcap;
   c.sliding_window = o.sliding_window;
-  c.k_scale = o.k_scale;
-  c.v_scale = o.v_scale;
+  c.k_scale = p.k_scale;
+  c.v_scale = p.v_scale;
   c.split = to_c(o.split);
   c.partition_tokens = o.partition_tokens;
   c.kernel = to_c(o.kernel);

@@ -37,8 +37,11 @@ void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const std::str
 
 DecodeShape to_cpp(const vkp_decode_shape& shape, const std::string& name);
 vkp_decode_shape to_c(const DecodeShape& shape) noexcept;
+// vkp_decode_options carries both what shapes the plan (DecodeOptions) and the per-call values
+// (DecodeParams: scale, softcap, k_scale, v_scale), which the C plan keeps for vkp_record_decode.
 DecodeOptions to_cpp(const vkp_decode_options& options, const std::string& name);
-vkp_decode_options to_c(const DecodeOptions& options) noexcept;
+DecodeParams to_params(const vkp_decode_options& options, const std::string& name);
+vkp_decode_options to_c(const DecodeOptions& options, const DecodeParams& params) noexcept;
 CacheScales to_cpp(const vkp_cache_scales* scales);  // NULL = 1, 1
 
 std::vector<BlockCopy> to_pairs(const vkp_block_copy* pairs, size_t count);

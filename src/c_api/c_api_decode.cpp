@@ -8,6 +8,7 @@
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
+#include "ops/decode_validation.hpp"
 #include "vkpaged/reference.hpp"
 #include "vkpaged/vkpaged.h"
 
@@ -30,9 +31,6 @@ DecodeInputs to_inputs(const vkp_decode_inputs* inputs) {
   return d;
 }
 
-DecodeOptions options_of(const vkp_decode_options* options) {
-  return to_cpp(read_optional_struct(options, "options"), "options");
-}
 
 // Checks the caller's output arrays against the shape before any work, so that a refusal
 // leaves them untouched.
@@ -92,8 +90,16 @@ VKP_API vkp_status VKP_CALL vkp_decode_plan_create(vkp_context* context, const v
     require(out, "out");
     *out = nullptr;
     auto& ctx = require(context, "context")->context;
-    const DecodeShape s = to_cpp(read_struct(shape, "shape"), "shape");
-    auto plan = std::make_unique<vkp_decode_plan>(vkp_decode_plan{DecodePlan::create(ctx, s, options_of(options)), "", context});
+    const vkp_decode_options opts = read_optional_struct(options, "options");
+    DecodeShape s = to_cpp(read_struct(shape, "shape"), "shape");
+    const DecodeParams params = to_params(opts, "options");
+    s.softcap = params.softcap != 0.0f;  // vkp_decode_shape has no softcap: the options' value says
+    const DecodeOptions cpp_options = to_cpp(opts, "options");
+    // Checked here, as when they were part of the plan, and again by every vkp_record_decode.
+    detail::validate_decode_shape(s);
+    detail::validate_decode_options(cpp_options, s);
+    detail::validate_decode_params(params, s);
+    auto plan = std::make_unique<vkp_decode_plan>(vkp_decode_plan{DecodePlan::create(ctx, s, cpp_options), params, "", context});
     plan->description = plan->plan.describe();
     *out = adopt(plan.release(), context);
   });
@@ -129,7 +135,7 @@ VKP_API vkp_status VKP_CALL vkp_decode_plan_shape_get(const vkp_decode_plan* pla
 VKP_API vkp_status VKP_CALL vkp_decode_plan_options_get(const vkp_decode_plan* plan, vkp_decode_options* out) {
   return guarded("vkp_decode_plan_options_get", [&] {
     const auto& p = require(plan, "plan")->plan;
-    StructOut(out, "out").set(to_c(p.options()));
+    StructOut(out, "out").set(to_c(p.options(), plan->params));
   });
 }
 
@@ -168,7 +174,7 @@ VKP_API vkp_status VKP_CALL vkp_record_decode(vkp_context* context, VkCommandBuf
     d.status = to_cpp(v.status);
     d.order = to_cpp(v.order);
     d.merge_counters = to_cpp(v.merge_counters);
-    record_decode(ctx, cmd, p, d);
+    record_decode(ctx, cmd, p, d, plan->params);
   });
 }
 
@@ -200,9 +206,11 @@ VKP_API vkp_status VKP_CALL vkp_decode_attention(vkp_context* context, const vkp
   return guarded("vkp_decode_attention", [&] {
     auto& ctx = require(context, "context")->context;
     const DecodeInputs in = to_inputs(inputs);
-    const DecodeOptions opt = options_of(options);
+    const vkp_decode_options opts = read_optional_struct(options, "options");
+    const DecodeOptions opt = to_cpp(opts, "options");
+    const DecodeParams params = to_params(opts, "options");
     check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);
-    copy_result(decode_attention(ctx, in, opt, lse != nullptr), output, lse);
+    copy_result(decode_attention(ctx, in, opt, params, lse != nullptr), output, lse);
   });
 }
 
@@ -211,9 +219,11 @@ VKP_API vkp_status VKP_CALL vkp_reference_decode_attention(const vkp_decode_inpu
                                                            size_t output_bytes, float* lse, size_t lse_count) {
   return guarded("vkp_reference_decode_attention", [&] {
     const DecodeInputs in = to_inputs(inputs);
-    const DecodeOptions opt = options_of(options);
+    const vkp_decode_options opts = read_optional_struct(options, "options");
+    const DecodeOptions opt = to_cpp(opts, "options");
+    const DecodeParams params = to_params(opts, "options");
     check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);
-    copy_result(reference::decode_attention(in, opt, lse != nullptr), output, lse);
+    copy_result(reference::decode_attention(in, opt, params, lse != nullptr), output, lse);
   });
 }
 

@@ -21,6 +21,8 @@ struct vkp_buffer {
 
 struct vkp_decode_plan {
   vkpaged::DecodePlan plan;
+  // The per-call values vkp_decode_options gave (vkp_record_decode takes none yet).
+  vkpaged::DecodeParams params;
   std::string description;
   // Its pipelines belong to this context's device: recording with another context is refused.
   const vkp_context* context = nullptr;

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 
+#include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
 #include "ops/attention_plan.hpp"
 #include "ops/attention_validation.hpp"
@@ -56,8 +57,8 @@ DecodePlan make_decode_plan(Context& context, const AttentionShape& s, const Att
   d.alibi = s.alibi;
   d.sinks = s.sinks;
   d.lse = s.lse;
+  d.softcap = s.softcap;
   DecodeOptions options;
-  options.softcap = s.softcap ? 1.0f : 0.0f;
   options.sliding_window = s.sliding_window;
   options.split = o.split;
   options.partition_tokens = o.partition_tokens;
@@ -162,7 +163,7 @@ void check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, co
   const DType cache_elem = is_fp8_dtype(s.cache_dtype) ? DType::u8 : s.cache_dtype;
   // Caches read by device address need not fit one descriptor's range.
   const bool cache_range = !(p.choice.kernel == AttentionKernel::scalar && p.choice.address) &&
-                           !(p.decode && p.decode->data().address);
+                           !(p.decode && p.decode->data().choice.address);
   check_view(impl, "query", v.query, {s.query_dtype}, Shape{T, H, D}, 4);
   check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype}, detail::key_cache_shape(s.kv_layout, N, Hkv, D, B, x),
              16, cache_range);
@@ -193,12 +194,6 @@ void check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, co
 // when recording (the decode planner's DecodeParams), they travel in a copy of the plan.
 void record_as_decode(Context& context, VkCommandBuffer cmd, const AttentionPlanData& p, const AttentionViews& v,
                       const AttentionParams& params) {
-  DecodePlan per_call = *p.decode;
-  auto& options = const_cast<detail::DecodePlanData&>(per_call.data()).options;  // the copy's own data
-  options.scale = params.scale;
-  options.softcap = params.softcap;
-  options.k_scale = params.k_scale;
-  options.v_scale = params.v_scale;
   DecodeViews d;
   d.query = v.query;
   d.key_cache = v.key_cache;
@@ -211,7 +206,7 @@ void record_as_decode(Context& context, VkCommandBuffer cmd, const AttentionPlan
   d.lse = v.lse;
   d.scratch = v.scratch;
   d.status = v.status;
-  record_decode(context, cmd, per_call, d);
+  record_decode(context, cmd, *p.decode, d, params);
 }
 
 }  // namespace

@@ -32,9 +32,12 @@ TensorView upload(Context& ctx, std::vector<DeviceBuffer>& keep, const HostTenso
 
 }  // namespace
 
-DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const DecodeOptions& options, bool want_lse) {
+DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const DecodeOptions& options,
+                              const DecodeParams& params, bool want_lse) {
   DecodeShape shape = decode_shape_of(in, want_lse);
+  shape.softcap = params.softcap != 0.0f;
   DecodePlan plan = DecodePlan::create(ctx, shape, options);
+  detail::validate_decode_params(params, shape);  // before anything is uploaded
 
   std::vector<DeviceBuffer> keep;
   const DType cache_elem = is_fp8_dtype(in.cache_dtype) ? DType::u8 : in.cache_dtype;
@@ -90,7 +93,7 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
     if (plan.longest_first()) record_decode_order(ctx, cmd, plan, v.context_lens, v.order);
     if (!v.scratch.empty() || !v.timeline.empty() || !v.merge_counters.empty() || plan.longest_first())
       record_compute_barrier(ctx, cmd);
-    record_decode(ctx, cmd, plan, v);
+    record_decode(ctx, cmd, plan, v, params);
   });
   uint32_t status = 0;
   ctx.download(v.status, &status, 4);

@@ -53,15 +53,23 @@ void validate_decode_shape(const DecodeShape& s) {
 }
 
 void validate_decode_options(const DecodeOptions& o, const DecodeShape& s) {
-  if (o.scale) check_scale("scale", *o.scale);
-  if (!std::isfinite(o.softcap) || o.softcap < 0.0f)
-    refuse(fmt::format("softcap: {} must be finite and >= 0 (0 = off)", o.softcap));
-  check_scale("k_scale", o.k_scale, s.cache_dtype);
-  check_scale("v_scale", o.v_scale, s.cache_dtype);
   if (o.partition_tokens % 256 != 0)
     refuse(fmt::format("partition_tokens: {} is not a multiple of 256", o.partition_tokens));
   if (o.partition_tokens != 0 && o.split == SplitMode::single_pass)
     refuse("partition_tokens: given with split = single_pass");
+}
+
+void validate_decode_params(const DecodeParams& p, const DecodeShape& s) {
+  if (p.scale) check_scale("scale", *p.scale);
+  if (!std::isfinite(p.softcap) || p.softcap < 0.0f)
+    refuse(fmt::format("softcap: {} must be finite and >= 0 (0 = off)", p.softcap));
+  if (s.softcap && p.softcap == 0.0f)
+    refuse("softcap: 0 (off), but the plan's shape.softcap is true: give the cap (> 0), or plan without shape.softcap");
+  if (!s.softcap && p.softcap > 0.0f)
+    refuse(fmt::format("softcap: {}, but the plan's shape.softcap is false: plan with shape.softcap to apply a cap",
+                       p.softcap));
+  check_scale("k_scale", p.k_scale, s.cache_dtype);
+  check_scale("v_scale", p.v_scale, s.cache_dtype);
 }
 
 std::vector<int64_t> host_index_values(const HostTensor& t, const char* name) {

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "common/shader_interface.h"
@@ -49,16 +50,23 @@ std::string compare(const std::vector<uint32_t>& codes) {
   return fmt::format("{}", fmt::join(differences, "; "));
 }
 
+// The probe's answer, kept per context (vk/operator_state.hpp): "" when the layout holds.
+struct FragmentLayoutState {
+  std::mutex mutex;  // held while the probe runs, so that it runs once
+  std::optional<std::string> mismatch;
+};
+
 }  // namespace
 
 const std::string& matrix_fragment_mismatch(Context& context) {
   auto& impl = context.impl();
-  std::lock_guard lock(impl.fragment_layout_mutex);
-  if (impl.fragment_layout_mismatch) return *impl.fragment_layout_mismatch;
+  auto& state = impl.operator_states.get<FragmentLayoutState>();
+  std::lock_guard lock(state.mutex);
+  if (state.mismatch) return *state.mismatch;
   // The probe is a matrix module itself: it runs only where such modules are valid.
   if (const std::string missing = missing_matrix_features(impl); !missing.empty() || !impl.cooperative_matrix) {
-    impl.fragment_layout_mismatch = missing.empty() ? "VK_NV_cooperative_matrix is not enabled" : missing;
-    return *impl.fragment_layout_mismatch;
+    state.mismatch = missing.empty() ? "VK_NV_cooperative_matrix is not enabled" : missing;
+    return *state.mismatch;
   }
   const size_t words = 96 * kSlots + 3;
   DeviceBuffer out = context.create_buffer(words * 4);
@@ -67,8 +75,8 @@ const std::string& matrix_fragment_mismatch(Context& context) {
   context.run_and_wait([&](VkCommandBuffer cmd) { impl.dispatch(cmd, pipeline, bound, nullptr, 1, 1, 1); });
   std::vector<uint32_t> codes(words);
   context.download(out.view(), codes.data(), words * 4);
-  impl.fragment_layout_mismatch = compare(codes);
-  return *impl.fragment_layout_mismatch;
+  state.mismatch = compare(codes);
+  return *state.mismatch;
 }
 
 }  // namespace vkpaged::detail

@@ -135,6 +135,12 @@ KhrFragmentShape probe_shape(Context& context, const vk::ShaderRegistration& sha
   return s;
 }
 
+// The context's probed layout, kept beside the operator (vk/operator_state.hpp).
+struct KhrFragmentLayoutState {
+  std::mutex mutex;
+  std::shared_ptr<const KhrFragmentLayout> layout;
+};
+
 }  // namespace
 
 bool lists_f16_product(const DeviceInfo& info, uint32_t m, uint32_t n, uint32_t k) {
@@ -149,8 +155,9 @@ bool lists_f16_product(const DeviceInfo& info, uint32_t m, uint32_t n, uint32_t 
 
 const KhrFragmentLayout& khr_fragment_layout(Context& context) {
   auto& impl = context.impl();
-  std::lock_guard lock(impl.khr_fragment_layout_mutex);
-  if (impl.khr_fragment_layout) return *impl.khr_fragment_layout;
+  auto& state = impl.operator_states.get<KhrFragmentLayoutState>();
+  std::lock_guard lock(state.mutex);
+  if (state.layout) return *state.layout;
   auto layout = std::make_shared<KhrFragmentLayout>();
   layout->unavailable = khr_unavailable(impl, vk::shader_fragment_layout_16x8x16_khr());
   if (layout->unavailable.empty()) {
@@ -160,7 +167,7 @@ const KhrFragmentLayout& khr_fragment_layout(Context& context) {
         probe_shape(context, vk::shader_fragment_layout_16x16x16_khr(), 16, 16, 16, lanes_16x16x16);
     layout->lanes = std::max(lanes_16x8x16, lanes_16x16x16);
   }
-  impl.khr_fragment_layout = layout;
+  state.layout = layout;
   return *layout;
 }
 

@@ -23,13 +23,16 @@ double cache_element(const HostTensor& t, DType cache, size_t i, double fp8_scal
 
 }  // namespace
 
-DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& options, bool want_lse) {
-  const DecodeShape s = decode_shape_of(in, want_lse);
+DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& options, const DecodeParams& params,
+                              bool want_lse) {
+  DecodeShape s = decode_shape_of(in, want_lse);
+  s.softcap = params.softcap != 0.0f;
   detail::validate_decode_options(options, s);
+  detail::validate_decode_params(params, s);
   const size_t S = s.num_seqs, H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_size, B = s.block_size;
   const size_t M = s.max_blocks_per_seq;
   const size_t x = cache_pack_factor(s.cache_dtype);
-  const double scale = options.scale ? double(*options.scale) : 1.0 / std::sqrt(double(D));
+  const double scale = params.scale ? double(*params.scale) : 1.0 / std::sqrt(double(D));
   const auto lens = detail::host_index_values(in.context_lens, "context_lens");
   const auto tables = detail::host_index_values(in.block_tables, "block_tables");
 
@@ -57,12 +60,12 @@ DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& optio
         double dot = 0.0;
         for (size_t d = 0; d < D; ++d) {
           const size_t ki = (((block * Hkv + g) * (D / x) + d / x) * B + off) * x + d % x;
-          const double k = cache_element(in.key_cache, s.cache_dtype, ki, options.k_scale);
+          const double k = cache_element(in.key_cache, s.cache_dtype, ki, params.k_scale);
           poisoned = poisoned || !std::isfinite(k);
           dot += in.query.get((seq * H + h) * D + d) * k;
         }
         double l = scale * dot;
-        if (options.softcap > 0.0f) l = options.softcap * std::tanh(l / options.softcap);
+        if (params.softcap > 0.0f) l = params.softcap * std::tanh(l / params.softcap);
         if (s.alibi) l += in.alibi_slopes.get(h) * (double(t) - double(len) + 1.0);
         logits[t] = l;
         m = std::max(m, l);
@@ -84,7 +87,7 @@ DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& optio
         const size_t block = size_t(tables[seq * M + t / B]);
         for (size_t d = 0; d < D; ++d) {
           const size_t vi = ((block * Hkv + g) * D + d) * B + t % B;
-          const double v = cache_element(in.value_cache, s.cache_dtype, vi, options.v_scale);
+          const double v = cache_element(in.value_cache, s.cache_dtype, vi, params.v_scale);
           value_non_finite[d] = value_non_finite[d] || !std::isfinite(v);  // whatever its probability
           out[d] += p * v;
         }

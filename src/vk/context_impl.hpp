@@ -17,6 +17,7 @@
 #include "vk/dispatch.hpp"
 #include "vk/fence_wait.hpp"
 #include "vk/instance.hpp"
+#include "vk/operator_state.hpp"
 #include "vk/shader_registry.hpp"
 #include "vk/unique_handle.hpp"
 #include "vkpaged/context.hpp"
@@ -58,8 +59,6 @@ struct BoundView {
   VkDescriptorBufferInfo info{};
   uint32_t word_offset = 0;
 };
-
-struct KhrFragmentLayout;  // ops/fragment_layout_khr.hpp
 
 struct ContextImpl {
   explicit ContextImpl(const ContextOptions& options);
@@ -120,12 +119,7 @@ struct ContextImpl {
   // BufferImpl's destructor: keeps its buffer and memory alive while `pending` exists.
   void retire(BufferImpl& buffer);
   std::mutex pipeline_mutex;
-  // ops/fragment_layout.cpp: "" when the matrix kernel's fragment layout holds; set on first use.
-  std::mutex fragment_layout_mutex;
-  std::optional<std::string> fragment_layout_mismatch;
-  // ops/fragment_layout_khr.cpp: the KHR fragments' layout, probed on first use.
-  std::mutex khr_fragment_layout_mutex;
-  std::shared_ptr<const KhrFragmentLayout> khr_fragment_layout;
+  OperatorStates operator_states;  // what operators keep per context, defined by each (vk/operator_state.hpp)
   std::map<std::string, std::unique_ptr<ComputePipeline>> pipelines;
 
   // What both constructors do once the device exists: entry points, queue, caches.

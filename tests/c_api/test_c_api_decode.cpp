@@ -28,15 +28,17 @@ vkp_decode_inputs c_inputs(const DecodeInputs& in) {
   return c;
 }
 
-vkp_decode_options c_options(const DecodeOptions& o) {
+// vkp_decode_options carries both the plan's options and the per-call values (the C plan keeps
+// them for vkp_record_decode).
+vkp_decode_options c_options(const DecodeOptions& o, const DecodeParams& p) {
   vkp_decode_options c;
   vkp_decode_options_init(&c);
-  c.has_scale = o.scale.has_value() ? VKP_TRUE : VKP_FALSE;
-  c.scale = o.scale.value_or(0.0f);
-  c.softcap = o.softcap;
+  c.has_scale = p.scale.has_value() ? VKP_TRUE : VKP_FALSE;
+  c.scale = p.scale.value_or(0.0f);
+  c.softcap = p.softcap;
   c.sliding_window = o.sliding_window;
-  c.k_scale = o.k_scale;
-  c.v_scale = o.v_scale;
+  c.k_scale = p.k_scale;
+  c.v_scale = p.v_scale;
   c.split = vkp_split_mode(o.split);
   c.partition_tokens = o.partition_tokens;
   c.kernel = vkp_decode_kernel(o.kernel);
@@ -53,13 +55,14 @@ struct RecordedDecode {
 
 // Plans with the C API, uploads with the C API and records vkp_record_decode into a command
 // buffer of vkp_run_and_wait.
-RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& options, bool want_lse) {
+RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& options, const DecodeParams& params,
+                                bool want_lse) {
   vkp_context* ctx = c_context();
   const vkp_decode_inputs cin = c_inputs(in);
   vkp_decode_shape shape;
   vkp_decode_shape_init(&shape);
   EXPECT_VKP_OK(vkp_decode_shape_of(&cin, want_lse ? VKP_TRUE : VKP_FALSE, &shape));
-  const vkp_decode_options copt = c_options(options);
+  const vkp_decode_options copt = c_options(options, params);
   vkp_decode_plan* raw = nullptr;
   EXPECT_VKP_OK(vkp_decode_plan_create(ctx, &shape, &copt, &raw));
   PlanPtr plan(raw, &vkp_decode_plan_destroy);
@@ -79,6 +82,11 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
   EXPECT_EQ(plan_options.order, copt.order);
   EXPECT_EQ(info.order_bytes, info.longest_first ? 4u * shape.num_seqs * info.num_partitions : 0u);
   EXPECT_EQ(plan_options.merge, copt.merge);
+  EXPECT_EQ(plan_options.has_scale, copt.has_scale);
+  EXPECT_EQ(plan_options.scale, copt.scale);
+  EXPECT_EQ(plan_options.softcap, copt.softcap);
+  EXPECT_EQ(plan_options.k_scale, copt.k_scale);
+  EXPECT_EQ(plan_options.v_scale, copt.v_scale);
   EXPECT_EQ(info.merge_counter_bytes, vkp_decode_plan_merge_counter_bytes(raw));
   EXPECT_NE(std::string(vkp_decode_plan_describe(raw)), "");
 
@@ -136,16 +144,17 @@ TEST_P(CApiDecodeTest, RecordedDecodeMatchesCppBitForBitAndTheReference) {
   const auto& [c, split] = GetParam();
   std::mt19937 rng(101);
   const DecodeInputs in = make_decode_inputs(c, rng);
-  DecodeOptions options = default_options(c);
+  DecodeOptions options;
   options.split = split;
-  options.softcap = c.alibi ? 20.0f : 0.0f;
+  DecodeParams params = default_params(c);
+  params.softcap = c.alibi ? 20.0f : 0.0f;
   const bool want_lse = c.sinks;
-  const RecordedDecode got = record_through_c(in, options, want_lse);
+  const RecordedDecode got = record_through_c(in, options, params, want_lse);
   EXPECT_EQ(got.status, 0u);
-  const DecodeResult cpp = decode_attention(ctx(), in, options, want_lse);
+  const DecodeResult cpp = decode_attention(ctx(), in, options, params, want_lse);
   ASSERT_EQ(got.output.bytes(), cpp.output.bytes());
   EXPECT_EQ(std::memcmp(got.output.data(), cpp.output.data(), cpp.output.bytes()), 0) << c.str();
-  const DecodeResult want = reference::decode_attention(in, options, want_lse);
+  const DecodeResult want = reference::decode_attention(in, options, params, want_lse);
   EXPECT_LE(max_abs_diff(got.output, want.output), tolerance(c.query_dtype, c.cache_dtype)) << c.str();
   if (want_lse) EXPECT_LE(max_abs_diff(got.lse, want.lse), 1e-3) << c.str();
 }
@@ -184,15 +193,16 @@ TEST_F(CApiDecodeHostTest, ConvenienceAndReferenceMatchTheCppApi) {
   DecodeCase c = make_case(DType::f16, DType::fp8_e5m2, {3, 70, 513}, false, true);
   std::mt19937 rng(7);
   const DecodeInputs in = make_decode_inputs(c, rng);
-  const DecodeOptions options = default_options(c);
+  const DecodeOptions options;
+  const DecodeParams params = default_params(c);
   const vkp_decode_inputs cin = c_inputs(in);
-  const vkp_decode_options copt = c_options(options);
+  const vkp_decode_options copt = c_options(options, params);
   HostTensor out(in.query.dtype(), in.query.shape()), ref(in.query.dtype(), in.query.shape());
   std::vector<float> lse(3 * 8), ref_lse(3 * 8);
   ASSERT_VKP_OK(vkp_decode_attention(c_context(), &cin, &copt, out.data(), out.bytes(), lse.data(), lse.size()));
   ASSERT_VKP_OK(vkp_reference_decode_attention(&cin, &copt, ref.data(), ref.bytes(), ref_lse.data(), ref_lse.size()));
   // The C reference is the C++ reference, bit for bit.
-  const DecodeResult cpp_ref = reference::decode_attention(in, options, true);
+  const DecodeResult cpp_ref = reference::decode_attention(in, options, params, true);
   EXPECT_EQ(std::memcmp(ref.data(), cpp_ref.output.data(), ref.bytes()), 0);
   EXPECT_EQ(std::memcmp(ref_lse.data(), cpp_ref.lse.data(), ref_lse.size() * 4), 0);
   EXPECT_LE(max_abs_diff(out, ref), tolerance(c.query_dtype, c.cache_dtype));
@@ -263,10 +273,10 @@ TEST_F(CApiDecodeHostTest, KernelChoiceRoundTripsAndIsChecked) {
           << vkp_decode_plan_describe(raw);
   }
   // The scalar kernel asked for through C records what the C++ API computes with it.
-  DecodeOptions scalar = default_options(c);
+  DecodeOptions scalar;
   scalar.kernel = DecodeKernel::scalar;
-  const RecordedDecode got = record_through_c(in, scalar, false);
-  const DecodeResult cpp = decode_attention(ctx(), in, scalar);
+  const RecordedDecode got = record_through_c(in, scalar, default_params(c), false);
+  const DecodeResult cpp = decode_attention(ctx(), in, scalar, default_params(c));
   ASSERT_EQ(got.output.bytes(), cpp.output.bytes());
   EXPECT_EQ(std::memcmp(got.output.data(), cpp.output.data(), cpp.output.bytes()), 0);
 
@@ -301,16 +311,16 @@ TEST_F(CApiDecodeHostTest, LongestFirstRecordsThroughCAndIsChecked) {
   std::mt19937 rng(13);
   const DecodeInputs in = make_decode_inputs(c, rng);
   for (SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
-    DecodeOptions longest = default_options(c);
+    DecodeOptions longest;
     longest.order = DecodeOrder::longest_first;
     longest.split = split;
     longest.partition_tokens = split == SplitMode::split ? 256 : 0;
-    const RecordedDecode got = record_through_c(in, longest, true);
+    const RecordedDecode got = record_through_c(in, longest, default_params(c), true);
     EXPECT_EQ(got.status, 0u);
-    const DecodeResult cpp = decode_attention(ctx(), in, longest, true);
+    const DecodeResult cpp = decode_attention(ctx(), in, longest, default_params(c), true);
     ASSERT_EQ(got.output.bytes(), cpp.output.bytes());
     EXPECT_EQ(std::memcmp(got.output.data(), cpp.output.data(), cpp.output.bytes()), 0);
-    const DecodeResult want = reference::decode_attention(in, longest, true);
+    const DecodeResult want = reference::decode_attention(in, longest, default_params(c), true);
     EXPECT_LE(max_abs_diff(got.output, want.output), tolerance(c.query_dtype, c.cache_dtype));
   }
 

@@ -274,11 +274,12 @@ TEST_F(AttentionTest, SingleTokenBatchesRunOnTheDecodeKernels) {
   dc.alibi = dc.sinks = true;
   std::mt19937 rng(11);
   const DecodeInputs d = make_decode_inputs(dc, rng);
-  DecodeOptions dopt = default_options(dc);
-  dopt.softcap = 4.0f;
+  DecodeOptions dopt;
   dopt.sliding_window = 50;
-  dopt.scale = 0.2f;
-  const DecodeResult want = decode_attention(ctx(), d, dopt, true);
+  DecodeParams dparams = default_params(dc);
+  dparams.softcap = 4.0f;
+  dparams.scale = 0.2f;
+  const DecodeResult want = decode_attention(ctx(), d, dopt, dparams, true);
 
   AttentionInputs a;
   a.query = d.query;
@@ -292,9 +293,7 @@ TEST_F(AttentionTest, SingleTokenBatchesRunOnTheDecodeKernels) {
   a.sliding_window = dopt.sliding_window;
   a.query_starts = HostTensor(DType::i32, Shape{5});
   for (int i = 0; i < 5; ++i) a.query_starts.as<int32_t>()[i] = i;
-  AttentionParams p;
-  p.scale = dopt.scale;
-  p.softcap = dopt.softcap;
+  const AttentionParams p = dparams;
   const AttentionShape shape = attention_shape_of(a, p, true);
   const std::vector<int32_t> starts{0, 1, 2, 3, 4};
   EXPECT_EQ(AttentionPlan::create(ctx(), shape, starts).kernel(), AttentionKernel::decode);
@@ -309,7 +308,7 @@ TEST_F(AttentionTest, SingleTokenBatchesRunOnTheDecodeKernels) {
   expect_decode_near({scalar_result.output, scalar_result.lse, {}}, want, tolerance(dc.query_dtype, dc.cache_dtype), true,
                      "attention kernel against decode");
   // And the reference of each operator agrees with the other.
-  const DecodeResult decode_ref = reference::decode_attention(d, dopt, true);
+  const DecodeResult decode_ref = reference::decode_attention(d, dopt, dparams, true);
   const AttentionResult attention_ref = reference::batch_attention(a, p, true);
   EXPECT_LE(max_abs_diff(decode_ref.output, attention_ref.output), 1e-6);
 }

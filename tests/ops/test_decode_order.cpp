@@ -1,6 +1,6 @@
 // Longest first (DecodeOrder::longest_first): the item list record_decode_order writes, and
-// decodes that take their items from it, against the CPU reference on the kernels the device
-// runs (the scalar kernel everywhere, the matrix kernel where automatic picks it).
+// decodes that take their items from it, against the CPU reference, on every kernel
+// (support/decode_kernels.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +10,9 @@
 
 #include "support/decode_case.hpp"
 #include "support/decode_check.hpp"
+#include "support/decode_kernels.hpp"
 #include "support/expect_error.hpp"
-#include "support/test_context.hpp"
+#include "ops/decode_plan.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
 
@@ -65,16 +66,8 @@ DeviceDecode upload_decode(Context& ctx, const DecodeInputs& in, const DecodePla
   return d;
 }
 
-class DecodeOrderTest : public GpuTest {
+class DecodeOrderTest : public DecodeKernelTest {
  protected:
-  void check(const DecodeCase& c, const DecodeOptions& options, uint32_t seed, bool lse) {
-    std::mt19937 rng(seed);
-    const DecodeInputs in = make_decode_inputs(c, rng);
-    const DecodeResult want = reference::decode_attention(in, options, lse);
-    const DecodeResult got = decode_attention(ctx(), in, options, lse);
-    expect_decode_near(got, want, tolerance(c.query_dtype, c.cache_dtype), lse, c.str());
-  }
-
   // The list record_decode_order writes for `plan` from `lens` (on the device).
   std::vector<uint32_t> list_of(const DecodePlan& plan, const std::vector<int32_t>& lens) {
     DeviceBuffer lens_buffer = ctx().create_buffer(std::max<size_t>(lens.size() * 4, 16));
@@ -90,7 +83,7 @@ class DecodeOrderTest : public GpuTest {
 
 // Ragged lengths around the block edges, block tables in shuffled order, one pass and split,
 // with and without a sliding window, ALiBi, sinks and LSE.
-TEST_F(DecodeOrderTest, LongestFirstMatchesTheReference) {
+TEST_P(DecodeOrderTest, LongestFirstMatchesTheReference) {
   DecodeCase c;
   c.heads = 8;
   c.kv_heads = 2;
@@ -98,25 +91,23 @@ TEST_F(DecodeOrderTest, LongestFirstMatchesTheReference) {
   c.lens = {0, 1, 15, 16, 17, 301, 1000, 2049};
   c.alibi = true;
   c.sinks = true;
-  for (DecodeKernel kernel : {DecodeKernel::automatic, DecodeKernel::scalar})
-    for (SplitMode split : {SplitMode::single_pass, SplitMode::split})
-      for (uint32_t window : {0u, 300u}) {
-        DecodeOptions o = default_options(c);
-        o.order = DecodeOrder::longest_first;
-        o.kernel = kernel;
-        o.split = split;
-        o.partition_tokens = split == SplitMode::split ? 256 : 0;
-        o.sliding_window = window;
-        SCOPED_TRACE(::testing::Message() << "kernel " << int(kernel) << " split " << int(split) << " window " << window);
-        check(c, o, 3 + window, true);
-      }
+  for (SplitMode split : {SplitMode::single_pass, SplitMode::split})
+    for (uint32_t window : {0u, 300u}) {
+      DecodeOptions o;
+      o.order = DecodeOrder::longest_first;
+      o.split = split;
+      o.partition_tokens = split == SplitMode::split ? 256 : 0;
+      o.sliding_window = window;
+      SCOPED_TRACE(::testing::Message() << "split " << int(split) << " window " << window);
+      check(c, o, default_params(c), 3 + window, true);
+    }
 }
 
 // Every feature mix and cache dtype the other decode tests take, longest first.
-TEST_F(DecodeOrderTest, FeatureMixesAndDtypesLongestFirst) {
+TEST_P(DecodeOrderTest, FeatureMixesAndDtypesLongestFirst) {
   for (auto mix : feature_mixes()) {
     mix.options.order = DecodeOrder::longest_first;
-    check(mix.c, mix.options, mix.seed, true);
+    check(mix.c, mix.options, mix.params, mix.seed, true);
   }
   for (DType cache : {DType::f32, DType::bf16, DType::fp8_e4m3}) {
     DecodeCase c;
@@ -124,15 +115,15 @@ TEST_F(DecodeOrderTest, FeatureMixesAndDtypesLongestFirst) {
     c.cache_dtype = cache;
     c.head_size = 128;
     c.lens = {33, 0, 500, 17, 260};
-    DecodeOptions o = default_options(c);
+    DecodeOptions o;
     o.order = DecodeOrder::longest_first;
-    check(c, o, 21, false);
+    check(c, o, default_params(c), 21, false);
   }
 }
 
 // The list names each (sequence, partition) once, in order of decreasing tokens (to the
 // step of the sizes it sorts by: a power of two that fits the longest item in 256 sizes).
-TEST_F(DecodeOrderTest, ListNamesEveryItemOnceLongestFirst) {
+TEST_P(DecodeOrderTest, ListNamesEveryItemOnceLongestFirst) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int32_t> len(0, 1500);
   std::vector<int32_t> lens(37);
@@ -148,7 +139,9 @@ TEST_F(DecodeOrderTest, ListNamesEveryItemOnceLongestFirst) {
       o.split = split ? SplitMode::split : SplitMode::single_pass;
       o.partition_tokens = split ? 256 : 0;
       o.sliding_window = window;
-      const DecodePlan plan = DecodePlan::create(ctx(), s, o);
+      const auto plan_or = plan_or_refused(s, o);
+      ASSERT_TRUE(plan_or);
+      const DecodePlan& plan = *plan_or;
       ASSERT_TRUE(plan.longest_first());
       const uint32_t S = s.num_seqs, P = plan.num_partitions(), T = split ? 256 : s.max_blocks_per_seq * s.block_size;
       ASSERT_EQ(plan.order_bytes(), 4u * S * P);
@@ -181,18 +174,20 @@ TEST_F(DecodeOrderTest, ListNamesEveryItemOnceLongestFirst) {
 
 // A list made from other lengths names every item too: the decode is exact, only its order
 // (its time) suffers.
-TEST_F(DecodeOrderTest, AListFromOtherLengthsCostsTimeNotCorrectness) {
+TEST_P(DecodeOrderTest, AListFromOtherLengthsCostsTimeNotCorrectness) {
   DecodeCase c;
   c.lens = {3, 600, 0, 257, 40};
   c.sinks = true;
   std::mt19937 rng(17);
   const DecodeInputs in = make_decode_inputs(c, rng);
   for (SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
-    DecodeOptions o = default_options(c);
+    DecodeOptions o = with_kernel({});
     o.order = DecodeOrder::longest_first;
     o.split = split;
     o.partition_tokens = split == SplitMode::split ? 256 : 0;
-    const DecodePlan plan = DecodePlan::create(ctx(), decode_shape_of(in, false), o);
+    const auto plan_or = plan_or_refused(decode_shape_of(in, false), o);
+    ASSERT_TRUE(plan_or);
+    const DecodePlan& plan = *plan_or;
     DeviceDecode d = upload_decode(ctx(), in, plan);
     const std::vector<int32_t> other{600, 0, 1, 599, 2};  // another step's lengths, another order
     DeviceBuffer other_lens = ctx().create_buffer(other.size() * 4);
@@ -214,14 +209,16 @@ TEST_F(DecodeOrderTest, AListFromOtherLengthsCostsTimeNotCorrectness) {
 
 // A list never written (here all ones) names no item of the plan: every workgroup flags it and
 // reads nothing.
-TEST_F(DecodeOrderTest, AnUnwrittenListIsFlaggedNotFollowed) {
+TEST_P(DecodeOrderTest, AnUnwrittenListIsFlaggedNotFollowed) {
   DecodeCase c;
   c.lens = {5, 70};
   std::mt19937 rng(19);
   const DecodeInputs in = make_decode_inputs(c, rng);
-  DecodeOptions o = default_options(c);
+  DecodeOptions o = with_kernel({});
   o.order = DecodeOrder::longest_first;
-  const DecodePlan plan = DecodePlan::create(ctx(), decode_shape_of(in, false), o);
+  const auto plan_or = plan_or_refused(decode_shape_of(in, false), o);
+  ASSERT_TRUE(plan_or);
+  const DecodePlan& plan = *plan_or;
   DeviceDecode d = upload_decode(ctx(), in, plan);
   const std::vector<uint32_t> garbage(plan.order_bytes() / 4, 0xffffffffu);
   ctx().upload(d.views.order, garbage.data(), plan.order_bytes());
@@ -231,8 +228,8 @@ TEST_F(DecodeOrderTest, AnUnwrittenListIsFlaggedNotFollowed) {
   EXPECT_EQ(status, kStatusBadOrder);
 }
 
-TEST_F(DecodeOrderTest, RefusesWhatItCannotList) {
-  DecodeOptions o;
+TEST_P(DecodeOrderTest, RefusesWhatItCannotList) {
+  DecodeOptions o = with_kernel({});
   o.order = DecodeOrder::longest_first;
   // 4097 sequences are one item past the list's 4096.
   expect_refused([&] { DecodePlan::create(ctx(), plan_shape(4097, 4, 2, 64, 64), o); },
@@ -245,10 +242,12 @@ TEST_F(DecodeOrderTest, RefusesWhatItCannotList) {
   DecodeCase c;
   std::mt19937 rng(23);
   const DecodeInputs in = make_decode_inputs(c, rng);
-  o = default_options(c);
+  o = with_kernel({});
   o.order = DecodeOrder::longest_first;
-  const DecodePlan plan = DecodePlan::create(ctx(), decode_shape_of(in, false), o);
-  EXPECT_NE(plan.describe().find("longest first"), std::string::npos) << plan.describe();
+  const auto plan_or = plan_or_refused(decode_shape_of(in, false), o);
+  ASSERT_TRUE(plan_or);
+  const DecodePlan& plan = *plan_or;
+  EXPECT_TRUE(plan.longest_first()) << plan.describe();
   DeviceDecode d = upload_decode(ctx(), in, plan);
   DecodeViews no_list = d.views;
   no_list.order = {};
@@ -259,13 +258,15 @@ TEST_F(DecodeOrderTest, RefusesWhatItCannotList) {
     ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode_order(ctx(), cmd, plan, d.views.context_lens, short_list); });
   }, "order:");
   o.order = DecodeOrder::grid;
-  const DecodePlan grid = DecodePlan::create(ctx(), decode_shape_of(in, false), o);
+  const DecodePlan grid = *plan_or_refused(decode_shape_of(in, false), o);
   EXPECT_FALSE(grid.longest_first());
   EXPECT_EQ(grid.order_bytes(), 0u);
   expect_refused([&] {
     ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode_order(ctx(), cmd, grid, d.views.context_lens, d.views.order); });
   }, "plan: record_decode_order needs a plan made with DecodeOrder::longest_first");
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, DecodeOrderTest, ::testing::ValuesIn(kDecodeKernels), decode_kernel_param_name);
 
 }  // namespace
 }  // namespace vkpaged::test

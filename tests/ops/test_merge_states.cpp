@@ -68,10 +68,10 @@ TEST_F(MergeTest, PrefixPlusSuffixEqualsWholeContext) {
     const std::vector<int32_t> zero(c.lens.size(), 0), split{0, 1, 16, 17, 0, 150};
     std::vector<int32_t> lens(c.lens.begin(), c.lens.end());
     const DecodeInputs prefix = extract(c, whole, zero, split), suffix = extract(c, whole, split, lens);
-    const auto a = decode_attention(ctx(), prefix, {}, true);
-    const auto b = decode_attention(ctx(), suffix, {}, true);
+    const auto a = decode_attention(ctx(), prefix, {}, {}, true);
+    const auto b = decode_attention(ctx(), suffix, {}, {}, true);
     const auto merged = merge_attention(ctx(), a, b);
-    const auto want = reference::decode_attention(whole, {}, true);
+    const auto want = reference::decode_attention(whole, {}, {}, true);
     const double tol = tolerance(dt, dt);
     EXPECT_LE(max_abs_diff(merged.output, want.output), 2 * tol) << dtype_name(dt);
     for (int64_t i = 0; i < want.lse.numel(); ++i) {
@@ -80,8 +80,8 @@ TEST_F(MergeTest, PrefixPlusSuffixEqualsWholeContext) {
       else EXPECT_NEAR(g, w, 1e-3) << i;
     }
     // The reference merge of the reference halves agrees too.
-    const auto ref = reference::merge_attention(reference::decode_attention(prefix, {}, true),
-                                                reference::decode_attention(suffix, {}, true));
+    const auto ref = reference::merge_attention(reference::decode_attention(prefix, {}, {}, true),
+                                                reference::decode_attention(suffix, {}, {}, true));
     EXPECT_LE(max_abs_diff(ref.output, want.output), tol) << dtype_name(dt);
   }
 }

@@ -60,20 +60,21 @@ void check_paths(Context* ctx, DType query, DType cache, std::span<const Path> p
     fill_unread_with_nan(c, clean);
     DecodeInputs dirty = clean;
     for (const NonFinite& e : elements) place(c, dirty, e);
-    DecodeOptions o = default_options(c);
-    o.softcap = mix.softcap;
+    DecodeOptions o;
     o.sliding_window = mix.window;
+    DecodeParams params = default_params(c);
+    params.softcap = mix.softcap;
     const NanMask mask = nan_mask(c, dirty, elements, mix.window);
     const std::string label = c.str() + " " + mix.name;
-    const DecodeResult want = reference::decode_attention(clean, o, true);
-    expect_nan_exactly_where(reference::decode_attention(dirty, o, true), want, mask, 0.0, true, label + ", reference");
+    const DecodeResult want = reference::decode_attention(clean, o, params, true);
+    expect_nan_exactly_where(reference::decode_attention(dirty, o, params, true), want, mask, 0.0, true, label + ", reference");
     if (ctx == nullptr) continue;
     for (const Path& p : paths) {
       o.kernel = p.kernel;
       o.split = p.split;
       o.partition_tokens = p.partition_tokens;
       o.merge = p.merge;
-      const DecodeResult got = decode_attention(*ctx, dirty, o, true);
+      const DecodeResult got = decode_attention(*ctx, dirty, o, params, true);
       expect_nan_exactly_where(got, want, mask, tolerance(query, cache), true, label + ", " + p.name);
     }
   }
@@ -104,7 +105,7 @@ TEST(NonFiniteReference, ANanKeyOrQueryIsNanNotZero) {
   DecodeInputs in = make_decode_inputs(c, rng);
   place(c, in, {NonFinite::Where::key, 2, 0, 10, 0, kNaN});
   place(c, in, {NonFinite::Where::query, 3, 3, 0, 0, kNaN});
-  const DecodeResult r = reference::decode_attention(in, {}, true);
+  const DecodeResult r = reference::decode_attention(in, {}, {}, true);
   const int64_t D = c.head_size;
   for (int64_t h : {0, 1}) EXPECT_TRUE(std::isnan(r.output.get(size_t((2 * c.heads + h) * D)))) << "key, head " << h;
   EXPECT_TRUE(std::isnan(r.output.get(size_t((3 * c.heads + 3) * D + 5)))) << "query";

@@ -103,9 +103,9 @@ TEST(ScaleRule, ReferencesRefuseTheSameValues) {
     DecodeCase c = case_for(r.cache);
     const DecodeInputs in = make_decode_inputs(c, rng);
     for (const char* which : {"k_scale", "v_scale"}) {
-      DecodeOptions o = default_options(c);
-      (std::string(which) == "k_scale" ? o.k_scale : o.v_scale) = r.value;
-      expect_refused([&] { reference::decode_attention(in, o); }, std::string(which) + ": " + r.message);
+      DecodeParams params = default_params(c);
+      (std::string(which) == "k_scale" ? params.k_scale : params.v_scale) = r.value;
+      expect_refused([&] { reference::decode_attention(in, {}, params); }, std::string(which) + ": " + r.message);
       CacheScales scales;
       (std::string(which) == "k_scale" ? scales.k_scale : scales.v_scale) = r.value;
       HostTensor key_cache = in.key_cache, value_cache = in.value_cache;
@@ -119,9 +119,9 @@ TEST(ScaleRule, ReferencesRefuseTheSameValues) {
                      std::string(which) + ": " + r.message);
     }
     if (r.cache == DType::f16) {  // the softmax scale takes the rule's first part
-      DecodeOptions o;
-      o.scale = r.value;
-      expect_refused([&] { reference::decode_attention(in, o); }, "scale: " + r.message);
+      DecodeParams params;
+      params.scale = r.value;
+      expect_refused([&] { reference::decode_attention(in, {}, params); }, "scale: " + r.message);
     }
   }
 }
@@ -143,10 +143,12 @@ TEST_F(ScaleTest, DevicePathsRefuseTheSameValues) {
     std::mt19937 rng(1);
     DecodeCase c = case_for(r.cache);
     const DecodeInputs in = make_decode_inputs(c, rng);
-    DecodeOptions o = default_options(c);
-    o.k_scale = r.value;
-    expect_refused([&] { DecodePlan::create(ctx(), decode_shape_of(in), o); }, "k_scale: " + r.message);
-    expect_refused([&] { decode_attention(ctx(), in, o); }, "k_scale: " + r.message);
+    DecodeParams params = default_params(c);
+    params.k_scale = r.value;
+    // Per-call values are checked when recording, before any view.
+    const DecodePlan plan = DecodePlan::create(ctx(), decode_shape_of(in));
+    expect_refused([&] { record_decode(ctx(), VK_NULL_HANDLE, plan, {}, params); }, "k_scale: " + r.message);
+    expect_refused([&] { decode_attention(ctx(), in, {}, params); }, "k_scale: " + r.message);
     // Views with shapes and dtypes only: the scales are checked before any buffer is.
     const int64_t x = cache_pack_factor(r.cache);
     const TensorView key_cache = view(r.cache, Shape{4, 2, 64 / x, 16, x}), value_cache = view(r.cache, Shape{4, 2, 64, 16});
@@ -169,12 +171,13 @@ TEST_F(ScaleTest, OtherCachesIgnoreTheFp8Scales) {
     c.query_dtype = cache;
     std::mt19937 rng(5);
     const DecodeInputs in = make_decode_inputs(c, rng);
-    DecodeOptions o;
-    o.k_scale = 2.0f;
-    o.v_scale = 3.0f;
+    DecodeParams params;
+    params.k_scale = 2.0f;
+    params.v_scale = 3.0f;
     const DecodeResult plain = reference::decode_attention(in);
-    EXPECT_EQ(max_abs_diff(reference::decode_attention(in, o).output, plain.output), 0.0);
-    EXPECT_LE(max_abs_diff(decode_attention(ctx(), in, o).output, plain.output), tolerance(cache, cache)) << dtype_name(cache);
+    EXPECT_EQ(max_abs_diff(reference::decode_attention(in, {}, params).output, plain.output), 0.0);
+    EXPECT_LE(max_abs_diff(decode_attention(ctx(), in, {}, params).output, plain.output), tolerance(cache, cache))
+        << dtype_name(cache);
   }
 }
 

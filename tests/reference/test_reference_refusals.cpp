@@ -36,10 +36,15 @@ void expect_decode_refused(const DecodeInputs& in, const std::string& needle) {
   expect_invalid([&] { reference::decode_attention(in); }, needle);
   expect_invalid([&] { decode_shape_of(in); }, needle);
 }
-// Options are checked by the reference (and DecodePlan::create), not by decode_shape_of.
-void expect_options_refused(const DecodeInputs& in, const DecodeOptions& options, const std::string& needle) {
+// Options and per-call params are checked by the reference (and DecodePlan::create, and
+// record_decode), not by decode_shape_of.
+void expect_options_refused(const DecodeInputs& in, const DecodeOptions& options, const std::string& needle,
+                            const DecodeParams& params = {}) {
   EXPECT_NO_THROW(decode_shape_of(in));
-  expect_invalid([&] { reference::decode_attention(in, options); }, needle);
+  expect_invalid([&] { reference::decode_attention(in, options, params); }, needle);
+}
+void expect_params_refused(const DecodeInputs& in, const DecodeParams& params, const std::string& needle) {
+  expect_options_refused(in, DecodeOptions{}, needle, params);
 }
 
 class DecodeRefusals : public ::testing::Test {
@@ -156,22 +161,22 @@ TEST_F(DecodeRefusals, ShapesAndDtypesThatDisagree) {
 
 TEST_F(DecodeRefusals, OptionsOutOfRange) {
   const DecodeInputs in = good();
+  DecodeParams p;
+  p.softcap = -1.0f;
+  expect_params_refused(in, p, "softcap: -1");
+  p = {};
+  p.softcap = std::numeric_limits<float>::infinity();
+  expect_params_refused(in, p, "softcap: inf");
+  p = {};
+  p.scale = std::numeric_limits<float>::quiet_NaN();
+  expect_params_refused(in, p, "scale: nan");
+  p = {};
+  p.k_scale = 0.0f;
+  expect_params_refused(in, p, "k_scale: 0");
+  p = {};
+  p.v_scale = std::numeric_limits<float>::infinity();
+  expect_params_refused(in, p, "v_scale: inf");
   DecodeOptions o;
-  o.softcap = -1.0f;
-  expect_options_refused(in, o, "softcap: -1");
-  o = {};
-  o.softcap = std::numeric_limits<float>::infinity();
-  expect_options_refused(in, o, "softcap: inf");
-  o = {};
-  o.scale = std::numeric_limits<float>::quiet_NaN();
-  expect_options_refused(in, o, "scale: nan");
-  o = {};
-  o.k_scale = 0.0f;
-  expect_options_refused(in, o, "k_scale: 0");
-  o = {};
-  o.v_scale = std::numeric_limits<float>::infinity();
-  expect_options_refused(in, o, "v_scale: inf");
-  o = {};
   o.partition_tokens = 100;
   expect_options_refused(in, o, "partition_tokens: 100");
   o = {};

@@ -9,7 +9,7 @@
 
 namespace vkpaged::test {
 
-void expect_bad_indices_flagged_not_followed(Context& ctx, const DecodeOptions& options) {
+void expect_bad_indices_flagged_not_followed(Context& ctx, const DecodeOptions& options, const DecodeParams& params) {
   DecodeCase c;
   c.lens = {20, 40, 33};  // sequence 2 stays intact and must come out right
   std::mt19937 rng(5);
@@ -39,13 +39,13 @@ void expect_bad_indices_flagged_not_followed(Context& ctx, const DecodeOptions& 
   v.context_lens = cl.tensor(DType::i32, lens.shape());
   v.output = out.tensor(DType::f16, in.query.shape());
   v.status = status.view(0, 4);
-  ctx.run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v); });
+  ctx.run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx, cmd, plan, v, params); });
   uint32_t flags = 0;
   ctx.download(status.view(0, 4), &flags, 4);
   EXPECT_EQ(flags, kStatusBadBlockId | kStatusBadContextLen);
   HostTensor got(DType::f16, in.query.shape());
   ctx.download(out.view(), got.data(), got.bytes());
-  const auto want = reference::decode_attention(in);
+  const auto want = reference::decode_attention(in, options, params);
   const int64_t row = int64_t(c.heads) * c.head_size;
   for (int64_t i = 2 * row; i < 3 * row; ++i)
     ASSERT_NEAR(got.get(size_t(i)), want.output.get(size_t(i)), tolerance(DType::f16, DType::f16)) << i;

@@ -6,10 +6,10 @@
 
 namespace vkpaged::test {
 
-// Runs a bf16 decode with `options` over sequences whose keys, values and queries are scaled
-// by powers of two from 2^-40 to 2^40 (overflowing and underflowing f16, alone and mixed
-// within a unit of tokens) and expects every output within the bf16 tolerance of the
+// Runs a bf16 decode with `options` and `params` over sequences whose keys, values and queries
+// are scaled by powers of two from 2^-40 to 2^40 (overflowing and underflowing f16, alone and
+// mixed within a unit of tokens) and expects every output within the bf16 tolerance of the
 // reference, scaled by the sequence's value scale.
-void expect_bf16_far_outside_f16_range_kept(Context& ctx, const DecodeOptions& options);
+void expect_bf16_far_outside_f16_range_kept(Context& ctx, const DecodeOptions& options, const DecodeParams& params = {});
 
 }  // namespace vkpaged::test

@@ -15,10 +15,10 @@ std::string DecodeCase::str() const {
                      sinks ? " sinks" : "");
 }
 
-DecodeOptions default_options(const DecodeCase& c) {
-  DecodeOptions o;
-  if (is_fp8_dtype(c.cache_dtype)) o.k_scale = o.v_scale = c.fp8_scale;
-  return o;
+DecodeParams default_params(const DecodeCase& c) {
+  DecodeParams p;
+  if (is_fp8_dtype(c.cache_dtype)) p.k_scale = p.v_scale = c.fp8_scale;
+  return p;
 }
 
 std::vector<FeatureMix> feature_mixes() {
@@ -30,11 +30,12 @@ std::vector<FeatureMix> feature_mixes() {
   for (uint32_t mask = 0; mask < 16; ++mask) {
     c.alibi = mask & 1;
     c.sinks = mask & 2;
-    DecodeOptions o = default_options(c);
-    if (mask & 4) o.softcap = 3.0f;
+    DecodeOptions o;
+    DecodeParams p = default_params(c);
+    if (mask & 4) p.softcap = 3.0f;
     if (mask & 8) o.sliding_window = 37;
-    o.scale = 0.3f;
-    mixes.push_back({c, o, mask});
+    p.scale = 0.3f;
+    mixes.push_back({c, o, p, mask});
   }
   return mixes;
 }

@@ -43,14 +43,15 @@ int64_t block_of_token(const DecodeCase& c, const DecodeInputs& in, int64_t seq,
 DecodeShape plan_shape(uint32_t num_seqs, uint32_t num_heads, uint32_t num_kv_heads, uint32_t head_size,
                        uint32_t max_context_len);
 
-// Options that fit the case: fp8 scales for fp8 caches.
-DecodeOptions default_options(const DecodeCase& c);
+// Per-call values that fit the case: fp8 scales for fp8 caches.
+DecodeParams default_params(const DecodeCase& c);
 
 // The 16 combinations of ALiBi, sinks, soft cap and a sliding window over ragged lengths (with
 // a scale other than the default), each with its seed: what every decode kernel is checked on.
 struct FeatureMix {
   DecodeCase c;
   DecodeOptions options;
+  DecodeParams params;
   uint32_t seed = 0;
 };
 std::vector<FeatureMix> feature_mixes();

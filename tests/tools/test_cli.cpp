@@ -174,15 +174,16 @@ class CliTest : public ::testing::Test {
 
   CliResult run(const std::vector<std::string>& args) { return run_cli(cli_, args, dir_); }
 
-  // Runs the CLI on `in` and compares its output with the reference under `options`.
-  void expect_matches_reference(const DecodeInputs& in, const DecodeOptions& options, std::vector<std::string> extra) {
+  // Runs the CLI on `in` and compares its output with the reference under `options` and `params`.
+  void expect_matches_reference(const DecodeInputs& in, const DecodeOptions& options, std::vector<std::string> extra,
+                                const DecodeParams& params = {}) {
     auto args = write_case(in);
     args.insert(args.end(), extra.begin(), extra.end());
     const CliResult r = run(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
     const HostTensor out = read_npy(path("out.npy"), NpyReadOptions{in.query.dtype() == DType::bf16});
-    const DecodeResult expected = reference::decode_attention(in, options);
+    const DecodeResult expected = reference::decode_attention(in, options, params);
     ASSERT_EQ(out.dtype(), in.query.dtype());
     ASSERT_EQ(out.shape(), in.query.shape());
     const double tolerance = tolerance_of(in.query.dtype());
@@ -260,14 +261,16 @@ TEST_F(CliTest, ScaleAlibiSoftcapSinksWindowSplit) {
     in.sinks.set(h, 0.25 * double(h) - 1.0);
   }
   DecodeOptions o;
-  o.scale = 0.2f;
-  o.softcap = 1.5f;
+  DecodeParams p;
+  p.scale = 0.2f;
+  p.softcap = 1.5f;
   o.sliding_window = 100;
   o.split = SplitMode::split;
   o.partition_tokens = 256;
   expect_matches_reference(in, o,
                            {"--scale", "0.2", "--softcap", "1.5", "--sliding-window", "100", "--split", "split",
-                            "--partition-tokens", "256"});
+                            "--partition-tokens", "256"},
+                           p);
 }
 
 // --kernel reaches DecodeOptions::kernel; the scalar kernel runs on every device.
@@ -292,12 +295,12 @@ TEST_F(CliTest, Fp8CachesWithScales) {
   c.head_size = 128;
   c.k_scale = 0.5f;
   c.v_scale = 2.0f;
-  DecodeOptions o;
-  o.k_scale = 0.5f;
-  o.v_scale = 2.0f;
-  expect_matches_reference(random_inputs(c, 6), o, {"--kv-dtype", "fp8_e4m3", "--k-scale", "0.5", "--v-scale", "2"});
+  DecodeParams p;
+  p.k_scale = 0.5f;
+  p.v_scale = 2.0f;
+  expect_matches_reference(random_inputs(c, 6), {}, {"--kv-dtype", "fp8_e4m3", "--k-scale", "0.5", "--v-scale", "2"}, p);
   c.cache_dtype = DType::fp8_e5m2;
-  expect_matches_reference(random_inputs(c, 7), o, {"--kv-dtype", "fp8_e5m2", "--k-scale", "0.5", "--v-scale", "2"});
+  expect_matches_reference(random_inputs(c, 7), {}, {"--kv-dtype", "fp8_e5m2", "--k-scale", "0.5", "--v-scale", "2"}, p);
 }
 
 TEST_F(CliTest, Bf16WithDtypeFlag) {

@@ -82,8 +82,8 @@ TEST_F(ContextTest, SharedMemoryReductionPathMatchesReference) {
   for (SplitMode mode : {SplitMode::single_pass, SplitMode::split}) {
     DecodeOptions opt;
     opt.split = mode;
-    const auto got = decode_attention(plain, in, opt, true);
-    const auto want = reference::decode_attention(in, opt, true);
+    const auto got = decode_attention(plain, in, opt, {}, true);
+    const auto want = reference::decode_attention(in, opt, {}, true);
     EXPECT_LE(max_abs_diff(got.output, want.output), tolerance(c.query_dtype, c.cache_dtype));
     EXPECT_LE(max_abs_diff(got.lse, want.lse), 1e-3);
   }

@@ -1,5 +1,5 @@
 // Resource exhaustion: buffers larger than the device, operations beyond its limits, and
-// failures injected part-way through (vk/allocation_hook.hpp counts every buffer, memory,
+// failures injected part-way through (support/allocation_hook.hpp counts every buffer, memory,
 // fence, command buffer and pipeline object and makes chosen calls fail). Whatever fails,
 // the answer is vkpaged::Error, nothing is leaked, nothing half-built stays in the context,
 // and the next call works.
@@ -11,17 +11,13 @@
 
 #include "support/decode_case.hpp"
 #include "support/test_context.hpp"
-#include "vk/allocation_hook.hpp"
+#include "support/allocation_hook.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/kv_cache.hpp"
 #include "vkpaged/reference.hpp"
 
 namespace vkpaged::test {
 namespace {
-
-using vk::AllocationHook;
-using vk::HookedCall;
-using vk::HookedObject;
 
 class ResourceTest : public GpuTest {
  protected:
@@ -47,7 +43,7 @@ DecodeInputs small_inputs(DecodeCase c = {}) {
 }
 
 void expect_close(const DecodeResult& got, const DecodeInputs& in, const DecodeCase& c) {
-  const DecodeResult want = reference::decode_attention(in, default_options(c));
+  const DecodeResult want = reference::decode_attention(in, {}, default_params(c));
   EXPECT_LE(max_abs_diff(got.output, want.output), tolerance(c.query_dtype, c.cache_dtype)) << c.str();
 }
 
@@ -128,7 +124,7 @@ TEST_F(ResourceTest, FailedAllocationPartWayThroughDecodeLeaksNothing) {
   c.alibi = c.sinks = true;
   const DecodeInputs in = small_inputs(c);
   AllocationHook hook(ctx().impl());
-  expect_close(decode_attention(ctx(), in, default_options(c)), in, c);
+  expect_close(decode_attention(ctx(), in, {}, default_params(c)), in, c);
   expect_nothing_live(hook, "by a successful decode_attention");
   const uint64_t allocations = hook.calls(HookedCall::allocate_memory);
   ASSERT_GE(allocations, 8u) << "inputs, their staging, output and status should each allocate";
@@ -136,7 +132,7 @@ TEST_F(ResourceTest, FailedAllocationPartWayThroughDecodeLeaksNothing) {
     SCOPED_TRACE("allocation " + std::to_string(k) + " of " + std::to_string(allocations) + " fails");
     hook.fail_allocation(k);
     try {
-      decode_attention(ctx(), in, default_options(c));
+      decode_attention(ctx(), in, {}, default_params(c));
       ADD_FAILURE() << "the failed allocation went unnoticed";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
@@ -145,7 +141,7 @@ TEST_F(ResourceTest, FailedAllocationPartWayThroughDecodeLeaksNothing) {
     expect_nothing_live(hook, "after the failure");
   }
   hook.fail_allocation(0);
-  expect_close(decode_attention(ctx(), in, default_options(c)), in, c);
+  expect_close(decode_attention(ctx(), in, {}, default_params(c)), in, c);
 }
 
 // A submit that fails (device memory exhausted at submit time): the command buffer and the
@@ -154,17 +150,17 @@ TEST_F(ResourceTest, FailedSubmitLeavesNoCommandBufferOrFence) {
   DecodeCase c;
   const DecodeInputs in = small_inputs(c);
   AllocationHook hook(ctx().impl());
-  expect_close(decode_attention(ctx(), in, default_options(c)), in, c);
+  expect_close(decode_attention(ctx(), in, {}, default_params(c)), in, c);
   const uint64_t submits = hook.calls(HookedCall::queue_submit);
   ASSERT_GE(submits, 3u);
   for (uint64_t k = 1; k <= submits; ++k) {
     SCOPED_TRACE("submit " + std::to_string(k) + " of " + std::to_string(submits) + " fails");
     hook.fail(HookedCall::queue_submit, k);
-    EXPECT_THROW(decode_attention(ctx(), in, default_options(c)), Error);
+    EXPECT_THROW(decode_attention(ctx(), in, {}, default_params(c)), Error);
     expect_nothing_live(hook, "after the failure");
   }
   hook.fail(HookedCall::queue_submit, 0);
-  expect_close(decode_attention(ctx(), in, default_options(c)), in, c);
+  expect_close(decode_attention(ctx(), in, {}, default_params(c)), in, c);
 }
 
 // A pipeline whose creation fails leaves neither its layouts and shader module behind nor a
@@ -181,13 +177,13 @@ TEST_F(ResourceTest, FailedPipelineCreationLeavesNoHalfBuiltPipeline) {
   const DecodeShape shape = decode_shape_of(in);
   AllocationHook hook(ctx().impl());
   hook.fail(HookedCall::create_pipeline, 1);
-  EXPECT_THROW(DecodePlan::create(ctx(), shape, default_options(c)), Error);
+  EXPECT_THROW(DecodePlan::create(ctx(), shape), Error);
   EXPECT_EQ(hook.calls(HookedCall::create_pipeline), 1u);
   EXPECT_EQ(hook.live(HookedObject::pipeline), 0u);
   EXPECT_EQ(hook.live(HookedObject::pipeline_layout), 0u);
   EXPECT_EQ(hook.live(HookedObject::set_layout), 0u);
   EXPECT_EQ(hook.live(HookedObject::shader_module), 0u);
-  expect_close(decode_attention(ctx(), in, default_options(c)), in, c);
+  expect_close(decode_attention(ctx(), in, {}, default_params(c)), in, c);
   EXPECT_EQ(hook.live(HookedObject::pipeline), 1u) << "the retried plan did not build (and keep) its pipeline";
   EXPECT_EQ(hook.live(HookedObject::shader_module), 0u) << "shader modules are released once the pipeline exists";
 }

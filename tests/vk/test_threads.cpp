@@ -107,7 +107,7 @@ double decode_on_own_commands(Context& ctx, ThreadCommands& commands, std::mutex
   const DecodeCase c = case_for_thread(thread, round);
   std::mt19937 rng(uint32_t(100 * thread + round));
   const DecodeInputs in = make_decode_inputs(c, rng);
-  const DecodeOptions options = default_options(c);
+  const DecodeOptions options{};
   const DecodePlan plan = DecodePlan::create(ctx, decode_shape_of(in), options);
 
   const MappedTensor q = mapped(ctx, in.query, in.query.dtype());
@@ -175,7 +175,7 @@ TEST_F(ThreadTest, ThreadsShareTheConvenienceCalls) {
         const DecodeCase c = case_for_thread(t, 2);
         std::mt19937 rng(uint32_t(7 + t));
         const DecodeInputs in = make_decode_inputs(c, rng);
-        const DecodeOptions options = default_options(c);
+        const DecodeOptions options{};
         const double err = max_abs_diff(decode_attention(ctx(), in, options).output,
                                         reference::decode_attention(in, options).output);
         errors[size_t(t)] = err <= tolerance(c.query_dtype, c.cache_dtype) ? err : std::nan("");

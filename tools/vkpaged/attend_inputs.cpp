@@ -82,10 +82,6 @@ void move_to_attention(const AttendArgs& a, KvLayout layout, AttendCall& call) {
   m.cache_dtype = in.cache_dtype;
   m.kv_layout = layout;
   m.sliding_window = call.options.sliding_window;
-  call.params.scale = call.options.scale;
-  call.params.softcap = call.options.softcap;
-  call.params.k_scale = call.options.k_scale;
-  call.params.v_scale = call.options.v_scale;
 }
 
 }  // namespace
@@ -111,16 +107,16 @@ AttendCall load_attend_call(const AttendArgs& a) {
   call.options.kernel = parse_kernel(a.kernel);
   if (a.scale) {
     detail::check_scale("--scale", *a.scale);  // the library's rule (docs/contract.md, "Scales")
-    call.options.scale = *a.scale;
+    call.params.scale = *a.scale;
   }
   check_finite("--softcap", a.softcap);
   if (a.softcap < 0.0f) refuse(fmt::format("--softcap: {} must be >= 0 (0 = off)", a.softcap));
-  call.options.softcap = a.softcap;
+  call.params.softcap = a.softcap;
   call.options.sliding_window = a.sliding_window;
   detail::check_scale("--k-scale", a.k_scale, scales_cache);
   detail::check_scale("--v-scale", a.v_scale, scales_cache);
-  call.options.k_scale = a.k_scale;
-  call.options.v_scale = a.v_scale;
+  call.params.k_scale = a.k_scale;
+  call.params.v_scale = a.v_scale;
 
   const bool bf16 = a.dtype == "bf16";
   auto& in = call.inputs;

@@ -30,13 +30,13 @@ AttendOutputs compute(const AttendArgs& args, const AttendCall& call) {
     return {std::move(r.output), std::move(r.lse)};
   }
   if (args.device == "cpu") {
-    auto r = reference::decode_attention(call.inputs, call.options, call.want_lse);
+    auto r = reference::decode_attention(call.inputs, call.options, call.params, call.want_lse);
     return {std::move(r.output), std::move(r.lse)};
   }
   ContextOptions context_options;
   context_options.device = args.device;
   Context context(context_options);
-  auto r = decode_attention(context, call.inputs, call.options, call.want_lse);
+  auto r = decode_attention(context, call.inputs, call.options, call.params, call.want_lse);
   return {std::move(r.output), std::move(r.lse)};
 }
 

@@ -3,12 +3,12 @@
 // injection, for tests that check that errors part-way through an operation leak nothing.
 // It interposes on the Context's dispatch table (every Vulkan call vkpaged makes goes through
 // it, and the RAII owners read it when they destroy), so the library itself carries no hook
-// and behaves exactly as without it. Nothing in src/ includes this header.
+// and behaves exactly as without it. Only tests (tests/vk/test_resources.cpp) include it.
 //
-//   vk::AllocationHook hook(ctx.impl());      // counts from here on
+//   AllocationHook hook(ctx.impl());      // counts from here on
 //   hook.fail_allocation(3);                  // the 3rd vkAllocateMemory from now fails
 //   EXPECT_THROW(decode_attention(ctx, in), Error);
-//   EXPECT_EQ(hook.live(vk::HookedObject::buffer), 0);
+//   EXPECT_EQ(hook.live(HookedObject::buffer), 0);
 //
 // Objects that existed before the hook was installed are not counted, even when they are
 // destroyed while it is. One hook per process at a time; it restores the table when it goes
@@ -23,7 +23,7 @@
 
 #include "vk/context_impl.hpp"
 
-namespace vkpaged::vk {
+namespace vkpaged::test {
 
 enum class HookedObject { buffer, memory, fence, command_buffer, pipeline, pipeline_layout, set_layout, shader_module, count };
 
@@ -36,7 +36,7 @@ class AllocationHook {
     std::lock_guard lock(mutex());
     if (active() != nullptr) throw std::logic_error("AllocationHook: one at a time");
     active() = this;
-    Dispatch& d = impl.d;
+    vk::Dispatch& d = impl.d;
     d.vkCreateBuffer = &create_buffer;
     d.vkDestroyBuffer = &destroy_buffer;
     d.vkAllocateMemory = &allocate_memory;
@@ -112,7 +112,7 @@ class AllocationHook {
   static void destroyed(HookedObject kind, T handle) {
     if (handle != T(VK_NULL_HANDLE)) active()->live_[size_t(kind)].erase(key(handle));
   }
-  static const Dispatch& real() { return active()->saved_; }
+  static const vk::Dispatch& real() { return active()->saved_; }
 
   static VKAPI_ATTR VkResult VKAPI_CALL create_buffer(VkDevice device, const VkBufferCreateInfo* info,
                                                       const VkAllocationCallbacks* a, VkBuffer* out) {
@@ -236,11 +236,11 @@ class AllocationHook {
   }
 
   detail::ContextImpl& impl_;
-  const Dispatch saved_;
+  const vk::Dispatch saved_;
   std::array<std::set<uint64_t>, size_t(HookedObject::count)> live_{};
   std::array<uint64_t, size_t(HookedCall::count)> calls_{};
   std::array<uint64_t, size_t(HookedCall::count)> fail_at_{};
   uint64_t allocated_bytes_ = 0;
 };
 
-}  // namespace vkpaged::vk
+}  // namespace vkpaged::test

@@ -1,0 +1,507 @@
+// The decode planner (decode_planner.hpp): pure functions from a device's properties, the
+// shape, the options and the tuning to a DecodeChoice. Each rule says what it chooses and names
+// the experiment that chose it (bench/experiments/); the measurements live there.
+#include "ops/decode_planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/shader_interface.h"
+#include "ops/decode_validation.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::detail {
+
+namespace {
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
+
+// ---- shared by both kernel families ----
+
+// The longest context the plan must cover: DecodeShape::max_context_len, else M * B.
+uint32_t longest_context(const DecodeShape& s) {
+  return s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
+}
+
+// Items decode_order.comp's one workgroup lists at most.
+constexpr uint64_t kOrderCapacity = uint64_t(ORDER_WORKGROUP) * ORDER_ITEMS_PER_INVOCATION;
+
+// Whether the plan asks for its items longest first (DecodeOrder).
+bool wants_longest_first(const DecodeOptions& o, const DecodeTuning& tuning) {
+  return o.order == DecodeOrder::longest_first || (o.order == DecodeOrder::automatic && tuning.order == 1);
+}
+
+// Workgroups of a one-pass grid, and how many the device wants: DecodeTuning::units per compute unit.
+uint64_t one_pass_workgroups(const DecodeShape& s, uint32_t groups_per_kv_head) {
+  return uint64_t(s.num_seqs) * s.num_kv_heads * groups_per_kv_head;
+}
+uint64_t wanted_workgroups(const DecodeDeviceProperties& dev, const DecodeTuning& tuning) {
+  return uint64_t(tuning.units) * std::max(1u, dev.compute_units);
+}
+
+// Whether a one-pass grid would fill less than half of the wanted workgroups: the batch is then
+// too small to keep the device's memory busy without help.
+bool small_batch(uint64_t one_pass, const DecodeDeviceProperties& dev, const DecodeTuning& tuning) {
+  return one_pass * 2 < wanted_workgroups(dev, tuning);
+}
+
+// The split's scratch: each partition's unnormalised output, max and sum per (sequence, head),
+// f32 (decode_reduce.comp).
+uint64_t split_scratch_bytes(const DecodeShape& s, uint32_t partitions) {
+  return 4ull * s.num_seqs * s.num_heads * partitions * (s.head_size + 2);
+}
+
+struct Split {
+  bool split = false;
+  uint32_t num_partitions = 1;
+  uint32_t partition_tokens = 0;
+  uint64_t scratch_bytes = 0;
+};
+
+// A split into partitions of `tokens` (or none) over the shape's longest context.
+Split split_of(const DecodeShape& s, bool split, uint32_t tokens) {
+  if (!split) return {};
+  const uint32_t partitions = std::max(1u, ceil_div(longest_context(s), tokens));
+  return {true, partitions, tokens, split_scratch_bytes(s, partitions)};
+}
+
+// The split the options ask for, where they decide it: single pass (or nothing to cover), a
+// forced split (partition_tokens, else a quarter of the context in multiples of 256), or
+// partition_tokens alone (a split where partitions are shorter than the context).
+std::optional<Split> split_asked(const DecodeShape& s, const DecodeOptions& o) {
+  const uint32_t max_len = longest_context(s);
+  if (o.split == SplitMode::single_pass || max_len == 0) return split_of(s, false, 0);
+  if (o.split == SplitMode::split) {
+    const uint32_t tokens = o.partition_tokens ? o.partition_tokens : std::max<uint32_t>(256, ceil_div(ceil_div(max_len, 4), 256) * 256);
+    return split_of(s, true, tokens);
+  }
+  if (o.partition_tokens != 0) return split_of(s, o.partition_tokens < max_len, o.partition_tokens);
+  return std::nullopt;
+}
+
+// A small batch's partitions (a multiple of 256 tokens) that bring the grid's workgroups up to
+// about the wanted count: decode is bound by memory latency as much as bandwidth.
+uint32_t small_batch_partition_tokens(const DecodeShape& s, uint64_t one_pass, const DecodeDeviceProperties& dev,
+                                      const DecodeTuning& tuning) {
+  const uint32_t parts = ceil_div(wanted_workgroups(dev, tuning), std::max<uint64_t>(one_pass, 1));
+  return std::max<uint32_t>(256, ceil_div(ceil_div(longest_context(s), parts), 256) * 256);
+}
+
+struct Order {
+  bool longest_first = false;
+  size_t order_bytes = 0;
+};
+
+// Longest first, once the split is known: the list holds every (sequence, partition) item.
+Order order_of(const DecodeShape& s, const DecodeOptions& o, const DecodeTuning& tuning, uint32_t partitions) {
+  if (!wants_longest_first(o, tuning)) return {};
+  const uint64_t items = uint64_t(s.num_seqs) * partitions;
+  if (items > kOrderCapacity)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("order: longest_first lists at most {} items (sequences x partitions), and this plan has "
+                            "{} x {} = {}",
+                            kOrderCapacity, s.num_seqs, partitions, items));
+  return {true, size_t(4 * items)};
+}
+
+uint32_t feature_bits(const DecodeShape& s, const DecodeOptions& o, bool split, bool longest_first, bool merge_in_dispatch) {
+  uint32_t f = 0;
+  if (s.alibi) f |= DECODE_FEATURE_ALIBI;
+  if (s.softcap) f |= DECODE_FEATURE_SOFTCAP;
+  if (s.sinks) f |= DECODE_FEATURE_SINKS;
+  if (o.sliding_window > 0) f |= DECODE_FEATURE_WINDOW;
+  if (s.lse) f |= DECODE_FEATURE_LSE;
+  if (split) f |= DECODE_FEATURE_SPLIT;
+  if (longest_first) f |= DECODE_FEATURE_ORDERED;
+  if (merge_in_dispatch) f |= DECODE_FEATURE_MERGE_IN_DISPATCH;
+  return f;
+}
+
+// The reduce pass's invocations, side by side over the output words and the partitions
+// (decode_reduce.comp); 0 when the plan has no reduce pass.
+uint32_t reduce_workgroup(const DecodeDeviceProperties& dev, bool split, bool merge_in_dispatch) {
+  return split && !merge_in_dispatch ? std::min(256u, dev.max_workgroup_invocations) : 0u;
+}
+
+// A pool past maxStorageBufferRange cannot be one descriptor: it is read by device address.
+bool reads_caches_by_address(const DecodeDeviceProperties& dev, const DecodeShape& s) {
+  const uint64_t pool_bytes = uint64_t(s.num_blocks) * s.num_kv_heads * s.head_size * s.block_size *
+                              (is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype));
+  return pool_bytes + 256 > dev.max_storage_buffer_range;
+}
+
+// ---- the scalar kernel (shaders/common/decode_kernel.glsl) ----
+
+size_t scalar_shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b) {
+  return 4ull * (size_t(heads) * d + 2ull * heads * wg + wg / b);
+}
+
+struct ScalarWorkgroup {
+  uint32_t workgroup = 256;
+  uint32_t heads_per_workgroup = 1;
+  uint32_t groups_per_kv_head = 1;
+  uint32_t lanes_per_row = 1;
+};
+
+// The workgroup shape: heads per workgroup (a GQA group or a slice of it), invocations, lanes
+// per value row. A tile is one token per invocation.
+ScalarWorkgroup scalar_workgroup(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tune) {
+  ScalarWorkgroup w;
+  const uint32_t group = s.num_heads / s.num_kv_heads;
+  // At most 4 heads' accumulators: measured faster than 8 for a GQA group of 8 on an H200
+  // (bench/experiments/scalar-kernel.md).
+  const uint32_t max_heads = tune.heads ? tune.heads : 4;
+  w.groups_per_kv_head = ceil_div(group, max_heads);
+  w.heads_per_workgroup = ceil_div(group, w.groups_per_kv_head);
+  w.workgroup = std::min(tune.workgroup ? tune.workgroup : 256u, dev.max_workgroup_invocations);
+  auto shared = [&] { return scalar_shared_bytes(w.workgroup, w.heads_per_workgroup, s.head_size, s.block_size); };
+  while (w.workgroup > 128 && shared() > dev.max_shared_memory) w.workgroup /= 2;
+  while (w.heads_per_workgroup > 1 && shared() > dev.max_shared_memory) {
+    ++w.groups_per_kv_head;
+    w.heads_per_workgroup = ceil_div(group, w.groups_per_kv_head);
+  }
+  if (w.workgroup < s.block_size || 256 % w.workgroup != 0 || shared() > dev.max_shared_memory)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("head_size {} with block_size {} needs more shared memory or invocations than device {} has",
+                            s.head_size, s.block_size, dev.name));
+
+  // Value phase: lanes of a dim row; start at one lane per 16-byte load of a block row and
+  // widen while more rows than dims would leave invocations idle. (More lanes, so that each
+  // probability serves several dims, measured slower: more accumulators, lower occupancy;
+  // bench/experiments/scalar-kernel.md.)
+  const uint32_t x = cache_pack_factor(s.cache_dtype);
+  const uint32_t vec = std::min(s.block_size, x);
+  const uint32_t tile_loads = w.workgroup / vec;
+  w.lanes_per_row = std::min(s.block_size / vec, tile_loads);
+  while (w.workgroup / w.lanes_per_row > s.head_size && w.lanes_per_row * 2 <= tile_loads) w.lanes_per_row *= 2;
+  if (tune.lanes && is_power_of_two(tune.lanes) && tune.lanes <= tile_loads) w.lanes_per_row = tune.lanes;
+  return w;
+}
+
+// The scalar kernel splits full batches past this many tokens, into at most
+// kLongContextParts partitions (scalar_split).
+constexpr uint32_t kLongContextTokens = 4096;
+constexpr uint32_t kLongContextParts = 8;
+
+Split scalar_split(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
+                   const DecodeTuning& tuning, uint64_t one_pass) {
+  if (auto asked = split_asked(s, o)) return *asked;
+  const uint32_t max_len = longest_context(s);
+  if (small_batch(one_pass, dev, tuning)) {
+    const uint32_t tokens = small_batch_partition_tokens(s, one_pass, dev, tuning);
+    return split_of(s, tokens < max_len, tokens);
+  }
+  if (max_len > kLongContextTokens) {
+    // A full batch, but each workgroup would walk more than 4K tokens alone: when the lengths
+    // vary, the longest sequences' workgroups run on after the rest have finished. Partitions
+    // of 1024 tokens or more measured faster on an H200 for MHA with lengths spread to 8K and
+    // no slower for uniform ones (bench/experiments/scalar-long-contexts.md). At most
+    // kLongContextParts partitions, so that the scratch stays small, and none where it would
+    // not fit one descriptor.
+    const uint32_t tokens = std::max<uint32_t>(1024, ceil_div(ceil_div(max_len, kLongContextParts), 256) * 256);
+    return split_of(s, split_scratch_bytes(s, ceil_div(max_len, tokens)) <= dev.max_storage_buffer_range, tokens);
+  }
+  return split_of(s, false, 0);
+}
+
+DecodeModule scalar_module(bool address, bool subgroup_reduce) {
+  if (address) return subgroup_reduce ? DecodeModule::address_subgroup : DecodeModule::address;
+  return subgroup_reduce ? DecodeModule::scalar_subgroup : DecodeModule::scalar;
+}
+
+// ---- the matrix kernel (shaders/common/decode_coopmat_kernel.glsl) ----
+
+constexpr uint32_t kMatrixHeads = 8;        // heads of its value products
+constexpr uint32_t kMatrixSubgroup = 32;    // the subgroup size it is written for
+constexpr uint32_t kMatrixUnitTokens = 32;  // tokens a subgroup takes per step (UNIT in the shader)
+
+// The matrix kernel's shared memory: the f16 query rows and each subgroup's outputs (in the
+// same words when the plan shares them and the query's fragments go to registers), then each
+// subgroup's max, sum and weight, and the output factor and query fix per head.
+size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d, bool share_query, const DecodeTuning& tuning) {
+  const size_t query = size_t(kMatrixHeads) * d * 2;
+  const size_t outputs = size_t(subgroups) * kMatrixHeads * d * 4;
+  const size_t shared_words = share_query && tuning.qregs != 0 ? std::max(query, outputs) : query + outputs;
+  return shared_words + subgroups * kMatrixHeads * 3 * 4 + kMatrixHeads * 4 * 2;
+}
+
+// Whether the matrix kernel can run `subgroups` subgroups per workgroup on this device.
+bool matrix_subgroups_fit(uint32_t subgroups, uint32_t head_size, const DecodeDeviceProperties& dev,
+                          const DecodeTuning& tuning) {
+  return matrix_shared_bytes(subgroups, head_size, false, tuning) <= dev.max_shared_memory &&
+         subgroups * kMatrixSubgroup <= dev.max_workgroup_invocations;
+}
+
+// Whether the matrix kernel issues a unit's value loads with its key loads: where the cache's
+// elements are converted (bf16, fp8), the conversions between the loads and the products give
+// the early values time to arrive. Measured on an H200: faster for E4M3 (most), E5M2 and bf16,
+// slower for f16 (bench/experiments/matrix-values-with-keys.md).
+bool matrix_early_values(const DecodeShape& s, const DecodeTuning& tuning) {
+  if (tuning.prefetch != 2) return tuning.prefetch != 0;
+  return s.cache_dtype != DType::f16;
+}
+
+// Whether the matrix kernel issues the next unit's loads before this unit's products (two
+// units in flight per subgroup, twice the load registers): measured on an H200 faster for fp8
+// caches, slower for f16 and much slower for bf16, which runs out of registers
+// (bench/experiments/matrix-next-unit-ahead.md).
+bool matrix_pipeline(const DecodeShape& s, const DecodeTuning& tuning) {
+  if (tuning.pipeline != 2) return tuning.pipeline != 0;
+  return is_fp8_dtype(s.cache_dtype);
+}
+
+// Whether the matrix kernel's outputs reuse the query's shared words (smaller workgroups: on an
+// H200, 5 resident per SM instead of 4 for 2 subgroups at D = 128). Measured on an H200 faster
+// where workgroups come and go in many waves or out of step (contexts up to 512 tokens, lengths
+// that vary taken longest first), slower for uniform batches of 1024 to 2048 tokens, whose
+// waves then leave a short last one, and for E4M3 caches, whose residency their registers bound
+// (bench/experiments/matrix-shared-query-words.md).
+constexpr uint32_t kShareQueryTokens = 512;
+
+bool matrix_share_query(const DecodeShape& s, const DecodeOptions& o, const DecodeTuning& tuning) {
+  if (tuning.share != 2) return tuning.share != 0;
+  return s.cache_dtype != DType::fp8_e4m3 && (wants_longest_first(o, tuning) || longest_context(s) <= kShareQueryTokens);
+}
+
+// A small batch runs in one pass with more subgroups per workgroup (4 or 8) when that gives the
+// grid at least kMatrixWideSubgroupsPerComputeUnit subgroups per compute unit and each subgroup
+// kMatrixWideUnits units of 32 tokens or more: no split, no reduce pass. Measured on an H200
+// faster than a split and than fewer subgroups for 16 x 16384 and 32 x 8192 tokens and for
+// gqa8x (bench/experiments/wide-one-pass.md, suite `lengths` and the small standard shapes).
+constexpr uint32_t kMatrixWideSubgroupsPerComputeUnit = 7;
+constexpr uint32_t kMatrixWideUnits = 8;
+
+// The subgroups of such a one pass (0: none fits, or the tuning moved DecodeTuning::units).
+uint32_t wide_one_pass_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tuning,
+                                 uint64_t one_pass) {
+  if (tuning.units != DecodeTuning{}.units) return 0;
+  const uint64_t wanted = uint64_t(kMatrixWideSubgroupsPerComputeUnit) * std::max(1u, dev.compute_units);
+  for (uint32_t subgroups : {4u, 8u}) {
+    const bool enough = one_pass * subgroups >= wanted;
+    const bool long_enough = longest_context(s) >= subgroups * kMatrixWideUnits * kMatrixUnitTokens;
+    if (enough && long_enough && matrix_subgroups_fit(subgroups, s.head_size, dev, tuning)) return subgroups;
+  }
+  return 0;
+}
+
+// The matrix kernel's longest automatic partition (matrix_split).
+constexpr uint32_t kMatrixLongestPartition = 8192;
+
+struct MatrixSplit {
+  Split split;
+  uint32_t wide_subgroups = 0;  // a small batch's one pass on 4 or 8 subgroups (wide_one_pass_subgroups); 0: no
+};
+
+MatrixSplit matrix_split(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
+                         const DecodeTuning& tuning, uint64_t one_pass) {
+  if (auto asked = split_asked(s, o)) return {*asked, 0};
+  if (!small_batch(one_pass, dev, tuning)) return {split_of(s, false, 0), 0};
+  if (const uint32_t wide = wide_one_pass_subgroups(dev, s, tuning, one_pass)) return {split_of(s, false, 0), wide};
+  const uint32_t max_len = longest_context(s);
+  uint32_t tokens = small_batch_partition_tokens(s, one_pass, dev, tuning);
+  if (tuning.units == DecodeTuning{}.units) {
+    // The matrix kernel streams a partition faster than it starts one: partitions of 1024 to
+    // 8192 tokens (the longest measured), 512 only below 4096 tokens when the batch leaves
+    // most compute units idle. Measured on an H200: shorter partitions lose, 1024 beat one pass
+    // from 2048 tokens, and longer contexts gain from longer partitions up to 8192
+    // (bench/experiments/matrix-partitions.md).
+    const bool tiny = one_pass * 4 < std::max(1u, dev.compute_units);
+    tokens = max_len < 4096 && tiny ? 512 : std::clamp<uint32_t>(tokens, 1024, kMatrixLongestPartition);
+  }
+  return {split_of(s, tokens < max_len, tokens), 0};
+}
+
+// A full batch longest first (lengths that vary) runs in one pass on 4 subgroups past this many
+// tokens, so that its longest sequences, started first, finish sooner. Measured on an H200 for
+// 64 sequences of 1 to 4096 tokens (4 beat 2 and 8) and 256 of 1 to 1024 (2 beat 4)
+// (bench/experiments/longest-first.md).
+constexpr uint32_t kOrderedFourSubgroupsTokens = 2048;
+
+// Subgroups per workgroup of the matrix kernel, once the split is known. Measured on an H200:
+// 2 for large batches in one pass and with 512-token partitions, 4 with partitions of 1024
+// tokens or more and for small batches in one pass (bench/experiments/matrix-subgroups.md);
+// small batches that reach enough subgroups in one pass take what matrix_split found.
+uint32_t matrix_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
+                          const DecodeTuning& tuning, const MatrixSplit& ms, uint64_t one_pass) {
+  const bool long_ordered = wants_longest_first(o, tuning) && longest_context(s) > kOrderedFourSubgroupsTokens;
+  const bool four = ms.split.split ? ms.split.partition_tokens >= 1024 : small_batch(one_pass, dev, tuning) || long_ordered;
+  uint32_t subgroups = four ? 4 : 2;
+  if (ms.wide_subgroups != 0) subgroups = ms.wide_subgroups;
+  if (tuning.subgroups != 0) subgroups = tuning.subgroups;
+  while (subgroups > 1 && !matrix_subgroups_fit(subgroups, s.head_size, dev, tuning)) subgroups /= 2;
+  return subgroups;
+}
+
+// DecodeMerge::in_dispatch: the most partial outputs (partitions x heads x head size, f32) one
+// workgroup merges. Its 2 to 8 subgroups load 8 partitions at a time, one memory latency per
+// round. Measured on an H200: merges of up to 4096 floats beat the reduce pass (mid8, d64),
+// larger ones lost to it (long1) (bench/experiments/merge-in-dispatch.md).
+constexpr uint64_t kMergeInDispatchFloats = 4096;
+
+}  // namespace
+
+std::string matrix_kernel_refusal(const DecodeDeviceProperties& dev, const DecodeShape& s, bool address) {
+  if (!dev.cooperative_matrix)
+    return fmt::format("device {} has no VK_NV_cooperative_matrix enabled with 16x8x16 f16 products, f16 "
+                       "storage and 32-wide subgroups",
+                       dev.name);
+  if (dev.subgroup_size != kMatrixSubgroup)
+    return fmt::format("device {} has subgroups of {}, and the matrix kernel is written for {}", dev.name,
+                       dev.subgroup_size, kMatrixSubgroup);
+  const bool fp8 = is_fp8_dtype(s.cache_dtype);
+  const bool sixteen_bit_query = s.query_dtype == DType::f16 || s.query_dtype == DType::bf16;
+  if (!sixteen_bit_query || s.cache_dtype == DType::f32)
+    return fmt::format("query_dtype {} and cache_dtype {}: the matrix kernel takes an f16 or bf16 query with an f16, "
+                       "bf16 or fp8 cache",
+                       dtype_name(s.query_dtype), dtype_name(s.cache_dtype));
+  // Each lane feeds 4 dims of a row per dim step from one 16-byte key chunk: 2 steps of an
+  // f16 chunk, 4 of an fp8 one, and the 4 lanes of a row take 4 chunks side by side.
+  const uint32_t dims_per_load = fp8 ? 64 : 32;
+  if (s.head_size % dims_per_load != 0)
+    return fmt::format("head_size: {} is not a multiple of {} (cache_dtype {})", s.head_size, dims_per_load,
+                       dtype_name(s.cache_dtype));
+  if (s.block_size % 8 != 0) return fmt::format("block_size: {} is not a multiple of 8", s.block_size);
+  if (address) return "num_blocks: the caches are past maxStorageBufferRange (read by device address)";
+  if (matrix_shared_bytes(1, s.head_size, false, DecodeTuning{}) > dev.max_shared_memory)
+    return fmt::format("head_size: {} needs more shared memory than device {} has", s.head_size, dev.name);
+  if (!dev.fragment_layout_mismatch)
+    return fmt::format("device {}: the layout of its matrix fragments has not been checked", dev.name);
+  if (!dev.fragment_layout_mismatch->empty()) return fmt::format("device {}: {}", dev.name, *dev.fragment_layout_mismatch);
+  return "";
+}
+
+DecodeKernelChoice choose_decode_kernel(const DecodeDeviceProperties& dev, const DecodeShape& shape,
+                                        const DecodeOptions& options, const DecodeTuning& tuning) {
+  validate_decode_shape(shape);
+  validate_decode_options(options, shape);
+  DecodeKernelChoice k;
+  k.address = reads_caches_by_address(dev, shape);
+  if (k.address && !dev.buffer_device_address) {
+    const uint64_t pool_bytes = uint64_t(shape.num_blocks) * shape.num_kv_heads * shape.head_size * shape.block_size *
+                                (is_fp8_dtype(shape.cache_dtype) ? 1 : dtype_size(shape.cache_dtype));
+    throw Error(ErrorCode::unsupported,
+                fmt::format("num_blocks: a pool of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} bytes, "
+                            "and the context has no buffer device address to read it with",
+                            shape.num_blocks, pool_bytes, dev.max_storage_buffer_range));
+  }
+  const bool want_matrix = options.kernel == DecodeKernel::matrix ||
+                           (options.kernel == DecodeKernel::automatic && tuning.matrix != 0 &&
+                            shape.num_heads > shape.num_kv_heads);
+  if (!want_matrix) return k;
+  k.matrix_refusal = matrix_kernel_refusal(dev, shape, k.address);
+  if (!dev.fragment_layout_mismatch) {
+    // Everything but the layout allows the matrix kernel: the caller probes it and asks again.
+    DecodeDeviceProperties layout_known = dev;
+    layout_known.fragment_layout_mismatch = "";
+    k.needs_fragment_layout = matrix_kernel_refusal(layout_known, shape, k.address).empty();
+  }
+  if (options.kernel == DecodeKernel::matrix && !k.matrix_refusal.empty() && !k.needs_fragment_layout)
+    throw Error(ErrorCode::unsupported, "kernel: matrix: " + k.matrix_refusal);
+  k.matrix = k.matrix_refusal.empty();
+  return k;
+}
+
+DecodeChoice plan_scalar_decode(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
+                                const DecodeTuning& tuning, bool address) {
+  DecodeChoice c;
+  c.kernel = DecodeKernel::scalar;
+  c.address = address;
+  const ScalarWorkgroup w = scalar_workgroup(dev, s, tuning);
+  c.workgroup = w.workgroup;
+  c.heads_per_workgroup = w.heads_per_workgroup;
+  c.groups_per_kv_head = w.groups_per_kv_head;
+  c.lanes_per_row = w.lanes_per_row;
+  c.subgroup_reduce = dev.subgroup_arithmetic;
+  c.query_registers = tuning.qregs != 0;
+  c.module = scalar_module(address, c.subgroup_reduce);
+
+  const Split split = scalar_split(dev, s, o, tuning, one_pass_workgroups(s, w.groups_per_kv_head));
+  c.split = split.split;
+  c.num_partitions = split.num_partitions;
+  c.partition_tokens = split.partition_tokens;
+  c.scratch_bytes = split.scratch_bytes;
+  const Order order = order_of(s, o, tuning, split.num_partitions);
+  c.longest_first = order.longest_first;
+  c.order_bytes = order.order_bytes;
+  // DecodeMerge::in_dispatch is the matrix kernel's: the scalar kernel's split keeps its reduce pass.
+  c.reduce_workgroup = reduce_workgroup(dev, c.split, false);
+  c.features = feature_bits(s, o, c.split, c.longest_first, false);
+  return c;
+}
+
+DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
+                                const DecodeTuning& tuning) {
+  DecodeChoice c;
+  c.kernel = DecodeKernel::matrix;
+  c.address = false;
+  const uint32_t group = s.num_heads / s.num_kv_heads;
+  c.groups_per_kv_head = ceil_div(group, kMatrixHeads);
+  c.heads_per_workgroup = ceil_div(group, c.groups_per_kv_head);
+  c.lanes_per_row = 0;
+  c.early_values = matrix_early_values(s, tuning);
+  c.pipeline = matrix_pipeline(s, tuning);
+  c.share_query = matrix_share_query(s, o, tuning);
+  c.query_registers = tuning.qregs != 0;
+  // E4M3 caches take the module with the NaN search compiled in; the other dtypes' goes without it.
+  c.module = o.timeline ? DecodeModule::matrix_timeline
+                        : s.cache_dtype == DType::fp8_e4m3 ? DecodeModule::matrix_e4m3 : DecodeModule::matrix;
+
+  const uint64_t one_pass = one_pass_workgroups(s, c.groups_per_kv_head);
+  const MatrixSplit ms = matrix_split(dev, s, o, tuning, one_pass);
+  c.split = ms.split.split;
+  c.num_partitions = ms.split.num_partitions;
+  c.partition_tokens = ms.split.partition_tokens;
+  c.scratch_bytes = ms.split.scratch_bytes;
+  c.subgroups = matrix_subgroups(dev, s, o, tuning, ms, one_pass);
+  c.workgroup = c.subgroups * kMatrixSubgroup;
+  const Order order = order_of(s, o, tuning, c.num_partitions);
+  c.longest_first = order.longest_first;
+  c.order_bytes = order.order_bytes;
+  // DecodeMerge::in_dispatch: the split merges itself (split_merge.glsl) where that merge is
+  // small enough to win; larger ones keep the reduce pass.
+  c.merge_in_dispatch = o.merge == DecodeMerge::in_dispatch && c.split &&
+                        uint64_t(c.num_partitions) * c.heads_per_workgroup * s.head_size <= kMergeInDispatchFloats;
+  c.merge_counter_bytes = c.merge_in_dispatch ? 4ull * s.num_seqs * s.num_heads : 0;
+  c.reduce_workgroup = reduce_workgroup(dev, c.split, c.merge_in_dispatch);
+  c.features = feature_bits(s, o, c.split, c.longest_first, c.merge_in_dispatch);
+  if (o.timeline)
+    c.timeline_bytes = size_t(s.num_kv_heads) * c.groups_per_kv_head * s.num_seqs * c.num_partitions * c.subgroups *
+                       DECODE_TIMELINE_WORDS * 4;
+  return c;
+}
+
+DecodeChoice plan_decode(const DecodeDeviceProperties& dev, const DecodeShape& shape, const DecodeOptions& options,
+                         const DecodeTuning& tuning) {
+  const DecodeKernelChoice k = choose_decode_kernel(dev, shape, options, tuning);
+  if (k.needs_fragment_layout)
+    throw Error(ErrorCode::internal, fmt::format("kernel: device {}: the matrix kernel's fragment layout must be probed "
+                                                 "before planning (DecodeDeviceProperties::fragment_layout_mismatch)",
+                                                 dev.name));
+  if (options.timeline && !k.matrix)
+    throw Error(ErrorCode::unsupported,
+                "timeline: only the matrix kernel records one, and this plan runs the scalar kernel" +
+                    (k.matrix_refusal.empty() ? std::string(" (kernel: scalar, or an MHA shape)")
+                                              : " (" + k.matrix_refusal + ")"));
+  if (options.timeline && !dev.decode_timeline)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("timeline: device {} lacks VK_KHR_shader_clock's device clock, VK_NV_shader_sm_builtins or "
+                            "buffer device addresses (DeviceInfo::decode_timeline)",
+                            dev.name));
+  const DecodeChoice c = k.matrix ? plan_matrix_decode(dev, shape, options, tuning)
+                                  : plan_scalar_decode(dev, shape, options, tuning, k.address);
+  // The grid is (kv-head groups, S, partitions) and the scratch one descriptor: refuse what no
+  // device launches or binds, before anything is allocated or recorded. 65535 is the
+  // maxComputeWorkGroupCount every device has.
+  if (shape.num_seqs > 65535)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("num_seqs: {} sequences exceed the 65535 workgroups a dispatch may have in y", shape.num_seqs));
+  if (c.num_partitions > 65535 || c.scratch_bytes > dev.max_storage_buffer_range)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("partition_tokens: {} partitions of {} tokens need {} bytes of scratch (at most 65535 "
+                            "partitions within the device's maxStorageBufferRange of {} bytes)",
+                            c.num_partitions, c.partition_tokens, c.scratch_bytes, dev.max_storage_buffer_range));
+  return c;
+}
+
+}  // namespace vkpaged::detail

@@ -1,0 +1,103 @@
+#include "support/decode_kernels.hpp"
+
+#include <algorithm>
+#include <iostream>
+#include <random>
+
+#include "ops/decode_plan.hpp"
+#include "support/decode_check.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/reference.hpp"
+
+namespace vkpaged {
+void PrintTo(DecodeKernel kernel, std::ostream* os) { *os << test::decode_kernel_name(kernel); }
+}  // namespace vkpaged
+
+namespace vkpaged::test {
+
+std::string decode_kernel_name(DecodeKernel kernel) {
+  switch (kernel) {
+    case DecodeKernel::automatic: return "automatic";
+    case DecodeKernel::scalar: return "scalar";
+    case DecodeKernel::matrix: return "matrix";
+  }
+  return "unknown";
+}
+
+bool merges_in_dispatch(DecodeKernel kernel) { return kernel == DecodeKernel::matrix; }
+bool records_timeline(DecodeKernel kernel) { return kernel == DecodeKernel::matrix; }
+
+DecodeShape shape_for(const DecodeInputs& in, const DecodeParams& params, bool lse) {
+  DecodeShape s = decode_shape_of(in, lse);
+  s.softcap = params.softcap != 0.0f;
+  return s;
+}
+
+void DecodeKernelTest::SetUp() {
+  GpuTest::SetUp();
+  if (kernel() != DecodeKernel::matrix) return;
+  const DeviceInfo& dev = ctx().device_info();
+  if (!dev.cooperative_matrix) GTEST_SKIP() << dev.name << " has no matrix units for the decode";
+  std::string refusal;
+  try {
+    std::mt19937 rng(1);
+    DecodePlan::create(ctx(), decode_shape_of(make_decode_inputs(DecodeCase{}, rng)), with_kernel({}));
+  } catch (const Error& e) {
+    refusal = e.what();
+  }
+  // NVIDIA's fragments have the layout the kernel writes (fragment_layout.cpp); elsewhere a
+  // different layout is a reason to fall back, not a failure.
+  if (dev.vendor_id == 0x10de) ASSERT_EQ(refusal, "");
+  if (!refusal.empty()) GTEST_SKIP() << refusal;
+}
+
+void DecodeKernelTest::TearDown() {
+  if (!refused_.empty()) {
+    std::vector<std::string> reasons = refused_;
+    std::sort(reasons.begin(), reasons.end());
+    reasons.erase(std::unique(reasons.begin(), reasons.end()), reasons.end());
+    std::cout << "[ REFUSED  ] the " << kernel_name() << " kernel refused " << refused_.size() << " case(s), took "
+              << taken_ << ":\n";
+    for (const auto& r : reasons) std::cout << "             " << r << "\n";
+    RecordProperty("refused_cases", int(refused_.size()));
+  }
+  GpuTest::TearDown();
+  if (taken_ == 0 && !refused_.empty() && !HasFailure())
+    GTEST_SKIP() << "the " << kernel_name() << " kernel refused every case: " << refused_.front();
+}
+
+DecodeOptions DecodeKernelTest::with_kernel(DecodeOptions o) const {
+  o.kernel = kernel();
+  return o;
+}
+
+std::optional<DecodePlan> DecodeKernelTest::plan_or_refused(const DecodeShape& shape, DecodeOptions o) {
+  o.kernel = kernel();
+  try {
+    DecodePlan plan = DecodePlan::create(ctx(), shape, o);
+    EXPECT_EQ(plan.data().choice.kernel, kernel()) << plan.describe();
+    ++taken_;
+    return plan;
+  } catch (const Error& e) {
+    // Only what the kernel cannot run is a reason to skip; a device limit, a refused option or
+    // anything else fails the test.
+    const std::string what = e.what(), prefix = "kernel: " + kernel_name() + ": ";
+    if (e.code() != ErrorCode::unsupported || what.rfind(prefix, 0) != 0) throw;
+    EXPECT_NE(what.rfind(prefix + "device ", 0), 0u) << "SetUp admitted a device the kernel refuses: " << what;
+    refused_.push_back(what);
+    return std::nullopt;
+  }
+}
+
+bool DecodeKernelTest::check(const DecodeCase& c, DecodeOptions o, const DecodeParams& p, uint32_t seed, bool lse) {
+  o.kernel = kernel();
+  std::mt19937 rng(seed);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  if (!plan_or_refused(shape_for(in, p, lse), o)) return false;
+  const DecodeResult want = reference::decode_attention(in, o, p, lse);
+  const DecodeResult got = decode_attention(ctx(), in, o, p, lse);
+  expect_decode_near(got, want, tolerance(c.query_dtype, c.cache_dtype), lse, c.str());
+  return true;
+}
+
+}  // namespace vkpaged::test

@@ -1,0 +1,68 @@
+#pragma once
+// The decode kernels, for test suites parameterized over them (tests/ops/test_decode.cpp,
+// test_decode_order.cpp): a kernel added to kDecodeKernels gets every such suite. A suite skips
+// where the device has no such kernel; a case the kernel refuses (the matrix kernel takes 16-bit
+// queries, head sizes that are multiples of 32, ...) is skipped with the reason, and a test all
+// of whose cases were refused is reported skipped.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "support/decode_case.hpp"
+#include "support/test_context.hpp"
+#include "vkpaged/decode.hpp"
+
+namespace vkpaged {
+// How GoogleTest prints a kernel parameter (ctest's test list shows it).
+void PrintTo(DecodeKernel kernel, std::ostream* os);
+}  // namespace vkpaged
+
+namespace vkpaged::test {
+
+inline constexpr DecodeKernel kDecodeKernels[] = {DecodeKernel::scalar, DecodeKernel::matrix};
+
+// "scalar", "matrix": test name suffixes.
+std::string decode_kernel_name(DecodeKernel kernel);
+inline std::string decode_kernel_param_name(const ::testing::TestParamInfo<DecodeKernel>& info) {
+  return decode_kernel_name(info.param);
+}
+
+// What each kernel is expected to do beyond the shared contract (decode.hpp): the tests check
+// that plans agree, so that a kernel which stops doing it fails instead of skipping.
+bool merges_in_dispatch(DecodeKernel kernel);  // takes DecodeMerge::in_dispatch (small enough merges)
+bool records_timeline(DecodeKernel kernel);    // DecodeOptions::timeline
+
+class DecodeKernelTest : public GpuTest, public ::testing::WithParamInterface<DecodeKernel> {
+ protected:
+  // Skips the test where the device has no such kernel (the matrix kernel: no matrix units, or
+  // a fragment layout it does not know; on NVIDIA the layout must be known).
+  void SetUp() override;
+  // Lists the cases the kernel refused, and reports the test skipped when it took none.
+  void TearDown() override;
+
+  DecodeKernel kernel() const { return GetParam(); }
+  std::string kernel_name() const { return decode_kernel_name(GetParam()); }
+  // `o` with this kernel asked for.
+  DecodeOptions with_kernel(DecodeOptions o) const;
+
+  // This kernel's plan for the shape and options (the kernel set here), or std::nullopt when
+  // the kernel refuses the shape (noted with its reason). Any other error fails the test. A
+  // test none of whose cases the kernel took, and some of which it refused, is reported skipped.
+  std::optional<DecodePlan> plan_or_refused(const DecodeShape& shape, DecodeOptions o);
+
+  // Runs the case on this kernel (its plan asserted to be this kernel's) and the reference,
+  // and checks the output (and LSE) within the contract's tolerance. False when refused.
+  bool check(const DecodeCase& c, DecodeOptions o, const DecodeParams& p, uint32_t seed = 1, bool lse = false);
+
+ private:
+  int taken_ = 0;  // plans the kernel took
+  std::vector<std::string> refused_;
+};
+
+// The shape decode_attention plans for these inputs and params (shape.softcap from the params).
+DecodeShape shape_for(const DecodeInputs& in, const DecodeParams& params, bool lse = false);
+
+}  // namespace vkpaged::test
