@@ -43,19 +43,24 @@ struct AttendArgs {
 };
 int run_attend(const AttendArgs& args);
 
-// `vkpaged demo`: a batch of sequences decoding step by step on the paged cache, checked
-// against the CPU reference every few steps. Returns 1 when a check failed.
+// `vkpaged demo`: a batch of sequences run as an engine runs them on the paged cache: prompts
+// in chunks, then decode steps, each step's new tokens written with rotary embedding and
+// attended in one multi-query attention call, checked against the CPU reference every few
+// steps. Returns 1 when a check failed.
 struct DemoArgs {
   uint32_t batch = 8;
   uint32_t min_len = 1;
   uint32_t max_len = 300;
-  uint32_t steps = 64;
+  uint32_t steps = 64;             // decode tokens per sequence after its prompt
+  uint32_t chunk = 64;             // most prompt tokens a sequence brings to one step
   uint32_t heads = 8;
   uint32_t kv_heads = 2;
   uint32_t head_size = 128;
   uint32_t block_size = 16;
   std::string dtype = "f16";      // f32 | f16 | bf16: queries, new keys/values, output
   std::string kv_dtype = "auto";  // auto | fp8_e4m3 | fp8_e5m2
+  std::string kv_layout = "vllm";  // vllm | nhd | hnd
+  std::string rotary = "neox";     // neox | gptj | none
   uint32_t check_every = 8;       // 0 = never check
   std::string device;
   uint64_t seed = 1;
