@@ -503,13 +503,14 @@ TEST_F(CliTest, InfoListsDevicesAndTheCpuReference) {
 
 // ---- simulate ----
 
-// A small workload that forks (parallel sampling), copies on write and swaps out and back in,
-// with every check on: exit 0, the new counts reported and above zero, every check passed.
+// A small workload that runs prompts in chunks under a token budget, forks (parallel sampling),
+// copies on write and swaps out and back in, with every check on: exit 0, the new counts
+// reported and above zero, every check passed.
 TEST_F(CliTest, SimulateForksSwapsAndPassesItsChecks) {
   const CliResult r =
       run({"simulate", "--requests", "8", "--max-prompt", "64", "--max-output", "32", "--arrival-rate", "4",
            "--blocks", "14", "--host-blocks", "32", "--parallel-share", "0.5", "--max-samples", "3", "--layers", "1",
-           "--check-every", "3", "--seed", "2"});
+           "--check-every", "3", "--seed", "4", "--max-batch", "64", "--token-budget", "64", "--chunk", "24"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   auto count_after = [&](const std::string& label) -> long {
     const size_t at = r.out.find(label);
@@ -524,6 +525,10 @@ TEST_F(CliTest, SimulateForksSwapsAndPassesItsChecks) {
   EXPECT_NE(r.out.find("requests finished: 8 of 8"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sequences passed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("copies passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a budget of 64 new tokens, decode requests first, then prefill chunks of up to 24 tokens"),
+            std::string::npos)
+      << r.out;
+  EXPECT_GT(count_after("prompt tokens in "), 8) << r.out;  // prefill chunks: more than one a request
 }
 
 TEST_F(CliTest, SimulateRefusesBadOptionsInOneLine) {

@@ -103,16 +103,25 @@ void add_simulate_options(CLI::App& cmd, SimulateArgs& s) {
   cmd.add_option("--heads", s.heads, "query heads H")->capture_default_str();
   cmd.add_option("--kv-heads", s.kv_heads, "key/value heads Hkv")->capture_default_str();
   cmd.add_option("--head-size", s.head_size, "head size D")->capture_default_str();
-  cmd.add_option("--max-batch", s.max_batch, "most sequences decoding at once")->capture_default_str();
+  cmd.add_option("--max-batch", s.max_batch, "most sequences running at once")->capture_default_str();
+  cmd.add_option("--token-budget", s.token_budget,
+                 "new tokens per step, decode requests first, then prefill chunks (at least --max-batch)")
+      ->capture_default_str();
+  cmd.add_option("--chunk", s.chunk,
+                 "most prompt tokens one request prefills in a step (0 = what the token budget leaves)")
+      ->capture_default_str();
   cmd.add_option("--dtype", s.dtype, "query and new key/value dtype: f32, f16 or bf16")->capture_default_str();
   cmd.add_option("--kv-dtype", s.kv_dtype, "cache dtype: auto, fp8_e4m3 or fp8_e5m2")->capture_default_str();
+  cmd.add_option("--kv-layout", s.kv_layout, "cache layout: vllm, nhd (vLLM V1 flash, FlashInfer NHD) or hnd")
+      ->capture_default_str();
   cmd.add_option("--order", s.order,
-                 "decode order: auto, grid or longest-first (each step lists its items by their lengths once, "
+                 "auto (every step through the attention operator), or grid or longest-first: decode-only steps "
+                 "on a decode plan of that order (longest first lists the step's items by their lengths once, "
                  "before its layers)")
       ->capture_default_str();
   cmd.add_option("--check-every", s.check_every,
-                 "check a decode against the CPU reference every N steps, and every swap-in and copy-on-write "
-                 "(0 = never)")
+                 "check a step's attention (decode requests and prefill chunks) against the CPU reference every N "
+                 "steps, and every swap-in and copy-on-write (0 = never)")
       ->capture_default_str();
   cmd.add_option("--device", s.device, "Vulkan device index or name substring (default: VKPAGED_DEVICE, else the best)");
   cmd.add_option("--seed", s.seed, "random seed of the workload")->capture_default_str();
@@ -188,7 +197,7 @@ int run(int argc, char** argv) {
   add_demo_options(*demo, demo_args);
   SimulateArgs simulate_args;
   auto* simulate = app.add_subcommand(
-      "simulate", "serve a synthetic workload with continuous batching and prefix caching on the paged cache");
+      "simulate", "serve a synthetic workload with continuous batching, chunked prefill and prefix caching on the paged cache");
   add_simulate_options(*simulate, simulate_args);
   BenchOptions bench_args;
   auto* bench = app.add_subcommand("bench", "time decode attention against the device's measured read bandwidth");
