@@ -10,9 +10,10 @@
 //   KvCacheSizing s = KvCache::plan(ctx.device_info(), shape, {.budget_fraction = 0.9});  // no allocation
 //   KvCache cache(ctx, shape, {.budget_fraction = 0.9, .num_host_blocks = 512});
 //   cache.record_reshape_and_cache(cmd, l, {.key = k, .value = v, .slot_mapping = slots}, rotary);
-//   DecodePlan plan = DecodePlan::create(ctx, cache.decode_shape({.num_seqs = 8, .num_heads = 32,
-//                                                                 .max_blocks_per_seq = 64}));
-//   record_decode(..., views with cache.key_cache(l), cache.value_cache(l));
+//   AttentionPlan plan = AttentionPlan::create(ctx, cache.attention_shape({.num_requests = 8,
+//       .num_query_tokens = 300, .num_heads = 32, .max_blocks_per_seq = 64}), query_starts);
+//   cache.record_attention(cmd, l, plan, {.query = q, .block_tables = bt, .context_lens = cl,
+//                                         .query_starts = qs, .output = out});  // the pools: the cache's
 //   cache.record_copy_blocks(cmd, copy_on_write_pairs);  // every layer, one copy batch
 //
 // The block ids are a BlockManager's (block_manager.hpp): its num_blocks is num_blocks() and
@@ -23,6 +24,7 @@
 #include <memory>
 #include <span>
 
+#include "vkpaged/attention.hpp"
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/context.hpp"
@@ -166,6 +168,23 @@ class VKPAGED_API KvCache {
   // cache's for what it knows (num_kv_heads, head_size, block_size, num_blocks, cache_dtype,
   // kv_layout), whatever `batch` held there. Checks nothing: DecodePlan::create does.
   DecodeShape decode_shape(const DecodeShape& batch) const noexcept;
+  // The same for multi-query attention (attention.hpp): `batch` brings num_requests,
+  // num_query_tokens, num_heads, max_blocks_per_seq, max_context_len, query_dtype,
+  // sliding_window and the feature flags; the cache num_kv_heads, head_size, block_size,
+  // num_blocks, cache_dtype and kv_layout. Checks nothing: AttentionPlan::create does.
+  AttentionShape attention_shape(const AttentionShape& batch) const noexcept;
+
+  // record_decode / record_attention over layer `layer`'s pools: the caller gives every view
+  // but the pools (query, block tables, context lengths, query starts, output, scratch, ...)
+  // and leaves key_cache and value_cache empty; the cache fills them in. Refused
+  // (invalid_argument) before anything is recorded: a layer out of range, a pool view given,
+  // a plan whose shape is not of this cache (num_kv_heads, head_size, block_size, num_blocks,
+  // cache_dtype or kv_layout differ: make it from decode_shape / attention_shape); then
+  // record_decode / record_attention check the rest. Compute shader stage, as those.
+  void record_decode(VkCommandBuffer cmd, uint32_t layer, const DecodePlan& plan, const DecodeViews& views,
+                     const DecodeParams& params = {}) const;
+  void record_attention(VkCommandBuffer cmd, uint32_t layer, const AttentionPlan& plan, const AttentionViews& views,
+                        const AttentionParams& params = {}) const;
 
  private:
   struct Impl;

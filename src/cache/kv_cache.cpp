@@ -47,6 +47,13 @@ DeviceBuffer allocate_pool(Context& context, const char* what, uint32_t blocks, 
   }
 }
 
+// What a plan must agree on with the cache whose pools it reads.
+struct PoolGeometry {
+  uint32_t num_kv_heads, head_size, block_size, num_blocks;
+  DType dtype;
+  KvLayout layout;
+};
+
 // One pool: one buffer of num_blocks blocks.
 struct Pool {
   DeviceBuffer buffer;
@@ -102,6 +109,10 @@ struct KvCache::Impl {
     const detail::CacheGeometry g = geometry(blocks);
     return {layer.key.buffer.tensor(shape.dtype, g.key_shape()),
             layer.value.buffer.tensor(shape.dtype, g.value_shape()), shape.layout};
+  }
+
+  PoolGeometry pool_geometry() const {
+    return {shape.num_kv_heads, shape.head_size, shape.block_size, sizing.num_blocks, shape.dtype, shape.layout};
   }
 
   uint32_t check_layer(const char* what, uint32_t layer) const {
@@ -233,6 +244,79 @@ void KvCache::record_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, cons
                                        const RotaryInputs& rotary, const CacheScales& scales) const {
   const LayerCacheViews& pools = impl_->device_views[impl_->check_layer("record_reshape_and_cache", layer)];
   record_reshape_and_cache_rotary(*impl_->context, cmd, cache_write_views(pools, tokens), rotary, scales);
+}
+
+namespace {
+
+void check_plan_fits(const char* what, const PoolGeometry& plan, const PoolGeometry& cache) {
+  auto refuse_field = [&](const char* field, const std::string& in_plan, const std::string& in_cache) {
+    refuse_cache(ErrorCode::invalid_argument,
+                 fmt::format("{}: the plan's shape has {} {}, the cache's is {} (make the plan's shape with the "
+                             "cache's decode_shape or attention_shape)",
+                             what, field, in_plan, in_cache));
+  };
+  if (plan.num_kv_heads != cache.num_kv_heads)
+    refuse_field("num_kv_heads", std::to_string(plan.num_kv_heads), std::to_string(cache.num_kv_heads));
+  if (plan.head_size != cache.head_size)
+    refuse_field("head_size", std::to_string(plan.head_size), std::to_string(cache.head_size));
+  if (plan.block_size != cache.block_size)
+    refuse_field("block_size", std::to_string(plan.block_size), std::to_string(cache.block_size));
+  if (plan.num_blocks != cache.num_blocks)
+    refuse_field("num_blocks", std::to_string(plan.num_blocks), std::to_string(cache.num_blocks));
+  if (plan.dtype != cache.dtype)
+    refuse_field("cache_dtype", std::string(dtype_name(plan.dtype)), std::string(dtype_name(cache.dtype)));
+  if (plan.layout != cache.layout)
+    refuse_field("kv_layout", std::string(kv_layout_name(plan.layout)), std::string(kv_layout_name(cache.layout)));
+}
+
+// The caller leaves the pools to the cache: a pool view given is a mistake (another cache's,
+// or another layer's), refused rather than silently replaced.
+void check_no_pools(const char* what, const TensorView& key_cache, const TensorView& value_cache) {
+  for (const auto& [name, view] : {std::pair{"key_cache", &key_cache}, std::pair{"value_cache", &value_cache}})
+    if (!view->empty())
+      refuse_cache(ErrorCode::invalid_argument,
+                   fmt::format("{}: views.{} is given, but the cache supplies the layer's pools: leave it empty", what,
+                               name));
+}
+
+}  // namespace
+
+void KvCache::record_decode(VkCommandBuffer cmd, uint32_t layer, const DecodePlan& plan, const DecodeViews& views,
+                            const DecodeParams& params) const {
+  const LayerCacheViews& pools = impl_->device_views[impl_->check_layer("record_decode", layer)];
+  const DecodeShape& s = plan.shape();
+  check_plan_fits("record_decode", {s.num_kv_heads, s.head_size, s.block_size, s.num_blocks, s.cache_dtype, s.kv_layout},
+                  impl_->pool_geometry());
+  check_no_pools("record_decode", views.key_cache, views.value_cache);
+  DecodeViews v = views;
+  v.key_cache = pools.key_cache;
+  v.value_cache = pools.value_cache;
+  vkpaged::record_decode(*impl_->context, cmd, plan, v, params);
+}
+
+void KvCache::record_attention(VkCommandBuffer cmd, uint32_t layer, const AttentionPlan& plan,
+                               const AttentionViews& views, const AttentionParams& params) const {
+  const LayerCacheViews& pools = impl_->device_views[impl_->check_layer("record_attention", layer)];
+  const AttentionShape& s = plan.shape();
+  check_plan_fits("record_attention",
+                  {s.num_kv_heads, s.head_size, s.block_size, s.num_blocks, s.cache_dtype, s.kv_layout},
+                  impl_->pool_geometry());
+  check_no_pools("record_attention", views.key_cache, views.value_cache);
+  AttentionViews v = views;
+  v.key_cache = pools.key_cache;
+  v.value_cache = pools.value_cache;
+  vkpaged::record_attention(*impl_->context, cmd, plan, v, params);
+}
+
+AttentionShape KvCache::attention_shape(const AttentionShape& batch) const noexcept {
+  AttentionShape s = batch;
+  s.num_kv_heads = impl_->shape.num_kv_heads;
+  s.head_size = impl_->shape.head_size;
+  s.block_size = impl_->shape.block_size;
+  s.num_blocks = impl_->sizing.num_blocks;
+  s.cache_dtype = impl_->shape.dtype;
+  s.kv_layout = impl_->shape.layout;
+  return s;
 }
 
 DecodeShape KvCache::decode_shape(const DecodeShape& batch) const noexcept {

@@ -503,13 +503,14 @@ TEST_F(CliTest, InfoListsDevicesAndTheCpuReference) {
 
 // ---- simulate ----
 
-// A small workload that forks (parallel sampling), copies on write and swaps out and back in,
-// with every check on: exit 0, the new counts reported and above zero, every check passed.
+// A small workload that runs prompts in chunks under a token budget, forks (parallel sampling),
+// copies on write and swaps out and back in, with every check on: exit 0, the new counts
+// reported and above zero, every check passed.
 TEST_F(CliTest, SimulateForksSwapsAndPassesItsChecks) {
   const CliResult r =
       run({"simulate", "--requests", "8", "--max-prompt", "64", "--max-output", "32", "--arrival-rate", "4",
            "--blocks", "14", "--host-blocks", "32", "--parallel-share", "0.5", "--max-samples", "3", "--layers", "1",
-           "--check-every", "3", "--seed", "2"});
+           "--check-every", "3", "--seed", "4", "--max-batch", "64", "--token-budget", "64", "--chunk", "24"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   auto count_after = [&](const std::string& label) -> long {
     const size_t at = r.out.find(label);
@@ -524,6 +525,10 @@ TEST_F(CliTest, SimulateForksSwapsAndPassesItsChecks) {
   EXPECT_NE(r.out.find("requests finished: 8 of 8"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sequences passed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("copies passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a budget of 64 new tokens, decode requests first, then prefill chunks of up to 24 tokens"),
+            std::string::npos)
+      << r.out;
+  EXPECT_GT(count_after("prompt tokens in "), 8) << r.out;  // prefill chunks: more than one a request
 }
 
 TEST_F(CliTest, SimulateRefusesBadOptionsInOneLine) {
@@ -533,22 +538,59 @@ TEST_F(CliTest, SimulateRefusesBadOptionsInOneLine) {
   EXPECT_NE(r.err.find("--preemption: 'drop'"), std::string::npos) << r.err;
 }
 
-TEST_F(CliTest, DemoDecodesStepByStepAndPassesItsChecks) {
+// Prompts of 0, 20 and 40 tokens in chunks of 16 (1, 2 and 3 steps, mixed with the decode
+// requests of the sequences whose prompts are in), then 6 decode tokens each: 9 steps, checked
+// at steps 3, 6 and 9.
+TEST_F(CliTest, DemoRunsPromptsInChunksThenDecodesAndPassesItsChecks) {
   const CliResult r = run({"demo", "--batch", "3", "--min-len", "0", "--max-len", "40", "--steps", "6", "--heads", "4",
-                           "--kv-heads", "2", "--head-size", "64", "--block-size", "8", "--check-every", "3"});
+                           "--kv-heads", "2", "--head-size", "64", "--block-size", "8", "--chunk", "16",
+                           "--check-every", "3"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("checks: 2 of 2 passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checks: 3 of 3 passed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prefill: 60 prompt tokens in 3 steps (3 beside 4 decode tokens)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode: 14 tokens in decode-only steps"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rotary neox"), std::string::npos) << r.out;
   // Not a terminal: one line per check, no carriage returns.
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 3) << r.err;
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
 }
 
+// The other layouts (decode steps then run on the attention kernel): nhd with GPT-J rotary and
+// an fp8 cache, hnd without rotary and bf16.
+TEST_F(CliTest, DemoOnTheOtherLayouts) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--kv-layout", "nhd", "--rotary", "gptj", "--kv-dtype", "fp8_e5m2"},
+      {"--kv-layout", "hnd", "--rotary", "none", "--dtype", "bf16"},
+  };
+  for (const auto& options : cases) {
+    std::vector<std::string> args = {"demo", "--batch", "2", "--min-len", "3", "--max-len", "21", "--steps", "3",
+                                     "--heads", "4", "--kv-heads", "1", "--head-size", "32", "--block-size", "4",
+                                     "--chunk", "8", "--check-every", "2"};
+    args.insert(args.end(), options.begin(), options.end());
+    const CliResult r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << options[1] << r.out << r.err;
+    EXPECT_NE(r.out.find("checks: 3 of 3 passed"), std::string::npos) << options[1] << r.out;
+    EXPECT_NE(r.out.find(options[1] + " layout"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(options[3] == "none" ? "no rotary" : "rotary gptj"), std::string::npos) << r.out;
+  }
+}
+
 TEST_F(CliTest, DemoRefusesBadOptionsInOneLine) {
-  const CliResult r = run({"demo", "--dtype", "f64"});
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find("--dtype"), std::string::npos) << r.err;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--dtype", "f64"}, "--dtype"},
+      {{"--kv-layout", "nchw"}, "--kv-layout: 'nchw' is not vllm, nhd or hnd"},
+      {{"--rotary", "alibi"}, "--rotary: 'alibi' is not neox, gptj or none"},
+      {{"--chunk", "0"}, "--chunk: must be at least 1"},
+  };
+  for (const auto& [options, message] : cases) {
+    std::vector<std::string> args = {"demo"};
+    args.insert(args.end(), options.begin(), options.end());
+    const CliResult r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << message;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
 }
 
 // ---- bench ----

@@ -1,10 +1,13 @@
-// `vkpaged simulate` in-process on tiny workloads: every request finishes, every decode check
-// passes, paging wastes less of the cache than reserving the maximum length, shared system
-// prompts hit the prefix cache, requests with several samples fork and copy on write (every
-// copy checked against the block it copied), a tight cache preempts by swapping out and back
-// in (every swapped-in sequence checked bit for bit) or by recompute, and still checks out;
-// plus the workload generator, the slot comparison the checks use, the reserve-policy
-// baseline on numbers worked by hand, and the options it refuses.
+// `vkpaged simulate` in-process on tiny workloads: every request finishes, every attention check
+// passes (decode requests and prefill chunks alike), paging wastes less of the cache than
+// reserving the maximum length, prompts run in chunks under a token budget mixed with decode
+// requests, shared system prompts hit the prefix cache (only the rest is prefilled, attending
+// the cached prefix), requests with several samples fork and copy on write (every copy checked
+// against the block it copied), a tight cache preempts by swapping out and back in (every
+// swapped-in sequence checked bit for bit) or by recompute (prefilled again), and still checks
+// out, on every cache layout; the check fails on a block changed behind its back; plus the
+// scheduler's steps worked by hand, the workload generator, the slot comparison the checks use,
+// the reserve-policy baseline on numbers worked by hand, and the options it refuses.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -18,9 +21,12 @@
 #include "commands.hpp"
 #include "simulate.hpp"
 #include "simulate_checks.hpp"
+#include "simulate_gpu.hpp"
+#include "simulate_scheduler.hpp"
 #include "simulate_workload.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/error.hpp"
+#include "vkpaged/utilities.hpp"
 
 namespace vkpaged::cli {
 namespace {
@@ -67,13 +73,66 @@ TEST_F(SimulateTest, TinyWorkloadInvariants) {
   EXPECT_GT(r.checks, 0u);
   EXPECT_EQ(r.checks_failed, 0u) << "max |error| " << r.max_error;
   EXPECT_GT(r.hit_rate(), 0.0);
-  EXPECT_EQ(r.prefill_tokens, r.prefix_queried_tokens - r.prefix_hit_tokens);
+  // Only what the prefix cache did not hold is prefilled (hits not yet written computed again).
+  EXPECT_EQ(r.prefill_tokens, r.prefix_queried_tokens - r.prefix_hit_tokens + r.prefix_rewritten);
   EXPECT_GT(r.live_fraction, r.reserve.live_fraction);  // paging wastes less than reserving
   EXPECT_GT(r.live_fraction, 0.5);
   EXPECT_LE(r.live_fraction, 1.0);
   EXPECT_GE(r.max_running, r.reserve.max_running);
-  EXPECT_GT(r.decode_ns, 0.0);
+  EXPECT_GT(r.attention_ns, 0.0);
   EXPECT_EQ(r.cache.num_blocks, 40u);
+}
+
+// Prompts of up to 64 tokens in chunks of at most 8 under a budget of 24 new tokens per step:
+// decode requests and chunks in one attention call per layer, the checks comparing chunks too.
+TEST_F(SimulateTest, ChunkedPrefillUnderATokenBudget) {
+  SimulateArgs a = tiny();
+  a.max_batch = 16;
+  a.token_budget = 24;
+  a.chunk = 8;
+  a.check_every = 2;
+  const SimulateReport r = run(a);
+  EXPECT_EQ(r.finished, a.requests);
+  EXPECT_EQ(r.generated_tokens, total_output(a));
+  EXPECT_LE(r.max_step_tokens, 24u);
+  EXPECT_GE(r.prefill_chunks * 8, r.prefill_tokens);  // no chunk above 8 tokens
+  EXPECT_GT(r.prefill_chunks, uint64_t(a.requests) * 2);
+  EXPECT_GT(r.chunks_after_prefix, 0u);
+  EXPECT_GT(r.mixed_steps, 0u);
+  EXPECT_GT(r.decode_tokens, 0u);
+  EXPECT_EQ(r.prefill_tokens, r.prefix_queried_tokens - r.prefix_hit_tokens + r.prefix_rewritten);
+  EXPECT_GT(r.checks, 0u);
+  EXPECT_GT(r.checked_tokens, r.checked_requests) << "no prefill chunk was compared";
+  EXPECT_EQ(r.checks_failed, 0u) << "max |error| " << r.max_error;
+  EXPECT_NE(r.mixed_plan.find("attention kernel"), std::string::npos) << r.mixed_plan;
+  EXPECT_TRUE(r.passed());
+}
+
+// The nhd and hnd layouts (decode-only steps on the attention kernel), with forks, swaps and
+// every check on.
+TEST_F(SimulateTest, OtherLayoutsForkSwapAndCheckOut) {
+  for (const char* layout : {"nhd", "hnd"}) {
+    SimulateArgs a = tiny();
+    a.kv_layout = layout;
+    a.requests = 8;
+    a.blocks = 14;
+    a.host_blocks = 32;
+    a.max_output = 32;
+    a.arrival_rate = 4.0;
+    a.parallel_share = 0.5;
+    a.layers = 1;
+    a.check_every = 3;
+    a.seed = 4;
+    const SimulateReport r = run(a);
+    EXPECT_EQ(r.finished, a.requests) << layout;
+    EXPECT_GT(r.swap_outs, 0u) << layout;
+    EXPECT_EQ(r.swap_checks, r.swap_ins) << layout;
+    EXPECT_GT(r.cow_checks, 0u) << layout;
+    EXPECT_GT(r.checks, 0u) << layout;
+    EXPECT_TRUE(r.passed()) << layout << ": " << r.checks_failed << " attention, " << r.swap_checks_failed << " swap, "
+                            << r.cow_checks_failed << " copy-on-write checks failed";
+    EXPECT_NE(r.plan.find("attention kernel"), std::string::npos) << r.plan;
+  }
 }
 
 // An engine's steps longest first: the list made once per step, every layer's decode reading
@@ -186,6 +245,9 @@ TEST_F(SimulateTest, RefusesOptionsBeforeAllocating) {
       {[](SimulateArgs& a) { a.device = "cpu"; }, "--device"},
       {[](SimulateArgs& a) { a.preemption = "drop"; }, "--preemption: 'drop'"},
       {[](SimulateArgs& a) { a.order = "longest"; }, "--order: 'longest' is not auto, grid or longest-first"},
+      {[](SimulateArgs& a) { a.token_budget = 100; }, "--token-budget: 100 is below --max-batch 256"},
+      {[](SimulateArgs& a) { a.kv_layout = "flash"; }, "--kv-layout: 'flash' is not vllm, nhd or hnd"},
+      {[](SimulateArgs& a) { a.kv_layout = "hnd"; a.order = "grid"; }, "--order: grid runs decode-only steps"},
       {[](SimulateArgs& a) { a.parallel_share = 1.5; }, "--parallel-share: 1.5"},
       {[](SimulateArgs& a) { a.max_samples = 5; a.max_batch = 4; }, "--max-samples: 5"},
       // 7 blocks hold one request, not a prompt of 4 blocks forked into 4 samples.
@@ -241,7 +303,143 @@ TEST_F(SimulateTest, BudgetFractionSaysWhichMemoryItWasOf) {
       << text;
 }
 
+// The check compares against the cache as stored: a block changed after the step's attention
+// makes it fail.
+TEST_F(SimulateTest, CheckFailsOnABlockChangedBehindItsBack) {
+  SimGpuShape shape;
+  shape.cache.num_layers = 1;
+  shape.cache.num_kv_heads = 2;
+  shape.cache.head_size = 64;
+  shape.cache.block_size = 16;
+  shape.size.num_blocks = 4;
+  shape.num_heads = 4;
+  shape.max_blocks_per_seq = 2;
+  shape.max_batch = 2;
+  shape.token_budget = 24;
+  shape.max_position = 32;
+  SimGpu gpu(ctx(), shape);
+  // A decode request at position 9 (block 3) and a chunk of 20 tokens from position 0 (blocks 1, 2).
+  SimBatch batch;
+  batch.slots = {3 * 16 + 9};
+  batch.positions = {9};
+  for (int64_t p = 0; p < 20; ++p) {
+    batch.slots.push_back(16 + p);  // blocks 1 and 2
+    batch.positions.push_back(p);
+  }
+  batch.query_starts = {0, 1, 21};
+  batch.block_tables = {3, 0, 1, 2};
+  batch.context_lens = {10, 20};
+  // Block 3's first 9 slots and the rest hold whatever the pool held: fill it first.
+  ctx().run_and_wait([&](VkCommandBuffer cmd) {
+    record_fill_random(ctx(), cmd, gpu.cache().key_cache(0), 7);
+    record_fill_random(ctx(), cmd, gpu.cache().value_cache(0), 8);
+  });
+  gpu.run_step({}, batch, 1);
+  const std::vector<uint32_t> both = {0, 1};
+  const SimCheck good = gpu.check(0, both);
+  EXPECT_TRUE(good.passed) << good.max_error;
+  EXPECT_EQ(good.requests, 2u);
+  EXPECT_EQ(good.tokens, 21u);
+  // Block 2 (the chunk's positions 16..19) gets other values: the chunk's last rows change.
+  ctx().run_and_wait([&](VkCommandBuffer cmd) {
+    TensorView block = gpu.cache().value_cache(0);
+    const uint64_t bytes = gpu.cache().sizing().block_bytes;
+    block.memory.offset += 2 * bytes;
+    block.memory.size = bytes;
+    block.shape = Shape{int64_t(bytes / 2)};
+    record_fill_random(ctx(), cmd, block, 99);
+  });
+  const std::vector<uint32_t> chunk = {1};
+  const SimCheck bad = gpu.check(0, chunk);
+  EXPECT_FALSE(bad.passed);
+  EXPECT_GT(bad.max_error, bad.tolerance);
+  EXPECT_TRUE(gpu.check(0, std::vector<uint32_t>{0}).passed) << "the decode request reads none of block 2";
+}
+
 // ---- host only ----
+
+// Two requests sharing a 32-token prefix (two blocks of 16), a third whose prompt is that
+// prefix: the scheduler's steps worked by hand.
+TEST(SimulateScheduler, ChunksDecodesFirstAndPrefixHits) {
+  std::vector<int32_t> shared(32);
+  std::iota(shared.begin(), shared.end(), 100);
+  auto request = [&](uint64_t step, int32_t tail, std::vector<uint32_t> outputs) {
+    SimRequest r;
+    r.arrival_step = step;
+    r.prompt = shared;
+    for (int32_t i = 0; i < tail; ++i) r.prompt.push_back(1000 + int32_t(step) * 100 + i);
+    r.output_lens = std::move(outputs);
+    r.token_seed = step + 1;
+    return r;
+  };
+  // r0: 40 tokens; r1 (same step): 40 tokens, hits the shared blocks; r2 (later): the prefix alone.
+  const std::vector<SimRequest> requests = {request(0, 8, {3}), request(0, 8, {2}), request(3, 0, {1})};
+  BlockManager blocks(16, 16);
+  SimSchedulerOptions o;
+  o.max_batch = 4;
+  o.token_budget = 40;
+  o.chunk = 16;
+  SimScheduler scheduler(requests, blocks, o);
+
+  ASSERT_TRUE(scheduler.arrive(0));
+  SimStep s = scheduler.schedule(0);
+  // r0 prefills [0, 16) and writes block 0; r1's hit on block 1 is not written yet: it prefills
+  // from 16 itself.
+  ASSERT_EQ(s.batch.size(), 2u);
+  EXPECT_EQ(s.batch[0].seq, 0u);
+  EXPECT_EQ(s.batch[0].first, 0u);
+  EXPECT_EQ(s.batch[0].count, 16u);
+  EXPECT_EQ(s.batch[1].seq, 1u);
+  EXPECT_EQ(s.batch[1].first, 16u);
+  EXPECT_EQ(s.batch[1].count, 16u);
+  EXPECT_TRUE(s.batch[1].after_prefix);
+  EXPECT_EQ(s.batch[1].slots, blocks.slot_mapping(1, 16, 16));
+  EXPECT_EQ(scheduler.counts().prefix_rewritten, 16u);
+  EXPECT_EQ(s.tokens(), 32u);
+  scheduler.finish_step();
+
+  ASSERT_TRUE(scheduler.arrive(1));
+  s = scheduler.schedule(1);
+  // Chunks of 16 and 8 within the budget of 40: r0 [16, 32), r1 [32, 40) (its prompt's end).
+  ASSERT_EQ(s.batch.size(), 2u);
+  EXPECT_EQ(s.batch[0].first, 16u);
+  EXPECT_EQ(s.batch[0].count, 16u);
+  EXPECT_EQ(s.batch[1].first, 32u);
+  EXPECT_EQ(s.batch[1].count, 8u);
+  scheduler.finish_step();  // r1 samples its first token
+
+  ASSERT_TRUE(scheduler.arrive(2));
+  s = scheduler.schedule(2);
+  // Decode requests first: r1 at position 40, then r0's last chunk [32, 40).
+  ASSERT_EQ(s.batch.size(), 2u);
+  EXPECT_TRUE(s.batch[0].decode);
+  EXPECT_EQ(s.batch[0].seq, 1u);
+  EXPECT_EQ(s.batch[0].first, 40u);
+  EXPECT_EQ(s.batch[0].slots.size(), 1u);
+  EXPECT_FALSE(s.batch[1].decode);
+  EXPECT_EQ(s.batch[1].seq, 0u);
+  EXPECT_EQ(s.batch[1].first, 32u);
+  EXPECT_EQ(scheduler.counts().mixed_steps, 1u);
+  scheduler.finish_step();  // r1 finishes (2 tokens); r0 samples its first
+
+  ASSERT_TRUE(scheduler.arrive(3));
+  s = scheduler.schedule(3);
+  // r0 decodes; r2's whole prompt is cached and written: it computes its last token's query
+  // only (slot -1), attending the 31 positions before it.
+  ASSERT_EQ(s.batch.size(), 2u);
+  EXPECT_TRUE(s.batch[0].decode);
+  EXPECT_EQ(s.batch[1].seq, 2u);
+  EXPECT_EQ(s.batch[1].first, 31u);
+  EXPECT_EQ(s.batch[1].count, 1u);
+  EXPECT_EQ(s.batch[1].slots, std::vector<int64_t>{-1});
+  EXPECT_EQ(scheduler.counts().prefix_rewritten, 17u);
+  scheduler.finish_step();
+  EXPECT_EQ(scheduler.counts().finished_requests, 2u);  // r1, and r2 (one token)
+  EXPECT_EQ(scheduler.counts().generated_tokens, 1u + 2u + 2u);
+  EXPECT_EQ(scheduler.counts().prefill_tokens, 16u + 16u + 16u + 8u + 8u + 1u);
+  EXPECT_EQ(scheduler.counts().decode_tokens, 2u);
+}
+
 
 TEST(SimulateWorkload, DeterministicAndWithinBounds) {
   SimulateArgs a = tiny();

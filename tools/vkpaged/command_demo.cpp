@@ -1,7 +1,9 @@
 // `vkpaged demo`: what an inference engine does with vkpaged, in miniature. A batch of
-// sequences with prompts of different lengths decodes step by step: each step writes every
-// sequence's new key and value into the paged cache, grows the block tables as blocks fill,
-// and runs decode attention; every few steps the result is checked against the CPU reference.
+// sequences with prompts of different lengths runs step by step: each step every sequence
+// brings a chunk of its prompt (while it lasts) or its next decode token, whose keys and values
+// go into the paged cache with rotary embedding, the block tables growing as blocks fill; one
+// multi-query attention call then attends them all, prompt chunks and decode requests in one
+// batch. Every few steps the step is checked against the CPU reference.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -25,6 +27,7 @@ DemoShape demo_shape(const DemoArgs& a) {
   if (!detail::is_supported_block_size(a.block_size))
     refuse(fmt::format("--block-size: {} is not {}", a.block_size, detail::kBlockSizeRule));
   if (a.device == "cpu") refuse("--device: the demo runs on a Vulkan device; the CPU reference is what it checks against");
+  if (a.chunk == 0) refuse("--chunk: must be at least 1");
   if (uint64_t(a.max_len) + a.steps > (1u << 24))
     refuse(fmt::format("--max-len: {} plus --steps {} exceeds 2^24 tokens", a.max_len, a.steps));
   DemoShape s;
@@ -34,6 +37,16 @@ DemoShape demo_shape(const DemoArgs& a) {
   s.head_size = a.head_size;
   s.block_size = a.block_size;
   s.max_len = a.max_len + a.steps;
+  s.chunk = a.chunk;
+  const auto layout = parse_kv_layout(a.kv_layout);
+  if (!layout) refuse(fmt::format("--kv-layout: '{}' is not vllm, nhd or hnd", a.kv_layout));
+  s.layout = *layout;
+  if (a.rotary == "none")
+    s.rotary.reset();
+  else if (const auto style = parse_rotary_style(a.rotary))
+    s.rotary = *style;
+  else
+    refuse(fmt::format("--rotary: '{}' is not neox, gptj or none", a.rotary));
   const auto dtype = parse_dtype(a.dtype);
   if (!dtype || !is_float_dtype(*dtype)) refuse(fmt::format("--dtype: '{}' is not f32, f16 or bf16", a.dtype));
   s.dtype = *dtype;
@@ -59,7 +72,9 @@ std::vector<uint32_t> prompt_lengths(const DemoArgs& a) {
 std::string check_text(uint32_t step, uint32_t steps, const DemoCheck& c) {
   std::string text = fmt::format("step {}/{}: check {}: max |error| {:.2e} (tolerance {:.0e})", step, steps,
                                  c.passed ? "passed" : "FAILED", c.max_error, c.tolerance);
-  if (c.cache_mismatches) text += fmt::format(", {} cache elements differ from encode(value)", c.cache_mismatches);
+  if (c.cache_mismatches)
+    text += fmt::format(", {} cache elements differ from encode(value) or encode(rotated key)", c.cache_mismatches);
+  if (c.rotary_error > c.tolerance) text += fmt::format(", rotated queries or keys off by {:.2e}", c.rotary_error);
   if (c.status) text += fmt::format(", shader status {:#x}", c.status);
   return text;
 }
@@ -78,56 +93,78 @@ int run_demo(const DemoArgs& args, std::ostream& out, std::ostream& progress, bo
   ContextOptions options;
   options.device = args.device;
   Context context(options);
-  DemoSession session(context, shape, prompt_lengths(args), args.seed);
+  DemoSession session(context, shape, prompt_lengths(args), args.steps, args.seed);
 
-  fmt::print(out, "vkpaged demo on {}: {} sequences, prompts {}..{} tokens, {} steps\n", context.device_info().name,
-             args.batch, args.min_len, args.max_len, args.steps);
-  fmt::print(out, "  heads {}, kv heads {}, head size {}, block size {}, {} query, {} cache, {} blocks\n", args.heads,
-             args.kv_heads, args.head_size, args.block_size, dtype_name(shape.dtype), dtype_name(shape.cache_dtype),
-             session.num_blocks());
-  fmt::print(out, "  plan: {}\n", session.plan().describe());
+  fmt::print(out,
+             "vkpaged demo on {}: {} sequences, prompts {}..{} tokens in chunks of up to {}, then {} decode tokens "
+             "each\n",
+             context.device_info().name, args.batch, args.min_len, args.max_len, args.chunk, args.steps);
+  fmt::print(out, "  heads {}, kv heads {}, head size {}, block size {}, {} query, {} cache, {} layout, {} blocks, {}\n",
+             args.heads, args.kv_heads, args.head_size, args.block_size, dtype_name(shape.dtype),
+             dtype_name(shape.cache_dtype), kv_layout_name(shape.layout), session.num_blocks(),
+             shape.rotary ? fmt::format("rotary {} on the way into the cache", rotary_style_name(*shape.rotary))
+                          : std::string("no rotary"));
   out << std::flush;
 
-  session.prefill();
+  const uint32_t total = session.total_steps();
   const auto start = std::chrono::steady_clock::now();
-  ProgressBar bar(progress, progress_is_tty, args.steps);
-  double decode_ns = 0;
-  uint64_t kv_bytes = 0;
+  ProgressBar bar(progress, progress_is_tty, total);
+  // Steps with prompt chunks (mixed with decode requests or not), and decode-only steps.
+  double prefill_ns = 0, decode_ns = 0;
+  uint64_t prompt_tokens = 0, mixed_decode_tokens = 0, decode_tokens = 0, kv_bytes = 0;
+  uint32_t prefill_steps = 0, mixed_steps = 0;
+  std::string prefill_plan, decode_plan;
   uint32_t checks = 0, failed = 0;
   double worst_error = 0, tolerance = 0;
-  for (uint32_t step = 1; step <= args.steps; ++step) {
-    decode_ns += session.step();
-    kv_bytes += session.kv_bytes_last_step();
-    const bool check_now = args.check_every > 0 && (step % args.check_every == 0 || step == args.steps);
-    std::string status = fmt::format("{} checks, {} failed", checks, failed);
+  for (uint32_t step = 1; !session.done(); ++step) {
+    const DemoStep s = session.step();
+    if (s.prompt_tokens > 0) {
+      prefill_ns += s.attention_ns;
+      prompt_tokens += s.prompt_tokens;
+      mixed_decode_tokens += s.decode_tokens;
+      ++prefill_steps;
+      mixed_steps += s.decode_tokens > 0;
+      if (prefill_plan.empty()) prefill_plan = s.plan;
+    } else {
+      decode_ns += s.attention_ns;
+      decode_tokens += s.decode_tokens;
+      kv_bytes += s.kv_bytes;
+      if (decode_plan.empty()) decode_plan = s.plan;
+    }
+    const bool check_now = args.check_every > 0 && (step % args.check_every == 0 || session.done());
     if (check_now) {
       const DemoCheck c = session.check();
       ++checks;
       failed += !c.passed;
       worst_error = std::max(worst_error, c.max_error);
       tolerance = c.tolerance;
-      status = fmt::format("{} checks, {} failed", checks, failed);
       // A line per check in logs; on a terminal the bar says it, and only failures stay.
-      if (!progress_is_tty || !c.passed) bar.note(check_text(step, args.steps, c));
+      if (!progress_is_tty || !c.passed) bar.note(check_text(step, total, c));
     }
-    bar.update(step, status);
+    bar.update(step, fmt::format("{} checks, {} failed", checks, failed));
   }
   bar.finish();
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  const uint64_t tokens = uint64_t(args.batch) * args.steps;
+  if (!prefill_plan.empty()) fmt::print(out, "plan of the first step: {}\n", prefill_plan);
+  if (!decode_plan.empty()) fmt::print(out, "plan of the first decode-only step: {}\n", decode_plan);
   if (checks == 0)
     fmt::print(out, "checks: none (--check-every 0)\n");
   else
     fmt::print(out, "checks: {} of {} passed, max |error| {:.2e} (tolerance {:.0e}){}\n", checks - failed, checks,
                worst_error, tolerance, failed ? ": FAILED" : "");
+  const char* clock = context.device_info().timestamps ? "GPU timestamps" : "wall clock";
+  if (prefill_ns > 0)
+    fmt::print(out, "prefill: {} prompt tokens in {} steps ({} beside {} decode tokens), attention {:.1f} ms (by {}): {}\n",
+               prompt_tokens, prefill_steps, mixed_steps, mixed_decode_tokens, prefill_ns * 1e-6, clock,
+               rate(double(prompt_tokens + mixed_decode_tokens) / (prefill_ns * 1e-9), "tokens/s"));
   if (decode_ns > 0) {
     const double seconds = decode_ns * 1e-9;
-    fmt::print(out, "decode: {} tokens in {:.1f} ms (by {}): {}, KV read {}\n", tokens, decode_ns * 1e-6,
-               context.device_info().timestamps ? "GPU timestamps" : "wall clock", rate(double(tokens) / seconds, "tokens/s"),
+    fmt::print(out, "decode: {} tokens in decode-only steps, attention {:.1f} ms (by {}): {}, KV read {}\n",
+               decode_tokens, decode_ns * 1e-6, clock, rate(double(decode_tokens) / seconds, "tokens/s"),
                rate(double(kv_bytes) / seconds, "B/s"));
   }
-  fmt::print(out, "wall time of the steps: {:.2f} s (cache writes, decode, checks)\n", wall_s);
+  fmt::print(out, "wall time of the steps: {:.2f} s (cache writes, attention, checks)\n", wall_s);
   fmt::print(out, "blocks in use at the end: {} of {}\n", session.blocks_in_use(), session.num_blocks());
   return failed == 0 ? kExitSuccess : kExitFailure;
 }

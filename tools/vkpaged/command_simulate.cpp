@@ -1,7 +1,7 @@
 // `vkpaged simulate`: a synthetic serving workload on the GPU through KvCache, BlockManager
-// (prefix caching, forks with copy-on-write, swapping), reshape_and_cache, copy_blocks,
-// swap_blocks and decode attention, with continuous batching, parallel sampling and
-// preemption; reports how much of the cache holds live tokens against reserving each
+// (prefix caching, forks with copy-on-write, swapping), reshape_and_cache with rotary,
+// copy_blocks, swap_blocks and multi-query attention, with continuous batching, chunked
+// prefill under a token budget, parallel sampling and preemption; reports how much of the cache holds live tokens against reserving each
 // request's maximum length. The loop is simulate.cpp, the scheduler simulate_scheduler.cpp,
 // the GPU side simulate_gpu.cpp.
 #include <fmt/format.h>
@@ -45,16 +45,25 @@ void print_simulate_report(std::ostream& out, const SimulateArgs& a, const Simul
                r.cache.fraction_of == MemorySource::memory_budget ? "the free device-local memory (VK_EXT_memory_budget)"
                                                                   : "the device-local heaps' size (no VK_EXT_memory_budget)",
                mib(r.cache.fraction_of_bytes));
-  fmt::print(out, "  queries: {} heads, {}; decode plan of a full batch: {}\n", a.heads, a.dtype, r.plan);
+  fmt::print(out, "  queries: {} heads, {}; {} layout; rotary neox on the way into the cache\n", a.heads, a.dtype,
+             a.kv_layout);
+  fmt::print(out, "  steps: a budget of {} new tokens, decode requests first, then prefill chunks {}\n", r.token_budget,
+             r.chunk > 0 ? fmt::format("of up to {} tokens", r.chunk) : std::string("up to what the budget leaves"));
+  if (!r.mixed_plan.empty()) fmt::print(out, "  plan of the first step mixing decode and prefill: {}\n", r.mixed_plan);
+  if (!r.plan.empty()) fmt::print(out, "  plan of the first decode-only step: {}\n", r.plan);
 
   fmt::print(out,
              "paged (BlockManager with prefix caching, continuous batching, parallel sampling by fork and "
              "copy-on-write, preemption by {}):\n",
              r.swap ? "swapping to host (recompute where the host blocks run out)" : "recompute");
+  fmt::print(out, "  requests finished: {} of {} ({} sequences) in {} steps; {} tokens generated\n", r.finished,
+             r.requests, r.sequences, r.steps, r.generated_tokens);
   fmt::print(out,
-             "  requests finished: {} of {} ({} sequences) in {} steps; {} tokens generated, {} prompt tokens "
-             "prefilled ({} recomputed)\n",
-             r.finished, r.requests, r.sequences, r.steps, r.generated_tokens, r.prefill_tokens, r.recomputed_tokens);
+             "  attention calls: {} decode tokens and {} prompt tokens in {} prefill chunks ({} after a cached prefix "
+             "or an earlier chunk; {} recomputed after preemption, {} prefix-cache hits computed again); {} of {} "
+             "steps mixed decode and prefill, at most {} tokens in a step\n",
+             r.decode_tokens, r.prefill_tokens, r.prefill_chunks, r.chunks_after_prefix, r.recomputed_tokens,
+             r.prefix_rewritten, r.mixed_steps, r.busy_steps, r.max_step_tokens);
   fmt::print(out, "  cache memory holding live tokens: {} (waste {})\n", percent(r.live_fraction),
              percent(1.0 - r.live_fraction));
   fmt::print(out, "  prefix-cache hit rate: {} of prompt tokens ({} of {})\n", percent(r.hit_rate()),
@@ -68,10 +77,10 @@ void print_simulate_report(std::ostream& out, const SimulateArgs& a, const Simul
   if (r.wall_seconds > 0)
     fmt::print(out, "  generated: {} tokens in {:.2f} s wall (checks excluded): {}\n", r.generated_tokens,
                r.wall_seconds, rate(double(r.generated_tokens) / r.wall_seconds, "tokens/s"));
-  if (r.decode_ns > 0)
-    fmt::print(out, "  decode: {} tokens x {} layers in {:.1f} ms ({}): {}\n", r.generated_tokens, c.num_layers,
-               r.decode_ns * 1e-6, r.gpu_timestamps ? "GPU timestamps" : "wall clock",
-               rate(double(r.generated_tokens) / (r.decode_ns * 1e-9), "tokens/s"));
+  if (r.attention_ns > 0)
+    fmt::print(out, "  attention: {} new tokens x {} layers in {:.1f} ms ({}): {}\n", r.decode_tokens + r.prefill_tokens,
+               c.num_layers, r.attention_ns * 1e-6, r.gpu_timestamps ? "GPU timestamps" : "wall clock",
+               rate(double(r.decode_tokens + r.prefill_tokens) / (r.attention_ns * 1e-9), "tokens/s"));
 
   fmt::print(out, "reserve-the-maximum-length (prompt + {} output tokens reserved per sample, no sharing):\n",
              a.max_output);
@@ -84,8 +93,9 @@ void print_simulate_report(std::ostream& out, const SimulateArgs& a, const Simul
     fmt::print(out, "checks: none (--check-every 0)\n");
     return;
   }
-  fmt::print(out, "checks: decode {} of {} passed, max |error| {:.2e} (tolerance {:.0e}){}\n",
-             r.checks - r.checks_failed, r.checks, r.max_error, r.tolerance, r.checks_failed ? ": FAILED" : "");
+  fmt::print(out, "checks: attention {} of {} passed ({} requests, {} new tokens), max |error| {:.2e} (tolerance {:.0e}){}\n",
+             r.checks - r.checks_failed, r.checks, r.checked_requests, r.checked_tokens, r.max_error, r.tolerance,
+             r.checks_failed ? ": FAILED" : "");
   fmt::print(out, "  swapped out and back in, bit for bit: {} of {} sequences passed{}\n",
              r.swap_checks - r.swap_checks_failed, r.swap_checks, r.swap_checks_failed ? ": FAILED" : "");
   fmt::print(out, "  copy-on-write left the shared slots unchanged: {} of {} copies passed{}\n",

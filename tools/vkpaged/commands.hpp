@@ -43,19 +43,24 @@ struct AttendArgs {
 };
 int run_attend(const AttendArgs& args);
 
-// `vkpaged demo`: a batch of sequences decoding step by step on the paged cache, checked
-// against the CPU reference every few steps. Returns 1 when a check failed.
+// `vkpaged demo`: a batch of sequences run as an engine runs them on the paged cache: prompts
+// in chunks, then decode steps, each step's new tokens written with rotary embedding and
+// attended in one multi-query attention call, checked against the CPU reference every few
+// steps. Returns 1 when a check failed.
 struct DemoArgs {
   uint32_t batch = 8;
   uint32_t min_len = 1;
   uint32_t max_len = 300;
-  uint32_t steps = 64;
+  uint32_t steps = 64;             // decode tokens per sequence after its prompt
+  uint32_t chunk = 64;             // most prompt tokens a sequence brings to one step
   uint32_t heads = 8;
   uint32_t kv_heads = 2;
   uint32_t head_size = 128;
   uint32_t block_size = 16;
   std::string dtype = "f16";      // f32 | f16 | bf16: queries, new keys/values, output
   std::string kv_dtype = "auto";  // auto | fp8_e4m3 | fp8_e5m2
+  std::string kv_layout = "vllm";  // vllm | nhd | hnd
+  std::string rotary = "neox";     // neox | gptj | none
   uint32_t check_every = 8;       // 0 = never check
   std::string device;
   uint64_t seed = 1;
@@ -65,11 +70,13 @@ struct DemoArgs {
 int run_demo(const DemoArgs& args, std::ostream& out, std::ostream& progress, bool progress_is_tty);
 
 // `vkpaged simulate`: a synthetic serving workload (shared system prompts, requests arriving
-// over time, some asking for several samples) served on the GPU by continuous batching over a
-// KvCache and a BlockManager with prefix caching, forks with copy-on-write, and preemption by
-// swapping to host memory (or recompute), compared with reserving every request's maximum
-// length. Decode outputs are checked against the CPU reference every few steps, swapped
-// sequences and copy-on-write copies against what the cache held before; returns 1 when a
+// over time, some asking for several samples) served on the GPU by continuous batching with
+// chunked prefill under a token budget per step over a KvCache and a BlockManager with prefix
+// caching, forks with copy-on-write, and preemption by swapping to host memory (or
+// recompute), compared with reserving every request's maximum length. Each step's decode
+// requests and prefill chunks (after cached prefixes, recomputations) run as one attention
+// call per layer, checked against the CPU reference every few steps; swapped sequences and
+// copy-on-write copies are checked against what the cache held before; returns 1 when a
 // check failed.
 struct SimulateArgs {
   uint32_t requests = 64;
@@ -89,10 +96,15 @@ struct SimulateArgs {
   uint32_t heads = 4;
   uint32_t kv_heads = 2;
   uint32_t head_size = 64;
-  uint32_t max_batch = 256;     // most sequences decoding at once
+  uint32_t max_batch = 256;     // most sequences running at once
+  uint32_t token_budget = 512;  // new tokens per step (decode requests and prefill chunks); >= max_batch
+  uint32_t chunk = 0;           // most prompt tokens one request prefills in a step; 0 = what the budget leaves
   std::string dtype = "f16";      // f32 | f16 | bf16: queries, new keys/values, output
   std::string kv_dtype = "auto";  // auto | fp8_e4m3 | fp8_e5m2
-  std::string order = "auto";     // auto | grid | longest-first (DecodeOrder; the list made once per step)
+  std::string kv_layout = "vllm";  // vllm | nhd | hnd
+  // auto: every step through the attention operator; grid | longest-first: decode-only steps on
+  // a decode plan of that order (DecodeOrder; the list made once per step)
+  std::string order = "auto";
   uint32_t check_every = 16;      // 0 = never check
   std::string device;
   uint64_t seed = 1;

@@ -1,6 +1,6 @@
 #pragma once
 // The demo's block bookkeeping: a vkpaged::BlockManager (no prefix caching, no forks) behind
-// a narrow interface, so the demo's GPU code does not see block_manager.hpp.
+// a narrow interface of slots and batch arrays, with the token ids it does not need left out.
 #include <cstdint>
 #include <memory>
 #include <span>

@@ -1,12 +1,13 @@
 #include "demo_session.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
-#include "vkpaged/cache_ops.hpp"
+#include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
 
 namespace vkpaged::cli {
@@ -27,162 +28,222 @@ double tolerance_of(DType query) {
   }
 }
 
-DecodeShape decode_shape(const DemoShape& s, uint32_t num_blocks, uint32_t max_blocks_per_seq) {
-  DecodeShape d;
-  d.num_seqs = s.num_seqs;
-  d.num_heads = s.num_heads;
-  d.num_kv_heads = s.num_kv_heads;
-  d.head_size = s.head_size;
-  d.block_size = s.block_size;
-  d.num_blocks = num_blocks;
-  d.max_blocks_per_seq = max_blocks_per_seq;
-  d.max_context_len = s.max_len;
-  d.query_dtype = s.dtype;
-  d.cache_dtype = s.cache_dtype;
-  return d;
+KvCacheShape cache_shape(const DemoShape& s) {
+  KvCacheShape c;
+  c.num_layers = 1;
+  c.num_kv_heads = s.num_kv_heads;
+  c.head_size = s.head_size;
+  c.block_size = s.block_size;
+  c.dtype = s.cache_dtype;
+  c.layout = s.layout;
+  return c;
 }
 
-Shape key_cache_shape(const DemoShape& s, uint32_t num_blocks) {
-  const uint32_t x = cache_pack_factor(s.cache_dtype);
-  return Shape{num_blocks, s.num_kv_heads, s.head_size / x, s.block_size, x};
+KvCacheOptions cache_blocks(uint32_t num_blocks) {
+  KvCacheOptions o;
+  o.num_blocks = num_blocks;
+  return o;
 }
 
-Shape value_cache_shape(const DemoShape& s, uint32_t num_blocks) {
-  return Shape{num_blocks, s.num_kv_heads, s.head_size, s.block_size};
-}
-
-HostTensor download(Context& ctx, const DeviceBuffer& buffer, DType dtype, const Shape& shape) {
-  HostTensor t(dtype, shape);
-  ctx.download(buffer.view(0, t.bytes()), t.data(), t.bytes());
+HostTensor download(Context& ctx, const TensorView& view, DType dtype) {
+  HostTensor t(dtype, view.shape);
+  ctx.download(view.memory, t.data(), t.bytes());
   return t;
 }
 
+HostTensor host_ints(DType dtype, const void* data, int64_t n) {
+  HostTensor t(dtype, Shape{n});
+  std::memcpy(t.data(), data, t.bytes());
+  return t;
+}
+
+void max_into(double& worst, double err) { worst = std::isfinite(err) ? std::max(worst, err) : INFINITY; }
+
 }  // namespace
 
-DemoSession::DemoSession(Context& context, const DemoShape& shape, const std::vector<uint32_t>& prompt_lens, uint64_t seed)
+DemoSession::DemoSession(Context& context, const DemoShape& shape, const std::vector<uint32_t>& prompt_lens,
+                         uint32_t decode_steps, uint64_t seed)
     : ctx_(context),
       shape_(shape),
+      decode_steps_(decode_steps),
       max_blocks_per_seq_(std::max(1u, ceil_div(shape.max_len, shape.block_size))),
-      num_blocks_(shape.num_seqs * max_blocks_per_seq_),
-      prompt_lens_(prompt_lens),
-      blocks_(num_blocks_, shape.block_size),
-      plan_(DecodePlan::create(context, decode_shape(shape, num_blocks_, max_blocks_per_seq_))),
+      blocks_(shape.num_seqs * max_blocks_per_seq_, shape.block_size),
+      cache_(context, cache_shape(shape), cache_blocks(shape.num_seqs * max_blocks_per_seq_)),
       rng_(seed) {
   const auto& s = shape_;
-  for (uint32_t i = 0; i < s.num_seqs; ++i) seq_ids_.push_back(i);
+  for (uint32_t i = 0; i < s.num_seqs; ++i) {
+    Sequence q;
+    q.id = i;
+    q.prompt_len = prompt_lens[i];
+    q.prompt_slots = blocks_.add_sequence(i, q.prompt_len);  // every prompt block now: the chunks fill them
+    seqs_.push_back(std::move(q));
+    total_steps_ = std::max(total_steps_, ceil_div(prompt_lens[i], s.chunk) + decode_steps);
+  }
+  max_step_tokens_ = s.num_seqs * std::max(1u, std::min(s.chunk, s.max_len));
+
   const DType stored = stored_dtype(s.cache_dtype);
-  key_mirror_ = HostTensor(stored, key_cache_shape(s, num_blocks_));
-  value_mirror_ = HostTensor(stored, value_cache_shape(s, num_blocks_));
-  // Zeroed so that unused slots hold harmless values in every dtype, fp8 included.
-  key_cache_ = ctx_.create_buffer(key_mirror_.bytes());
-  value_cache_ = ctx_.create_buffer(value_mirror_.bytes());
-  ctx_.upload(key_cache_.view(), key_mirror_.data(), key_mirror_.bytes());
-  ctx_.upload(value_cache_.view(), value_mirror_.data(), value_mirror_.bytes());
-
-  staging_tokens_ = std::max<size_t>(std::accumulate(prompt_lens.begin(), prompt_lens.end(), size_t(0)), s.num_seqs);
-  const size_t token_bytes = size_t(s.num_kv_heads) * s.head_size * dtype_size(s.dtype);
-  new_keys_ = ctx_.create_buffer(staging_tokens_ * token_bytes, MemoryKind::host_visible);
-  new_values_ = ctx_.create_buffer(staging_tokens_ * token_bytes, MemoryKind::host_visible);
-  slots_ = ctx_.create_buffer(staging_tokens_ * sizeof(int64_t), MemoryKind::host_visible);
-
-  const size_t query_bytes = size_t(s.num_seqs) * s.num_heads * s.head_size * dtype_size(s.dtype);
-  query_ = ctx_.create_buffer(query_bytes, MemoryKind::host_visible);
-  block_tables_ = ctx_.create_buffer(size_t(s.num_seqs) * max_blocks_per_seq_ * sizeof(int32_t), MemoryKind::host_visible);
+  key_mirror_ = HostTensor(stored, cache_.key_cache(0).shape);
+  value_mirror_ = HostTensor(stored, cache_.value_cache(0).shape);
+  const size_t T = max_step_tokens_, e = dtype_size(s.dtype);
+  new_keys_ = ctx_.create_buffer(T * s.num_kv_heads * s.head_size * e, MemoryKind::host_visible);
+  new_values_ = ctx_.create_buffer(T * s.num_kv_heads * s.head_size * e, MemoryKind::host_visible);
+  query_ = ctx_.create_buffer(T * s.num_heads * s.head_size * e, MemoryKind::host_visible);
+  slots_ = ctx_.create_buffer(T * sizeof(int64_t), MemoryKind::host_visible);
+  positions_ = ctx_.create_buffer(T * sizeof(int64_t), MemoryKind::host_visible);
+  output_ = ctx_.create_buffer(T * s.num_heads * s.head_size * e);
+  block_tables_ =
+      ctx_.create_buffer(size_t(s.num_seqs) * max_blocks_per_seq_ * sizeof(int32_t), MemoryKind::host_visible);
   context_lens_ = ctx_.create_buffer(size_t(s.num_seqs) * sizeof(int32_t), MemoryKind::host_visible);
-  output_ = ctx_.create_buffer(query_bytes);
-  if (plan_.scratch_bytes() > 0) scratch_ = ctx_.create_buffer(plan_.scratch_bytes());
+  query_starts_ = ctx_.create_buffer((size_t(s.num_seqs) + 1) * sizeof(int32_t), MemoryKind::host_visible);
+  if (s.rotary) {
+    const HostTensor cos_sin = rotary_cos_sin_cache(std::max(1u, s.max_len), s.head_size);
+    cos_sin_ = ctx_.create_buffer(cos_sin.bytes());
+    ctx_.upload(cos_sin_.view(), cos_sin.data(), cos_sin.bytes());
+  }
   status_ = ctx_.create_buffer(16);
   const uint32_t zeros[4] = {0, 0, 0, 0};
   ctx_.upload(status_.view(), zeros, sizeof(zeros));
 }
 
-void DemoSession::prefill() {
-  std::vector<int64_t> slots;
-  for (uint32_t i = 0; i < shape_.num_seqs; ++i) {
-    const auto seq_slots = blocks_.add_sequence(seq_ids_[i], prompt_lens_[i]);
-    slots.insert(slots.end(), seq_slots.begin(), seq_slots.end());
-  }
-  write_tokens(slots);
+bool DemoSession::done() const {
+  return std::all_of(seqs_.begin(), seqs_.end(),
+                     [&](const Sequence& q) { return q.computed >= q.prompt_len && q.decoded >= decode_steps_; });
 }
 
-void DemoSession::write_tokens(const std::vector<int64_t>& slots) {
-  const auto& s = shape_;
-  const size_t T = slots.size();
-  if (T == 0) return;
-  const size_t elems = T * s.num_kv_heads * s.head_size;
-  for (size_t i = 0; i < elems; ++i) store_element(new_keys_.mapped(), s.dtype, i, random_value());
-  for (size_t i = 0; i < elems; ++i) store_element(new_values_.mapped(), s.dtype, i, random_value());
-  std::memcpy(slots_.mapped(), slots.data(), T * sizeof(int64_t));
-  for (size_t i = 0; i < T; ++i) mirror_token(i, slots[i], new_keys_.mapped(), new_values_.mapped());
-
-  ReshapeAndCacheViews views;
-  const Shape token_shape{int64_t(T), s.num_kv_heads, s.head_size};
-  views.key = new_keys_.tensor(s.dtype, token_shape);
-  views.value = new_values_.tensor(s.dtype, token_shape);
-  views.slot_mapping = slots_.tensor(DType::i64, Shape{int64_t(T)});
-  views.key_cache = key_cache_.tensor(s.cache_dtype, key_cache_shape(s, num_blocks_));
-  views.value_cache = value_cache_.tensor(s.cache_dtype, value_cache_shape(s, num_blocks_));
-  views.status = status_.view(0, 4);
-  // The barrier orders this write after the previous step's decode read the cache.
-  ctx_.run_and_wait([&](VkCommandBuffer cmd) {
-    record_compute_barrier(ctx_, cmd);
-    record_reshape_and_cache(ctx_, cmd, views);
-  });
+HostTensor DemoSession::random_tensor(Shape shape) {
+  HostTensor t(shape_.dtype, shape);
+  for (size_t i = 0; i < size_t(t.numel()); ++i) t.set(i, uniform_(rng_));
+  return t;
 }
 
-void DemoSession::mirror_token(size_t token, int64_t slot, const void* key, const void* value) {
+DemoStep DemoSession::step() {
   const auto& s = shape_;
-  const size_t Hkv = s.num_kv_heads, D = s.head_size, B = s.block_size, x = cache_pack_factor(s.cache_dtype);
-  const size_t block = size_t(slot) / B, offset = size_t(slot) % B;
-  for (size_t g = 0; g < Hkv; ++g) {
-    for (size_t d = 0; d < D; ++d) {
-      const size_t src = (token * Hkv + g) * D + d;
-      const size_t k_index = (((block * Hkv + g) * (D / x) + d / x) * B + offset) * x + d % x;
-      const size_t v_index = ((block * Hkv + g) * D + d) * B + offset;
-      // The demo's fp8 scales are 1, so encode(value / scale) is encode(value).
-      store_element(key_mirror_.data(), s.cache_dtype, k_index, load_element(key, s.dtype, src));
-      store_element(value_mirror_.data(), s.cache_dtype, v_index, load_element(value, s.dtype, src));
+  const uint32_t M = max_blocks_per_seq_;
+  DemoStep result;
+
+  // Schedule: each sequence's next prompt chunk, else its next decode token.
+  std::vector<int64_t> slots, positions;
+  std::vector<int32_t> starts{0}, lens;
+  std::vector<uint64_t> ids;
+  for (Sequence& q : seqs_) {
+    uint32_t n = 0;
+    if (q.computed < q.prompt_len) {
+      n = std::min(s.chunk, q.prompt_len - q.computed);
+      slots.insert(slots.end(), q.prompt_slots.begin() + q.computed, q.prompt_slots.begin() + q.computed + n);
+      result.prompt_tokens += n;
+    } else if (q.decoded < decode_steps_) {
+      n = 1;
+      slots.push_back(blocks_.append_token(q.id));  // a new block when the last one is full
+      ++q.decoded;
+      ++result.decode_tokens;
     }
+    if (n == 0) continue;
+    for (uint32_t j = 0; j < n; ++j) positions.push_back(q.computed + j);
+    q.computed += n;
+    ids.push_back(q.id);
+    lens.push_back(int32_t(q.computed));
+    starts.push_back(starts.back() + int32_t(n));
   }
-  written_slots_.push_back(slot);
+  const int64_t S = int64_t(ids.size()), T = starts.back();
+  if (S == 0) throw Error(ErrorCode::internal, "demo: a step with nothing to run");
+
+  // The step's new tokens (random: there is no model) and the batch arrays.
+  last_query_ = random_tensor(Shape{T, s.num_heads, s.head_size});
+  last_keys_ = random_tensor(Shape{T, s.num_kv_heads, s.head_size});
+  const HostTensor values = random_tensor(Shape{T, s.num_kv_heads, s.head_size});
+  std::memcpy(query_.mapped(), last_query_.data(), last_query_.bytes());
+  std::memcpy(new_keys_.mapped(), last_keys_.data(), last_keys_.bytes());
+  std::memcpy(new_values_.mapped(), values.data(), values.bytes());
+  std::memcpy(slots_.mapped(), slots.data(), slots.size() * sizeof(int64_t));
+  std::memcpy(positions_.mapped(), positions.data(), positions.size() * sizeof(int64_t));
+  last_positions_ = host_ints(DType::i64, positions.data(), T);
+  std::vector<int32_t> tables(static_cast<size_t>(S) * M), manager_lens(static_cast<size_t>(S));
+  blocks_.write_batch(ids, M, tables.data(), manager_lens.data());  // its lengths count whole prompts
+  std::memcpy(block_tables_.mapped(), tables.data(), tables.size() * sizeof(int32_t));
+  std::memcpy(context_lens_.mapped(), lens.data(), lens.size() * sizeof(int32_t));
+  std::memcpy(query_starts_.mapped(), starts.data(), starts.size() * sizeof(int32_t));
+
+  // One plan per step: it sees the step's query starts (decode-only steps take the decode kernels).
+  AttentionShape batch;
+  batch.num_requests = uint32_t(S);
+  batch.num_query_tokens = uint32_t(T);
+  batch.num_heads = s.num_heads;
+  batch.max_blocks_per_seq = M;
+  batch.max_context_len = uint32_t(*std::max_element(lens.begin(), lens.end()));
+  batch.query_dtype = s.dtype;
+  const AttentionPlan plan = AttentionPlan::create(ctx_, cache_.attention_shape(batch), starts);
+  result.plan = plan.describe();
+  if (plan.scratch_bytes() > scratch_.size()) scratch_ = ctx_.create_buffer(plan.scratch_bytes());
+
+  const Shape kv_rows{T, s.num_kv_heads, s.head_size}, q_rows{T, s.num_heads, s.head_size};
+  const NewTokens tokens{new_keys_.tensor(s.dtype, kv_rows), new_values_.tensor(s.dtype, kv_rows),
+                         slots_.tensor(DType::i64, Shape{T}), status_.view(0, 4)};
+  AttentionViews v;
+  v.query = query_.tensor(s.dtype, q_rows);
+  v.block_tables = block_tables_.tensor(DType::i32, Shape{S, M});
+  v.context_lens = context_lens_.tensor(DType::i32, Shape{S});
+  v.query_starts = query_starts_.tensor(DType::i32, Shape{S + 1});
+  v.output = output_.tensor(s.dtype, q_rows);
+  if (plan.scratch_bytes() > 0) v.scratch = scratch_.view(0, plan.scratch_bytes());
+  v.status = status_.view(0, 4);
+
+  auto write = [&](VkCommandBuffer cmd) {
+    record_compute_barrier(ctx_, cmd);  // after the previous step's attention read the cache
+    if (s.rotary)
+      cache_.record_reshape_and_cache(
+          cmd, 0, tokens,
+          RotaryInputs{v.query, positions_.tensor(DType::i64, Shape{T}),
+                       cos_sin_.tensor(DType::f32, Shape{std::max(1u, s.max_len), s.head_size}), *s.rotary});
+    else
+      cache_.record_reshape_and_cache(cmd, 0, tokens);
+    record_compute_barrier(ctx_, cmd);  // the keys and values (and rotated queries) before attention reads them
+  };
+  auto attend = [&](VkCommandBuffer cmd) {
+    cache_.record_attention(cmd, 0, plan, v);
+    record_compute_barrier(ctx_, cmd);  // before the downloads of check()
+  };
+  if (ctx_.device_info().timestamps) {
+    result.attention_ns = ctx_.run_and_time(attend, write);
+  } else {
+    ctx_.run_and_wait(write);
+    const auto start = std::chrono::steady_clock::now();
+    ctx_.run_and_wait(attend);
+    result.attention_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  }
+  for (int32_t len : lens)
+    result.kv_bytes += 2ull * uint64_t(len) * s.num_kv_heads * s.head_size * dtype_size(stored_dtype(s.cache_dtype));
+
+  // What the cache must hold now: the values as given, the keys as the GPU rotated them.
+  last_rotated_keys_ = download(ctx_, tokens.key, s.dtype);
+  mirror(slots, last_rotated_keys_, values);
+  last_ = AttentionInputs{};
+  last_.query = download(ctx_, v.query, s.dtype);  // rotated in place
+  last_.block_tables = HostTensor(DType::i32, Shape{S, M});
+  std::memcpy(last_.block_tables.data(), tables.data(), last_.block_tables.bytes());
+  last_.context_lens = host_ints(DType::i32, lens.data(), S);
+  last_.query_starts = host_ints(DType::i32, starts.data(), S + 1);
+  last_.cache_dtype = s.cache_dtype;
+  last_.kv_layout = s.layout;
+  return result;
 }
 
-double DemoSession::step() {
+void DemoSession::mirror(const std::vector<int64_t>& slots, const HostTensor& keys, const HostTensor& values) {
   const auto& s = shape_;
-  std::vector<int64_t> slots;
-  for (uint64_t id : seq_ids_) slots.push_back(blocks_.append_token(id));
-  write_tokens(slots);
-
-  last_query_ = HostTensor(s.dtype, Shape{s.num_seqs, s.num_heads, s.head_size});
-  for (size_t i = 0; i < size_t(last_query_.numel()); ++i) last_query_.set(i, random_value());
-  std::memcpy(query_.mapped(), last_query_.data(), last_query_.bytes());
-  last_tables_.assign(size_t(s.num_seqs) * max_blocks_per_seq_, 0);
-  last_lens_.assign(s.num_seqs, 0);
-  blocks_.write_batch(seq_ids_, max_blocks_per_seq_, last_tables_.data(), last_lens_.data());
-  std::memcpy(block_tables_.mapped(), last_tables_.data(), last_tables_.size() * sizeof(int32_t));
-  std::memcpy(context_lens_.mapped(), last_lens_.data(), last_lens_.size() * sizeof(int32_t));
-  const uint64_t tokens = std::accumulate(last_lens_.begin(), last_lens_.end(), uint64_t(0));
-  kv_bytes_last_step_ = 2 * tokens * s.num_kv_heads * s.head_size * dtype_size(stored_dtype(s.cache_dtype));
-
-  DecodeViews v;
-  v.query = query_.tensor(s.dtype, Shape{s.num_seqs, s.num_heads, s.head_size});
-  v.key_cache = key_cache_.tensor(s.cache_dtype, key_cache_shape(s, num_blocks_));
-  v.value_cache = value_cache_.tensor(s.cache_dtype, value_cache_shape(s, num_blocks_));
-  v.block_tables = block_tables_.tensor(DType::i32, Shape{s.num_seqs, max_blocks_per_seq_});
-  v.context_lens = context_lens_.tensor(DType::i32, Shape{s.num_seqs});
-  v.output = output_.tensor(s.dtype, Shape{s.num_seqs, s.num_heads, s.head_size});
-  if (plan_.scratch_bytes() > 0) v.scratch = scratch_.view();
-  v.status = status_.view(0, 4);
-  // Barriers on both sides: the cache writes before, the downloads of check() after.
-  auto record = [&](VkCommandBuffer cmd) {
-    record_compute_barrier(ctx_, cmd);
-    record_decode(ctx_, cmd, plan_, v);
-    record_compute_barrier(ctx_, cmd);
-  };
-  if (ctx_.device_info().timestamps) return ctx_.run_and_time(record);
-  const auto start = std::chrono::steady_clock::now();
-  ctx_.run_and_wait(record);
-  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  const KvBlockGeometry g{s.num_kv_heads, s.head_size, s.block_size, cache_pack_factor(s.cache_dtype)};
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const uint64_t block = uint64_t(slots[i]) / s.block_size;
+    const uint32_t offset = uint32_t(uint64_t(slots[i]) % s.block_size);
+    for (uint32_t h = 0; h < s.num_kv_heads; ++h)
+      for (uint32_t d = 0; d < s.head_size; ++d) {
+        const size_t src = (i * s.num_kv_heads + h) * s.head_size + d;
+        // The demo's fp8 scales are 1, so encode(value / scale) is encode(value).
+        store_element(key_mirror_.data(), s.cache_dtype, block * g.block_elements() + g.key_offset(s.layout, h, d, offset),
+                      float(keys.get(src)));
+        store_element(value_mirror_.data(), s.cache_dtype,
+                      block * g.block_elements() + g.value_offset(s.layout, h, d, offset), float(values.get(src)));
+      }
+    written_slots_.push_back(slots[i]);
+  }
 }
 
 DemoCheck DemoSession::check() {
@@ -190,43 +251,44 @@ DemoCheck DemoSession::check() {
   DemoCheck c;
   c.tolerance = tolerance_of(s.dtype);
   const DType stored = stored_dtype(s.cache_dtype);
-  DecodeInputs in;
-  in.key_cache = download(ctx_, key_cache_, stored, key_cache_shape(s, num_blocks_));
-  in.value_cache = download(ctx_, value_cache_, stored, value_cache_shape(s, num_blocks_));
-  const HostTensor output = download(ctx_, output_, s.dtype, last_query_.shape());
+  AttentionInputs& in = last_;
+  in.key_cache = download(ctx_, cache_.key_cache(0), stored);
+  in.value_cache = download(ctx_, cache_.value_cache(0), stored);
   ctx_.download(status_.view(0, 4), &c.status, 4);
 
-  // reshape_and_cache: every written slot holds encode(value), bit for bit.
-  const size_t Hkv = s.num_kv_heads, D = s.head_size, B = s.block_size, x = cache_pack_factor(s.cache_dtype);
+  // reshape_and_cache: every written slot holds encode(value) and encode(rotated key), bit for bit.
+  const KvBlockGeometry g{s.num_kv_heads, s.head_size, s.block_size, cache_pack_factor(s.cache_dtype)};
   const size_t elem = dtype_size(stored);
-  auto same = [&](const HostTensor& a, const HostTensor& b, size_t i) {
+  auto same = [&](const HostTensor& a, const HostTensor& b, uint64_t i) {
     return std::memcmp(static_cast<const std::byte*>(a.data()) + i * elem, static_cast<const std::byte*>(b.data()) + i * elem,
                        elem) == 0;
   };
   for (int64_t slot : written_slots_) {
-    const size_t block = size_t(slot) / B, offset = size_t(slot) % B;
-    for (size_t g = 0; g < Hkv; ++g)
-      for (size_t d = 0; d < D; ++d) {
-        const size_t k_index = (((block * Hkv + g) * (D / x) + d / x) * B + offset) * x + d % x;
-        const size_t v_index = ((block * Hkv + g) * D + d) * B + offset;
-        c.cache_mismatches += !same(in.key_cache, key_mirror_, k_index);
-        c.cache_mismatches += !same(in.value_cache, value_mirror_, v_index);
+    const uint64_t base = uint64_t(slot) / s.block_size * g.block_elements();
+    const uint32_t offset = uint32_t(uint64_t(slot) % s.block_size);
+    for (uint32_t h = 0; h < s.num_kv_heads; ++h)
+      for (uint32_t d = 0; d < s.head_size; ++d) {
+        c.cache_mismatches += !same(in.key_cache, key_mirror_, base + g.key_offset(s.layout, h, d, offset));
+        c.cache_mismatches += !same(in.value_cache, value_mirror_, base + g.value_offset(s.layout, h, d, offset));
       }
   }
 
-  // decode: against the reference on the cache as the GPU stored it.
-  in.query = last_query_;
-  in.cache_dtype = s.cache_dtype;
-  in.block_tables = HostTensor(DType::i32, Shape{s.num_seqs, max_blocks_per_seq_});
-  std::memcpy(in.block_tables.data(), last_tables_.data(), in.block_tables.bytes());
-  in.context_lens = HostTensor(DType::i32, Shape{s.num_seqs});
-  std::memcpy(in.context_lens.data(), last_lens_.data(), in.context_lens.bytes());
-  const DecodeResult expected = reference::decode_attention(in, plan_.options());
-  for (size_t i = 0; i < size_t(output.numel()); ++i) {
-    const double err = std::fabs(output.get(i) - expected.output.get(i));
-    c.max_error = std::isfinite(err) ? std::max(c.max_error, err) : INFINITY;
+  // Rotary: the last step's queries and keys as the GPU rotated them, against the reference.
+  if (s.rotary) {
+    HostTensor want_q = last_query_, want_k = last_keys_;
+    reference::rotary_embedding(want_q, want_k, last_positions_, rotary_cos_sin_cache(std::max(1u, s.max_len), s.head_size),
+                                *s.rotary);
+    for (size_t i = 0; i < size_t(want_q.numel()); ++i) max_into(c.rotary_error, std::fabs(in.query.get(i) - want_q.get(i)));
+    for (size_t i = 0; i < size_t(want_k.numel()); ++i)
+      max_into(c.rotary_error, std::fabs(last_rotated_keys_.get(i) - want_k.get(i)));
   }
-  c.passed = c.max_error <= c.tolerance && c.cache_mismatches == 0 && c.status == 0;
+
+  // Attention: against the reference on the cache as the GPU stored it.
+  const HostTensor output = download(ctx_, output_.tensor(s.dtype, in.query.shape()), s.dtype);
+  const AttentionResult expected = reference::batch_attention(in);
+  for (size_t i = 0; i < size_t(output.numel()); ++i)
+    max_into(c.max_error, std::fabs(output.get(i) - expected.output.get(i)));
+  c.passed = c.max_error <= c.tolerance && c.rotary_error <= c.tolerance && c.cache_mismatches == 0 && c.status == 0;
   return c;
 }
 

@@ -58,14 +58,21 @@ void add_demo_options(CLI::App& cmd, DemoArgs& d) {
   cmd.add_option("--batch", d.batch, "sequences in the batch")->capture_default_str();
   cmd.add_option("--min-len", d.min_len, "shortest initial prompt")->capture_default_str();
   cmd.add_option("--max-len", d.max_len, "longest initial prompt")->capture_default_str();
-  cmd.add_option("--steps", d.steps, "decode steps")->capture_default_str();
+  cmd.add_option("--steps", d.steps, "decode tokens per sequence after its prompt")->capture_default_str();
+  cmd.add_option("--chunk", d.chunk, "most prompt tokens a sequence brings to one step (longer prompts run in chunks)")
+      ->capture_default_str();
   cmd.add_option("--heads", d.heads, "query heads H")->capture_default_str();
   cmd.add_option("--kv-heads", d.kv_heads, "key/value heads Hkv")->capture_default_str();
   cmd.add_option("--head-size", d.head_size, "head size D")->capture_default_str();
   cmd.add_option("--block-size", d.block_size, "tokens per KV block B")->capture_default_str();
   cmd.add_option("--dtype", d.dtype, "query and new key/value dtype: f32, f16 or bf16")->capture_default_str();
   cmd.add_option("--kv-dtype", d.kv_dtype, "cache dtype: auto, fp8_e4m3 or fp8_e5m2")->capture_default_str();
-  cmd.add_option("--check-every", d.check_every, "check against the CPU reference every N steps (0 = never)")
+  cmd.add_option("--kv-layout", d.kv_layout, "cache layout: vllm, nhd (vLLM V1 flash, FlashInfer NHD) or hnd")
+      ->capture_default_str();
+  cmd.add_option("--rotary", d.rotary, "rotary embedding of the keys on their way into the cache (and the queries): "
+                                       "neox, gptj or none")
+      ->capture_default_str();
+  cmd.add_option("--check-every", d.check_every, "check a step against the CPU reference every N steps and at the last (0 = never)")
       ->capture_default_str();
   cmd.add_option("--device", d.device, "Vulkan device index or name substring (default: VKPAGED_DEVICE, else the best)");
   cmd.add_option("--seed", d.seed, "random seed")->capture_default_str();
@@ -96,16 +103,25 @@ void add_simulate_options(CLI::App& cmd, SimulateArgs& s) {
   cmd.add_option("--heads", s.heads, "query heads H")->capture_default_str();
   cmd.add_option("--kv-heads", s.kv_heads, "key/value heads Hkv")->capture_default_str();
   cmd.add_option("--head-size", s.head_size, "head size D")->capture_default_str();
-  cmd.add_option("--max-batch", s.max_batch, "most sequences decoding at once")->capture_default_str();
+  cmd.add_option("--max-batch", s.max_batch, "most sequences running at once")->capture_default_str();
+  cmd.add_option("--token-budget", s.token_budget,
+                 "new tokens per step, decode requests first, then prefill chunks (at least --max-batch)")
+      ->capture_default_str();
+  cmd.add_option("--chunk", s.chunk,
+                 "most prompt tokens one request prefills in a step (0 = what the token budget leaves)")
+      ->capture_default_str();
   cmd.add_option("--dtype", s.dtype, "query and new key/value dtype: f32, f16 or bf16")->capture_default_str();
   cmd.add_option("--kv-dtype", s.kv_dtype, "cache dtype: auto, fp8_e4m3 or fp8_e5m2")->capture_default_str();
+  cmd.add_option("--kv-layout", s.kv_layout, "cache layout: vllm, nhd (vLLM V1 flash, FlashInfer NHD) or hnd")
+      ->capture_default_str();
   cmd.add_option("--order", s.order,
-                 "decode order: auto, grid or longest-first (each step lists its items by their lengths once, "
+                 "auto (every step through the attention operator), or grid or longest-first: decode-only steps "
+                 "on a decode plan of that order (longest first lists the step's items by their lengths once, "
                  "before its layers)")
       ->capture_default_str();
   cmd.add_option("--check-every", s.check_every,
-                 "check a decode against the CPU reference every N steps, and every swap-in and copy-on-write "
-                 "(0 = never)")
+                 "check a step's attention (decode requests and prefill chunks) against the CPU reference every N "
+                 "steps, and every swap-in and copy-on-write (0 = never)")
       ->capture_default_str();
   cmd.add_option("--device", s.device, "Vulkan device index or name substring (default: VKPAGED_DEVICE, else the best)");
   cmd.add_option("--seed", s.seed, "random seed of the workload")->capture_default_str();
@@ -177,11 +193,11 @@ int run(int argc, char** argv) {
   auto* attend = app.add_subcommand("attend", "decode or multi-query attention on .npy inputs (docs/contract.md)");
   add_attend_options(*attend, attend_args, scale);
   DemoArgs demo_args;
-  auto* demo = app.add_subcommand("demo", "decode a batch step by step on the paged cache, checked against the CPU reference");
+  auto* demo = app.add_subcommand("demo", "run prompts in chunks, then decode, through multi-query attention on the paged cache, checked against the CPU reference");
   add_demo_options(*demo, demo_args);
   SimulateArgs simulate_args;
   auto* simulate = app.add_subcommand(
-      "simulate", "serve a synthetic workload with continuous batching and prefix caching on the paged cache");
+      "simulate", "serve a synthetic workload with continuous batching, chunked prefill and prefix caching on the paged cache");
   add_simulate_options(*simulate, simulate_args);
   BenchOptions bench_args;
   auto* bench = app.add_subcommand("bench", "time decode attention against the device's measured read bandwidth");

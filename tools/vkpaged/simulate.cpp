@@ -1,7 +1,8 @@
 // `vkpaged simulate`: the workload (simulate_workload.cpp), the scheduler's bookkeeping
 // (simulate_scheduler.cpp) and the GPU work (simulate_gpu.cpp) step by step, with the checks:
-// decode outputs against the CPU reference every few steps, every swapped-in sequence against
-// its blocks before the swap-out, every copy-on-write copy against the block it copied.
+// attention outputs (decode requests and prefill chunks) against the CPU reference every few
+// steps, every swapped-in sequence against its blocks before the swap-out, every copy-on-write
+// copy against the block it copied.
 #include "simulate.hpp"
 
 #include <fmt/format.h>
@@ -94,11 +95,24 @@ SimGpuShape setup(const SimulateArgs& a, const DeviceInfo& device) {
   if ((a.blocks > 0) + (a.budget_mb > 0) + (a.budget_fraction != 0) > 1)
     refuse("--blocks, --budget-mb and --budget-fraction: give one of them");
   if (a.budget_mb < 0 || !std::isfinite(a.budget_mb)) refuse(fmt::format("--budget-mb: {} is not a size", a.budget_mb));
+  if (a.token_budget < a.max_batch)
+    refuse(fmt::format("--token-budget: {} is below --max-batch {}: every running sequence's decode token must fit "
+                       "one step",
+                       a.token_budget, a.max_batch));
+  const auto layout = parse_kv_layout(a.kv_layout);
+  if (!layout) refuse(fmt::format("--kv-layout: '{}' is not vllm, nhd or hnd", a.kv_layout));
 
   SimGpuShape s;
   s.query_dtype = parse_query_dtype(a.dtype);
   s.cache.dtype = parse_cache_dtype(a.kv_dtype, s.query_dtype);
   s.order = parse_order(a.order);
+  if (s.order != DecodeOrder::automatic && *layout != KvLayout::vllm)
+    refuse(fmt::format("--order: {} runs decode-only steps on the decode kernels, which read the vllm layout only "
+                       "(--kv-layout {}): use --order auto",
+                       a.order, a.kv_layout));
+  s.cache.layout = *layout;
+  s.token_budget = a.token_budget;
+  s.max_position = a.max_prompt + a.max_output;
   s.cache.num_layers = a.layers;
   s.cache.num_kv_heads = a.kv_heads;
   s.cache.head_size = a.head_size;
@@ -125,10 +139,43 @@ SimGpuShape setup(const SimulateArgs& a, const DeviceInfo& device) {
 }
 
 std::string check_line(uint64_t step, const SimCheck& c) {
-  std::string line = fmt::format("step {}: check of layer {} ({} sequences) {}: max |error| {:.2e} (tolerance {:.0e})",
-                                 step, c.layer, c.sequences, c.passed ? "passed" : "FAILED", c.max_error, c.tolerance);
+  std::string line =
+      fmt::format("step {}: check of layer {} ({} requests, {} tokens) {}: max |error| {:.2e} (tolerance {:.0e})", step,
+                  c.layer, c.requests, c.tokens, c.passed ? "passed" : "FAILED", c.max_error, c.tolerance);
   if (c.status) line += fmt::format(", shader status {:#x}", c.status);
   return line;
+}
+
+// The step's attention call: its requests' new tokens, block tables and lengths.
+SimBatch batch_of(const SimStep& work, const BlockManager& blocks, uint32_t M) {
+  SimBatch b;
+  b.query_starts.push_back(0);
+  for (const ScheduledRequest& r : work.batch) {
+    b.slots.insert(b.slots.end(), r.slots.begin(), r.slots.end());
+    for (uint32_t j = 0; j < r.count; ++j) b.positions.push_back(r.first + j);
+    b.query_starts.push_back(b.query_starts.back() + int32_t(r.count));
+    const std::vector<int32_t> table = blocks.block_table(r.seq, int32_t(M));
+    b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
+    b.context_lens.push_back(int32_t(r.first + r.count));
+  }
+  return b;
+}
+
+// Which requests of a step a check compares: the first decode request, the first prefill
+// chunk, the first chunk after a cached prefix, and the last request.
+std::vector<uint32_t> requests_to_check(const SimStep& work) {
+  const auto& batch = work.batch;
+  const uint32_t S = uint32_t(batch.size());
+  std::vector<uint32_t> picks = {0, S - 1};
+  auto first = [&](auto&& pred) {
+    for (uint32_t i = 0; i < S; ++i)
+      if (pred(batch[i])) return picks.push_back(i);
+  };
+  first([](const ScheduledRequest& r) { return !r.decode; });
+  first([](const ScheduledRequest& r) { return r.after_prefix; });
+  std::sort(picks.begin(), picks.end());
+  picks.erase(std::unique(picks.begin(), picks.end()), picks.end());
+  return picks;
 }
 
 }  // namespace
@@ -147,6 +194,8 @@ SimulateReport simulate(Context& context, const SimulateArgs& a, std::ostream& p
   BlockManager blocks(int32_t(N), int32_t(B), options);
   SimSchedulerOptions scheduling;
   scheduling.max_batch = max_batch;
+  scheduling.token_budget = a.token_budget;
+  scheduling.chunk = a.chunk;
   scheduling.swap = a.preemption == "swap" && options.num_host_blocks > 0;
   scheduling.watermark_blocks = int32_t(kWatermark * N);
   SimScheduler scheduler(requests, blocks, scheduling);
@@ -158,7 +207,8 @@ SimulateReport simulate(Context& context, const SimulateArgs& a, std::ostream& p
   report.host_blocks = gpu.cache().num_host_blocks();
   report.swap = scheduling.swap;
   report.max_blocks_per_seq = M;
-  report.plan = gpu.plan_description(max_batch);
+  report.token_budget = a.token_budget;
+  report.chunk = a.chunk;
   report.requests = a.requests;
   for (const SimRequest& r : requests) report.sequences += r.samples();
   report.gpu_timestamps = context.device_info().timestamps;
@@ -185,15 +235,15 @@ SimulateReport simulate(Context& context, const SimulateArgs& a, std::ostream& p
       step = scheduler.next_arrival() - 1;  // idle until the next arrival
       continue;
     }
-    // 1-3. Host bookkeeping: appends, preemptions, swap-ins, admissions and forks.
+    // 1-4. Host bookkeeping: decode appends, preemptions, swap-ins, prefill chunks, admissions.
     const SimStep work = scheduler.schedule(step);
     if (checking)
       timed_check([&] {
         for (const SwapMove& m : work.swapped_out) swapped_out[m.seq] = gpu.read_blocks(m.device_blocks);
       });
 
-    // The GPU: swaps and prefill, then copy-on-write copies and the new tokens.
-    gpu.move_and_prefill(work.swap_out, work.swap_in, work.prefill_slots, step, checking);
+    // The GPU: swaps, then copy-on-write copies, the new tokens and the attention of every layer.
+    gpu.move(work.swap_out, work.swap_in, step, checking);
     std::vector<int32_t> cow_sources;
     SimBlocks cow_before;
     if (checking)
@@ -215,8 +265,12 @@ SimulateReport simulate(Context& context, const SimulateArgs& a, std::ostream& p
         for (const CowCopy& c : work.cow) cow_sources.push_back(c.pair.src);
         if (!cow_sources.empty()) cow_before = gpu.read_blocks(cow_sources);
       });
-    const uint32_t S = uint32_t(scheduler.running().size());
-    gpu.append(work.copies(), work.append_slots, S, step);
+    const SimBatch batch = batch_of(work, blocks, M);
+    report.attention_ns += gpu.run_step(work.copies(), batch, step);
+    ++report.busy_steps;
+    if (report.plan.empty() && batch.decode_only()) report.plan = gpu.last_plan();
+    if (report.mixed_plan.empty() && !batch.decode_only() && work.batch.front().decode)
+      report.mixed_plan = gpu.last_plan();
     if (checking && !work.cow.empty())
       timed_check([&] {
         std::vector<int32_t> destinations;
@@ -235,21 +289,18 @@ SimulateReport simulate(Context& context, const SimulateArgs& a, std::ostream& p
         }
       });
 
-    // Decode of every layer over the batch.
-    const std::vector<uint64_t>& running = scheduler.running();
-    const BatchArrays batch = blocks.build_batch(running, int32_t(M));
-    report.decode_ns += gpu.decode(batch, S);
-    ++report.busy_steps;
-
     // Memory: tokens held by the blocks in use (a shared block counts once).
+    const std::vector<uint64_t>& running = scheduler.running();
+    const uint32_t S = uint32_t(running.size());
+    const BatchArrays held = blocks.build_batch(running, int32_t(M));
     uint64_t live = 0;
     std::vector<int32_t> touched;
     for (uint32_t s = 0; s < S; ++s)
-      for (int32_t j = 0; j * int32_t(B) < batch.context_lens[s]; ++j) {
-        const int32_t block = batch.block_tables[size_t(s) * M + size_t(j)];
-        const int32_t held = std::min<int32_t>(int32_t(B), batch.context_lens[s] - j * int32_t(B));
+      for (int32_t j = 0; j * int32_t(B) < held.context_lens[s]; ++j) {
+        const int32_t block = held.block_tables[size_t(s) * M + size_t(j)];
+        const int32_t tokens = std::min<int32_t>(int32_t(B), held.context_lens[s] - j * int32_t(B));
         if (fill[size_t(block)] == 0) touched.push_back(block);
-        fill[size_t(block)] = std::max(fill[size_t(block)], held);
+        fill[size_t(block)] = std::max(fill[size_t(block)], tokens);
       }
     for (int32_t block : touched) {
       live += uint64_t(fill[size_t(block)]);
@@ -264,20 +315,20 @@ SimulateReport simulate(Context& context, const SimulateArgs& a, std::ostream& p
     running_sum += S;
     report.max_running = std::max(report.max_running, S);
 
-    // Every few steps, a few rows of one layer against the CPU reference.
+    // Every few steps, a few requests of one layer against the CPU reference.
     if (checking && report.busy_steps % a.check_every == 0)
       timed_check([&] {
-        std::vector<uint32_t> rows = {0, S / 3, 2 * S / 3, S - 1};
-        rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-        const SimCheck c = gpu.check(uint32_t(report.checks % a.layers), rows);
+        const SimCheck c = gpu.check(uint32_t(report.checks % a.layers), requests_to_check(work));
         ++report.checks;
         report.checks_failed += !c.passed;
+        report.checked_requests += c.requests;
+        report.checked_tokens += c.tokens;
         report.max_error = std::max(report.max_error, c.max_error);
         report.tolerance = c.tolerance;
         if (!progress_is_tty || !c.passed) bar.note(fmt::format("{}; {}", check_line(step, c), status_line(step)));
       });
 
-    // 4. Every running sequence generated a token; the finished ones leave.
+    // 5. Requests whose new tokens reached their sequence's end sampled a token; the finished leave.
     scheduler.finish_step();
     report.steps = step + 1;
     if (!progress_is_tty && !checking && report.busy_steps % 64 == 0)  // else the checks' lines
@@ -296,6 +347,12 @@ SimulateReport simulate(Context& context, const SimulateArgs& a, std::ostream& p
   report.generated_tokens = counts.generated_tokens;
   report.prefill_tokens = counts.prefill_tokens;
   report.recomputed_tokens = counts.recomputed_tokens;
+  report.decode_tokens = counts.decode_tokens;
+  report.prefix_rewritten = counts.prefix_rewritten;
+  report.prefill_chunks = counts.prefill_chunks;
+  report.chunks_after_prefix = counts.chunks_after_prefix;
+  report.mixed_steps = counts.mixed_steps;
+  report.max_step_tokens = counts.max_step_tokens;
   report.preemptions = counts.preemptions;
   report.swap_preemptions = counts.swap_preemptions;
   report.swap_outs = counts.swap_outs;

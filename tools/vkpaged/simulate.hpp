@@ -18,7 +18,10 @@ struct SimulateReport {
   KvCacheShape cache_shape;
   KvCacheSizing cache;  // device blocks, tokens and bytes
   uint32_t max_blocks_per_seq = 0;
-  std::string plan;  // the decode plan of a full batch, described
+  uint32_t token_budget = 0;  // new tokens per step
+  uint32_t chunk = 0;         // most prompt tokens a request prefills in a step (0 = the budget)
+  std::string plan;        // the plan of the first decode-only step, described
+  std::string mixed_plan;  // the plan of the first step mixing decode requests and prefill chunks
 
   uint32_t host_blocks = 0;  // of the swap pool (0 = none)
   bool swap = false;         // preemption by swapping (recompute where the host blocks run out)
@@ -28,10 +31,17 @@ struct SimulateReport {
   uint32_t finished = 0;
   uint64_t sequences = 0;          // samples: a request with n samples is n sequences
   uint64_t steps = 0;              // simulated steps until the last request finished
-  uint64_t busy_steps = 0;         // steps that ran a decode
-  uint64_t generated_tokens = 0;   // one per running sequence per step
-  uint64_t prefill_tokens = 0;     // prompt tokens written by reshape_and_cache (cache misses)
-  uint64_t recomputed_tokens = 0;  // of those, tokens of preempted requests written again
+  uint64_t busy_steps = 0;         // steps that ran an attention call
+  uint64_t generated_tokens = 0;   // sampled tokens, every sample's
+  uint64_t decode_tokens = 0;      // new tokens of decode requests
+  uint64_t prefill_tokens = 0;     // new tokens of prefill chunks (prompt tokens not taken from the prefix cache)
+  uint64_t recomputed_tokens = 0;  // of those, tokens of preempted sequences computed again
+  uint64_t prefix_rewritten = 0;   // of those, prefix-cache hits computed again (not yet written, or a whole
+                                   // prompt's last token for its query)
+  uint64_t prefill_chunks = 0;
+  uint64_t chunks_after_prefix = 0;  // chunks attending positions already in the cache (cached prefix, earlier chunks)
+  uint64_t mixed_steps = 0;          // steps whose one call mixed decode requests and prefill chunks
+  uint32_t max_step_tokens = 0;      // most new tokens in one step (at most token_budget)
   uint32_t preemptions = 0;
   uint32_t swap_preemptions = 0;   // of those, by swapping out (the others by recompute)
   uint64_t swap_outs = 0, swap_ins = 0;  // sequences moved by record_swap_out / record_swap_in
@@ -49,12 +59,14 @@ struct SimulateReport {
   uint32_t max_running = 0;
   double wall_seconds = 0;  // of the steps, checks excluded
   double check_seconds = 0;
-  double decode_ns = 0;         // decode of every layer, summed over the steps
-  bool gpu_timestamps = false;  // decode_ns from timestamps (else wall clock)
+  double attention_ns = 0;      // the attention of every layer, summed over the steps
+  bool gpu_timestamps = false;  // attention_ns from timestamps (else wall clock)
 
   // Checks against the CPU reference.
   uint32_t checks = 0;
   uint32_t checks_failed = 0;
+  uint64_t checked_requests = 0;  // requests compared, over every check
+  uint64_t checked_tokens = 0;    // their new tokens (more than requests: prefill chunks were compared)
   double max_error = 0;
   double tolerance = 0;
   // Every swap-in: the sequence's blocks hold, bit for bit, what they held before its swap-out.

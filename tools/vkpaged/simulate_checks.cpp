@@ -17,12 +17,13 @@ const std::byte* SimBlocks::block(uint32_t layer, bool values, uint32_t i) const
 
 bool same_leading_slots(const KvCacheShape& s, bool values, const std::byte* a, const std::byte* b, uint32_t slots) {
   const size_t element = dtype_size(s.dtype);
-  const size_t B = s.block_size;
-  // Rows of B slots each: (head, key chunk) of 16 bytes per slot, or (head, dim) of one element.
-  const size_t slot_bytes = values ? element : 16;
-  const size_t rows = size_t(s.num_kv_heads) * (values ? s.head_size : s.head_size / cache_pack_factor(s.dtype));
-  for (size_t r = 0; r < rows; ++r)
-    if (std::memcmp(a + r * B * slot_bytes, b + r * B * slot_bytes, slots * slot_bytes) != 0) return false;
+  const KvBlockGeometry g{s.num_kv_heads, s.head_size, s.block_size, cache_pack_factor(s.dtype)};
+  for (uint32_t h = 0; h < s.num_kv_heads; ++h)
+    for (uint32_t d = 0; d < s.head_size; ++d)
+      for (uint32_t o = 0; o < slots; ++o) {
+        const uint64_t i = values ? g.value_offset(s.layout, h, d, o) : g.key_offset(s.layout, h, d, o);
+        if (std::memcmp(a + i * element, b + i * element, element) != 0) return false;
+      }
   return true;
 }
 

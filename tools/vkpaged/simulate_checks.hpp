@@ -25,9 +25,8 @@ struct SimBlocks {
   const std::byte* block(uint32_t layer, bool values, uint32_t i) const;
 };
 
-// Whether two blocks of one pool hold the same bytes in their slots [0, slots): in the key
-// layout [Hkv][D/x][B][x] those are the first `slots` 16-byte chunks of each (head, chunk) row,
-// in the value layout [Hkv][D][B] the first `slots` elements of each (head, dim) row.
+// Whether two blocks of one pool hold the same bytes in their slots [0, slots): every element
+// (head, dim, slot) of those slots, wherever the cache's layout (shape.layout) puts it.
 bool same_leading_slots(const KvCacheShape& shape, bool values, const std::byte* a, const std::byte* b,
                         uint32_t slots);
 

@@ -1,9 +1,12 @@
 #include "simulate_gpu.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -17,7 +20,6 @@ namespace vkpaged::cli {
 namespace {
 
 constexpr uint32_t kMaxCheckedRows = 4;
-constexpr uint32_t kChunkTokens = 8192;  // staging of one reshape_and_cache dispatch
 
 DType stored_dtype(DType cache) { return is_fp8_dtype(cache) ? DType::u8 : cache; }
 
@@ -39,13 +41,11 @@ uint32_t seed_of(uint64_t seed, uint64_t a, uint64_t b) {
   return uint32_t(x ^ (x >> 32));
 }
 
-Shape key_shape(const KvCacheShape& s, uint32_t blocks) {
-  const uint32_t x = cache_pack_factor(s.dtype);
-  return Shape{blocks, s.num_kv_heads, s.head_size / x, s.block_size, x};
-}
-
-Shape value_shape(const KvCacheShape& s, uint32_t blocks) {
-  return Shape{blocks, s.num_kv_heads, s.head_size, s.block_size};
+// A pool's shape (the cache's layout) with `blocks` blocks.
+Shape with_blocks(const Shape& pool, uint32_t blocks) {
+  std::vector<int64_t> dims = pool.dims();
+  dims[0] = blocks;
+  return Shape(dims);
 }
 
 }  // namespace
@@ -54,21 +54,22 @@ SimGpu::SimGpu(Context& context, const SimGpuShape& shape)
     : ctx_(context), shape_(shape), cache_(context, shape.cache, shape.size) {
   const KvCacheShape& c = shape_.cache;
   shape_.max_batch = std::min(shape_.max_batch, cache_.num_blocks());  // every sequence holds a block
-  const uint64_t max_tokens = cache_.num_tokens() + shape_.max_batch;  // a step's writes at most
-  chunk_tokens_ = uint32_t(std::min<uint64_t>(max_tokens, kChunkTokens));
-  const size_t token_bytes = size_t(c.num_kv_heads) * c.head_size * dtype_size(shape_.query_dtype);
-  new_keys_ = ctx_.create_buffer(chunk_tokens_ * token_bytes);
-  new_values_ = ctx_.create_buffer(chunk_tokens_ * token_bytes);
-  slots_ = ctx_.create_buffer(max_tokens * sizeof(int64_t), MemoryKind::host_visible);
-
-  const size_t rows_bytes = size_t(shape_.max_batch) * shape_.num_heads * c.head_size * dtype_size(shape_.query_dtype);
+  const size_t T = shape_.token_budget, qdt = dtype_size(shape_.query_dtype);
+  new_keys_ = ctx_.create_buffer(T * c.num_kv_heads * c.head_size * qdt);
+  new_values_ = ctx_.create_buffer(T * c.num_kv_heads * c.head_size * qdt);
+  slots_ = ctx_.create_buffer(T * sizeof(int64_t), MemoryKind::host_visible);
+  positions_ = ctx_.create_buffer(T * sizeof(int64_t), MemoryKind::host_visible);
   for (uint32_t l = 0; l < c.num_layers; ++l) {
-    queries_.push_back(ctx_.create_buffer(rows_bytes));
-    outputs_.push_back(ctx_.create_buffer(rows_bytes));
+    queries_.push_back(ctx_.create_buffer(T * shape_.num_heads * c.head_size * qdt));
+    outputs_.push_back(ctx_.create_buffer(T * shape_.num_heads * c.head_size * qdt));
   }
-  block_tables_ = ctx_.create_buffer(size_t(shape_.max_batch) * shape_.max_blocks_per_seq * sizeof(int32_t),
-                                     MemoryKind::host_visible);
-  context_lens_ = ctx_.create_buffer(size_t(shape_.max_batch) * sizeof(int32_t), MemoryKind::host_visible);
+  const size_t S = shape_.max_batch;
+  block_tables_ = ctx_.create_buffer(S * shape_.max_blocks_per_seq * sizeof(int32_t), MemoryKind::host_visible);
+  context_lens_ = ctx_.create_buffer(S * sizeof(int32_t), MemoryKind::host_visible);
+  query_starts_ = ctx_.create_buffer((S + 1) * sizeof(int32_t), MemoryKind::host_visible);
+  const HostTensor cos_sin = rotary_cos_sin_cache(shape_.max_position, c.head_size);
+  cos_sin_ = ctx_.create_buffer(cos_sin.bytes());
+  ctx_.upload(cos_sin_.view(), cos_sin.data(), cos_sin.bytes());
   status_ = ctx_.create_buffer(16);
   const uint32_t zeros[4] = {0, 0, 0, 0};
   ctx_.upload(status_.view(), zeros, sizeof(zeros));
@@ -79,57 +80,31 @@ SimGpu::SimGpu(Context& context, const SimGpuShape& shape)
   check_values_ = ctx_.create_buffer(check_bytes, MemoryKind::host_visible);
 }
 
-const DecodePlan& SimGpu::plan_for(uint32_t num_seqs) {
-  auto it = plans_.find(num_seqs);
-  if (it != plans_.end()) return it->second;
-  const KvCacheShape& c = shape_.cache;
-  DecodeShape d;
-  d.num_seqs = num_seqs;
-  d.num_heads = shape_.num_heads;
-  d.num_kv_heads = c.num_kv_heads;
-  d.head_size = c.head_size;
-  d.block_size = c.block_size;
-  d.num_blocks = cache_.num_blocks();
-  d.max_blocks_per_seq = shape_.max_blocks_per_seq;
-  d.query_dtype = shape_.query_dtype;
-  d.cache_dtype = c.dtype;
+// One plan per batch size, for contexts up to M * B: a step's layers share it (and its order list).
+const DecodePlan& SimGpu::decode_plan_for(uint32_t num_seqs) {
+  auto it = decode_plans_.find(num_seqs);
+  if (it != decode_plans_.end()) return it->second;
+  DecodeShape batch;
+  batch.num_seqs = num_seqs;
+  batch.num_heads = shape_.num_heads;
+  batch.max_blocks_per_seq = shape_.max_blocks_per_seq;
+  batch.query_dtype = shape_.query_dtype;
   DecodeOptions options;
   options.order = shape_.order;
-  return plans_.emplace(num_seqs, DecodePlan::create(ctx_, d, options)).first->second;
+  return decode_plans_.emplace(num_seqs, DecodePlan::create(ctx_, cache_.decode_shape(batch), options)).first->second;
 }
 
-std::string SimGpu::plan_description(uint32_t num_seqs) { return plan_for(num_seqs).describe(); }
-
-void SimGpu::record_writes(VkCommandBuffer cmd, std::span<const int64_t> slots, uint64_t seed, uint32_t stream) {
-  const KvCacheShape& c = shape_.cache;
-  const DType qdt = shape_.query_dtype;
-  for (uint32_t l = 0; l < c.num_layers; ++l)
-    for (size_t first = 0, chunk = 0; first < slots.size(); first += chunk_tokens_, ++chunk) {
-      const int64_t n = int64_t(std::min<size_t>(chunk_tokens_, slots.size() - first));
-      const Shape tokens{n, c.num_kv_heads, c.head_size};
-      ReshapeAndCacheViews v;
-      v.key = new_keys_.tensor(qdt, tokens);
-      v.value = new_values_.tensor(qdt, tokens);
-      record_fill_random(ctx_, cmd, v.key, seed_of(seed, 4 * l + stream, 2 * chunk));
-      record_fill_random(ctx_, cmd, v.value, seed_of(seed, 4 * l + stream, 2 * chunk + 1));
-      record_compute_barrier(ctx_, cmd);
-      v.slot_mapping = slots_.tensor(DType::i64, Shape{n}, first * sizeof(int64_t));
-      v.key_cache = cache_.key_cache(l);
-      v.value_cache = cache_.value_cache(l);
-      v.status = status_.view(0, 4);
-      record_reshape_and_cache(ctx_, cmd, v);
-      record_compute_barrier(ctx_, cmd);  // the staging is refilled next
-    }
+BufferView SimGpu::scratch(size_t bytes) {
+  if (bytes == 0) return {};
+  if (bytes > scratch_.size()) scratch_ = ctx_.create_buffer(bytes);  // the previous step has finished
+  return scratch_.view(0, bytes);
 }
 
-void SimGpu::move_and_prefill(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> swap_in,
-                              std::span<const int64_t> prefill, uint64_t seed, bool overwrite_swap_in_targets) {
-  if (swap_out.empty() && swap_in.empty() && prefill.empty()) return;
-  if (prefill.size() * sizeof(int64_t) > slots_.size())
-    throw Error(ErrorCode::internal, "simulate: more prompt tokens in one step than the cache has slots");
-  if (!prefill.empty()) std::memcpy(slots_.mapped(), prefill.data(), prefill.size() * sizeof(int64_t));
+void SimGpu::move(std::span<const BlockCopy> swap_out, std::span<const BlockCopy> swap_in, uint64_t seed,
+                  bool overwrite_swap_in_targets) {
+  if (swap_out.empty() && swap_in.empty()) return;
   ctx_.run_and_wait([&](VkCommandBuffer cmd) {
-    record_compute_barrier(ctx_, cmd);  // after the previous step's decode read the cache
+    record_compute_barrier(ctx_, cmd);  // after the previous step's attention read the cache
     // Out before in: a device block a swap-out frees may be where a swap-in lands.
     if (!swap_out.empty()) {
       cache_.record_swap_out(cmd, swap_out);
@@ -152,52 +127,129 @@ void SimGpu::move_and_prefill(std::span<const BlockCopy> swap_out, std::span<con
       cache_.record_swap_in(cmd, swap_in);
       record_compute_barrier(ctx_, cmd);
     }
-    record_writes(cmd, prefill, seed, 2);
   });
 }
 
-void SimGpu::append(std::span<const BlockCopy> copies, std::span<const int64_t> slots, uint32_t num_seqs,
-                    uint64_t seed) {
+double SimGpu::run_step(std::span<const BlockCopy> copies, const SimBatch& batch, uint64_t seed) {
   const KvCacheShape& c = shape_.cache;
-  if (slots.size() * sizeof(int64_t) > slots_.size())
-    throw Error(ErrorCode::internal, "simulate: more new tokens in one step than the cache has slots");
-  if (!slots.empty()) std::memcpy(slots_.mapped(), slots.data(), slots.size() * sizeof(int64_t));
+  const uint32_t S = batch.requests(), T = batch.tokens(), M = shape_.max_blocks_per_seq;
+  if (T > shape_.token_budget || S > shape_.max_batch || batch.positions.size() != T ||
+      batch.query_starts.size() != S + 1 || batch.block_tables.size() != size_t(S) * M)
+    throw Error(ErrorCode::internal, fmt::format("simulate: a step of {} requests and {} tokens does not fit its "
+                                                 "buffers ({} requests, {} tokens)",
+                                                 S, T, shape_.max_batch, shape_.token_budget));
+  std::memcpy(slots_.mapped(), batch.slots.data(), T * sizeof(int64_t));
+  std::memcpy(positions_.mapped(), batch.positions.data(), T * sizeof(int64_t));
+  std::memcpy(block_tables_.mapped(), batch.block_tables.data(), batch.block_tables.size() * sizeof(int32_t));
+  std::memcpy(context_lens_.mapped(), batch.context_lens.data(), S * sizeof(int32_t));
+  std::memcpy(query_starts_.mapped(), batch.query_starts.data(), (S + 1) * sizeof(int32_t));
+  last_ = batch;
+
+  // The step's plan: the attention operator's (from the query starts), or with an explicit
+  // decode order, a decode plan for a decode-only step.
+  const uint32_t longest = uint32_t(*std::max_element(batch.context_lens.begin(), batch.context_lens.end()));
+  const bool on_decode_plan = shape_.order != DecodeOrder::automatic && batch.decode_only();
+  const DecodePlan* decode_plan = on_decode_plan ? &decode_plan_for(S) : nullptr;
+  std::optional<AttentionPlan> plan;
+  if (!on_decode_plan) {
+    AttentionShape shape;
+    shape.num_requests = S;
+    shape.num_query_tokens = T;
+    shape.num_heads = shape_.num_heads;
+    shape.max_blocks_per_seq = M;
+    shape.max_context_len = longest;
+    shape.query_dtype = shape_.query_dtype;
+    plan = AttentionPlan::create(ctx_, cache_.attention_shape(shape), batch.query_starts);
+  }
+  last_plan_ = plan ? plan->describe() : "decode kernels: " + decode_plan->describe();
+  const BufferView scratch_view = scratch(plan ? plan->scratch_bytes() : decode_plan->scratch_bytes());
+  if (decode_plan && decode_plan->order_bytes() > order_.size()) order_ = ctx_.create_buffer(decode_plan->order_bytes());
+
   const DType qdt = shape_.query_dtype;
-  ctx_.run_and_wait([&](VkCommandBuffer cmd) {
-    record_compute_barrier(ctx_, cmd);  // after the prefill, or the previous step's decode
+  const Shape kv_rows{T, c.num_kv_heads, c.head_size}, q_rows{T, shape_.num_heads, c.head_size};
+  const TensorView lens = context_lens_.tensor(DType::i32, Shape{S});
+  const TensorView tables = block_tables_.tensor(DType::i32, Shape{S, M});
+  auto write = [&](VkCommandBuffer cmd) {
+    record_compute_barrier(ctx_, cmd);  // after the swaps, or the previous step's attention
     // Before any token is written into a copied block's source or copy. A block freed by a
     // preemption in this step may be a copy's source and then another copy's destination:
     // such pairs go in a later batch, in the order the block manager handed them out.
     std::unordered_set<int32_t> sources, destinations;
-    std::vector<BlockCopy> batch;
+    std::vector<BlockCopy> pairs;
     auto flush = [&] {
-      if (batch.empty()) return;
-      cache_.record_copy_blocks(cmd, batch);
+      if (pairs.empty()) return;
+      cache_.record_copy_blocks(cmd, pairs);
       record_compute_barrier(ctx_, cmd);
-      batch.clear();
+      pairs.clear();
       sources.clear();
       destinations.clear();
     };
     for (const BlockCopy& p : copies) {
       if (destinations.contains(p.src) || sources.contains(p.dst) || destinations.contains(p.dst)) flush();
-      batch.push_back(p);
+      pairs.push_back(p);
       sources.insert(p.src);
       destinations.insert(p.dst);
     }
     flush();
-    record_writes(cmd, slots, seed, 0);
-    for (uint32_t l = 0; l < c.num_layers && num_seqs > 0; ++l)
-      record_fill_random(ctx_, cmd, queries_[l].tensor(qdt, Shape{num_seqs, shape_.num_heads, c.head_size}),
-                         seed_of(seed, 4 * l + 1, 0));
-    record_compute_barrier(ctx_, cmd);
-  });
+    // Every layer's new keys and values, rotated on their way into the cache, and its queries
+    // rotated in place (one dispatch). The staging of keys and values is shared by the layers.
+    const NewTokens tokens{new_keys_.tensor(qdt, kv_rows), new_values_.tensor(qdt, kv_rows),
+                           slots_.tensor(DType::i64, Shape{T}), status_.view(0, 4)};
+    const TensorView cos_sin = cos_sin_.tensor(DType::f32, Shape{shape_.max_position, c.head_size});
+    for (uint32_t l = 0; l < c.num_layers; ++l) {
+      const TensorView query = queries_[l].tensor(qdt, q_rows);
+      record_fill_random(ctx_, cmd, tokens.key, seed_of(seed, 4 * l, 0));
+      record_fill_random(ctx_, cmd, tokens.value, seed_of(seed, 4 * l, 1));
+      record_fill_random(ctx_, cmd, query, seed_of(seed, 4 * l + 1, 0));
+      record_compute_barrier(ctx_, cmd);
+      cache_.record_reshape_and_cache(cmd, l, tokens,
+                                      RotaryInputs{query, positions_.tensor(DType::i64, Shape{T}), cos_sin});
+      record_compute_barrier(ctx_, cmd);  // the staging is refilled next; attention reads the cache
+    }
+  };
+  auto attend = [&](VkCommandBuffer cmd) {
+    // Longest first: the step's lengths are listed once, and every layer's decode reads the list.
+    if (decode_plan && decode_plan->longest_first()) {
+      record_decode_order(ctx_, cmd, *decode_plan, lens, order_.view(0, decode_plan->order_bytes()));
+      record_compute_barrier(ctx_, cmd);
+    }
+    for (uint32_t l = 0; l < c.num_layers; ++l) {
+      if (plan) {
+        AttentionViews v;
+        v.query = queries_[l].tensor(qdt, q_rows);
+        v.block_tables = tables;
+        v.context_lens = lens;
+        v.query_starts = query_starts_.tensor(DType::i32, Shape{S + 1});
+        v.output = outputs_[l].tensor(qdt, q_rows);
+        v.scratch = scratch_view;
+        v.status = status_.view(0, 4);
+        cache_.record_attention(cmd, l, *plan, v);
+      } else {
+        DecodeViews v;
+        v.query = queries_[l].tensor(qdt, q_rows);
+        v.block_tables = tables;
+        v.context_lens = lens;
+        v.output = outputs_[l].tensor(qdt, q_rows);
+        v.scratch = scratch_view;
+        if (decode_plan->longest_first()) v.order = order_.view(0, decode_plan->order_bytes());
+        v.status = status_.view(0, 4);
+        cache_.record_decode(cmd, l, *decode_plan, v);
+      }
+      record_compute_barrier(ctx_, cmd);  // layers share the scratch; check() reads the outputs
+    }
+  };
+  if (ctx_.device_info().timestamps) return ctx_.run_and_time(attend, write);
+  ctx_.run_and_wait(write);
+  const auto start = std::chrono::steady_clock::now();
+  ctx_.run_and_wait(attend);
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
 }
 
 void SimGpu::copy_to_check_pools(uint32_t layer, std::span<const BlockCopy> pairs) {
-  const KvCacheShape& c = shape_.cache;
   const LayerCacheViews src = cache_.layers()[layer];
-  const LayerCacheViews dst{check_keys_.tensor(c.dtype, key_shape(c, check_blocks_)),
-                            check_values_.tensor(c.dtype, value_shape(c, check_blocks_))};
+  const LayerCacheViews dst{check_keys_.tensor(src.key_cache.dtype, with_blocks(src.key_cache.shape, check_blocks_)),
+                            check_values_.tensor(src.value_cache.dtype, with_blocks(src.value_cache.shape, check_blocks_)),
+                            src.layout};
   ctx_.run_and_wait([&](VkCommandBuffer cmd) {
     record_compute_barrier(ctx_, cmd);
     record_swap_blocks(ctx_, cmd, std::span(&src, 1), std::span(&dst, 1), pairs);
@@ -222,105 +274,71 @@ SimBlocks SimGpu::read_blocks(std::span<const int32_t> blocks) {
   return out;
 }
 
-double SimGpu::decode(const BatchArrays& batch, uint32_t num_seqs) {
+SimCheck SimGpu::check(uint32_t layer, std::span<const uint32_t> requests) {
   const KvCacheShape& c = shape_.cache;
-  const DecodePlan& plan = plan_for(num_seqs);
-  const uint32_t M = shape_.max_blocks_per_seq;
-  std::memcpy(block_tables_.mapped(), batch.block_tables.data(), size_t(num_seqs) * M * sizeof(int32_t));
-  std::memcpy(context_lens_.mapped(), batch.context_lens.data(), size_t(num_seqs) * sizeof(int32_t));
-  last_seqs_ = num_seqs;
-  last_tables_ = batch.block_tables;
-  last_lens_ = batch.context_lens;
-  if (plan.scratch_bytes() > scratch_.size()) scratch_ = ctx_.create_buffer(plan.scratch_bytes());
-  if (plan.order_bytes() > order_.size()) order_ = ctx_.create_buffer(plan.order_bytes());
-
-  const DType qdt = shape_.query_dtype;
-  const Shape rows{num_seqs, shape_.num_heads, c.head_size};
-  const TensorView lens = context_lens_.tensor(DType::i32, Shape{num_seqs});
-  auto record = [&](VkCommandBuffer cmd) {
-    // Longest first: the step's lengths are listed once, and every layer's decode reads the list.
-    if (plan.longest_first()) {
-      record_decode_order(ctx_, cmd, plan, lens, order_.view(0, plan.order_bytes()));
-      record_compute_barrier(ctx_, cmd);
-    }
-    for (uint32_t l = 0; l < c.num_layers; ++l) {
-      DecodeViews v;
-      v.query = queries_[l].tensor(qdt, rows);
-      v.key_cache = cache_.key_cache(l);
-      v.value_cache = cache_.value_cache(l);
-      v.block_tables = block_tables_.tensor(DType::i32, Shape{num_seqs, M});
-      v.context_lens = lens;
-      v.output = outputs_[l].tensor(qdt, rows);
-      if (plan.scratch_bytes() > 0) v.scratch = scratch_.view(0, plan.scratch_bytes());
-      if (plan.longest_first()) v.order = order_.view(0, plan.order_bytes());
-      v.status = status_.view(0, 4);
-      record_decode(ctx_, cmd, plan, v);
-      record_compute_barrier(ctx_, cmd);  // layers share the scratch; check() reads the outputs
-    }
-  };
-  if (ctx_.device_info().timestamps) return ctx_.run_and_time(record);
-  const auto start = std::chrono::steady_clock::now();
-  ctx_.run_and_wait(record);
-  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
-}
-
-SimCheck SimGpu::check(uint32_t layer, std::span<const uint32_t> rows) {
-  const KvCacheShape& c = shape_.cache;
-  const uint32_t M = shape_.max_blocks_per_seq, B = c.block_size;
+  const uint32_t M = shape_.max_blocks_per_seq, B = c.block_size, H = shape_.num_heads, D = c.head_size;
   SimCheck result;
   result.layer = layer;
   result.tolerance = tolerance_of(shape_.query_dtype);
-  if (rows.size() > kMaxCheckedRows) rows = rows.first(kMaxCheckedRows);
-  result.sequences = uint32_t(rows.size());
+  if (requests.size() > kMaxCheckedRows) requests = requests.first(kMaxCheckedRows);
+  result.requests = uint32_t(requests.size());
 
-  // The rows' blocks, each once, gathered into the check pool with swap_blocks.
+  // The requests' blocks, each once, gathered into the check pool with swap_blocks.
   std::unordered_map<int32_t, int32_t> local;
   std::vector<BlockCopy> pairs;
-  std::vector<int32_t> tables(rows.size() * M, 0), lens(rows.size(), 0);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const uint32_t r = rows[i];
-    lens[i] = last_lens_[r];
+  std::vector<int32_t> tables(requests.size() * M, 0), lens(requests.size(), 0), starts{0};
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const uint32_t r = requests[i];
+    lens[i] = last_.context_lens[r];
+    starts.push_back(starts.back() + last_.query_starts[r + 1] - last_.query_starts[r]);
     for (int32_t j = 0; j < int32_t((uint32_t(lens[i]) + B - 1) / B); ++j) {
-      const int32_t block = last_tables_[size_t(r) * M + size_t(j)];
+      const int32_t block = last_.block_tables[size_t(r) * M + size_t(j)];
       const auto [it, fresh] = local.emplace(block, int32_t(pairs.size()));
       if (fresh) pairs.push_back({block, it->second});
       tables[i * M + size_t(j)] = it->second;
     }
   }
+  result.tokens = uint32_t(starts.back());
   const uint32_t gathered = std::max<uint32_t>(1, uint32_t(pairs.size()));
   copy_to_check_pools(layer, pairs);
 
   const DType stored = stored_dtype(c.dtype);
-  DecodeInputs in;
+  AttentionInputs in;
   in.cache_dtype = c.dtype;
-  in.key_cache = HostTensor(stored, key_shape(c, gathered));
-  in.value_cache = HostTensor(stored, value_shape(c, gathered));
+  in.kv_layout = c.layout;
+  in.key_cache = HostTensor(stored, with_blocks(cache_.key_cache(layer).shape, gathered));
+  in.value_cache = HostTensor(stored, with_blocks(cache_.value_cache(layer).shape, gathered));
   ctx_.download(check_keys_.view(0, in.key_cache.bytes()), in.key_cache.data(), in.key_cache.bytes());
   ctx_.download(check_values_.view(0, in.value_cache.bytes()), in.value_cache.data(), in.value_cache.bytes());
   ctx_.download(status_.view(0, 4), &result.status, 4);
 
+  // The requests' query rows (as rotated on the GPU) and output rows.
   const DType qdt = shape_.query_dtype;
-  const Shape all_rows{last_seqs_, shape_.num_heads, c.head_size};
+  const Shape all_rows{last_.tokens(), H, D};
   HostTensor query(qdt, all_rows), output(qdt, all_rows);
   ctx_.download(queries_[layer].view(0, query.bytes()), query.data(), query.bytes());
   ctx_.download(outputs_[layer].view(0, output.bytes()), output.data(), output.bytes());
-  const size_t row_bytes = size_t(shape_.num_heads) * c.head_size * dtype_size(qdt);
-  in.query = HostTensor(qdt, Shape{int64_t(rows.size()), shape_.num_heads, c.head_size});
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(static_cast<std::byte*>(in.query.data()) + i * row_bytes,
-                static_cast<const std::byte*>(query.data()) + rows[i] * row_bytes, row_bytes);
-  in.block_tables = HostTensor(DType::i32, Shape{int64_t(rows.size()), M});
+  const size_t row_bytes = size_t(H) * D * dtype_size(qdt), row_elems = size_t(H) * D;
+  in.query = HostTensor(qdt, Shape{int64_t(result.tokens), H, D});
+  for (size_t i = 0; i < requests.size(); ++i)
+    std::memcpy(static_cast<std::byte*>(in.query.data()) + size_t(starts[i]) * row_bytes,
+                static_cast<const std::byte*>(query.data()) + size_t(last_.query_starts[requests[i]]) * row_bytes,
+                size_t(starts[i + 1] - starts[i]) * row_bytes);
+  in.block_tables = HostTensor(DType::i32, Shape{int64_t(requests.size()), M});
   std::memcpy(in.block_tables.data(), tables.data(), in.block_tables.bytes());
-  in.context_lens = HostTensor(DType::i32, Shape{int64_t(rows.size())});
+  in.context_lens = HostTensor(DType::i32, Shape{int64_t(requests.size())});
   std::memcpy(in.context_lens.data(), lens.data(), in.context_lens.bytes());
+  in.query_starts = HostTensor(DType::i32, Shape{int64_t(requests.size()) + 1});
+  std::memcpy(in.query_starts.data(), starts.data(), in.query_starts.bytes());
 
-  const DecodeResult expected = reference::decode_attention(in, plan_for(last_seqs_).options());
-  const size_t row_elems = size_t(shape_.num_heads) * c.head_size;
-  for (size_t i = 0; i < rows.size(); ++i)
-    for (size_t e = 0; e < row_elems; ++e) {
-      const double err = std::fabs(output.get(rows[i] * row_elems + e) - expected.output.get(i * row_elems + e));
+  const AttentionResult expected = reference::batch_attention(in);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const size_t from = size_t(last_.query_starts[requests[i]]) * row_elems, to = size_t(starts[i]) * row_elems;
+    for (size_t e = 0; e < size_t(starts[i + 1] - starts[i]) * row_elems; ++e) {
+      const double err = std::fabs(output.get(from + e) - expected.output.get(to + e));
       result.max_error = std::isfinite(err) ? std::max(result.max_error, err) : INFINITY;
     }
+  }
   result.passed = result.max_error <= result.tolerance && result.status == 0;
   return result;
 }

@@ -1,0 +1,701 @@
+// The code of docs/integration.md, compiled and run. Each region between "// [doc:NAME]" and
+// "// [/doc:NAME]" is a snippet of the document, which IntegrationDoc.SnippetsAreThisFilesCode
+// compares with this file: the document shows only code that compiles here and runs below.
+//
+// The walk-through's engine runs three steps on every cache layout: prompts prefilled; then a
+// fork (parallel sampling) whose append copies a block on write, a preemption by swapping out,
+// and a prompt whose prefix the prefix cache holds (only the rest prefilled, attending the
+// prefix through the block table); then the swapped-out sequence back in, everyone decoding.
+// Each layer's attention of each step is checked against the CPU reference on a cache built
+// from what every sequence's positions must hold (the keys as rotated on the GPU), so a copy,
+// a swap or a prefix hit that moved the wrong bytes fails it. Also: an engine's own vLLM V1
+// cache used in place, a refused call, the log callback.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <random>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/decode_case.hpp"
+#include "support/test_context.hpp"
+#include "support/test_paths.hpp"
+#include "vkpaged/attention.hpp"
+#include "vkpaged/block_manager.hpp"
+#include "vkpaged/context.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/kv_cache.hpp"
+#include "vkpaged/log.hpp"
+#include "vkpaged/reference.hpp"
+#include "vkpaged/rotary.hpp"
+#include "vkpaged/utilities.hpp"
+
+namespace integration_doc {
+
+// [doc:model]
+using namespace vkpaged;
+
+// The model's attention shape, and what one step may hold.
+constexpr uint32_t kLayers = 2, kHeads = 8, kKvHeads = 2, kHeadSize = 64, kBlockSize = 16;
+constexpr uint32_t kMaxBlocksPerSeq = 8;     // M: contexts of up to 128 tokens
+constexpr uint32_t kMaxPosition = kMaxBlocksPerSeq * kBlockSize;
+constexpr uint32_t kMaxRequests = 16;        // S: requests in one step
+constexpr uint32_t kMaxStepTokens = 128;     // T: new tokens in one step (the scheduler's budget)
+// [/doc:model]
+
+// [doc:cache]
+// The paged cache (every layer's pools, in the engine's layout, and a host pool to swap to) and
+// the scheduler's bookkeeping of its blocks.
+struct EngineCache {
+  KvCache cache;
+  BlockManager blocks;
+
+  EngineCache(Context& ctx, KvLayout layout, uint32_t num_blocks, uint32_t num_host_blocks)
+      : cache(ctx,
+              {.num_layers = kLayers, .num_kv_heads = kKvHeads, .head_size = kHeadSize, .block_size = kBlockSize,
+               .dtype = DType::f16, .layout = layout},
+              {.num_blocks = num_blocks, .num_host_blocks = num_host_blocks}),
+        blocks(int32_t(cache.num_blocks()), int32_t(kBlockSize),
+               {.num_host_blocks = int32_t(cache.num_host_blocks())}) {}
+};
+// [/doc:cache]
+
+// [doc:step-plan]
+// One step as the scheduler decides it on the host: the block moves, and one request per
+// sequence that runs (new tokens [first, first + count) of it), decode requests first.
+struct StepPlan {
+  std::vector<BlockCopy> swap_out, swap_in, copies;
+  std::vector<uint64_t> seqs;             // [S]
+  std::vector<int64_t> slots, positions;  // [T]: where each new token's keys and values go, its position
+  std::vector<int32_t> query_starts{0};   // [S + 1]
+  std::vector<int32_t> context_lens;      // [S]: positions attended, the new tokens included
+  std::vector<int32_t> block_tables;      // [S * M], padded with block 0
+};
+
+void add_request(const BlockManager& blocks, StepPlan& step, uint64_t seq, int32_t first,
+                 const std::vector<int64_t>& slots) {
+  step.seqs.push_back(seq);
+  for (size_t j = 0; j < slots.size(); ++j) step.positions.push_back(first + int64_t(j));
+  step.slots.insert(step.slots.end(), slots.begin(), slots.end());
+  step.query_starts.push_back(step.query_starts.back() + int32_t(slots.size()));
+  step.context_lens.push_back(first + int32_t(slots.size()));
+  const std::vector<int32_t> table = blocks.block_table(seq, int32_t(kMaxBlocksPerSeq));
+  step.block_tables.insert(step.block_tables.end(), table.begin(), table.end());
+}
+
+// A decode request: the newest token gets a slot (a new block when the last one is full; a
+// copy-on-write copy of the last block when another sequence shares it).
+void add_decode(BlockManager& blocks, StepPlan& step, uint64_t seq, int32_t token) {
+  const AppendResult appended = blocks.append_token(seq, token);  // can_append(seq) first, else preempt
+  if (appended.copy) step.copies.push_back(*appended.copy);
+  add_request(blocks, step, seq, blocks.context_len(seq) - 1, {appended.slot});
+}
+
+// A prefill chunk: tokens [first, first + count) of a prompt add_sequence gave blocks to.
+void add_chunk(BlockManager& blocks, StepPlan& step, uint64_t seq, int32_t first, int32_t count) {
+  add_request(blocks, step, seq, first, blocks.slot_mapping(seq, first, count));
+}
+// [/doc:step-plan]
+
+// [doc:admit]
+// A new request: the prefix cache says how many leading tokens (whole blocks) are already in
+// the cache; the step prefills the rest, attending the cached prefix through the block table.
+// Returns the tokens to prefill, or -1 to try again later.
+int32_t admit(BlockManager& blocks, StepPlan& step, uint64_t seq, std::span<const int32_t> prompt,
+              int32_t max_chunk) {
+  if (blocks.can_allocate(prompt) != AdmissionStatus::ok) return -1;  // later (or never: too long)
+  int32_t cached = blocks.add_sequence(seq, prompt);
+  const int32_t len = int32_t(prompt.size());
+  if (cached == len) cached = len - 1;  // all cached: the last token still needs its query
+  const int32_t count = std::min(len - cached, max_chunk);  // the rest in later steps' chunks
+  add_chunk(blocks, step, seq, cached, count);
+  return len - cached;
+}
+
+// Parallel sampling: after its prompt, a request with n samples becomes n sequences that share
+// the prompt's blocks. Their first appends copy the partly filled last block on write.
+void fork_samples(BlockManager& blocks, uint64_t parent, std::span<const uint64_t> children) {
+  for (const uint64_t child : children) blocks.fork(parent, child);
+}
+// [/doc:admit]
+
+// [doc:preempt]
+// Out of blocks (can_append false): the newest running sequence leaves before anything is
+// recorded. Swapped out while the host pool has room: (device, host) pairs, copied first thing
+// in the step. Else recomputed: its blocks are freed, and it comes back later through admit()
+// with its prompt and what it generated (the prefix cache may still hold some of it).
+enum class Preempted { swapped, recompute };
+Preempted preempt(BlockManager& blocks, StepPlan& step, uint64_t victim) {
+  if (blocks.can_swap_out(std::span(&victim, 1))) {
+    const std::vector<BlockCopy> pairs = blocks.swap_out(victim);
+    step.swap_out.insert(step.swap_out.end(), pairs.begin(), pairs.end());
+    return Preempted::swapped;
+  }
+  blocks.preempt(victim);
+  return Preempted::recompute;
+}
+
+// Back in when the device has room again: (host, device) pairs, copied before anything reads
+// its blocks. It then decodes as before.
+bool resume(BlockManager& blocks, StepPlan& step, uint64_t seq) {
+  if (blocks.can_swap_in(std::span(&seq, 1)) != AdmissionStatus::ok) return false;
+  const std::vector<BlockCopy> pairs = blocks.swap_in(seq);
+  step.swap_in.insert(step.swap_in.end(), pairs.begin(), pairs.end());
+  return true;
+}
+// [/doc:preempt]
+
+// [doc:buffers]
+// What a step's calls read and write. The arrays are host-visible: the host writes them before
+// the submission, so a step in flight keeps its own (an engine alternates two sets, or waits for
+// the step's fence before writing the next). The activations are per layer here so that the
+// test can read every layer's; an engine reuses one set across layers.
+struct StepBuffers {
+  DeviceBuffer slots, positions, block_tables, context_lens, query_starts;  // host-visible
+  std::vector<DeviceBuffer> query, key, value, output;                      // [T, H or Hkv, D] per layer
+  DeviceBuffer cos_sin, scratch, status;
+
+  explicit StepBuffers(Context& ctx) {
+    auto host = [&](size_t bytes) { return ctx.create_buffer(bytes, MemoryKind::host_visible); };
+    slots = host(kMaxStepTokens * sizeof(int64_t));
+    positions = host(kMaxStepTokens * sizeof(int64_t));
+    block_tables = host(kMaxRequests * kMaxBlocksPerSeq * sizeof(int32_t));
+    context_lens = host(kMaxRequests * sizeof(int32_t));
+    query_starts = host((kMaxRequests + 1) * sizeof(int32_t));
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      query.push_back(ctx.create_buffer(kMaxStepTokens * kHeads * kHeadSize * sizeof(uint16_t)));
+      key.push_back(ctx.create_buffer(kMaxStepTokens * kKvHeads * kHeadSize * sizeof(uint16_t)));
+      value.push_back(ctx.create_buffer(kMaxStepTokens * kKvHeads * kHeadSize * sizeof(uint16_t)));
+      output.push_back(ctx.create_buffer(kMaxStepTokens * kHeads * kHeadSize * sizeof(uint16_t)));
+    }
+    // The cos/sin cache vLLM's RotaryEmbedding builds: [max_position, rotary_dim] f32.
+    const HostTensor cos_sin_host = rotary_cos_sin_cache(kMaxPosition, kHeadSize);
+    cos_sin = ctx.create_buffer(cos_sin_host.bytes());
+    ctx.upload(cos_sin.view(), cos_sin_host.data(), cos_sin_host.bytes());
+    status = ctx.create_buffer(4);
+    const uint32_t zero = 0;
+    ctx.upload(status.view(), &zero, sizeof(zero));
+  }
+
+  void write(const StepPlan& step) const {
+    auto put = [](const DeviceBuffer& b, const auto& v) { std::memcpy(b.mapped(), v.data(), v.size() * sizeof(v[0])); };
+    put(slots, step.slots);
+    put(positions, step.positions);
+    put(block_tables, step.block_tables);
+    put(context_lens, step.context_lens);
+    put(query_starts, step.query_starts);
+  }
+};
+// [/doc:buffers]
+
+// [doc:barriers]
+// Makes `src_access` of `src_stage` available and visible to `dst_access` of `dst_stage`.
+void barrier(VkCommandBuffer cmd, VkPipelineStageFlags src_stage, VkAccessFlags src_access,
+             VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
+  const VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER, nullptr, src_access, dst_access};
+  vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, &b, 0, nullptr, 0, nullptr);
+}
+constexpr VkPipelineStageFlags kCompute = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+constexpr VkPipelineStageFlags kTransfer = VK_PIPELINE_STAGE_TRANSFER_BIT;
+constexpr VkAccessFlags kShaderRW = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+constexpr VkAccessFlags kTransferRW = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+// [/doc:barriers]
+
+// [doc:plan]
+// Once per step, on the host: the plan checks the query starts, picks the kernels (a step of
+// decode requests only runs on the decode kernels where the layout is vllm) and sizes the
+// scratch. One plan serves every layer.
+AttentionPlan plan_step(Context& ctx, const KvCache& cache, const StepPlan& step) {
+  AttentionShape batch{.num_requests = uint32_t(step.seqs.size()),
+                       .num_query_tokens = uint32_t(step.slots.size()),
+                       .num_heads = kHeads,
+                       .max_blocks_per_seq = kMaxBlocksPerSeq,
+                       .max_context_len = uint32_t(*std::max_element(step.context_lens.begin(), step.context_lens.end())),
+                       .query_dtype = DType::f16};
+  return AttentionPlan::create(ctx, cache.attention_shape(batch), step.query_starts);
+}
+// [/doc:plan]
+
+// [doc:record]
+// The model's kernels that write a layer's queries, keys and values for the step's tokens.
+using ProjectQkv = std::function<void(VkCommandBuffer, uint32_t layer, const TensorView& query,
+                                      const TensorView& key, const TensorView& value)>;
+
+void record_step(VkCommandBuffer cmd, const KvCache& cache, const StepPlan& step, const AttentionPlan& plan,
+                 const StepBuffers& buf, const ProjectQkv& project_qkv) {
+  const int64_t S = int64_t(step.seqs.size()), T = int64_t(step.slots.size());
+  // The previous step's cache writes and reads finish before this step's copies touch blocks.
+  barrier(cmd, kCompute, VK_ACCESS_SHADER_WRITE_BIT, kTransfer, kTransferRW);
+  // 1. Swaps, out before in: a block a swap-out frees may be where a swap-in lands.
+  if (!step.swap_out.empty()) {
+    cache.record_swap_out(cmd, step.swap_out);
+    barrier(cmd, kTransfer, VK_ACCESS_TRANSFER_WRITE_BIT, kTransfer, kTransferRW);
+  }
+  if (!step.swap_in.empty()) {
+    cache.record_swap_in(cmd, step.swap_in);
+    barrier(cmd, kTransfer, VK_ACCESS_TRANSFER_WRITE_BIT, kTransfer, kTransferRW);
+  }
+  // 2. Copy-on-write copies, before a new token is written into a copy.
+  if (!step.copies.empty()) cache.record_copy_blocks(cmd, step.copies);
+  barrier(cmd, kTransfer, VK_ACCESS_TRANSFER_WRITE_BIT, kCompute, kShaderRW);
+
+  // 3. Layer by layer: the new tokens' keys and values into the cache, the keys rotated on their
+  //    way in and the queries in place (one dispatch); then attention of every request at once.
+  const TensorView slots = buf.slots.tensor(DType::i64, Shape{T});
+  const TensorView positions = buf.positions.tensor(DType::i64, Shape{T});
+  const TensorView cos_sin = buf.cos_sin.tensor(DType::f32, Shape{kMaxPosition, kHeadSize});
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    const TensorView query = buf.query[l].tensor(DType::f16, Shape{T, kHeads, kHeadSize});
+    const TensorView key = buf.key[l].tensor(DType::f16, Shape{T, kKvHeads, kHeadSize});
+    const TensorView value = buf.value[l].tensor(DType::f16, Shape{T, kKvHeads, kHeadSize});
+    project_qkv(cmd, l, query, key, value);
+    barrier(cmd, kCompute, VK_ACCESS_SHADER_WRITE_BIT, kCompute, kShaderRW);
+    cache.record_reshape_and_cache(cmd, l, {.key = key, .value = value, .slot_mapping = slots, .status = buf.status.view()},
+                                   RotaryInputs{.query = query, .positions = positions, .cos_sin_cache = cos_sin});
+    barrier(cmd, kCompute, VK_ACCESS_SHADER_WRITE_BIT, kCompute, kShaderRW);
+    AttentionViews views;  // the pools: the cache's own, of layer l
+    views.query = query;
+    views.block_tables = buf.block_tables.tensor(DType::i32, Shape{S, kMaxBlocksPerSeq});
+    views.context_lens = buf.context_lens.tensor(DType::i32, Shape{S});
+    views.query_starts = buf.query_starts.tensor(DType::i32, Shape{S + 1});
+    views.output = buf.output[l].tensor(DType::f16, Shape{T, kHeads, kHeadSize});
+    if (plan.scratch_bytes() > 0) views.scratch = buf.scratch.view(0, plan.scratch_bytes());
+    views.status = buf.status.view();
+    cache.record_attention(cmd, l, plan, views);
+    // The output for the layer's next kernels; the scratch free for the next layer's attention.
+    barrier(cmd, kCompute, VK_ACCESS_SHADER_WRITE_BIT, kCompute, kShaderRW);
+  }
+  // The outputs and the status word for whoever reads them next (here transfers and the host).
+  barrier(cmd, kCompute, VK_ACCESS_SHADER_WRITE_BIT, kTransfer | VK_PIPELINE_STAGE_HOST_BIT,
+          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_HOST_READ_BIT);
+}
+// [/doc:record]
+
+// [doc:run]
+void run_step(Context& ctx, const KvCache& cache, const StepPlan& step, StepBuffers& buf,
+              const ProjectQkv& project_qkv) {
+  const AttentionPlan plan = plan_step(ctx, cache, step);
+  if (plan.scratch_bytes() > buf.scratch.size()) buf.scratch = ctx.create_buffer(plan.scratch_bytes());
+  buf.write(step);
+  // An engine records the step into its own command buffer, between the model's other kernels,
+  // and submits it to its own queue; here the Context's convenience records, submits and waits.
+  ctx.run_and_wait([&](VkCommandBuffer cmd) { record_step(cmd, cache, step, plan, buf, project_qkv); });
+}
+// [/doc:run]
+
+// [doc:external]
+// An engine that keeps its own cache uses it in place: vLLM V1's flash-attention cache of one
+// layer is one buffer [2, N, B, Hkv, D] (keys, then values), each half the nhd layout.
+LayerCacheViews vllm_v1_layer(VkBuffer kv_cache, VkDeviceSize offset, int64_t num_blocks, DType dtype) {
+  const Shape pool{num_blocks, kBlockSize, kKvHeads, kHeadSize};
+  const VkDeviceSize pool_bytes = VkDeviceSize(pool.numel()) * dtype_size(dtype);
+  return {.key_cache = {{kv_cache, offset, pool_bytes}, dtype, pool},
+          .value_cache = {{kv_cache, offset + pool_bytes, pool_bytes}, dtype, pool},
+          .layout = KvLayout::nhd};
+}
+
+// The same two calls on those views: the free functions take the pools with the layout.
+void record_layer(Context& ctx, VkCommandBuffer cmd, const LayerCacheViews& layer, const NewTokens& tokens,
+                  const RotaryInputs& rotary, const AttentionPlan& plan, AttentionViews views) {
+  record_reshape_and_cache_rotary(ctx, cmd,
+                                  {.key = tokens.key, .value = tokens.value, .slot_mapping = tokens.slot_mapping,
+                                   .key_cache = layer.key_cache, .value_cache = layer.value_cache,
+                                   .status = tokens.status, .layout = layer.layout},
+                                  rotary);
+  barrier(cmd, kCompute, VK_ACCESS_SHADER_WRITE_BIT, kCompute, kShaderRW);
+  views.key_cache = layer.key_cache;
+  views.value_cache = layer.value_cache;
+  record_attention(ctx, cmd, plan, views);  // plan: an AttentionShape with kv_layout = nhd
+}
+// [/doc:external]
+
+// [doc:log]
+// vkpaged's messages (validation-layer reports, asked-for statistics) go to the engine's log.
+void engine_log(LogLevel level, const char* message, void* user_data) {
+  auto& lines = *static_cast<std::vector<std::string>*>(user_data);
+  lines.push_back(std::string(to_string(level)) + ": " + message);
+}
+void install_log(std::vector<std::string>& lines) { set_log_callback(engine_log, &lines, LogLevel::warning); }
+// [/doc:log]
+
+// [doc:errors]
+// A refused call throws before it records anything: the command buffer holds what was recorded
+// before it and can still be submitted or reset. Returns "" or what was refused.
+std::string try_record_attention(const KvCache& cache, VkCommandBuffer cmd, uint32_t layer,
+                                 const AttentionPlan& plan, const AttentionViews& views) {
+  try {
+    cache.record_attention(cmd, layer, plan, views);
+    return "";
+  } catch (const Error& e) {
+    // invalid_argument: a shape, index or value the contract refuses; unsupported: valid, but
+    // not on this device; out_of_memory, device_error, io_error, internal. The message names the
+    // argument and its value.
+    return std::string(to_string(e.code())) + ": " + e.what();
+  }
+}
+
+// What the shaders met on the device and skipped (the host cannot check values it never sees):
+// bits of the status word, read after the step.
+std::string describe_status(uint32_t status) {
+  std::string s;
+  if (status & kStatusBadBlockId) s += "a block id >= N; ";
+  if (status & kStatusBadContextLen) s += "a context length > M * B or below its request's new tokens; ";
+  if (status & kStatusBadSlot) s += "a slot >= N * B; ";
+  if (status & kStatusBadQueryStarts) s += "query starts that do not rise within [0, T]; ";
+  if (status & kStatusBadPosition) s += "a position outside the cos/sin cache; ";
+  return s;
+}
+// [/doc:errors]
+
+}  // namespace integration_doc
+
+namespace vkpaged::test {
+namespace {
+
+using namespace integration_doc;
+
+// ---- the snippets are this file's code ----
+
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string trim_lines(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+    out += line + "\n";
+  }
+  while (!out.empty() && out.front() == '\n') out.erase(0, 1);
+  while (out.size() > 1 && out[out.size() - 2] == '\n') out.pop_back();
+  return out;
+}
+
+// Regions "// [doc:NAME]" ... "// [/doc:NAME]" of this file, by name.
+std::map<std::string, std::string> regions_of(const std::string& source) {
+  std::map<std::string, std::string> regions;
+  const std::string open = "\n// [doc:";  // at the start of a line
+  for (size_t at = source.find(open); at != std::string::npos; at = source.find(open, at + 1)) {
+    ++at;
+    const size_t name_end = source.find("]\n", at);
+    const std::string name = source.substr(at + open.size() - 1, name_end - at - open.size() + 1);
+    const std::string close = "// [/doc:" + name + "]\n";
+    const size_t body = name_end + 2, end = source.find(close, body);
+    if (end == std::string::npos) {
+      ADD_FAILURE() << "region '" << name << "' is not closed";
+      continue;
+    }
+    EXPECT_FALSE(regions.contains(name)) << "region '" << name << "' twice";
+    regions[name] = trim_lines(source.substr(body, end - body));
+  }
+  return regions;
+}
+
+TEST(IntegrationDoc, SnippetsAreThisFilesCode) {
+  const std::string source = slurp(test_data_path("test_integration.cpp"));
+  const std::string doc = slurp(test_data_path("integration.md"));
+  ASSERT_FALSE(source.empty());
+  ASSERT_FALSE(doc.empty());
+  const std::map<std::string, std::string> regions = regions_of(source);
+  EXPECT_GE(regions.size(), 10u);
+  // Every C++ block of the document follows "<!-- snippet: NAME -->" and is that region.
+  std::map<std::string, int> shown;
+  const std::string fence = "```cpp\n", marker = "<!-- snippet: ";
+  for (size_t at = doc.find(fence); at != std::string::npos; at = doc.find(fence, at + 1)) {
+    const size_t line_start = doc.rfind('\n', at - 2) + 1;
+    const std::string before = doc.substr(line_start, at - 1 - line_start);
+    ASSERT_EQ(before.rfind(marker, 0), 0u) << "a ```cpp block of docs/integration.md without a snippet marker "
+                                              "before it: '"
+                                           << before << "'";
+    const std::string name = before.substr(marker.size(), before.find(" -->") - marker.size());
+    const size_t end = doc.find("```\n", at + fence.size());
+    ASSERT_NE(end, std::string::npos);
+    ++shown[name];
+    ASSERT_TRUE(regions.contains(name)) << "docs/integration.md shows a snippet '" << name << "' this file lacks";
+    EXPECT_EQ(trim_lines(doc.substr(at + fence.size(), end - at - fence.size())), regions.at(name))
+        << "docs/integration.md's snippet '" << name << "' differs from tests/docs/test_integration.cpp";
+  }
+  for (const auto& [name, code] : regions) EXPECT_TRUE(shown.contains(name)) << "snippet '" << name << "' is not shown";
+}
+
+// ---- the walk-through's engine, three steps ----
+
+// What each sequence's positions must hold, per layer: the keys as the GPU rotated them and the
+// values, as f16.
+using Row = std::vector<float>;  // [Hkv * D]
+struct Position {
+  std::array<Row, kLayers> key, value;
+};
+using Mirror = std::map<uint64_t, std::vector<Position>>;
+
+class IntegrationTest : public GpuTest, public ::testing::WithParamInterface<KvLayout> {
+ protected:
+  HostTensor fetch(const DeviceBuffer& b, DType t, Shape shape) {
+    HostTensor h(t, shape);
+    ctx().download(b.view(0, h.bytes()), h.data(), h.bytes());
+    return h;
+  }
+
+  // After a step: what it wrote, into the mirror.
+  void remember(const StepPlan& step, const StepBuffers& buf) {
+    const int64_t T = int64_t(step.slots.size());
+    const size_t row = size_t(kKvHeads) * kHeadSize;
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      const HostTensor key = fetch(buf.key[l], DType::f16, Shape{T, kKvHeads, kHeadSize});
+      const HostTensor value = fetch(buf.value[l], DType::f16, Shape{T, kKvHeads, kHeadSize});
+      for (size_t r = 0; r < step.seqs.size(); ++r)
+        for (int32_t t = step.query_starts[r]; t < step.query_starts[r + 1]; ++t) {
+          auto& positions = mirror_[step.seqs[r]];
+          const size_t p = size_t(step.positions[size_t(t)]);
+          if (positions.size() <= p) positions.resize(p + 1);
+          Row k(row), v(row);
+          for (size_t i = 0; i < row; ++i) {
+            k[i] = float(key.get(size_t(t) * row + i));
+            v[i] = float(value.get(size_t(t) * row + i));
+          }
+          positions[p].key[l] = std::move(k);
+          positions[p].value[l] = std::move(v);
+        }
+    }
+  }
+
+  // Every layer's attention of the step against the reference on a cache built from the mirror.
+  void check(const StepPlan& step, const StepBuffers& buf, KvLayout layout, const std::string& label) {
+    const int64_t S = int64_t(step.seqs.size()), T = int64_t(step.slots.size());
+    const KvBlockGeometry g{kKvHeads, kHeadSize, kBlockSize, cache_pack_factor(DType::f16)};
+    int64_t blocks = 0;
+    std::vector<int64_t> base;
+    for (int32_t len : step.context_lens) {
+      base.push_back(blocks);
+      blocks += (len + kBlockSize - 1) / kBlockSize;
+    }
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      AttentionInputs in;
+      in.query = fetch(buf.query[l], DType::f16, Shape{T, kHeads, kHeadSize});  // rotated
+      in.kv_layout = layout;
+      const int64_t x = 8, N = blocks, Hkv = kKvHeads, D = kHeadSize, B = kBlockSize;
+      in.key_cache = HostTensor(DType::f16, layout == KvLayout::vllm  ? Shape{N, Hkv, D / x, B, x}
+                                            : layout == KvLayout::nhd ? Shape{N, B, Hkv, D}
+                                                                      : Shape{N, Hkv, B, D});
+      in.value_cache = HostTensor(DType::f16, layout == KvLayout::vllm  ? Shape{N, Hkv, D, B}
+                                              : layout == KvLayout::nhd ? Shape{N, B, Hkv, D}
+                                                                        : Shape{N, Hkv, B, D});
+      in.block_tables = HostTensor(DType::i32, Shape{S, kMaxBlocksPerSeq});
+      in.context_lens = HostTensor(DType::i32, Shape{S});
+      in.query_starts = HostTensor(DType::i32, Shape{S + 1});
+      for (int64_t s = 0; s <= S; ++s) in.query_starts.as<int32_t>()[s] = step.query_starts[size_t(s)];
+      for (int64_t s = 0; s < S; ++s) {
+        const int32_t len = step.context_lens[size_t(s)];
+        in.context_lens.as<int32_t>()[s] = len;
+        const auto& positions = mirror_.at(step.seqs[size_t(s)]);
+        ASSERT_GE(positions.size(), size_t(len)) << label;
+        for (int32_t p = 0; p < len; ++p) {
+          const int64_t block = base[size_t(s)] + p / kBlockSize;
+          in.block_tables.as<int32_t>()[s * kMaxBlocksPerSeq + p / kBlockSize] = int32_t(block);
+          for (uint32_t h = 0; h < kKvHeads; ++h)
+            for (uint32_t d = 0; d < kHeadSize; ++d) {
+              const uint64_t at = uint64_t(block) * g.block_elements();
+              const uint32_t o = uint32_t(p % kBlockSize);
+              in.key_cache.set(at + g.key_offset(layout, h, d, o), positions[size_t(p)].key[l][h * kHeadSize + d]);
+              in.value_cache.set(at + g.value_offset(layout, h, d, o), positions[size_t(p)].value[l][h * kHeadSize + d]);
+            }
+        }
+      }
+      const AttentionResult want = reference::batch_attention(in);
+      const HostTensor got = fetch(buf.output[l], DType::f16, Shape{T, kHeads, kHeadSize});
+      EXPECT_LE(max_abs_diff(got, want.output), tolerance(DType::f16, DType::f16)) << label << " layer " << l;
+    }
+    uint32_t status = 0;
+    ctx().download(buf.status.view(), &status, 4);
+    EXPECT_EQ(status, 0u) << describe_status(status);
+  }
+
+  Mirror mirror_;
+};
+
+std::vector<int32_t> tokens(int32_t first, int32_t count) {
+  std::vector<int32_t> t(static_cast<size_t>(count));
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+TEST_P(IntegrationTest, ThreeEngineStepsMatchTheReference) {
+  const KvLayout layout = GetParam();
+  EngineCache engine(ctx(), layout, 16, 8);
+  StepBuffers buf(ctx());
+  uint32_t seed = 1;
+  const ProjectQkv random_qkv = [&](VkCommandBuffer cmd, uint32_t, const TensorView& q, const TensorView& k,
+                                    const TensorView& v) {
+    record_fill_random(ctx(), cmd, q, seed++);
+    record_fill_random(ctx(), cmd, k, seed++);
+    record_fill_random(ctx(), cmd, v, seed++);
+  };
+  BlockManager& blocks = engine.blocks;
+  const std::vector<int32_t> p1 = tokens(1000, 40), p2 = tokens(2000, 20);
+  std::vector<int32_t> p4(p1.begin(), p1.begin() + 32);  // shares two blocks with p1
+  for (int32_t t : tokens(4000, 10)) p4.push_back(t);
+
+  // Step 1: two prompts, whole.
+  StepPlan step1;
+  ASSERT_EQ(admit(blocks, step1, 1, p1, 64), 40);
+  ASSERT_EQ(admit(blocks, step1, 2, p2, 64), 20);
+  run_step(ctx(), engine.cache, step1, buf, random_qkv);
+  remember(step1, buf);
+  check(step1, buf, layout, "step 1");
+
+  // Step 2: sequence 1 forks into a second sample (3); both decode, the first append copying the
+  // shared last block on write. Sequence 2 is preempted by swapping out. Prompt 4 finds its first
+  // 32 tokens in the prefix cache and prefills the other 10.
+  StepPlan step2;
+  const uint64_t child = 3;
+  fork_samples(blocks, 1, std::span(&child, 1));
+  mirror_[3] = mirror_[1];
+  add_decode(blocks, step2, 1, 7);
+  add_decode(blocks, step2, 3, 9);
+  ASSERT_EQ(step2.copies.size(), 1u) << "the shared last block (positions 32..39) is copied on write";
+  ASSERT_EQ(preempt(blocks, step2, 2), Preempted::swapped);
+  ASSERT_EQ(step2.swap_out.size(), 2u);
+  ASSERT_EQ(admit(blocks, step2, 4, p4, 64), 10);
+  EXPECT_EQ(step2.positions.back(), 41);
+  mirror_[4].assign(mirror_[1].begin(), mirror_[1].begin() + 32);
+  run_step(ctx(), engine.cache, step2, buf, random_qkv);
+  remember(step2, buf);
+  check(step2, buf, layout, "step 2");
+
+  // Step 3: sequence 2 back in (to other device blocks); everyone decodes.
+  StepPlan step3;
+  ASSERT_TRUE(resume(blocks, step3, 2));
+  ASSERT_EQ(step3.swap_in.size(), 2u);
+  for (const uint64_t seq : {1, 2, 3, 4}) add_decode(blocks, step3, seq, 11);
+  run_step(ctx(), engine.cache, step3, buf, random_qkv);
+  remember(step3, buf);
+  check(step3, buf, layout, "step 3");
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, IntegrationTest, ::testing::Values(KvLayout::vllm, KvLayout::nhd, KvLayout::hnd),
+                         [](const auto& info) { return std::string(kv_layout_name(info.param)); });
+
+class IntegrationDocTest : public GpuTest {};
+
+// vLLM V1's cache [2, N, B, Hkv, D] used in place: 15 positions already there, 5 new ones written
+// (rotated) and attended through the snippet's views.
+TEST_F(IntegrationDocTest, EngineCacheUsedInPlace) {
+  const int64_t N = 4, T = 5;
+  const Shape pool{N, kBlockSize, kKvHeads, kHeadSize};
+  DeviceBuffer kv = ctx().create_buffer(2 * size_t(pool.numel()) * 2);
+  const LayerCacheViews layer = vllm_v1_layer(kv.handle(), 0, N, DType::f16);
+  std::vector<DeviceBuffer> keep;
+  auto make = [&](const HostTensor& h) {
+    keep.push_back(ctx().create_buffer(std::max<size_t>(h.bytes(), 16)));
+    ctx().upload(keep.back().view(), h.data(), h.bytes());
+    return keep.back().tensor(h.dtype(), h.shape());
+  };
+  HostTensor slots(DType::i64, Shape{T}), positions(DType::i64, Shape{T}), table(DType::i32, Shape{1, 2});
+  table.as<int32_t>()[0] = 2;  // positions 0..15 in block 2, 16..19 in block 0
+  table.as<int32_t>()[1] = 0;
+  for (int64_t j = 0; j < T; ++j) {
+    positions.as<int64_t>()[j] = 15 + j;
+    slots.as<int64_t>()[j] = j == 0 ? 2 * kBlockSize + 15 : (j - 1);
+  }
+  HostTensor lens(DType::i32, Shape{1}), starts(DType::i32, Shape{2});
+  lens.as<int32_t>()[0] = 20;
+  starts.as<int32_t>()[1] = int32_t(T);
+  const TensorView query = keep.emplace_back(ctx().create_buffer(T * kHeads * kHeadSize * 2)).tensor(DType::f16, Shape{T, kHeads, kHeadSize});
+  const TensorView key = keep.emplace_back(ctx().create_buffer(T * kKvHeads * kHeadSize * 2)).tensor(DType::f16, Shape{T, kKvHeads, kHeadSize});
+  const TensorView value = keep.emplace_back(ctx().create_buffer(T * kKvHeads * kHeadSize * 2)).tensor(DType::f16, Shape{T, kKvHeads, kHeadSize});
+  const TensorView output = keep.emplace_back(ctx().create_buffer(T * kHeads * kHeadSize * 2)).tensor(DType::f16, Shape{T, kHeads, kHeadSize});
+  const HostTensor cos_sin_host = rotary_cos_sin_cache(32, kHeadSize);
+  AttentionShape shape{.num_requests = 1, .num_query_tokens = uint32_t(T), .num_heads = kHeads,
+                       .num_kv_heads = kKvHeads, .head_size = kHeadSize, .block_size = kBlockSize,
+                       .num_blocks = uint32_t(N), .max_blocks_per_seq = 2, .query_dtype = DType::f16,
+                       .cache_dtype = DType::f16, .kv_layout = KvLayout::nhd};
+  const std::vector<int32_t> host_starts = {0, int32_t(T)};
+  const AttentionPlan plan = AttentionPlan::create(ctx(), shape, host_starts);
+  AttentionViews views;
+  views.query = query;
+  views.block_tables = make(table);
+  views.context_lens = make(lens);
+  views.query_starts = make(starts);
+  views.output = output;
+  if (plan.scratch_bytes() > 0) views.scratch = keep.emplace_back(ctx().create_buffer(plan.scratch_bytes())).view();
+  const NewTokens tokens{key, value, make(slots), {}};
+  const RotaryInputs rotary{query, make(positions), make(cos_sin_host)};
+  ctx().run_and_wait([&](VkCommandBuffer cmd) {
+    record_fill_random(ctx(), cmd, kv.tensor(DType::f16, Shape{2 * pool.numel()}), 5);
+    record_fill_random(ctx(), cmd, query, 6);
+    record_fill_random(ctx(), cmd, key, 7);
+    record_fill_random(ctx(), cmd, value, 8);
+    barrier(cmd, kCompute, VK_ACCESS_SHADER_WRITE_BIT, kCompute, kShaderRW);
+    record_layer(ctx(), cmd, layer, tokens, rotary, plan, views);
+    barrier(cmd, kCompute, VK_ACCESS_SHADER_WRITE_BIT, kTransfer, VK_ACCESS_TRANSFER_READ_BIT);
+  });
+  AttentionInputs in;
+  in.kv_layout = KvLayout::nhd;
+  in.key_cache = HostTensor(DType::f16, pool);
+  in.value_cache = HostTensor(DType::f16, pool);
+  ctx().download(layer.key_cache.memory, in.key_cache.data(), in.key_cache.bytes());
+  ctx().download(layer.value_cache.memory, in.value_cache.data(), in.value_cache.bytes());
+  in.query = HostTensor(DType::f16, query.shape);
+  ctx().download(query.memory, in.query.data(), in.query.bytes());
+  in.block_tables = table;
+  in.context_lens = lens;
+  in.query_starts = starts;
+  // The new tokens' slots hold their keys as rotated, and their values.
+  HostTensor rotated_key(DType::f16, key.shape), new_value(DType::f16, value.shape);
+  ctx().download(key.memory, rotated_key.data(), rotated_key.bytes());
+  ctx().download(value.memory, new_value.data(), new_value.bytes());
+  for (int64_t j = 0; j < T; ++j) {
+    const int64_t slot = slots.as<int64_t>()[j], row = int64_t(kKvHeads) * kHeadSize;
+    for (int64_t i = 0; i < row; ++i) {
+      EXPECT_EQ(in.key_cache.get(size_t(slot * row + i)), rotated_key.get(size_t(j * row + i))) << j;
+      EXPECT_EQ(in.value_cache.get(size_t(slot * row + i)), new_value.get(size_t(j * row + i))) << j;
+    }
+  }
+  HostTensor got(DType::f16, output.shape);
+  ctx().download(output.memory, got.data(), got.bytes());
+  EXPECT_LE(max_abs_diff(got, reference::batch_attention(in).output), tolerance(DType::f16, DType::f16));
+}
+
+// A refused call names what it refused and leaves the command buffer usable; the log callback
+// receives the engine's lines until it is replaced.
+TEST_F(IntegrationDocTest, RefusalsAndTheLog) {
+  EngineCache engine(ctx(), KvLayout::vllm, 8, 0);
+  StepPlan step;
+  ASSERT_EQ(admit(engine.blocks, step, 1, tokens(0, 5), 64), 5);
+  const AttentionPlan plan = plan_step(ctx(), engine.cache, step);
+  AttentionViews views;
+  std::string refused;
+  ctx().run_and_wait([&](VkCommandBuffer cmd) {
+    refused = try_record_attention(engine.cache, cmd, kLayers, plan, views);
+    record_fill_random(ctx(), cmd, engine.cache.key_cache(0), 1);  // the command buffer goes on
+  });
+  EXPECT_NE(refused.find("invalid_argument"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("layer 2 is outside [0, 2)"), std::string::npos) << refused;
+  EXPECT_EQ(describe_status(kStatusBadSlot | kStatusBadPosition),
+            "a slot >= N * B; a position outside the cos/sin cache; ");
+
+  std::vector<std::string> lines;
+  install_log(lines);
+  engine_log(LogLevel::error, "seen", &lines);  // as vkpaged calls it
+  set_log_callback(nullptr, nullptr);           // back to the default (stderr)
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "error: seen");
+}
+
+}  // namespace
+}  // namespace vkpaged::test
