@@ -135,11 +135,17 @@ TEST_F(CApiTest, RefusesNullHandles) {
   expect_refused(vkp_record_compute_barrier(c_context(), VK_NULL_HANDLE), "cmd is NULL");
   expect_refused(vkp_decode_plan_create(nullptr, &shape, nullptr, &plan), "context is NULL");
   expect_refused(vkp_decode_plan_create(c_context(), nullptr, nullptr, &plan), "shape is NULL");
-  expect_refused(vkp_record_decode(c_context(), cmd, nullptr, &views), "plan is NULL");
-  expect_refused(vkp_record_decode(c_context(), VK_NULL_HANDLE, nullptr, &views), "cmd is NULL");
+  expect_refused(vkp_record_decode(c_context(), cmd, nullptr, &views, nullptr), "plan is NULL");
+  expect_refused(vkp_record_decode(c_context(), VK_NULL_HANDLE, nullptr, &views, nullptr), "cmd is NULL");
   expect_refused(vkp_decode_plan_info_get(nullptr, nullptr), "plan is NULL");
-  expect_refused(vkp_decode_attention(nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0), "context is NULL");
-  expect_refused(vkp_reference_decode_attention(nullptr, nullptr, nullptr, 0, nullptr, 0), "inputs is NULL");
+  expect_refused(vkp_decode_attention(nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0), "context is NULL");
+  expect_refused(vkp_reference_decode_attention(nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0), "inputs is NULL");
+  expect_refused(vkp_attention_plan_create(nullptr, nullptr, nullptr, 0, nullptr, nullptr), "out is NULL");
+  expect_refused(vkp_attention_plan_info_get(nullptr, nullptr), "plan is NULL");
+  expect_refused(vkp_record_attention(c_context(), cmd, nullptr, nullptr, nullptr), "plan is NULL");
+  expect_refused(vkp_batch_attention(nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0), "context is NULL");
+  expect_refused(vkp_record_rotary_embedding(nullptr, cmd, nullptr), "context is NULL");
+  expect_refused(vkp_kv_cache_record_reshape_and_cache(nullptr, cmd, 0, nullptr, nullptr, nullptr), "cache is NULL");
   expect_refused(vkp_record_reshape_and_cache(nullptr, cmd, nullptr, nullptr), "context is NULL");
   expect_refused(vkp_record_copy_blocks(c_context(), cmd, nullptr, 1, nullptr, 0), "layers is NULL");
   expect_refused(vkp_record_gather(c_context(), cmd, nullptr, nullptr), "views is NULL");
@@ -157,6 +163,7 @@ TEST_F(CApiTest, RefusesNullHandles) {
   vkp_context_destroy(nullptr);
   vkp_buffer_destroy(nullptr);
   vkp_decode_plan_destroy(nullptr);
+  vkp_attention_plan_destroy(nullptr);
   vkp_block_manager_destroy(nullptr);
   vkp_kv_cache_destroy(nullptr);
   EXPECT_EQ(vkp_buffer_handle(nullptr), VK_NULL_HANDLE);
@@ -164,6 +171,7 @@ TEST_F(CApiTest, RefusesNullHandles) {
   EXPECT_EQ(vkp_buffer_mapped(nullptr), nullptr);
   EXPECT_EQ(vkp_decode_plan_scratch_bytes(nullptr), 0u);
   EXPECT_STREQ(vkp_decode_plan_describe(nullptr), "");
+  EXPECT_STREQ(vkp_attention_plan_describe(nullptr), "");
 }
 
 TEST_F(CApiTest, ListsDevicesAndDescribesTheAdoptedContext) {

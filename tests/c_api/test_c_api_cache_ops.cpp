@@ -72,7 +72,7 @@ TEST_F(CApiCacheOpsTest, ReshapeAndCacheMatchesTheReferenceBitExactly) {
     }));
     vkp_host_tensor hk = host_view(key), hv = host_view(value), hs = host_view(slots);
     vkp_host_tensor kc = host_view(pools.key), vc = host_view(pools.value);
-    ASSERT_VKP_OK(vkp_reference_reshape_and_cache(&hk, &hv, &hs, &kc, &vc, &scales));
+    ASSERT_VKP_OK(vkp_reference_reshape_and_cache(&hk, &hv, &hs, &kc, &vc, &scales, VKP_KV_LAYOUT_VLLM));
     EXPECT_TRUE(bytes_equal(download(c_context(), pools.d_key), pools.key)) << dtype_name(cache);
     EXPECT_TRUE(bytes_equal(download(c_context(), pools.d_value), pools.value)) << dtype_name(cache);
     EXPECT_EQ(download(c_context(), status).as<uint32_t>()[0], 0u);
@@ -84,7 +84,7 @@ TEST_F(CApiCacheOpsTest, ReshapeAndCacheMatchesTheReferenceBitExactly) {
       return VKP_OK;
     }));
     slots.as<int64_t>()[0] = N * B;
-    expect_refused(vkp_reference_reshape_and_cache(&hk, &hv, &hs, &kc, &vc, &scales), "48");
+    expect_refused(vkp_reference_reshape_and_cache(&hk, &hv, &hs, &kc, &vc, &scales, VKP_KV_LAYOUT_VLLM), "48");
   }
 }
 
@@ -97,7 +97,7 @@ TEST_F(CApiCacheOpsTest, CopyBlocksMatchesTheReferenceInEveryLayer) {
   }));
   for (auto& l : layers) {
     vkp_host_tensor k = host_view(l.key), v = host_view(l.value);
-    ASSERT_VKP_OK(vkp_reference_copy_blocks(&k, &v, pairs, 3));
+    ASSERT_VKP_OK(vkp_reference_copy_blocks(&k, &v, pairs, 3, VKP_KV_LAYOUT_VLLM));
     EXPECT_TRUE(bytes_equal(download(c_context(), l.d_key), l.key));
     EXPECT_TRUE(bytes_equal(download(c_context(), l.d_value), l.value));
   }
@@ -128,7 +128,7 @@ TEST_F(CApiCacheOpsTest, SwapBlocksOutToHostVisibleAndBackIn) {
   }));
   vkp_host_tensor dk = host_view(device.key), dv = host_view(device.value);
   vkp_host_tensor hk = host_view(host.key), hv = host_view(host.value);
-  ASSERT_VKP_OK(vkp_reference_swap_blocks(&dk, &dv, &hk, &hv, out, 3));
+  ASSERT_VKP_OK(vkp_reference_swap_blocks(&dk, &dv, &hk, &hv, out, 3, VKP_KV_LAYOUT_VLLM));
   EXPECT_EQ(std::memcmp(vkp_buffer_mapped(host.d_key.buffer.get()), host.key.data(), host.key.bytes()), 0);
   EXPECT_EQ(std::memcmp(vkp_buffer_mapped(host.d_value.buffer.get()), host.value.data(), host.value.bytes()), 0);
 
@@ -136,7 +136,7 @@ TEST_F(CApiCacheOpsTest, SwapBlocksOutToHostVisibleAndBackIn) {
   ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
     return vkp_record_swap_blocks(c_context(), cmd, &h, 1, &d, 1, in, 2);
   }));
-  ASSERT_VKP_OK(vkp_reference_swap_blocks(&hk, &hv, &dk, &dv, in, 2));
+  ASSERT_VKP_OK(vkp_reference_swap_blocks(&hk, &hv, &dk, &dv, in, 2, VKP_KV_LAYOUT_VLLM));
   EXPECT_TRUE(bytes_equal(download(c_context(), device.d_key), device.key));
   EXPECT_TRUE(bytes_equal(download(c_context(), device.d_value), device.value));
 
@@ -179,13 +179,13 @@ TEST_F(CApiCacheOpsTest, GatherMatchesTheReferenceBitExactly) {
   const vkp_host_tensor kc = host_view(pools.key), vc = host_view(pools.value);
   const vkp_host_tensor bt = host_view(tables), ss = host_view(starts);
   vkp_host_tensor ko = host_view(want_key), vo = host_view(want_value);
-  ASSERT_VKP_OK(vkp_reference_gather(&kc, &vc, &bt, &ss, &scales, &ko, &vo));
+  ASSERT_VKP_OK(vkp_reference_gather(&kc, &vc, &bt, &ss, &scales, VKP_KV_LAYOUT_VLLM, &ko, &vo));
   EXPECT_TRUE(bytes_equal(download(c_context(), key_out), want_key));
   EXPECT_TRUE(bytes_equal(download(c_context(), value_out), want_value));
   EXPECT_EQ(download(c_context(), status).as<uint32_t>()[0], 0u);
 
   vo.shape[0] = 39;
-  expect_refused(vkp_reference_gather(&kc, &vc, &bt, &ss, &scales, &ko, &vo), "value_out");
+  expect_refused(vkp_reference_gather(&kc, &vc, &bt, &ss, &scales, VKP_KV_LAYOUT_VLLM, &ko, &vo), "value_out");
 }
 
 TEST_F(CApiCacheOpsTest, AbsmaxAndFp8Scale) {
