@@ -2,6 +2,8 @@
 // (bit for bit what the C++ API computes, within the contract's tolerance of the reference),
 // the host convenience, the reference, and refusals that name the argument.
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "c_api/c_api_test_helpers.hpp"
 #include "support/decode_case.hpp"
@@ -378,6 +380,91 @@ TEST_F(CApiDecodeHostTest, LongestFirstRecordsThroughCAndIsChecked) {
   const CTensor small = zeros(cctx, DType::u8, Shape{8});
   expect_refused(run(cctx, [&](VkCommandBuffer cmd) { return vkp_record_decode_order(cctx, cmd, raw, &lens.view, &small.view.memory); }),
                  "order:");
+}
+
+// One plan, per-call values that change from call to call: each record computes what the C++
+// API does with those values; values that contradict the plan's shape are refused naming them.
+TEST_F(CApiDecodeHostTest, PerCallParamsChangeBetweenCallsOfOnePlan) {
+  DecodeCase c = make_case(DType::f16, DType::fp8_e4m3, {9, 300}, false, true);
+  std::mt19937 rng(31);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  vkp_context* cctx = c_context();
+  const vkp_decode_inputs cin = c_inputs(in);
+  vkp_decode_shape shape;
+  vkp_decode_shape_init(&shape);
+  ASSERT_VKP_OK(vkp_decode_shape_of(&cin, VKP_FALSE, &shape));
+  shape.softcap = VKP_TRUE;
+  vkp_decode_plan* raw = nullptr;
+  ASSERT_VKP_OK(vkp_decode_plan_create(cctx, &shape, nullptr, &raw));
+  PlanPtr plan(raw, &vkp_decode_plan_destroy);
+  vkp_decode_shape got_shape;
+  vkp_decode_shape_init(&got_shape);
+  ASSERT_VKP_OK(vkp_decode_plan_shape_get(raw, &got_shape));
+  EXPECT_EQ(got_shape.softcap, VKP_TRUE);
+
+  const CTensor query = upload(cctx, in.query), key = upload(cctx, in.key_cache), value = upload(cctx, in.value_cache);
+  const CTensor tables = upload(cctx, in.block_tables), lens = upload(cctx, in.context_lens);
+  const CTensor sinks = upload(cctx, in.sinks);
+  const CTensor output = zeros(cctx, in.query.dtype(), in.query.shape());
+  vkp_decode_views views;
+  vkp_decode_views_init(&views);
+  views.query = query.view;
+  views.key_cache = key.view;
+  views.value_cache = value.view;
+  views.block_tables = tables.view;
+  views.context_lens = lens.view;
+  views.sinks = sinks.view;
+  views.output = output.view;
+  CTensor scratch;  // where the device's planner splits (not on lavapipe)
+  if (vkp_decode_plan_scratch_bytes(raw) > 0) {
+    scratch = zeros(cctx, DType::u8, Shape{int64_t(vkp_decode_plan_scratch_bytes(raw))});
+    views.scratch = scratch.view.memory;
+  }
+
+  DecodeParams a = default_params(c), b = default_params(c);
+  a.softcap = 30.0f;
+  b.softcap = 4.0f;
+  b.scale = 0.05f;
+  b.k_scale *= 2.0f;
+  std::vector<HostTensor> outputs;
+  for (const DecodeParams& p : {a, b}) {
+    const vkp_decode_params cp = c_params(p);
+    ASSERT_VKP_OK(run(cctx, [&](VkCommandBuffer cmd) { return vkp_record_decode(cctx, cmd, raw, &views, &cp); }));
+    outputs.push_back(download(cctx, output));
+    const DecodeResult cpp = decode_attention(ctx(), in, {}, p);
+    EXPECT_EQ(std::memcmp(outputs.back().data(), cpp.output.data(), cpp.output.bytes()), 0);
+    EXPECT_LE(max_abs_diff(outputs.back(), reference::decode_attention(in, {}, p).output),
+              tolerance(c.query_dtype, c.cache_dtype));
+  }
+  EXPECT_NE(std::memcmp(outputs[0].data(), outputs[1].data(), outputs[0].bytes()), 0) << "the params changed nothing";
+
+  // Refused before anything is recorded: no soft cap for a plan with one (NULL params are the
+  // defaults, softcap 0), a soft cap for a plan without, values out of range.
+  vkp_decode_params capped = c_params(a);
+  vkp_decode_params off = c_params(a);
+  off.softcap = 0.0f;
+  vkp_decode_shape plain = shape;
+  plain.softcap = VKP_FALSE;
+  vkp_decode_plan* raw_plain = nullptr;
+  ASSERT_VKP_OK(vkp_decode_plan_create(cctx, &plain, nullptr, &raw_plain));
+  PlanPtr plain_plan(raw_plain, &vkp_decode_plan_destroy);
+  vkp_decode_params nan_scale = c_params(a);
+  nan_scale.has_scale = VKP_TRUE;
+  nan_scale.scale = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_VKP_OK(run(cctx, [&](VkCommandBuffer cmd) {
+    expect_refused(vkp_record_decode(cctx, cmd, raw, &views, nullptr), "softcap");
+    expect_refused(vkp_record_decode(cctx, cmd, raw, &views, &off), "softcap");
+    expect_refused(vkp_record_decode(cctx, cmd, raw_plain, &views, &capped), "softcap");
+    expect_refused(vkp_record_decode(cctx, cmd, raw, &views, &nan_scale), "scale");
+    return VKP_OK;
+  }));
+
+  // Decode reads the vllm layout only: a plan for another is refused as unsupported.
+  vkp_decode_shape nhd = shape;
+  nhd.kv_layout = VKP_KV_LAYOUT_NHD;
+  vkp_decode_plan* refused = nullptr;
+  expect_refused(vkp_decode_plan_create(cctx, &nhd, nullptr, &refused), "kv_layout", VKP_ERROR_UNSUPPORTED);
+  EXPECT_EQ(refused, nullptr);
 }
 
 TEST_F(CApiDecodeHostTest, PlanAndRecordRefusalsNameTheArgument) {
