@@ -17,9 +17,9 @@
  *   Buffers, decode and attention plans, caches and reads belong to their context: destroy
  *   them before it.
  * - Threads: a context may be used from several threads at once (recording into different
- *   command buffers, creating plans, buffers, uploads); vkp_decode_plan is immutable and may
- *   be shared; a vkp_block_manager must be used by one thread at a time. vkp_last_error() is
- *   per thread.
+ *   command buffers, creating plans, buffers, uploads); decode and attention plans are
+ *   immutable and may be shared; a vkp_block_manager must be used by one thread at a time.
+ *   vkp_last_error() is per thread; the log callback is one per process.
  *
  * ABI rules (docs/api.md, "The C ABI"):
  * - Extensible structs (options, shapes, views, inputs, infos, results) begin with
