@@ -1,6 +1,7 @@
 /* vkpaged from C: a block manager lays out the paged KV cache of three sequences, the GPU
- * decodes one query per sequence over it, and the CPU reference checks the result. Prints one
- * line; exits non-zero on any error or mismatch. */
+ * decodes one query per sequence over it with per-call values (a logit scale and a soft cap),
+ * and the CPU reference checks the result. Prints one line; exits non-zero on any error or
+ * mismatch. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,14 @@ int main(void) {
   inputs.block_tables = host_tensor(block_tables, VKP_DTYPE_I32, 2, tables_shape);
   inputs.context_lens = host_tensor(context_lens, VKP_DTYPE_I32, 1, lens_shape);
   inputs.cache_dtype = VKP_DTYPE_F32;
+  /* The per-call values (a plan recorded with vkp_record_decode takes them at each call): a
+   * logit scale other than the default 1 / sqrt(D), and a soft cap, which the convenience
+   * path's plan then has (its shape's softcap). */
+  vkp_decode_params params;
+  check(vkp_decode_params_init(&params), "vkp_decode_params_init");
+  params.has_scale = VKP_TRUE;
+  params.scale = 0.1f;
+  params.softcap = 20.0f;
 
   /* The default device (VKPAGED_DEVICE chooses another): upload, run, wait, download. */
   vkp_context* context = NULL;
@@ -83,8 +92,9 @@ int main(void) {
   vkp_device_info info;
   check(vkp_device_info_init(&info), "vkp_device_info_init");
   check(vkp_context_device_info(context, &info), "vkp_context_device_info");
-  check(vkp_decode_attention(context, &inputs, NULL, output, sizeof(output), NULL, 0), "vkp_decode_attention");
-  check(vkp_reference_decode_attention(&inputs, NULL, expected, sizeof(expected), NULL, 0),
+  /* Options NULL: the defaults (automatic split and kernel). */
+  check(vkp_decode_attention(context, &inputs, NULL, &params, output, sizeof(output), NULL, 0), "vkp_decode_attention");
+  check(vkp_reference_decode_attention(&inputs, NULL, &params, expected, sizeof(expected), NULL, 0),
         "vkp_reference_decode_attention");
 
   double worst = 0.0;
@@ -94,7 +104,8 @@ int main(void) {
     if (!(diff <= 1e-4)) ok = 0; /* the contract's f32 tolerance; a NaN fails too */
     if (diff > worst) worst = diff;
   }
-  printf("vkpaged C example: decode of %d sequences (lengths %d, %d, %d) on %s: max |gpu - reference| = %.2e -> %s\n",
+  printf("vkpaged C example: decode of %d sequences (lengths %d, %d, %d; scale 0.1, soft cap 20) on %s: "
+         "max |gpu - reference| = %.2e -> %s\n",
          S, context_lens[0], context_lens[1], context_lens[2], info.name, worst, ok ? "ok" : "MISMATCH");
 
   vkp_context_destroy(context);

@@ -41,11 +41,16 @@ class DecodeInputs(ctypes.Structure):
 
 
 class DecodeOptions(ctypes.Structure):
+    """What shapes the plan beside its shape (vkp_decode_options)."""
+    _fields_ = [("struct_size", ctypes.c_uint32), ("sliding_window", ctypes.c_uint32), ("split", ctypes.c_int),
+                ("partition_tokens", ctypes.c_uint32), ("kernel", ctypes.c_int), ("order", ctypes.c_int),
+                ("merge", ctypes.c_int)]
+
+
+class DecodeParams(ctypes.Structure):
+    """The per-call values of one decode (vkp_decode_params)."""
     _fields_ = [("struct_size", ctypes.c_uint32), ("has_scale", ctypes.c_uint32), ("scale", ctypes.c_float),
-                ("softcap", ctypes.c_float),
-                ("sliding_window", ctypes.c_uint32), ("k_scale", ctypes.c_float), ("v_scale", ctypes.c_float),
-                ("split", ctypes.c_int), ("partition_tokens", ctypes.c_uint32), ("kernel", ctypes.c_int),
-                ("order", ctypes.c_int), ("merge", ctypes.c_int)]
+                ("softcap", ctypes.c_float), ("k_scale", ctypes.c_float), ("v_scale", ctypes.c_float)]
 
 
 class DeviceInfo(ctypes.Structure):
@@ -63,12 +68,14 @@ class DeviceInfo(ctypes.Structure):
                 ("timestamp_period_ns", ctypes.c_double), ("device_local_bytes", ctypes.c_uint64),
                 ("subgroup_shuffle", ctypes.c_uint32), ("memory_budget", ctypes.c_uint32),
                 ("device_local_free_bytes", ctypes.c_uint64), ("cooperative_matrix", ctypes.c_uint32),
-                ("reserved0", ctypes.c_uint32), ("max_memory_allocation_size", ctypes.c_uint64)]
+                ("cooperative_matrix_khr", ctypes.c_uint32), ("max_memory_allocation_size", ctypes.c_uint64),
+                ("vulkan_memory_model", ctypes.c_uint32), ("vulkan_memory_model_device_scope", ctypes.c_uint32)]
 
 
 # tests/c_api/abi_table.inc's sizes (x86-64): a declaration that drifted from vkpaged.h stops here.
 if ctypes.sizeof(ctypes.c_void_p) == 8:
-    for struct, size in ((HostTensor, 56), (DecodeInputs, 400), (DecodeOptions, 48), (DeviceInfo, 664)):
+    for struct, size in ((HostTensor, 56), (DecodeInputs, 400), (DecodeOptions, 28), (DecodeParams, 24),
+                         (DeviceInfo, 672)):
         assert ctypes.sizeof(struct) == size, f"{struct.__name__}: {ctypes.sizeof(struct)} bytes, vkpaged.h has {size}"
 
 
@@ -88,12 +95,14 @@ def load_library(path):
     lib.vkp_context_device_info.argtypes = [ctypes.c_void_p, ctypes.POINTER(DeviceInfo)]
     for struct, init in ((DecodeInputs, lib.vkp_decode_inputs_init_sized),
                          (DecodeOptions, lib.vkp_decode_options_init_sized),
+                         (DecodeParams, lib.vkp_decode_params_init_sized),
                          (DeviceInfo, lib.vkp_device_info_init_sized)):
         init.argtypes = [ctypes.POINTER(struct), ctypes.c_uint32]
         init.restype = ctypes.c_int
     lib.vkp_decode_attention.argtypes = [ctypes.c_void_p, ctypes.POINTER(DecodeInputs),
-                                         ctypes.POINTER(DecodeOptions), ctypes.c_void_p, ctypes.c_size_t,
-                                         ctypes.POINTER(ctypes.c_float), ctypes.c_size_t]
+                                         ctypes.POINTER(DecodeOptions), ctypes.POINTER(DecodeParams),
+                                         ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_float),
+                                         ctypes.c_size_t]
     return lib
 
 
@@ -185,7 +194,10 @@ def run(lib):
     inputs.context_lens = tensor(lens, VKP_DTYPE_I32, [S])
     inputs.sinks = tensor(sinks, VKP_DTYPE_F32, [H])
     inputs.cache_dtype = VKP_DTYPE_F32
-    options = init(lib, DecodeOptions, lib.vkp_decode_options_init_sized)  # default scale 1 / sqrt(D)
+    options = init(lib, DecodeOptions, lib.vkp_decode_options_init_sized)  # automatic split and kernel
+    params = init(lib, DecodeParams, lib.vkp_decode_params_init_sized)  # the per-call values
+    scale = 0.2  # a logit scale of our own (the default is 1 / sqrt(D))
+    params.has_scale, params.scale = 1, scale
 
     context = ctypes.c_void_p()
     check(lib, lib.vkp_context_create(None, ctypes.byref(context)), "vkp_context_create")
@@ -199,16 +211,17 @@ def run(lib):
                                "is below 1 GiB: DeviceInfo does not match vkpaged.h")
         output = (ctypes.c_float * (S * H * D))()
         lse = (ctypes.c_float * (S * H))()
-        check(lib, lib.vkp_decode_attention(context, ctypes.byref(inputs), ctypes.byref(options), output,
-                                            ctypes.sizeof(output), lse, len(lse)), "vkp_decode_attention")
+        check(lib, lib.vkp_decode_attention(context, ctypes.byref(inputs), ctypes.byref(options),
+                                            ctypes.byref(params), output, ctypes.sizeof(output), lse, len(lse)),
+              "vkp_decode_attention")
     finally:
         lib.vkp_context_destroy(context)
 
-    want, want_lse = contract_decode(query, keys, values, tables, lens, sinks, 1.0 / math.sqrt(D))
+    want, want_lse = contract_decode(query, keys, values, tables, lens, sinks, scale)
     worst = max(abs(a - b) for a, b in zip(output, want))
     worst_lse = max(abs(a - b) for a, b in zip(lse, want_lse))
     ok = worst <= 1e-4 and worst_lse <= 1e-4  # docs/contract.md: f32 storage 1e-4 absolute
-    print(f"vkpaged Python example: decode of {S} sequences (GQA {H}/{HKV}, sinks, LSE) on "
+    print(f"vkpaged Python example: decode of {S} sequences (GQA {H}/{HKV}, sinks, LSE, scale {scale}) on "
           f"{info.name.decode()} with vkpaged {version}: max |gpu - contract| = {worst:.2e}, "
           f"LSE {worst_lse:.2e} -> {'ok' if ok else 'MISMATCH'}")
     return ok

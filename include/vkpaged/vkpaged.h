@@ -1,5 +1,6 @@
-/* The vkpaged C API: the C++ API (context.hpp, decode.hpp, cache_ops.hpp, block_manager.hpp,
- * reference.hpp, utilities.hpp, dtype.hpp) behind opaque handles and plain structs, for C,
+/* The vkpaged C API: the C++ API (context.hpp, decode.hpp, attention.hpp, cache_ops.hpp,
+ * rotary.hpp, kv_cache.hpp, block_manager.hpp, reference.hpp, utilities.hpp, log.hpp,
+ * dtype.hpp) behind opaque handles and plain structs, for C,
  * Rust, Python (ctypes/cffi) and every other language with a C FFI. docs/api.md describes each
  * call at length, and the ABI rules below in full; the layouts and the math are those of
  * docs/contract.md.
@@ -13,11 +14,12 @@
  *   is a handle that is not live (already destroyed, never created, or of another type; see
  *   docs/api.md for what cannot be detected). Destroying a handle that is not live does nothing.
  * - Objects are created by vkp_*_create and released by vkp_*_destroy (NULL is a no-op).
- *   Buffers, decode plans, caches and reads belong to their context: destroy them before it.
+ *   Buffers, decode and attention plans, caches and reads belong to their context: destroy
+ *   them before it.
  * - Threads: a context may be used from several threads at once (recording into different
- *   command buffers, creating plans, buffers, uploads); vkp_decode_plan is immutable and may
- *   be shared; a vkp_block_manager must be used by one thread at a time. vkp_last_error() is
- *   per thread.
+ *   command buffers, creating plans, buffers, uploads); decode and attention plans are
+ *   immutable and may be shared; a vkp_block_manager must be used by one thread at a time.
+ *   vkp_last_error() is per thread; the log callback is one per process.
  *
  * ABI rules (docs/api.md, "The C ABI"):
  * - Extensible structs (options, shapes, views, inputs, infos, results) begin with
@@ -114,6 +116,30 @@ VKP_API uint32_t VKP_CALL vkp_version(void);
 /* The library's version as "major.minor.patch". */
 VKP_API const char* VKP_CALL vkp_version_string(void);
 
+/* ===================================================================== log */
+
+/* Levels of vkpaged's messages (vkpaged::LogLevel). */
+typedef enum vkp_log_level {
+  VKP_LOG_DEBUG = 0,   /* details for whoever debugs vkpaged itself */
+  VKP_LOG_INFO = 1,    /* asked-for reports (pipeline statistics) */
+  VKP_LOG_WARNING = 2, /* validation-layer warnings, performance warnings */
+  VKP_LOG_ERROR = 3,   /* validation-layer errors: a Vulkan rule broken */
+  VKP_LOG_LEVEL_MAX_ENUM = 0x7FFFFFFF
+} vkp_log_level;
+
+/* Receives one message: its level (a vkp_log_level value), the text (no trailing newline,
+ * valid during the call only) and the user_data given with the callback. */
+typedef void(VKP_CALL* vkp_log_fn)(uint32_t level, const char* message, void* user_data);
+
+/* Sends every message of min_level and above to fn with user_data, from now on and instead of
+ * the previous callback; fn NULL restores the default (stderr as "vkpaged: <message>", levels
+ * from min_level up). Until a callback is set, messages of VKP_LOG_INFO and above go to stderr.
+ * One callback per process (see log.hpp): messages may come from any thread that calls vkpaged,
+ * but calls of fn never overlap. Once this returns, the previous callback is neither running nor
+ * called again: its user_data may be freed. fn must not call vkp_set_log_callback (refused).
+ * Errors: INVALID_ARGUMENT (min_level not a vkp_log_level, called from inside the callback). */
+VKP_API vkp_status VKP_CALL vkp_set_log_callback(vkp_log_fn fn, void* user_data, vkp_log_level min_level);
+
 /* ===================================================================== element types */
 
 /* Values equal vkpaged::DType's and the shaders' DT_* constants. */
@@ -183,6 +209,18 @@ typedef struct vkp_host_tensor {
   int64_t shape[VKP_MAX_RANK];
 } vkp_host_tensor;
 
+/* ===================================================================== cache layouts */
+
+/* How a paged KV cache lies in memory (vkpaged::KvLayout, kv_layout.hpp; docs/contract.md,
+ * "Layouts" and "Other cache layouts"): one layout per cache, keys and values alike. x is the
+ * cache's pack factor, 16 / element bytes. */
+typedef enum vkp_kv_layout {
+  VKP_KV_LAYOUT_VLLM = 0, /* key [N, Hkv, D/x, B, x], value [N, Hkv, D, B] (vLLM's paged_attention) */
+  VKP_KV_LAYOUT_NHD = 1,  /* key and value [N, B, Hkv, D] (vLLM V1's flash layout, FlashInfer NHD) */
+  VKP_KV_LAYOUT_HND = 2,  /* key and value [N, Hkv, B, D] (FlashInfer HND) */
+  VKP_KV_LAYOUT_MAX_ENUM = 0x7FFFFFFF
+} vkp_kv_layout;
+
 /* ===================================================================== devices */
 
 typedef struct vkp_device_info {
@@ -219,10 +257,18 @@ typedef struct vkp_device_info {
   uint64_t device_local_free_bytes;
   /* VK_NV_cooperative_matrix with what the matrix decode kernel needs (see context.hpp). */
   vkp_bool32 cooperative_matrix;
-  uint32_t reserved0; /* padding made explicit: written 0 */
+  /* VK_KHR_cooperative_matrix with its cooperativeMatrix feature in compute shaders; its
+   * shapes come from vkp_context_cooperative_matrix_shapes. Not queried (0) for an adopted
+   * device whose engine did not enable it, nor under a validation layer older than the
+   * extension (context.hpp). */
+  vkp_bool32 cooperative_matrix_khr;
   /* VkPhysicalDeviceMaintenance3Properties: one allocation past this size may fail; a
    * KvCache pool is one allocation. */
   uint64_t max_memory_allocation_size;
+  /* VkPhysicalDeviceVulkan12Features::vulkanMemoryModel and vulkanMemoryModelDeviceScope: the
+   * matrix kernels need the first; a context enables both where the device has both. */
+  vkp_bool32 vulkan_memory_model;
+  vkp_bool32 vulkan_memory_model_device_scope;
 } vkp_device_info;
 /* An output struct: only struct_size matters on the way in (init zeroes the rest). */
 VKP_API vkp_status VKP_CALL vkp_device_info_init_sized(vkp_device_info* info, uint32_t struct_size);
@@ -237,6 +283,28 @@ static inline vkp_status VKP_CALL vkp_device_info_init(vkp_device_info* info) {
  * Errors: UNSUPPORTED or DEVICE when there is no Vulkan at all. */
 VKP_API vkp_status VKP_CALL vkp_list_devices(vkp_device_info* infos, uint32_t* count, uint32_t* default_index);
 
+/* One matrix shape VK_KHR_cooperative_matrix offers (a VkCooperativeMatrixPropertiesKHR): A is
+ * m x k, B k x n, C and the result m x n. Types and scope keep Vulkan's values
+ * (VkComponentTypeKHR: 0 f16, 1 f32, 3 s8, 7 u8, ...; VkScopeKHR: 3 subgroup). */
+typedef struct vkp_cooperative_matrix_shape {
+  uint32_t struct_size;
+  uint32_t m;
+  uint32_t n;
+  uint32_t k;
+  uint32_t a_type;
+  uint32_t b_type;
+  uint32_t c_type;
+  uint32_t result_type;
+  vkp_bool32 saturating_accumulation;
+  uint32_t scope;
+} vkp_cooperative_matrix_shape;
+/* An output struct: only struct_size matters on the way in (init zeroes the rest). */
+VKP_API vkp_status VKP_CALL vkp_cooperative_matrix_shape_init_sized(vkp_cooperative_matrix_shape* shape,
+                                                                    uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_cooperative_matrix_shape_init(vkp_cooperative_matrix_shape* shape) {
+  return vkp_cooperative_matrix_shape_init_sized(shape, (uint32_t)sizeof(vkp_cooperative_matrix_shape));
+}
+
 /* ===================================================================== context */
 
 typedef struct vkp_context vkp_context;
@@ -248,7 +316,12 @@ typedef struct vkp_context_options {
    * virtual, CPU). Otherwise an index ("1") or a name substring ("H200", "llvmpipe"). */
   const char* device;
   vkp_bool32 disable_subgroup_arithmetic; /* force the shared-memory reductions; default 0 */
-  uint32_t reserved0;                     /* padding made explicit: ignored */
+  /* How long the calls that wait (vkp_run_and_wait, vkp_run_and_time, vkp_upload,
+   * vkp_download and the host conveniences) wait for the device before they fail with
+   * VKP_ERROR_DEVICE ("did not finish within ... ms"; the work stays in flight: keep its
+   * buffers until a later such call succeeds, see Context::run_and_wait); 0 = no limit.
+   * Default 60000. */
+  uint32_t fence_timeout_ms;
 } vkp_context_options;
 VKP_API vkp_status VKP_CALL vkp_context_options_init_sized(vkp_context_options* options, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_context_options_init(vkp_context_options* options) {
@@ -274,9 +347,21 @@ typedef struct vkp_external_device {
   /* Whether the engine enabled VK_NV_cooperative_matrix with its cooperativeMatrix feature,
    * shaderFloat16 and storageBuffer16BitAccess: the decode then may run on matrix units. */
   vkp_bool32 cooperative_matrix;
-  uint32_t reserved0; /* padding made explicit: ignored */
+  /* Whether the engine enabled VkPhysicalDeviceVulkan12Features::vulkanMemoryModel and
+   * vulkanMemoryModelDeviceScope. Every matrix kernel needs the first (without it they are
+   * refused, naming the feature, and the portable kernels run); the first without the second
+   * is refused here (vkpaged's portable shaders use Device-scope atomics). */
+  vkp_bool32 vulkan_memory_model;
+  vkp_bool32 vulkan_memory_model_device_scope;
+  /* Whether the engine enabled VK_KHR_cooperative_matrix with its cooperativeMatrix feature and
+   * VK_EXT_subgroup_size_control with computeFullSubgroups, beside the memory model,
+   * shaderFloat16 and storageBuffer16BitAccess: the KHR matrix kernels then may run. */
+  vkp_bool32 cooperative_matrix_khr;
+  uint32_t fence_timeout_ms; /* as vkp_context_options.fence_timeout_ms; default 60000 */
+  uint32_t reserved0;        /* padding made explicit: ignored */
 } vkp_external_device;
-/* Defaults: every handle NULL, queue family and index 0, both features 0. */
+/* Defaults: every handle NULL, queue family and index 0, every feature 0, fence_timeout_ms
+ * 60000. */
 VKP_API vkp_status VKP_CALL vkp_external_device_init_sized(vkp_external_device* external, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_external_device_init(vkp_external_device* external) {
   return vkp_external_device_init_sized(external, (uint32_t)sizeof(vkp_external_device));
@@ -293,6 +378,13 @@ VKP_API vkp_status VKP_CALL vkp_context_create_external(const vkp_external_devic
 VKP_API void VKP_CALL vkp_context_destroy(vkp_context* context);
 
 VKP_API vkp_status VKP_CALL vkp_context_device_info(const vkp_context* context, vkp_device_info* out);
+/* The matrix shapes VK_KHR_cooperative_matrix offers on the context's device, in the driver's
+ * order of preference (none where vkp_device_info.cooperative_matrix_khr is 0), Vulkan style:
+ * with shapes NULL, sets *count to their number; else fills min(*count, number) entries and
+ * sets *count to how many were written. Every entry of shapes carries the same struct_size
+ * (vkp_cooperative_matrix_shape_init each). */
+VKP_API vkp_status VKP_CALL vkp_context_cooperative_matrix_shapes(const vkp_context* context, uint32_t* count,
+                                                                  vkp_cooperative_matrix_shape* shapes);
 
 /* The Vulkan objects the context runs on (its own, or the adopted ones). */
 typedef struct vkp_vulkan_handles {
@@ -424,45 +516,66 @@ typedef struct vkp_decode_shape {
   uint32_t max_context_len;    /* bound on every length, sizes the split; 0 = M * B */
   vkp_dtype query_dtype;
   vkp_dtype cache_dtype;
-  vkp_bool32 alibi; /* ALiBi slopes [H] f32 will be given */
-  vkp_bool32 sinks; /* sink logits [H] f32 will be given */
-  vkp_bool32 lse;   /* write log-sum-exp [S, H] f32 */
+  /* The caches' layout. Decode reads VKP_KV_LAYOUT_VLLM only for now: the others are refused
+   * (UNSUPPORTED) by vkp_decode_plan_create; vkp_attention_plan_create takes every layout. */
+  vkp_kv_layout kv_layout;
+  vkp_bool32 alibi;   /* ALiBi slopes [H] f32 will be given */
+  vkp_bool32 softcap; /* a soft cap will be given (vkp_decode_params.softcap > 0) */
+  vkp_bool32 sinks;   /* sink logits [H] f32 will be given */
+  vkp_bool32 lse;     /* write log-sum-exp [S, H] f32 */
 } vkp_decode_shape;
-/* Defaults: every count 0, f16 query and cache, no ALiBi, sinks or LSE. */
+/* Defaults: every count 0, f16 query and cache, the vllm layout, no ALiBi, soft cap, sinks or
+ * LSE. */
 VKP_API vkp_status VKP_CALL vkp_decode_shape_init_sized(vkp_decode_shape* shape, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_decode_shape_init(vkp_decode_shape* shape) {
   return vkp_decode_shape_init_sized(shape, (uint32_t)sizeof(vkp_decode_shape));
 }
 
-/* See vkpaged::DecodeOptions. */
+/* How the plan runs, beside the shape (vkpaged::DecodeOptions): fixed by vkp_decode_plan_create. */
 typedef struct vkp_decode_options {
   uint32_t struct_size;
-  vkp_bool32 has_scale;    /* 0: scale = 1 / sqrt(head_size) */
-  float scale;
-  float softcap;           /* > 0: logit = c * tanh(logit / c); 0 = off */
   uint32_t sliding_window; /* > 0: attend the last W positions; 0 = off */
-  float k_scale;           /* fp8 caches: key = decode(byte) * k_scale */
-  float v_scale;
   vkp_split_mode split;
   uint32_t partition_tokens; /* split: tokens per partition, a multiple of 256; 0 = auto */
   vkp_decode_kernel kernel;
   vkp_decode_order order;
   vkp_decode_merge merge;
 } vkp_decode_options;
-/* Defaults: no scale given, softcap 0, window 0, k_scale = v_scale = 1, automatic split,
- * kernel and order, merge in a reduce pass. */
+/* Defaults: window 0, automatic split, kernel and order, merge in a reduce pass. */
 VKP_API vkp_status VKP_CALL vkp_decode_options_init_sized(vkp_decode_options* options, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_decode_options_init(vkp_decode_options* options) {
   return vkp_decode_options_init_sized(options, (uint32_t)sizeof(vkp_decode_options));
 }
 
+/* The per-call values of one decode or attention call (vkpaged::DecodeParams, which is also
+ * vkpaged::AttentionParams): given to each vkp_record_decode / vkp_record_attention, they may
+ * change between calls of one plan. Checked when recording, before anything is recorded. */
+typedef struct vkp_decode_params {
+  uint32_t struct_size;
+  vkp_bool32 has_scale; /* 0: scale = 1 / sqrt(head_size) */
+  float scale;          /* logit scale, finite and > 0, where has_scale */
+  /* logit = c * tanh(logit / c): a finite c > 0 where the plan's shape.softcap is 1, 0 (off)
+   * where it is 0; a value that contradicts the plan is refused. */
+  float softcap;
+  /* fp8 caches: key = decode(byte) * k_scale, value = decode(byte) * v_scale (other caches
+   * ignore them); each finite and > 0, small enough that the format's max times it stays
+   * finite. */
+  float k_scale;
+  float v_scale;
+} vkp_decode_params;
+/* Defaults: no scale given (1 / sqrt(head_size)), softcap 0, k_scale = v_scale = 1. */
+VKP_API vkp_status VKP_CALL vkp_decode_params_init_sized(vkp_decode_params* params, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_decode_params_init(vkp_decode_params* params) {
+  return vkp_decode_params_init_sized(params, (uint32_t)sizeof(vkp_decode_params));
+}
+
 typedef struct vkp_decode_plan vkp_decode_plan;
 
 /* Validates the shape and options against the contract and the device, chooses the variant
- * and the split, and creates (or finds) the pipelines. Host only; records nothing.
- * Errors: INVALID_ARGUMENT (naming the field: head_size, block_size, num_heads, k_scale...),
- * UNSUPPORTED (the device cannot run this shape, or VKP_KERNEL_MATRIX where the matrix kernel
- * cannot run), DEVICE. */
+ * and the split, and creates (or finds) the pipelines. Host only; records nothing. options
+ * NULL = defaults. Errors: INVALID_ARGUMENT (naming the field: head_size, block_size,
+ * num_heads, options.split...), UNSUPPORTED (the device cannot run this shape, a kv_layout
+ * other than vllm, or VKP_KERNEL_MATRIX where the matrix kernel cannot run), DEVICE. */
 VKP_API vkp_status VKP_CALL vkp_decode_plan_create(vkp_context* context, const vkp_decode_shape* shape,
                                           const vkp_decode_options* options, vkp_decode_plan** out);
 VKP_API void VKP_CALL vkp_decode_plan_destroy(vkp_decode_plan* plan);
@@ -532,13 +645,17 @@ static inline vkp_status VKP_CALL vkp_decode_views_init(vkp_decode_views* views)
 #define VKP_STATUS_BAD_SLOT 4u
 #define VKP_STATUS_BAD_ORDER 8u /* views.order names no item of the plan (never written?) */
 #define VKP_STATUS_BAD_MERGE_COUNTERS 16u /* views.merge_counters not zero, or shared by overlapping decodes */
+#define VKP_STATUS_BAD_QUERY_STARTS 32u /* attention: query starts that do not rise within [0, T] */
+#define VKP_STATUS_BAD_POSITION 64u     /* rotary: a position outside [0, max_position) */
 
-/* Checks the views against the plan (dtypes, shapes, sizes, alignment) and records one or two
- * dispatches into cmd (compute shader stage: SHADER_READ of the inputs, SHADER_WRITE of
- * output, lse, scratch, status). Allocates nothing, never waits; barriers are the caller's.
- * Errors: INVALID_ARGUMENT naming the view (nothing recorded then). */
+/* Checks the params and the views against the plan (values, dtypes, shapes, sizes, alignment)
+ * and records one or two dispatches into cmd (compute shader stage: SHADER_READ of the inputs,
+ * SHADER_WRITE of output, lse, scratch, status). params NULL = defaults. Allocates nothing,
+ * never waits; barriers are the caller's. Errors: INVALID_ARGUMENT naming the value (scale,
+ * softcap, k_scale, v_scale) or the view, or a plan made on another context (nothing recorded
+ * then). */
 VKP_API vkp_status VKP_CALL vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
-                                     const vkp_decode_views* views);
+                                     const vkp_decode_views* views, const vkp_decode_params* params);
 
 /* VKP_ORDER_LONGEST_FIRST: writes the plan's items, longest first by their tokens under
  * context_lens ([S] i32 or u32), into order (order_bytes). Record it when the lengths change
@@ -570,15 +687,193 @@ static inline vkp_status VKP_CALL vkp_decode_inputs_init(vkp_decode_inputs* inpu
  * Errors: INVALID_ARGUMENT naming the input. */
 VKP_API vkp_status VKP_CALL vkp_decode_shape_of(const vkp_decode_inputs* inputs, vkp_bool32 want_lse, vkp_decode_shape* out);
 
-/* Uploads, plans, runs, waits and downloads. output: S * H * D elements of the query dtype
- * (output_bytes at least that); lse: NULL, or S * H floats (lse_count at least that).
- * options NULL = defaults. Errors: INVALID_ARGUMENT, UNSUPPORTED, OUT_OF_MEMORY, DEVICE. */
+/* Uploads, plans (the shape of vkp_decode_shape_of, its softcap from params->softcap != 0),
+ * runs, waits and downloads. output: S * H * D elements of the query dtype (output_bytes at
+ * least that); lse: NULL, or S * H floats (lse_count at least that). options and params NULL
+ * = defaults. Errors: INVALID_ARGUMENT, UNSUPPORTED, OUT_OF_MEMORY, DEVICE. */
 VKP_API vkp_status VKP_CALL vkp_decode_attention(vkp_context* context, const vkp_decode_inputs* inputs,
-                                        const vkp_decode_options* options, void* output, size_t output_bytes,
-                                        float* lse, size_t lse_count);
+                                        const vkp_decode_options* options, const vkp_decode_params* params,
+                                        void* output, size_t output_bytes, float* lse, size_t lse_count);
 /* The CPU reference of the same (double accumulation), with the same arguments. */
 VKP_API vkp_status VKP_CALL vkp_reference_decode_attention(const vkp_decode_inputs* inputs, const vkp_decode_options* options,
-                                                  void* output, size_t output_bytes, float* lse, size_t lse_count);
+                                                  const vkp_decode_params* params, void* output,
+                                                  size_t output_bytes, float* lse, size_t lse_count);
+
+/* ===================================================================== multi-query attention */
+
+/* Attention over the paged cache for a whole engine step (attention.hpp; docs/contract.md,
+ * "Multi-query attention"): each request brings one or more new query tokens (decode,
+ * speculative verification, prefill chunks after a cached prefix, whole prompts), all in one
+ * recorded operator. A plan takes the step's query starts on the host; a batch of single tokens
+ * runs on the decode kernels, any other on the attention kernels. */
+
+/* Which kernel family runs a plan; values equal vkpaged::AttentionKernel's (new kernels are
+ * appended: a value this library does not know is refused). */
+typedef enum vkp_attention_kernel {
+  /* the decode kernels for a batch of single tokens they can take (vllm layout, no tree
+   * mask), else the attention kernel */
+  VKP_ATTENTION_KERNEL_AUTOMATIC = 0,
+  VKP_ATTENTION_KERNEL_DECODE = 1, /* the decode kernels: every q_s = 1, vllm layout, no tree mask */
+  VKP_ATTENTION_KERNEL_SCALAR = 2, /* the portable attention kernel, whatever the batch */
+  VKP_ATTENTION_KERNEL_MAX_ENUM = 0x7FFFFFFF
+} vkp_attention_kernel;
+
+/* What shapes the work (vkpaged::AttentionShape): validated by vkp_attention_plan_create. */
+typedef struct vkp_attention_shape {
+  uint32_t struct_size;
+  uint32_t num_requests;       /* S */
+  uint32_t num_query_tokens;   /* T = sum of q_s */
+  uint32_t num_heads;          /* H */
+  uint32_t num_kv_heads;       /* Hkv, divides H */
+  uint32_t head_size;          /* D: a multiple of 8 from 32 to 256 (512 on the decode kernels) */
+  uint32_t block_size;         /* B: a power of two from 1 to 128 */
+  uint32_t num_blocks;         /* N */
+  uint32_t max_blocks_per_seq; /* M */
+  uint32_t max_context_len;    /* bound on every context length, sizes the split; 0 = M * B */
+  vkp_dtype query_dtype;       /* query and output: f32, f16, bf16 */
+  vkp_dtype cache_dtype;       /* f32, f16, bf16, fp8_e4m3, fp8_e5m2 */
+  vkp_kv_layout kv_layout;
+  uint32_t sliding_window;     /* W > 0: a query at p attends [max(0, p - W + 1), p]; 0 = off */
+  vkp_bool32 softcap;          /* a soft cap will be given (vkp_decode_params.softcap > 0) */
+  vkp_bool32 alibi;            /* ALiBi slopes [H] f32 will be given */
+  vkp_bool32 sinks;            /* sink logits [H] f32 will be given */
+  vkp_bool32 lse;              /* write log-sum-exp [T, H] f32 */
+  vkp_bool32 tree_mask;        /* tree masks (views.tree_mask) will be given */
+} vkp_attention_shape;
+/* Defaults: every count 0, f16 query and cache, the vllm layout, every feature off. */
+VKP_API vkp_status VKP_CALL vkp_attention_shape_init_sized(vkp_attention_shape* shape, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_attention_shape_init(vkp_attention_shape* shape) {
+  return vkp_attention_shape_init_sized(shape, (uint32_t)sizeof(vkp_attention_shape));
+}
+
+/* How the plan may run (vkpaged::AttentionOptions); nothing here changes the results beyond
+ * the contract's tolerances. */
+typedef struct vkp_attention_options {
+  uint32_t struct_size;
+  vkp_attention_kernel kernel;
+  vkp_split_mode split;      /* split the key positions into partitions merged after */
+  uint32_t partition_tokens; /* split: key positions per partition (a multiple of 256); 0 = auto */
+} vkp_attention_options;
+/* Defaults: automatic kernel and split. */
+VKP_API vkp_status VKP_CALL vkp_attention_options_init_sized(vkp_attention_options* options, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_attention_options_init(vkp_attention_options* options) {
+  return vkp_attention_options_init_sized(options, (uint32_t)sizeof(vkp_attention_options));
+}
+
+typedef struct vkp_attention_plan vkp_attention_plan;
+
+/* Validates the shape, the query starts (num_query_starts = S + 1 values on the host, those the
+ * device will hold: query_starts[0] = 0, each q_s >= 1, query_starts[S] = T) and the options
+ * against the contract and the device, chooses the kernel and the split, and creates (or
+ * finds) the pipelines. Host only; records nothing. options NULL = defaults. The plan belongs
+ * to the context: destroy it first; it may be shared between threads.
+ * Errors: INVALID_ARGUMENT naming the field or query_starts[i], UNSUPPORTED (the device cannot
+ * run it, VKP_ATTENTION_KERNEL_DECODE for a batch the decode kernels cannot take), DEVICE. */
+VKP_API vkp_status VKP_CALL vkp_attention_plan_create(vkp_context* context, const vkp_attention_shape* shape,
+                                                      const int32_t* query_starts, size_t num_query_starts,
+                                                      const vkp_attention_options* options, vkp_attention_plan** out);
+VKP_API void VKP_CALL vkp_attention_plan_destroy(vkp_attention_plan* plan);
+
+/* What the plan chose. Its shape and options come from vkp_attention_plan_shape_get and
+ * vkp_attention_plan_options_get. */
+typedef struct vkp_attention_plan_info {
+  uint32_t struct_size;
+  vkp_attention_kernel kernel; /* DECODE or SCALAR: the family that runs it */
+  uint32_t max_query_tokens;   /* the longest request's q_s */
+  vkp_bool32 split;
+  uint32_t num_partitions;     /* 1 when not split */
+  uint32_t reserved0;          /* padding made explicit: written 0 */
+  uint64_t tree_mask_bytes;    /* sum of q_s^2: size of views.tree_mask; 0 without */
+  uint64_t scratch_bytes;      /* size of views.scratch; 0 when not split */
+} vkp_attention_plan_info;
+VKP_API vkp_status VKP_CALL vkp_attention_plan_info_init_sized(vkp_attention_plan_info* info, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_attention_plan_info_init(vkp_attention_plan_info* info) {
+  return vkp_attention_plan_info_init_sized(info, (uint32_t)sizeof(vkp_attention_plan_info));
+}
+VKP_API vkp_status VKP_CALL vkp_attention_plan_info_get(const vkp_attention_plan* plan, vkp_attention_plan_info* out);
+/* The shape and options the plan was made with (the options as given, not what they chose). */
+VKP_API vkp_status VKP_CALL vkp_attention_plan_shape_get(const vkp_attention_plan* plan, vkp_attention_shape* out);
+VKP_API vkp_status VKP_CALL vkp_attention_plan_options_get(const vkp_attention_plan* plan, vkp_attention_options* out);
+/* What the plan chose, in words; owned by the plan ("" for a NULL or dead plan). */
+VKP_API const char* VKP_CALL vkp_attention_plan_describe(const vkp_attention_plan* plan);
+
+/* The buffers of one call. Cache shapes by layout (x = 16 / element bytes): vllm key
+ * [N, Hkv, D/x, B, x], value [N, Hkv, D, B]; nhd [N, B, Hkv, D]; hnd [N, Hkv, B, D]. Optional
+ * views are absent when their buffer is VK_NULL_HANDLE. */
+typedef struct vkp_attention_views {
+  uint32_t struct_size;
+  uint32_t reserved0;           /* padding made explicit: ignored */
+  vkp_tensor_view query;        /* [T, H, D] query dtype */
+  vkp_tensor_view key_cache;    /* cache dtype (u8 for fp8), in the shape's kv_layout */
+  vkp_tensor_view value_cache;
+  vkp_tensor_view block_tables; /* [S, M] i32 or u32 */
+  vkp_tensor_view context_lens; /* [S] i32 or u32: L_s >= q_s, the new tokens included */
+  vkp_tensor_view query_starts; /* [S + 1] i32 or u32: the plan's values */
+  vkp_tensor_view output;       /* [T, H, D] query dtype */
+  vkp_tensor_view lse;          /* [T, H] f32, when shape.lse */
+  /* u8 [tree_mask_bytes], when shape.tree_mask: the requests' q_s x q_s matrices one after
+   * another, row j (new token j) by row, 1 where token j sees token j'. The view's buffer
+   * range covers whole 32-bit words (its size rounded up to 4 bytes). */
+  vkp_tensor_view tree_mask;
+  vkp_tensor_view alibi_slopes; /* [H] f32, when shape.alibi */
+  vkp_tensor_view sinks;        /* [H] f32, when shape.sinks */
+  vkp_buffer_view scratch;      /* scratch_bytes, when the plan splits */
+  /* optional [1] u32: VKP_STATUS_BAD_BLOCK_ID, _BAD_CONTEXT_LEN (also a length below its q_s),
+   * _BAD_QUERY_STARTS ORed in on the device */
+  vkp_buffer_view status;
+} vkp_attention_views;
+/* Defaults: every view absent. */
+VKP_API vkp_status VKP_CALL vkp_attention_views_init_sized(vkp_attention_views* views, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_attention_views_init(vkp_attention_views* views) {
+  return vkp_attention_views_init_sized(views, (uint32_t)sizeof(vkp_attention_views));
+}
+
+/* Checks the params and the views against the plan and records the work (compute shader
+ * stage, as vkp_record_decode; split plans: dispatches with compute-to-compute barriers
+ * between them). params NULL = defaults. Allocates no GPU memory, never waits.
+ * Errors: INVALID_ARGUMENT naming the value or the view, or a plan made on another context. */
+VKP_API vkp_status VKP_CALL vkp_record_attention(vkp_context* context, VkCommandBuffer cmd,
+                                                 const vkp_attention_plan* plan, const vkp_attention_views* views,
+                                                 const vkp_decode_params* params);
+
+/* Host inputs of the convenience path and the reference (vkpaged::AttentionInputs). */
+typedef struct vkp_attention_inputs {
+  uint32_t struct_size;
+  vkp_dtype cache_dtype;        /* how the cache bytes are read; default f16 */
+  vkp_host_tensor query;        /* [T, H, D] f32, f16 or bf16 */
+  vkp_host_tensor key_cache;    /* in kv_layout; cache dtype, or u8 for fp8 */
+  vkp_host_tensor value_cache;
+  vkp_host_tensor block_tables; /* [S, M] i32, u32 or i64 */
+  vkp_host_tensor context_lens; /* [S] i32, u32 or i64 */
+  vkp_host_tensor query_starts; /* [S + 1] i32, u32 or i64 */
+  vkp_host_tensor tree_mask;    /* optional u8 [sum of q_s^2] */
+  vkp_host_tensor alibi_slopes; /* optional [H] f32 */
+  vkp_host_tensor sinks;        /* optional [H] f32 */
+  vkp_kv_layout kv_layout;      /* default vllm */
+  uint32_t sliding_window;      /* default 0 (off) */
+} vkp_attention_inputs;
+/* Defaults: every tensor absent, cache_dtype f16, the vllm layout, no window. */
+VKP_API vkp_status VKP_CALL vkp_attention_inputs_init_sized(vkp_attention_inputs* inputs, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_attention_inputs_init(vkp_attention_inputs* inputs) {
+  return vkp_attention_inputs_init_sized(inputs, (uint32_t)sizeof(vkp_attention_inputs));
+}
+
+/* Derives and validates the shape of host inputs (the plan's checks, plus block ids < N,
+ * q_s <= context lengths <= M * B, a tree mask of 0/1 bytes); softcap from
+ * params->softcap > 0. params NULL = defaults. Errors: INVALID_ARGUMENT naming the input. */
+VKP_API vkp_status VKP_CALL vkp_attention_shape_of(const vkp_attention_inputs* inputs, const vkp_decode_params* params,
+                                                   vkp_bool32 want_lse, vkp_attention_shape* out);
+/* Uploads, plans, runs, waits and downloads. output: T * H * D elements of the query dtype
+ * (output_bytes at least that); lse: NULL, or T * H floats (lse_count at least that).
+ * options and params NULL = defaults. Errors: INVALID_ARGUMENT, UNSUPPORTED, OUT_OF_MEMORY,
+ * DEVICE, INTERNAL (the shaders flagged a value the host checks passed). */
+VKP_API vkp_status VKP_CALL vkp_batch_attention(vkp_context* context, const vkp_attention_inputs* inputs,
+                                                const vkp_attention_options* options, const vkp_decode_params* params,
+                                                void* output, size_t output_bytes, float* lse, size_t lse_count);
+/* The CPU reference of the same (double accumulation), every cache layout. */
+VKP_API vkp_status VKP_CALL vkp_reference_batch_attention(const vkp_attention_inputs* inputs,
+                                                          const vkp_decode_params* params, void* output,
+                                                          size_t output_bytes, float* lse, size_t lse_count);
 
 /* ===================================================================== cache operations */
 
@@ -599,17 +894,21 @@ typedef struct vkp_block_copy {
   int32_t dst;
 } vkp_block_copy;
 
+/* Cache views carry the cache dtype itself (f32, f16, bf16, fp8_e4m3, fp8_e5m2; copies also
+ * take u8 for raw fp8 bytes) and the shapes of the views struct's layout (vkp_kv_layout), keys
+ * and values alike; D is a multiple of x in every layout, and cache views start 16-byte
+ * aligned. */
 typedef struct vkp_reshape_and_cache_views {
   uint32_t struct_size;
-  uint32_t reserved0; /* padding made explicit: ignored */
+  vkp_kv_layout layout;         /* of key_cache and value_cache; default vllm */
   vkp_tensor_view key;          /* [T, Hkv, D] f32, f16 or bf16 */
   vkp_tensor_view value;        /* [T, Hkv, D], key's dtype */
   vkp_tensor_view slot_mapping; /* [T] i64 or i32; negative = padding */
-  vkp_tensor_view key_cache;    /* [N, Hkv, D/x, B, x] any cache dtype */
-  vkp_tensor_view value_cache;  /* [N, Hkv, D, B] */
-  vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_BAD_SLOT */
+  vkp_tensor_view key_cache;    /* vllm [N, Hkv, D/x, B, x]; nhd [N, B, Hkv, D]; hnd [N, Hkv, B, D] */
+  vkp_tensor_view value_cache;  /* vllm [N, Hkv, D, B]; nhd and hnd as key_cache */
+  vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_BAD_SLOT (and _BAD_POSITION with rotary) */
 } vkp_reshape_and_cache_views;
-/* Defaults: every view absent. */
+/* Defaults: every view absent, the vllm layout. */
 VKP_API vkp_status VKP_CALL vkp_reshape_and_cache_views_init_sized(vkp_reshape_and_cache_views* views, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_reshape_and_cache_views_init(vkp_reshape_and_cache_views* views) {
   return vkp_reshape_and_cache_views_init_sized(views, (uint32_t)sizeof(vkp_reshape_and_cache_views));
@@ -625,11 +924,11 @@ VKP_API vkp_status VKP_CALL vkp_record_reshape_and_cache(vkp_context* context, V
  * struct_size, which sets the array's stride. */
 typedef struct vkp_layer_cache_views {
   uint32_t struct_size;
-  uint32_t reserved0; /* padding made explicit: ignored */
+  vkp_kv_layout layout; /* copies move whole blocks, alike in every layout; the shapes are checked against it */
   vkp_tensor_view key_cache;
   vkp_tensor_view value_cache;
 } vkp_layer_cache_views;
-/* Defaults: both views absent. */
+/* Defaults: both views absent, the vllm layout. */
 VKP_API vkp_status VKP_CALL vkp_layer_cache_views_init_sized(vkp_layer_cache_views* views, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_layer_cache_views_init(vkp_layer_cache_views* views) {
   return vkp_layer_cache_views_init_sized(views, (uint32_t)sizeof(vkp_layer_cache_views));
@@ -650,7 +949,7 @@ VKP_API vkp_status VKP_CALL vkp_record_swap_blocks(vkp_context* context, VkComma
 
 typedef struct vkp_gather_views {
   uint32_t struct_size;
-  uint32_t reserved0; /* padding made explicit: ignored */
+  vkp_kv_layout layout; /* of key_cache and value_cache; default vllm */
   vkp_tensor_view key_cache;
   vkp_tensor_view value_cache;
   vkp_tensor_view block_tables; /* [S, M] i32 or u32 */
@@ -659,7 +958,7 @@ typedef struct vkp_gather_views {
   vkp_tensor_view value_out;    /* [T, Hkv, D], key_out's dtype */
   vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_BAD_BLOCK_ID / _BAD_CONTEXT_LEN */
 } vkp_gather_views;
-/* Defaults: every view absent. */
+/* Defaults: every view absent, the vllm layout. */
 VKP_API vkp_status VKP_CALL vkp_gather_views_init_sized(vkp_gather_views* views, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_gather_views_init(vkp_gather_views* views) {
   return vkp_gather_views_init_sized(views, (uint32_t)sizeof(vkp_gather_views));
@@ -712,6 +1011,14 @@ VKP_API size_t VKP_CALL vkp_streaming_read_bytes(const vkp_streaming_read* read)
 /* Records the read (compute stage). It may write a 16-byte sink of its own: two records in one
  * command buffer need a barrier between them. Errors: INVALID_ARGUMENT (NULL, another context). */
 VKP_API vkp_status VKP_CALL vkp_record_streaming_read(vkp_context* context, VkCommandBuffer cmd, const vkp_streaming_read* read);
+/* Records one streaming read of memory the caller owns (the same kernel): data is read end to
+ * end with 16-byte loads, its size rounded down to 16 (at least 16 bytes, at most
+ * maxStorageBufferRange, the offset a multiple of 16 and of minStorageBufferOffsetAlignment);
+ * sink (16 bytes, the same rules) may be written, so two records sharing a sink need a barrier
+ * between them. `vkpaged bench` reads a case's own cache pools this way. Compute stage.
+ * Errors: INVALID_ARGUMENT naming the view (NULL, absent, outside its buffer, misaligned). */
+VKP_API vkp_status VKP_CALL vkp_record_streaming_read_of(vkp_context* context, VkCommandBuffer cmd,
+                                                         const vkp_buffer_view* data, const vkp_buffer_view* sink);
 /* vkp_measure_read_bandwidth over this read's buffer (one buffer both to time and to flush with).
  * Errors: INVALID_ARGUMENT (NULL, another context, repetitions < 1), UNSUPPORTED, DEVICE. */
 VKP_API vkp_status VKP_CALL vkp_measure_streaming_read(vkp_context* context, const vkp_streaming_read* read, int32_t repetitions,
@@ -722,6 +1029,82 @@ VKP_API vkp_status VKP_CALL vkp_measure_streaming_read(vkp_context* context, con
 VKP_API vkp_status VKP_CALL vkp_measure_streaming_read_after(vkp_context* context, const vkp_streaming_read* read,
                                                     const vkp_streaming_read* untimed_before, int32_t repetitions,
                                                     vkp_bandwidth* out);
+
+/* ===================================================================== rotary embedding */
+
+/* Rotary position embedding (RoPE) as vLLM's rotary_embedding computes it (rotary.hpp): a token
+ * at position p rotates the first rotary_dim elements of each of its query and key heads in
+ * pairs, with c = cos_sin_cache[p][i], s = cos_sin_cache[p][rotary_dim / 2 + i]:
+ * x' = x c - y s, y' = y c + x s in f32, rounded (nearest even) to the tensor's dtype; elements
+ * past rotary_dim stay as they are. */
+typedef enum vkp_rotary_style {
+  VKP_ROTARY_NEOX = 0, /* pair i = (i, i + rotary_dim / 2): GPT-NeoX, Llama (vLLM is_neox_style) */
+  VKP_ROTARY_GPTJ = 1, /* pair i = (2i, 2i + 1): GPT-J, interleaved */
+  VKP_ROTARY_STYLE_MAX_ENUM = 0x7FFFFFFF
+} vkp_rotary_style;
+
+/* Queries and keys rotated in place. query [T, H, D] and key [T, Hkv, D]: f32, f16 or bf16, one
+ * dtype; either may be absent (the other alone is rotated); they must not overlap. positions
+ * [T] i64 or i32. cos_sin_cache [max_position, rotary_dim]: f32 or the query's dtype; rotary_dim
+ * even, 2 <= rotary_dim <= D; D even. */
+typedef struct vkp_rotary_views {
+  uint32_t struct_size;
+  vkp_rotary_style style; /* default VKP_ROTARY_NEOX */
+  vkp_tensor_view query;
+  vkp_tensor_view key;
+  vkp_tensor_view positions;
+  vkp_tensor_view cos_sin_cache;
+  vkp_buffer_view status; /* optional [1] u32: VKP_STATUS_BAD_POSITION (its token left as it was) */
+} vkp_rotary_views;
+/* Defaults: every view absent, NeoX style. */
+VKP_API vkp_status VKP_CALL vkp_rotary_views_init_sized(vkp_rotary_views* views, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_rotary_views_init(vkp_rotary_views* views) {
+  return vkp_rotary_views_init_sized(views, (uint32_t)sizeof(vkp_rotary_views));
+}
+/* Records one dispatch (compute shader stage: reads positions and cos_sin_cache, reads and
+ * writes query and key, ORs status). Errors: INVALID_ARGUMENT naming the view or the style. */
+VKP_API vkp_status VKP_CALL vkp_record_rotary_embedding(vkp_context* context, VkCommandBuffer cmd,
+                                                        const vkp_rotary_views* views);
+
+/* What reshape_and_cache with rotary embedding takes beside its views: the keys
+ * (vkp_reshape_and_cache_views.key) are rotated in place and written rotated into the cache,
+ * the queries (optional) rotated in place. */
+typedef struct vkp_rotary_inputs {
+  uint32_t struct_size;
+  vkp_rotary_style style;        /* default VKP_ROTARY_NEOX */
+  vkp_tensor_view query;         /* [T, H, D] of the key's dtype and D, or absent */
+  vkp_tensor_view positions;     /* [T] i64 or i32 */
+  vkp_tensor_view cos_sin_cache; /* [max_position, rotary_dim] f32 or the key's dtype */
+} vkp_rotary_inputs;
+/* Defaults: every view absent, NeoX style. */
+VKP_API vkp_status VKP_CALL vkp_rotary_inputs_init_sized(vkp_rotary_inputs* rotary, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_rotary_inputs_init(vkp_rotary_inputs* rotary) {
+  return vkp_rotary_inputs_init_sized(rotary, (uint32_t)sizeof(vkp_rotary_inputs));
+}
+/* What vkp_record_rotary_embedding then vkp_record_reshape_and_cache would do, bit for bit, in
+ * one dispatch. Every token is rotated, padding tokens (negative slots) included; a token whose
+ * position is out of range is left as it was, cache slot included, and flagged
+ * (VKP_STATUS_BAD_POSITION in views->status, beside VKP_STATUS_BAD_SLOT). scales NULL = 1, 1.
+ * Errors: INVALID_ARGUMENT naming the view, the scale or the style. */
+VKP_API vkp_status VKP_CALL vkp_record_reshape_and_cache_rotary(vkp_context* context, VkCommandBuffer cmd,
+                                                                const vkp_reshape_and_cache_views* views,
+                                                                const vkp_rotary_inputs* rotary,
+                                                                const vkp_cache_scales* scales);
+
+/* The cos/sin cache vLLM's RotaryEmbedding builds (computed in double, then rounded): row p
+ * holds cos(p * f_i) for i < rotary_dim / 2, then sin(p * f_i), f_i = base^(-2i / rotary_dim).
+ * out must carry the dtype wanted (f32, f16 or bf16) and the shape [max_position, rotary_dim];
+ * it is written. Errors: INVALID_ARGUMENT (max_position 0, rotary_dim odd or below 2, base not
+ * finite or <= 0, out's dtype not f32, f16 or bf16, out's shape not [max_position, rotary_dim]). */
+VKP_API vkp_status VKP_CALL vkp_rotary_cos_sin_cache(uint32_t max_position, uint32_t rotary_dim, double base,
+                                                     vkp_host_tensor* out);
+/* Convenience: uploads, rotates on the device, waits and downloads query and key in place
+ * (either may be NULL or absent; written only on success). Positions out of
+ * [0, max_position) are refused, naming the first one and its value, before anything runs.
+ * Errors: INVALID_ARGUMENT, OUT_OF_MEMORY, DEVICE. */
+VKP_API vkp_status VKP_CALL vkp_rotary_embedding(vkp_context* context, vkp_host_tensor* query, vkp_host_tensor* key,
+                                                 const vkp_host_tensor* positions,
+                                                 const vkp_host_tensor* cos_sin_cache, vkp_rotary_style style);
 
 /* ===================================================================== cascade merge */
 
@@ -758,27 +1141,45 @@ VKP_API vkp_status VKP_CALL vkp_reference_merge_attention(const vkp_host_tensor*
 
 /* ===================================================================== CPU references */
 
+/* The caches of these references are in `layout` (the shapes of vkp_reshape_and_cache_views);
+ * results are written back into the caller's arrays only after every check passed. */
+
 /* As vkp_record_reshape_and_cache, in place on host caches (key_cache and value_cache are
  * written). Refuses a slot >= N * B. */
 VKP_API vkp_status VKP_CALL vkp_reference_reshape_and_cache(const vkp_host_tensor* key, const vkp_host_tensor* value,
                                                    const vkp_host_tensor* slot_mapping, vkp_host_tensor* key_cache,
-                                                   vkp_host_tensor* value_cache, const vkp_cache_scales* scales);
+                                                   vkp_host_tensor* value_cache, const vkp_cache_scales* scales,
+                                                   vkp_kv_layout layout);
 /* One layer of copy_blocks, in place. */
 VKP_API vkp_status VKP_CALL vkp_reference_copy_blocks(vkp_host_tensor* key_cache, vkp_host_tensor* value_cache,
-                                             const vkp_block_copy* pairs, size_t num_pairs);
+                                             const vkp_block_copy* pairs, size_t num_pairs, vkp_kv_layout layout);
 /* One layer of swap_blocks: src blocks into dst blocks (dst is written). */
 VKP_API vkp_status VKP_CALL vkp_reference_swap_blocks(const vkp_host_tensor* src_key_cache,
                                              const vkp_host_tensor* src_value_cache, vkp_host_tensor* dst_key_cache,
                                              vkp_host_tensor* dst_value_cache, const vkp_block_copy* pairs,
-                                             size_t num_pairs);
+                                             size_t num_pairs, vkp_kv_layout layout);
 /* gather into key_out and value_out, whose dtype (f32, f16, bf16) and shape [T, Hkv, D] with
  * T = seq_starts[S] the caller sets; they are written. */
 VKP_API vkp_status VKP_CALL vkp_reference_gather(const vkp_host_tensor* key_cache, const vkp_host_tensor* value_cache,
                                         const vkp_host_tensor* block_tables, const vkp_host_tensor* seq_starts,
-                                        const vkp_cache_scales* scales, vkp_host_tensor* key_out,
-                                        vkp_host_tensor* value_out);
+                                        const vkp_cache_scales* scales, vkp_kv_layout layout,
+                                        vkp_host_tensor* key_out, vkp_host_tensor* value_out);
 /* max |x| (NaN if x holds one). */
 VKP_API vkp_status VKP_CALL vkp_reference_absmax(const vkp_host_tensor* x, float* out);
+/* As vkp_rotary_embedding, in double precision from the stored inputs, then rounded: query and
+ * key (either NULL or absent) rotated in place. Refuses a position outside [0, max_position)
+ * (naming it) before writing anything. */
+VKP_API vkp_status VKP_CALL vkp_reference_rotary_embedding(vkp_host_tensor* query, vkp_host_tensor* key,
+                                                           const vkp_host_tensor* positions,
+                                                           const vkp_host_tensor* cos_sin_cache,
+                                                           vkp_rotary_style style);
+/* The fused form: the rotary embedding of query (NULL or absent allowed) and key, then
+ * reshape_and_cache of the rotated key and value into the caches; query, key and the caches
+ * are written, all arguments checked before anything is. */
+VKP_API vkp_status VKP_CALL vkp_reference_reshape_and_cache_rotary(
+    vkp_host_tensor* query, vkp_host_tensor* key, const vkp_host_tensor* value, const vkp_host_tensor* slot_mapping,
+    const vkp_host_tensor* positions, const vkp_host_tensor* cos_sin_cache, vkp_rotary_style style,
+    vkp_host_tensor* key_cache, vkp_host_tensor* value_cache, const vkp_cache_scales* scales, vkp_kv_layout layout);
 
 /* ===================================================================== KV cache */
 
@@ -793,6 +1194,7 @@ typedef struct vkp_kv_cache_shape {
   uint32_t head_size;    /* D, a multiple of x = 16 / element bytes */
   uint32_t block_size;   /* B, default 16 */
   vkp_dtype dtype;       /* f32, f16 (default), bf16, fp8_e4m3, fp8_e5m2 */
+  vkp_kv_layout layout;  /* of every pool, keys and values alike; default vllm */
 } vkp_kv_cache_shape;
 VKP_API vkp_status VKP_CALL vkp_kv_cache_shape_init_sized(vkp_kv_cache_shape* shape, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_kv_cache_shape_init(vkp_kv_cache_shape* shape) {
@@ -877,8 +1279,8 @@ static inline vkp_status VKP_CALL vkp_kv_cache_info_init(vkp_kv_cache_info* info
 VKP_API vkp_status VKP_CALL vkp_kv_cache_info_get(const vkp_kv_cache* cache, vkp_kv_cache_info* out);
 VKP_API vkp_status VKP_CALL vkp_kv_cache_shape_get(const vkp_kv_cache* cache, vkp_kv_cache_shape* out);
 VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_get(const vkp_kv_cache* cache, vkp_kv_cache_sizing* out);
-/* Layer `layer`'s device pools (host = 0) or host pools (host = 1) as the operators take them.
- * Errors: INVALID_ARGUMENT (layer out of range, no host pool). */
+/* Layer `layer`'s device pools (host = 0) or host pools (host = 1) as the operators take them,
+ * with the cache's layout. Errors: INVALID_ARGUMENT (layer out of range, no host pool). */
 VKP_API vkp_status VKP_CALL vkp_kv_cache_layer(const vkp_kv_cache* cache, uint32_t layer, vkp_bool32 host,
                                       vkp_layer_cache_views* out);
 /* copy_blocks over every layer; swap_out (device block, host block) and swap_in (host block,
@@ -889,6 +1291,37 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_swap_out(const vkp_kv_cache* cac
                                                 const vkp_block_copy* pairs, size_t num_pairs);
 VKP_API vkp_status VKP_CALL vkp_kv_cache_record_swap_in(const vkp_kv_cache* cache, VkCommandBuffer cmd,
                                                const vkp_block_copy* pairs, size_t num_pairs);
+
+/* One layer's new tokens for vkp_kv_cache_record_reshape_and_cache (vkp_reshape_and_cache_views
+ * without the pools, which the cache supplies). */
+typedef struct vkp_new_tokens {
+  uint32_t struct_size;
+  uint32_t reserved0;           /* padding made explicit: ignored */
+  vkp_tensor_view key;          /* [T, Hkv, D] f32, f16 or bf16 */
+  vkp_tensor_view value;        /* [T, Hkv, D] of key's dtype */
+  vkp_tensor_view slot_mapping; /* [T] i64 or i32; negative = padding */
+  vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_BAD_SLOT, VKP_STATUS_BAD_POSITION */
+} vkp_new_tokens;
+/* Defaults: every view absent. */
+VKP_API vkp_status VKP_CALL vkp_new_tokens_init_sized(vkp_new_tokens* tokens, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_new_tokens_init(vkp_new_tokens* tokens) {
+  return vkp_new_tokens_init_sized(tokens, (uint32_t)sizeof(vkp_new_tokens));
+}
+/* vkp_record_reshape_and_cache into layer `layer`'s device pools (the cache's layout), or with
+ * rotary (not NULL) vkp_record_reshape_and_cache_rotary: the keys rotated on their way in, the
+ * queries in place. scales NULL = 1, 1. Compute shader stage.
+ * Errors: INVALID_ARGUMENT (layer out of range, and as those calls). */
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_reshape_and_cache(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                                                                  uint32_t layer, const vkp_new_tokens* tokens,
+                                                                  const vkp_rotary_inputs* rotary,
+                                                                  const vkp_cache_scales* scales);
+/* A decode shape for this cache: batch's fields for what the batch brings (num_seqs, num_heads,
+ * max_blocks_per_seq, max_context_len, query_dtype, alibi, softcap, sinks, lse), the cache's
+ * for what it knows (num_kv_heads, head_size, block_size, num_blocks, cache_dtype, kv_layout),
+ * whatever batch held there. Checks batch's enums and booleans only: vkp_decode_plan_create
+ * checks the rest. */
+VKP_API vkp_status VKP_CALL vkp_kv_cache_decode_shape(const vkp_kv_cache* cache, const vkp_decode_shape* batch,
+                                                      vkp_decode_shape* out);
 
 /* ===================================================================== block manager */
 

@@ -25,9 +25,9 @@ std::vector<LayerCacheViews> to_layers(const vkp_layer_cache_views* layers, size
   std::vector<LayerCacheViews> v;
   size_t i = 0;
   for (const auto& l : read_struct_array(layers, count, name)) {
-    const std::string key = fmt::format("{}[{}].key_cache", name, i);
-    const std::string value = fmt::format("{}[{}].value_cache", name, i++);
-    v.push_back({to_cpp(l.key_cache, key.c_str()), to_cpp(l.value_cache, value.c_str())});
+    const std::string element = fmt::format("{}[{}]", name, i++);
+    v.push_back({to_cpp(l.key_cache, element + ".key_cache"), to_cpp(l.value_cache, element + ".value_cache"),
+                 to_kv_layout(l.layout, element + ".layout")});
   }
   return v;
 }
@@ -84,14 +84,7 @@ VKP_API vkp_status VKP_CALL vkp_record_reshape_and_cache(vkp_context* context, V
   return guarded("vkp_record_reshape_and_cache", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const vkp_reshape_and_cache_views v = read_struct(views, "views");
-    ReshapeAndCacheViews d;
-    d.key = to_cpp(v.key, "key");
-    d.value = to_cpp(v.value, "value");
-    d.slot_mapping = to_cpp(v.slot_mapping, "slot_mapping");
-    d.key_cache = to_cpp(v.key_cache, "key_cache");
-    d.value_cache = to_cpp(v.value_cache, "value_cache");
-    d.status = to_cpp(v.status);
+    const ReshapeAndCacheViews d = c_api::to_cpp(views);
     record_reshape_and_cache(ctx, cmd, d, c_api::to_cpp(scales));
   });
 }
@@ -131,6 +124,7 @@ VKP_API vkp_status VKP_CALL vkp_record_gather(vkp_context* context, VkCommandBuf
     d.key_out = to_cpp(v.key_out, "key_out");
     d.value_out = to_cpp(v.value_out, "value_out");
     d.status = to_cpp(v.status);
+    d.layout = to_kv_layout(v.layout, "views.layout");
     record_gather(ctx, cmd, d, c_api::to_cpp(scales));
   });
 }
@@ -195,6 +189,15 @@ VKP_API vkp_status VKP_CALL vkp_record_streaming_read(vkp_context* context, VkCo
   });
 }
 
+VKP_API vkp_status VKP_CALL vkp_record_streaming_read_of(vkp_context* context, VkCommandBuffer cmd,
+                                                         const vkp_buffer_view* data, const vkp_buffer_view* sink) {
+  return guarded("vkp_record_streaming_read_of", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(cmd, "cmd");
+    record_streaming_read(ctx, cmd, to_cpp(*require(data, "data")), to_cpp(*require(sink, "sink")));
+  });
+}
+
 VKP_API vkp_status VKP_CALL vkp_measure_streaming_read(vkp_context* context, const vkp_streaming_read* read, int32_t repetitions,
                                               vkp_bandwidth* out) {
   return guarded("vkp_measure_streaming_read", [&] {
@@ -223,25 +226,28 @@ VKP_API vkp_status VKP_CALL vkp_measure_streaming_read_after(vkp_context* contex
 
 VKP_API vkp_status VKP_CALL vkp_reference_reshape_and_cache(const vkp_host_tensor* key, const vkp_host_tensor* value,
                                                    const vkp_host_tensor* slot_mapping, vkp_host_tensor* key_cache,
-                                                   vkp_host_tensor* value_cache, const vkp_cache_scales* scales) {
+                                                   vkp_host_tensor* value_cache, const vkp_cache_scales* scales,
+                                                   vkp_kv_layout layout) {
   return guarded("vkp_reference_reshape_and_cache", [&] {
     const HostTensor k = to_host(*require(key, "key"), "key");
     const HostTensor v = to_host(*require(value, "value"), "value");
     const HostTensor slots = to_host(*require(slot_mapping, "slot_mapping"), "slot_mapping");
     HostTensor kc = to_host(*require(key_cache, "key_cache"), "key_cache");
     HostTensor vc = to_host(*require(value_cache, "value_cache"), "value_cache");
-    reference::reshape_and_cache(k, v, slots, kc, vc, c_api::to_cpp(scales));
+    const CacheScales s = c_api::to_cpp(scales);
+    reference::reshape_and_cache(k, v, slots, kc, vc, s, to_kv_layout(layout, "layout"));
     copy_back(kc, *key_cache, "key_cache");
     copy_back(vc, *value_cache, "value_cache");
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_reference_copy_blocks(vkp_host_tensor* key_cache, vkp_host_tensor* value_cache,
-                                             const vkp_block_copy* pairs, size_t num_pairs) {
+                                             const vkp_block_copy* pairs, size_t num_pairs, vkp_kv_layout layout) {
   return guarded("vkp_reference_copy_blocks", [&] {
     HostTensor kc = to_host(*require(key_cache, "key_cache"), "key_cache");
     HostTensor vc = to_host(*require(value_cache, "value_cache"), "value_cache");
-    reference::copy_blocks(kc, vc, to_pairs(pairs, num_pairs));
+    const std::vector<BlockCopy> p = to_pairs(pairs, num_pairs);
+    reference::copy_blocks(kc, vc, p, to_kv_layout(layout, "layout"));
     copy_back(kc, *key_cache, "key_cache");
     copy_back(vc, *value_cache, "value_cache");
   });
@@ -250,13 +256,14 @@ VKP_API vkp_status VKP_CALL vkp_reference_copy_blocks(vkp_host_tensor* key_cache
 VKP_API vkp_status VKP_CALL vkp_reference_swap_blocks(const vkp_host_tensor* src_key_cache,
                                              const vkp_host_tensor* src_value_cache, vkp_host_tensor* dst_key_cache,
                                              vkp_host_tensor* dst_value_cache, const vkp_block_copy* pairs,
-                                             size_t num_pairs) {
+                                             size_t num_pairs, vkp_kv_layout layout) {
   return guarded("vkp_reference_swap_blocks", [&] {
     const HostTensor sk = to_host(*require(src_key_cache, "src_key_cache"), "src_key_cache");
     const HostTensor sv = to_host(*require(src_value_cache, "src_value_cache"), "src_value_cache");
     HostTensor dk = to_host(*require(dst_key_cache, "dst_key_cache"), "dst_key_cache");
     HostTensor dv = to_host(*require(dst_value_cache, "dst_value_cache"), "dst_value_cache");
-    reference::swap_blocks(sk, sv, dk, dv, to_pairs(pairs, num_pairs));
+    const std::vector<BlockCopy> p = to_pairs(pairs, num_pairs);
+    reference::swap_blocks(sk, sv, dk, dv, p, to_kv_layout(layout, "layout"));
     copy_back(dk, *dst_key_cache, "dst_key_cache");
     copy_back(dv, *dst_value_cache, "dst_value_cache");
   });
@@ -264,8 +271,8 @@ VKP_API vkp_status VKP_CALL vkp_reference_swap_blocks(const vkp_host_tensor* src
 
 VKP_API vkp_status VKP_CALL vkp_reference_gather(const vkp_host_tensor* key_cache, const vkp_host_tensor* value_cache,
                                         const vkp_host_tensor* block_tables, const vkp_host_tensor* seq_starts,
-                                        const vkp_cache_scales* scales, vkp_host_tensor* key_out,
-                                        vkp_host_tensor* value_out) {
+                                        const vkp_cache_scales* scales, vkp_kv_layout layout,
+                                        vkp_host_tensor* key_out, vkp_host_tensor* value_out) {
   return guarded("vkp_reference_gather", [&] {
     const HostTensor kc = to_host(*require(key_cache, "key_cache"), "key_cache");
     const HostTensor vc = to_host(*require(value_cache, "value_cache"), "value_cache");
@@ -273,8 +280,9 @@ VKP_API vkp_status VKP_CALL vkp_reference_gather(const vkp_host_tensor* key_cach
     const HostTensor starts = to_host(*require(seq_starts, "seq_starts"), "seq_starts");
     require(key_out, "key_out");
     require(value_out, "value_out");
-    const auto result =
-        reference::gather(kc, vc, tables, starts, to_dtype(key_out->dtype, "key_out.dtype"), c_api::to_cpp(scales));
+    const DType out_dtype = to_dtype(key_out->dtype, "key_out.dtype");
+    const CacheScales s = c_api::to_cpp(scales);
+    const auto result = reference::gather(kc, vc, tables, starts, out_dtype, s, to_kv_layout(layout, "layout"));
     // Both outputs are checked before either is written.
     check_matches(result.key, *key_out, "key_out");
     check_matches(result.value, *value_out, "value_out");

@@ -80,6 +80,11 @@ VKP_API vkp_status VKP_CALL vkp_list_devices(vkp_device_info* infos, uint32_t* c
   });
 }
 
+VKP_API vkp_status VKP_CALL vkp_cooperative_matrix_shape_init_sized(vkp_cooperative_matrix_shape* shape,
+                                                                    uint32_t struct_size) {
+  return init_struct("vkp_cooperative_matrix_shape_init_sized", shape, struct_size);
+}
+
 VKP_API vkp_status VKP_CALL vkp_context_options_init_sized(vkp_context_options* options, uint32_t struct_size) {
   return init_struct("vkp_context_options_init_sized", options, struct_size);
 }
@@ -101,6 +106,7 @@ VKP_API vkp_status VKP_CALL vkp_context_create(const vkp_context_options* option
     o.device = c.device != nullptr ? c.device : "";
     o.validation = to_bool(c.validation, "options.validation");
     o.disable_subgroup_arithmetic = to_bool(c.disable_subgroup_arithmetic, "options.disable_subgroup_arithmetic");
+    o.fence_timeout_ms = c.fence_timeout_ms;
     *out = adopt(new vkp_context{Context(o)});
   });
 }
@@ -119,6 +125,11 @@ VKP_API vkp_status VKP_CALL vkp_context_create_external(const vkp_external_devic
     e.get_instance_proc_addr = c.get_instance_proc_addr;
     e.buffer_device_address = to_bool(c.buffer_device_address, "external.buffer_device_address");
     e.cooperative_matrix = to_bool(c.cooperative_matrix, "external.cooperative_matrix");
+    e.vulkan_memory_model = to_bool(c.vulkan_memory_model, "external.vulkan_memory_model");
+    e.vulkan_memory_model_device_scope =
+        to_bool(c.vulkan_memory_model_device_scope, "external.vulkan_memory_model_device_scope");
+    e.cooperative_matrix_khr = to_bool(c.cooperative_matrix_khr, "external.cooperative_matrix_khr");
+    e.fence_timeout_ms = c.fence_timeout_ms;
     *out = adopt(new vkp_context{Context(e)});
   });
 }
@@ -143,6 +154,23 @@ VKP_API vkp_status VKP_CALL vkp_context_device_info(const vkp_context* context, 
   return guarded("vkp_context_device_info", [&] {
     const auto& ctx = require(context, "context")->context;
     StructOut(out, "out").set(to_c(ctx.device_info()));
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_context_cooperative_matrix_shapes(const vkp_context* context, uint32_t* count,
+                                                                  vkp_cooperative_matrix_shape* shapes) {
+  return guarded("vkp_context_cooperative_matrix_shapes", [&] {
+    const auto& ctx = require(context, "context")->context;
+    require(count, "count");
+    const StructArrayOut<vkp_cooperative_matrix_shape> out(shapes, shapes != nullptr ? *count : 0, "shapes");
+    const auto& all = ctx.device_info().cooperative_matrix_khr_shapes;
+    if (shapes == nullptr) {
+      *count = uint32_t(all.size());
+      return;
+    }
+    const uint32_t n = std::min<uint32_t>(*count, uint32_t(all.size()));
+    for (uint32_t i = 0; i < n; ++i) out.set(i, to_c(all[i]));
+    *count = n;
   });
 }
 

@@ -96,6 +96,26 @@ vkp_decode_kernel to_c(DecodeKernel kernel) noexcept {
   }
 }
 
+static_assert(int(VKP_KV_LAYOUT_VLLM) == int(KvLayout::vllm) && int(VKP_KV_LAYOUT_NHD) == int(KvLayout::nhd) &&
+              int(VKP_KV_LAYOUT_HND) == int(KvLayout::hnd));
+static_assert(int(VKP_ROTARY_NEOX) == int(RotaryStyle::neox) && int(VKP_ROTARY_GPTJ) == int(RotaryStyle::gptj));
+static_assert(int(VKP_LOG_DEBUG) == int(LogLevel::debug) && int(VKP_LOG_INFO) == int(LogLevel::info) &&
+              int(VKP_LOG_WARNING) == int(LogLevel::warning) && int(VKP_LOG_ERROR) == int(LogLevel::error));
+// The C values follow AttentionKernel's; a kernel added there (the tensor-core one) gets the
+// next C value and a case in both functions below (-Wswitch points at to_c).
+static_assert(int(VKP_ATTENTION_KERNEL_AUTOMATIC) == int(AttentionKernel::automatic) &&
+              int(VKP_ATTENTION_KERNEL_DECODE) == int(AttentionKernel::decode) &&
+              int(VKP_ATTENTION_KERNEL_SCALAR) == int(AttentionKernel::scalar));
+
+AttentionKernel to_attention_kernel(vkp_attention_kernel kernel, const std::string& name) {
+  switch (value_of(kernel)) {
+    case VKP_ATTENTION_KERNEL_AUTOMATIC: return AttentionKernel::automatic;
+    case VKP_ATTENTION_KERNEL_DECODE: return AttentionKernel::decode;
+    case VKP_ATTENTION_KERNEL_SCALAR: return AttentionKernel::scalar;
+  }
+  refuse(fmt::format("{}.kernel: {} is not a vkp_attention_kernel", name, value_of(kernel)));
+}
+
 void copy_string(char* dst, size_t capacity, const std::string& src) noexcept {
   std::snprintf(dst, capacity, "%s", src.c_str());
 }
@@ -105,13 +125,64 @@ void copy_string(char* dst, size_t capacity, const std::string& src) noexcept {
 // ---- defaults of the extensible inputs (vkp_<struct>_init) ----
 
 template <>
+vkp_context_options defaults_of<vkp_context_options>() {
+  const ContextOptions d;
+  vkp_context_options c;
+  std::memset(&c, 0, sizeof(c));
+  c.struct_size = sizeof(c);
+  c.validation = to_c_bool(d.validation);
+  c.disable_subgroup_arithmetic = to_c_bool(d.disable_subgroup_arithmetic);
+  c.fence_timeout_ms = d.fence_timeout_ms;
+  return c;
+}
+
+template <>
+vkp_external_device defaults_of<vkp_external_device>() {
+  const ExternalDevice d;
+  vkp_external_device c;
+  std::memset(&c, 0, sizeof(c));
+  c.struct_size = sizeof(c);
+  c.queue_family = d.queue_family;
+  c.queue_index = d.queue_index;
+  c.fence_timeout_ms = d.fence_timeout_ms;
+  return c;
+}
+
+template <>
 vkp_decode_shape defaults_of<vkp_decode_shape>() {
   return to_c(DecodeShape{});
 }
 
 template <>
 vkp_decode_options defaults_of<vkp_decode_options>() {
-  return to_c(DecodeOptions{}, DecodeParams{});
+  return to_c(DecodeOptions{});
+}
+
+template <>
+vkp_decode_params defaults_of<vkp_decode_params>() {
+  return to_c(DecodeParams{});
+}
+
+template <>
+vkp_attention_shape defaults_of<vkp_attention_shape>() {
+  return to_c(AttentionShape{});
+}
+
+template <>
+vkp_attention_options defaults_of<vkp_attention_options>() {
+  return to_c(AttentionOptions{});
+}
+
+template <>
+vkp_attention_inputs defaults_of<vkp_attention_inputs>() {
+  const AttentionInputs d;
+  vkp_attention_inputs in;
+  std::memset(&in, 0, sizeof(in));
+  in.struct_size = sizeof(in);
+  in.cache_dtype = to_c(d.cache_dtype);
+  in.kv_layout = to_c(d.kv_layout);
+  in.sliding_window = d.sliding_window;
+  return in;
 }
 
 template <>
@@ -145,6 +216,39 @@ DType to_dtype(vkp_dtype dtype, const std::string& name) {
 }
 
 vkp_dtype to_c(DType dtype) noexcept { return vkp_dtype(dtype); }
+
+KvLayout to_kv_layout(vkp_kv_layout layout, const std::string& name) {
+  switch (value_of(layout)) {
+    case VKP_KV_LAYOUT_VLLM: return KvLayout::vllm;
+    case VKP_KV_LAYOUT_NHD: return KvLayout::nhd;
+    case VKP_KV_LAYOUT_HND: return KvLayout::hnd;
+  }
+  refuse(fmt::format("{}: {} is not a vkp_kv_layout", name, value_of(layout)));
+}
+
+vkp_kv_layout to_c(KvLayout layout) noexcept { return vkp_kv_layout(layout); }
+
+RotaryStyle to_rotary_style(vkp_rotary_style style, const std::string& name) {
+  switch (value_of(style)) {
+    case VKP_ROTARY_NEOX: return RotaryStyle::neox;
+    case VKP_ROTARY_GPTJ: return RotaryStyle::gptj;
+  }
+  refuse(fmt::format("{}: {} is not a vkp_rotary_style", name, value_of(style)));
+}
+
+LogLevel to_log_level(vkp_log_level level, const std::string& name) {
+  switch (value_of(level)) {
+    case VKP_LOG_DEBUG: return LogLevel::debug;
+    case VKP_LOG_INFO: return LogLevel::info;
+    case VKP_LOG_WARNING: return LogLevel::warning;
+    case VKP_LOG_ERROR: return LogLevel::error;
+  }
+  refuse(fmt::format("{}: {} is not a vkp_log_level", name, value_of(level)));
+}
+
+HostTensor to_host_or_empty(const vkp_host_tensor* tensor, const std::string& name) {
+  return tensor == nullptr ? HostTensor{} : to_host(*tensor, name);
+}
 
 Shape to_shape(const int64_t* dims, int32_t rank, const std::string& name) {
   if (rank < 0 || rank > kMaxRank) refuse(fmt::format("{}: rank {} is outside [0, {}]", name, rank, kMaxRank));
@@ -221,7 +325,9 @@ DecodeShape to_cpp(const vkp_decode_shape& s, const std::string& name) {
   d.max_context_len = s.max_context_len;
   d.query_dtype = to_dtype(s.query_dtype, name + ".query_dtype");
   d.cache_dtype = to_dtype(s.cache_dtype, name + ".cache_dtype");
+  d.kv_layout = to_kv_layout(s.kv_layout, name + ".kv_layout");
   d.alibi = to_bool(s.alibi, name + ".alibi");
+  d.softcap = to_bool(s.softcap, name + ".softcap");
   d.sinks = to_bool(s.sinks, name + ".sinks");
   d.lse = to_bool(s.lse, name + ".lse");
   return d;
@@ -240,7 +346,9 @@ vkp_decode_shape to_c(const DecodeShape& s) noexcept {
   c.max_context_len = s.max_context_len;
   c.query_dtype = to_c(s.query_dtype);
   c.cache_dtype = to_c(s.cache_dtype);
+  c.kv_layout = to_c(s.kv_layout);
   c.alibi = to_c_bool(s.alibi);
+  c.softcap = to_c_bool(s.softcap);
   c.sinks = to_c_bool(s.sinks);
   c.lse = to_c_bool(s.lse);
   return c;
@@ -257,24 +365,31 @@ DecodeOptions to_cpp(const vkp_decode_options& o, const std::string& name) {
   return d;
 }
 
-DecodeParams to_params(const vkp_decode_options& o, const std::string& name) {
+DecodeParams to_params(const vkp_decode_params* params, const char* name) {
+  const vkp_decode_params p = read_optional_struct(params, name);
   DecodeParams d;
-  if (to_bool(o.has_scale, name + ".has_scale")) d.scale = o.scale;
-  d.softcap = o.softcap;
-  d.k_scale = o.k_scale;
-  d.v_scale = o.v_scale;
+  if (to_bool(p.has_scale, std::string(name) + ".has_scale")) d.scale = p.scale;
+  d.softcap = p.softcap;
+  d.k_scale = p.k_scale;
+  d.v_scale = p.v_scale;
   return d;
 }
 
-vkp_decode_options to_c(const DecodeOptions& o, const DecodeParams& p) noexcept {
-  vkp_decode_options c{};
+vkp_decode_params to_c(const DecodeParams& p) noexcept {
+  vkp_decode_params c{};
   c.struct_size = sizeof(c);
   c.has_scale = to_c_bool(p.scale.has_value());
   c.scale = p.scale.value_or(0.0f);
   c.softcap = p.softcap;
-  c.sliding_window = o.sliding_window;
   c.k_scale = p.k_scale;
   c.v_scale = p.v_scale;
+  return c;
+}
+
+vkp_decode_options to_c(const DecodeOptions& o) noexcept {
+  vkp_decode_options c{};
+  c.struct_size = sizeof(c);
+  c.sliding_window = o.sliding_window;
   c.split = to_c(o.split);
   c.partition_tokens = o.partition_tokens;
   c.kernel = to_c(o.kernel);
@@ -283,9 +398,105 @@ vkp_decode_options to_c(const DecodeOptions& o, const DecodeParams& p) noexcept 
   return c;
 }
 
+AttentionShape to_cpp(const vkp_attention_shape& s, const std::string& name) {
+  AttentionShape a;
+  a.num_requests = s.num_requests;
+  a.num_query_tokens = s.num_query_tokens;
+  a.num_heads = s.num_heads;
+  a.num_kv_heads = s.num_kv_heads;
+  a.head_size = s.head_size;
+  a.block_size = s.block_size;
+  a.num_blocks = s.num_blocks;
+  a.max_blocks_per_seq = s.max_blocks_per_seq;
+  a.max_context_len = s.max_context_len;
+  a.query_dtype = to_dtype(s.query_dtype, name + ".query_dtype");
+  a.cache_dtype = to_dtype(s.cache_dtype, name + ".cache_dtype");
+  a.kv_layout = to_kv_layout(s.kv_layout, name + ".kv_layout");
+  a.sliding_window = s.sliding_window;
+  a.softcap = to_bool(s.softcap, name + ".softcap");
+  a.alibi = to_bool(s.alibi, name + ".alibi");
+  a.sinks = to_bool(s.sinks, name + ".sinks");
+  a.lse = to_bool(s.lse, name + ".lse");
+  a.tree_mask = to_bool(s.tree_mask, name + ".tree_mask");
+  return a;
+}
+
+vkp_attention_shape to_c(const AttentionShape& s) noexcept {
+  vkp_attention_shape c{};
+  c.struct_size = sizeof(c);
+  c.num_requests = s.num_requests;
+  c.num_query_tokens = s.num_query_tokens;
+  c.num_heads = s.num_heads;
+  c.num_kv_heads = s.num_kv_heads;
+  c.head_size = s.head_size;
+  c.block_size = s.block_size;
+  c.num_blocks = s.num_blocks;
+  c.max_blocks_per_seq = s.max_blocks_per_seq;
+  c.max_context_len = s.max_context_len;
+  c.query_dtype = to_c(s.query_dtype);
+  c.cache_dtype = to_c(s.cache_dtype);
+  c.kv_layout = to_c(s.kv_layout);
+  c.sliding_window = s.sliding_window;
+  c.softcap = to_c_bool(s.softcap);
+  c.alibi = to_c_bool(s.alibi);
+  c.sinks = to_c_bool(s.sinks);
+  c.lse = to_c_bool(s.lse);
+  c.tree_mask = to_c_bool(s.tree_mask);
+  return c;
+}
+
+AttentionOptions to_cpp(const vkp_attention_options& o, const std::string& name) {
+  AttentionOptions a;
+  a.kernel = to_attention_kernel(o.kernel, name);
+  a.split = to_split(o.split, name);
+  a.partition_tokens = o.partition_tokens;
+  return a;
+}
+
+vkp_attention_kernel to_c(AttentionKernel kernel) noexcept {
+  switch (kernel) {
+    case AttentionKernel::automatic: return VKP_ATTENTION_KERNEL_AUTOMATIC;
+    case AttentionKernel::decode: return VKP_ATTENTION_KERNEL_DECODE;
+    case AttentionKernel::scalar: return VKP_ATTENTION_KERNEL_SCALAR;
+  }
+  return vkp_attention_kernel(kernel);  // a kernel the C header does not list yet: its C++ value
+}
+
+vkp_attention_options to_c(const AttentionOptions& o) noexcept {
+  vkp_attention_options c{};
+  c.struct_size = sizeof(c);
+  c.kernel = to_c(o.kernel);
+  c.split = to_c(o.split);
+  c.partition_tokens = o.partition_tokens;
+  return c;
+}
+
 CacheScales to_cpp(const vkp_cache_scales* scales) {
   const vkp_cache_scales s = read_optional_struct(scales, "scales");
   return {s.k_scale, s.v_scale};
+}
+
+ReshapeAndCacheViews to_cpp(const vkp_reshape_and_cache_views* views) {
+  const vkp_reshape_and_cache_views v = read_struct(views, "views");
+  ReshapeAndCacheViews d;
+  d.key = to_cpp(v.key, "key");
+  d.value = to_cpp(v.value, "value");
+  d.slot_mapping = to_cpp(v.slot_mapping, "slot_mapping");
+  d.key_cache = to_cpp(v.key_cache, "key_cache");
+  d.value_cache = to_cpp(v.value_cache, "value_cache");
+  d.status = to_cpp(v.status);
+  d.layout = to_kv_layout(v.layout, "views.layout");
+  return d;
+}
+
+RotaryInputs to_cpp(const vkp_rotary_inputs* rotary) {
+  const vkp_rotary_inputs r = read_struct(rotary, "rotary");
+  RotaryInputs d;
+  d.query = to_cpp(r.query, "rotary.query");
+  d.positions = to_cpp(r.positions, "rotary.positions");
+  d.cos_sin_cache = to_cpp(r.cos_sin_cache, "rotary.cos_sin_cache");
+  d.style = to_rotary_style(r.style, "rotary.style");
+  return d;
 }
 
 std::vector<BlockCopy> to_pairs(const vkp_block_copy* pairs, size_t count) {
@@ -344,6 +555,9 @@ void copy_device_flags(const From& i, To& o, Convert&& convert) {
   o.subgroup_shuffle = convert(i.subgroup_shuffle, "subgroup_shuffle");
   o.memory_budget = convert(i.memory_budget, "memory_budget");
   o.cooperative_matrix = convert(i.cooperative_matrix, "cooperative_matrix");
+  o.cooperative_matrix_khr = convert(i.cooperative_matrix_khr, "cooperative_matrix_khr");
+  o.vulkan_memory_model = convert(i.vulkan_memory_model, "vulkan_memory_model");
+  o.vulkan_memory_model_device_scope = convert(i.vulkan_memory_model_device_scope, "vulkan_memory_model_device_scope");
 }
 
 }  // namespace
@@ -368,6 +582,21 @@ DeviceInfo to_cpp(const vkp_device_info& i, const std::string& name) {
   copy_device_numbers(i, o);
   copy_device_flags(i, o, [&](vkp_bool32 b, const char* field) { return to_bool(b, name + "." + field); });
   return o;
+}
+
+vkp_cooperative_matrix_shape to_c(const CooperativeMatrixShape& m) noexcept {
+  vkp_cooperative_matrix_shape c{};
+  c.struct_size = sizeof(c);
+  c.m = m.m;
+  c.n = m.n;
+  c.k = m.k;
+  c.a_type = m.a_type;
+  c.b_type = m.b_type;
+  c.c_type = m.c_type;
+  c.result_type = m.result_type;
+  c.saturating_accumulation = to_c_bool(m.saturating_accumulation);
+  c.scope = m.scope;
+  return c;
 }
 
 }  // namespace vkpaged::c_api

@@ -8,11 +8,15 @@
 #include <vector>
 
 #include "c_api/c_api_structs.hpp"
+#include "vkpaged/attention.hpp"
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/error.hpp"
+#include "vkpaged/kv_layout.hpp"
+#include "vkpaged/log.hpp"
+#include "vkpaged/rotary.hpp"
 #include "vkpaged/tensor.hpp"
 #include "vkpaged/vkpaged.h"
 
@@ -20,6 +24,11 @@ namespace vkpaged::c_api {
 
 DType to_dtype(vkp_dtype dtype, const std::string& name);
 vkp_dtype to_c(DType dtype) noexcept;
+// Enums passed by value or held in a struct: "<name>: <value> is not a vkp_<enum>" otherwise.
+KvLayout to_kv_layout(vkp_kv_layout layout, const std::string& name);
+vkp_kv_layout to_c(KvLayout layout) noexcept;
+RotaryStyle to_rotary_style(vkp_rotary_style style, const std::string& name);
+LogLevel to_log_level(vkp_log_level level, const std::string& name);
 Shape to_shape(const int64_t* dims, int32_t rank, const std::string& name);
 
 BufferView to_cpp(const vkp_buffer_view& view) noexcept;
@@ -37,12 +46,24 @@ void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const std::str
 
 DecodeShape to_cpp(const vkp_decode_shape& shape, const std::string& name);
 vkp_decode_shape to_c(const DecodeShape& shape) noexcept;
-// vkp_decode_options carries both what shapes the plan (DecodeOptions) and the per-call values
-// (DecodeParams: scale, softcap, k_scale, v_scale), which the C plan keeps for vkp_record_decode.
 DecodeOptions to_cpp(const vkp_decode_options& options, const std::string& name);
-DecodeParams to_params(const vkp_decode_options& options, const std::string& name);
-vkp_decode_options to_c(const DecodeOptions& options, const DecodeParams& params) noexcept;
+vkp_decode_options to_c(const DecodeOptions& options) noexcept;
+// The per-call values of decode and attention (AttentionParams is DecodeParams); NULL = defaults.
+DecodeParams to_params(const vkp_decode_params* params, const char* name = "params");
+vkp_decode_params to_c(const DecodeParams& params) noexcept;
 CacheScales to_cpp(const vkp_cache_scales* scales);  // NULL = 1, 1
+// An operator's views struct, read (struct_size) and converted, every view and field named.
+ReshapeAndCacheViews to_cpp(const vkp_reshape_and_cache_views* views);
+RotaryInputs to_cpp(const vkp_rotary_inputs* rotary);
+
+AttentionShape to_cpp(const vkp_attention_shape& shape, const std::string& name);
+vkp_attention_shape to_c(const AttentionShape& shape) noexcept;
+AttentionOptions to_cpp(const vkp_attention_options& options, const std::string& name);
+vkp_attention_options to_c(const AttentionOptions& options) noexcept;
+vkp_attention_kernel to_c(AttentionKernel kernel) noexcept;
+
+// A nullable host tensor argument the call reads and may write: NULL and absent give an empty one.
+HostTensor to_host_or_empty(const vkp_host_tensor* tensor, const std::string& name);
 
 std::vector<BlockCopy> to_pairs(const vkp_block_copy* pairs, size_t count);
 vkp_block_copy to_c(const BlockCopy& pair) noexcept;
@@ -50,6 +71,7 @@ vkp_admission to_c(AdmissionStatus status) noexcept;
 
 vkp_device_info to_c(const DeviceInfo& info) noexcept;
 DeviceInfo to_cpp(const vkp_device_info& info, const std::string& name);
+vkp_cooperative_matrix_shape to_c(const CooperativeMatrixShape& shape) noexcept;
 
 // A caller's count of T: refused when no array of T could be that long (a negative number
 // passed as size_t lands here).

@@ -8,7 +8,6 @@
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
-#include "ops/decode_validation.hpp"
 #include "vkpaged/reference.hpp"
 #include "vkpaged/vkpaged.h"
 
@@ -72,6 +71,10 @@ VKP_API vkp_status VKP_CALL vkp_decode_options_init_sized(vkp_decode_options* op
   return init_struct("vkp_decode_options_init_sized", options, struct_size);
 }
 
+VKP_API vkp_status VKP_CALL vkp_decode_params_init_sized(vkp_decode_params* params, uint32_t struct_size) {
+  return init_struct("vkp_decode_params_init_sized", params, struct_size);
+}
+
 VKP_API vkp_status VKP_CALL vkp_decode_plan_info_init_sized(vkp_decode_plan_info* info, uint32_t struct_size) {
   return init_struct("vkp_decode_plan_info_init_sized", info, struct_size);
 }
@@ -90,16 +93,9 @@ VKP_API vkp_status VKP_CALL vkp_decode_plan_create(vkp_context* context, const v
     require(out, "out");
     *out = nullptr;
     auto& ctx = require(context, "context")->context;
-    const vkp_decode_options opts = read_optional_struct(options, "options");
-    DecodeShape s = to_cpp(read_struct(shape, "shape"), "shape");
-    const DecodeParams params = to_params(opts, "options");
-    s.softcap = params.softcap != 0.0f;  // vkp_decode_shape has no softcap: the options' value says
-    const DecodeOptions cpp_options = to_cpp(opts, "options");
-    // Checked here, as when they were part of the plan, and again by every vkp_record_decode.
-    detail::validate_decode_shape(s);
-    detail::validate_decode_options(cpp_options, s);
-    detail::validate_decode_params(params, s);
-    auto plan = std::make_unique<vkp_decode_plan>(vkp_decode_plan{DecodePlan::create(ctx, s, cpp_options), params, "", context});
+    const DecodeShape s = to_cpp(read_struct(shape, "shape"), "shape");
+    const DecodeOptions o = to_cpp(read_optional_struct(options, "options"), "options");
+    auto plan = std::make_unique<vkp_decode_plan>(vkp_decode_plan{DecodePlan::create(ctx, s, o), "", context});
     plan->description = plan->plan.describe();
     *out = adopt(plan.release(), context);
   });
@@ -135,7 +131,7 @@ VKP_API vkp_status VKP_CALL vkp_decode_plan_shape_get(const vkp_decode_plan* pla
 VKP_API vkp_status VKP_CALL vkp_decode_plan_options_get(const vkp_decode_plan* plan, vkp_decode_options* out) {
   return guarded("vkp_decode_plan_options_get", [&] {
     const auto& p = require(plan, "plan")->plan;
-    StructOut(out, "out").set(to_c(p.options(), plan->params));
+    StructOut(out, "out").set(to_c(p.options()));
   });
 }
 
@@ -154,12 +150,13 @@ VKP_API const char* VKP_CALL vkp_decode_plan_describe(const vkp_decode_plan* pla
 }
 
 VKP_API vkp_status VKP_CALL vkp_record_decode(vkp_context* context, VkCommandBuffer cmd, const vkp_decode_plan* plan,
-                                              const vkp_decode_views* views) {
+                                              const vkp_decode_views* views, const vkp_decode_params* params) {
   return guarded("vkp_record_decode", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
     const DecodePlan& p = plan_on(context, plan);
     const vkp_decode_views v = read_struct(views, "views");
+    const DecodeParams cpp_params = to_params(params);
     DecodeViews d;
     d.query = to_cpp(v.query, "query");
     d.key_cache = to_cpp(v.key_cache, "key_cache");
@@ -174,7 +171,7 @@ VKP_API vkp_status VKP_CALL vkp_record_decode(vkp_context* context, VkCommandBuf
     d.status = to_cpp(v.status);
     d.order = to_cpp(v.order);
     d.merge_counters = to_cpp(v.merge_counters);
-    record_decode(ctx, cmd, p, d, plan->params);
+    record_decode(ctx, cmd, p, d, cpp_params);
   });
 }
 
@@ -201,29 +198,28 @@ VKP_API vkp_status VKP_CALL vkp_decode_shape_of(const vkp_decode_inputs* inputs,
 }
 
 VKP_API vkp_status VKP_CALL vkp_decode_attention(vkp_context* context, const vkp_decode_inputs* inputs,
-                                                 const vkp_decode_options* options, void* output, size_t output_bytes,
-                                                 float* lse, size_t lse_count) {
+                                                 const vkp_decode_options* options, const vkp_decode_params* params,
+                                                 void* output, size_t output_bytes, float* lse, size_t lse_count) {
   return guarded("vkp_decode_attention", [&] {
     auto& ctx = require(context, "context")->context;
     const DecodeInputs in = to_inputs(inputs);
-    const vkp_decode_options opts = read_optional_struct(options, "options");
-    const DecodeOptions opt = to_cpp(opts, "options");
-    const DecodeParams params = to_params(opts, "options");
+    const DecodeOptions opt = to_cpp(read_optional_struct(options, "options"), "options");
+    const DecodeParams cpp_params = to_params(params);
     check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);
-    copy_result(decode_attention(ctx, in, opt, params, lse != nullptr), output, lse);
+    copy_result(decode_attention(ctx, in, opt, cpp_params, lse != nullptr), output, lse);
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_reference_decode_attention(const vkp_decode_inputs* inputs,
-                                                           const vkp_decode_options* options, void* output,
+                                                           const vkp_decode_options* options,
+                                                           const vkp_decode_params* params, void* output,
                                                            size_t output_bytes, float* lse, size_t lse_count) {
   return guarded("vkp_reference_decode_attention", [&] {
     const DecodeInputs in = to_inputs(inputs);
-    const vkp_decode_options opts = read_optional_struct(options, "options");
-    const DecodeOptions opt = to_cpp(opts, "options");
-    const DecodeParams params = to_params(opts, "options");
+    const DecodeOptions opt = to_cpp(read_optional_struct(options, "options"), "options");
+    const DecodeParams cpp_params = to_params(params);
     check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);
-    copy_result(reference::decode_attention(in, opt, params, lse != nullptr), output, lse);
+    copy_result(reference::decode_attention(in, opt, cpp_params, lse != nullptr), output, lse);
   });
 }
 

@@ -50,7 +50,7 @@ R guarded_value(const char* function, R fallback, Body&& body) noexcept {
 
 // ---- live handles ----
 
-enum class HandleKind { context, buffer, decode_plan, block_manager, kv_cache, streaming_read };
+enum class HandleKind { context, buffer, decode_plan, attention_plan, block_manager, kv_cache, streaming_read };
 
 template <typename T>
 struct HandleTraits {
@@ -66,6 +66,7 @@ struct HandleTraits {
 VKP_C_API_HANDLE(vkp_context, context)
 VKP_C_API_HANDLE(vkp_buffer, buffer)
 VKP_C_API_HANDLE(vkp_decode_plan, decode_plan)
+VKP_C_API_HANDLE(vkp_attention_plan, attention_plan)
 VKP_C_API_HANDLE(vkp_block_manager, block_manager)
 VKP_C_API_HANDLE(vkp_kv_cache, kv_cache)
 VKP_C_API_HANDLE(vkp_streaming_read, streaming_read)

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "vkpaged/attention.hpp"
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"
@@ -21,11 +22,15 @@ struct vkp_buffer {
 
 struct vkp_decode_plan {
   vkpaged::DecodePlan plan;
-  // The per-call values vkp_decode_options gave (vkp_record_decode takes none yet).
-  vkpaged::DecodeParams params;
   std::string description;
   // Its pipelines belong to this context's device: recording with another context is refused.
   const vkp_context* context = nullptr;
+};
+
+struct vkp_attention_plan {
+  vkpaged::AttentionPlan plan;
+  std::string description;
+  const vkp_context* context = nullptr;  // as vkp_decode_plan's
 };
 
 struct vkp_block_manager {

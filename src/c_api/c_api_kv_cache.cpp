@@ -1,4 +1,5 @@
-// C API: the KvCache (sizing, planning, allocation, per-layer views, whole-block copies).
+// C API: the KvCache (sizing, planning, allocation, per-layer views, whole-block copies, the
+// per-layer reshape_and_cache and decode shape).
 #include <memory>
 
 #include "c_api/c_api_convert.hpp"
@@ -17,11 +18,13 @@ namespace {
 
 KvCacheShape to_cpp(const vkp_kv_cache_shape* shape) {
   const vkp_kv_cache_shape s = read_struct(shape, "shape");
-  return {s.num_layers, s.num_kv_heads, s.head_size, s.block_size, to_dtype(s.dtype, "shape.dtype")};
+  return {s.num_layers,  s.num_kv_heads, s.head_size, s.block_size, to_dtype(s.dtype, "shape.dtype"),
+          to_kv_layout(s.layout, "shape.layout")};
 }
 
 vkp_kv_cache_shape to_c(const KvCacheShape& s) noexcept {
-  return {sizeof(vkp_kv_cache_shape), s.num_layers, s.num_kv_heads, s.head_size, s.block_size, vkp_dtype(s.dtype)};
+  return {sizeof(vkp_kv_cache_shape), s.num_layers,        s.num_kv_heads, s.head_size,
+          s.block_size,               c_api::to_c(s.dtype), c_api::to_c(s.layout)};
 }
 
 KvCacheOptions to_cpp(const vkp_kv_cache_options* options) {
@@ -67,6 +70,10 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_init_sized(vkp_kv_cache_sizing* 
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_info_init_sized(vkp_kv_cache_info* info, uint32_t struct_size) {
   return init_struct("vkp_kv_cache_info_init_sized", info, struct_size);
+}
+
+VKP_API vkp_status VKP_CALL vkp_new_tokens_init_sized(vkp_new_tokens* tokens, uint32_t struct_size) {
+  return init_struct("vkp_new_tokens_init_sized", tokens, struct_size);
 }
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_of(const vkp_kv_cache_shape* shape, uint32_t num_blocks,
@@ -155,6 +162,7 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_layer(const vkp_kv_cache* cache, uint32
     vkp_layer_cache_views views = result.blank();
     views.key_cache = c_api::to_c(on_host ? c.host_key_cache(layer) : c.key_cache(layer));
     views.value_cache = c_api::to_c(on_host ? c.host_value_cache(layer) : c.value_cache(layer));
+    views.layout = c_api::to_c(c.shape().layout);
     result.set(views);
   });
 }
@@ -180,6 +188,36 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_swap_in(const vkp_kv_cache* cach
   return guarded("vkp_kv_cache_record_swap_in", [&] {
     const KvCache& c = require(cache, "cache")->cache;
     c.record_swap_in(require(cmd, "cmd"), to_pairs(pairs, num_pairs));
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_reshape_and_cache(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                                                                  uint32_t layer, const vkp_new_tokens* tokens,
+                                                                  const vkp_rotary_inputs* rotary,
+                                                                  const vkp_cache_scales* scales) {
+  return guarded("vkp_kv_cache_record_reshape_and_cache", [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    require(cmd, "cmd");
+    const vkp_new_tokens t = read_struct(tokens, "tokens");
+    NewTokens d;
+    d.key = c_api::to_cpp(t.key, "key");
+    d.value = c_api::to_cpp(t.value, "value");
+    d.slot_mapping = c_api::to_cpp(t.slot_mapping, "slot_mapping");
+    d.status = c_api::to_cpp(t.status);
+    const CacheScales s = c_api::to_cpp(scales);
+    if (rotary != nullptr)
+      c.record_reshape_and_cache(cmd, layer, d, c_api::to_cpp(rotary), s);
+    else
+      c.record_reshape_and_cache(cmd, layer, d, s);
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_decode_shape(const vkp_kv_cache* cache, const vkp_decode_shape* batch,
+                                                      vkp_decode_shape* out) {
+  return guarded("vkp_kv_cache_decode_shape", [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    const DecodeShape b = c_api::to_cpp(read_struct(batch, "batch"), "batch");
+    StructOut(out, "out").set(c_api::to_c(c.decode_shape(b)));
   });
 }
 

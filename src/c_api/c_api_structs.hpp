@@ -36,24 +36,34 @@ struct StructAbi;
 
 // 0.2.0 is the first release with struct_size: each struct has one known size.
 VKP_STRUCT_ABI(vkp_device_info)
+VKP_STRUCT_ABI(vkp_cooperative_matrix_shape)
 VKP_STRUCT_ABI(vkp_context_options)
 VKP_STRUCT_ABI(vkp_external_device)
 VKP_STRUCT_ABI(vkp_vulkan_handles)
 VKP_STRUCT_ABI(vkp_decode_shape)
 VKP_STRUCT_ABI(vkp_decode_options)
+VKP_STRUCT_ABI(vkp_decode_params)
 VKP_STRUCT_ABI(vkp_decode_plan_info)
 VKP_STRUCT_ABI(vkp_decode_views)
 VKP_STRUCT_ABI(vkp_decode_inputs)
+VKP_STRUCT_ABI(vkp_attention_shape)
+VKP_STRUCT_ABI(vkp_attention_options)
+VKP_STRUCT_ABI(vkp_attention_plan_info)
+VKP_STRUCT_ABI(vkp_attention_views)
+VKP_STRUCT_ABI(vkp_attention_inputs)
 VKP_STRUCT_ABI(vkp_cache_scales)
 VKP_STRUCT_ABI(vkp_reshape_and_cache_views)
 VKP_STRUCT_ABI(vkp_layer_cache_views)
 VKP_STRUCT_ABI(vkp_gather_views)
+VKP_STRUCT_ABI(vkp_rotary_views)
+VKP_STRUCT_ABI(vkp_rotary_inputs)
 VKP_STRUCT_ABI(vkp_bandwidth)
 VKP_STRUCT_ABI(vkp_merge_views)
 VKP_STRUCT_ABI(vkp_kv_cache_shape)
 VKP_STRUCT_ABI(vkp_kv_cache_options)
 VKP_STRUCT_ABI(vkp_kv_cache_sizing)
 VKP_STRUCT_ABI(vkp_kv_cache_info)
+VKP_STRUCT_ABI(vkp_new_tokens)
 VKP_STRUCT_ABI(vkp_block_manager_options)
 VKP_STRUCT_ABI(vkp_append_result)
 VKP_STRUCT_ABI(vkp_block_usage)
@@ -87,9 +97,15 @@ T defaults_of() {
   value.struct_size = uint32_t(sizeof(T));
   return value;
 }
+template <> vkp_context_options defaults_of<vkp_context_options>();
+template <> vkp_external_device defaults_of<vkp_external_device>();
 template <> vkp_decode_shape defaults_of<vkp_decode_shape>();
 template <> vkp_decode_options defaults_of<vkp_decode_options>();
+template <> vkp_decode_params defaults_of<vkp_decode_params>();
 template <> vkp_decode_inputs defaults_of<vkp_decode_inputs>();
+template <> vkp_attention_shape defaults_of<vkp_attention_shape>();
+template <> vkp_attention_options defaults_of<vkp_attention_options>();
+template <> vkp_attention_inputs defaults_of<vkp_attention_inputs>();
 template <> vkp_cache_scales defaults_of<vkp_cache_scales>();
 template <> vkp_kv_cache_shape defaults_of<vkp_kv_cache_shape>();
 template <> vkp_block_manager_options defaults_of<vkp_block_manager_options>();

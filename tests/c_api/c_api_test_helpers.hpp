@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "support/test_context.hpp"
+#include "vk/context_impl.hpp"
 #include "vkpaged/tensor.hpp"
 #include "vkpaged/vkpaged.h"
 
@@ -37,8 +38,16 @@ inline vkp_context* c_context() {
     ext.physical_device = shared.physical_device();
     ext.device = shared.device();
     ext.queue_family = shared.queue_family();
-    // vkpaged's own context enables the matrix units wherever the device has them.
-    ext.cooperative_matrix = shared.device_info().cooperative_matrix ? VKP_TRUE : VKP_FALSE;
+    // vkpaged's own context enables the matrix units and what they need wherever the device
+    // has them: the adopted one is told what the shared one enabled (ContextImpl's record, not
+    // device_info(): under a validation layer older than VK_KHR_cooperative_matrix the
+    // extension stays off although the device has it).
+    const detail::ContextImpl& enabled = shared.impl();
+    ext.buffer_device_address = enabled.buffer_device_address ? VKP_TRUE : VKP_FALSE;
+    ext.cooperative_matrix = enabled.cooperative_matrix ? VKP_TRUE : VKP_FALSE;
+    ext.vulkan_memory_model = enabled.vulkan_memory_model ? VKP_TRUE : VKP_FALSE;
+    ext.vulkan_memory_model_device_scope = enabled.vulkan_memory_model_device_scope ? VKP_TRUE : VKP_FALSE;
+    ext.cooperative_matrix_khr = enabled.cooperative_matrix_khr ? VKP_TRUE : VKP_FALSE;
     vkp_context* c = nullptr;
     if (vkp_context_create_external(&ext, &c) != VKP_OK) ADD_FAILURE() << vkp_last_error();
     return std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)>(c, &vkp_context_destroy);

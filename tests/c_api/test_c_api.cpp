@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "c_api/c_api_guard.hpp"
+#include "c_api/c_api_handles.hpp"
 #include "c_api/c_api_test_helpers.hpp"
 #include "vkpaged/error.hpp"
 
@@ -135,11 +136,17 @@ TEST_F(CApiTest, RefusesNullHandles) {
   expect_refused(vkp_record_compute_barrier(c_context(), VK_NULL_HANDLE), "cmd is NULL");
   expect_refused(vkp_decode_plan_create(nullptr, &shape, nullptr, &plan), "context is NULL");
   expect_refused(vkp_decode_plan_create(c_context(), nullptr, nullptr, &plan), "shape is NULL");
-  expect_refused(vkp_record_decode(c_context(), cmd, nullptr, &views), "plan is NULL");
-  expect_refused(vkp_record_decode(c_context(), VK_NULL_HANDLE, nullptr, &views), "cmd is NULL");
+  expect_refused(vkp_record_decode(c_context(), cmd, nullptr, &views, nullptr), "plan is NULL");
+  expect_refused(vkp_record_decode(c_context(), VK_NULL_HANDLE, nullptr, &views, nullptr), "cmd is NULL");
   expect_refused(vkp_decode_plan_info_get(nullptr, nullptr), "plan is NULL");
-  expect_refused(vkp_decode_attention(nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0), "context is NULL");
-  expect_refused(vkp_reference_decode_attention(nullptr, nullptr, nullptr, 0, nullptr, 0), "inputs is NULL");
+  expect_refused(vkp_decode_attention(nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0), "context is NULL");
+  expect_refused(vkp_reference_decode_attention(nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0), "inputs is NULL");
+  expect_refused(vkp_attention_plan_create(nullptr, nullptr, nullptr, 0, nullptr, nullptr), "out is NULL");
+  expect_refused(vkp_attention_plan_info_get(nullptr, nullptr), "plan is NULL");
+  expect_refused(vkp_record_attention(c_context(), cmd, nullptr, nullptr, nullptr), "plan is NULL");
+  expect_refused(vkp_batch_attention(nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0), "context is NULL");
+  expect_refused(vkp_record_rotary_embedding(nullptr, cmd, nullptr), "context is NULL");
+  expect_refused(vkp_kv_cache_record_reshape_and_cache(nullptr, cmd, 0, nullptr, nullptr, nullptr), "cache is NULL");
   expect_refused(vkp_record_reshape_and_cache(nullptr, cmd, nullptr, nullptr), "context is NULL");
   expect_refused(vkp_record_copy_blocks(c_context(), cmd, nullptr, 1, nullptr, 0), "layers is NULL");
   expect_refused(vkp_record_gather(c_context(), cmd, nullptr, nullptr), "views is NULL");
@@ -157,6 +164,7 @@ TEST_F(CApiTest, RefusesNullHandles) {
   vkp_context_destroy(nullptr);
   vkp_buffer_destroy(nullptr);
   vkp_decode_plan_destroy(nullptr);
+  vkp_attention_plan_destroy(nullptr);
   vkp_block_manager_destroy(nullptr);
   vkp_kv_cache_destroy(nullptr);
   EXPECT_EQ(vkp_buffer_handle(nullptr), VK_NULL_HANDLE);
@@ -164,6 +172,7 @@ TEST_F(CApiTest, RefusesNullHandles) {
   EXPECT_EQ(vkp_buffer_mapped(nullptr), nullptr);
   EXPECT_EQ(vkp_decode_plan_scratch_bytes(nullptr), 0u);
   EXPECT_STREQ(vkp_decode_plan_describe(nullptr), "");
+  EXPECT_STREQ(vkp_attention_plan_describe(nullptr), "");
 }
 
 TEST_F(CApiTest, ListsDevicesAndDescribesTheAdoptedContext) {
@@ -185,6 +194,9 @@ TEST_F(CApiTest, ListsDevicesAndDescribesTheAdoptedContext) {
     EXPECT_EQ(infos[i].subgroup_shuffle, vkp_bool32(cpp.devices[i].subgroup_shuffle));
     EXPECT_EQ(infos[i].device_local_bytes, cpp.devices[i].device_local_bytes);
     EXPECT_EQ(infos[i].max_memory_allocation_size, cpp.devices[i].max_memory_allocation_size);
+    EXPECT_EQ(infos[i].cooperative_matrix_khr, vkp_bool32(cpp.devices[i].cooperative_matrix_khr));
+    EXPECT_EQ(infos[i].vulkan_memory_model, vkp_bool32(cpp.devices[i].vulkan_memory_model));
+    EXPECT_EQ(infos[i].vulkan_memory_model_device_scope, vkp_bool32(cpp.devices[i].vulkan_memory_model_device_scope));
     // Vulkan 1.1 guarantees at least 2^30 bytes.
     EXPECT_GE(infos[i].max_memory_allocation_size, uint64_t(1) << 30);
   }
@@ -194,6 +206,44 @@ TEST_F(CApiTest, ListsDevicesAndDescribesTheAdoptedContext) {
   ASSERT_VKP_OK(vkp_context_device_info(c_context(), &info));
   EXPECT_EQ(std::string(info.name), ctx().device_info().name);
   EXPECT_EQ(info.push_descriptor, VKP_TRUE);
+  // The adopted context's own answers (KHR only where the test helper said the engine enabled it).
+  const DeviceInfo& adopted = c_context()->context.device_info();
+  EXPECT_EQ(info.cooperative_matrix_khr, vkp_bool32(adopted.cooperative_matrix_khr));
+  EXPECT_EQ(info.vulkan_memory_model, vkp_bool32(adopted.vulkan_memory_model));
+  EXPECT_EQ(info.vulkan_memory_model_device_scope, vkp_bool32(adopted.vulkan_memory_model_device_scope));
+  EXPECT_EQ(info.cooperative_matrix, vkp_bool32(adopted.cooperative_matrix));
+
+  // The KHR matrix shapes, Vulkan style: the count, then as many as asked for.
+  uint32_t shape_count = 99;
+  ASSERT_VKP_OK(vkp_context_cooperative_matrix_shapes(c_context(), &shape_count, nullptr));
+  const auto& shapes = adopted.cooperative_matrix_khr_shapes;
+  ASSERT_EQ(shape_count, shapes.size());
+  std::vector<vkp_cooperative_matrix_shape> c_shapes(shapes.size() + 1);
+  for (auto& entry : c_shapes) vkp_cooperative_matrix_shape_init(&entry);
+  shape_count = uint32_t(c_shapes.size());
+  ASSERT_VKP_OK(vkp_context_cooperative_matrix_shapes(c_context(), &shape_count, c_shapes.data()));
+  ASSERT_EQ(shape_count, shapes.size());
+  for (uint32_t i = 0; i < shape_count; ++i) {
+    SCOPED_TRACE(to_string(shapes[i]));
+    EXPECT_EQ(c_shapes[i].m, shapes[i].m);
+    EXPECT_EQ(c_shapes[i].n, shapes[i].n);
+    EXPECT_EQ(c_shapes[i].k, shapes[i].k);
+    EXPECT_EQ(c_shapes[i].a_type, shapes[i].a_type);
+    EXPECT_EQ(c_shapes[i].b_type, shapes[i].b_type);
+    EXPECT_EQ(c_shapes[i].c_type, shapes[i].c_type);
+    EXPECT_EQ(c_shapes[i].result_type, shapes[i].result_type);
+    EXPECT_EQ(c_shapes[i].saturating_accumulation, vkp_bool32(shapes[i].saturating_accumulation));
+    EXPECT_EQ(c_shapes[i].scope, shapes[i].scope);
+  }
+  if (!shapes.empty()) {  // fewer asked for than there are: that many written, the rest untouched
+    shape_count = 1;
+    std::vector<vkp_cooperative_matrix_shape> one(2);
+    for (auto& entry : one) vkp_cooperative_matrix_shape_init(&entry);
+    ASSERT_VKP_OK(vkp_context_cooperative_matrix_shapes(c_context(), &shape_count, one.data()));
+    EXPECT_EQ(shape_count, 1u);
+    EXPECT_EQ(one[0].m, shapes[0].m);
+    EXPECT_EQ(one[1].m, 0u);
+  }
   vkp_vulkan_handles handles;
   vkp_vulkan_handles_init(&handles);
   ASSERT_VKP_OK(vkp_context_vulkan_handles(c_context(), &handles));
@@ -236,6 +286,50 @@ TEST_F(CApiTest, CreatesItsOwnContextWithOptions) {
   uint32_t messages = 99;
   ASSERT_VKP_OK(vkp_context_validation_message_count(own, &messages));
   EXPECT_EQ(messages, 0u);
+  EXPECT_EQ(own->context.impl().fence_timeout_ms, 60000u) << "the default";
+}
+
+// The fence timeout and the features an engine enabled reach the context they configure.
+TEST_F(CApiTest, ContextOptionsAndAdoptedFeaturesReachTheContext) {
+  vkp_context_options options;
+  vkp_context_options_init(&options);
+  const std::string index = std::to_string(list_devices().default_index);
+  options.device = index.c_str();
+  options.validation = validation_wanted() ? VKP_TRUE : VKP_FALSE;
+  options.fence_timeout_ms = 1234;
+  vkp_context* raw = nullptr;
+  ASSERT_VKP_OK(vkp_context_create(&options, &raw));
+  const OwnedContext own(raw, &vkp_context_destroy);
+  EXPECT_EQ(raw->context.impl().fence_timeout_ms, 1234u);
+
+  vkp_external_device ext;
+  vkp_external_device_init(&ext);
+  ext.instance = ctx().instance();
+  ext.physical_device = ctx().physical_device();
+  ext.device = ctx().device();
+  ext.queue_family = ctx().queue_family();
+  ext.fence_timeout_ms = 0;  // no limit
+  ASSERT_VKP_OK(vkp_context_create_external(&ext, &raw));
+  const OwnedContext adopted(raw, &vkp_context_destroy);
+  EXPECT_EQ(raw->context.impl().fence_timeout_ms, 0u);
+  // Features the engine did not say it enabled stay off, whatever the device has.
+  EXPECT_FALSE(raw->context.impl().vulkan_memory_model);
+  EXPECT_FALSE(raw->context.impl().cooperative_matrix_khr);
+  // The helper's adopted context was told what the shared context enabled, and has it.
+  const detail::ContextImpl& shared = ctx().impl();
+  const detail::ContextImpl& helper = c_context()->context.impl();
+  EXPECT_EQ(helper.vulkan_memory_model, shared.vulkan_memory_model);
+  EXPECT_EQ(helper.vulkan_memory_model_device_scope, shared.vulkan_memory_model_device_scope);
+  EXPECT_EQ(helper.cooperative_matrix_khr, shared.cooperative_matrix_khr);
+  EXPECT_EQ(helper.cooperative_matrix, shared.cooperative_matrix);
+  // The memory model without its device scope is refused where the device has the model.
+  if (ctx().device_info().vulkan_memory_model) {
+    ext.vulkan_memory_model = VKP_TRUE;
+    ext.vulkan_memory_model_device_scope = VKP_FALSE;
+    vkp_context* refused = nullptr;
+    expect_refused(vkp_context_create_external(&ext, &refused), "vulkan_memory_model_device_scope");
+    EXPECT_EQ(refused, nullptr);
+  }
 }
 
 TEST_F(CApiTest, RefusesBadContextArguments) {
@@ -412,6 +506,55 @@ TEST_F(CApiTest, StreamingReadIsSizedRecordedAndChecked) {
   std::unique_ptr<vkp_streaming_read, decltype(&vkp_streaming_read_destroy)> theirs(raw_theirs, &vkp_streaming_read_destroy);
   expect_refused(vkp_measure_streaming_read_after(c_context(), raw, raw_theirs, 2, &bandwidth),
                  "untimed_before: created on another context");
+}
+
+// The same kernel over the caller's memory: recorded, timed, the data left as it was; views it
+// cannot bind refused naming them.
+TEST_F(CApiTest, StreamingReadOfCallerMemory) {
+  vkp_device_info info;
+  vkp_device_info_init(&info);
+  ASSERT_VKP_OK(vkp_context_device_info(c_context(), &info));
+  const VkDeviceSize align = std::max<VkDeviceSize>(info.min_storage_buffer_offset_alignment, 16);
+  const size_t bytes = size_t(align) + 4096;
+  vkp_buffer* raw_data = nullptr;
+  vkp_buffer* raw_sink = nullptr;
+  ASSERT_VKP_OK(vkp_buffer_create(c_context(), bytes, VKP_MEMORY_DEVICE, &raw_data));
+  BufferPtr data(raw_data, &vkp_buffer_destroy);
+  ASSERT_VKP_OK(vkp_buffer_create(c_context(), 64, VKP_MEMORY_DEVICE, &raw_sink));
+  BufferPtr sink(raw_sink, &vkp_buffer_destroy);
+  std::vector<uint32_t> values(bytes / 4);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = uint32_t(i * 2654435761u);
+  const vkp_buffer_view whole = vkp_buffer_view_of(raw_data, 0, bytes);
+  ASSERT_VKP_OK(vkp_upload(c_context(), &whole, values.data(), bytes));
+  const vkp_buffer_view view = vkp_buffer_view_of(raw_data, align, 4096 - 4);  // read rounded down to 16
+  const vkp_buffer_view sink_view = vkp_buffer_view_of(raw_sink, 0, 16);
+  auto record = [&](VkCommandBuffer cmd) { return vkp_record_streaming_read_of(c_context(), cmd, &view, &sink_view); };
+  ASSERT_VKP_OK(run(c_context(), record));
+  if (info.timestamps) {
+    double ns = 0;
+    ASSERT_VKP_OK(vkp_run_and_time(
+        c_context(), [](VkCommandBuffer cmd, void* user) { return (*static_cast<decltype(record)*>(user))(cmd); },
+        &record, &ns));
+    EXPECT_GT(ns, 0.0);
+  }
+  std::vector<uint32_t> after(values.size());
+  ASSERT_VKP_OK(vkp_download(c_context(), &whole, after.data(), bytes));
+  EXPECT_EQ(after, values);
+
+  const vkp_buffer_view misaligned = vkp_buffer_view_of(raw_data, 8, 64);
+  const vkp_buffer_view small = vkp_buffer_view_of(raw_data, 0, 8);
+  const vkp_buffer_view small_sink = vkp_buffer_view_of(raw_sink, 0, 4);
+  const vkp_buffer_view absent{};
+  EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+    expect_refused(vkp_record_streaming_read_of(c_context(), cmd, &misaligned, &sink_view),
+                   "vkp_record_streaming_read_of: data: offset 8 is not a multiple of");
+    expect_refused(vkp_record_streaming_read_of(c_context(), cmd, &small, &sink_view),
+                   "data: buffer view of 8 bytes is too small, 16 bytes needed");
+    expect_refused(vkp_record_streaming_read_of(c_context(), cmd, &view, &small_sink),
+                   "sink: buffer view of 4 bytes is too small");
+    expect_refused(vkp_record_streaming_read_of(c_context(), cmd, &view, &absent), "sink: no buffer given");
+    return VKP_OK;
+  }));
 }
 
 }  // namespace

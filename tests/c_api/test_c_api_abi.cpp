@@ -89,7 +89,7 @@ TEST(CApiAbiTest, StructLayoutsMatchTheCommittedTable) {
   GTEST_SKIP() << "the committed table is x86-64 LP64's";
 #endif
   const Table t = committed_table();
-  ASSERT_EQ(t.structs.size(), 27u) << "a struct was added to or removed from abi_table.inc";
+  ASSERT_EQ(t.structs.size(), 37u) << "a struct was added to or removed from abi_table.inc";
   for (const StructRow& s : t.structs) {
     SCOPED_TRACE(s.name);
     EXPECT_EQ(s.actual_size, s.size) << "table: VKP_ABI_STRUCT(" << s.name << ", " << s.actual_size << ", "
@@ -125,7 +125,7 @@ TEST(CApiAbiTest, StructLayoutsMatchTheCommittedTable) {
     EXPECT_EQ(e.actual_size, e.size) << e.name;
     EXPECT_EQ(e.actual_size, 4u) << e.name << ": enums are 32 bits (a _MAX_ENUM = 0x7FFFFFFF member)";
   }
-  EXPECT_EQ(t.enums.size(), 9u) << "an enum was added to or removed from abi_table.inc";
+  EXPECT_EQ(t.enums.size(), 13u) << "an enum was added to or removed from abi_table.inc";
 }
 
 // ---- memory that ends where a struct ends: a read or write past it faults ----
@@ -243,10 +243,10 @@ TEST_F(CApiAbiGpuTest, RealStructsAreReadAndWrittenWithinTheirSize) {
 
   // A size no release had is refused, naming the argument and the struct; nothing is made.
   vkp_decode_plan* refused = nullptr;
-  options->struct_size = 40;
+  options->struct_size = 48;  // its size before the per-call values moved to vkp_decode_params
   expect_refused(vkp_decode_plan_create(c_context(), shape, options, &refused),
-                 "vkp_decode_plan_create: options: vkp_decode_options.struct_size: 40 is not a size this library "
-                 "knows (48)");
+                 "vkp_decode_plan_create: options: vkp_decode_options.struct_size: 48 is not a size this library "
+                 "knows (28)");
   EXPECT_EQ(refused, nullptr);
   options->struct_size = 0;  // never initialised
   expect_refused(vkp_decode_plan_create(c_context(), shape, options, &refused), "; vkp_decode_options_init sets it");
@@ -276,24 +276,34 @@ TEST(CApiAbiTest, EveryInitRefusesSizesNoReleaseHad) {
   };
 #define VKP_CHECK_INIT(T) check(#T, T##_init_sized, static_cast<T*>(nullptr), sizeof(T))
   VKP_CHECK_INIT(vkp_device_info);
+  VKP_CHECK_INIT(vkp_cooperative_matrix_shape);
   VKP_CHECK_INIT(vkp_context_options);
   VKP_CHECK_INIT(vkp_external_device);
   VKP_CHECK_INIT(vkp_vulkan_handles);
   VKP_CHECK_INIT(vkp_decode_shape);
   VKP_CHECK_INIT(vkp_decode_options);
+  VKP_CHECK_INIT(vkp_decode_params);
   VKP_CHECK_INIT(vkp_decode_plan_info);
   VKP_CHECK_INIT(vkp_decode_views);
   VKP_CHECK_INIT(vkp_decode_inputs);
+  VKP_CHECK_INIT(vkp_attention_shape);
+  VKP_CHECK_INIT(vkp_attention_options);
+  VKP_CHECK_INIT(vkp_attention_plan_info);
+  VKP_CHECK_INIT(vkp_attention_views);
+  VKP_CHECK_INIT(vkp_attention_inputs);
   VKP_CHECK_INIT(vkp_cache_scales);
   VKP_CHECK_INIT(vkp_reshape_and_cache_views);
   VKP_CHECK_INIT(vkp_layer_cache_views);
   VKP_CHECK_INIT(vkp_gather_views);
+  VKP_CHECK_INIT(vkp_rotary_views);
+  VKP_CHECK_INIT(vkp_rotary_inputs);
   VKP_CHECK_INIT(vkp_bandwidth);
   VKP_CHECK_INIT(vkp_merge_views);
   VKP_CHECK_INIT(vkp_kv_cache_shape);
   VKP_CHECK_INIT(vkp_kv_cache_options);
   VKP_CHECK_INIT(vkp_kv_cache_sizing);
   VKP_CHECK_INIT(vkp_kv_cache_info);
+  VKP_CHECK_INIT(vkp_new_tokens);
   VKP_CHECK_INIT(vkp_block_manager_options);
   VKP_CHECK_INIT(vkp_append_result);
   VKP_CHECK_INIT(vkp_block_usage);
@@ -303,8 +313,42 @@ TEST(CApiAbiTest, EveryInitRefusesSizesNoReleaseHad) {
   // The defaults the inits fill in are the C++ API's.
   vkp_decode_options o;
   ASSERT_VKP_OK(vkp_decode_options_init(&o));
-  EXPECT_EQ(o.k_scale, 1.0f);
-  EXPECT_EQ(o.has_scale, VKP_FALSE);
+  EXPECT_EQ(o.kernel, VKP_KERNEL_AUTOMATIC);
+  EXPECT_EQ(o.merge, VKP_MERGE_REDUCE_PASS);
+  vkp_decode_params params;
+  ASSERT_VKP_OK(vkp_decode_params_init(&params));
+  EXPECT_EQ(params.k_scale, 1.0f);
+  EXPECT_EQ(params.v_scale, 1.0f);
+  EXPECT_EQ(params.has_scale, VKP_FALSE);
+  EXPECT_EQ(params.softcap, 0.0f);
+  vkp_context_options context_options;
+  ASSERT_VKP_OK(vkp_context_options_init(&context_options));
+  EXPECT_EQ(context_options.fence_timeout_ms, ContextOptions{}.fence_timeout_ms);
+  EXPECT_EQ(context_options.fence_timeout_ms, 60000u);
+  vkp_external_device external;
+  ASSERT_VKP_OK(vkp_external_device_init(&external));
+  EXPECT_EQ(external.fence_timeout_ms, ExternalDevice{}.fence_timeout_ms);
+  EXPECT_EQ(external.cooperative_matrix_khr, VKP_FALSE);
+  vkp_decode_shape decode_shape;
+  ASSERT_VKP_OK(vkp_decode_shape_init(&decode_shape));
+  EXPECT_EQ(decode_shape.kv_layout, VKP_KV_LAYOUT_VLLM);
+  EXPECT_EQ(decode_shape.softcap, VKP_FALSE);
+  EXPECT_EQ(decode_shape.query_dtype, VKP_DTYPE_F16);
+  vkp_attention_shape attention_shape;
+  ASSERT_VKP_OK(vkp_attention_shape_init(&attention_shape));
+  EXPECT_EQ(attention_shape.cache_dtype, VKP_DTYPE_F16);
+  EXPECT_EQ(attention_shape.kv_layout, VKP_KV_LAYOUT_VLLM);
+  vkp_attention_options attention_options;
+  ASSERT_VKP_OK(vkp_attention_options_init(&attention_options));
+  EXPECT_EQ(attention_options.kernel, VKP_ATTENTION_KERNEL_AUTOMATIC);
+  EXPECT_EQ(attention_options.split, VKP_SPLIT_AUTOMATIC);
+  vkp_attention_inputs attention_inputs;
+  ASSERT_VKP_OK(vkp_attention_inputs_init(&attention_inputs));
+  EXPECT_EQ(attention_inputs.cache_dtype, VKP_DTYPE_F16);
+  EXPECT_EQ(attention_inputs.query_starts.data, nullptr);
+  vkp_rotary_inputs rotary;
+  ASSERT_VKP_OK(vkp_rotary_inputs_init(&rotary));
+  EXPECT_EQ(rotary.style, VKP_ROTARY_NEOX);
   vkp_cache_scales scales;
   ASSERT_VKP_OK(vkp_cache_scales_init(&scales));
   EXPECT_EQ(scales.v_scale, 1.0f);
@@ -312,6 +356,7 @@ TEST(CApiAbiTest, EveryInitRefusesSizesNoReleaseHad) {
   ASSERT_VKP_OK(vkp_kv_cache_shape_init(&shape));
   EXPECT_EQ(shape.block_size, 16u);
   EXPECT_EQ(shape.dtype, VKP_DTYPE_F16);
+  EXPECT_EQ(shape.layout, VKP_KV_LAYOUT_VLLM);
   vkp_block_manager_options manager;
   ASSERT_VKP_OK(vkp_block_manager_options_init(&manager));
   EXPECT_EQ(manager.enable_prefix_caching, VKP_TRUE);

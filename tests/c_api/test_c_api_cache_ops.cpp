@@ -72,7 +72,7 @@ TEST_F(CApiCacheOpsTest, ReshapeAndCacheMatchesTheReferenceBitExactly) {
     }));
     vkp_host_tensor hk = host_view(key), hv = host_view(value), hs = host_view(slots);
     vkp_host_tensor kc = host_view(pools.key), vc = host_view(pools.value);
-    ASSERT_VKP_OK(vkp_reference_reshape_and_cache(&hk, &hv, &hs, &kc, &vc, &scales));
+    ASSERT_VKP_OK(vkp_reference_reshape_and_cache(&hk, &hv, &hs, &kc, &vc, &scales, VKP_KV_LAYOUT_VLLM));
     EXPECT_TRUE(bytes_equal(download(c_context(), pools.d_key), pools.key)) << dtype_name(cache);
     EXPECT_TRUE(bytes_equal(download(c_context(), pools.d_value), pools.value)) << dtype_name(cache);
     EXPECT_EQ(download(c_context(), status).as<uint32_t>()[0], 0u);
@@ -84,7 +84,7 @@ TEST_F(CApiCacheOpsTest, ReshapeAndCacheMatchesTheReferenceBitExactly) {
       return VKP_OK;
     }));
     slots.as<int64_t>()[0] = N * B;
-    expect_refused(vkp_reference_reshape_and_cache(&hk, &hv, &hs, &kc, &vc, &scales), "48");
+    expect_refused(vkp_reference_reshape_and_cache(&hk, &hv, &hs, &kc, &vc, &scales, VKP_KV_LAYOUT_VLLM), "48");
   }
 }
 
@@ -97,7 +97,7 @@ TEST_F(CApiCacheOpsTest, CopyBlocksMatchesTheReferenceInEveryLayer) {
   }));
   for (auto& l : layers) {
     vkp_host_tensor k = host_view(l.key), v = host_view(l.value);
-    ASSERT_VKP_OK(vkp_reference_copy_blocks(&k, &v, pairs, 3));
+    ASSERT_VKP_OK(vkp_reference_copy_blocks(&k, &v, pairs, 3, VKP_KV_LAYOUT_VLLM));
     EXPECT_TRUE(bytes_equal(download(c_context(), l.d_key), l.key));
     EXPECT_TRUE(bytes_equal(download(c_context(), l.d_value), l.value));
   }
@@ -128,7 +128,7 @@ TEST_F(CApiCacheOpsTest, SwapBlocksOutToHostVisibleAndBackIn) {
   }));
   vkp_host_tensor dk = host_view(device.key), dv = host_view(device.value);
   vkp_host_tensor hk = host_view(host.key), hv = host_view(host.value);
-  ASSERT_VKP_OK(vkp_reference_swap_blocks(&dk, &dv, &hk, &hv, out, 3));
+  ASSERT_VKP_OK(vkp_reference_swap_blocks(&dk, &dv, &hk, &hv, out, 3, VKP_KV_LAYOUT_VLLM));
   EXPECT_EQ(std::memcmp(vkp_buffer_mapped(host.d_key.buffer.get()), host.key.data(), host.key.bytes()), 0);
   EXPECT_EQ(std::memcmp(vkp_buffer_mapped(host.d_value.buffer.get()), host.value.data(), host.value.bytes()), 0);
 
@@ -136,7 +136,7 @@ TEST_F(CApiCacheOpsTest, SwapBlocksOutToHostVisibleAndBackIn) {
   ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
     return vkp_record_swap_blocks(c_context(), cmd, &h, 1, &d, 1, in, 2);
   }));
-  ASSERT_VKP_OK(vkp_reference_swap_blocks(&hk, &hv, &dk, &dv, in, 2));
+  ASSERT_VKP_OK(vkp_reference_swap_blocks(&hk, &hv, &dk, &dv, in, 2, VKP_KV_LAYOUT_VLLM));
   EXPECT_TRUE(bytes_equal(download(c_context(), device.d_key), device.key));
   EXPECT_TRUE(bytes_equal(download(c_context(), device.d_value), device.value));
 
@@ -179,13 +179,103 @@ TEST_F(CApiCacheOpsTest, GatherMatchesTheReferenceBitExactly) {
   const vkp_host_tensor kc = host_view(pools.key), vc = host_view(pools.value);
   const vkp_host_tensor bt = host_view(tables), ss = host_view(starts);
   vkp_host_tensor ko = host_view(want_key), vo = host_view(want_value);
-  ASSERT_VKP_OK(vkp_reference_gather(&kc, &vc, &bt, &ss, &scales, &ko, &vo));
+  ASSERT_VKP_OK(vkp_reference_gather(&kc, &vc, &bt, &ss, &scales, VKP_KV_LAYOUT_VLLM, &ko, &vo));
   EXPECT_TRUE(bytes_equal(download(c_context(), key_out), want_key));
   EXPECT_TRUE(bytes_equal(download(c_context(), value_out), want_value));
   EXPECT_EQ(download(c_context(), status).as<uint32_t>()[0], 0u);
 
   vo.shape[0] = 39;
-  expect_refused(vkp_reference_gather(&kc, &vc, &bt, &ss, &scales, &ko, &vo), "value_out");
+  expect_refused(vkp_reference_gather(&kc, &vc, &bt, &ss, &scales, VKP_KV_LAYOUT_VLLM, &ko, &vo), "value_out");
+}
+
+// The nhd and hnd layouts through the layout field of each views struct, against the references
+// given the same layout, byte for byte.
+TEST_F(CApiCacheOpsTest, EveryOperatorTakesTheLayoutOfItsViews) {
+  const int64_t N = 6, Hkv = 2, D = 64, B = 8, T = 20;
+  for (vkp_kv_layout layout : {VKP_KV_LAYOUT_NHD, VKP_KV_LAYOUT_HND}) {
+    const KvLayout cpp_layout = KvLayout(layout);
+    SCOPED_TRACE(std::string(kv_layout_name(cpp_layout)));
+    HostTensor key_cache = random_tensor(DType::bf16, key_cache_shape(cpp_layout, DType::bf16, N, Hkv, D, B), 70);
+    HostTensor value_cache = random_tensor(DType::bf16, value_cache_shape(cpp_layout, N, Hkv, D, B), 71);
+    const CTensor d_key_cache = upload(c_context(), key_cache), d_value_cache = upload(c_context(), value_cache);
+
+    // reshape_and_cache
+    const HostTensor key = random_tensor(DType::f32, Shape{T, Hkv, D}, 72);
+    const HostTensor value = random_tensor(DType::f32, Shape{T, Hkv, D}, 73);
+    HostTensor slots(DType::i32, Shape{T});
+    std::vector<int32_t> order(size_t(N * B));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(74));
+    for (int64_t t = 0; t < T; ++t) slots.as<int32_t>()[t] = t == 4 ? -1 : order[size_t(t)];
+    const CTensor d_key = upload(c_context(), key), d_value = upload(c_context(), value), d_slots = upload(c_context(), slots);
+    vkp_reshape_and_cache_views write;
+    vkp_reshape_and_cache_views_init(&write);
+    write.layout = layout;
+    write.key = d_key.view;
+    write.value = d_value.view;
+    write.slot_mapping = d_slots.view;
+    write.key_cache = d_key_cache.view;
+    write.value_cache = d_value_cache.view;
+    ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+      return vkp_record_reshape_and_cache(c_context(), cmd, &write, nullptr);
+    }));
+    vkp_host_tensor hk = host_view(key), hv = host_view(value), hs = host_view(slots);
+    vkp_host_tensor kc = host_view(key_cache), vc = host_view(value_cache);
+    ASSERT_VKP_OK(vkp_reference_reshape_and_cache(&hk, &hv, &hs, &kc, &vc, nullptr, layout));
+    EXPECT_TRUE(bytes_equal(download(c_context(), d_key_cache), key_cache));
+    EXPECT_TRUE(bytes_equal(download(c_context(), d_value_cache), value_cache));
+
+    // copy_blocks
+    vkp_layer_cache_views layer;
+    vkp_layer_cache_views_init(&layer);
+    layer.layout = layout;
+    layer.key_cache = d_key_cache.view;
+    layer.value_cache = d_value_cache.view;
+    const vkp_block_copy pairs[] = {{0, 3}, {5, 1}};
+    ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+      return vkp_record_copy_blocks(c_context(), cmd, &layer, 1, pairs, 2);
+    }));
+    ASSERT_VKP_OK(vkp_reference_copy_blocks(&kc, &vc, pairs, 2, layout));
+    EXPECT_TRUE(bytes_equal(download(c_context(), d_key_cache), key_cache));
+    EXPECT_TRUE(bytes_equal(download(c_context(), d_value_cache), value_cache));
+
+    // gather
+    HostTensor tables(DType::i32, Shape{2, 3});
+    const int32_t ids[] = {3, 0, 5, 1, 2, 4};
+    std::memcpy(tables.data(), ids, sizeof(ids));
+    HostTensor starts(DType::i32, Shape{3});
+    const int32_t bounds[] = {0, 17, 30};
+    std::memcpy(starts.data(), bounds, sizeof(bounds));
+    const CTensor d_tables = upload(c_context(), tables), d_starts = upload(c_context(), starts);
+    const CTensor key_out = zeros(c_context(), DType::f16, Shape{30, Hkv, D});
+    const CTensor value_out = zeros(c_context(), DType::f16, Shape{30, Hkv, D});
+    vkp_gather_views read;
+    vkp_gather_views_init(&read);
+    read.layout = layout;
+    read.key_cache = d_key_cache.view;
+    read.value_cache = d_value_cache.view;
+    read.block_tables = d_tables.view;
+    read.seq_starts = d_starts.view;
+    read.key_out = key_out.view;
+    read.value_out = value_out.view;
+    ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) { return vkp_record_gather(c_context(), cmd, &read, nullptr); }));
+    HostTensor want_key(DType::f16, Shape{30, Hkv, D}), want_value(DType::f16, Shape{30, Hkv, D});
+    const vkp_host_tensor bt = host_view(tables), ss = host_view(starts);
+    vkp_host_tensor ko = host_view(want_key), vo = host_view(want_value);
+    ASSERT_VKP_OK(vkp_reference_gather(&kc, &vc, &bt, &ss, nullptr, layout, &ko, &vo));
+    EXPECT_TRUE(bytes_equal(download(c_context(), key_out), want_key));
+    EXPECT_TRUE(bytes_equal(download(c_context(), value_out), want_value));
+
+    // The vllm layout's shapes are not this layout's: refused naming the cache.
+    layer.layout = VKP_KV_LAYOUT_VLLM;
+    read.layout = VKP_KV_LAYOUT_VLLM;
+    EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
+      expect_refused(vkp_record_copy_blocks(c_context(), cmd, &layer, 1, pairs, 2), "layers[0].");
+      expect_refused(vkp_record_gather(c_context(), cmd, &read, nullptr), "_cache: ");
+      return VKP_OK;
+    }));
+    expect_refused(vkp_reference_copy_blocks(&kc, &vc, pairs, 2, VKP_KV_LAYOUT_VLLM), "_cache");
+  }
 }
 
 TEST_F(CApiCacheOpsTest, AbsmaxAndFp8Scale) {

@@ -2,6 +2,8 @@
 // (bit for bit what the C++ API computes, within the contract's tolerance of the reference),
 // the host convenience, the reference, and refusals that name the argument.
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "c_api/c_api_test_helpers.hpp"
 #include "support/decode_case.hpp"
@@ -28,22 +30,26 @@ vkp_decode_inputs c_inputs(const DecodeInputs& in) {
   return c;
 }
 
-// vkp_decode_options carries both the plan's options and the per-call values (the C plan keeps
-// them for vkp_record_decode).
-vkp_decode_options c_options(const DecodeOptions& o, const DecodeParams& p) {
+vkp_decode_options c_options(const DecodeOptions& o) {
   vkp_decode_options c;
   vkp_decode_options_init(&c);
-  c.has_scale = p.scale.has_value() ? VKP_TRUE : VKP_FALSE;
-  c.scale = p.scale.value_or(0.0f);
-  c.softcap = p.softcap;
   c.sliding_window = o.sliding_window;
-  c.k_scale = p.k_scale;
-  c.v_scale = p.v_scale;
   c.split = vkp_split_mode(o.split);
   c.partition_tokens = o.partition_tokens;
   c.kernel = vkp_decode_kernel(o.kernel);
   c.order = vkp_decode_order(o.order);
   c.merge = vkp_decode_merge(o.merge);
+  return c;
+}
+
+vkp_decode_params c_params(const DecodeParams& p) {
+  vkp_decode_params c;
+  vkp_decode_params_init(&c);
+  c.has_scale = p.scale.has_value() ? VKP_TRUE : VKP_FALSE;
+  c.scale = p.scale.value_or(0.0f);
+  c.softcap = p.softcap;
+  c.k_scale = p.k_scale;
+  c.v_scale = p.v_scale;
   return c;
 }
 
@@ -53,8 +59,8 @@ struct RecordedDecode {
   uint32_t status = 0;
 };
 
-// Plans with the C API, uploads with the C API and records vkp_record_decode into a command
-// buffer of vkp_run_and_wait.
+// Plans with the C API, uploads with the C API and records vkp_record_decode, with the params,
+// into a command buffer of vkp_run_and_wait.
 RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& options, const DecodeParams& params,
                                 bool want_lse) {
   vkp_context* ctx = c_context();
@@ -62,7 +68,11 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
   vkp_decode_shape shape;
   vkp_decode_shape_init(&shape);
   EXPECT_VKP_OK(vkp_decode_shape_of(&cin, want_lse ? VKP_TRUE : VKP_FALSE, &shape));
-  const vkp_decode_options copt = c_options(options, params);
+  EXPECT_EQ(shape.softcap, VKP_FALSE) << "the inputs do not say";
+  EXPECT_EQ(shape.kv_layout, VKP_KV_LAYOUT_VLLM);
+  shape.softcap = params.softcap != 0.0f ? VKP_TRUE : VKP_FALSE;
+  const vkp_decode_options copt = c_options(options);
+  const vkp_decode_params cparams = c_params(params);
   vkp_decode_plan* raw = nullptr;
   EXPECT_VKP_OK(vkp_decode_plan_create(ctx, &shape, &copt, &raw));
   PlanPtr plan(raw, &vkp_decode_plan_destroy);
@@ -82,11 +92,7 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
   EXPECT_EQ(plan_options.order, copt.order);
   EXPECT_EQ(info.order_bytes, info.longest_first ? 4u * shape.num_seqs * info.num_partitions : 0u);
   EXPECT_EQ(plan_options.merge, copt.merge);
-  EXPECT_EQ(plan_options.has_scale, copt.has_scale);
-  EXPECT_EQ(plan_options.scale, copt.scale);
-  EXPECT_EQ(plan_options.softcap, copt.softcap);
-  EXPECT_EQ(plan_options.k_scale, copt.k_scale);
-  EXPECT_EQ(plan_options.v_scale, copt.v_scale);
+  EXPECT_EQ(plan_options.sliding_window, copt.sliding_window);
   EXPECT_EQ(info.merge_counter_bytes, vkp_decode_plan_merge_counter_bytes(raw));
   EXPECT_NE(std::string(vkp_decode_plan_describe(raw)), "");
 
@@ -123,7 +129,7 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
       return vkp_record_decode_order(ctx, cmd, raw, &views.context_lens, &views.order);
     }));
   }
-  EXPECT_VKP_OK(run(ctx, [&](VkCommandBuffer cmd) { return vkp_record_decode(ctx, cmd, raw, &views); }));
+  EXPECT_VKP_OK(run(ctx, [&](VkCommandBuffer cmd) { return vkp_record_decode(ctx, cmd, raw, &views, &cparams); }));
   RecordedDecode r;
   r.output = download(ctx, output);
   if (want_lse) r.lse = download(ctx, lse);
@@ -196,19 +202,24 @@ TEST_F(CApiDecodeHostTest, ConvenienceAndReferenceMatchTheCppApi) {
   const DecodeOptions options;
   const DecodeParams params = default_params(c);
   const vkp_decode_inputs cin = c_inputs(in);
-  const vkp_decode_options copt = c_options(options, params);
+  const vkp_decode_options copt = c_options(options);
+  const vkp_decode_params cparams = c_params(params);
   HostTensor out(in.query.dtype(), in.query.shape()), ref(in.query.dtype(), in.query.shape());
   std::vector<float> lse(3 * 8), ref_lse(3 * 8);
-  ASSERT_VKP_OK(vkp_decode_attention(c_context(), &cin, &copt, out.data(), out.bytes(), lse.data(), lse.size()));
-  ASSERT_VKP_OK(vkp_reference_decode_attention(&cin, &copt, ref.data(), ref.bytes(), ref_lse.data(), ref_lse.size()));
+  ASSERT_VKP_OK(
+      vkp_decode_attention(c_context(), &cin, &copt, &cparams, out.data(), out.bytes(), lse.data(), lse.size()));
+  ASSERT_VKP_OK(
+      vkp_reference_decode_attention(&cin, &copt, &cparams, ref.data(), ref.bytes(), ref_lse.data(), ref_lse.size()));
   // The C reference is the C++ reference, bit for bit.
   const DecodeResult cpp_ref = reference::decode_attention(in, options, params, true);
   EXPECT_EQ(std::memcmp(ref.data(), cpp_ref.output.data(), ref.bytes()), 0);
   EXPECT_EQ(std::memcmp(ref_lse.data(), cpp_ref.lse.data(), ref_lse.size() * 4), 0);
   EXPECT_LE(max_abs_diff(out, ref), tolerance(c.query_dtype, c.cache_dtype));
   for (size_t i = 0; i < lse.size(); ++i) EXPECT_NEAR(lse[i], ref_lse[i], 1e-3) << i;
-  // Without options and without lse.
-  ASSERT_VKP_OK(vkp_reference_decode_attention(&cin, nullptr, ref.data(), ref.bytes(), nullptr, 0));
+  // Without options, params and lse: the defaults (fp8 scales of 1 here).
+  ASSERT_VKP_OK(vkp_reference_decode_attention(&cin, nullptr, nullptr, ref.data(), ref.bytes(), nullptr, 0));
+  const DecodeResult defaults = reference::decode_attention(in, {}, {}, false);
+  EXPECT_EQ(std::memcmp(ref.data(), defaults.output.data(), ref.bytes()), 0);
 }
 
 TEST_F(CApiDecodeHostTest, RefusesBadInputsNamingThem) {
@@ -219,24 +230,37 @@ TEST_F(CApiDecodeHostTest, RefusesBadInputsNamingThem) {
   HostTensor out(in.query.dtype(), in.query.shape());
   std::vector<float> lse(16);
   const std::vector<float> untouched(out.as<float>(), out.as<float>() + out.numel());
-  expect_refused(vkp_decode_attention(c_context(), &cin, nullptr, out.data(), out.bytes() - 4, nullptr, 0),
+  expect_refused(vkp_decode_attention(c_context(), &cin, nullptr, nullptr, out.data(), out.bytes() - 4, nullptr, 0),
                  "output_bytes");
-  expect_refused(vkp_reference_decode_attention(&cin, nullptr, out.data(), out.bytes(), lse.data(), 15), "lse_count: 15");
+  expect_refused(vkp_reference_decode_attention(&cin, nullptr, nullptr, out.data(), out.bytes(), lse.data(), 15),
+                 "lse_count: 15");
+  vkp_decode_params bad_params;
+  vkp_decode_params_init(&bad_params);
+  bad_params.k_scale = 0.0f;
+  expect_refused(vkp_decode_attention(c_context(), &cin, nullptr, &bad_params, out.data(), out.bytes(), nullptr, 0),
+                 "k_scale");
+  vkp_decode_params_init(&bad_params);
+  bad_params.has_scale = VKP_TRUE;
+  bad_params.scale = -1.0f;
+  expect_refused(vkp_reference_decode_attention(&cin, nullptr, &bad_params, out.data(), out.bytes(), nullptr, 0),
+                 "scale");
+  vkp_decode_params_init(&bad_params);
+  bad_params.softcap = -2.0f;
+  expect_refused(vkp_decode_attention(c_context(), &cin, nullptr, &bad_params, out.data(), out.bytes(), nullptr, 0),
+                 "softcap");
   vkp_decode_options bad;
   vkp_decode_options_init(&bad);
-  bad.k_scale = 0.0f;
-  expect_refused(vkp_decode_attention(c_context(), &cin, &bad, out.data(), out.bytes(), nullptr, 0), "k_scale");
-  vkp_decode_options_init(&bad);
   bad.split = vkp_split_mode(9);
-  expect_refused(vkp_decode_attention(c_context(), &cin, &bad, out.data(), out.bytes(), nullptr, 0), "options.split");
+  expect_refused(vkp_decode_attention(c_context(), &cin, &bad, nullptr, out.data(), out.bytes(), nullptr, 0),
+                 "options.split");
   HostTensor lens = in.context_lens;
   lens.as<int32_t>()[1] = 1000;
   cin.context_lens = host_view(lens);
-  expect_refused(vkp_decode_attention(c_context(), &cin, nullptr, out.data(), out.bytes(), nullptr, 0),
+  expect_refused(vkp_decode_attention(c_context(), &cin, nullptr, nullptr, out.data(), out.bytes(), nullptr, 0),
                  "context_lens[1]: 1000");
   cin = c_inputs(in);
   cin.query.data = nullptr;
-  expect_refused(vkp_reference_decode_attention(&cin, nullptr, out.data(), out.bytes(), nullptr, 0),
+  expect_refused(vkp_reference_decode_attention(&cin, nullptr, nullptr, out.data(), out.bytes(), nullptr, 0),
                  "inputs.query: data is NULL");
   cin = c_inputs(in);
   cin.cache_dtype = vkp_dtype(-1);
@@ -284,7 +308,8 @@ TEST_F(CApiDecodeHostTest, KernelChoiceRoundTripsAndIsChecked) {
   o.kernel = vkp_decode_kernel(7);
   expect_refused(vkp_decode_plan_create(c_context(), &shape, &o, &raw), "options.kernel: 7");
   HostTensor out(in.query.dtype(), in.query.shape());
-  expect_refused(vkp_reference_decode_attention(&cin, &o, out.data(), out.bytes(), nullptr, 0), "options.kernel: 7");
+  expect_refused(vkp_reference_decode_attention(&cin, &o, nullptr, out.data(), out.bytes(), nullptr, 0),
+                 "options.kernel: 7");
   o.kernel = VKP_KERNEL_MATRIX;
   // The matrix kernel takes 16-bit queries only: refused on every device for f32.
   vkp_decode_shape f32 = shape;
@@ -357,6 +382,91 @@ TEST_F(CApiDecodeHostTest, LongestFirstRecordsThroughCAndIsChecked) {
                  "order:");
 }
 
+// One plan, per-call values that change from call to call: each record computes what the C++
+// API does with those values; values that contradict the plan's shape are refused naming them.
+TEST_F(CApiDecodeHostTest, PerCallParamsChangeBetweenCallsOfOnePlan) {
+  DecodeCase c = make_case(DType::f16, DType::fp8_e4m3, {9, 300}, false, true);
+  std::mt19937 rng(31);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  vkp_context* cctx = c_context();
+  const vkp_decode_inputs cin = c_inputs(in);
+  vkp_decode_shape shape;
+  vkp_decode_shape_init(&shape);
+  ASSERT_VKP_OK(vkp_decode_shape_of(&cin, VKP_FALSE, &shape));
+  shape.softcap = VKP_TRUE;
+  vkp_decode_plan* raw = nullptr;
+  ASSERT_VKP_OK(vkp_decode_plan_create(cctx, &shape, nullptr, &raw));
+  PlanPtr plan(raw, &vkp_decode_plan_destroy);
+  vkp_decode_shape got_shape;
+  vkp_decode_shape_init(&got_shape);
+  ASSERT_VKP_OK(vkp_decode_plan_shape_get(raw, &got_shape));
+  EXPECT_EQ(got_shape.softcap, VKP_TRUE);
+
+  const CTensor query = upload(cctx, in.query), key = upload(cctx, in.key_cache), value = upload(cctx, in.value_cache);
+  const CTensor tables = upload(cctx, in.block_tables), lens = upload(cctx, in.context_lens);
+  const CTensor sinks = upload(cctx, in.sinks);
+  const CTensor output = zeros(cctx, in.query.dtype(), in.query.shape());
+  vkp_decode_views views;
+  vkp_decode_views_init(&views);
+  views.query = query.view;
+  views.key_cache = key.view;
+  views.value_cache = value.view;
+  views.block_tables = tables.view;
+  views.context_lens = lens.view;
+  views.sinks = sinks.view;
+  views.output = output.view;
+  CTensor scratch;  // where the device's planner splits (not on lavapipe)
+  if (vkp_decode_plan_scratch_bytes(raw) > 0) {
+    scratch = zeros(cctx, DType::u8, Shape{int64_t(vkp_decode_plan_scratch_bytes(raw))});
+    views.scratch = scratch.view.memory;
+  }
+
+  DecodeParams a = default_params(c), b = default_params(c);
+  a.softcap = 30.0f;
+  b.softcap = 4.0f;
+  b.scale = 0.05f;
+  b.k_scale *= 2.0f;
+  std::vector<HostTensor> outputs;
+  for (const DecodeParams& p : {a, b}) {
+    const vkp_decode_params cp = c_params(p);
+    ASSERT_VKP_OK(run(cctx, [&](VkCommandBuffer cmd) { return vkp_record_decode(cctx, cmd, raw, &views, &cp); }));
+    outputs.push_back(download(cctx, output));
+    const DecodeResult cpp = decode_attention(ctx(), in, {}, p);
+    EXPECT_EQ(std::memcmp(outputs.back().data(), cpp.output.data(), cpp.output.bytes()), 0);
+    EXPECT_LE(max_abs_diff(outputs.back(), reference::decode_attention(in, {}, p).output),
+              tolerance(c.query_dtype, c.cache_dtype));
+  }
+  EXPECT_NE(std::memcmp(outputs[0].data(), outputs[1].data(), outputs[0].bytes()), 0) << "the params changed nothing";
+
+  // Refused before anything is recorded: no soft cap for a plan with one (NULL params are the
+  // defaults, softcap 0), a soft cap for a plan without, values out of range.
+  vkp_decode_params capped = c_params(a);
+  vkp_decode_params off = c_params(a);
+  off.softcap = 0.0f;
+  vkp_decode_shape plain = shape;
+  plain.softcap = VKP_FALSE;
+  vkp_decode_plan* raw_plain = nullptr;
+  ASSERT_VKP_OK(vkp_decode_plan_create(cctx, &plain, nullptr, &raw_plain));
+  PlanPtr plain_plan(raw_plain, &vkp_decode_plan_destroy);
+  vkp_decode_params nan_scale = c_params(a);
+  nan_scale.has_scale = VKP_TRUE;
+  nan_scale.scale = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_VKP_OK(run(cctx, [&](VkCommandBuffer cmd) {
+    expect_refused(vkp_record_decode(cctx, cmd, raw, &views, nullptr), "softcap");
+    expect_refused(vkp_record_decode(cctx, cmd, raw, &views, &off), "softcap");
+    expect_refused(vkp_record_decode(cctx, cmd, raw_plain, &views, &capped), "softcap");
+    expect_refused(vkp_record_decode(cctx, cmd, raw, &views, &nan_scale), "scale");
+    return VKP_OK;
+  }));
+
+  // Decode reads the vllm layout only: a plan for another is refused as unsupported.
+  vkp_decode_shape nhd = shape;
+  nhd.kv_layout = VKP_KV_LAYOUT_NHD;
+  vkp_decode_plan* refused = nullptr;
+  expect_refused(vkp_decode_plan_create(cctx, &nhd, nullptr, &refused), "kv_layout", VKP_ERROR_UNSUPPORTED);
+  EXPECT_EQ(refused, nullptr);
+}
+
 TEST_F(CApiDecodeHostTest, PlanAndRecordRefusalsNameTheArgument) {
   vkp_decode_shape shape;
   vkp_decode_shape_init(&shape);
@@ -389,9 +499,9 @@ TEST_F(CApiDecodeHostTest, PlanAndRecordRefusalsNameTheArgument) {
   views.query = query.view;
   // Refused inside a real command buffer, which stays valid and empty.
   EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
-    expect_refused(vkp_record_decode(c_context(), cmd, raw, &views), "query: shape [2, 8, 60]");
+    expect_refused(vkp_record_decode(c_context(), cmd, raw, &views, nullptr), "query: shape [2, 8, 60]");
     views.query.rank = 9;
-    expect_refused(vkp_record_decode(c_context(), cmd, raw, &views), "query: rank 9");
+    expect_refused(vkp_record_decode(c_context(), cmd, raw, &views, nullptr), "query: rank 9");
     return VKP_OK;
   }));
   // A plan belongs to the context it was made on.
@@ -404,7 +514,7 @@ TEST_F(CApiDecodeHostTest, PlanAndRecordRefusalsNameTheArgument) {
   ext.queue_family = ctx().queue_family();
   ASSERT_VKP_OK(vkp_context_create_external(&ext, &other));
   EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
-    expect_refused(vkp_record_decode(other, cmd, raw, &views), "plan: created on another context");
+    expect_refused(vkp_record_decode(other, cmd, raw, &views, nullptr), "plan: created on another context");
     return VKP_OK;
   }));
   vkp_context_destroy(other);

@@ -58,6 +58,16 @@ class CApiHostileTest : public GpuTest {
     shape_.num_blocks = 4;
     shape_.max_blocks_per_seq = 2;
     ASSERT_VKP_OK(vkp_decode_plan_create(ctx_, &shape_, nullptr, &plan_));
+    vkp_attention_shape_init(&attention_shape_);
+    attention_shape_.num_requests = 2;
+    attention_shape_.num_query_tokens = 3;
+    attention_shape_.num_heads = 4;
+    attention_shape_.num_kv_heads = 2;
+    attention_shape_.head_size = 64;
+    attention_shape_.block_size = 16;
+    attention_shape_.num_blocks = 4;
+    attention_shape_.max_blocks_per_seq = 2;
+    ASSERT_VKP_OK(vkp_attention_plan_create(ctx_, &attention_shape_, starts_, 3, nullptr, &attention_plan_));
     ASSERT_VKP_OK(vkp_block_manager_create(8, 16, nullptr, &manager_));
     vkp_kv_cache_shape_init(&cache_shape_);
     cache_shape_.num_kv_heads = 1;
@@ -77,12 +87,14 @@ class CApiHostileTest : public GpuTest {
     ASSERT_VKP_OK(vkp_context_create_external(&ext, &dead_context_));
     ASSERT_VKP_OK(vkp_buffer_create(ctx_, 16, VKP_MEMORY_DEVICE, &dead_buffer_));
     ASSERT_VKP_OK(vkp_decode_plan_create(ctx_, &shape_, nullptr, &dead_plan_));
+    ASSERT_VKP_OK(vkp_attention_plan_create(ctx_, &attention_shape_, starts_, 3, nullptr, &dead_attention_plan_));
     ASSERT_VKP_OK(vkp_block_manager_create(8, 16, nullptr, &dead_manager_));
     ASSERT_VKP_OK(vkp_kv_cache_create(ctx_, &cache_shape_, &cache_options_, &dead_cache_));
     ASSERT_VKP_OK(vkp_streaming_read_create(ctx_, 64, &dead_read_));
     vkp_context_destroy(dead_context_);
     vkp_buffer_destroy(dead_buffer_);
     vkp_decode_plan_destroy(dead_plan_);
+    vkp_attention_plan_destroy(dead_attention_plan_);
     vkp_block_manager_destroy(dead_manager_);
     vkp_kv_cache_destroy(dead_cache_);
     vkp_streaming_read_destroy(dead_read_);
@@ -93,6 +105,7 @@ class CApiHostileTest : public GpuTest {
     vkp_streaming_read_destroy(read_);
     vkp_kv_cache_destroy(cache_);
     vkp_block_manager_destroy(manager_);
+    vkp_attention_plan_destroy(attention_plan_);
     vkp_decode_plan_destroy(plan_);
     vkp_buffer_destroy(buffer_);
     GpuTest::TearDown();
@@ -118,6 +131,10 @@ class CApiHostileTest : public GpuTest {
   vkp_buffer* buffer_ = nullptr;
   vkp_decode_shape shape_{};
   vkp_decode_plan* plan_ = nullptr;
+  // Two requests of 1 and 2 new tokens.
+  const int32_t starts_[3] = {0, 1, 3};
+  vkp_attention_shape attention_shape_{};
+  vkp_attention_plan* attention_plan_ = nullptr;
   vkp_block_manager* manager_ = nullptr;
   vkp_kv_cache_shape cache_shape_{};
   vkp_kv_cache_options cache_options_{};
@@ -126,6 +143,7 @@ class CApiHostileTest : public GpuTest {
   vkp_context* dead_context_ = nullptr;
   vkp_buffer* dead_buffer_ = nullptr;
   vkp_decode_plan* dead_plan_ = nullptr;
+  vkp_attention_plan* dead_attention_plan_ = nullptr;
   vkp_block_manager* dead_manager_ = nullptr;
   vkp_kv_cache* dead_cache_ = nullptr;
   vkp_streaming_read* dead_read_ = nullptr;
@@ -173,6 +191,24 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
   vkp_block_usage_init(&usage);
   vkp_prefix_cache_stats stats;
   vkp_prefix_cache_stats_init(&stats);
+  vkp_attention_views attention_views;
+  vkp_attention_views_init(&attention_views);
+  vkp_attention_inputs attention_inputs;
+  vkp_attention_inputs_init(&attention_inputs);
+  vkp_attention_plan_info attention_info;
+  vkp_attention_plan_info_init(&attention_info);
+  vkp_attention_options attention_options;
+  vkp_attention_options_init(&attention_options);
+  vkp_attention_shape attention_shape = attention_shape_;
+  vkp_rotary_views rotary_views;
+  vkp_rotary_views_init(&rotary_views);
+  vkp_rotary_inputs rotary;
+  vkp_rotary_inputs_init(&rotary);
+  vkp_new_tokens tokens;
+  vkp_new_tokens_init(&tokens);
+  vkp_decode_shape decode_shape = shape_;
+  vkp_cooperative_matrix_shape matrix_shape;
+  vkp_cooperative_matrix_shape_init(&matrix_shape);
   const vkp_host_tensor none{};
   vkp_host_tensor out_none{};
   const vkp_block_copy pair{0, 1};
@@ -195,11 +231,14 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
   with_cmd([&](VkCommandBuffer cmd) {
     vkp_buffer* made_buffer = nullptr;
     vkp_decode_plan* made_plan = nullptr;
+    vkp_attention_plan* made_attention_plan = nullptr;
     vkp_kv_cache* made_cache = nullptr;
     vkp_streaming_read* made_read = nullptr;
     const Calls<vkp_context> context_calls = {
         {"vkp_context_device_info", [&](vkp_context* c) { return vkp_context_device_info(c, &info); }},
         {"vkp_context_vulkan_handles", [&](vkp_context* c) { return vkp_context_vulkan_handles(c, &handles); }},
+        {"vkp_context_cooperative_matrix_shapes",
+         [&](vkp_context* c) { return vkp_context_cooperative_matrix_shapes(c, &u, &matrix_shape); }},
         {"vkp_context_validation_message_count",
          [&](vkp_context* c) { return vkp_context_validation_message_count(c, &u); }},
         {"vkp_run_and_wait", [&](vkp_context* c) { return vkp_run_and_wait(c, record_nothing, nullptr); }},
@@ -211,10 +250,30 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
         {"vkp_upload", [&](vkp_context* c) { return vkp_upload(c, &view, floats, 4); }},
         {"vkp_download", [&](vkp_context* c) { return vkp_download(c, &view, floats, 4); }},
         {"vkp_decode_plan_create", [&](vkp_context* c) { return vkp_decode_plan_create(c, &shape_, nullptr, &made_plan); }},
-        {"vkp_record_decode", [&](vkp_context* c) { return vkp_record_decode(c, cmd, plan_, &views); }},
+        {"vkp_record_decode", [&](vkp_context* c) { return vkp_record_decode(c, cmd, plan_, &views, nullptr); }},
         {"vkp_record_decode_order", [&](vkp_context* c) { return vkp_record_decode_order(c, cmd, plan_, &tensor, &view); }},
         {"vkp_decode_attention",
-         [&](vkp_context* c) { return vkp_decode_attention(c, &inputs, nullptr, floats, sizeof(floats), nullptr, 0); }},
+         [&](vkp_context* c) {
+           return vkp_decode_attention(c, &inputs, nullptr, nullptr, floats, sizeof(floats), nullptr, 0);
+         }},
+        {"vkp_attention_plan_create",
+         [&](vkp_context* c) {
+           return vkp_attention_plan_create(c, &attention_shape, starts_, 3, nullptr, &made_attention_plan);
+         }},
+        {"vkp_record_attention",
+         [&](vkp_context* c) { return vkp_record_attention(c, cmd, attention_plan_, &attention_views, nullptr); }},
+        {"vkp_batch_attention",
+         [&](vkp_context* c) {
+           return vkp_batch_attention(c, &attention_inputs, nullptr, nullptr, floats, sizeof(floats), nullptr, 0);
+         }},
+        {"vkp_record_rotary_embedding",
+         [&](vkp_context* c) { return vkp_record_rotary_embedding(c, cmd, &rotary_views); }},
+        {"vkp_record_reshape_and_cache_rotary",
+         [&](vkp_context* c) { return vkp_record_reshape_and_cache_rotary(c, cmd, &reshape, &rotary, nullptr); }},
+        {"vkp_rotary_embedding",
+         [&](vkp_context* c) { return vkp_rotary_embedding(c, nullptr, nullptr, &none, &none, VKP_ROTARY_NEOX); }},
+        {"vkp_record_streaming_read_of",
+         [&](vkp_context* c) { return vkp_record_streaming_read_of(c, cmd, &view, &view); }},
         {"vkp_record_reshape_and_cache",
          [&](vkp_context* c) { return vkp_record_reshape_and_cache(c, cmd, &reshape, nullptr); }},
         {"vkp_record_copy_blocks", [&](vkp_context* c) { return vkp_record_copy_blocks(c, cmd, &layer, 1, &pair, 1); }},
@@ -241,6 +300,7 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
                                reinterpret_cast<vkp_context*>(buffer_));
     EXPECT_EQ(made_buffer, nullptr);
     EXPECT_EQ(made_plan, nullptr);
+    EXPECT_EQ(made_attention_plan, nullptr);
     EXPECT_EQ(made_cache, nullptr);
     EXPECT_EQ(made_read, nullptr);
 
@@ -267,12 +327,28 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
          [&](vkp_decode_plan* p) { return value_failed(vkp_decode_plan_merge_counter_bytes(p) == 0); }},
         {"vkp_decode_plan_describe",
          [&](vkp_decode_plan* p) { return value_failed(std::string(vkp_decode_plan_describe(p)).empty()); }},
-        {"vkp_record_decode", [&](vkp_decode_plan* p) { return vkp_record_decode(ctx_, cmd, p, &views); }},
+        {"vkp_record_decode", [&](vkp_decode_plan* p) { return vkp_record_decode(ctx_, cmd, p, &views, nullptr); }},
         {"vkp_record_decode_order",
          [&](vkp_decode_plan* p) { return vkp_record_decode_order(ctx_, cmd, p, &tensor, &view); }},
     };
     expect_refuses_bad_handles(plan_calls, "plan", "vkp_decode_plan", dead_plan_,
                                reinterpret_cast<vkp_decode_plan*>(manager_));
+
+    const Calls<vkp_attention_plan> attention_plan_calls = {
+        {"vkp_attention_plan_info_get",
+         [&](vkp_attention_plan* p) { return vkp_attention_plan_info_get(p, &attention_info); }},
+        {"vkp_attention_plan_shape_get",
+         [&](vkp_attention_plan* p) { return vkp_attention_plan_shape_get(p, &attention_shape); }},
+        {"vkp_attention_plan_options_get",
+         [&](vkp_attention_plan* p) { return vkp_attention_plan_options_get(p, &attention_options); }},
+        {"vkp_attention_plan_describe",
+         [&](vkp_attention_plan* p) { return value_failed(std::string(vkp_attention_plan_describe(p)).empty()); }},
+        {"vkp_record_attention",
+         [&](vkp_attention_plan* p) { return vkp_record_attention(ctx_, cmd, p, &attention_views, nullptr); }},
+    };
+    // A decode plan is not an attention plan.
+    expect_refuses_bad_handles(attention_plan_calls, "plan", "vkp_attention_plan", dead_attention_plan_,
+                               reinterpret_cast<vkp_attention_plan*>(plan_));
 
     const Calls<vkp_kv_cache> cache_calls = {
         {"vkp_kv_cache_info_get", [&](vkp_kv_cache* c) { return vkp_kv_cache_info_get(c, &cache_info); }},
@@ -284,6 +360,10 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
         {"vkp_kv_cache_record_swap_out",
          [&](vkp_kv_cache* c) { return vkp_kv_cache_record_swap_out(c, cmd, &pair, 1); }},
         {"vkp_kv_cache_record_swap_in", [&](vkp_kv_cache* c) { return vkp_kv_cache_record_swap_in(c, cmd, &pair, 1); }},
+        {"vkp_kv_cache_record_reshape_and_cache",
+         [&](vkp_kv_cache* c) { return vkp_kv_cache_record_reshape_and_cache(c, cmd, 0, &tokens, &rotary, nullptr); }},
+        {"vkp_kv_cache_decode_shape",
+         [&](vkp_kv_cache* c) { return vkp_kv_cache_decode_shape(c, &shape_, &decode_shape); }},
     };
     expect_refuses_bad_handles(cache_calls, "cache", "vkp_kv_cache", dead_cache_,
                                reinterpret_cast<vkp_kv_cache*>(read_));
@@ -353,6 +433,8 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
       {[&] { vkp_context_destroy(dead_context_); }, [&] { vkp_context_destroy(reinterpret_cast<vkp_context*>(plan_)); }},
       {[&] { vkp_buffer_destroy(dead_buffer_); }, [&] { vkp_buffer_destroy(reinterpret_cast<vkp_buffer*>(ctx_)); }},
       {[&] { vkp_decode_plan_destroy(dead_plan_); }, [&] { vkp_decode_plan_destroy(reinterpret_cast<vkp_decode_plan*>(buffer_)); }},
+      {[&] { vkp_attention_plan_destroy(dead_attention_plan_); },
+       [&] { vkp_attention_plan_destroy(reinterpret_cast<vkp_attention_plan*>(plan_)); }},
       {[&] { vkp_block_manager_destroy(dead_manager_); },
        [&] { vkp_block_manager_destroy(reinterpret_cast<vkp_block_manager*>(cache_)); }},
       {[&] { vkp_kv_cache_destroy(dead_cache_); }, [&] { vkp_kv_cache_destroy(reinterpret_cast<vkp_kv_cache*>(manager_)); }},
@@ -368,6 +450,7 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
   vkp_context_destroy(nullptr);
   vkp_buffer_destroy(nullptr);
   vkp_decode_plan_destroy(nullptr);
+  vkp_attention_plan_destroy(nullptr);
   vkp_block_manager_destroy(nullptr);
   vkp_kv_cache_destroy(nullptr);
   vkp_streaming_read_destroy(nullptr);
@@ -377,6 +460,8 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
   EXPECT_VKP_OK(vkp_block_manager_block_size(manager_, &i));
   EXPECT_VKP_OK(vkp_kv_cache_info_get(cache_, &cache_info));
   EXPECT_EQ(cache_info.num_blocks, 4u);
+  EXPECT_VKP_OK(vkp_attention_plan_info_get(attention_plan_, &attention_info));
+  EXPECT_EQ(attention_info.max_query_tokens, 2u);
 }
 
 // Required pointers other than handles: NULL is refused naming them, on every call that has one.
@@ -405,9 +490,14 @@ TEST_F(CApiHostileTest, EveryRequiredPointerRefusesNull) {
   vkp_tensor_view tensor_out{};
   vkp_context* made_context = nullptr;
   vkp_decode_plan* made_plan = nullptr;
+  vkp_attention_plan* made_attention_plan = nullptr;
   vkp_kv_cache* made_cache = nullptr;
   const vkp_block_copy* pairs_out = nullptr;
   const int32_t* table = nullptr;
+  vkp_attention_inputs attention_inputs;
+  vkp_attention_inputs_init(&attention_inputs);
+  vkp_attention_shape attention_out = attention_shape_;
+  vkp_decode_shape decode_out = shape_;
   ASSERT_VKP_OK(vkp_block_manager_add_sequence(manager_, 1, prompt, 1, nullptr));
 
   const std::vector<std::pair<std::string, std::function<vkp_status()>>> calls = {
@@ -419,6 +509,7 @@ TEST_F(CApiHostileTest, EveryRequiredPointerRefusesNull) {
       {"external", [&] { return vkp_context_create_external(nullptr, &made_context); }},
       {"out", [&] { return vkp_context_device_info(ctx_, nullptr); }},
       {"out", [&] { return vkp_context_vulkan_handles(ctx_, nullptr); }},
+      {"count", [&] { return vkp_context_cooperative_matrix_shapes(ctx_, nullptr, nullptr); }},
       {"out", [&] { return vkp_context_validation_message_count(ctx_, nullptr); }},
       {"record", [&] { return vkp_run_and_wait(ctx_, nullptr, nullptr); }},
       {"elapsed_ns", [&] { return vkp_run_and_time(ctx_, record_nothing, nullptr, nullptr); }},
@@ -437,18 +528,53 @@ TEST_F(CApiHostileTest, EveryRequiredPointerRefusesNull) {
       {"out", [&] { return vkp_decode_plan_shape_get(plan_, nullptr); }},
       {"out", [&] { return vkp_decode_plan_options_get(plan_, nullptr); }},
       {"inputs", [&] { return vkp_decode_shape_of(nullptr, VKP_FALSE, &shape_); }},
-      {"inputs", [&] { return vkp_decode_attention(ctx_, nullptr, &options, &f, 4, nullptr, 0); }},
-      {"inputs", [&] { return vkp_reference_decode_attention(nullptr, nullptr, &f, 4, nullptr, 0); }},
+      {"inputs", [&] { return vkp_decode_attention(ctx_, nullptr, &options, nullptr, &f, 4, nullptr, 0); }},
+      {"inputs", [&] { return vkp_reference_decode_attention(nullptr, nullptr, nullptr, &f, 4, nullptr, 0); }},
+      {"shape",
+       [&] { return vkp_attention_plan_create(ctx_, nullptr, starts_, 3, nullptr, &made_attention_plan); }},
+      {"query_starts",
+       [&] { return vkp_attention_plan_create(ctx_, &attention_shape_, nullptr, 3, nullptr, &made_attention_plan); }},
+      {"out", [&] { return vkp_attention_plan_create(ctx_, &attention_shape_, starts_, 3, nullptr, nullptr); }},
+      {"out", [&] { return vkp_attention_plan_info_get(attention_plan_, nullptr); }},
+      {"out", [&] { return vkp_attention_plan_shape_get(attention_plan_, nullptr); }},
+      {"out", [&] { return vkp_attention_plan_options_get(attention_plan_, nullptr); }},
+      {"inputs", [&] { return vkp_attention_shape_of(nullptr, nullptr, VKP_FALSE, &attention_out); }},
+      {"out", [&] { return vkp_attention_shape_of(&attention_inputs, nullptr, VKP_FALSE, nullptr); }},
+      {"inputs", [&] { return vkp_batch_attention(ctx_, nullptr, nullptr, nullptr, &f, 4, nullptr, 0); }},
+      {"inputs", [&] { return vkp_reference_batch_attention(nullptr, nullptr, &f, 4, nullptr, 0); }},
+      {"out", [&] { return vkp_rotary_cos_sin_cache(8, 4, 10000.0, nullptr); }},
+      {"positions", [&] { return vkp_rotary_embedding(ctx_, nullptr, nullptr, nullptr, &none, VKP_ROTARY_NEOX); }},
+      {"cos_sin_cache",
+       [&] { return vkp_reference_rotary_embedding(nullptr, &out_none, &none, nullptr, VKP_ROTARY_NEOX); }},
+      {"key",
+       [&] {
+         return vkp_reference_reshape_and_cache_rotary(nullptr, nullptr, &none, &none, &none, &none, VKP_ROTARY_NEOX,
+                                                       &out_none, &out_none, nullptr, VKP_KV_LAYOUT_VLLM);
+       }},
+      {"value_cache",
+       [&] {
+         return vkp_reference_reshape_and_cache_rotary(nullptr, &out_none, &none, &none, &none, &none, VKP_ROTARY_GPTJ,
+                                                       &out_none, nullptr, nullptr, VKP_KV_LAYOUT_HND);
+       }},
+      {"batch", [&] { return vkp_kv_cache_decode_shape(cache_, nullptr, &decode_out); }},
+      {"out", [&] { return vkp_kv_cache_decode_shape(cache_, &shape_, nullptr); }},
       {"scale", [&] { return vkp_fp8_scale_from_amax(1.0f, VKP_DTYPE_FP8_E4M3, nullptr); }},
       {"out", [&] { return vkp_measure_read_bandwidth(ctx_, 1024, 1, nullptr); }},
       {"out", [&] { return vkp_streaming_read_create(ctx_, 1024, nullptr); }},
       {"out", [&] { return vkp_measure_streaming_read(ctx_, read_, 1, nullptr); }},
       {"a.output", [&] { return vkp_merge_attention(ctx_, nullptr, &none, &none, &none, &out_none, nullptr); }},
       {"b.lse", [&] { return vkp_reference_merge_attention(&none, &none, &none, nullptr, &out_none, nullptr); }},
-      {"key", [&] { return vkp_reference_reshape_and_cache(nullptr, &none, &none, &out_none, &out_none, nullptr); }},
-      {"value_cache", [&] { return vkp_reference_copy_blocks(&out_none, nullptr, nullptr, 0); }},
-      {"dst_key_cache", [&] { return vkp_reference_swap_blocks(&none, &none, nullptr, &out_none, nullptr, 0); }},
-      {"seq_starts", [&] { return vkp_reference_gather(&none, &none, &none, nullptr, nullptr, &out_none, &out_none); }},
+      {"key",
+       [&] {
+         return vkp_reference_reshape_and_cache(nullptr, &none, &none, &out_none, &out_none, nullptr, VKP_KV_LAYOUT_VLLM);
+       }},
+      {"value_cache", [&] { return vkp_reference_copy_blocks(&out_none, nullptr, nullptr, 0, VKP_KV_LAYOUT_NHD); }},
+      {"dst_key_cache",
+       [&] { return vkp_reference_swap_blocks(&none, &none, nullptr, &out_none, nullptr, 0, VKP_KV_LAYOUT_VLLM); }},
+      {"seq_starts",
+       [&] {
+         return vkp_reference_gather(&none, &none, &none, nullptr, nullptr, VKP_KV_LAYOUT_VLLM, &out_none, &out_none);
+       }},
       {"out", [&] { return vkp_reference_absmax(&none, nullptr); }},
       {"shape", [&] { return vkp_kv_cache_sizing_of(nullptr, 4, nullptr); }},
       {"out", [&] { return vkp_kv_cache_blocks_for_budget(&cache_shape_, 1 << 20, nullptr); }},
@@ -483,9 +609,31 @@ TEST_F(CApiHostileTest, EveryRequiredPointerRefusesNull) {
   }
   EXPECT_EQ(made_context, nullptr);
   EXPECT_EQ(made_plan, nullptr);
+  EXPECT_EQ(made_attention_plan, nullptr);
   EXPECT_EQ(made_cache, nullptr);
+  vkp_reshape_and_cache_views reshape;
+  vkp_reshape_and_cache_views_init(&reshape);
+  vkp_rotary_inputs rotary;
+  vkp_rotary_inputs_init(&rotary);
+  vkp_rotary_views rotary_views;
+  vkp_rotary_views_init(&rotary_views);
+  vkp_attention_views attention_views;
+  vkp_attention_views_init(&attention_views);
   with_cmd([&](VkCommandBuffer cmd) {
-    expect_refused(vkp_record_decode(ctx_, cmd, plan_, nullptr), "views is NULL");
+    expect_refused(vkp_record_decode(ctx_, cmd, plan_, nullptr, nullptr), "views is NULL");
+    expect_refused(vkp_record_attention(ctx_, cmd, attention_plan_, nullptr, nullptr), "views is NULL");
+    expect_refused(vkp_record_attention(ctx_, VK_NULL_HANDLE, attention_plan_, &attention_views, nullptr),
+                   "cmd is NULL");
+    expect_refused(vkp_record_rotary_embedding(ctx_, cmd, nullptr), "views is NULL");
+    expect_refused(vkp_record_rotary_embedding(ctx_, VK_NULL_HANDLE, &rotary_views), "cmd is NULL");
+    expect_refused(vkp_record_reshape_and_cache_rotary(ctx_, cmd, nullptr, &rotary, nullptr), "views is NULL");
+    expect_refused(vkp_record_reshape_and_cache_rotary(ctx_, cmd, &reshape, nullptr, nullptr), "rotary is NULL");
+    expect_refused(vkp_record_streaming_read_of(ctx_, cmd, nullptr, &view), "data is NULL");
+    expect_refused(vkp_record_streaming_read_of(ctx_, cmd, &view, nullptr), "sink is NULL");
+    expect_refused(vkp_record_streaming_read_of(ctx_, VK_NULL_HANDLE, &view, &view), "cmd is NULL");
+    expect_refused(vkp_kv_cache_record_reshape_and_cache(cache_, cmd, 0, nullptr, nullptr, nullptr), "tokens is NULL");
+    expect_refused(vkp_kv_cache_record_reshape_and_cache(cache_, VK_NULL_HANDLE, 0, nullptr, nullptr, nullptr),
+                   "cmd is NULL");
     expect_refused(vkp_record_decode_order(ctx_, cmd, plan_, nullptr, &view), "context_lens is NULL");
     expect_refused(vkp_record_reshape_and_cache(ctx_, cmd, nullptr, nullptr), "views is NULL");
     expect_refused(vkp_record_copy_blocks(ctx_, cmd, nullptr, 1, nullptr, 0), "layers is NULL");
@@ -498,7 +646,7 @@ TEST_F(CApiHostileTest, EveryRequiredPointerRefusesNull) {
     expect_refused(vkp_kv_cache_record_swap_in(cache_, cmd, nullptr, 2), "pairs is NULL");
     expect_refused(vkp_kv_cache_record_copy_blocks(cache_, cmd, nullptr, 1), "pairs is NULL");
   });
-  expect_refused(vkp_decode_attention(ctx_, &inputs, &options, nullptr, 4, nullptr, 0), "query: shape []");
+  expect_refused(vkp_decode_attention(ctx_, &inputs, &options, nullptr, nullptr, 4, nullptr, 0), "query: shape []");
 }
 
 // Every extensible struct argument, given a struct_size no release had (the struct of a newer
@@ -565,14 +713,91 @@ TEST_F(CApiHostileTest, EveryStructArgumentRefusesSizesNoReleaseHad) {
     check(vkp_decode_plan_shape_get(plan_, bad(shape_, size)), "out", "vkp_decode_shape", size);
     check(vkp_decode_plan_options_get(plan_, bad(options, size)), "out", "vkp_decode_options", size);
     check(vkp_decode_shape_of(bad(inputs, size), VKP_FALSE, &shape_), "inputs", "vkp_decode_inputs", size);
-    check(vkp_decode_attention(ctx_, bad(inputs, size), nullptr, f, sizeof(f), nullptr, 0), "inputs",
+    check(vkp_decode_attention(ctx_, bad(inputs, size), nullptr, nullptr, f, sizeof(f), nullptr, 0), "inputs",
           "vkp_decode_inputs", size);
-    check(vkp_reference_decode_attention(&inputs, bad(options, size), f, sizeof(f), nullptr, 0), "options",
+    check(vkp_reference_decode_attention(&inputs, bad(options, size), nullptr, f, sizeof(f), nullptr, 0), "options",
           "vkp_decode_options", size);
+    vkp_decode_params params;
+    vkp_decode_params_init(&params);
+    check(vkp_decode_attention(ctx_, &inputs, nullptr, bad(params, size), f, sizeof(f), nullptr, 0), "params",
+          "vkp_decode_params", size);
+    check(vkp_reference_decode_attention(&inputs, nullptr, bad(params, size), f, sizeof(f), nullptr, 0), "params",
+          "vkp_decode_params", size);
+    vkp_cooperative_matrix_shape matrix_shapes[2];
+    vkp_cooperative_matrix_shape_init(&matrix_shapes[0]);
+    vkp_cooperative_matrix_shape_init(&matrix_shapes[1]);
+    matrix_shapes[0].struct_size = size;
+    uint32_t shape_count = 2;
+    check(vkp_context_cooperative_matrix_shapes(ctx_, &shape_count, matrix_shapes), "shapes[0]",
+          "vkp_cooperative_matrix_shape", size);
+    EXPECT_EQ(shape_count, 2u) << "a refused call wrote the count";
+
+    // Multi-query attention.
+    vkp_attention_plan* made_attention_plan = nullptr;
+    check(vkp_attention_plan_create(ctx_, bad(attention_shape_, size), starts_, 3, nullptr, &made_attention_plan),
+          "shape", "vkp_attention_shape", size);
+    vkp_attention_options attention_options;
+    vkp_attention_options_init(&attention_options);
+    check(vkp_attention_plan_create(ctx_, &attention_shape_, starts_, 3, bad(attention_options, size),
+                                    &made_attention_plan),
+          "options", "vkp_attention_options", size);
+    EXPECT_EQ(made_attention_plan, nullptr);
+    vkp_attention_plan_info attention_info;
+    vkp_attention_plan_info_init(&attention_info);
+    check(vkp_attention_plan_info_get(attention_plan_, bad(attention_info, size)), "out", "vkp_attention_plan_info",
+          size);
+    check(vkp_attention_plan_shape_get(attention_plan_, bad(attention_shape_, size)), "out", "vkp_attention_shape",
+          size);
+    check(vkp_attention_plan_options_get(attention_plan_, bad(attention_options, size)), "out",
+          "vkp_attention_options", size);
+    vkp_attention_inputs attention_inputs;
+    vkp_attention_inputs_init(&attention_inputs);
+    vkp_attention_shape attention_out = attention_shape_;
+    check(vkp_attention_shape_of(bad(attention_inputs, size), nullptr, VKP_FALSE, &attention_out), "inputs",
+          "vkp_attention_inputs", size);
+    check(vkp_attention_shape_of(&attention_inputs, bad(params, size), VKP_FALSE, &attention_out), "params",
+          "vkp_decode_params", size);
+    check(vkp_batch_attention(ctx_, bad(attention_inputs, size), nullptr, nullptr, f, sizeof(f), nullptr, 0), "inputs",
+          "vkp_attention_inputs", size);
+    check(vkp_batch_attention(ctx_, &attention_inputs, bad(attention_options, size), nullptr, f, sizeof(f), nullptr, 0),
+          "options", "vkp_attention_options", size);
+    check(vkp_reference_batch_attention(&attention_inputs, bad(params, size), f, sizeof(f), nullptr, 0), "params",
+          "vkp_decode_params", size);
+    vkp_decode_shape decode_out = shape_;
+    check(vkp_kv_cache_decode_shape(cache_, bad(shape_, size), &decode_out), "batch", "vkp_decode_shape", size);
+    check(vkp_kv_cache_decode_shape(cache_, &shape_, bad(decode_out, size)), "out", "vkp_decode_shape", size);
     with_cmd([&](VkCommandBuffer cmd) {
       vkp_decode_views views;
       vkp_decode_views_init(&views);
-      check(vkp_record_decode(ctx_, cmd, plan_, bad(views, size)), "views", "vkp_decode_views", size);
+      check(vkp_record_decode(ctx_, cmd, plan_, bad(views, size), nullptr), "views", "vkp_decode_views", size);
+      check(vkp_record_decode(ctx_, cmd, plan_, &views, bad(params, size)), "params", "vkp_decode_params", size);
+      vkp_attention_views attention_views;
+      vkp_attention_views_init(&attention_views);
+      check(vkp_record_attention(ctx_, cmd, attention_plan_, bad(attention_views, size), nullptr), "views",
+            "vkp_attention_views", size);
+      check(vkp_record_attention(ctx_, cmd, attention_plan_, &attention_views, bad(params, size)), "params",
+            "vkp_decode_params", size);
+      vkp_rotary_views rotary_views;
+      vkp_rotary_views_init(&rotary_views);
+      check(vkp_record_rotary_embedding(ctx_, cmd, bad(rotary_views, size)), "views", "vkp_rotary_views", size);
+      vkp_reshape_and_cache_views rotary_cache;
+      vkp_reshape_and_cache_views_init(&rotary_cache);
+      vkp_rotary_inputs rotary;
+      vkp_rotary_inputs_init(&rotary);
+      check(vkp_record_reshape_and_cache_rotary(ctx_, cmd, bad(rotary_cache, size), &rotary, nullptr), "views",
+            "vkp_reshape_and_cache_views", size);
+      check(vkp_record_reshape_and_cache_rotary(ctx_, cmd, &rotary_cache, bad(rotary, size), nullptr), "rotary",
+            "vkp_rotary_inputs", size);
+      check(vkp_record_reshape_and_cache_rotary(ctx_, cmd, &rotary_cache, &rotary, bad(scales, size)), "scales",
+            "vkp_cache_scales", size);
+      vkp_new_tokens tokens;
+      vkp_new_tokens_init(&tokens);
+      check(vkp_kv_cache_record_reshape_and_cache(cache_, cmd, 0, bad(tokens, size), nullptr, nullptr), "tokens",
+            "vkp_new_tokens", size);
+      check(vkp_kv_cache_record_reshape_and_cache(cache_, cmd, 0, &tokens, bad(rotary, size), nullptr), "rotary",
+            "vkp_rotary_inputs", size);
+      check(vkp_kv_cache_record_reshape_and_cache(cache_, cmd, 0, &tokens, nullptr, bad(scales, size)), "scales",
+            "vkp_cache_scales", size);
       vkp_reshape_and_cache_views reshape;
       vkp_reshape_and_cache_views_init(&reshape);
       check(vkp_record_reshape_and_cache(ctx_, cmd, bad(reshape, size), nullptr), "views",
@@ -602,8 +827,12 @@ TEST_F(CApiHostileTest, EveryStructArgumentRefusesSizesNoReleaseHad) {
     vkp_bandwidth_init(&bandwidth);
     check(vkp_measure_read_bandwidth(ctx_, 1024, 1, bad(bandwidth, size)), "out", "vkp_bandwidth", size);
     check(vkp_measure_streaming_read(ctx_, read_, 1, bad(bandwidth, size)), "out", "vkp_bandwidth", size);
-    check(vkp_reference_reshape_and_cache(&none, &none, &none, &out_none, &out_none, bad(scales, size)), "scales",
-          "vkp_cache_scales", size);
+    check(vkp_reference_reshape_and_cache(&none, &none, &none, &out_none, &out_none, bad(scales, size),
+                                          VKP_KV_LAYOUT_VLLM),
+          "scales", "vkp_cache_scales", size);
+    check(vkp_reference_reshape_and_cache_rotary(nullptr, &out_none, &none, &none, &none, &none, VKP_ROTARY_NEOX,
+                                                 &out_none, &out_none, bad(scales, size), VKP_KV_LAYOUT_VLLM),
+          "scales", "vkp_cache_scales", size);
     check(vkp_kv_cache_sizing_of(bad(cache_shape_, size), 4, &sizing), "shape", "vkp_kv_cache_shape", size);
     check(vkp_kv_cache_sizing_of(&cache_shape_, 4, bad(sizing, size)), "out", "vkp_kv_cache_sizing", size);
     check(vkp_kv_cache_blocks_for_budget(bad(cache_shape_, size), 1 << 20, &blocks), "shape", "vkp_kv_cache_shape",
@@ -674,6 +903,13 @@ TEST_F(CApiHostileTest, EnumsAndBooleansOutsideTheirValuesAreRefused) {
     shape = shape_;
     shape.cache_dtype = dtype;
     expect_refused(vkp_decode_plan_create(ctx_, &shape, nullptr, &plan), "shape.cache_dtype: " + value);
+    vkp_attention_shape attention = attention_shape_;
+    attention.query_dtype = dtype;
+    vkp_attention_plan* attention_plan = nullptr;
+    expect_refused(vkp_attention_plan_create(ctx_, &attention, starts_, 3, nullptr, &attention_plan),
+                   "shape.query_dtype: " + value);
+    vkp_host_tensor cos_sin{nullptr, dtype, 2, {8, 4}};
+    expect_refused(vkp_rotary_cos_sin_cache(8, 4, 10000.0, &cos_sin), "out.dtype: " + value);
     vkp_kv_cache_shape cache_shape = cache_shape_;
     cache_shape.dtype = dtype;
     uint32_t blocks = 0;
@@ -713,15 +949,159 @@ TEST_F(CApiHostileTest, EnumsAndBooleansOutsideTheirValuesAreRefused) {
   refused_options([](vkp_decode_options& o) { o.kernel = VKP_DECODE_KERNEL_MAX_ENUM; }, "options.kernel: 2147483647");
   refused_options([](vkp_decode_options& o) { o.order = vkp_decode_order(3); }, "options.order: 3");
   refused_options([](vkp_decode_options& o) { o.merge = VKP_DECODE_MERGE_MAX_ENUM; }, "options.merge: 2147483647");
-  refused_options([](vkp_decode_options& o) { o.has_scale = 2; }, "options.has_scale: 2 is not 0 or 1");
+  vkp_decode_params params;
+  vkp_decode_params_init(&params);
+  params.has_scale = 2;
+  with_cmd([&](VkCommandBuffer cmd) {
+    vkp_decode_views views;
+    vkp_decode_views_init(&views);
+    expect_refused(vkp_record_decode(ctx_, cmd, plan_, &views, &params), "params.has_scale: 2 is not 0 or 1");
+    vkp_attention_views attention_views;
+    vkp_attention_views_init(&attention_views);
+    expect_refused(vkp_record_attention(ctx_, cmd, attention_plan_, &attention_views, &params),
+                   "params.has_scale: 2 is not 0 or 1");
+  });
 
-  for (const char* field : {"alibi", "sinks", "lse"}) {
+  for (const char* field : {"alibi", "softcap", "sinks", "lse"}) {
     vkp_decode_shape shape = shape_;
     if (std::string(field) == "alibi") shape.alibi = 7;
+    if (std::string(field) == "softcap") shape.softcap = 2;
     if (std::string(field) == "sinks") shape.sinks = 7;
     if (std::string(field) == "lse") shape.lse = 0xFFFFFFFFu;
     expect_refused(vkp_decode_plan_create(ctx_, &shape, nullptr, &plan), std::string("shape.") + field + ": ");
+    vkp_decode_shape out = shape_;
+    expect_refused(vkp_kv_cache_decode_shape(cache_, &shape, &out), std::string("batch.") + field + ": ");
   }
+
+  // Cache layouts, wherever one is given.
+  for (vkp_kv_layout layout : {vkp_kv_layout(3), vkp_kv_layout(-1), VKP_KV_LAYOUT_MAX_ENUM}) {
+    const std::string value = std::to_string(uint32_t(layout)) + " is not a vkp_kv_layout";
+    SCOPED_TRACE(value);
+    vkp_decode_shape shape = shape_;
+    shape.kv_layout = layout;
+    expect_refused(vkp_decode_plan_create(ctx_, &shape, nullptr, &plan), "shape.kv_layout: " + value);
+    vkp_attention_shape attention = attention_shape_;
+    attention.kv_layout = layout;
+    vkp_attention_plan* attention_plan = nullptr;
+    expect_refused(vkp_attention_plan_create(ctx_, &attention, starts_, 3, nullptr, &attention_plan),
+                   "shape.kv_layout: " + value);
+    EXPECT_EQ(attention_plan, nullptr);
+    vkp_attention_inputs attention_inputs;
+    vkp_attention_inputs_init(&attention_inputs);
+    attention_inputs.kv_layout = layout;
+    expect_refused(vkp_attention_shape_of(&attention_inputs, nullptr, VKP_FALSE, &attention),
+                   "inputs.kv_layout: " + value);
+    vkp_kv_cache_shape cache_shape = cache_shape_;
+    cache_shape.layout = layout;
+    uint32_t blocks = 0;
+    expect_refused(vkp_kv_cache_blocks_for_budget(&cache_shape, 1 << 20, &blocks), "shape.layout: " + value);
+    const vkp_host_tensor none{};
+    vkp_host_tensor out_none{};
+    expect_refused(vkp_reference_reshape_and_cache(&none, &none, &none, &out_none, &out_none, nullptr, layout),
+                   "layout: " + value);
+    expect_refused(vkp_reference_copy_blocks(&out_none, &out_none, nullptr, 0, layout), "layout: " + value);
+    expect_refused(vkp_reference_swap_blocks(&none, &none, &out_none, &out_none, nullptr, 0, layout),
+                   "layout: " + value);
+    out_none.dtype = VKP_DTYPE_F32;
+    expect_refused(vkp_reference_gather(&none, &none, &none, &none, nullptr, layout, &out_none, &out_none),
+                   "layout: " + value);
+    expect_refused(vkp_reference_reshape_and_cache_rotary(nullptr, &out_none, &none, &none, &none, &none,
+                                                          VKP_ROTARY_NEOX, &out_none, &out_none, nullptr, layout),
+                   "layout: " + value);
+    with_cmd([&](VkCommandBuffer cmd) {
+      vkp_reshape_and_cache_views reshape;
+      vkp_reshape_and_cache_views_init(&reshape);
+      reshape.layout = layout;
+      expect_refused(vkp_record_reshape_and_cache(ctx_, cmd, &reshape, nullptr), "views.layout: " + value);
+      vkp_rotary_inputs rotary;
+      vkp_rotary_inputs_init(&rotary);
+      expect_refused(vkp_record_reshape_and_cache_rotary(ctx_, cmd, &reshape, &rotary, nullptr),
+                     "views.layout: " + value);
+      vkp_gather_views gather;
+      vkp_gather_views_init(&gather);
+      gather.layout = layout;
+      expect_refused(vkp_record_gather(ctx_, cmd, &gather, nullptr), "views.layout: " + value);
+      vkp_layer_cache_views layers[2];
+      vkp_layer_cache_views_init(&layers[0]);
+      vkp_layer_cache_views_init(&layers[1]);
+      layers[1].layout = layout;
+      const vkp_block_copy pair{0, 1};
+      expect_refused(vkp_record_copy_blocks(ctx_, cmd, layers, 2, &pair, 1), "layers[1].layout: " + value);
+      expect_refused(vkp_record_swap_blocks(ctx_, cmd, layers, 1, &layers[1], 1, &pair, 1), "dst[0].layout: " + value);
+    });
+  }
+
+  // Rotary styles.
+  for (vkp_rotary_style style : {vkp_rotary_style(2), VKP_ROTARY_STYLE_MAX_ENUM}) {
+    const std::string value = std::to_string(uint32_t(style)) + " is not a vkp_rotary_style";
+    SCOPED_TRACE(value);
+    const vkp_host_tensor none{};
+    vkp_host_tensor out_none{};
+    expect_refused(vkp_rotary_embedding(ctx_, nullptr, nullptr, &none, &none, style), "style: " + value);
+    expect_refused(vkp_reference_rotary_embedding(nullptr, nullptr, &none, &none, style), "style: " + value);
+    expect_refused(vkp_reference_reshape_and_cache_rotary(nullptr, &out_none, &none, &none, &none, &none, style,
+                                                          &out_none, &out_none, nullptr, VKP_KV_LAYOUT_VLLM),
+                   "style: " + value);
+    with_cmd([&](VkCommandBuffer cmd) {
+      vkp_rotary_views views;
+      vkp_rotary_views_init(&views);
+      views.style = style;
+      expect_refused(vkp_record_rotary_embedding(ctx_, cmd, &views), "views.style: " + value);
+      vkp_reshape_and_cache_views reshape;
+      vkp_reshape_and_cache_views_init(&reshape);
+      vkp_rotary_inputs rotary;
+      vkp_rotary_inputs_init(&rotary);
+      rotary.style = style;
+      expect_refused(vkp_record_reshape_and_cache_rotary(ctx_, cmd, &reshape, &rotary, nullptr),
+                     "rotary.style: " + value);
+      vkp_new_tokens tokens;
+      vkp_new_tokens_init(&tokens);
+      expect_refused(vkp_kv_cache_record_reshape_and_cache(cache_, cmd, 0, &tokens, &rotary, nullptr),
+                     "rotary.style: " + value);
+    });
+  }
+
+  // Attention: the kernel and split of the options, the shape's booleans and dtypes.
+  vkp_attention_plan* attention_plan = nullptr;
+  vkp_attention_options attention_options;
+  vkp_attention_options_init(&attention_options);
+  attention_options.kernel = vkp_attention_kernel(7);
+  expect_refused(vkp_attention_plan_create(ctx_, &attention_shape_, starts_, 3, &attention_options, &attention_plan),
+                 "options.kernel: 7 is not a vkp_attention_kernel");
+  attention_options.kernel = VKP_ATTENTION_KERNEL_MAX_ENUM;
+  expect_refused(vkp_attention_plan_create(ctx_, &attention_shape_, starts_, 3, &attention_options, &attention_plan),
+                 "options.kernel: 2147483647");
+  vkp_attention_options_init(&attention_options);
+  attention_options.split = vkp_split_mode(3);
+  expect_refused(vkp_attention_plan_create(ctx_, &attention_shape_, starts_, 3, &attention_options, &attention_plan),
+                 "options.split: 3 is not a vkp_split_mode");
+  for (const std::string field : {"softcap", "alibi", "sinks", "lse", "tree_mask"}) {
+    vkp_attention_shape shape = attention_shape_;
+    vkp_bool32& flag = field == "softcap" ? shape.softcap
+                       : field == "alibi" ? shape.alibi
+                       : field == "sinks" ? shape.sinks
+                       : field == "lse"   ? shape.lse
+                                          : shape.tree_mask;
+    flag = 3;
+    expect_refused(vkp_attention_plan_create(ctx_, &shape, starts_, 3, nullptr, &attention_plan),
+                   "shape." + field + ": 3 is not 0 or 1");
+  }
+  vkp_attention_shape attention_dtype = attention_shape_;
+  attention_dtype.cache_dtype = vkp_dtype(12);
+  expect_refused(vkp_attention_plan_create(ctx_, &attention_dtype, starts_, 3, nullptr, &attention_plan),
+                 "shape.cache_dtype: 12 is not a vkp_dtype");
+  EXPECT_EQ(attention_plan, nullptr);
+  vkp_attention_inputs attention_inputs;
+  vkp_attention_inputs_init(&attention_inputs);
+  vkp_attention_shape attention_out = attention_shape_;
+  expect_refused(vkp_attention_shape_of(&attention_inputs, nullptr, 2, &attention_out), "want_lse: 2 is not 0 or 1");
+  attention_inputs.cache_dtype = vkp_dtype(-2);
+  expect_refused(vkp_attention_shape_of(&attention_inputs, nullptr, VKP_FALSE, &attention_out),
+                 "inputs.cache_dtype: 4294967294 is not a vkp_dtype");
+
+  // The log level.
+  expect_refused(vkp_set_log_callback(nullptr, nullptr, vkp_log_level(4)), "min_level: 4 is not a vkp_log_level");
+  expect_refused(vkp_set_log_callback(nullptr, nullptr, VKP_LOG_LEVEL_MAX_ENUM), "min_level: 2147483647");
   vkp_context_options context_options;
   vkp_context_options_init(&context_options);
   context_options.validation = 2;
@@ -737,6 +1117,14 @@ TEST_F(CApiHostileTest, EnumsAndBooleansOutsideTheirValuesAreRefused) {
   vkp_external_device_init(&external);
   external.buffer_device_address = 2;
   expect_refused(vkp_context_create_external(&external, &made_context), "external.buffer_device_address: 2");
+  for (const std::string field : {"vulkan_memory_model", "vulkan_memory_model_device_scope", "cooperative_matrix_khr"}) {
+    vkp_external_device_init(&external);
+    vkp_bool32& flag = field == "vulkan_memory_model"                ? external.vulkan_memory_model
+                       : field == "vulkan_memory_model_device_scope" ? external.vulkan_memory_model_device_scope
+                                                                     : external.cooperative_matrix_khr;
+    flag = 9;
+    expect_refused(vkp_context_create_external(&external, &made_context), "external." + field + ": 9 is not 0 or 1");
+  }
   EXPECT_EQ(made_context, nullptr);
   vkp_block_manager_options manager_options;
   vkp_block_manager_options_init(&manager_options);
@@ -760,6 +1148,13 @@ TEST_F(CApiHostileTest, EnumsAndBooleansOutsideTheirValuesAreRefused) {
   vkp_kv_cache_sizing sizing;
   vkp_kv_cache_sizing_init(&sizing);
   expect_refused(vkp_kv_cache_plan(&info, &cache_shape_, &cache_options_, &sizing), "device.timestamps: 4");
+  info.timestamps = VKP_FALSE;
+  info.cooperative_matrix_khr = 3;
+  expect_refused(vkp_kv_cache_plan(&info, &cache_shape_, &cache_options_, &sizing), "device.cooperative_matrix_khr: 3");
+  info.cooperative_matrix_khr = VKP_FALSE;
+  info.vulkan_memory_model_device_scope = 8;
+  expect_refused(vkp_kv_cache_plan(&info, &cache_shape_, &cache_options_, &sizing),
+                 "device.vulkan_memory_model_device_scope: 8");
 }
 
 // Negative numbers where counts, sizes and indices go, and counts no array could have (a
@@ -819,7 +1214,7 @@ TEST_F(CApiHostileTest, NegativeAndImpossibleCountsAreRefused) {
   expect_refused(vkp_kv_cache_layer(cache_, 0xFFFFFFFFu, VKP_FALSE, &layer), "4294967295");
   const vkp_block_copy pairs[] = {{0, 1}};
   vkp_host_tensor none{};
-  expect_refused(vkp_reference_copy_blocks(&none, &none, pairs, minus_one), "pairs: a count of");
+  expect_refused(vkp_reference_copy_blocks(&none, &none, pairs, minus_one, VKP_KV_LAYOUT_VLLM), "pairs: a count of");
   with_cmd([&](VkCommandBuffer cmd) {
     expect_refused(vkp_kv_cache_record_copy_blocks(cache_, cmd, pairs, minus_one), "pairs: a count of");
     expect_refused(vkp_record_copy_blocks(ctx_, cmd, &layer, minus_one, pairs, 1), "layers: a count of");
@@ -827,6 +1222,15 @@ TEST_F(CApiHostileTest, NegativeAndImpossibleCountsAreRefused) {
     const vkp_block_copy negative[] = {{-1, 2}};
     expect_refused(vkp_kv_cache_record_copy_blocks(cache_, cmd, negative, 1), "pairs[0].src");
   });
+  vkp_attention_plan* attention_plan = nullptr;
+  expect_refused(vkp_attention_plan_create(ctx_, &attention_shape_, starts_, minus_one, nullptr, &attention_plan),
+                 "query_starts: a count of 18446744073709551615");
+  expect_refused(vkp_attention_plan_create(ctx_, &attention_shape_, starts_, 2, nullptr, &attention_plan),
+                 "query_starts: 2 entries, expected S + 1 = 3");
+  const int32_t negative_starts[] = {0, -1, 3};
+  expect_refused(vkp_attention_plan_create(ctx_, &attention_shape_, negative_starts, 3, nullptr, &attention_plan),
+                 "query_starts[1]: -1");
+  EXPECT_EQ(attention_plan, nullptr);
   vkp_decode_shape shape = shape_;
   shape.num_seqs = 0xFFFFFFFFu;  // -1 as uint32_t
   vkp_decode_plan* plan = nullptr;
@@ -888,6 +1292,11 @@ TEST_F(CApiHostileTest, ViewsOutsideABufferVkpagedMadeAreRefused) {
     amax.size = 4;
     expect_refused(vkp_record_absmax(ctx_, cmd, &small, &amax), "amax_out: a view of 4 bytes at offset 256");
     expect_refused(vkp_record_absmax(ctx_, cmd, &big, &small.memory), "x: a view of 4096 bytes");
+    const vkp_buffer_view sink = vkp_buffer_view_of(buffer_, 0, 16);
+    expect_refused(vkp_record_streaming_read_of(ctx_, cmd, &big.memory, &sink), "data: a view of 4096 bytes");
+    vkp_buffer_view past_sink = sink;
+    past_sink.offset = 256;
+    expect_refused(vkp_record_streaming_read_of(ctx_, cmd, &small.memory, &past_sink), "sink: a view of 16 bytes at offset 256");
     expect_refused(vkp_record_copy_blocks(ctx_, cmd, &shifted_layer, 1, &pair, 1),
                    "layers[0].value_cache: a view of");
     vkp_merge_views merge;
@@ -922,8 +1331,12 @@ TEST_F(CApiHostileTest, AContextWithLiveObjectsIsNotDestroyed) {
   ASSERT_VKP_OK(vkp_buffer_create(own, 64, VKP_MEMORY_DEVICE, &b));
   vkp_decode_plan* plan = nullptr;
   ASSERT_VKP_OK(vkp_decode_plan_create(own, &shape_, nullptr, &plan));
+  vkp_attention_plan* attention_plan = nullptr;
+  ASSERT_VKP_OK(vkp_attention_plan_create(own, &attention_shape_, starts_, 3, nullptr, &attention_plan));
   vkp_context_destroy(own);
-  expect_refused(destroy_failed(), "vkp_context_destroy: context: 2 vkp_buffer, 1 vkp_decode_plan made on it still live");
+  expect_refused(destroy_failed(),
+                 "vkp_context_destroy: context: 2 vkp_buffer, 1 vkp_decode_plan, 1 vkp_attention_plan made on it still live");
+  vkp_attention_plan_destroy(attention_plan);
   uint32_t messages = 1;
   EXPECT_VKP_OK(vkp_context_validation_message_count(own, &messages));
   vkp_buffer_destroy(a);

@@ -1,9 +1,12 @@
 // The KvCache through the C API: sizing and planning as the C++ API answers, allocation,
-// per-layer views, and whole-block copies and swaps moving exactly the blocks asked for.
+// per-layer views, whole-block copies and swaps moving exactly the blocks asked for, the
+// per-layer reshape_and_cache (with and without rotary) in the cache's layout, and decode shapes.
 #include <cstring>
 
 #include "c_api/c_api_test_helpers.hpp"
+#include "ops/cache_test_helpers.hpp"
 #include "vkpaged/kv_cache.hpp"
+#include "vkpaged/rotary.hpp"
 
 namespace vkpaged::test {
 namespace {
@@ -167,6 +170,130 @@ TEST_F(CApiKvCacheTest, CopiesAndSwapsWholeBlocksInEveryLayer) {
     expect_refused(vkp_kv_cache_record_swap_out(raw, cmd, bad, 1), "pairs[0].dst: block id 4");
     return VKP_OK;
   }));
+}
+
+// A cache in the hnd layout: its views say so, the per-layer reshape_and_cache writes what the
+// reference writes in that layout (the keys rotated on their way in where rotary is given), and
+// decode shapes take the cache's geometry.
+TEST_F(CApiKvCacheTest, WritesNewTokensInItsLayoutAndGivesDecodeShapes) {
+  vkp_kv_cache_shape shape = c_shape();
+  shape.layout = VKP_KV_LAYOUT_HND;
+  vkp_kv_cache_options options;
+  vkp_kv_cache_options_init(&options);
+  options.num_blocks = 4;
+  vkp_kv_cache* raw = nullptr;
+  ASSERT_VKP_OK(vkp_kv_cache_create(c_context(), &shape, &options, &raw));
+  CachePtr cache(raw, &vkp_kv_cache_destroy);
+  vkp_kv_cache_shape got_shape;
+  vkp_kv_cache_shape_init(&got_shape);
+  ASSERT_VKP_OK(vkp_kv_cache_shape_get(raw, &got_shape));
+  EXPECT_EQ(got_shape.layout, VKP_KV_LAYOUT_HND);
+
+  const int64_t T = 5, H = 4, Hkv = 2, D = 64, B = 16, N = 4;
+  vkp_layer_cache_views layers[2];
+  const HostTensor zero_pool(DType::f16, Shape{N, Hkv, B, D});
+  for (uint32_t l = 0; l < 2; ++l) {
+    vkp_layer_cache_views_init(&layers[l]);
+    ASSERT_VKP_OK(vkp_kv_cache_layer(raw, l, VKP_FALSE, &layers[l]));
+    EXPECT_EQ(layers[l].layout, VKP_KV_LAYOUT_HND);
+    ASSERT_EQ(layers[l].key_cache.rank, 4);
+    EXPECT_EQ(layers[l].key_cache.shape[2], B) << "hnd: [N, Hkv, B, D]";
+    ASSERT_VKP_OK(vkp_upload(c_context(), &layers[l].key_cache.memory, zero_pool.data(), zero_pool.bytes()));
+    ASSERT_VKP_OK(vkp_upload(c_context(), &layers[l].value_cache.memory, zero_pool.data(), zero_pool.bytes()));
+  }
+
+  const HostTensor query = cache_helpers::random_tensor(DType::f16, Shape{T, H, D}, 80);
+  const HostTensor key = cache_helpers::random_tensor(DType::f16, Shape{T, Hkv, D}, 81);
+  const HostTensor value = cache_helpers::random_tensor(DType::f16, Shape{T, Hkv, D}, 82);
+  HostTensor slots(DType::i64, Shape{T});
+  const int64_t slot_values[] = {63, 0, 17, 18, -1};
+  std::memcpy(slots.data(), slot_values, sizeof(slot_values));
+  HostTensor positions(DType::i64, Shape{T});
+  const int64_t position_values[] = {0, 1, 2, 30, 31};
+  std::memcpy(positions.data(), position_values, sizeof(position_values));
+  const HostTensor cos_sin = rotary_cos_sin_cache(32, 64, 10000.0, DType::f32);
+  vkp_context* cctx = c_context();
+  const CTensor d_query = upload(cctx, query), d_key = upload(cctx, key), d_value = upload(cctx, value);
+  const CTensor d_plain_key = upload(cctx, key);
+  const CTensor d_slots = upload(cctx, slots), d_positions = upload(cctx, positions), d_cos_sin = upload(cctx, cos_sin);
+  const CTensor status = zeros(cctx, DType::u32, Shape{1});
+  vkp_new_tokens rotated;
+  vkp_new_tokens_init(&rotated);
+  rotated.key = d_key.view;
+  rotated.value = d_value.view;
+  rotated.slot_mapping = d_slots.view;
+  rotated.status = status.view.memory;
+  vkp_new_tokens plain = rotated;
+  plain.key = d_plain_key.view;
+  vkp_rotary_inputs rotary;
+  vkp_rotary_inputs_init(&rotary);
+  rotary.query = d_query.view;
+  rotary.positions = d_positions.view;
+  rotary.cos_sin_cache = d_cos_sin.view;
+  ASSERT_VKP_OK(run(cctx, [&](VkCommandBuffer cmd) {
+    vkp_status s = vkp_kv_cache_record_reshape_and_cache(raw, cmd, 1, &rotated, &rotary, nullptr);
+    if (s == VKP_OK) s = vkp_kv_cache_record_reshape_and_cache(raw, cmd, 0, &plain, nullptr, nullptr);
+    return s;
+  }));
+  EXPECT_EQ(download(cctx, status).as<uint32_t>()[0], 0u);
+  const HostTensor rotated_key = download(cctx, d_key);
+  EXPECT_FALSE(cache_helpers::bytes_equal(rotated_key, key)) << "the keys were not rotated";
+  EXPECT_FALSE(cache_helpers::bytes_equal(download(cctx, d_query), query)) << "the queries were not rotated";
+  // Layer 1 holds the rotated keys, layer 0 the keys as given, each where the reference puts them.
+  for (uint32_t l = 0; l < 2; ++l) {
+    SCOPED_TRACE(l);
+    HostTensor want_keys = zero_pool, want_values = zero_pool;
+    vkp_host_tensor k = host_view(l == 1 ? rotated_key : key), v = host_view(value), s = host_view(slots);
+    vkp_host_tensor kc = host_view(want_keys), vc = host_view(want_values);
+    ASSERT_VKP_OK(vkp_reference_reshape_and_cache(&k, &v, &s, &kc, &vc, nullptr, VKP_KV_LAYOUT_HND));
+    HostTensor got_keys(DType::f16, zero_pool.shape()), got_values(DType::f16, zero_pool.shape());
+    ASSERT_VKP_OK(vkp_download(cctx, &layers[l].key_cache.memory, got_keys.data(), got_keys.bytes()));
+    ASSERT_VKP_OK(vkp_download(cctx, &layers[l].value_cache.memory, got_values.data(), got_values.bytes()));
+    EXPECT_TRUE(cache_helpers::bytes_equal(got_keys, want_keys));
+    EXPECT_TRUE(cache_helpers::bytes_equal(got_values, want_values));
+  }
+  EXPECT_VKP_OK(run(cctx, [&](VkCommandBuffer cmd) {
+    expect_refused(vkp_kv_cache_record_reshape_and_cache(raw, cmd, 2, &plain, nullptr, nullptr), "layer");
+    vkp_new_tokens wrong = plain;
+    wrong.key.shape[2] = 32;  // not the cache's head size
+    wrong.key.memory.size /= 2;
+    expect_refused(vkp_kv_cache_record_reshape_and_cache(raw, cmd, 0, &wrong, nullptr, nullptr), "key");
+    return VKP_OK;
+  }));
+
+  // A decode shape: the batch's fields, the cache's geometry whatever the batch held there.
+  vkp_decode_shape batch;
+  vkp_decode_shape_init(&batch);
+  batch.num_seqs = 3;
+  batch.num_heads = 8;
+  batch.max_blocks_per_seq = 2;
+  batch.max_context_len = 20;
+  batch.query_dtype = VKP_DTYPE_F32;
+  batch.softcap = VKP_TRUE;
+  batch.lse = VKP_TRUE;
+  batch.num_kv_heads = 99;
+  batch.head_size = 7;
+  batch.cache_dtype = VKP_DTYPE_BF16;
+  vkp_decode_shape got;
+  vkp_decode_shape_init(&got);
+  ASSERT_VKP_OK(vkp_kv_cache_decode_shape(raw, &batch, &got));
+  EXPECT_EQ(got.num_seqs, 3u);
+  EXPECT_EQ(got.num_heads, 8u);
+  EXPECT_EQ(got.max_blocks_per_seq, 2u);
+  EXPECT_EQ(got.max_context_len, 20u);
+  EXPECT_EQ(got.query_dtype, VKP_DTYPE_F32);
+  EXPECT_EQ(got.softcap, VKP_TRUE);
+  EXPECT_EQ(got.lse, VKP_TRUE);
+  EXPECT_EQ(got.alibi, VKP_FALSE);
+  EXPECT_EQ(got.num_kv_heads, 2u);
+  EXPECT_EQ(got.head_size, 64u);
+  EXPECT_EQ(got.block_size, 16u);
+  EXPECT_EQ(got.num_blocks, 4u);
+  EXPECT_EQ(got.cache_dtype, VKP_DTYPE_F16);
+  EXPECT_EQ(got.kv_layout, VKP_KV_LAYOUT_HND);
+  // Decode reads the vllm layout only (decode.hpp): a plan for this cache is refused, naming it.
+  vkp_decode_plan* plan = nullptr;
+  expect_refused(vkp_decode_plan_create(cctx, &got, nullptr, &plan), "kv_layout", VKP_ERROR_UNSUPPORTED);
 }
 
 }  // namespace

@@ -74,9 +74,12 @@ fn run() -> Result<bool, String> {
     inputs.block_tables = VkpHostTensor::of(&block_tables, VKP_DTYPE_I32, &[S as i64, M as i64]);
     inputs.context_lens = VkpHostTensor::of(&context_lens, VKP_DTYPE_I32, &[S as i64]);
     inputs.cache_dtype = VKP_DTYPE_F32;
+    // What shapes the plan (the window) and the per-call values (the soft cap's value, which
+    // also gives the convenience path's plan its soft cap).
     let mut options = init(vkp_decode_options_init_sized, "vkp_decode_options_init")?;
     options.sliding_window = 32;
-    options.softcap = 30.0;
+    let mut params = init(vkp_decode_params_init_sized, "vkp_decode_params_init")?;
+    params.softcap = 30.0;
 
     let mut context = Context(std::ptr::null_mut());
     check(unsafe { vkp_context_create(std::ptr::null(), &mut context.0) }, "vkp_context_create")?;
@@ -97,13 +100,30 @@ fn run() -> Result<bool, String> {
     let bytes = output.len() * std::mem::size_of::<f32>();
     check(
         unsafe {
-            vkp_decode_attention(context.0, &inputs, &options, output.as_mut_ptr() as *mut c_void, bytes, std::ptr::null_mut(), 0)
+            vkp_decode_attention(
+                context.0,
+                &inputs,
+                &options,
+                &params,
+                output.as_mut_ptr() as *mut c_void,
+                bytes,
+                std::ptr::null_mut(),
+                0,
+            )
         },
         "vkp_decode_attention",
     )?;
     check(
         unsafe {
-            vkp_reference_decode_attention(&inputs, &options, expected.as_mut_ptr() as *mut c_void, bytes, std::ptr::null_mut(), 0)
+            vkp_reference_decode_attention(
+                &inputs,
+                &options,
+                &params,
+                expected.as_mut_ptr() as *mut c_void,
+                bytes,
+                std::ptr::null_mut(),
+                0,
+            )
         },
         "vkp_reference_decode_attention",
     )?;

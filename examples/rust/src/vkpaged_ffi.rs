@@ -83,20 +83,27 @@ pub struct VkpDecodeInputs {
     pub sinks: VkpHostTensor,
 }
 
+/// What shapes a decode plan beside its shape (vkp_decode_options).
 #[repr(C)]
 pub struct VkpDecodeOptions {
     pub struct_size: u32,
-    pub has_scale: VkpBool32,
-    pub scale: f32,
-    pub softcap: f32,
     pub sliding_window: u32,
-    pub k_scale: f32,
-    pub v_scale: f32,
     pub split: VkpSplitMode,
     pub partition_tokens: u32,
     pub kernel: VkpDecodeKernel,
     pub order: VkpDecodeOrder,
     pub merge: VkpDecodeMerge,
+}
+
+/// The per-call values of one decode (vkp_decode_params): scale, soft cap, fp8 scales.
+#[repr(C)]
+pub struct VkpDecodeParams {
+    pub struct_size: u32,
+    pub has_scale: VkpBool32,
+    pub scale: f32,
+    pub softcap: f32,
+    pub k_scale: f32,
+    pub v_scale: f32,
 }
 
 #[repr(C)]
@@ -131,8 +138,10 @@ pub struct VkpDeviceInfo {
     pub memory_budget: VkpBool32,
     pub device_local_free_bytes: u64,
     pub cooperative_matrix: VkpBool32,
-    pub reserved0: u32,
+    pub cooperative_matrix_khr: VkpBool32,
     pub max_memory_allocation_size: u64,
+    pub vulkan_memory_model: VkpBool32,
+    pub vulkan_memory_model_device_scope: VkpBool32,
 }
 
 // The sizes of tests/c_api/abi_table.inc (x86-64): a field missed or mistyped fails the build.
@@ -140,8 +149,9 @@ pub struct VkpDeviceInfo {
 const _: () = {
     assert!(std::mem::size_of::<VkpHostTensor>() == 56);
     assert!(std::mem::size_of::<VkpDecodeInputs>() == 400);
-    assert!(std::mem::size_of::<VkpDecodeOptions>() == 48);
-    assert!(std::mem::size_of::<VkpDeviceInfo>() == 664);
+    assert!(std::mem::size_of::<VkpDecodeOptions>() == 28);
+    assert!(std::mem::size_of::<VkpDecodeParams>() == 24);
+    assert!(std::mem::size_of::<VkpDeviceInfo>() == 672);
 };
 
 /// The `vkp_<struct>_init_sized` of an extensible struct.
@@ -171,10 +181,12 @@ extern "C" {
     pub fn vkp_device_info_init_sized(info: *mut VkpDeviceInfo, struct_size: u32) -> VkpStatus;
     pub fn vkp_decode_inputs_init_sized(inputs: *mut VkpDecodeInputs, struct_size: u32) -> VkpStatus;
     pub fn vkp_decode_options_init_sized(options: *mut VkpDecodeOptions, struct_size: u32) -> VkpStatus;
+    pub fn vkp_decode_params_init_sized(params: *mut VkpDecodeParams, struct_size: u32) -> VkpStatus;
     pub fn vkp_decode_attention(
         context: *mut VkpContext,
         inputs: *const VkpDecodeInputs,
         options: *const VkpDecodeOptions,
+        params: *const VkpDecodeParams,
         output: *mut c_void,
         output_bytes: usize,
         lse: *mut f32,
@@ -183,6 +195,7 @@ extern "C" {
     pub fn vkp_reference_decode_attention(
         inputs: *const VkpDecodeInputs,
         options: *const VkpDecodeOptions,
+        params: *const VkpDecodeParams,
         output: *mut c_void,
         output_bytes: usize,
         lse: *mut f32,
