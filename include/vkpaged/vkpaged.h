@@ -1322,6 +1322,29 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_reshape_and_cache(const vkp_kv_c
  * checks the rest. */
 VKP_API vkp_status VKP_CALL vkp_kv_cache_decode_shape(const vkp_kv_cache* cache, const vkp_decode_shape* batch,
                                                       vkp_decode_shape* out);
+/* The same for multi-query attention: batch's fields for what the batch brings (num_requests,
+ * num_query_tokens, num_heads, max_blocks_per_seq, max_context_len, query_dtype,
+ * sliding_window, softcap, alibi, sinks, lse, tree_mask), the cache's for what it knows
+ * (num_kv_heads, head_size, block_size, num_blocks, cache_dtype, kv_layout), whatever batch
+ * held there. Checks batch's enums and booleans only: vkp_attention_plan_create checks the rest. */
+VKP_API vkp_status VKP_CALL vkp_kv_cache_attention_shape(const vkp_kv_cache* cache, const vkp_attention_shape* batch,
+                                                         vkp_attention_shape* out);
+/* vkp_record_decode / vkp_record_attention over layer `layer`'s device pools: views carry every
+ * view but the pools (query, block tables, context lengths, query starts, output, scratch, ...)
+ * and leave key_cache and value_cache absent (vkp_*_views_init does); the cache supplies them.
+ * The plan must have been made on the cache's context, from a shape of this cache
+ * (vkp_kv_cache_decode_shape / vkp_kv_cache_attention_shape). params NULL = defaults. Compute
+ * shader stage, as those calls. Errors: INVALID_ARGUMENT (layer out of range, a pool view given,
+ * a plan of another context or whose num_kv_heads, head_size, block_size, num_blocks,
+ * cache_dtype or kv_layout are not the cache's; then as vkp_record_decode /
+ * vkp_record_attention), nothing recorded then. */
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_decode(const vkp_kv_cache* cache, VkCommandBuffer cmd, uint32_t layer,
+                                                       const vkp_decode_plan* plan, const vkp_decode_views* views,
+                                                       const vkp_decode_params* params);
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_attention(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                                                          uint32_t layer, const vkp_attention_plan* plan,
+                                                          const vkp_attention_views* views,
+                                                          const vkp_decode_params* params);
 
 /* ===================================================================== block manager */
 

@@ -148,21 +148,7 @@ VKP_API vkp_status VKP_CALL vkp_record_attention(vkp_context* context, VkCommand
     const AttentionPlan& p = plan_on(context, plan);
     const vkp_attention_views v = read_struct(views, "views");
     const AttentionParams cpp_params = to_params(params);
-    AttentionViews a;
-    a.query = to_cpp(v.query, "query");
-    a.key_cache = to_cpp(v.key_cache, "key_cache");
-    a.value_cache = to_cpp(v.value_cache, "value_cache");
-    a.block_tables = to_cpp(v.block_tables, "block_tables");
-    a.context_lens = to_cpp(v.context_lens, "context_lens");
-    a.query_starts = to_cpp(v.query_starts, "query_starts");
-    a.output = to_cpp(v.output, "output");
-    a.lse = to_cpp(v.lse, "lse");
-    a.tree_mask = to_cpp(v.tree_mask, "tree_mask");
-    a.alibi_slopes = to_cpp(v.alibi_slopes, "alibi_slopes");
-    a.sinks = to_cpp(v.sinks, "sinks");
-    a.scratch = to_cpp(v.scratch);
-    a.status = to_cpp(v.status);
-    record_attention(ctx, cmd, p, a, cpp_params);
+    record_attention(ctx, cmd, p, to_cpp(v), cpp_params);
   });
 }
 

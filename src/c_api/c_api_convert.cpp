@@ -499,6 +499,42 @@ RotaryInputs to_cpp(const vkp_rotary_inputs* rotary) {
   return d;
 }
 
+DecodeViews to_cpp(const vkp_decode_views& v) {
+  DecodeViews d;
+  d.query = to_cpp(v.query, "query");
+  d.key_cache = to_cpp(v.key_cache, "key_cache");
+  d.value_cache = to_cpp(v.value_cache, "value_cache");
+  d.block_tables = to_cpp(v.block_tables, "block_tables");
+  d.context_lens = to_cpp(v.context_lens, "context_lens");
+  d.output = to_cpp(v.output, "output");
+  d.alibi_slopes = to_cpp(v.alibi_slopes, "alibi_slopes");
+  d.sinks = to_cpp(v.sinks, "sinks");
+  d.lse = to_cpp(v.lse, "lse");
+  d.scratch = to_cpp(v.scratch);
+  d.status = to_cpp(v.status);
+  d.order = to_cpp(v.order);
+  d.merge_counters = to_cpp(v.merge_counters);
+  return d;
+}
+
+AttentionViews to_cpp(const vkp_attention_views& v) {
+  AttentionViews a;
+  a.query = to_cpp(v.query, "query");
+  a.key_cache = to_cpp(v.key_cache, "key_cache");
+  a.value_cache = to_cpp(v.value_cache, "value_cache");
+  a.block_tables = to_cpp(v.block_tables, "block_tables");
+  a.context_lens = to_cpp(v.context_lens, "context_lens");
+  a.query_starts = to_cpp(v.query_starts, "query_starts");
+  a.output = to_cpp(v.output, "output");
+  a.lse = to_cpp(v.lse, "lse");
+  a.tree_mask = to_cpp(v.tree_mask, "tree_mask");
+  a.alibi_slopes = to_cpp(v.alibi_slopes, "alibi_slopes");
+  a.sinks = to_cpp(v.sinks, "sinks");
+  a.scratch = to_cpp(v.scratch);
+  a.status = to_cpp(v.status);
+  return a;
+}
+
 std::vector<BlockCopy> to_pairs(const vkp_block_copy* pairs, size_t count) {
   std::vector<BlockCopy> v;
   const auto span = array_of(pairs, count, "pairs");

@@ -55,6 +55,9 @@ CacheScales to_cpp(const vkp_cache_scales* scales);  // NULL = 1, 1
 // An operator's views struct, read (struct_size) and converted, every view and field named.
 ReshapeAndCacheViews to_cpp(const vkp_reshape_and_cache_views* views);
 RotaryInputs to_cpp(const vkp_rotary_inputs* rotary);
+// The views of record_decode and record_attention, already read, each view named by its field.
+DecodeViews to_cpp(const vkp_decode_views& views);
+AttentionViews to_cpp(const vkp_attention_views& views);
 
 AttentionShape to_cpp(const vkp_attention_shape& shape, const std::string& name);
 vkp_attention_shape to_c(const AttentionShape& shape) noexcept;

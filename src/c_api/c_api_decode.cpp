@@ -157,21 +157,7 @@ VKP_API vkp_status VKP_CALL vkp_record_decode(vkp_context* context, VkCommandBuf
     const DecodePlan& p = plan_on(context, plan);
     const vkp_decode_views v = read_struct(views, "views");
     const DecodeParams cpp_params = to_params(params);
-    DecodeViews d;
-    d.query = to_cpp(v.query, "query");
-    d.key_cache = to_cpp(v.key_cache, "key_cache");
-    d.value_cache = to_cpp(v.value_cache, "value_cache");
-    d.block_tables = to_cpp(v.block_tables, "block_tables");
-    d.context_lens = to_cpp(v.context_lens, "context_lens");
-    d.output = to_cpp(v.output, "output");
-    d.alibi_slopes = to_cpp(v.alibi_slopes, "alibi_slopes");
-    d.sinks = to_cpp(v.sinks, "sinks");
-    d.lse = to_cpp(v.lse, "lse");
-    d.scratch = to_cpp(v.scratch);
-    d.status = to_cpp(v.status);
-    d.order = to_cpp(v.order);
-    d.merge_counters = to_cpp(v.merge_counters);
-    record_decode(ctx, cmd, p, d, cpp_params);
+    record_decode(ctx, cmd, p, to_cpp(v), cpp_params);
   });
 }
 

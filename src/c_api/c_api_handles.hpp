@@ -41,6 +41,8 @@ struct vkp_block_manager {
 
 struct vkp_kv_cache {
   vkpaged::KvCache cache;
+  // Its pools belong to this context's device: a plan made on another context is refused.
+  const vkp_context* context = nullptr;
 };
 
 struct vkp_streaming_read {

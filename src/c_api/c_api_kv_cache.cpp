@@ -1,5 +1,5 @@
 // C API: the KvCache (sizing, planning, allocation, per-layer views, whole-block copies, the
-// per-layer reshape_and_cache and decode shape).
+// per-layer reshape_and_cache, decode and attention shapes, decode and attention over a layer).
 #include <memory>
 
 #include "c_api/c_api_convert.hpp"
@@ -43,6 +43,16 @@ vkp_kv_cache_sizing to_c(const KvCacheSizing& s) noexcept {
   c.fraction_of = vkp_memory_source(s.fraction_of);
   c.fraction_of_bytes = s.fraction_of_bytes;
   return c;
+}
+
+// The plan behind a handle, which must have been made on the cache's context (its pipelines
+// belong to that context's device).
+template <typename Plan>
+const auto& plan_for(const vkp_kv_cache* cache, const Plan* plan) {
+  const auto& p = require(plan, "plan")->plan;
+  if (plan->context != cache->context)
+    throw Error(ErrorCode::invalid_argument, "plan: created on another context than the cache's");
+  return p;
 }
 
 }  // namespace
@@ -120,7 +130,7 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_create(vkp_context* context, const vkp_
     auto& ctx = require(context, "context")->context;
     const KvCacheShape s = to_cpp(shape);
     const KvCacheOptions o = to_cpp(options);
-    *out = adopt(new vkp_kv_cache{KvCache(ctx, s, o)}, context);
+    *out = adopt(new vkp_kv_cache{KvCache(ctx, s, o), context}, context);
   });
 }
 
@@ -218,6 +228,42 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_decode_shape(const vkp_kv_cache* cache,
     const KvCache& c = require(cache, "cache")->cache;
     const DecodeShape b = c_api::to_cpp(read_struct(batch, "batch"), "batch");
     StructOut(out, "out").set(c_api::to_c(c.decode_shape(b)));
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_attention_shape(const vkp_kv_cache* cache, const vkp_attention_shape* batch,
+                                                         vkp_attention_shape* out) {
+  return guarded("vkp_kv_cache_attention_shape", [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    const AttentionShape b = c_api::to_cpp(read_struct(batch, "batch"), "batch");
+    StructOut(out, "out").set(c_api::to_c(c.attention_shape(b)));
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_decode(const vkp_kv_cache* cache, VkCommandBuffer cmd, uint32_t layer,
+                                                       const vkp_decode_plan* plan, const vkp_decode_views* views,
+                                                       const vkp_decode_params* params) {
+  return guarded("vkp_kv_cache_record_decode", [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    require(cmd, "cmd");
+    const DecodePlan& p = plan_for(cache, plan);
+    const vkp_decode_views v = read_struct(views, "views");
+    const DecodeParams cpp_params = to_params(params);
+    c.record_decode(cmd, layer, p, c_api::to_cpp(v), cpp_params);
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_attention(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                                                          uint32_t layer, const vkp_attention_plan* plan,
+                                                          const vkp_attention_views* views,
+                                                          const vkp_decode_params* params) {
+  return guarded("vkp_kv_cache_record_attention", [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    require(cmd, "cmd");
+    const AttentionPlan& p = plan_for(cache, plan);
+    const vkp_attention_views v = read_struct(views, "views");
+    const AttentionParams cpp_params = to_params(params);
+    c.record_attention(cmd, layer, p, c_api::to_cpp(v), cpp_params);
   });
 }
 

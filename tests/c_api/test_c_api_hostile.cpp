@@ -330,6 +330,8 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
         {"vkp_record_decode", [&](vkp_decode_plan* p) { return vkp_record_decode(ctx_, cmd, p, &views, nullptr); }},
         {"vkp_record_decode_order",
          [&](vkp_decode_plan* p) { return vkp_record_decode_order(ctx_, cmd, p, &tensor, &view); }},
+        {"vkp_kv_cache_record_decode",
+         [&](vkp_decode_plan* p) { return vkp_kv_cache_record_decode(cache_, cmd, 0, p, &views, nullptr); }},
     };
     expect_refuses_bad_handles(plan_calls, "plan", "vkp_decode_plan", dead_plan_,
                                reinterpret_cast<vkp_decode_plan*>(manager_));
@@ -345,6 +347,10 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
          [&](vkp_attention_plan* p) { return value_failed(std::string(vkp_attention_plan_describe(p)).empty()); }},
         {"vkp_record_attention",
          [&](vkp_attention_plan* p) { return vkp_record_attention(ctx_, cmd, p, &attention_views, nullptr); }},
+        {"vkp_kv_cache_record_attention",
+         [&](vkp_attention_plan* p) {
+           return vkp_kv_cache_record_attention(cache_, cmd, 0, p, &attention_views, nullptr);
+         }},
     };
     // A decode plan is not an attention plan.
     expect_refuses_bad_handles(attention_plan_calls, "plan", "vkp_attention_plan", dead_attention_plan_,
@@ -364,6 +370,14 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
          [&](vkp_kv_cache* c) { return vkp_kv_cache_record_reshape_and_cache(c, cmd, 0, &tokens, &rotary, nullptr); }},
         {"vkp_kv_cache_decode_shape",
          [&](vkp_kv_cache* c) { return vkp_kv_cache_decode_shape(c, &shape_, &decode_shape); }},
+        {"vkp_kv_cache_attention_shape",
+         [&](vkp_kv_cache* c) { return vkp_kv_cache_attention_shape(c, &attention_shape_, &attention_shape); }},
+        {"vkp_kv_cache_record_decode",
+         [&](vkp_kv_cache* c) { return vkp_kv_cache_record_decode(c, cmd, 0, plan_, &views, nullptr); }},
+        {"vkp_kv_cache_record_attention",
+         [&](vkp_kv_cache* c) {
+           return vkp_kv_cache_record_attention(c, cmd, 0, attention_plan_, &attention_views, nullptr);
+         }},
     };
     expect_refuses_bad_handles(cache_calls, "cache", "vkp_kv_cache", dead_cache_,
                                reinterpret_cast<vkp_kv_cache*>(read_));
@@ -558,6 +572,8 @@ TEST_F(CApiHostileTest, EveryRequiredPointerRefusesNull) {
        }},
       {"batch", [&] { return vkp_kv_cache_decode_shape(cache_, nullptr, &decode_out); }},
       {"out", [&] { return vkp_kv_cache_decode_shape(cache_, &shape_, nullptr); }},
+      {"batch", [&] { return vkp_kv_cache_attention_shape(cache_, nullptr, &attention_out); }},
+      {"out", [&] { return vkp_kv_cache_attention_shape(cache_, &attention_shape_, nullptr); }},
       {"scale", [&] { return vkp_fp8_scale_from_amax(1.0f, VKP_DTYPE_FP8_E4M3, nullptr); }},
       {"out", [&] { return vkp_measure_read_bandwidth(ctx_, 1024, 1, nullptr); }},
       {"out", [&] { return vkp_streaming_read_create(ctx_, 1024, nullptr); }},
@@ -634,6 +650,16 @@ TEST_F(CApiHostileTest, EveryRequiredPointerRefusesNull) {
     expect_refused(vkp_kv_cache_record_reshape_and_cache(cache_, cmd, 0, nullptr, nullptr, nullptr), "tokens is NULL");
     expect_refused(vkp_kv_cache_record_reshape_and_cache(cache_, VK_NULL_HANDLE, 0, nullptr, nullptr, nullptr),
                    "cmd is NULL");
+    vkp_decode_views decode_views;
+    vkp_decode_views_init(&decode_views);
+    expect_refused(vkp_kv_cache_record_decode(cache_, cmd, 0, plan_, nullptr, nullptr),
+                   "vkp_kv_cache_record_decode: views is NULL");
+    expect_refused(vkp_kv_cache_record_decode(cache_, VK_NULL_HANDLE, 0, plan_, &decode_views, nullptr),
+                   "vkp_kv_cache_record_decode: cmd is NULL");
+    expect_refused(vkp_kv_cache_record_attention(cache_, cmd, 0, attention_plan_, nullptr, nullptr),
+                   "vkp_kv_cache_record_attention: views is NULL");
+    expect_refused(vkp_kv_cache_record_attention(cache_, VK_NULL_HANDLE, 0, attention_plan_, &attention_views, nullptr),
+                   "vkp_kv_cache_record_attention: cmd is NULL");
     expect_refused(vkp_record_decode_order(ctx_, cmd, plan_, nullptr, &view), "context_lens is NULL");
     expect_refused(vkp_record_reshape_and_cache(ctx_, cmd, nullptr, nullptr), "views is NULL");
     expect_refused(vkp_record_copy_blocks(ctx_, cmd, nullptr, 1, nullptr, 0), "layers is NULL");
@@ -766,6 +792,13 @@ TEST_F(CApiHostileTest, EveryStructArgumentRefusesSizesNoReleaseHad) {
     vkp_decode_shape decode_out = shape_;
     check(vkp_kv_cache_decode_shape(cache_, bad(shape_, size), &decode_out), "batch", "vkp_decode_shape", size);
     check(vkp_kv_cache_decode_shape(cache_, &shape_, bad(decode_out, size)), "out", "vkp_decode_shape", size);
+    check(vkp_kv_cache_attention_shape(cache_, bad(attention_shape_, size), &attention_out), "batch",
+          "vkp_attention_shape", size);
+    vkp_attention_shape attention_sized = attention_shape_;
+    attention_sized.struct_size = size;
+    check(vkp_kv_cache_attention_shape(cache_, &attention_shape_, &attention_sized), "out", "vkp_attention_shape",
+          size);
+    EXPECT_EQ(attention_sized.num_kv_heads, attention_shape_.num_kv_heads) << "a refused call wrote its output";
     with_cmd([&](VkCommandBuffer cmd) {
       vkp_decode_views views;
       vkp_decode_views_init(&views);
@@ -777,6 +810,14 @@ TEST_F(CApiHostileTest, EveryStructArgumentRefusesSizesNoReleaseHad) {
             "vkp_attention_views", size);
       check(vkp_record_attention(ctx_, cmd, attention_plan_, &attention_views, bad(params, size)), "params",
             "vkp_decode_params", size);
+      check(vkp_kv_cache_record_decode(cache_, cmd, 0, plan_, bad(views, size), nullptr), "views", "vkp_decode_views",
+            size);
+      check(vkp_kv_cache_record_decode(cache_, cmd, 0, plan_, &views, bad(params, size)), "params",
+            "vkp_decode_params", size);
+      check(vkp_kv_cache_record_attention(cache_, cmd, 0, attention_plan_, bad(attention_views, size), nullptr),
+            "views", "vkp_attention_views", size);
+      check(vkp_kv_cache_record_attention(cache_, cmd, 0, attention_plan_, &attention_views, bad(params, size)),
+            "params", "vkp_decode_params", size);
       vkp_rotary_views rotary_views;
       vkp_rotary_views_init(&rotary_views);
       check(vkp_record_rotary_embedding(ctx_, cmd, bad(rotary_views, size)), "views", "vkp_rotary_views", size);
@@ -908,6 +949,8 @@ TEST_F(CApiHostileTest, EnumsAndBooleansOutsideTheirValuesAreRefused) {
     vkp_attention_plan* attention_plan = nullptr;
     expect_refused(vkp_attention_plan_create(ctx_, &attention, starts_, 3, nullptr, &attention_plan),
                    "shape.query_dtype: " + value);
+    vkp_attention_shape attention_out = attention_shape_;
+    expect_refused(vkp_kv_cache_attention_shape(cache_, &attention, &attention_out), "batch.query_dtype: " + value);
     vkp_host_tensor cos_sin{nullptr, dtype, 2, {8, 4}};
     expect_refused(vkp_rotary_cos_sin_cache(8, 4, 10000.0, &cos_sin), "out.dtype: " + value);
     vkp_kv_cache_shape cache_shape = cache_shape_;
@@ -960,6 +1003,10 @@ TEST_F(CApiHostileTest, EnumsAndBooleansOutsideTheirValuesAreRefused) {
     vkp_attention_views_init(&attention_views);
     expect_refused(vkp_record_attention(ctx_, cmd, attention_plan_, &attention_views, &params),
                    "params.has_scale: 2 is not 0 or 1");
+    expect_refused(vkp_kv_cache_record_decode(cache_, cmd, 0, plan_, &views, &params),
+                   "vkp_kv_cache_record_decode: params.has_scale: 2 is not 0 or 1");
+    expect_refused(vkp_kv_cache_record_attention(cache_, cmd, 0, attention_plan_, &attention_views, &params),
+                   "vkp_kv_cache_record_attention: params.has_scale: 2 is not 0 or 1");
   });
 
   for (const char* field : {"alibi", "softcap", "sinks", "lse"}) {
@@ -986,6 +1033,11 @@ TEST_F(CApiHostileTest, EnumsAndBooleansOutsideTheirValuesAreRefused) {
     expect_refused(vkp_attention_plan_create(ctx_, &attention, starts_, 3, nullptr, &attention_plan),
                    "shape.kv_layout: " + value);
     EXPECT_EQ(attention_plan, nullptr);
+    // The cache's helpers check the batch's enums, the layout too, although the cache's replaces it.
+    vkp_attention_shape attention_out = attention_shape_;
+    expect_refused(vkp_kv_cache_attention_shape(cache_, &attention, &attention_out), "batch.kv_layout: " + value);
+    vkp_decode_shape decode_out = shape_;
+    expect_refused(vkp_kv_cache_decode_shape(cache_, &shape, &decode_out), "batch.kv_layout: " + value);
     vkp_attention_inputs attention_inputs;
     vkp_attention_inputs_init(&attention_inputs);
     attention_inputs.kv_layout = layout;
@@ -1085,6 +1137,9 @@ TEST_F(CApiHostileTest, EnumsAndBooleansOutsideTheirValuesAreRefused) {
     flag = 3;
     expect_refused(vkp_attention_plan_create(ctx_, &shape, starts_, 3, nullptr, &attention_plan),
                    "shape." + field + ": 3 is not 0 or 1");
+    vkp_attention_shape out = attention_shape_;
+    expect_refused(vkp_kv_cache_attention_shape(cache_, &shape, &out),
+                   "vkp_kv_cache_attention_shape: batch." + field + ": 3 is not 0 or 1");
   }
   vkp_attention_shape attention_dtype = attention_shape_;
   attention_dtype.cache_dtype = vkp_dtype(12);

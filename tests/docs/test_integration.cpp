@@ -1,6 +1,9 @@
 // The code of docs/integration.md, compiled and run. Each region between "// [doc:NAME]" and
 // "// [/doc:NAME]" is a snippet of the document, which IntegrationDoc.SnippetsAreThisFilesCode
-// compares with this file: the document shows only code that compiles here and runs below.
+// compares with this file: the document shows only code that compiles here and runs below. The
+// C section's code is tests/docs/integration_step.h and integration_step.c (regions between
+// "/* [doc:NAME] */" and "/* [/doc:NAME] */", compared by IntegrationDoc.CSnippetsAreTheCStepsCode),
+// run below for the same three steps.
 //
 // The walk-through's engine runs three steps on every cache layout: prompts prefilled; then a
 // fork (parallel sampling) whose append copies a block on write, a preemption by swapping out,
@@ -28,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "c_api/c_api_test_helpers.hpp"
+#include "docs/integration_step.h"
 #include "support/decode_case.hpp"
 #include "support/test_context.hpp"
 #include "support/test_paths.hpp"
@@ -365,7 +370,7 @@ namespace {
 
 using namespace integration_doc;
 
-// ---- the snippets are this file's code ----
+// ---- the snippets are the code of this file and of the C step ----
 
 std::string slurp(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -386,16 +391,21 @@ std::string trim_lines(const std::string& text) {
   return out;
 }
 
-// Regions "// [doc:NAME]" ... "// [/doc:NAME]" of this file, by name.
-std::map<std::string, std::string> regions_of(const std::string& source) {
-  std::map<std::string, std::string> regions;
-  const std::string open = "\n// [doc:";  // at the start of a line
+// How a language's comments mark a region: "// [doc:NAME]" ... "// [/doc:NAME]" in C++,
+// "/* [doc:NAME] */" ... "/* [/doc:NAME] */" in C, each on a line of its own.
+struct RegionMarks {
+  std::string open, close;  // around "[doc:NAME]"
+};
+const RegionMarks kCppMarks{"// ", ""}, kCMarks{"/* ", " */"};
+
+// The regions of a source, by name, added to `regions`.
+void add_regions(const std::string& source, const RegionMarks& marks, std::map<std::string, std::string>& regions) {
+  const std::string open = "\n" + marks.open + "[doc:", name_end_mark = "]" + marks.close + "\n";
   for (size_t at = source.find(open); at != std::string::npos; at = source.find(open, at + 1)) {
-    ++at;
-    const size_t name_end = source.find("]\n", at);
-    const std::string name = source.substr(at + open.size() - 1, name_end - at - open.size() + 1);
-    const std::string close = "// [/doc:" + name + "]\n";
-    const size_t body = name_end + 2, end = source.find(close, body);
+    const size_t name_begin = at + open.size(), name_end = source.find(name_end_mark, name_begin);
+    const std::string name = source.substr(name_begin, name_end - name_begin);
+    const std::string close = marks.open + "[/doc:" + name + name_end_mark;
+    const size_t body = name_end + name_end_mark.size(), end = source.find(close, body);
     if (end == std::string::npos) {
       ADD_FAILURE() << "region '" << name << "' is not closed";
       continue;
@@ -403,34 +413,108 @@ std::map<std::string, std::string> regions_of(const std::string& source) {
     EXPECT_FALSE(regions.contains(name)) << "region '" << name << "' twice";
     regions[name] = trim_lines(source.substr(body, end - body));
   }
+}
+
+// What is wrong with the document's ```<language> blocks against the regions: each block must
+// follow a line "<!-- snippet: NAME -->" and be region NAME, line for line, and every region
+// must be shown. One line per problem; none when all is well.
+std::vector<std::string> snippet_problems(const std::string& doc, const std::string& language,
+                                          const std::map<std::string, std::string>& regions) {
+  std::vector<std::string> problems;
+  std::map<std::string, int> shown;
+  const std::string fence = "```" + language + "\n", marker = "<!-- snippet: ";
+  for (size_t at = doc.find(fence); at != std::string::npos; at = doc.find(fence, at + 1)) {
+    const size_t line_start = doc.rfind('\n', at - 2) + 1;
+    const std::string before = doc.substr(line_start, at - 1 - line_start);
+    const size_t end = doc.find("```\n", at + fence.size());
+    if (end == std::string::npos) {
+      problems.push_back("a " + fence.substr(0, fence.size() - 1) + " block is not closed");
+      break;
+    }
+    if (before.rfind(marker, 0) != 0) {
+      problems.push_back("a " + fence.substr(0, fence.size() - 1) + " block without a snippet marker before it: '" +
+                         before + "'");
+      continue;
+    }
+    const std::string name = before.substr(marker.size(), before.find(" -->") - marker.size());
+    ++shown[name];
+    if (!regions.contains(name))
+      problems.push_back("snippet '" + name + "' is no region of the code");
+    else if (trim_lines(doc.substr(at + fence.size(), end - at - fence.size())) != regions.at(name))
+      problems.push_back("snippet '" + name + "' differs from its region");
+  }
+  for (const auto& [name, code] : regions)
+    if (!shown.contains(name)) problems.push_back("snippet '" + name + "' is not shown");
+  return problems;
+}
+
+std::string lines(const std::vector<std::string>& problems) {
+  std::string s;
+  for (const std::string& p : problems) s += p + "\n";
+  return s;
+}
+
+std::map<std::string, std::string> cpp_regions() {
+  std::map<std::string, std::string> regions;
+  add_regions(slurp(test_data_path("test_integration.cpp")), kCppMarks, regions);
+  return regions;
+}
+
+std::map<std::string, std::string> c_regions() {
+  std::map<std::string, std::string> regions;
+  add_regions(slurp(test_data_path("integration_step.h")), kCMarks, regions);
+  add_regions(slurp(test_data_path("integration_step.c")), kCMarks, regions);
   return regions;
 }
 
 TEST(IntegrationDoc, SnippetsAreThisFilesCode) {
-  const std::string source = slurp(test_data_path("test_integration.cpp"));
   const std::string doc = slurp(test_data_path("integration.md"));
-  ASSERT_FALSE(source.empty());
   ASSERT_FALSE(doc.empty());
-  const std::map<std::string, std::string> regions = regions_of(source);
+  const std::map<std::string, std::string> regions = cpp_regions();
   EXPECT_GE(regions.size(), 10u);
   // Every C++ block of the document follows "<!-- snippet: NAME -->" and is that region.
-  std::map<std::string, int> shown;
-  const std::string fence = "```cpp\n", marker = "<!-- snippet: ";
-  for (size_t at = doc.find(fence); at != std::string::npos; at = doc.find(fence, at + 1)) {
-    const size_t line_start = doc.rfind('\n', at - 2) + 1;
-    const std::string before = doc.substr(line_start, at - 1 - line_start);
-    ASSERT_EQ(before.rfind(marker, 0), 0u) << "a ```cpp block of docs/integration.md without a snippet marker "
-                                              "before it: '"
-                                           << before << "'";
-    const std::string name = before.substr(marker.size(), before.find(" -->") - marker.size());
-    const size_t end = doc.find("```\n", at + fence.size());
-    ASSERT_NE(end, std::string::npos);
-    ++shown[name];
-    ASSERT_TRUE(regions.contains(name)) << "docs/integration.md shows a snippet '" << name << "' this file lacks";
-    EXPECT_EQ(trim_lines(doc.substr(at + fence.size(), end - at - fence.size())), regions.at(name))
-        << "docs/integration.md's snippet '" << name << "' differs from tests/docs/test_integration.cpp";
-  }
-  for (const auto& [name, code] : regions) EXPECT_TRUE(shown.contains(name)) << "snippet '" << name << "' is not shown";
+  EXPECT_EQ(lines(snippet_problems(doc, "cpp", regions)), "")
+      << "docs/integration.md against tests/docs/test_integration.cpp";
+}
+
+// The same for the C section: its ```c blocks are regions of tests/docs/integration_step.h and .c.
+TEST(IntegrationDoc, CSnippetsAreTheCStepsCode) {
+  const std::string doc = slurp(test_data_path("integration.md"));
+  ASSERT_FALSE(doc.empty());
+  const std::map<std::string, std::string> regions = c_regions();
+  EXPECT_GE(regions.size(), 5u);
+  EXPECT_EQ(lines(snippet_problems(doc, "c", regions)), "")
+      << "docs/integration.md against tests/docs/integration_step.h and integration_step.c";
+}
+
+// The checks fail where the document and the code part: a line of a block edited, a marker
+// missing, a region not shown; in either language, and a C edit is no C++ problem.
+TEST(IntegrationDoc, AnEditedSnippetFailsTheCheck) {
+  const std::string doc = slurp(test_data_path("integration.md"));
+  const auto c = c_regions();
+  const auto cpp = cpp_regions();
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string d = doc;
+    const size_t at = d.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) d.replace(at, from.size(), to);
+    return d;
+  };
+  const std::string c_line = "TRY(vkp_kv_cache_record_attention(cache, cmd, l, plan, &views, NULL));";
+  const std::string c_edit = edited(c_line, "TRY(vkp_kv_cache_record_attention(cache, cmd, 0, plan, &views, NULL));");
+  EXPECT_EQ(snippet_problems(c_edit, "c", c), std::vector<std::string>{"snippet 'c-record' differs from its region"});
+  EXPECT_EQ(lines(snippet_problems(c_edit, "cpp", cpp)), "");
+  const std::vector<std::string> unmarked = snippet_problems(edited("<!-- snippet: c-plan -->\n", "\n"), "c", c);
+  ASSERT_EQ(unmarked.size(), 2u) << lines(unmarked);
+  EXPECT_NE(unmarked[0].find("a ```c block without a snippet marker"), std::string::npos) << unmarked[0];
+  EXPECT_EQ(unmarked[1], "snippet 'c-plan' is not shown");
+  EXPECT_EQ(snippet_problems(edited("<!-- snippet: c-run -->", "<!-- snippet: c-running -->"), "c", c),
+            (std::vector<std::string>{"snippet 'c-running' is no region of the code", "snippet 'c-run' is not shown"}));
+  const std::string cpp_edit = edited("    cache.record_attention(cmd, l, plan, views);\n",
+                                      "    cache.record_attention(cmd, 0, plan, views);\n");
+  EXPECT_EQ(snippet_problems(cpp_edit, "cpp", cpp),
+            std::vector<std::string>{"snippet 'record' differs from its region"});
+  EXPECT_EQ(lines(snippet_problems(cpp_edit, "c", c)), "");
 }
 
 // ---- the walk-through's engine, three steps ----
@@ -443,21 +527,26 @@ struct Position {
 };
 using Mirror = std::map<uint64_t, std::vector<Position>>;
 
-class IntegrationTest : public GpuTest, public ::testing::WithParamInterface<KvLayout> {
- protected:
-  HostTensor fetch(const DeviceBuffer& b, DType t, Shape shape) {
-    HostTensor h(t, shape);
-    ctx().download(b.view(0, h.bytes()), h.data(), h.bytes());
-    return h;
-  }
+// A step as the checks see it: its requests, and per layer what it wrote (queries and keys as
+// rotated, values, outputs), read back after it ran; and the status word.
+struct StepRecord {
+  std::vector<uint64_t> seqs;
+  std::vector<int64_t> positions;
+  std::vector<int32_t> query_starts, context_lens;
+  std::array<HostTensor, kLayers> query, key, value, output;
+  uint32_t status = 0;
+};
 
-  // After a step: what it wrote, into the mirror.
-  void remember(const StepPlan& step, const StepBuffers& buf) {
-    const int64_t T = int64_t(step.slots.size());
+// The sequences' positions as the steps wrote them (a mirror of the cache, sequence by sequence),
+// and every layer's attention of a step against the reference on a cache built from it: a copy,
+// a swap or a prefix hit that moved the wrong bytes fails the check.
+class StepChecker {
+ public:
+  Mirror& mirror() { return mirror_; }
+
+  void remember(const StepRecord& step) {
     const size_t row = size_t(kKvHeads) * kHeadSize;
-    for (uint32_t l = 0; l < kLayers; ++l) {
-      const HostTensor key = fetch(buf.key[l], DType::f16, Shape{T, kKvHeads, kHeadSize});
-      const HostTensor value = fetch(buf.value[l], DType::f16, Shape{T, kKvHeads, kHeadSize});
+    for (uint32_t l = 0; l < kLayers; ++l)
       for (size_t r = 0; r < step.seqs.size(); ++r)
         for (int32_t t = step.query_starts[r]; t < step.query_starts[r + 1]; ++t) {
           auto& positions = mirror_[step.seqs[r]];
@@ -465,18 +554,16 @@ class IntegrationTest : public GpuTest, public ::testing::WithParamInterface<KvL
           if (positions.size() <= p) positions.resize(p + 1);
           Row k(row), v(row);
           for (size_t i = 0; i < row; ++i) {
-            k[i] = float(key.get(size_t(t) * row + i));
-            v[i] = float(value.get(size_t(t) * row + i));
+            k[i] = float(step.key[l].get(size_t(t) * row + i));
+            v[i] = float(step.value[l].get(size_t(t) * row + i));
           }
           positions[p].key[l] = std::move(k);
           positions[p].value[l] = std::move(v);
         }
-    }
   }
 
-  // Every layer's attention of the step against the reference on a cache built from the mirror.
-  void check(const StepPlan& step, const StepBuffers& buf, KvLayout layout, const std::string& label) {
-    const int64_t S = int64_t(step.seqs.size()), T = int64_t(step.slots.size());
+  void check(const StepRecord& step, KvLayout layout, const std::string& label) {
+    const int64_t S = int64_t(step.seqs.size());
     const KvBlockGeometry g{kKvHeads, kHeadSize, kBlockSize, cache_pack_factor(DType::f16)};
     int64_t blocks = 0;
     std::vector<int64_t> base;
@@ -486,7 +573,7 @@ class IntegrationTest : public GpuTest, public ::testing::WithParamInterface<KvL
     }
     for (uint32_t l = 0; l < kLayers; ++l) {
       AttentionInputs in;
-      in.query = fetch(buf.query[l], DType::f16, Shape{T, kHeads, kHeadSize});  // rotated
+      in.query = step.query[l];  // rotated
       in.kv_layout = layout;
       const int64_t x = 8, N = blocks, Hkv = kKvHeads, D = kHeadSize, B = kBlockSize;
       in.key_cache = HostTensor(DType::f16, layout == KvLayout::vllm  ? Shape{N, Hkv, D / x, B, x}
@@ -517,15 +604,46 @@ class IntegrationTest : public GpuTest, public ::testing::WithParamInterface<KvL
         }
       }
       const AttentionResult want = reference::batch_attention(in);
-      const HostTensor got = fetch(buf.output[l], DType::f16, Shape{T, kHeads, kHeadSize});
-      EXPECT_LE(max_abs_diff(got, want.output), tolerance(DType::f16, DType::f16)) << label << " layer " << l;
+      EXPECT_LE(max_abs_diff(step.output[l], want.output), tolerance(DType::f16, DType::f16))
+          << label << " layer " << l;
     }
-    uint32_t status = 0;
-    ctx().download(buf.status.view(), &status, 4);
-    EXPECT_EQ(status, 0u) << describe_status(status);
+    EXPECT_EQ(step.status, 0u) << describe_status(step.status);
   }
 
+ private:
   Mirror mirror_;
+};
+
+class IntegrationTest : public GpuTest, public ::testing::WithParamInterface<KvLayout> {
+ protected:
+  HostTensor fetch(const DeviceBuffer& b, DType t, Shape shape) {
+    HostTensor h(t, shape);
+    ctx().download(b.view(0, h.bytes()), h.data(), h.bytes());
+    return h;
+  }
+
+  // After a step: its requests and what it wrote.
+  StepRecord read_back(const StepPlan& step, const StepBuffers& buf) {
+    const int64_t T = int64_t(step.slots.size());
+    StepRecord r{step.seqs, step.positions, step.query_starts, step.context_lens, {}, {}, {}, {}, 0};
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      r.query[l] = fetch(buf.query[l], DType::f16, Shape{T, kHeads, kHeadSize});
+      r.key[l] = fetch(buf.key[l], DType::f16, Shape{T, kKvHeads, kHeadSize});
+      r.value[l] = fetch(buf.value[l], DType::f16, Shape{T, kKvHeads, kHeadSize});
+      r.output[l] = fetch(buf.output[l], DType::f16, Shape{T, kHeads, kHeadSize});
+    }
+    ctx().download(buf.status.view(), &r.status, 4);
+    return r;
+  }
+
+  // Reads the step back, remembers what it wrote and checks its attention.
+  void remember_and_check(const StepPlan& step, const StepBuffers& buf, const std::string& label) {
+    const StepRecord record = read_back(step, buf);
+    checker_.remember(record);
+    checker_.check(record, GetParam(), label);
+  }
+
+  StepChecker checker_;
 };
 
 std::vector<int32_t> tokens(int32_t first, int32_t count) {
@@ -546,6 +664,7 @@ TEST_P(IntegrationTest, ThreeEngineStepsMatchTheReference) {
     record_fill_random(ctx(), cmd, v, seed++);
   };
   BlockManager& blocks = engine.blocks;
+  Mirror& mirror = checker_.mirror();
   const std::vector<int32_t> p1 = tokens(1000, 40), p2 = tokens(2000, 20);
   std::vector<int32_t> p4(p1.begin(), p1.begin() + 32);  // shares two blocks with p1
   for (int32_t t : tokens(4000, 10)) p4.push_back(t);
@@ -555,8 +674,7 @@ TEST_P(IntegrationTest, ThreeEngineStepsMatchTheReference) {
   ASSERT_EQ(admit(blocks, step1, 1, p1, 64), 40);
   ASSERT_EQ(admit(blocks, step1, 2, p2, 64), 20);
   run_step(ctx(), engine.cache, step1, buf, random_qkv);
-  remember(step1, buf);
-  check(step1, buf, layout, "step 1");
+  remember_and_check(step1, buf, "step 1");
 
   // Step 2: sequence 1 forks into a second sample (3); both decode, the first append copying the
   // shared last block on write. Sequence 2 is preempted by swapping out. Prompt 4 finds its first
@@ -564,7 +682,7 @@ TEST_P(IntegrationTest, ThreeEngineStepsMatchTheReference) {
   StepPlan step2;
   const uint64_t child = 3;
   fork_samples(blocks, 1, std::span(&child, 1));
-  mirror_[3] = mirror_[1];
+  mirror[3] = mirror[1];
   add_decode(blocks, step2, 1, 7);
   add_decode(blocks, step2, 3, 9);
   ASSERT_EQ(step2.copies.size(), 1u) << "the shared last block (positions 32..39) is copied on write";
@@ -572,10 +690,9 @@ TEST_P(IntegrationTest, ThreeEngineStepsMatchTheReference) {
   ASSERT_EQ(step2.swap_out.size(), 2u);
   ASSERT_EQ(admit(blocks, step2, 4, p4, 64), 10);
   EXPECT_EQ(step2.positions.back(), 41);
-  mirror_[4].assign(mirror_[1].begin(), mirror_[1].begin() + 32);
+  mirror[4].assign(mirror[1].begin(), mirror[1].begin() + 32);
   run_step(ctx(), engine.cache, step2, buf, random_qkv);
-  remember(step2, buf);
-  check(step2, buf, layout, "step 2");
+  remember_and_check(step2, buf, "step 2");
 
   // Step 3: sequence 2 back in (to other device blocks); everyone decodes.
   StepPlan step3;
@@ -583,11 +700,182 @@ TEST_P(IntegrationTest, ThreeEngineStepsMatchTheReference) {
   ASSERT_EQ(step3.swap_in.size(), 2u);
   for (const uint64_t seq : {1, 2, 3, 4}) add_decode(blocks, step3, seq, 11);
   run_step(ctx(), engine.cache, step3, buf, random_qkv);
-  remember(step3, buf);
-  check(step3, buf, layout, "step 3");
+  remember_and_check(step3, buf, "step 3");
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, IntegrationTest, ::testing::Values(KvLayout::vllm, KvLayout::nhd, KvLayout::hnd),
+                         [](const auto& info) { return std::string(kv_layout_name(info.param)); });
+
+// ---- the same three steps in C (tests/docs/integration_step.c) ----
+
+static_assert(ENGINE_LAYERS == kLayers && ENGINE_HEADS == kHeads && ENGINE_KV_HEADS == kKvHeads &&
+              ENGINE_HEAD_SIZE == kHeadSize && ENGINE_BLOCK_SIZE == kBlockSize &&
+              ENGINE_MAX_BLOCKS_PER_SEQ == kMaxBlocksPerSeq && ENGINE_MAX_REQUESTS == kMaxRequests &&
+              ENGINE_MAX_STEP_TOKENS == kMaxStepTokens, "the C engine is the C++ section's model");
+
+// The model's kernels, here: random queries, keys and values from a running seed.
+struct RandomQkv {
+  vkp_context* ctx;
+  uint32_t seed;
+};
+vkp_status random_qkv(VkCommandBuffer cmd, uint32_t, const vkp_tensor_view* q, const vkp_tensor_view* k,
+                      const vkp_tensor_view* v, void* user_data) {
+  auto* r = static_cast<RandomQkv*>(user_data);
+  for (const vkp_tensor_view* t : {q, k, v})
+    if (const vkp_status s = vkp_record_fill_random(r->ctx, cmd, t, r->seed++); s != VKP_OK) return s;
+  return VKP_OK;
+}
+
+class IntegrationCTest : public GpuTest, public ::testing::WithParamInterface<KvLayout> {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    ctx_ = c_api_helpers::c_context();
+    vkp_kv_cache_shape shape;
+    vkp_kv_cache_shape_init(&shape);
+    shape.num_layers = ENGINE_LAYERS;
+    shape.num_kv_heads = ENGINE_KV_HEADS;
+    shape.head_size = ENGINE_HEAD_SIZE;
+    shape.block_size = ENGINE_BLOCK_SIZE;
+    shape.dtype = VKP_DTYPE_F16;
+    shape.layout = vkp_kv_layout(GetParam());
+    vkp_kv_cache_options options;
+    vkp_kv_cache_options_init(&options);
+    options.num_blocks = 16;
+    options.num_host_blocks = 8;
+    ASSERT_VKP_OK(vkp_kv_cache_create(ctx_, &shape, &options, &cache_));
+    vkp_block_manager_options manager_options;
+    vkp_block_manager_options_init(&manager_options);
+    manager_options.num_host_blocks = 8;
+    ASSERT_VKP_OK(vkp_block_manager_create(16, ENGINE_BLOCK_SIZE, &manager_options, &blocks_));
+    const vkp_status made = engine_buffers_create(ctx_, &buf_);
+    EXPECT_VKP_OK(made);
+    ASSERT_EQ(made, VKP_OK);
+  }
+  void TearDown() override {
+    engine_buffers_destroy(&buf_);
+    vkp_block_manager_destroy(blocks_);
+    vkp_kv_cache_destroy(cache_);
+    GpuTest::TearDown();
+  }
+
+  HostTensor fetch(const vkp_buffer* b, DType t, Shape shape) {
+    HostTensor h(t, shape);
+    const vkp_buffer_view view = vkp_buffer_view_of(b, 0, h.bytes());
+    EXPECT_VKP_OK(vkp_download(ctx_, &view, h.data(), h.bytes()));
+    return h;
+  }
+
+  // Runs the step through C, then reads it back, remembers what it wrote and checks its attention.
+  void run_and_check(const engine_step& step, const std::string& label) {
+    char error[256] = "";
+    ASSERT_EQ(engine_run_step(ctx_, cache_, &step, &buf_, random_qkv, &qkv_, error, sizeof(error)), VKP_OK) << error;
+    const size_t S = step.num_requests, T = step.num_tokens;
+    StepRecord r;
+    r.seqs.assign(step.seqs, step.seqs + S);
+    r.positions.assign(step.positions, step.positions + T);
+    r.query_starts.assign(step.query_starts, step.query_starts + S + 1);
+    r.context_lens.assign(step.context_lens, step.context_lens + S);
+    const int64_t t = int64_t(T);
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      r.query[l] = fetch(buf_.query[l], DType::f16, Shape{t, kHeads, kHeadSize});
+      r.key[l] = fetch(buf_.key[l], DType::f16, Shape{t, kKvHeads, kHeadSize});
+      r.value[l] = fetch(buf_.value[l], DType::f16, Shape{t, kKvHeads, kHeadSize});
+      r.output[l] = fetch(buf_.output[l], DType::f16, Shape{t, kHeads, kHeadSize});
+    }
+    const vkp_buffer_view status = vkp_buffer_view_of(buf_.status, 0, 4);
+    EXPECT_VKP_OK(vkp_download(ctx_, &status, &r.status, 4));
+    checker_.remember(r);
+    checker_.check(r, GetParam(), label);
+  }
+
+  vkp_context* ctx_ = nullptr;
+  vkp_kv_cache* cache_ = nullptr;
+  vkp_block_manager* blocks_ = nullptr;
+  engine_buffers buf_{};
+  RandomQkv qkv_{nullptr, 1};
+  StepChecker checker_;
+};
+
+// The C++ walk-through's three steps, scheduled and recorded by the C code.
+TEST_P(IntegrationCTest, ThreeEngineStepsInCMatchTheReference) {
+  qkv_.ctx = ctx_;
+  Mirror& mirror = checker_.mirror();
+  const std::vector<int32_t> p1 = tokens(1000, 40), p2 = tokens(2000, 20);
+  std::vector<int32_t> p4(p1.begin(), p1.begin() + 32);  // shares two blocks with p1
+  for (int32_t t : tokens(4000, 10)) p4.push_back(t);
+  int32_t prefill = 0;
+  vkp_bool32 done = VKP_FALSE;
+
+  // Step 1: two prompts, whole.
+  auto step1 = std::make_unique<engine_step>();
+  ASSERT_VKP_OK(step_add_prompt(blocks_, step1.get(), 1, p1.data(), 40, 64, &prefill));
+  EXPECT_EQ(prefill, 40);
+  ASSERT_VKP_OK(step_add_prompt(blocks_, step1.get(), 2, p2.data(), 20, 64, &prefill));
+  EXPECT_EQ(prefill, 20);
+  run_and_check(*step1, "step 1");
+
+  // Step 2: sequence 1 forks (3); both decode, the first append copying the shared last block on
+  // write; sequence 2 swapped out; prompt 4 finds 32 tokens in the prefix cache.
+  auto step2 = std::make_unique<engine_step>();
+  ASSERT_VKP_OK(vkp_block_manager_fork(blocks_, 1, 3));
+  mirror[3] = mirror[1];
+  ASSERT_VKP_OK(step_add_decode(blocks_, step2.get(), 1, 7));
+  ASSERT_VKP_OK(step_add_decode(blocks_, step2.get(), 3, 9));
+  ASSERT_EQ(step2->num_copies, 1u) << "the shared last block (positions 32..39) is copied on write";
+  ASSERT_VKP_OK(step_preempt(blocks_, step2.get(), 2, &done));
+  ASSERT_EQ(done, VKP_TRUE);
+  ASSERT_EQ(step2->num_swap_out, 2u);
+  ASSERT_VKP_OK(step_add_prompt(blocks_, step2.get(), 4, p4.data(), 42, 64, &prefill));
+  EXPECT_EQ(prefill, 10);
+  EXPECT_EQ(step2->positions[step2->num_tokens - 1], 41);
+  mirror[4].assign(mirror[1].begin(), mirror[1].begin() + 32);
+  run_and_check(*step2, "step 2");
+
+  // Step 3: sequence 2 back in (to other device blocks); everyone decodes.
+  auto step3 = std::make_unique<engine_step>();
+  ASSERT_VKP_OK(step_resume(blocks_, step3.get(), 2, &done));
+  ASSERT_EQ(done, VKP_TRUE);
+  ASSERT_EQ(step3->num_swap_in, 2u);
+  for (const uint64_t seq : {1, 2, 3, 4}) ASSERT_VKP_OK(step_add_decode(blocks_, step3.get(), seq, 11));
+  run_and_check(*step3, "step 3");
+}
+
+// A refused call ends the C step with its status and message, nothing submitted; a step's arrays
+// that are full refuse another request before the block manager changes.
+TEST_P(IntegrationCTest, RefusalsEndTheStepWithTheirMessage) {
+  qkv_.ctx = ctx_;
+  auto step = std::make_unique<engine_step>();
+  int32_t prefill = 0;
+  const std::vector<int32_t> prompt = tokens(0, 5);
+  ASSERT_VKP_OK(step_add_prompt(blocks_, step.get(), 1, prompt.data(), 5, 64, &prefill));
+  step->query_starts[1] = 7;  // past T = 5
+  char error[256] = "";
+  EXPECT_EQ(engine_run_step(ctx_, cache_, step.get(), &buf_, random_qkv, &qkv_, error, sizeof(error)),
+            VKP_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(error).find("vkp_attention_plan_create: "), std::string::npos) << error;
+  EXPECT_NE(std::string(error).find("query_starts"), std::string::npos) << error;
+  EXPECT_EQ(qkv_.seed, 1u) << "nothing was recorded";
+
+  // A failure inside the recording: the model's kernels refused (a view outside its buffer).
+  step->query_starts[1] = 5;
+  const auto refuse = [](VkCommandBuffer, uint32_t, const vkp_tensor_view*, const vkp_tensor_view*,
+                         const vkp_tensor_view*, void*) -> vkp_status { return VKP_ERROR_UNSUPPORTED; };
+  EXPECT_EQ(engine_run_step(ctx_, cache_, step.get(), &buf_, refuse, nullptr, error, sizeof(error)),
+            VKP_ERROR_UNSUPPORTED);
+
+  // Full: no room for a 17th request; the manager is left as it was.
+  auto full = std::make_unique<engine_step>();
+  full->num_requests = ENGINE_MAX_REQUESTS;
+  int32_t len = 0;
+  ASSERT_VKP_OK(vkp_block_manager_context_len(blocks_, 1, &len));
+  EXPECT_EQ(step_add_decode(blocks_, full.get(), 1, 3), VKP_ERROR_OUT_OF_MEMORY);
+  int32_t after = 0;
+  ASSERT_VKP_OK(vkp_block_manager_context_len(blocks_, 1, &after));
+  EXPECT_EQ(after, len);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, IntegrationCTest, ::testing::Values(KvLayout::vllm, KvLayout::nhd, KvLayout::hnd),
                          [](const auto& info) { return std::string(kv_layout_name(info.param)); });
 
 class IntegrationDocTest : public GpuTest {};
