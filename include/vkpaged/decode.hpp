@@ -33,17 +33,24 @@ enum class SplitMode {
 };
 
 enum class DecodeKernel {
-  automatic,  // the matrix kernel for GQA groups with an f16 or bf16 query and a 16-bit or
-              // fp8 cache where it can run (measured faster on an H200 for GQA groups and
-              // slower for MHA: bench/experiments/matrix-kernel.md), else the
-              // scalar kernel
-  scalar,     // the portable kernel (every device, dtype and shape)
-  matrix,     // matrix units (VK_NV_cooperative_matrix): f16 or bf16 query, f16, bf16 or fp8
-              // cache (bf16 becomes f16 in registers, rescaled where it does not fit), head_size
-              // a multiple of 32 (64 for fp8), block_size a multiple of 8, caches within
-              // maxStorageBufferRange, and a device whose fragment layout the kernel knows
-              // (checked once per context by a small probe run on the context's queue);
-              // refused elsewhere
+  automatic,   // the matrix kernel for GQA groups with an f16 or bf16 query and a 16-bit or
+               // fp8 cache where it can run (measured faster on an H200 for GQA groups and
+               // slower for MHA: bench/experiments/matrix-kernel.md), else the
+               // scalar kernel
+  scalar,      // the portable kernel (every device, dtype and shape)
+  matrix,      // matrix units, through the best extension the device has: VK_NV_cooperative_matrix
+               // where it can run the plan (NVIDIA), else VK_KHR_cooperative_matrix (any vendor
+               // whose 16x8x16 f16 products, listed by the device, have the fragment layout the
+               // kernel writes). f16 or bf16 query, f16, bf16 or fp8 cache (bf16 becomes f16 in
+               // registers, rescaled where it does not fit), head_size a multiple of 32 (64 for
+               // fp8), block_size a multiple of 8, caches within maxStorageBufferRange, 32-wide
+               // subgroups, and a device whose fragment layout the kernel knows (checked once per
+               // context by a small probe run on the context's queue); refused elsewhere
+  matrix_khr,  // the matrix kernel through VK_KHR_cooperative_matrix even where NV's runs (to
+               // compare the two, and to test the KHR path on NVIDIA): the same conditions, and a
+               // Context with the extension enabled (not under a validation layer older than it);
+               // refused elsewhere. The plan's kernel is then `matrix` (DecodePlan::describe says
+               // which extension)
 };
 
 enum class DecodeOrder {
@@ -84,9 +91,9 @@ struct DecodeOptions {
   // Diagnostics for kernel work: the matrix kernel also records, per subgroup, when it started,
   // staged the query, finished its first and last units of 32 tokens, and ended, in
   // DecodeViews::timeline (DecodePlan::timeline_bytes(); layout: decode_timeline below;
-  // scripts/decode_timeline.py reads it). Needs a plan on the matrix kernel and a device with
-  // VK_KHR_shader_clock, VK_NV_shader_sm_builtins and buffer device addresses
-  // (DeviceInfo::decode_timeline); refused otherwise.
+  // scripts/decode_timeline.py reads it). Needs a plan on the matrix kernel through
+  // VK_NV_cooperative_matrix and a device with VK_KHR_shader_clock, VK_NV_shader_sm_builtins and
+  // buffer device addresses (DeviceInfo::decode_timeline); refused otherwise.
   bool timeline = false;
 };
 

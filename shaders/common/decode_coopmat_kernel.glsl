@@ -1,8 +1,15 @@
-// Paged decode attention on matrix units (VK_NV_cooperative_matrix), for f16 or bf16 queries
-// and an f16, bf16 or fp8 cache: the same contract and outputs as decode_kernel.glsl, run when
-// a plan asks for the matrix kernel on a device whose fragment layout the context verified
-// (decode.cpp, src/ops/fragment_layout.cpp). The products take f16 operands, so bf16 elements
-// are converted in registers (below, "bf16 range").
+// Paged decode attention on matrix units, for f16 or bf16 queries and an f16, bf16 or fp8
+// cache: the same contract and outputs as decode_kernel.glsl, run when a plan asks for the
+// matrix kernel on a device whose fragment layout the context verified (decode.cpp,
+// src/ops/fragment_layout*.cpp). The products take f16 operands, so bf16 elements are
+// converted in registers (below, "bf16 range").
+// Two extensions, one source: VK_NV_cooperative_matrix (decode_coopmat*.comp, glslc) and the
+// cross-vendor VK_KHR_cooperative_matrix (decode_coopmat*_khr.comp, VKP_KHR 1, compiled by the
+// KHR compiler, docs/toolchain.md). The matrix types and the two calls that differ are the
+// macros MatA, MatB, MatC, MAT_MUL_ADD and MAT_LOAD_COLUMNS, so the NV modules' SPIR-V is what
+// it was before the KHR twins existed (NVIDIA's driver compiles the kernel differently after
+// small changes to it). Both run only where the 16x8x16 fragments have the layout below: NV's
+// checked by fragment_layout.comp, KHR's by fragment_layout_16x8x16_khr.comp.
 //
 // Why: with a GQA group the scalar kernel spends more issue slots on the group's products than
 // the memory system needs to stream the cache (bench/RESULTS.md). Here the products run on the
@@ -70,7 +77,14 @@
 // element reaches its dim's accumulators through the products (0 * Inf is NaN too), and the
 // outputs turn any non-finite element into NaN.
 #extension GL_GOOGLE_include_directive : require
+#if VKP_KHR
+#if VKP_TIMELINE
+#error "the timeline is recorded by the NV module only (decode_coopmat_timeline.comp)"
+#endif
+#extension GL_KHR_cooperative_matrix : require
+#else
 #extension GL_NV_cooperative_matrix : require
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -143,9 +157,22 @@ const bool MERGE_HERE = SPLIT && (FEATURES & DECODE_FEATURE_MERGE_IN_DISPATCH) !
 #define POS_INF uintBitsToFloat(0x7f800000u)
 #define QUIET_NAN uintBitsToFloat(0x7fc00000u)
 
+// The 16x8x16 product's fragments: A [16 x 16] and B [16 x 8] f16, the accumulator [16 x 8]
+// f32; MAT_LOAD_COLUMNS loads a column-major matrix (element offset and stride in units of the
+// array's type, in both extensions).
+#if VKP_KHR
+#define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 8, gl_MatrixUseB>
+#define MatC coopmat<float, gl_ScopeSubgroup, 16, 8, gl_MatrixUseAccumulator>
+#define MAT_MUL_ADD coopMatMulAdd
+#define MAT_LOAD_COLUMNS(m, buf, element, stride) coopMatLoad(m, buf, element, stride, gl_CooperativeMatrixLayoutColumnMajor)
+#else
 #define MatA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define MatB fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
 #define MatC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+#define MAT_MUL_ADD coopMatMulAddNV
+#define MAT_LOAD_COLUMNS(m, buf, element, stride) coopMatLoadNV(m, buf, element, stride, true)
+#endif
 
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 
@@ -521,7 +548,7 @@ void main() {
   barrier();
   MatB query[QUERY_REGISTERS ? DIM_STEPS : 1u];  // Q^T [16 dims x 8 heads] per dim step
   if (QUERY_REGISTERS)
-    [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) coopMatLoadNV(query[s], s_work, s * 8u, D / 2u, true);
+    [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) MAT_LOAD_COLUMNS(query[s], s_work, s * 8u, D / 2u);
   if (SHARED_WORDS) barrier();  // the outputs overwrite the query's words
 
 #if VKP_TIMELINE
@@ -613,10 +640,10 @@ void main() {
       [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
         MatB qb;
         if (QUERY_REGISTERS) qb = query[s];
-        else coopMatLoadNV(qb, s_work, s * 8u, D / 2u, true);
+        else MAT_LOAD_COLUMNS(qb, s_work, s * 8u, D / 2u);
         const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
                                     s % STEPS_PER_CHUNK, 1.0);
-        scores[i] = coopMatMulAddNV(a, qb, scores[i]);
+        scores[i] = MAT_MUL_ADD(a, qb, scores[i]);
       }
     }
 #if VKP_E4M3_NAN
@@ -653,10 +680,10 @@ void main() {
         [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
           MatB qb;
           if (QUERY_REGISTERS) qb = query[s];
-          else coopMatLoadNV(qb, s_work, s * 8u, D / 2u, true);
+          else MAT_LOAD_COLUMNS(qb, s_work, s * 8u, D / 2u);
           const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
                                       s % STEPS_PER_CHUNK, ldexp(1.0, -shift));
-          scores[i] = coopMatMulAddNV(a, qb, scores[i]);
+          scores[i] = MAT_MUL_ADD(a, qb, scores[i]);
         }
       }
     }
@@ -744,7 +771,7 @@ void main() {
         }
         MatC part = MatC(0.0);
         [[unroll]] for (uint i = 0u; i < 2u; ++i)
-          part = coopMatMulAddNV(a_fragment(pairs_of(rows[0], i), pairs_of(rows[1], i)), probs[i], part);
+          part = MAT_MUL_ADD(a_fragment(pairs_of(rows[0], i), pairs_of(rows[1], i)), probs[i], part);
         [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[d][e] += part[e] * ldexp(1.0, shift);
       }
     } else {
@@ -758,7 +785,7 @@ void main() {
             upper = uvec2(mask_pair(upper.x, t, lo, hi), mask_pair(upper.y, t + 2u, lo, hi));
             lower = uvec2(mask_pair(lower.x, t, lo, hi), mask_pair(lower.y, t + 2u, lo, hi));
           }
-          acc[d] = coopMatMulAddNV(a_fragment(upper, lower), probs[i], acc[d]);
+          acc[d] = MAT_MUL_ADD(a_fragment(upper, lower), probs[i], acc[d]);
         }
     }
 #if VKP_E4M3_NAN

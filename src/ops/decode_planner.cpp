@@ -9,6 +9,7 @@
 
 #include "common/shader_interface.h"
 #include "ops/decode_validation.hpp"
+#include "vk/cooperative_matrix_khr.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
@@ -341,11 +342,47 @@ constexpr uint64_t kMergeInDispatchFloats = 4096;
 
 }  // namespace
 
-std::string matrix_kernel_refusal(const DecodeDeviceProperties& dev, const DecodeShape& s, bool address) {
-  if (!dev.cooperative_matrix)
-    return fmt::format("device {} has no VK_NV_cooperative_matrix enabled with 16x8x16 f16 products, f16 "
-                       "storage and 32-wide subgroups",
+bool lists_f16_product(const std::vector<CooperativeMatrixShape>& shapes, uint32_t m, uint32_t n, uint32_t k) {
+  return std::any_of(shapes.begin(), shapes.end(), [&](const CooperativeMatrixShape& s) {
+    return s.m == m && s.n == n && s.k == k && s.a_type == uint32_t(VK_COMPONENT_TYPE_FLOAT16_KHR) &&
+           s.b_type == uint32_t(VK_COMPONENT_TYPE_FLOAT16_KHR) && s.c_type == uint32_t(VK_COMPONENT_TYPE_FLOAT32_KHR) &&
+           s.result_type == uint32_t(VK_COMPONENT_TYPE_FLOAT32_KHR) && !s.saturating_accumulation &&
+           s.scope == uint32_t(VK_SCOPE_SUBGROUP_KHR);
+  });
+}
+
+namespace {
+
+// Why the device cannot run the matrix kernel through the extension, its fragment layout aside
+// ("" when it can).
+std::string matrix_extension_refusal(const DecodeDeviceProperties& dev, bool khr) {
+  if (!khr) {
+    if (!dev.cooperative_matrix)
+      return fmt::format("device {} has no VK_NV_cooperative_matrix enabled with 16x8x16 f16 products, f16 "
+                         "storage and 32-wide subgroups",
+                         dev.name);
+    return "";
+  }
+  if (!dev.cooperative_matrix_khr)
+    return fmt::format("device {}: VK_KHR_cooperative_matrix cannot run the matrix kernel: {}", dev.name,
+                       dev.cooperative_matrix_khr_absent.empty() ? "the extension is not enabled"
+                                                                 : dev.cooperative_matrix_khr_absent);
+  // The kernel's products are 16x8x16 with f16 operands and f32 accumulators: the tile shape it
+  // is written for, which the device must list.
+  if (!lists_f16_product(dev.cooperative_matrix_khr_shapes, 16, 8, 16))
+    return fmt::format("device {} does not list the 16x8x16 product with f16 A and B and f32 accumulators at "
+                       "subgroup scope (VK_KHR_cooperative_matrix), the matrix kernel's tile",
                        dev.name);
+  // A full-subgroup dispatch is a multiple of the largest subgroup wide, and the kernel's
+  // workgroups are multiples of 32 from 32 up.
+  if (dev.max_subgroup_size != kMatrixSubgroup)
+    return fmt::format("device {} has subgroups of up to {}, and the KHR matrix kernel runs full subgroups of {}",
+                       dev.name, dev.max_subgroup_size, kMatrixSubgroup);
+  return "";
+}
+
+// Why the shape cannot run on the matrix kernel, on a device that has its extension ("" when it can).
+std::string matrix_shape_refusal(const DecodeDeviceProperties& dev, const DecodeShape& s, bool address) {
   if (dev.subgroup_size != kMatrixSubgroup)
     return fmt::format("device {} has subgroups of {}, and the matrix kernel is written for {}", dev.name,
                        dev.subgroup_size, kMatrixSubgroup);
@@ -365,10 +402,30 @@ std::string matrix_kernel_refusal(const DecodeDeviceProperties& dev, const Decod
   if (address) return "num_blocks: the caches are past maxStorageBufferRange (read by device address)";
   if (matrix_shared_bytes(1, s.head_size, false, DecodeTuning{}) > dev.max_shared_memory)
     return fmt::format("head_size: {} needs more shared memory than device {} has", s.head_size, dev.name);
-  if (!dev.fragment_layout_mismatch)
-    return fmt::format("device {}: the layout of its matrix fragments has not been checked", dev.name);
-  if (!dev.fragment_layout_mismatch->empty()) return fmt::format("device {}: {}", dev.name, *dev.fragment_layout_mismatch);
   return "";
+}
+
+// The fragment layout's verdict for the extension: std::nullopt before the probe, "" where the
+// layout is the kernel's, else the difference.
+const std::optional<std::string>& layout_mismatch(const DecodeDeviceProperties& dev, bool khr) {
+  return khr ? dev.khr_fragment_layout_mismatch : dev.fragment_layout_mismatch;
+}
+
+std::string layout_refusal(const DecodeDeviceProperties& dev, bool khr) {
+  const auto& mismatch = layout_mismatch(dev, khr);
+  const char* which = khr ? "VK_KHR_cooperative_matrix's 16x8x16" : "its";
+  if (!mismatch) return fmt::format("device {}: the layout of {} matrix fragments has not been checked", dev.name, which);
+  if (mismatch->empty()) return "";
+  return khr ? fmt::format("device {}: VK_KHR_cooperative_matrix's 16x8x16 fragments: {}", dev.name, *mismatch)
+             : fmt::format("device {}: {}", dev.name, *mismatch);
+}
+
+}  // namespace
+
+std::string matrix_kernel_refusal(const DecodeDeviceProperties& dev, const DecodeShape& s, bool address, bool khr) {
+  if (std::string why = matrix_extension_refusal(dev, khr); !why.empty()) return why;
+  if (std::string why = matrix_shape_refusal(dev, s, address); !why.empty()) return why;
+  return layout_refusal(dev, khr);
 }
 
 DecodeKernelChoice choose_decode_kernel(const DecodeDeviceProperties& dev, const DecodeShape& shape,
@@ -385,20 +442,41 @@ DecodeKernelChoice choose_decode_kernel(const DecodeDeviceProperties& dev, const
                             "and the context has no buffer device address to read it with",
                             shape.num_blocks, pool_bytes, dev.max_storage_buffer_range));
   }
-  const bool want_matrix = options.kernel == DecodeKernel::matrix ||
-                           (options.kernel == DecodeKernel::automatic && tuning.matrix != 0 &&
-                            shape.num_heads > shape.num_kv_heads);
+  const bool force_khr = options.kernel == DecodeKernel::matrix_khr;
+  const bool forced = options.kernel == DecodeKernel::matrix || force_khr;
+  const bool want_matrix =
+      forced || (options.kernel == DecodeKernel::automatic && tuning.matrix != 0 && shape.num_heads > shape.num_kv_heads);
   if (!want_matrix) return k;
-  k.matrix_refusal = matrix_kernel_refusal(dev, shape, k.address);
-  if (!dev.fragment_layout_mismatch) {
-    // Everything but the layout allows the matrix kernel: the caller probes it and asks again.
-    DecodeDeviceProperties layout_known = dev;
-    layout_known.fragment_layout_mismatch = "";
-    k.needs_fragment_layout = matrix_kernel_refusal(layout_known, shape, k.address).empty();
+  // NV where it runs (the module the kernel was tuned on), else KHR; matrix_khr takes KHR only.
+  // Each extension is judged on everything but its fragment layout first: a layout is probed
+  // (a dispatch) only for the extension that would run the plan.
+  std::string refusal;
+  for (const bool khr : {false, true}) {
+    if (!khr && force_khr) continue;
+    std::string why = matrix_extension_refusal(dev, khr);
+    if (why.empty()) {
+      // The shape's refusal is the same on either extension: no need to try the other.
+      if (std::string shape_why = matrix_shape_refusal(dev, shape, k.address); !shape_why.empty()) {
+        refusal = refusal.empty() ? shape_why : refusal + "; and on VK_KHR_cooperative_matrix: " + shape_why;
+        break;
+      }
+      if (!layout_mismatch(dev, khr)) {
+        (khr ? k.needs_khr_fragment_layout : k.needs_fragment_layout) = true;
+        return k;
+      }
+      why = layout_refusal(dev, khr);
+      if (why.empty()) {
+        k.matrix = true;
+        k.khr = khr;
+        return k;
+      }
+    }
+    refusal = refusal.empty() ? why : refusal + "; and on VK_KHR_cooperative_matrix: " + why;
   }
-  if (options.kernel == DecodeKernel::matrix && !k.matrix_refusal.empty() && !k.needs_fragment_layout)
-    throw Error(ErrorCode::unsupported, "kernel: matrix: " + k.matrix_refusal);
-  k.matrix = k.matrix_refusal.empty();
+  k.matrix_refusal = refusal;
+  if (forced)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("kernel: {}: {}", force_khr ? "matrix_khr" : "matrix", k.matrix_refusal));
   return k;
 }
 
@@ -431,9 +509,10 @@ DecodeChoice plan_scalar_decode(const DecodeDeviceProperties& dev, const DecodeS
 }
 
 DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
-                                const DecodeTuning& tuning) {
+                                const DecodeTuning& tuning, bool khr) {
   DecodeChoice c;
   c.kernel = DecodeKernel::matrix;
+  c.khr = khr;
   c.address = false;
   const uint32_t group = s.num_heads / s.num_kv_heads;
   c.groups_per_kv_head = ceil_div(group, kMatrixHeads);
@@ -444,8 +523,9 @@ DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeS
   c.share_query = matrix_share_query(s, o, tuning);
   c.query_registers = tuning.qregs != 0;
   // E4M3 caches take the module with the NaN search compiled in; the other dtypes' goes without it.
-  c.module = o.timeline ? DecodeModule::matrix_timeline
-                        : s.cache_dtype == DType::fp8_e4m3 ? DecodeModule::matrix_e4m3 : DecodeModule::matrix;
+  const bool e4m3 = s.cache_dtype == DType::fp8_e4m3;
+  if (khr) c.module = e4m3 ? DecodeModule::matrix_e4m3_khr : DecodeModule::matrix_khr;
+  else c.module = o.timeline ? DecodeModule::matrix_timeline : e4m3 ? DecodeModule::matrix_e4m3 : DecodeModule::matrix;
 
   const uint64_t one_pass = one_pass_workgroups(s, c.groups_per_kv_head);
   const MatrixSplit ms = matrix_split(dev, s, o, tuning, one_pass);
@@ -474,21 +554,26 @@ DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeS
 DecodeChoice plan_decode(const DecodeDeviceProperties& dev, const DecodeShape& shape, const DecodeOptions& options,
                          const DecodeTuning& tuning) {
   const DecodeKernelChoice k = choose_decode_kernel(dev, shape, options, tuning);
-  if (k.needs_fragment_layout)
-    throw Error(ErrorCode::internal, fmt::format("kernel: device {}: the matrix kernel's fragment layout must be probed "
-                                                 "before planning (DecodeDeviceProperties::fragment_layout_mismatch)",
-                                                 dev.name));
+  if (k.needs_fragment_layout || k.needs_khr_fragment_layout)
+    throw Error(ErrorCode::internal,
+                fmt::format("kernel: device {}: the matrix kernel's fragment layout must be probed before planning "
+                            "(DecodeDeviceProperties::{})",
+                            dev.name, k.needs_khr_fragment_layout ? "khr_fragment_layout_mismatch" : "fragment_layout_mismatch"));
   if (options.timeline && !k.matrix)
     throw Error(ErrorCode::unsupported,
                 "timeline: only the matrix kernel records one, and this plan runs the scalar kernel" +
                     (k.matrix_refusal.empty() ? std::string(" (kernel: scalar, or an MHA shape)")
                                               : " (" + k.matrix_refusal + ")"));
+  if (options.timeline && k.khr)
+    throw Error(ErrorCode::unsupported,
+                "timeline: the matrix kernel records one through VK_NV_cooperative_matrix only, and this plan runs it "
+                "through VK_KHR_cooperative_matrix");
   if (options.timeline && !dev.decode_timeline)
     throw Error(ErrorCode::unsupported,
                 fmt::format("timeline: device {} lacks VK_KHR_shader_clock's device clock, VK_NV_shader_sm_builtins or "
                             "buffer device addresses (DeviceInfo::decode_timeline)",
                             dev.name));
-  const DecodeChoice c = k.matrix ? plan_matrix_decode(dev, shape, options, tuning)
+  const DecodeChoice c = k.matrix ? plan_matrix_decode(dev, shape, options, tuning, k.khr)
                                   : plan_scalar_decode(dev, shape, options, tuning, k.address);
   // The grid is (kv-head groups, S, partitions) and the scratch one descriptor: refuse what no
   // device launches or binds, before anything is allocated or recorded. 65535 is the

@@ -148,9 +148,10 @@ PreparedCase prepare_case(Context& ctx, const std::string& suite, const BenchCas
   try {
     p.plan = DecodePlan::create(ctx, s, options);
   } catch (const Error& e) {
-    // --kernel matrix asks for every case; those it cannot run (other dtypes, head sizes)
-    // are skipped with the reason so that the rest of the suite still runs.
-    if (e.code() != ErrorCode::unsupported || options.kernel != DecodeKernel::matrix) throw;
+    // --kernel matrix (or matrix-khr) asks for every case; those it cannot run (other dtypes,
+    // head sizes) are skipped with the reason so that the rest of the suite still runs.
+    const bool matrix = options.kernel == DecodeKernel::matrix || options.kernel == DecodeKernel::matrix_khr;
+    if (e.code() != ErrorCode::unsupported || !matrix) throw;
     p.skipped = e.what();
     return p;
   }

@@ -40,7 +40,7 @@ DecodeOrder parse_order(const std::string& s) {
 
 DecodeKernel parse_kernel(const std::string& s) {
   if (const auto kernel = decode_kernel_named(s)) return *kernel;
-  throw Error(ErrorCode::invalid_argument, fmt::format("--kernel: \"{}\" is not auto, scalar or matrix", s));
+  throw Error(ErrorCode::invalid_argument, fmt::format("--kernel: \"{}\" is not auto, scalar, matrix or matrix-khr", s));
 }
 
 }  // namespace
