@@ -5,6 +5,7 @@
 // (docs/toolchain.md) and run as a full-subgroup dispatch.
 #extension GL_GOOGLE_include_directive : require
 #define VKP_KHR 1
+#define VKP_TOKEN_MAJOR 0
 #define VKP_TIMELINE 0
 #define VKP_E4M3_NAN 0
 #include "common/decode_coopmat_kernel.glsl"

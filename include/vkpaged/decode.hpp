@@ -110,8 +110,10 @@ struct DecodeShape {
   uint32_t max_context_len = 0;
   DType query_dtype = DType::f16;  // query and output: f32, f16, bf16
   DType cache_dtype = DType::f16;  // f32, f16, bf16, fp8_e4m3, fp8_e5m2
-  // The caches' layout (kv_layout.hpp). Decode reads vllm only for now: nhd and hnd are
-  // refused (unsupported) by DecodePlan::create.
+  // The caches' layout (kv_layout.hpp). The matrix kernel reads every layout (nhd and hnd with
+  // head_size a multiple of 64); the scalar kernel reads vllm only for now, so nhd and hnd need
+  // a plan on the matrix kernel (GQA groups, or DecodeKernel::matrix), and are refused
+  // (unsupported) elsewhere, as is DecodeOptions::timeline on them.
   KvLayout kv_layout = KvLayout::vllm;
   bool alibi = false;              // ALiBi slopes [H] f32 will be given
   bool softcap = false;            // a soft cap will be given (DecodeParams::softcap > 0)
@@ -172,8 +174,8 @@ class VKPAGED_API DecodePlan {
 // The buffers of one call, in the contract's layouts (see docs/contract.md).
 struct DecodeViews {
   TensorView query;          // [S, H, D] query_dtype
-  TensorView key_cache;      // [N, Hkv, D/x, B, x] cache_dtype
-  TensorView value_cache;    // [N, Hkv, D, B] cache_dtype
+  TensorView key_cache;      // [N, Hkv, D/x, B, x] cache_dtype (nhd: [N, B, Hkv, D], hnd: [N, Hkv, B, D])
+  TensorView value_cache;    // [N, Hkv, D, B] cache_dtype (nhd and hnd: as the keys)
   TensorView block_tables;   // [S, M] i32 or u32
   TensorView context_lens;   // [S] i32 or u32
   TensorView output;         // [S, H, D] query_dtype

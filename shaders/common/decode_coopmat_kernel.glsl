@@ -40,6 +40,18 @@
 //           units, 16 bytes per row, measured slower on an H200.) The tiles' token rows
 //           follow: row g + 8h of tile i is token 8 (g / 2) + 4i + 2h + g % 2 (fp8: 8 (g / 2)
 //           + 4i + 2 (g % 2) + h, key_row_offset).
+// Token-major layouts (KvLayout nhd and hnd: a token's D dims are contiguous; VKP_TOKEN_MAJOR 1,
+// the decode_coopmat_token_major*.comp modules, KV_LAYOUT a specialization constant; the vllm
+// modules are compiled without this code): a key chunk is the same 16 bytes of a token, at
+// another address. A 16-byte value load holds 8 dims of one token, where the fragments want a
+// token pair per register, so the value products' M rows (dims) are permuted instead: lane
+// (g, q) holds, of each of its 8 tokens (value_group + t), dims 64 j + 8 g .. 64 j + 8 g + 7 as
+// one load per 64 dims (16 bytes, fp8 8), and row g (g + 8) of dim tile d = 4 j + e is the low
+// (high) half of the token's f16 pair e (fp8: word e / 2's pair e % 2), i.e. dim
+// 64 j + 8 g + 2 e (+ 1) (fp8: 64 j + 8 g + 4 (e / 2) + e % 2 (+ 2)). A register of the A
+// operand (two tokens of one row) is then two tokens' halves (a byte permute), the loads stay
+// whole 32-byte sectors across each row's 8 lanes, and the outputs are written to their dims
+// (value_dim). Head sizes are multiples of 64.
 // fp8 pairs: a 4-byte word gives bytes 0 and 2 to one f16 pair and bytes 1 and 3 to the other
 // (a shift and two masks; pairing neighbours took byte moves and 18 to 28 % longer on an
 // H200), so with fp8 a key pair holds dims 4u + {0, 2} and {1, 3}, and the tokens' rows follow
@@ -77,10 +89,10 @@
 // element reaches its dim's accumulators through the products (0 * Inf is NaN too), and the
 // outputs turn any non-finite element into NaN.
 #extension GL_GOOGLE_include_directive : require
-#if VKP_KHR
-#if VKP_TIMELINE
-#error "the timeline is recorded by the NV module only (decode_coopmat_timeline.comp)"
+#if VKP_TIMELINE && (VKP_KHR || VKP_TOKEN_MAJOR)
+#error "the timeline is recorded by the NV module of the vllm layout only (decode_coopmat_timeline.comp)"
 #endif
+#if VKP_KHR
 #extension GL_KHR_cooperative_matrix : require
 #else
 #extension GL_NV_cooperative_matrix : require
@@ -103,6 +115,9 @@
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
 #include "common/non_finite.glsl"
+#if VKP_TOKEN_MAJOR
+#include "common/kv_layout.glsl"
+#endif
 
 layout(local_size_x_id = DECODE_SC_WORKGROUP) in;
 layout(constant_id = DECODE_SC_HEAD_SIZE) const uint D = 128u;
@@ -125,6 +140,10 @@ layout(constant_id = DECODE_SC_MATRIX_PIPELINE) const bool PIPELINE = false;
 // words (a barrier parts them): a smaller workgroup, more of them resident per SM (the host
 // takes it where that measured faster: lengths that vary, and short contexts).
 layout(constant_id = DECODE_SC_MATRIX_SHARE_QUERY) const bool SHARE_QUERY = false;
+#if VKP_TOKEN_MAJOR
+// The caches' layout: KV_LAYOUT_NHD or KV_LAYOUT_HND (token-major; header).
+layout(constant_id = DECODE_SC_KV_LAYOUT) const uint KV_LAYOUT = KV_LAYOUT_NHD;
+#endif
 
 const uint WG = gl_WorkGroupSize.x;
 const uint SUBGROUP = 32u;                 // the host picks this shader only for 32-wide subgroups
@@ -364,6 +383,30 @@ uint mask_pair(uint w, uint t, uint lo, uint hi) {
   return w & (keep_lo | keep_hi);
 }
 
+#if VKP_TOKEN_MAJOR
+const uint VALUE_LOADS = D / 64u;  // value loads per token and lane (token-major, header)
+
+// From one token to the next in a block, in units of `dims` dims (kv_layout.glsl's offsets are
+// linear in the dim for nhd and hnd, so such a unit counts as one element).
+uint token_stride(uint dims) { return (KV_LAYOUT == KV_LAYOUT_NHD ? pc.num_kv_heads : 1u) * (D / dims); }
+
+// Key load `index` = r * KEY_LOADS + c of a unit (row g + 8 (r % 2) of tile r / 2, chunk
+// 4c + q) from `base`: 16 bytes; zeros without a block.
+uvec4 load_key_chunk(uint base, uint block, uint index, uint g, uint q) {
+  if (block == NO_BLOCK) return uvec4(0u);
+  const uint r = index / KEY_LOADS, c = index % KEY_LOADS;
+  return key16[base + key_row_offset(g, r) * token_stride(CHUNK_DIMS) + 4u * c + q];
+}
+
+// Value slot r = `row` / 8 of a lane g = `row` % 8 (the vllm modules' row index, so that the
+// callers read the same): token r / VALUE_LOADS of the lane's 8 at `base`, its dims
+// 64 (r % VALUE_LOADS) + 8 g .. + 7: 16 bytes, or 8 (fp8, in .xy); zeros without a block.
+uvec4 load_value_row(uint base, uint block, uint row) {
+  if (block == NO_BLOCK) return uvec4(0u);
+  const uint r = row / 8u, at = base + (r / VALUE_LOADS) * token_stride(8u) + 8u * (r % VALUE_LOADS) + row % 8u;
+  return FP8 ? uvec4(value8[at], 0u, 0u) : value16[at];
+}
+#else
 // Key load `index` = r * KEY_LOADS + c of a unit (row g + 8 (r % 2) of tile r / 2, chunk
 // 4c + q) from `base`: 16 bytes; zeros without a block.
 uvec4 load_key_chunk(uint base, uint block, uint index, uint g, uint q) {
@@ -378,6 +421,7 @@ uvec4 load_value_row(uint base, uint block, uint row) {
   if (block == NO_BLOCK) return uvec4(0u);
   return FP8 ? uvec4(value8[base + row * (B / 8u)], 0u, 0u) : value16[base + row * (B / 8u)];
 }
+#endif
 
 // A 16-bit value row of tokens t0..t0+7 with the slots outside [lo, hi) zeroed.
 uvec4 mask_row(uvec4 w, uint t0, uint lo, uint hi) {
@@ -393,6 +437,57 @@ uint table_entry(uint table, uint token, uint end) {
 // Where a lane's key loads (uvec4 index; load_key_chunk adds the chunk and row) and value rows
 // (uvec4 index, uvec2 for fp8; load_value_row adds the row) of kv head `kv_head` start in
 // `block`, for its tokens from `first_token` (8 of them, in one block).
+#if VKP_TOKEN_MAJOR
+// Token-major: counted in key chunks (CHUNK_DIMS dims) and in 8-dim value loads, from the
+// block's start (Hkv D B elements) and the first token's place in it (kv_layout.glsl).
+uint key_base_of(uint block, uint kv_head, uint first_token) {
+  const uint chunks = D / CHUNK_DIMS;
+  return pc.key_offset / 4u + block * (pc.num_kv_heads * chunks * B) +
+         kv_key_offset(KV_LAYOUT, pc.num_kv_heads, chunks, B, 1u, kv_head, 0u, first_token % B);
+}
+uint value_base_of(uint block, uint kv_head, uint first_token) {
+  const uint start = FP8 ? pc.value_offset / 2u : pc.value_offset / 4u;  // uvec2 or uvec4 units
+  return start + block * (pc.num_kv_heads * (D / 8u) * B) +
+         kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D / 8u, B, 1u, kv_head, 0u, first_token % B);
+}
+
+// Token-major values (header): the f16 pair of dim tile d (rows g and g + 8) in a token's slot
+// `w` (its load d / 4): f16 word d % 4; fp8 word (d % 4) / 2, bytes 0 and 2 then 1 and 3.
+uint value_pair(uvec4 w, uint d) {
+  const uint e = d % 4u;
+  if (!FP8) return w[e];
+  return pairs_of(w, e / 2u)[e % 2u];
+}
+
+// The lane's token (of its 8) in k slot s (2q, 2q + 1, 2q + 8, 2q + 9) of tile i: the order of
+// P^T's rows (key_row_offset), 4 i + 0, 1, 2, 3 (fp8: 4 i + 0, 2, 1, 3).
+uint value_token(uint i, uint s) { return 4u * i + (FP8 ? 2u * (s % 2u) + s / 2u : s); }
+
+// The A operand of dim tile d from the slots of the tokens in its k slots 2q, 2q + 1, 2q + 8,
+// 2q + 9 (value_token): rows g and g + 8 as f16 pairs of two tokens each, a byte permute per
+// register. (The slots come one by one: a spec-constant-sized array as a parameter trips
+// glslc's optimizer.)
+MatA value_fragment(uvec4 w0, uvec4 w1, uvec4 w2, uvec4 w3, uint d) {
+  const uint p0 = value_pair(w0, d), p1 = value_pair(w1, d), p2 = value_pair(w2, d), p3 = value_pair(w3, d);
+  return a_fragment(uvec2((p0 & 0xffffu) | (p1 << 16), (p2 & 0xffffu) | (p3 << 16)),
+                    uvec2((p0 >> 16) | (p1 & 0xffff0000u), (p2 >> 16) | (p3 & 0xffff0000u)));
+}
+#define VALUE_FRAGMENT(values, d, i)                                                                              \
+  value_fragment(values[value_token(i, 0u) * VALUE_LOADS + (d) / 4u], values[value_token(i, 1u) * VALUE_LOADS + (d) / 4u], \
+                 values[value_token(i, 2u) * VALUE_LOADS + (d) / 4u], values[value_token(i, 3u) * VALUE_LOADS + (d) / 4u], d)
+
+// The dim that row g + 8 h of dim tile d holds (header).
+uint value_dim(uint d, uint g, uint h) {
+  const uint e = d % 4u;
+  return 64u * (d / 4u) + 8u * g + (FP8 ? 4u * (e / 2u) + e % 2u + 2u * h : 2u * e + h);
+}
+
+// Value slot r of the lane's tokens from t0, zero where its token lies outside [lo, hi).
+uvec4 mask_value_slot(uvec4 w, uint r, uint t0, uint lo, uint hi) {
+  const uint t = t0 + r / VALUE_LOADS;
+  return t >= lo && t < hi ? w : uvec4(0u);
+}
+#else
 uint key_base_of(uint block, uint kv_head, uint first_token) {
   return pc.key_offset / 4u + (block * pc.num_kv_heads + kv_head) * (D / CHUNK_DIMS) * B + first_token % B;
 }
@@ -400,6 +495,7 @@ uint value_base_of(uint block, uint kv_head, uint first_token) {
   const uint start = FP8 ? pc.value_offset / 8u : pc.value_offset / 4u;
   return start + (block * pc.num_kv_heads + kv_head) * D * (B / 8u) + (first_token % B) / 8u;
 }
+#endif
 
 // The blocks of this lane's key and value tokens of the unit at `tok0` from their table
 // entries: NO_BLOCK where its tokens lie outside [lo, hi) or the id is bad. A bad id is flagged
@@ -431,7 +527,11 @@ void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint tab
   const uint g = lane / 4u, q = lane % 4u;
   const uint key_group = 8u * (g / 2u), value_group = 8u * q;
   bool nan_key = false;
+#if VKP_TOKEN_MAJOR
+  uint nan_token_rows[2] = {0u, 0u};  // bit 2 d + h: row g + 8 h of dim tile d has a NaN (D <= 512)
+#else
   uint nan_rows = 0u;  // bit r: dim row 8 r + g has a NaN among this lane's tokens in [lo, hi)
+#endif
   for (uint u = lo / UNIT + gl_SubgroupID; u < end_unit; u += SUBGROUPS) {
     const uint tok0 = u * UNIT;
     const uvec2 blocks = unit_blocks(tok0, table_entry(table, tok0 + key_group, hi), table_entry(table, tok0 + value_group, hi),
@@ -448,22 +548,49 @@ void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint tab
     }
     const uint value_base = value_base_of(blocks.y, kv_head, tok0 + value_group);
     const uint value_t0 = blocks.y == NO_BLOCK ? 0xfffffff0u : tok0 + value_group;
+#if VKP_TOKEN_MAJOR
+    // A word holds 4 dims of one token, where the probe may also flag the byte above a NaN:
+    // each byte is tested on its own (rows 2 d + h of the header's value layout).
+    [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
+      const uint t = value_t0 + r / VALUE_LOADS;
+      if (t < lo || t >= hi) continue;
+      const uvec2 w = load_value_row(value_base, blocks.y, 8u * r + g).xy;
+      [[unroll]] for (uint b = 0u; b < 8u; ++b) {
+        const uint row = 2u * (4u * (r % VALUE_LOADS) + 2u * (b / 4u) + b % 2u) + (b % 4u) / 2u;
+        if (((w[b / 4u] >> (8u * (b % 4u))) & 0x7fu) == 0x7fu) nan_token_rows[row / 32u] |= 1u << (row % 32u);
+      }
+    }
+#else
     const uvec2 keep = uvec2(fp8_keep_mask(value_t0, lo, hi), fp8_keep_mask(value_t0 + 4u, lo, hi));
     [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
       const uvec2 w = load_value_row(value_base, blocks.y, 8u * r + g).xy & keep;
       if (((nan_probe(w.x) | nan_probe(w.y)) & NAN_PROBE_BITS) != 0u) nan_rows |= 1u << r;
     }
+#endif
   }
   if (subgroupAny(nan_key)) {
     [[unroll]] for (uint j = 0u; j < 2u; ++j) running_sum[j] = QUIET_NAN;
     [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) acc[d] = MatC(QUIET_NAN);
   }
+#if VKP_TOKEN_MAJOR
+  // The row's other tokens: lanes q = 0..3 of this g.
+  [[unroll]] for (uint x = 0u; x < 2u; ++x) {
+    nan_token_rows[x] |= subgroupShuffleXor(nan_token_rows[x], 1u);
+    nan_token_rows[x] |= subgroupShuffleXor(nan_token_rows[x], 2u);
+  }
+  [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+      const uint row = 2u * d + e / 2u;
+      if (((nan_token_rows[row / 32u] >> (row % 32u)) & 1u) != 0u) acc[d][e] = QUIET_NAN;
+    }
+#else
   // The row's other tokens: lanes q = 0..3 of this g.
   nan_rows |= subgroupShuffleXor(nan_rows, 1u);
   nan_rows |= subgroupShuffleXor(nan_rows, 2u);
   [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
     [[unroll]] for (uint e = 0u; e < 4u; ++e)
       if (((nan_rows >> (2u * d + e / 2u)) & 1u) != 0u) acc[d][e] = QUIET_NAN;
+#endif
 }
 #endif
 
@@ -736,16 +863,23 @@ void main() {
       [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = load_value_row(value_base, value_block, 8u * r + g);
     // Slots outside [lo, hi) are zeroed: they may hold anything, even NaN, and 0 * NaN is NaN.
     const uint value_t0 = value_block == NO_BLOCK ? 0xfffffff0u : tok0 + value_group;
+#if VKP_TOKEN_MAJOR
+    if (!full)  // a slot is one token's
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = mask_value_slot(values[r], r, value_t0, lo, hi);
+#else
     if (FP8 && !full) {  // on the raw bytes (the pairs are not neighbouring tokens)
       const uvec2 keep = uvec2(fp8_keep_mask(value_t0, lo, hi), fp8_keep_mask(value_t0 + 4u, lo, hi));
       [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r].xy &= keep;
     }
+#endif
     bool values_scaled = false;
     if (BF16) {  // masked and converted here, so the range is known before any product
       float largest = 0.0;  // of the elements as f32 (NaN may or may not count: either way right)
       bool sample_reaches_low = false;
       [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
+#if !VKP_TOKEN_MAJOR
         if (!full) values[r] = mask_row(values[r], value_t0, lo, hi);
+#endif
         if (r == 0u) sample_reaches_low = reaches_range_low(values[0].x, values[0].y);
         [[unroll]] for (uint k = 0u; k < 4u; ++k) {
           const vec2 v = vec2(uintBitsToFloat(values[r][k] << 16), uintBitsToFloat(values[r][k] & 0xffff0000u));
@@ -755,6 +889,27 @@ void main() {
       }
       values_scaled = subgroupAny(!(largest < BF16_OVERFLOW)) || !subgroupAny(sample_reaches_low);
     }
+#if VKP_TOKEN_MAJOR
+    if (values_scaled) {
+      // The unit again from the raw bits, scaled (bf16 range).
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+        values[r] = mask_value_slot(load_value_row(value_base, value_block, 8u * r + g), r, value_t0, lo, hi);
+      uint largest_bits = 0u;
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) largest_bits = max(largest_bits, bf16_finite_magnitude(values[r][k]));
+      const int shift = subgroup_bf16_range_shift(largest_bits);
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) values[r][k] = bf16_pair_to_f16(values[r][k], ldexp(1.0, -shift));
+      [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) {
+        MatC part = MatC(0.0);
+        [[unroll]] for (uint i = 0u; i < 2u; ++i) part = MAT_MUL_ADD(VALUE_FRAGMENT(values, d, i), probs[i], part);
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[d][e] += part[e] * ldexp(1.0, shift);
+      }
+    } else {
+      [[unroll]] for (uint i = 0u; i < 2u; ++i)
+        [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) acc[d] = MAT_MUL_ADD(VALUE_FRAGMENT(values, d, i), probs[i], acc[d]);
+    }
+#else
     if (values_scaled) {
       // The unit again from the raw bits, scaled (bf16 range), one dim tile at a time.
       uint largest_bits = 0u;
@@ -788,6 +943,7 @@ void main() {
           acc[d] = MAT_MUL_ADD(a_fragment(upper, lower), probs[i], acc[d]);
         }
     }
+#endif
 #if VKP_E4M3_NAN
     if (E4M3)
       [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) nan_seen |= nan_probe(values[r].x) | nan_probe(values[r].y);
@@ -818,7 +974,11 @@ void main() {
   [[unroll]] for (uint j = 0u; j < DIM_TILES; ++j)
     [[unroll]] for (uint e = 0u; e < 4u; ++e) {
       const uint h = 2u * q + e % 2u;
+#if VKP_TOKEN_MAJOR
+      const uint d = value_dim(j, g, e / 2u);
+#else
       const uint d = 16u * j + g + (e >= 2u ? 8u : 0u);
+#endif
       s_work[OUT_BASE + (sub * HEADS + h) * D + d] = acc[j][e];
     }
   barrier();

@@ -69,7 +69,9 @@ detail::DecodeDeviceProperties decode_device_properties(const Context& context) 
   p.cooperative_matrix = impl.cooperative_matrix;
   p.decode_timeline = impl.decode_timeline;
   // The KHR kernel runs where the context enabled the extension and the build has its modules.
-  const bool khr_built = vk::shader_decode_coopmat_khr().words != 0 && vk::shader_decode_coopmat_e4m3_khr().words != 0;
+  const bool khr_built = vk::shader_decode_coopmat_khr().words != 0 && vk::shader_decode_coopmat_e4m3_khr().words != 0 &&
+                         vk::shader_decode_coopmat_token_major_khr().words != 0 &&
+                         vk::shader_decode_coopmat_token_major_e4m3_khr().words != 0;
   p.cooperative_matrix_khr = impl.cooperative_matrix_khr && khr_built;
   p.cooperative_matrix_khr_absent =
       !impl.cooperative_matrix_khr ? impl.cooperative_matrix_khr_absent
@@ -92,6 +94,10 @@ const vk::ShaderRegistration& decode_shader(DecodeModule module) {
     case DecodeModule::matrix_timeline: return vk::shader_decode_coopmat_timeline();
     case DecodeModule::matrix_khr: return vk::shader_decode_coopmat_khr();
     case DecodeModule::matrix_e4m3_khr: return vk::shader_decode_coopmat_e4m3_khr();
+    case DecodeModule::matrix_token_major: return vk::shader_decode_coopmat_token_major();
+    case DecodeModule::matrix_token_major_e4m3: return vk::shader_decode_coopmat_token_major_e4m3();
+    case DecodeModule::matrix_token_major_khr: return vk::shader_decode_coopmat_token_major_khr();
+    case DecodeModule::matrix_token_major_e4m3_khr: return vk::shader_decode_coopmat_token_major_e4m3_khr();
   }
   throw Error(ErrorCode::internal, fmt::format("decode: module {} has no shader", int(module)));
 }
@@ -131,6 +137,7 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   spec[DECODE_SC_MATRIX_QUERY_REGISTERS] = c.query_registers;
   spec[DECODE_SC_MATRIX_PIPELINE] = c.pipeline;
   spec[DECODE_SC_MATRIX_SHARE_QUERY] = c.share_query;
+  spec[DECODE_SC_KV_LAYOUT] = uint32_t(shape.kv_layout);
   p->decode = &impl.pipeline(decode_shader(c.module), spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
   if (c.reduce_workgroup != 0) {
     std::array<uint32_t, REDUCE_SC_COUNT> rspec{};

@@ -334,6 +334,18 @@ uint32_t matrix_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& 
   return subgroups;
 }
 
+// The scalar kernel reads the vllm layout only (for now): a plan on it for another layout is
+// refused, as `kernel: scalar: ...` where the scalar kernel was asked for, and naming why the
+// matrix kernel did not take it otherwise.
+std::string scalar_layout_refusal(const DecodeShape& s, const DecodeOptions& o, const DecodeKernelChoice& k) {
+  const std::string layout(kv_layout_name(s.kv_layout));
+  if (o.kernel == DecodeKernel::scalar)
+    return fmt::format("kernel: scalar: kv_layout: the scalar kernel reads the vllm layout only, not {}", layout);
+  return fmt::format("kv_layout: decode reads the {} layout on the matrix kernel only, which {}", layout,
+                     k.matrix_refusal.empty() ? std::string("takes GQA groups (num_heads > num_kv_heads), or kernel = matrix")
+                                              : "cannot run this plan: " + k.matrix_refusal);
+}
+
 // DecodeMerge::in_dispatch: the most partial outputs (partitions x heads x head size, f32) one
 // workgroup merges. Its 2 to 8 subgroups load 8 partitions at a time, one memory latency per
 // round. Measured on an H200: merges of up to 4096 floats beat the reduce pass (mid8, d64),
@@ -363,10 +375,11 @@ std::string matrix_extension_refusal(const DecodeDeviceProperties& dev, bool khr
                          dev.name);
     return "";
   }
-  if (!dev.cooperative_matrix_khr)
-    return fmt::format("device {}: VK_KHR_cooperative_matrix cannot run the matrix kernel: {}", dev.name,
-                       dev.cooperative_matrix_khr_absent.empty() ? "the extension is not enabled"
-                                                                 : dev.cooperative_matrix_khr_absent);
+  if (!dev.cooperative_matrix_khr) {
+    const std::string& why = dev.cooperative_matrix_khr_absent;  // the Context's words, which name the device
+    if (why.empty()) return fmt::format("device {}: VK_KHR_cooperative_matrix is not enabled", dev.name);
+    return why.rfind("device ", 0) == 0 ? why : fmt::format("device {}: {}", dev.name, why);
+  }
   // The kernel's products are 16x8x16 with f16 operands and f32 accumulators: the tile shape it
   // is written for, which the device must list.
   if (!lists_f16_product(dev.cooperative_matrix_khr_shapes, 16, 8, 16))
@@ -393,11 +406,15 @@ std::string matrix_shape_refusal(const DecodeDeviceProperties& dev, const Decode
                        "bf16 or fp8 cache",
                        dtype_name(s.query_dtype), dtype_name(s.cache_dtype));
   // Each lane feeds 4 dims of a row per dim step from one 16-byte key chunk: 2 steps of an
-  // f16 chunk, 4 of an fp8 one, and the 4 lanes of a row take 4 chunks side by side.
-  const uint32_t dims_per_load = fp8 ? 64 : 32;
+  // f16 chunk, 4 of an fp8 one, and the 4 lanes of a row take 4 chunks side by side. On a
+  // token-major layout (nhd, hnd) each lane also loads 8 dims of a token per 64 of its values.
+  const bool token_major = s.kv_layout != KvLayout::vllm;
+  const uint32_t dims_per_load = fp8 || token_major ? 64 : 32;
   if (s.head_size % dims_per_load != 0)
-    return fmt::format("head_size: {} is not a multiple of {} (cache_dtype {})", s.head_size, dims_per_load,
-                       dtype_name(s.cache_dtype));
+    return token_major ? fmt::format("head_size: {} is not a multiple of 64 (kv_layout {})", s.head_size,
+                                     kv_layout_name(s.kv_layout))
+                       : fmt::format("head_size: {} is not a multiple of {} (cache_dtype {})", s.head_size,
+                                     dims_per_load, dtype_name(s.cache_dtype));
   if (s.block_size % 8 != 0) return fmt::format("block_size: {} is not a multiple of 8", s.block_size);
   if (address) return "num_blocks: the caches are past maxStorageBufferRange (read by device address)";
   if (matrix_shared_bytes(1, s.head_size, false, DecodeTuning{}) > dev.max_shared_memory)
@@ -523,9 +540,16 @@ DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeS
   c.share_query = matrix_share_query(s, o, tuning);
   c.query_registers = tuning.qregs != 0;
   // E4M3 caches take the module with the NaN search compiled in; the other dtypes' goes without it.
+  // Token-major layouts take their own modules (the vllm ones are compiled without that code).
   const bool e4m3 = s.cache_dtype == DType::fp8_e4m3;
-  if (khr) c.module = e4m3 ? DecodeModule::matrix_e4m3_khr : DecodeModule::matrix_khr;
-  else c.module = o.timeline ? DecodeModule::matrix_timeline : e4m3 ? DecodeModule::matrix_e4m3 : DecodeModule::matrix;
+  if (s.kv_layout != KvLayout::vllm) {
+    if (khr) c.module = e4m3 ? DecodeModule::matrix_token_major_e4m3_khr : DecodeModule::matrix_token_major_khr;
+    else c.module = e4m3 ? DecodeModule::matrix_token_major_e4m3 : DecodeModule::matrix_token_major;
+  } else if (khr) {
+    c.module = e4m3 ? DecodeModule::matrix_e4m3_khr : DecodeModule::matrix_khr;
+  } else {
+    c.module = o.timeline ? DecodeModule::matrix_timeline : e4m3 ? DecodeModule::matrix_e4m3 : DecodeModule::matrix;
+  }
 
   const uint64_t one_pass = one_pass_workgroups(s, c.groups_per_kv_head);
   const MatrixSplit ms = matrix_split(dev, s, o, tuning, one_pass);
@@ -564,6 +588,11 @@ DecodeChoice plan_decode(const DecodeDeviceProperties& dev, const DecodeShape& s
                 "timeline: only the matrix kernel records one, and this plan runs the scalar kernel" +
                     (k.matrix_refusal.empty() ? std::string(" (kernel: scalar, or an MHA shape)")
                                               : " (" + k.matrix_refusal + ")"));
+  if (!k.matrix && shape.kv_layout != KvLayout::vllm) throw Error(ErrorCode::unsupported, scalar_layout_refusal(shape, options, k));
+  if (options.timeline && shape.kv_layout != KvLayout::vllm)
+    throw Error(ErrorCode::unsupported, fmt::format("timeline: the matrix kernel records one on the vllm layout only, and "
+                                                    "the caches are {}",
+                                                    kv_layout_name(shape.kv_layout)));
   if (options.timeline && k.khr)
     throw Error(ErrorCode::unsupported,
                 "timeline: the matrix kernel records one through VK_NV_cooperative_matrix only, and this plan runs it "

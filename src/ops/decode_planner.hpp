@@ -59,6 +59,11 @@ enum class DecodeModule {
   matrix_timeline,   // decode_coopmat_timeline.comp: DecodeOptions::timeline
   matrix_khr,        // decode_coopmat_khr.comp: the matrix kernel on VK_KHR_cooperative_matrix
   matrix_e4m3_khr,   // decode_coopmat_e4m3_khr.comp
+  // The matrix kernel on token-major caches (KvLayout nhd and hnd, DECODE_SC_KV_LAYOUT):
+  matrix_token_major,           // decode_coopmat_token_major.comp
+  matrix_token_major_e4m3,      // decode_coopmat_token_major_e4m3.comp
+  matrix_token_major_khr,       // decode_coopmat_token_major_khr.comp
+  matrix_token_major_e4m3_khr,  // decode_coopmat_token_major_e4m3_khr.comp
 };
 
 // Every choice of a plan: what the pipelines are specialised for, the grid and the buffers.

@@ -592,13 +592,11 @@ TEST(DecodePlannerKhr, NvOnly) {
   EXPECT_FALSE(plan(d, gqa).khr);
   EXPECT_FALSE(plan(d, gqa, kernel_option(Kernel::matrix)).khr);
   expect_error([&] { plan(d, gqa, kernel_option(Kernel::matrix_khr)); }, ErrorCode::unsupported,
-               {"kernel: matrix_khr: device NVIDIA H200: VK_KHR_cooperative_matrix cannot run the matrix kernel: the "
-                "Khronos validation layer 1.3.239 predates"});
-  // A build without the KHR compiler says so in the same place.
+               {"kernel: matrix_khr: device NVIDIA H200: the Khronos validation layer 1.3.239 predates"});
+  // A device without the extension says so in the same place.
   EXPECT_FALSE(plan(lavapipe(), gqa).khr);
   expect_error([&] { plan(lavapipe(), gqa, kernel_option(Kernel::matrix_khr)); }, ErrorCode::unsupported,
-               {"kernel: matrix_khr: device llvmpipe: VK_KHR_cooperative_matrix cannot run the matrix kernel: the "
-                "extension is not enabled"});
+               {"kernel: matrix_khr: device llvmpipe: VK_KHR_cooperative_matrix is not enabled"});
 }
 
 // The KHR layout is probed only for the extension that would run the plan, and decides last:
@@ -635,6 +633,64 @@ TEST(DecodePlannerKhr, FragmentLayout) {
   expect_error([&] { plan(other, gqa, kernel_option(Kernel::matrix_khr)); }, ErrorCode::unsupported,
                {"kernel: matrix_khr: device KHR 16x8x16: VK_KHR_cooperative_matrix's 16x8x16 fragments: fragment B "
                 "[16 x 8]: lane 1 component 0 holds element code 9"});
+}
+
+// ---- cache layouts ----
+
+// nhd and hnd run on the matrix kernel's token-major modules (NV and KHR, E4M3's own), with the
+// vllm plan's every other choice, the layout its specialization; head sizes must be multiples
+// of 64 there.
+TEST(DecodePlanner, TokenMajorLayoutsOnTheMatrixKernel) {
+  const DecodeDeviceProperties d = h200_with_khr();
+  for (const KvLayout layout : {KvLayout::nhd, KvLayout::hnd}) {
+    SCOPED_TRACE(std::string(kv_layout_name(layout)));
+    for (const char* name : {"long1", "mid8", "batch64", "batch256", "gqa8x", "d64", "batch64-bf16-bf16",
+                             "batch64-f16-fp8_e4m3", "batch256-f16-fp8_e5m2", "batch64-ragged"}) {
+      SCOPED_TRACE(name);
+      const DecodeShape vllm = bench_shape(name);
+      DecodeShape s = vllm;
+      s.kv_layout = layout;
+      const bool e4m3 = s.cache_dtype == DType::fp8_e4m3;
+      const DecodeChoice a = plan(d, vllm), c = plan(d, s);
+      EXPECT_EQ(c.kernel, Kernel::matrix);
+      EXPECT_FALSE(c.khr);
+      EXPECT_EQ(c.module, e4m3 ? DecodeModule::matrix_token_major_e4m3 : DecodeModule::matrix_token_major);
+      EXPECT_EQ(plan(d, s, kernel_option(Kernel::matrix_khr)).module,
+                e4m3 ? DecodeModule::matrix_token_major_e4m3_khr : DecodeModule::matrix_token_major_khr);
+      EXPECT_EQ(c.split, a.split);
+      EXPECT_EQ(c.num_partitions, a.num_partitions);
+      EXPECT_EQ(c.subgroups, a.subgroups);
+      EXPECT_EQ(c.heads_per_workgroup, a.heads_per_workgroup);
+      EXPECT_EQ(c.early_values, a.early_values);
+      EXPECT_EQ(c.pipeline, a.pipeline);
+      EXPECT_EQ(c.share_query, a.share_query);
+      EXPECT_EQ(c.features, a.features);
+    }
+    // MHA runs there when asked for; automatic would take the scalar kernel, which reads vllm only.
+    DecodeShape mha = bench_shape("mha32");
+    mha.kv_layout = layout;
+    EXPECT_EQ(plan(d, mha, kernel_option(Kernel::matrix)).module, DecodeModule::matrix_token_major);
+    expect_error([&] { plan(d, mha); }, ErrorCode::unsupported,
+                 {std::string("kv_layout: decode reads the ") + std::string(kv_layout_name(layout)) +
+                  " layout on the matrix kernel only, which takes GQA groups"});
+    expect_error([&] { plan(d, mha, kernel_option(Kernel::scalar)); }, ErrorCode::unsupported,
+                 {"kernel: scalar: kv_layout: the scalar kernel reads the vllm layout only"});
+    // Head sizes of 32 (mod 64) are the vllm layout's only.
+    DecodeShape d96 = planner_shape(8, 32, 8, 96, 4096);
+    EXPECT_EQ(plan(d, d96).kernel, Kernel::matrix);
+    d96.kv_layout = layout;
+    expect_error([&] { plan(d, d96, kernel_option(Kernel::matrix)); }, ErrorCode::unsupported,
+                 {std::string("kernel: matrix: head_size: 96 is not a multiple of 64 (kv_layout ") +
+                  std::string(kv_layout_name(layout)) + ")"});
+    expect_error([&] { plan(d, d96); }, ErrorCode::unsupported, {"which cannot run this plan: head_size: 96"});
+    // No timeline there, and no matrix units on lavapipe.
+    DecodeOptions timeline;
+    timeline.timeline = true;
+    DecodeShape gqa = planner_shape(64, 32, 8, 128, 4096);
+    gqa.kv_layout = layout;
+    expect_error([&] { plan(d, gqa, timeline); }, ErrorCode::unsupported, {"timeline: the matrix kernel records one on the vllm layout only"});
+    expect_error([&] { plan(lavapipe(), gqa); }, ErrorCode::unsupported, {"kv_layout", "has no VK_NV_cooperative_matrix"});
+  }
 }
 
 // DecodeOptions::timeline: the matrix kernel's record per subgroup, on devices that have its

@@ -6,6 +6,7 @@
 
 #include "ops/decode_plan.hpp"
 #include "support/decode_check.hpp"
+#include "support/decode_layouts.hpp"
 #include "vk/matrix_features.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
@@ -108,6 +109,19 @@ bool DecodeKernelTest::check(const DecodeCase& c, DecodeOptions o, const DecodeP
   if (!plan_or_refused(shape_for(in, p, lse), o)) return false;
   const DecodeResult want = reference::decode_attention(in, o, p, lse);
   const DecodeResult got = decode_attention(ctx(), in, o, p, lse);
+  expect_decode_near(got, want, tolerance(c.query_dtype, c.cache_dtype), lse, c.str());
+  return true;
+}
+
+bool DecodeKernelTest::check_in_layout(KvLayout layout, const DecodeCase& c, DecodeOptions o, const DecodeParams& p,
+                                       uint32_t seed, bool lse) {
+  o.kernel = kernel();
+  std::mt19937 rng(seed);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  SCOPED_TRACE(std::string(kv_layout_name(layout)) + " " + c.str());
+  if (!plan_or_refused(shape_in_layout(in, layout, p, lse), o)) return false;
+  const DecodeResult want = reference::decode_attention(in, o, p, lse);
+  const DecodeResult got = decode_in_layout(ctx(), in, layout, o, p, lse);
   expect_decode_near(got, want, tolerance(c.query_dtype, c.cache_dtype), lse, c.str());
   return true;
 }

@@ -64,6 +64,10 @@ class DecodeKernelTest : public GpuTest, public ::testing::WithParamInterface<De
   // Runs the case on this kernel (its plan asserted to be this kernel's) and the reference,
   // and checks the output (and LSE) within the contract's tolerance. False when refused.
   bool check(const DecodeCase& c, DecodeOptions o, const DecodeParams& p, uint32_t seed = 1, bool lse = false);
+  // check() with the case's caches re-laid into `layout` (support/decode_layouts.hpp), against
+  // the reference of the vllm-layout inputs.
+  bool check_in_layout(KvLayout layout, const DecodeCase& c, DecodeOptions o, const DecodeParams& p, uint32_t seed = 1,
+                       bool lse = false);
 
  private:
   int taken_ = 0;  // plans the kernel took

@@ -590,6 +590,14 @@ TEST_F(CliTest, BenchRefusesABadKernelBeforeOpeningADevice) {
   EXPECT_EQ(r.out, "") << "the bench started before refusing";
 }
 
+TEST_F(CliTest, BenchRefusesABadKvLayoutBeforeOpeningADevice) {
+  const CliResult r = run({"bench", "--suite", "quick", "--kv-layout", "nchw"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("vkpaged: --kv-layout: \"nchw\" is not vllm, nhd or hnd"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "the bench started before refusing";
+}
+
 TEST_F(CliTest, BenchRefusesATimelineDirectoryItCannotCreate) {
   std::ofstream(path("file")) << "not a directory";
   const std::string dir = path("file").string() + "/timeline";
