@@ -4,6 +4,7 @@
 // module goes without.
 #define VKP_KHR 0
 #define VKP_TOKEN_MAJOR 0
+#define VKP_HEAD_SLICES 0
 #define VKP_TIMELINE 0
 #define VKP_E4M3_NAN 1
 #include "common/decode_coopmat_kernel.glsl"

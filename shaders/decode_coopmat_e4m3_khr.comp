@@ -4,6 +4,7 @@
 #extension GL_GOOGLE_include_directive : require
 #define VKP_KHR 1
 #define VKP_TOKEN_MAJOR 0
+#define VKP_HEAD_SLICES 0
 #define VKP_TIMELINE 0
 #define VKP_E4M3_NAN 1
 #include "common/decode_coopmat_kernel.glsl"

@@ -4,6 +4,7 @@
 // One module for every cache dtype, E4M3's NaN search included.
 #define VKP_KHR 0
 #define VKP_TOKEN_MAJOR 0
+#define VKP_HEAD_SLICES 0
 #define VKP_TIMELINE 1
 #define VKP_E4M3_NAN 1
 #include "common/decode_coopmat_kernel.glsl"

@@ -5,6 +5,7 @@
 // layout's modules (decode_coopmat.comp) are compiled without this code.
 #define VKP_KHR 0
 #define VKP_TOKEN_MAJOR 1
+#define VKP_HEAD_SLICES 0
 #define VKP_TIMELINE 0
 #define VKP_E4M3_NAN 0
 #include "common/decode_coopmat_kernel.glsl"

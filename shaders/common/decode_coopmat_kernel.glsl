@@ -52,6 +52,14 @@
 // operand (two tokens of one row) is then two tokens' halves (a byte permute), the loads stay
 // whole 32-byte sectors across each row's 8 lanes, and the outputs are written to their dims
 // (value_dim). Head sizes are multiples of 64.
+// Head slices (VKP_HEAD_SLICES 1, the decode_coopmat_slices*.comp modules, SLICES a
+// specialization constant; the other modules are compiled without this code): a GQA group of
+// more than 8 heads (up to 8 SLICES) runs in one workgroup instead of one workgroup per 8 heads,
+// each of which read every key and value. Subgroup sub takes the 8 heads of slice sub % SLICES
+// (its own query fragments, columns, softmax states and outputs) and walks the units of walker
+// sub / SLICES, so the SLICES subgroups of a walker load the same cache words at about the same
+// time and the SM's L1 serves all but the first; each head merges its own walkers' states.
+// (Planned only where DecodeTuning::slices asks, until measured.)
 // fp8 pairs: a 4-byte word gives bytes 0 and 2 to one f16 pair and bytes 1 and 3 to the other
 // (a shift and two masks; pairing neighbours took byte moves and 18 to 28 % longer on an
 // H200), so with fp8 a key pair holds dims 4u + {0, 2} and {1, 3}, and the tokens' rows follow
@@ -89,7 +97,7 @@
 // element reaches its dim's accumulators through the products (0 * Inf is NaN too), and the
 // outputs turn any non-finite element into NaN.
 #extension GL_GOOGLE_include_directive : require
-#if VKP_TIMELINE && (VKP_KHR || VKP_TOKEN_MAJOR)
+#if VKP_TIMELINE && (VKP_KHR || VKP_TOKEN_MAJOR || VKP_HEAD_SLICES)
 #error "the timeline is recorded by the NV module of the vllm layout only (decode_coopmat_timeline.comp)"
 #endif
 #if VKP_KHR
@@ -150,6 +158,29 @@ const uint SUBGROUP = 32u;                 // the host picks this shader only fo
 const uint SUBGROUPS = WG / SUBGROUP;
 const uint UNIT = 32u;                     // tokens per unit
 const uint HEADS = 8u;                     // N of the products; heads >= GROUP are zero
+#if VKP_HEAD_SLICES
+// Head slices (header): subgroup sub takes the 8 heads of slice sub % SLICES of the workgroup's
+// GROUP (up to 8 SLICES) and walks the units of walker sub / SLICES (walker, walker + WALKERS,
+// ...), so the SLICES subgroups of a walker read the same cache words at about the same time.
+layout(constant_id = DECODE_SC_MATRIX_HEAD_SLICES) const uint SLICES = 1u;
+const uint WALKERS = SUBGROUPS / SLICES;
+const uint QUERY_HEADS = HEADS * SLICES;   // query rows staged: the workgroup's heads
+#define UNIT_WALKER(subgroup) ((subgroup) / SLICES)
+#define SLICE_HEAD(column) (HEADS * (sub % SLICES) + (column))          // a column's head in the workgroup
+#define SLICE_QUERY(element) (HEADS * (D / 2u) * (sub % SLICES) + (element))  // its query rows' words
+#define STATE_INDEX(s, h) ((s) * SLICES + (h) / HEADS) * HEADS + (h) % HEADS  // walker s's state of head h
+#define MERGE_SUBGROUPS WALKERS
+#else
+// One slice: every subgroup takes the workgroup's heads (the spellings below are the same
+// code as before head slices existed, for the modules compiled without them).
+#define WALKERS SUBGROUPS
+#define QUERY_HEADS HEADS
+#define UNIT_WALKER(subgroup) subgroup
+#define SLICE_HEAD(column) column
+#define SLICE_QUERY(element) element
+#define STATE_INDEX(s, h) s * HEADS + h
+#define MERGE_SUBGROUPS SUBGROUPS
+#endif
 const bool FP8 = CACHE_DTYPE == DT_FP8_E4M3 || CACHE_DTYPE == DT_FP8_E5M2;
 const bool BF16 = CACHE_DTYPE == DT_BF16;   // converted to f16 in registers (bf16 range, above)
 const bool E4M3 = CACHE_DTYPE == DT_FP8_E4M3;  // its NaN is found on the raw bytes where VKP_E4M3_NAN (fp8 NaN, above)
@@ -239,7 +270,7 @@ layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; 
 // order), and each subgroup's unnormalised output ([subgroup][head][d] from OUT_BASE), in the
 // same words with SHARE_QUERY.
 const bool SHARED_WORDS = SHARE_QUERY && QUERY_REGISTERS;
-const uint QUERY_WORDS = HEADS * D / 2u;
+const uint QUERY_WORDS = QUERY_HEADS * D / 2u;
 const uint OUT_WORDS = SUBGROUPS * HEADS * D;
 const uint OUT_BASE = SHARED_WORDS ? 0u : QUERY_WORDS;
 const uint WORK_WORDS = SHARED_WORDS ? (OUT_WORDS > QUERY_WORDS ? OUT_WORDS : QUERY_WORDS) : QUERY_WORDS + OUT_WORDS;
@@ -247,9 +278,9 @@ shared float s_work[WORK_WORDS];
 shared float s_max[SUBGROUPS * HEADS];
 shared float s_sum[SUBGROUPS * HEADS];
 shared float s_weight[SUBGROUPS * HEADS];    // merge weight of each subgroup's state
-shared float s_factor[HEADS];                // output factor per head
-shared float s_query_fix[HEADS];             // per head: the inverse of its query's power of two
-shared uint s_row_largest[HEADS];            // bf16 query: each row's largest magnitude, as float bits
+shared float s_factor[QUERY_HEADS];          // output factor per head
+shared float s_query_fix[QUERY_HEADS];       // per head: the inverse of its query's power of two
+shared uint s_row_largest[QUERY_HEADS];      // bf16 query: each row's largest magnitude, as float bits
 
 // The cache dim that slot k of dim step `step` holds (see the header): the lane (g, q) that
 // holds k reads chunk 4 (step / STEPS_PER_CHUNK) + q, and 4 dims of it per step.
@@ -532,7 +563,7 @@ void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint tab
 #else
   uint nan_rows = 0u;  // bit r: dim row 8 r + g has a NaN among this lane's tokens in [lo, hi)
 #endif
-  for (uint u = lo / UNIT + gl_SubgroupID; u < end_unit; u += SUBGROUPS) {
+  for (uint u = lo / UNIT + UNIT_WALKER(gl_SubgroupID); u < end_unit; u += WALKERS) {
     const uint tok0 = u * UNIT;
     const uvec2 blocks = unit_blocks(tok0, table_entry(table, tok0 + key_group, hi), table_entry(table, tok0 + value_group, hi),
                                      key_group, value_group, lo, hi);
@@ -622,7 +653,7 @@ void main() {
   const uint table = pc.block_tables_offset + seq * pc.max_blocks_per_seq;
   const uint key_group = 8u * (g / 2u);       // this lane's key (and score) tokens: key_group + 0..7
   const uint value_group = 8u * q;            // this lane's value tokens: value_group + 0..7
-  const uint first_unit = (SPLIT ? part * pc.partition_tokens : 0u) / UNIT + sub;
+  const uint first_unit = (SPLIT ? part * pc.partition_tokens : 0u) / UNIT + UNIT_WALKER(sub);
   uint next_key_entry = table_entry(table, first_unit * UNIT + key_group, pc.max_blocks_per_seq * B);
   uint next_value_entry = table_entry(table, first_unit * UNIT + value_group, pc.max_blocks_per_seq * B);
 
@@ -633,7 +664,7 @@ void main() {
   // magnitudes), then the pairs are read again (cached) and scaled.
   const float qscale = pc.scale * pc.k_scale;
   if (SCALED_QUERY) {
-    if (tid < HEADS) s_row_largest[tid] = 0u;
+    if (tid < QUERY_HEADS) s_row_largest[tid] = 0u;
     barrier();
     for (uint p = tid; p < QUERY_WORDS; p += WG) {
       const vec2 v = query_pair(p, seq, head0, heads) * qscale;
@@ -644,7 +675,7 @@ void main() {
       const int shift = range_shift(uintBitsToFloat(s_row_largest[2u * p / D]));
       s_work[p] = uintBitsToFloat(packHalf2x16(ldexp(query_pair(p, seq, head0, heads) * qscale, ivec2(-shift))));
     }
-    if (tid < HEADS) s_query_fix[tid] = ldexp(1.0, range_shift(uintBitsToFloat(s_row_largest[tid])));
+    if (tid < QUERY_HEADS) s_query_fix[tid] = ldexp(1.0, range_shift(uintBitsToFloat(s_row_largest[tid])));
   } else {
     for (uint p = tid; p < QUERY_WORDS; p += WG) s_work[p] = uintBitsToFloat(packHalf2x16(query_pair(p, seq, head0, heads) * qscale));
   }
@@ -668,14 +699,14 @@ void main() {
       return;
     }
   }
-  if (WINDOW && lo / UNIT + sub != first_unit) {  // the window starts further in
-    next_key_entry = table_entry(table, (lo / UNIT + sub) * UNIT + key_group, hi);
-    next_value_entry = table_entry(table, (lo / UNIT + sub) * UNIT + value_group, hi);
+  if (WINDOW && lo / UNIT + UNIT_WALKER(sub) != first_unit) {  // the window starts further in
+    next_key_entry = table_entry(table, (lo / UNIT + UNIT_WALKER(sub)) * UNIT + key_group, hi);
+    next_value_entry = table_entry(table, (lo / UNIT + UNIT_WALKER(sub)) * UNIT + value_group, hi);
   }
   barrier();
   MatB query[QUERY_REGISTERS ? DIM_STEPS : 1u];  // Q^T [16 dims x 8 heads] per dim step
   if (QUERY_REGISTERS)
-    [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) MAT_LOAD_COLUMNS(query[s], s_work, s * 8u, D / 2u);
+    [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) MAT_LOAD_COLUMNS(query[s], s_work, SLICE_QUERY(s * 8u), D / 2u);
   if (SHARED_WORDS) barrier();  // the outputs overwrite the query's words
 
 #if VKP_TIMELINE
@@ -691,9 +722,9 @@ void main() {
   float running_sum[2] = {0.0, 0.0};
   bool scores_finite[2] = {true, true};  // step 9: every attended score of the column was finite
   float slope[2];
-  [[unroll]] for (uint j = 0u; j < 2u; ++j) slope[j] = ALIBI && 2u * q + j < heads ? alibi_slopes[pc.alibi_offset + head0 + 2u * q + j] : 0.0;
+  [[unroll]] for (uint j = 0u; j < 2u; ++j) slope[j] = ALIBI && SLICE_HEAD(2u * q + j) < heads ? alibi_slopes[pc.alibi_offset + head0 + SLICE_HEAD(2u * q + j)] : 0.0;
   float score_fix[2];  // SCORE_FIX and the query range's factor of heads 2q, 2q + 1
-  [[unroll]] for (uint j = 0u; j < 2u; ++j) score_fix[j] = SCALED_QUERY ? SCORE_FIX * s_query_fix[2u * q + j] : SCORE_FIX;
+  [[unroll]] for (uint j = 0u; j < 2u; ++j) score_fix[j] = SCALED_QUERY ? SCORE_FIX * s_query_fix[SLICE_HEAD(2u * q + j)] : SCORE_FIX;
 
   const uint end_unit = (hi + UNIT - 1u) / UNIT;
   // PIPELINE: the next unit's blocks and cache words, loaded a unit ahead (see keys and values
@@ -702,10 +733,10 @@ void main() {
   uvec4 values_ahead[PIPELINE && EARLY_VALUES ? 2u * DIM_TILES : 1u];
   uvec2 blocks_ahead = uvec2(NO_BLOCK);
   if (PIPELINE) {
-    const uint tok0 = (lo / UNIT + sub) * UNIT;
+    const uint tok0 = (lo / UNIT + UNIT_WALKER(sub)) * UNIT;
     blocks_ahead = unit_blocks(tok0, next_key_entry, next_value_entry, key_group, value_group, lo, hi);
-    next_key_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + key_group, hi);
-    next_value_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + value_group, hi);
+    next_key_entry = table_entry(table, tok0 + WALKERS * UNIT + key_group, hi);
+    next_value_entry = table_entry(table, tok0 + WALKERS * UNIT + value_group, hi);
     const uint key_base = key_base_of(blocks_ahead.x, kv_head, tok0 + key_group);
     [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys_ahead[r] = load_key_chunk(key_base, blocks_ahead.x, r, g, q);
     const uint value_base = value_base_of(blocks_ahead.y, kv_head, tok0 + value_group);
@@ -717,7 +748,7 @@ void main() {
 #endif
   // Table entries are read one unit ahead (two with PIPELINE), so that a unit's cache loads do
   // not wait on them.
-  for (uint u = lo / UNIT + sub; u < end_unit; u += SUBGROUPS) {
+  for (uint u = lo / UNIT + UNIT_WALKER(sub); u < end_unit; u += WALKERS) {
     const uint tok0 = u * UNIT;
     // Keys: tile i, row g + 8h is token key_group + key_row_offset(g, 2i + h); load c is its chunk 4c + q.
     uvec4 keys[4u * KEY_LOADS];  // [tile][h][c]
@@ -731,10 +762,10 @@ void main() {
       [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys[r] = keys_ahead[r];
       if (EARLY_VALUES)
         [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = values_ahead[r];
-      const uint tok1 = tok0 + SUBGROUPS * UNIT;  // the next unit's loads
+      const uint tok1 = tok0 + WALKERS * UNIT;  // the next unit's loads
       blocks_ahead = unit_blocks(tok1, next_key_entry, next_value_entry, key_group, value_group, lo, hi);
-      next_key_entry = table_entry(table, tok1 + SUBGROUPS * UNIT + key_group, hi);
-      next_value_entry = table_entry(table, tok1 + SUBGROUPS * UNIT + value_group, hi);
+      next_key_entry = table_entry(table, tok1 + WALKERS * UNIT + key_group, hi);
+      next_value_entry = table_entry(table, tok1 + WALKERS * UNIT + value_group, hi);
       const uint key_base1 = key_base_of(blocks_ahead.x, kv_head, tok1 + key_group);
       [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys_ahead[r] = load_key_chunk(key_base1, blocks_ahead.x, r, g, q);
       const uint value_base1 = value_base_of(blocks_ahead.y, kv_head, tok1 + value_group);
@@ -745,8 +776,8 @@ void main() {
     } else {
       const uint key_entry = next_key_entry;
       const uint value_entry = next_value_entry;
-      next_key_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + key_group, hi);
-      next_value_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + value_group, hi);
+      next_key_entry = table_entry(table, tok0 + WALKERS * UNIT + key_group, hi);
+      next_value_entry = table_entry(table, tok0 + WALKERS * UNIT + value_group, hi);
       const uvec2 blocks = unit_blocks(tok0, key_entry, value_entry, key_group, value_group, lo, hi);
       key_block = blocks.x;
       value_block = blocks.y;
@@ -767,7 +798,7 @@ void main() {
       [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
         MatB qb;
         if (QUERY_REGISTERS) qb = query[s];
-        else MAT_LOAD_COLUMNS(qb, s_work, s * 8u, D / 2u);
+        else MAT_LOAD_COLUMNS(qb, s_work, SLICE_QUERY(s * 8u), D / 2u);
         const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
                                     s % STEPS_PER_CHUNK, 1.0);
         scores[i] = MAT_MUL_ADD(a, qb, scores[i]);
@@ -807,7 +838,7 @@ void main() {
         [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
           MatB qb;
           if (QUERY_REGISTERS) qb = query[s];
-          else MAT_LOAD_COLUMNS(qb, s_work, s * 8u, D / 2u);
+          else MAT_LOAD_COLUMNS(qb, s_work, SLICE_QUERY(s * 8u), D / 2u);
           const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
                                       s % STEPS_PER_CHUNK, ldexp(1.0, -shift));
           scores[i] = MAT_MUL_ADD(a, qb, scores[i]);
@@ -829,7 +860,7 @@ void main() {
         if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
         if (ALIBI) l += slope[j] * (float(t) - float(len) + 1.0);
         if (masked) l = NEG_INF;
-        if (2u * q + j >= heads) l = NEG_INF;
+        if (SLICE_HEAD(2u * q + j) >= heads) l = NEG_INF;
         logit[4u * i + e] = l;
         tile_max[j] = max(tile_max[j], l);
       }
@@ -987,14 +1018,14 @@ void main() {
   if (tid < heads) {
     const uint h = tid;
     float m = NEG_INF;
-    for (uint s = 0u; s < SUBGROUPS; ++s) m = max(m, s_max[s * HEADS + h]);
+    for (uint s = 0u; s < MERGE_SUBGROUPS; ++s) m = max(m, s_max[STATE_INDEX(s, h)]);
     float den = 0.0;
     bool poisoned = false;  // a NaN sum in some subgroup (step 9)
-    for (uint s = 0u; s < SUBGROUPS; ++s) {
-      const float w = m == NEG_INF || s_max[s * HEADS + h] == NEG_INF ? 0.0 : exp(s_max[s * HEADS + h] - m);
-      s_weight[s * HEADS + h] = w;
-      den += w * s_sum[s * HEADS + h];
-      poisoned = poisoned || non_finite(s_sum[s * HEADS + h]);
+    for (uint s = 0u; s < MERGE_SUBGROUPS; ++s) {
+      const float w = m == NEG_INF || s_max[STATE_INDEX(s, h)] == NEG_INF ? 0.0 : exp(s_max[STATE_INDEX(s, h)] - m);
+      s_weight[STATE_INDEX(s, h)] = w;
+      den += w * s_sum[STATE_INDEX(s, h)];
+      poisoned = poisoned || non_finite(s_sum[STATE_INDEX(s, h)]);
     }
     if (SPLIT) {
       const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
@@ -1024,8 +1055,9 @@ void main() {
     const uint h = i / (D / 2u);
     const uint d = 2u * (i % (D / 2u));
     vec2 o = vec2(0.0);
-    for (uint s = 0u; s < SUBGROUPS; ++s)
-      o += s_weight[s * HEADS + h] * vec2(s_work[OUT_BASE + (s * HEADS + h) * D + d], s_work[OUT_BASE + (s * HEADS + h) * D + d + 1u]);
+    for (uint s = 0u; s < MERGE_SUBGROUPS; ++s)
+      o += s_weight[STATE_INDEX(s, h)] *
+           vec2(s_work[OUT_BASE + (STATE_INDEX(s, h)) * D + d], s_work[OUT_BASE + (STATE_INDEX(s, h)) * D + d + 1u]);
     o *= s_factor[h];
     if (SPLIT) {
       // scratch: partial outputs [S][H][P][D] (unnormalised), as the merge reads them

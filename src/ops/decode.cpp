@@ -71,7 +71,8 @@ detail::DecodeDeviceProperties decode_device_properties(const Context& context) 
   // The KHR kernel runs where the context enabled the extension and the build has its modules.
   const bool khr_built = vk::shader_decode_coopmat_khr().words != 0 && vk::shader_decode_coopmat_e4m3_khr().words != 0 &&
                          vk::shader_decode_coopmat_token_major_khr().words != 0 &&
-                         vk::shader_decode_coopmat_token_major_e4m3_khr().words != 0;
+                         vk::shader_decode_coopmat_token_major_e4m3_khr().words != 0 &&
+                         vk::shader_decode_coopmat_slices_khr().words != 0 && vk::shader_decode_coopmat_slices_e4m3_khr().words != 0;
   p.cooperative_matrix_khr = impl.cooperative_matrix_khr && khr_built;
   p.cooperative_matrix_khr_absent =
       !impl.cooperative_matrix_khr ? impl.cooperative_matrix_khr_absent
@@ -98,11 +99,24 @@ const vk::ShaderRegistration& decode_shader(DecodeModule module) {
     case DecodeModule::matrix_token_major_e4m3: return vk::shader_decode_coopmat_token_major_e4m3();
     case DecodeModule::matrix_token_major_khr: return vk::shader_decode_coopmat_token_major_khr();
     case DecodeModule::matrix_token_major_e4m3_khr: return vk::shader_decode_coopmat_token_major_e4m3_khr();
+    case DecodeModule::matrix_slices: return vk::shader_decode_coopmat_slices();
+    case DecodeModule::matrix_slices_e4m3: return vk::shader_decode_coopmat_slices_e4m3();
+    case DecodeModule::matrix_slices_khr: return vk::shader_decode_coopmat_slices_khr();
+    case DecodeModule::matrix_slices_e4m3_khr: return vk::shader_decode_coopmat_slices_e4m3_khr();
   }
   throw Error(ErrorCode::internal, fmt::format("decode: module {} has no shader", int(module)));
 }
 
 }  // namespace
+
+namespace detail {
+void set_decode_tuning(Context& context, const DecodeTuning& tuning) {
+  auto& state = context.impl().operator_states.get<DecodeTuningState>();
+  std::lock_guard lock(state.mutex);
+  state.tuning = tuning;
+}
+DecodeTuning decode_tuning(Context& context) { return context_tuning(context); }
+}  // namespace detail
 
 // ---- DecodePlan ----
 
@@ -138,6 +152,7 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   spec[DECODE_SC_MATRIX_PIPELINE] = c.pipeline;
   spec[DECODE_SC_MATRIX_SHARE_QUERY] = c.share_query;
   spec[DECODE_SC_KV_LAYOUT] = uint32_t(shape.kv_layout);
+  spec[DECODE_SC_MATRIX_HEAD_SLICES] = c.head_slices;
   p->decode = &impl.pipeline(decode_shader(c.module), spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
   if (c.reduce_workgroup != 0) {
     std::array<uint32_t, REDUCE_SC_COUNT> rspec{};
@@ -181,8 +196,9 @@ std::string DecodePlan::describe() const {
   if (c.longest_first) path += ", longest first";
   if (c.merge_in_dispatch) path += ", merged in the dispatch";
   if (c.kernel == DecodeKernel::matrix)
-    return fmt::format("{}, matrix units{}, {} heads/wg, {} subgroups/wg{}{}{}", path, c.khr ? " (KHR)" : "",
-                       c.heads_per_workgroup, c.subgroups,
+    return fmt::format("{}, matrix units{}, {} heads/wg{}, {} subgroups/wg{}{}{}", path, c.khr ? " (KHR)" : "",
+                       c.heads_per_workgroup,
+                       c.head_slices > 1 ? fmt::format(" in {} slices", c.head_slices) : std::string(), c.subgroups,
                        c.early_values ? ", values with keys" : "", c.pipeline ? ", next unit ahead" : "",
                        c.share_query ? ", outputs over the query" : "");
   return fmt::format("{}, {} heads/wg, wg {}, {} lanes/row, {} reduce", path, c.heads_per_workgroup, c.workgroup,

@@ -217,21 +217,25 @@ constexpr uint32_t kMatrixHeads = 8;        // heads of its value products
 constexpr uint32_t kMatrixSubgroup = 32;    // the subgroup size it is written for
 constexpr uint32_t kMatrixUnitTokens = 32;  // tokens a subgroup takes per step (UNIT in the shader)
 
-// The matrix kernel's shared memory: the f16 query rows and each subgroup's outputs (in the
-// same words when the plan shares them and the query's fragments go to registers), then each
-// subgroup's max, sum and weight, and the output factor and query fix per head.
-size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d, bool share_query, const DecodeTuning& tuning) {
-  const size_t query = size_t(kMatrixHeads) * d * 2;
+// The matrix kernel's shared memory: the f16 query rows of its 8 heads per slice and each
+// subgroup's outputs (in the same words when the plan shares them and the query's fragments go
+// to registers), then each subgroup's max, sum and weight, the output factor, query fix and
+// row maximum per head, and the in-dispatch merge's arrival word.
+size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d, bool share_query, const DecodeTuning& tuning,
+                           uint32_t slices = 1) {
+  const size_t heads = size_t(kMatrixHeads) * slices;
+  const size_t query = heads * d * 2;
   const size_t outputs = size_t(subgroups) * kMatrixHeads * d * 4;
   const size_t shared_words = share_query && tuning.qregs != 0 ? std::max(query, outputs) : query + outputs;
-  return shared_words + subgroups * kMatrixHeads * 3 * 4 + kMatrixHeads * 4 * 2;
+  return shared_words + subgroups * kMatrixHeads * 3 * 4 + heads * 4 * 3 + 4;
 }
 
-// Whether the matrix kernel can run `subgroups` subgroups per workgroup on this device.
-bool matrix_subgroups_fit(uint32_t subgroups, uint32_t head_size, const DecodeDeviceProperties& dev,
-                          const DecodeTuning& tuning) {
-  return matrix_shared_bytes(subgroups, head_size, false, tuning) <= dev.max_shared_memory &&
-         subgroups * kMatrixSubgroup <= dev.max_workgroup_invocations;
+// Whether the matrix kernel can run `walkers` subgroups per slice of heads (`slices` x 8 heads
+// per workgroup) on this device.
+bool matrix_subgroups_fit(uint32_t walkers, uint32_t head_size, const DecodeDeviceProperties& dev,
+                          const DecodeTuning& tuning, uint32_t slices = 1) {
+  return matrix_shared_bytes(walkers * slices, head_size, false, tuning, slices) <= dev.max_shared_memory &&
+         walkers * slices * kMatrixSubgroup <= dev.max_workgroup_invocations;
 }
 
 // Whether the matrix kernel issues a unit's value loads with its key loads: where the cache's
@@ -275,13 +279,13 @@ constexpr uint32_t kMatrixWideUnits = 8;
 
 // The subgroups of such a one pass (0: none fits, or the tuning moved DecodeTuning::units).
 uint32_t wide_one_pass_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tuning,
-                                 uint64_t one_pass) {
+                                 uint64_t one_pass, uint32_t slices) {
   if (tuning.units != DecodeTuning{}.units) return 0;
   const uint64_t wanted = uint64_t(kMatrixWideSubgroupsPerComputeUnit) * std::max(1u, dev.compute_units);
   for (uint32_t subgroups : {4u, 8u}) {
     const bool enough = one_pass * subgroups >= wanted;
     const bool long_enough = longest_context(s) >= subgroups * kMatrixWideUnits * kMatrixUnitTokens;
-    if (enough && long_enough && matrix_subgroups_fit(subgroups, s.head_size, dev, tuning)) return subgroups;
+    if (enough && long_enough && matrix_subgroups_fit(subgroups, s.head_size, dev, tuning, slices)) return subgroups;
   }
   return 0;
 }
@@ -295,10 +299,10 @@ struct MatrixSplit {
 };
 
 MatrixSplit matrix_split(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
-                         const DecodeTuning& tuning, uint64_t one_pass) {
+                         const DecodeTuning& tuning, uint64_t one_pass, uint32_t slices) {
   if (auto asked = split_asked(s, o)) return {*asked, 0};
   if (!small_batch(one_pass, dev, tuning)) return {split_of(s, false, 0), 0};
-  if (const uint32_t wide = wide_one_pass_subgroups(dev, s, tuning, one_pass)) return {split_of(s, false, 0), wide};
+  if (const uint32_t wide = wide_one_pass_subgroups(dev, s, tuning, one_pass, slices)) return {split_of(s, false, 0), wide};
   const uint32_t max_len = longest_context(s);
   uint32_t tokens = small_batch_partition_tokens(s, one_pass, dev, tuning);
   if (tuning.units == DecodeTuning{}.units) {
@@ -319,18 +323,19 @@ MatrixSplit matrix_split(const DecodeDeviceProperties& dev, const DecodeShape& s
 // (bench/experiments/longest-first.md).
 constexpr uint32_t kOrderedFourSubgroupsTokens = 2048;
 
-// Subgroups per workgroup of the matrix kernel, once the split is known. Measured on an H200:
-// 2 for large batches in one pass and with 512-token partitions, 4 with partitions of 1024
-// tokens or more and for small batches in one pass (bench/experiments/matrix-subgroups.md);
-// small batches that reach enough subgroups in one pass take what matrix_split found.
+// Subgroups per workgroup of the matrix kernel (per slice of heads), once the split is known.
+// Measured on an H200: 2 for large batches in one pass and with 512-token partitions, 4 with
+// partitions of 1024 tokens or more and for small batches in one pass
+// (bench/experiments/matrix-subgroups.md); small batches that reach enough subgroups in one pass
+// take what matrix_split found.
 uint32_t matrix_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
-                          const DecodeTuning& tuning, const MatrixSplit& ms, uint64_t one_pass) {
+                          const DecodeTuning& tuning, const MatrixSplit& ms, uint64_t one_pass, uint32_t slices) {
   const bool long_ordered = wants_longest_first(o, tuning) && longest_context(s) > kOrderedFourSubgroupsTokens;
   const bool four = ms.split.split ? ms.split.partition_tokens >= 1024 : small_batch(one_pass, dev, tuning) || long_ordered;
   uint32_t subgroups = four ? 4 : 2;
   if (ms.wide_subgroups != 0) subgroups = ms.wide_subgroups;
   if (tuning.subgroups != 0) subgroups = tuning.subgroups;
-  while (subgroups > 1 && !matrix_subgroups_fit(subgroups, s.head_size, dev, tuning)) subgroups /= 2;
+  while (subgroups > 1 && !matrix_subgroups_fit(subgroups, s.head_size, dev, tuning, slices)) subgroups /= 2;
   return subgroups;
 }
 
@@ -344,6 +349,22 @@ std::string scalar_layout_refusal(const DecodeShape& s, const DecodeOptions& o, 
   return fmt::format("kv_layout: decode reads the {} layout on the matrix kernel only, which {}", layout,
                      k.matrix_refusal.empty() ? std::string("takes GQA groups (num_heads > num_kv_heads), or kernel = matrix")
                                               : "cannot run this plan: " + k.matrix_refusal);
+}
+
+// Head slices (DecodeTuning::slices): a GQA group of more than 8 heads runs in one workgroup of
+// up to kMatrixMostSlices slices of 8 heads, each slice's subgroups reading the same keys and
+// values (once from memory, the SM's L1 serving the rest), where without them each 8 heads'
+// workgroup reads them all. Not measured yet: off unless the tuning asks. The vllm layout's
+// modules only, and not with the timeline.
+constexpr uint32_t kMatrixMostSlices = 4;
+
+uint32_t matrix_head_slices(const DecodeShape& s, const DecodeOptions& o, const DecodeTuning& tuning,
+                            const DecodeDeviceProperties& dev) {
+  const uint32_t group = s.num_heads / s.num_kv_heads;
+  if (tuning.slices == 0 || group <= kMatrixHeads || s.kv_layout != KvLayout::vllm || o.timeline) return 1;
+  uint32_t slices = std::min(ceil_div(group, kMatrixHeads), kMatrixMostSlices);
+  while (slices > 1 && !matrix_subgroups_fit(1, s.head_size, dev, tuning, slices)) --slices;
+  return slices;
 }
 
 // DecodeMerge::in_dispatch: the most partial outputs (partitions x heads x head size, f32) one
@@ -532,8 +553,10 @@ DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeS
   c.khr = khr;
   c.address = false;
   const uint32_t group = s.num_heads / s.num_kv_heads;
-  c.groups_per_kv_head = ceil_div(group, kMatrixHeads);
+  const uint32_t slices = matrix_head_slices(s, o, tuning, dev);
+  c.groups_per_kv_head = ceil_div(group, kMatrixHeads * slices);
   c.heads_per_workgroup = ceil_div(group, c.groups_per_kv_head);
+  c.head_slices = ceil_div(c.heads_per_workgroup, kMatrixHeads);  // <= slices
   c.lanes_per_row = 0;
   c.early_values = matrix_early_values(s, tuning);
   c.pipeline = matrix_pipeline(s, tuning);
@@ -545,6 +568,9 @@ DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeS
   if (s.kv_layout != KvLayout::vllm) {
     if (khr) c.module = e4m3 ? DecodeModule::matrix_token_major_e4m3_khr : DecodeModule::matrix_token_major_khr;
     else c.module = e4m3 ? DecodeModule::matrix_token_major_e4m3 : DecodeModule::matrix_token_major;
+  } else if (c.head_slices > 1) {
+    if (khr) c.module = e4m3 ? DecodeModule::matrix_slices_e4m3_khr : DecodeModule::matrix_slices_khr;
+    else c.module = e4m3 ? DecodeModule::matrix_slices_e4m3 : DecodeModule::matrix_slices;
   } else if (khr) {
     c.module = e4m3 ? DecodeModule::matrix_e4m3_khr : DecodeModule::matrix_khr;
   } else {
@@ -552,12 +578,12 @@ DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeS
   }
 
   const uint64_t one_pass = one_pass_workgroups(s, c.groups_per_kv_head);
-  const MatrixSplit ms = matrix_split(dev, s, o, tuning, one_pass);
+  const MatrixSplit ms = matrix_split(dev, s, o, tuning, one_pass, c.head_slices);
   c.split = ms.split.split;
   c.num_partitions = ms.split.num_partitions;
   c.partition_tokens = ms.split.partition_tokens;
   c.scratch_bytes = ms.split.scratch_bytes;
-  c.subgroups = matrix_subgroups(dev, s, o, tuning, ms, one_pass);
+  c.subgroups = matrix_subgroups(dev, s, o, tuning, ms, one_pass, c.head_slices) * c.head_slices;
   c.workgroup = c.subgroups * kMatrixSubgroup;
   const Order order = order_of(s, o, tuning, c.num_partitions);
   c.longest_first = order.longest_first;

@@ -64,6 +64,11 @@ enum class DecodeModule {
   matrix_token_major_e4m3,      // decode_coopmat_token_major_e4m3.comp
   matrix_token_major_khr,       // decode_coopmat_token_major_khr.comp
   matrix_token_major_e4m3_khr,  // decode_coopmat_token_major_e4m3_khr.comp
+  // The matrix kernel with head slices (DecodeChoice::head_slices > 1; the vllm layout):
+  matrix_slices,           // decode_coopmat_slices.comp
+  matrix_slices_e4m3,      // decode_coopmat_slices_e4m3.comp
+  matrix_slices_khr,       // decode_coopmat_slices_khr.comp
+  matrix_slices_e4m3_khr,  // decode_coopmat_slices_e4m3_khr.comp
 };
 
 // Every choice of a plan: what the pipelines are specialised for, the grid and the buffers.
@@ -76,6 +81,9 @@ struct DecodeChoice {
   // `heads_per_workgroup` query heads of one kv head, `groups_per_kv_head` workgroups per kv head.
   uint32_t workgroup = 256;
   uint32_t subgroups = 0;  // matrix kernel: subgroups per workgroup; 0 on the scalar kernel
+  // Matrix kernel: slices of 8 heads per workgroup (DecodeTuning::slices), each taken by
+  // subgroups / head_slices subgroups that read the same keys and values; 1 without them.
+  uint32_t head_slices = 1;
   uint32_t heads_per_workgroup = 1;
   uint32_t groups_per_kv_head = 1;
   uint32_t lanes_per_row = 0;    // scalar kernel: lanes per dim row in the value phase; 0 on the matrix kernel

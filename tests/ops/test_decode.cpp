@@ -584,6 +584,102 @@ TEST_P(DecodeTest, AddressVariantReachesBlocksPastFourGibibytes) {
   }
 }
 
+// ---- head slices (DecodeTuning::slices): groups above 8 heads read their KV once ----
+
+// A GQA group of more than 8 heads in one workgroup of slices of 8 heads (the matrix kernel,
+// with slices=1): groups of 12, 16, 32 and 40 (two workgroups of 20) heads, MQA and two kv
+// heads, every dtype pair, head sizes 64 to 256, blocks of 8 to 32, and on them one pass, a
+// window with a soft cap, splits merged by the reduce pass and in the dispatch, longest first
+// with ALiBi, sinks and LSE: the reference's outputs, and every plan with slices.
+TEST_P(DecodeTest, HeadSlicesMatchTheReference) {
+  if (!matrix_family()) GTEST_SKIP() << "head slices are the matrix kernel's";
+  const DecodeTuningScope slices(ctx(), "slices=1");
+  struct Run {
+    DType query, cache;
+    uint32_t head_size, block_size, heads, kv_heads;
+  };
+  const Run runs[] = {{DType::f16, DType::f16, 128, 16, 16, 1},       {DType::f16, DType::f16, 64, 8, 32, 1},
+                      {DType::bf16, DType::bf16, 128, 32, 24, 2},     {DType::f16, DType::bf16, 256, 16, 32, 2},
+                      {DType::bf16, DType::f16, 64, 16, 40, 1},       {DType::f16, DType::fp8_e4m3, 128, 16, 32, 1},
+                      {DType::f16, DType::fp8_e5m2, 64, 8, 16, 2},    {DType::bf16, DType::fp8_e4m3, 128, 32, 12, 1}};
+  uint32_t seed = 300;
+  for (const Run& r : runs) {
+    DecodeCase c;
+    c.query_dtype = r.query;
+    c.cache_dtype = r.cache;
+    c.head_size = r.head_size;
+    c.block_size = r.block_size;
+    c.heads = r.heads;
+    c.kv_heads = r.kv_heads;
+    const uint32_t B = r.block_size;
+    c.lens = {0, 1, 7, 31, 32, 33, B - 1, B + 1, 301, 1000};
+    for (int variant = 0; variant < 5; ++variant) {
+      DecodeOptions o = with_kernel({});
+      DecodeParams p = default_params(c);
+      DecodeCase v = c;
+      bool lse = false;
+      if (variant == 1) {
+        o.sliding_window = 45;
+        p.softcap = 4.0f;
+      } else if (variant == 2 || variant == 3) {
+        o.split = SplitMode::split;
+        o.partition_tokens = 256;
+        o.merge = variant == 3 ? DecodeMerge::in_dispatch : DecodeMerge::reduce_pass;
+        lse = true;
+      } else if (variant == 4) {
+        o.order = DecodeOrder::longest_first;
+        v.alibi = v.sinks = true;
+        lse = true;
+      }
+      SCOPED_TRACE(::testing::Message() << v.str() << ", variant " << variant);
+      std::mt19937 rng(++seed);
+      const DecodeInputs in = make_decode_inputs(v, rng);
+      const auto plan = plan_or_refused(shape_for(in, p, lse), o);
+      ASSERT_TRUE(plan);
+      EXPECT_GT(plan->data().choice.head_slices, 1u) << plan->describe();
+      const DecodeResult want = reference::decode_attention(in, o, p, lse);
+      expect_decode_near(decode_attention(ctx(), in, o, p, lse), want, tolerance(v.query_dtype, v.cache_dtype), lse, v.str());
+    }
+  }
+}
+
+// E4M3 NaN bytes with head slices (32 heads on 2 kv heads): each slice's subgroups find them
+// after the loop over their own units: a NaN key makes its kv head's 16 heads NaN, a NaN value
+// its dim of the other 16; one pass and split.
+TEST_P(DecodeTest, HeadSlicesFp8E4m3NanIsNan) {
+  if (!matrix_family()) GTEST_SKIP() << "head slices are the matrix kernel's";
+  const DecodeTuningScope slices(ctx(), "slices=1");
+  DecodeCase c;
+  c.cache_dtype = DType::fp8_e4m3;
+  c.head_size = 64;
+  c.heads = 32;
+  c.kv_heads = 2;
+  c.lens = {40, 300};
+  std::mt19937 rng(12);
+  DecodeInputs in = make_decode_inputs(c, rng);
+  auto at = [&](int64_t seq, int64_t token) { return block_of_token(c, in, seq, token); };
+  in.key_cache.as<uint8_t>()[key_cache_index(c, at(0, 3), 0, 5, 3)] = 0x7f;                   // seq 0: heads 0..15
+  in.value_cache.as<uint8_t>()[value_cache_index(c, at(1, 290), 1, 20, 290 % c.block_size)] = 0xff;  // seq 1: dim 20 of heads 16..31
+  auto nan_expected = [&](int64_t seq, int64_t head, int64_t dim) { return seq == 0 ? head < 16 : head >= 16 && dim == 20; };
+  const DecodeParams params = default_params(c);
+  const auto want = reference::decode_attention(in, {}, params);
+  for (const SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
+    DecodeOptions o = with_kernel({});
+    o.split = split;
+    o.partition_tokens = split == SplitMode::split ? 256 : 0;
+    const auto plan = plan_or_refused(decode_shape_of(in), o);
+    ASSERT_TRUE(plan);
+    EXPECT_GT(plan->data().choice.head_slices, 1u) << plan->describe();
+    const auto got = decode_attention(ctx(), in, o, params);
+    for (int64_t i = 0; i < got.output.numel(); ++i) {
+      const int64_t seq = i / (c.heads * c.head_size), head = (i / c.head_size) % c.heads, dim = i % c.head_size;
+      const double g = got.output.get(size_t(i));
+      EXPECT_EQ(std::isnan(g), nan_expected(seq, head, dim)) << "element " << i;
+      if (!nan_expected(seq, head, dim)) EXPECT_NEAR(g, want.output.get(size_t(i)), tolerance(c.query_dtype, c.cache_dtype));
+    }
+  }
+}
+
 // ---- the token-major cache layouts (KvLayout nhd and hnd) ----
 
 // The tests' re-laying of caches (support/decode_layouts.hpp) puts every element where the

@@ -635,6 +635,74 @@ TEST(DecodePlannerKhr, FragmentLayout) {
                 "[16 x 8]: lane 1 component 0 holds element code 9"});
 }
 
+// ---- head slices (DecodeTuning::slices) ----
+
+// Off by default (groups above 8 heads run in workgroups of 8 that each read the group's keys
+// and values); with slices=1 a group of up to 32 heads runs in one workgroup of slices of 8
+// heads, each slice's subgroups walking the same units, as many as the shared memory holds.
+TEST(DecodePlannerH200, HeadSlices) {
+  const DecodeTuning on = tuned("slices=1");
+  const DecodeShape mqa = planner_shape(128, 32, 1, 128, 2048);  // MQA, 134 MB of KV
+  DecodeChoice c = plan(h200(), mqa);
+  EXPECT_EQ(c.head_slices, 1u);
+  EXPECT_EQ(c.heads_per_workgroup, 8u);
+  EXPECT_EQ(c.groups_per_kv_head, 4u);
+  EXPECT_EQ(c.module, DecodeModule::matrix);
+  c = plan(h200(), mqa, {}, on);
+  EXPECT_EQ(c.head_slices, 4u);
+  EXPECT_EQ(c.heads_per_workgroup, 32u);
+  EXPECT_EQ(c.groups_per_kv_head, 1u);
+  EXPECT_EQ(c.module, DecodeModule::matrix_slices);
+  // 128 workgroups: a split of 2 x 1024 tokens, and 2 subgroups per slice (4 do not fit 48 KiB).
+  EXPECT_TRUE(c.split);
+  EXPECT_EQ(c.num_partitions, 2u);
+  EXPECT_EQ(c.partition_tokens, 1024u);
+  EXPECT_EQ(c.subgroups, 8u);
+  EXPECT_EQ(c.workgroup, 256u);
+  struct Group {
+    uint32_t heads, kv_heads, slices, heads_per_workgroup, groups_per_kv_head;
+  };
+  for (const Group& g : {Group{16, 1, 2, 16, 1}, Group{12, 1, 2, 12, 1}, Group{40, 1, 3, 20, 2},
+                         Group{64, 2, 4, 32, 1}, Group{128, 1, 4, 32, 4}, Group{8, 1, 1, 8, 1}, Group{32, 32, 1, 1, 1}}) {
+    SCOPED_TRACE(::testing::Message() << g.heads << " heads on " << g.kv_heads);
+    c = plan(h200(), planner_shape(64, g.heads, g.kv_heads, 128, 4096), {}, on);
+    if (g.kv_heads == g.heads) c = plan(h200(), planner_shape(64, g.heads, g.kv_heads, 128, 4096), kernel_option(Kernel::matrix), on);
+    EXPECT_EQ(c.kernel, Kernel::matrix);
+    EXPECT_EQ(c.head_slices, g.slices);
+    EXPECT_EQ(c.heads_per_workgroup, g.heads_per_workgroup);
+    EXPECT_EQ(c.groups_per_kv_head, g.groups_per_kv_head);
+    EXPECT_EQ(c.subgroups % c.head_slices, 0u);
+    EXPECT_EQ(c.workgroup, 32u * c.subgroups);
+    EXPECT_EQ(c.module, g.slices > 1 ? DecodeModule::matrix_slices : DecodeModule::matrix);
+  }
+  // Every module has its twin; the token-major layouts and the timeline keep workgroups of 8.
+  EXPECT_EQ(plan(h200(), planner_shape(64, 32, 2, 128, 4096, DType::f16, DType::fp8_e4m3), {}, on).module,
+            DecodeModule::matrix_slices_e4m3);
+  EXPECT_EQ(plan(h200_with_khr(), planner_shape(64, 32, 2, 128, 4096), kernel_option(Kernel::matrix_khr), on).module,
+            DecodeModule::matrix_slices_khr);
+  EXPECT_EQ(plan(h200_with_khr(), planner_shape(64, 32, 2, 128, 4096, DType::bf16, DType::fp8_e4m3),
+                 kernel_option(Kernel::matrix_khr), on)
+                .module,
+            DecodeModule::matrix_slices_e4m3_khr);
+  DecodeShape nhd = mqa;
+  nhd.kv_layout = KvLayout::nhd;
+  EXPECT_EQ(plan(h200(), nhd, {}, on).head_slices, 1u);
+  DecodeOptions timeline;
+  timeline.timeline = true;
+  EXPECT_EQ(plan(h200(), mqa, timeline, on).head_slices, 1u);
+  // Fewer slices where the shared memory holds fewer heads' rows (D = 256: 3 of 8 heads).
+  c = plan(h200(), planner_shape(64, 32, 1, 256, 4096), {}, on);
+  EXPECT_EQ(c.head_slices, 2u);
+  EXPECT_EQ(c.heads_per_workgroup, 16u);
+  EXPECT_EQ(c.groups_per_kv_head, 2u);
+  DecodeDeviceProperties small = h200();
+  small.max_shared_memory = 16384;  // 2 slices (one subgroup each: 12.4 KiB), not 3
+  EXPECT_EQ(plan(small, mqa, {}, on).head_slices, 2u);
+  small.max_shared_memory = 12288;
+  EXPECT_EQ(plan(small, mqa, {}, on).head_slices, 1u);
+  expect_error([] { tuned("slices=2"); }, ErrorCode::invalid_argument, {"slices", "0 to 1"});
+}
+
 // ---- cache layouts ----
 
 // nhd and hnd run on the matrix kernel's token-major modules (NV and KHR, E4M3's own), with the

@@ -30,6 +30,12 @@ std::string decode_kernel_name(DecodeKernel kernel) {
 bool merges_in_dispatch(DecodeKernel kernel) { return kernel == DecodeKernel::matrix || kernel == DecodeKernel::matrix_khr; }
 bool records_timeline(DecodeKernel kernel) { return kernel == DecodeKernel::matrix; }  // NV's module only
 
+DecodeTuningScope::DecodeTuningScope(Context& context, const char* text)
+    : context_(context), saved_(detail::decode_tuning(context)) {
+  detail::set_decode_tuning(context, detail::parse_decode_tuning(text));
+}
+DecodeTuningScope::~DecodeTuningScope() { detail::set_decode_tuning(context_, saved_); }
+
 DecodeShape shape_for(const DecodeInputs& in, const DecodeParams& params, bool lse) {
   DecodeShape s = decode_shape_of(in, lse);
   s.softcap = params.softcap != 0.0f;

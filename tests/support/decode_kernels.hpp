@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/decode_tuning.hpp"
 #include "support/decode_case.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/decode.hpp"
@@ -72,6 +73,20 @@ class DecodeKernelTest : public GpuTest, public ::testing::WithParamInterface<De
  private:
   int taken_ = 0;  // plans the kernel took
   std::vector<std::string> refused_;
+};
+
+// The decode planner's tuning of `context` set to `text` (VKPAGED_DECODE_TUNE's form) while the
+// object lives, then put back: a knob's other side tested on the shared context.
+class DecodeTuningScope {
+ public:
+  DecodeTuningScope(Context& context, const char* text);
+  ~DecodeTuningScope();
+  DecodeTuningScope(const DecodeTuningScope&) = delete;
+  DecodeTuningScope& operator=(const DecodeTuningScope&) = delete;
+
+ private:
+  Context& context_;
+  detail::DecodeTuning saved_;
 };
 
 // The shape decode_attention plans for these inputs and params (shape.softcap from the params).
