@@ -265,6 +265,13 @@ layout(set = 0, binding = DECODE_BINDING_LSE) writeonly buffer Lse { float lse[]
 layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
 #include "common/decode_order.glsl"
 #include "common/split_merge.glsl"  // declares the scratch
+// The key range (attention_range.glsl). A decode request is one query token: request s's is
+// token s (its request search, which decode does not call, reads this).
+#ifndef VKP_DECODE_QUERY_START_AT
+#define VKP_DECODE_QUERY_START_AT
+uint query_start_at(uint s) { return s; }
+#endif
+#include "common/attention_range.glsl"
 
 // The query as f16 pairs (QUERY_WORDS words at 0: [head][dim step * 16 + k], in the keys' dim
 // order), and each subgroup's unnormalised output ([subgroup][head][d] from OUT_BASE), in the
@@ -684,13 +691,14 @@ void main() {
     if (tid == 0u && gl_WorkGroupID.x == 0u && part == 0u) atomicOr(status[pc.status_offset], STATUS_BAD_CONTEXT_LEN);
     len = pc.context_cap;
   }
-  uint lo = 0u;
-  if (WINDOW && pc.sliding_window > 0u && len > pc.sliding_window) lo = len - pc.sliding_window;
-  const uvec2 parts = MERGE_HERE ? split_partitions(len, lo, pc.partition_tokens) : uvec2(0u);  // the sequence's partitions
-  uint hi = len;
+  // The keys the query at position len - 1 attends (attention_range.glsl: the window's), the
+  // sequence's partitions that hold them, and this partition's part of them.
+  const KeyRange row_range = row_key_range(int(len) - 1, len, 1u, WINDOW ? pc.sliding_window : 0u, false);
+  const uvec2 parts = MERGE_HERE ? key_range_partitions(row_range, pc.partition_tokens, pc.num_partitions) : uvec2(0u);
+  const KeyRange range =
+      SPLIT ? clip_key_range(row_range, part * pc.partition_tokens, (part + 1u) * pc.partition_tokens) : row_range;
+  const uint lo = range.lo, hi = range.hi;
   if (SPLIT) {
-    lo = max(lo, part * pc.partition_tokens);
-    hi = min(hi, (part + 1u) * pc.partition_tokens);
     if (lo >= hi) {  // the whole workgroup; the merge skips partitions outside [window start, len)
       if (MERGE_HERE && len == 0u && part == 0u) split_merge(seq, head0, heads, parts);  // no partition: zeros
 #if VKP_TIMELINE
