@@ -207,6 +207,16 @@ const bool MERGE_HERE = SPLIT && (FEATURES & DECODE_FEATURE_MERGE_IN_DISPATCH) !
 #define POS_INF uintBitsToFloat(0x7f800000u)
 #define QUIET_NAN uintBitsToFloat(0x7fc00000u)
 
+// The logits transform (attention_logits.glsl, which reads the key range's block, whose request
+// search reads query_start_at: a decode request is one query token, request s's token s).
+#ifndef VKP_DECODE_QUERY_START_AT
+#define VKP_DECODE_QUERY_START_AT
+uint query_start_at(uint s) { return s; }
+#endif
+#include "common/attention_range.glsl"
+#include "common/softmax_state.glsl"
+#include "common/attention_logits.glsl"
+
 // The 16x8x16 product's fragments: A [16 x 16] and B [16 x 8] f16, the accumulator [16 x 8]
 // f32; MAT_LOAD_COLUMNS loads a column-major matrix (element offset and stride in units of the
 // array's type, in both extensions).
@@ -865,8 +875,9 @@ void main() {
         if (!masked) scores_finite[j] = scores_finite[j] && !non_finite(scores[i][e]);  // before the soft cap
         float l = scores[i][e] * score_fix[j];
         if (BF16) l *= key_fix;
-        if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
-        if (ALIBI) l += slope[j] * (float(t) - float(len) + 1.0);
+        // Soft cap and ALiBi for the query at position len - 1 (attention_logits.glsl; its NaN
+        // for a non-finite score only adds to the column's flag above).
+        l = attention_logit(l, int(len) - 1, t, pc.softcap, slope[j]);
         if (masked) l = NEG_INF;
         if (SLICE_HEAD(2u * q + j) >= heads) l = NEG_INF;
         logit[4u * i + e] = l;
