@@ -299,6 +299,12 @@ shared float s_factor[QUERY_HEADS];          // output factor per head
 shared float s_query_fix[QUERY_HEADS];       // per head: the inverse of its query's power of two
 shared uint s_row_largest[QUERY_HEADS];      // bf16 query: each row's largest magnitude, as float bits
 
+// The epilogue (attention_epilogue.glsl: the sinks, the LSE and the output packing; its merge
+// weights from softmax_state.glsl).
+#include "common/softmax_state.glsl"
+#include "common/convert.glsl"
+#include "common/attention_epilogue.glsl"
+
 // The cache dim that slot k of dim step `step` holds (see the header): the lane (g, q) that
 // holds k reads chunk 4 (step / STEPS_PER_CHUNK) + q, and 4 dims of it per step.
 uint key_dim(uint step, uint k) {
@@ -1041,7 +1047,7 @@ void main() {
     float den = 0.0;
     bool poisoned = false;  // a NaN sum in some subgroup (step 9)
     for (uint s = 0u; s < MERGE_SUBGROUPS; ++s) {
-      const float w = m == NEG_INF || s_max[STATE_INDEX(s, h)] == NEG_INF ? 0.0 : exp(s_max[STATE_INDEX(s, h)] - m);
+      const float w = softmax_rescale(s_max[STATE_INDEX(s, h)], m);  // the subgroup's state under the max
       s_weight[STATE_INDEX(s, h)] = w;
       den += w * s_sum[STATE_INDEX(s, h)];
       poisoned = poisoned || non_finite(s_sum[STATE_INDEX(s, h)]);
@@ -1053,18 +1059,11 @@ void main() {
       scratch[ml + 1u] = poisoned ? QUIET_NAN : den;
       s_factor[h] = out_scale;
     } else {
-      // Single pass: normalise (sinks join the denominator).
-      float w = 1.0;
-      if (SINKS) {
-        const float z = sinks[pc.sinks_offset + head0 + h];
-        const float mz = max(m, z);
-        w = m == NEG_INF ? 0.0 : exp(m - mz);
-        den = den * w + exp(z - mz);
-        m = mz;
-      }
-      s_factor[h] = poisoned ? QUIET_NAN : den > 0.0 ? w * out_scale / den : 0.0;
-      if (WRITE_LSE)
-        lse[pc.lse_offset + seq * pc.num_heads + head0 + h] = poisoned ? QUIET_NAN : den > 0.0 ? m + log(den) : NEG_INF;
+      // Single pass: the sinks, the output factor and the LSE (attention_epilogue.glsl); a NaN
+      // sum in some subgroup poisons the head.
+      const RowFinish f = finish_row(poisoned ? VKP_NAN : m, den, SINKS, SINKS ? sinks[pc.sinks_offset + head0 + h] : 0.0);
+      s_factor[h] = f.factor * out_scale;
+      if (WRITE_LSE) lse[pc.lse_offset + seq * pc.num_heads + head0 + h] = f.lse;
     }
   }
   barrier();
@@ -1077,16 +1076,16 @@ void main() {
     for (uint s = 0u; s < MERGE_SUBGROUPS; ++s)
       o += s_weight[STATE_INDEX(s, h)] *
            vec2(s_work[OUT_BASE + (STATE_INDEX(s, h)) * D + d], s_work[OUT_BASE + (STATE_INDEX(s, h)) * D + d + 1u]);
-    o *= s_factor[h];
     if (SPLIT) {
       // scratch: partial outputs [S][H][P][D] (unnormalised), as the merge reads them
+      o *= s_factor[h];
       const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
       scratch[pc.scratch_offset + row * D + d] = o.x;
       scratch[pc.scratch_offset + row * D + d + 1u] = o.y;
     } else {
-      o = vec2(nan_if_non_finite(o.x), nan_if_non_finite(o.y));  // a non-finite value attended
+      // NaN where a non-finite value was attended; packed as the query's dtype (attention_epilogue.glsl).
       output_words[pc.output_offset + ((seq * pc.num_heads + head0 + h) * D + d) / 2u] =
-          QUERY_DTYPE == DT_BF16 ? f32_to_bf16_bits(o.x) | (f32_to_bf16_bits(o.y) << 16) : packHalf2x16(o);
+          pack_output(finish_output(o.x, s_factor[h]), finish_output(o.y, s_factor[h]), QUERY_DTYPE);
     }
   }
   if (MERGE_HERE) split_arrive(seq, head0, heads, parts);
