@@ -33,17 +33,24 @@ enum class SplitMode {
 };
 
 enum class DecodeKernel {
-  automatic,  // the matrix kernel for GQA groups with an f16 or bf16 query and a 16-bit or
-              // fp8 cache where it can run (measured faster on an H200 for GQA groups and
-              // slower for MHA: bench/experiments/matrix-kernel.md), else the
-              // scalar kernel
-  scalar,     // the portable kernel (every device, dtype and shape)
-  matrix,     // matrix units (VK_NV_cooperative_matrix): f16 or bf16 query, f16, bf16 or fp8
-              // cache (bf16 becomes f16 in registers, rescaled where it does not fit), head_size
-              // a multiple of 32 (64 for fp8), block_size a multiple of 8, caches within
-              // maxStorageBufferRange, and a device whose fragment layout the kernel knows
-              // (checked once per context by a small probe run on the context's queue);
-              // refused elsewhere
+  automatic,   // the matrix kernel for GQA groups with an f16 or bf16 query and a 16-bit or
+               // fp8 cache where it can run (measured faster on an H200 for GQA groups and
+               // slower for MHA: bench/experiments/matrix-kernel.md), else the
+               // scalar kernel
+  scalar,      // the portable kernel (every device, dtype and shape)
+  matrix,      // matrix units, through the best extension the device has: VK_NV_cooperative_matrix
+               // where it can run the plan (NVIDIA), else VK_KHR_cooperative_matrix (any vendor
+               // whose 16x8x16 f16 products, listed by the device, have the fragment layout the
+               // kernel writes). f16 or bf16 query, f16, bf16 or fp8 cache (bf16 becomes f16 in
+               // registers, rescaled where it does not fit), head_size a multiple of 32 (64 for
+               // fp8), block_size a multiple of 8, caches within maxStorageBufferRange, 32-wide
+               // subgroups, and a device whose fragment layout the kernel knows (checked once per
+               // context by a small probe run on the context's queue); refused elsewhere
+  matrix_khr,  // the matrix kernel through VK_KHR_cooperative_matrix even where NV's runs (to
+               // compare the two, and to test the KHR path on NVIDIA): the same conditions, and a
+               // Context with the extension enabled (not under a validation layer older than it);
+               // refused elsewhere. The plan's kernel is then `matrix` (DecodePlan::describe says
+               // which extension)
 };
 
 enum class DecodeOrder {
@@ -84,9 +91,9 @@ struct DecodeOptions {
   // Diagnostics for kernel work: the matrix kernel also records, per subgroup, when it started,
   // staged the query, finished its first and last units of 32 tokens, and ended, in
   // DecodeViews::timeline (DecodePlan::timeline_bytes(); layout: decode_timeline below;
-  // scripts/decode_timeline.py reads it). Needs a plan on the matrix kernel and a device with
-  // VK_KHR_shader_clock, VK_NV_shader_sm_builtins and buffer device addresses
-  // (DeviceInfo::decode_timeline); refused otherwise.
+  // scripts/decode_timeline.py reads it). Needs a plan on the matrix kernel through
+  // VK_NV_cooperative_matrix and a device with VK_KHR_shader_clock, VK_NV_shader_sm_builtins and
+  // buffer device addresses (DeviceInfo::decode_timeline); refused otherwise.
   bool timeline = false;
 };
 
@@ -103,8 +110,10 @@ struct DecodeShape {
   uint32_t max_context_len = 0;
   DType query_dtype = DType::f16;  // query and output: f32, f16, bf16
   DType cache_dtype = DType::f16;  // f32, f16, bf16, fp8_e4m3, fp8_e5m2
-  // The caches' layout (kv_layout.hpp). Decode reads vllm only for now: nhd and hnd are
-  // refused (unsupported) by DecodePlan::create.
+  // The caches' layout (kv_layout.hpp). The matrix kernel reads every layout (nhd and hnd with
+  // head_size a multiple of 64); the scalar kernel reads vllm only for now, so nhd and hnd need
+  // a plan on the matrix kernel (GQA groups, or DecodeKernel::matrix), and are refused
+  // (unsupported) elsewhere, as is DecodeOptions::timeline on them.
   KvLayout kv_layout = KvLayout::vllm;
   bool alibi = false;              // ALiBi slopes [H] f32 will be given
   bool softcap = false;            // a soft cap will be given (DecodeParams::softcap > 0)
@@ -165,8 +174,8 @@ class VKPAGED_API DecodePlan {
 // The buffers of one call, in the contract's layouts (see docs/contract.md).
 struct DecodeViews {
   TensorView query;          // [S, H, D] query_dtype
-  TensorView key_cache;      // [N, Hkv, D/x, B, x] cache_dtype
-  TensorView value_cache;    // [N, Hkv, D, B] cache_dtype
+  TensorView key_cache;      // [N, Hkv, D/x, B, x] cache_dtype (nhd: [N, B, Hkv, D], hnd: [N, Hkv, B, D])
+  TensorView value_cache;    // [N, Hkv, D, B] cache_dtype (nhd and hnd: as the keys)
   TensorView block_tables;   // [S, M] i32 or u32
   TensorView context_lens;   // [S] i32 or u32
   TensorView output;         // [S, H, D] query_dtype

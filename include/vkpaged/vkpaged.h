@@ -474,11 +474,15 @@ typedef enum vkp_split_mode {
 typedef enum vkp_decode_kernel {
   VKP_KERNEL_AUTOMATIC = 0, /* the matrix kernel for GQA groups of 16-bit dtypes where it can run, else scalar */
   VKP_KERNEL_SCALAR = 1,    /* the portable kernel (every device, dtype and shape) */
-  /* Matrix units (VK_NV_cooperative_matrix): f16 or bf16 query; f16, bf16 or fp8 cache;
-   * head_size a multiple of 32 (64 for fp8), block_size a multiple of 8, caches within
-   * maxStorageBufferRange, a device whose fragment layout the kernel knows; refused elsewhere
-   * with UNSUPPORTED. */
+  /* Matrix units, through VK_NV_cooperative_matrix where it runs the plan, else
+   * VK_KHR_cooperative_matrix: f16 or bf16 query; f16, bf16 or fp8 cache; head_size a multiple
+   * of 32 (64 for fp8, and for the nhd and hnd layouts), block_size a multiple of 8, caches
+   * within maxStorageBufferRange, a device whose fragment layout the kernel knows; refused
+   * elsewhere with UNSUPPORTED. */
   VKP_KERNEL_MATRIX = 2,
+  /* The matrix kernel through VK_KHR_cooperative_matrix even where the NV extension runs it
+   * (tests and measurements); refused with UNSUPPORTED where KHR cannot run the plan. */
+  VKP_KERNEL_MATRIX_KHR = 3,
   VKP_DECODE_KERNEL_MAX_ENUM = 0x7FFFFFFF
 } vkp_decode_kernel;
 

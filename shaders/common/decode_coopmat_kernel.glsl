@@ -1,8 +1,15 @@
-// Paged decode attention on matrix units (VK_NV_cooperative_matrix), for f16 or bf16 queries
-// and an f16, bf16 or fp8 cache: the same contract and outputs as decode_kernel.glsl, run when
-// a plan asks for the matrix kernel on a device whose fragment layout the context verified
-// (decode.cpp, src/ops/fragment_layout.cpp). The products take f16 operands, so bf16 elements
-// are converted in registers (below, "bf16 range").
+// Paged decode attention on matrix units, for f16 or bf16 queries and an f16, bf16 or fp8
+// cache: the same contract and outputs as decode_kernel.glsl, run when a plan asks for the
+// matrix kernel on a device whose fragment layout the context verified (decode.cpp,
+// src/ops/fragment_layout*.cpp). The products take f16 operands, so bf16 elements are
+// converted in registers (below, "bf16 range").
+// Two extensions, one source: VK_NV_cooperative_matrix (decode_coopmat*.comp, glslc) and the
+// cross-vendor VK_KHR_cooperative_matrix (decode_coopmat*_khr.comp, VKP_KHR 1, compiled by the
+// KHR compiler, docs/toolchain.md). The matrix types and the two calls that differ are the
+// macros MatA, MatB, MatC, MAT_MUL_ADD and MAT_LOAD_COLUMNS, so the NV modules' SPIR-V is what
+// it was before the KHR twins existed (NVIDIA's driver compiles the kernel differently after
+// small changes to it). Both run only where the 16x8x16 fragments have the layout below: NV's
+// checked by fragment_layout.comp, KHR's by fragment_layout_16x8x16_khr.comp.
 //
 // Why: with a GQA group the scalar kernel spends more issue slots on the group's products than
 // the memory system needs to stream the cache (bench/RESULTS.md). Here the products run on the
@@ -33,6 +40,26 @@
 //           units, 16 bytes per row, measured slower on an H200.) The tiles' token rows
 //           follow: row g + 8h of tile i is token 8 (g / 2) + 4i + 2h + g % 2 (fp8: 8 (g / 2)
 //           + 4i + 2 (g % 2) + h, key_row_offset).
+// Token-major layouts (KvLayout nhd and hnd: a token's D dims are contiguous; VKP_TOKEN_MAJOR 1,
+// the decode_coopmat_token_major*.comp modules, KV_LAYOUT a specialization constant; the vllm
+// modules are compiled without this code): a key chunk is the same 16 bytes of a token, at
+// another address. A 16-byte value load holds 8 dims of one token, where the fragments want a
+// token pair per register, so the value products' M rows (dims) are permuted instead: lane
+// (g, q) holds, of each of its 8 tokens (value_group + t), dims 64 j + 8 g .. 64 j + 8 g + 7 as
+// one load per 64 dims (16 bytes, fp8 8), and row g (g + 8) of dim tile d = 4 j + e is the low
+// (high) half of the token's f16 pair e (fp8: word e / 2's pair e % 2), i.e. dim
+// 64 j + 8 g + 2 e (+ 1) (fp8: 64 j + 8 g + 4 (e / 2) + e % 2 (+ 2)). A register of the A
+// operand (two tokens of one row) is then two tokens' halves (a byte permute), the loads stay
+// whole 32-byte sectors across each row's 8 lanes, and the outputs are written to their dims
+// (value_dim). Head sizes are multiples of 64.
+// Head slices (VKP_HEAD_SLICES 1, the decode_coopmat_slices*.comp modules, SLICES a
+// specialization constant; the other modules are compiled without this code): a GQA group of
+// more than 8 heads (up to 8 SLICES) runs in one workgroup instead of one workgroup per 8 heads,
+// each of which read every key and value. Subgroup sub takes the 8 heads of slice sub % SLICES
+// (its own query fragments, columns, softmax states and outputs) and walks the units of walker
+// sub / SLICES, so the SLICES subgroups of a walker load the same cache words at about the same
+// time and the SM's L1 serves all but the first; each head merges its own walkers' states.
+// (Planned only where DecodeTuning::slices asks, until measured.)
 // fp8 pairs: a 4-byte word gives bytes 0 and 2 to one f16 pair and bytes 1 and 3 to the other
 // (a shift and two masks; pairing neighbours took byte moves and 18 to 28 % longer on an
 // H200), so with fp8 a key pair holds dims 4u + {0, 2} and {1, 3}, and the tokens' rows follow
@@ -70,7 +97,14 @@
 // element reaches its dim's accumulators through the products (0 * Inf is NaN too), and the
 // outputs turn any non-finite element into NaN.
 #extension GL_GOOGLE_include_directive : require
+#if VKP_TIMELINE && (VKP_KHR || VKP_TOKEN_MAJOR || VKP_HEAD_SLICES)
+#error "the timeline is recorded by the NV module of the vllm layout only (decode_coopmat_timeline.comp)"
+#endif
+#if VKP_KHR
+#extension GL_KHR_cooperative_matrix : require
+#else
 #extension GL_NV_cooperative_matrix : require
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -89,6 +123,9 @@
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
 #include "common/non_finite.glsl"
+#if VKP_TOKEN_MAJOR
+#include "common/kv_layout.glsl"
+#endif
 
 layout(local_size_x_id = DECODE_SC_WORKGROUP) in;
 layout(constant_id = DECODE_SC_HEAD_SIZE) const uint D = 128u;
@@ -111,12 +148,39 @@ layout(constant_id = DECODE_SC_MATRIX_PIPELINE) const bool PIPELINE = false;
 // words (a barrier parts them): a smaller workgroup, more of them resident per SM (the host
 // takes it where that measured faster: lengths that vary, and short contexts).
 layout(constant_id = DECODE_SC_MATRIX_SHARE_QUERY) const bool SHARE_QUERY = false;
+#if VKP_TOKEN_MAJOR
+// The caches' layout: KV_LAYOUT_NHD or KV_LAYOUT_HND (token-major; header).
+layout(constant_id = DECODE_SC_KV_LAYOUT) const uint KV_LAYOUT = KV_LAYOUT_NHD;
+#endif
 
 const uint WG = gl_WorkGroupSize.x;
 const uint SUBGROUP = 32u;                 // the host picks this shader only for 32-wide subgroups
 const uint SUBGROUPS = WG / SUBGROUP;
 const uint UNIT = 32u;                     // tokens per unit
 const uint HEADS = 8u;                     // N of the products; heads >= GROUP are zero
+#if VKP_HEAD_SLICES
+// Head slices (header): subgroup sub takes the 8 heads of slice sub % SLICES of the workgroup's
+// GROUP (up to 8 SLICES) and walks the units of walker sub / SLICES (walker, walker + WALKERS,
+// ...), so the SLICES subgroups of a walker read the same cache words at about the same time.
+layout(constant_id = DECODE_SC_MATRIX_HEAD_SLICES) const uint SLICES = 1u;
+const uint WALKERS = SUBGROUPS / SLICES;
+const uint QUERY_HEADS = HEADS * SLICES;   // query rows staged: the workgroup's heads
+#define UNIT_WALKER(subgroup) ((subgroup) / SLICES)
+#define SLICE_HEAD(column) (HEADS * (sub % SLICES) + (column))          // a column's head in the workgroup
+#define SLICE_QUERY(element) (HEADS * (D / 2u) * (sub % SLICES) + (element))  // its query rows' words
+#define STATE_INDEX(s, h) ((s) * SLICES + (h) / HEADS) * HEADS + (h) % HEADS  // walker s's state of head h
+#define MERGE_SUBGROUPS WALKERS
+#else
+// One slice: every subgroup takes the workgroup's heads (the spellings below are the same
+// code as before head slices existed, for the modules compiled without them).
+#define WALKERS SUBGROUPS
+#define QUERY_HEADS HEADS
+#define UNIT_WALKER(subgroup) subgroup
+#define SLICE_HEAD(column) column
+#define SLICE_QUERY(element) element
+#define STATE_INDEX(s, h) s * HEADS + h
+#define MERGE_SUBGROUPS SUBGROUPS
+#endif
 const bool FP8 = CACHE_DTYPE == DT_FP8_E4M3 || CACHE_DTYPE == DT_FP8_E5M2;
 const bool BF16 = CACHE_DTYPE == DT_BF16;   // converted to f16 in registers (bf16 range, above)
 const bool E4M3 = CACHE_DTYPE == DT_FP8_E4M3;  // its NaN is found on the raw bytes where VKP_E4M3_NAN (fp8 NaN, above)
@@ -143,9 +207,32 @@ const bool MERGE_HERE = SPLIT && (FEATURES & DECODE_FEATURE_MERGE_IN_DISPATCH) !
 #define POS_INF uintBitsToFloat(0x7f800000u)
 #define QUIET_NAN uintBitsToFloat(0x7fc00000u)
 
+// The logits transform (attention_logits.glsl, which reads the key range's block, whose request
+// search reads query_start_at: a decode request is one query token, request s's token s).
+#ifndef VKP_DECODE_QUERY_START_AT
+#define VKP_DECODE_QUERY_START_AT
+uint query_start_at(uint s) { return s; }
+#endif
+#include "common/attention_range.glsl"
+#include "common/softmax_state.glsl"
+#include "common/attention_logits.glsl"
+
+// The 16x8x16 product's fragments: A [16 x 16] and B [16 x 8] f16, the accumulator [16 x 8]
+// f32; MAT_LOAD_COLUMNS loads a column-major matrix (element offset and stride in units of the
+// array's type, in both extensions).
+#if VKP_KHR
+#define MatA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define MatB coopmat<float16_t, gl_ScopeSubgroup, 16, 8, gl_MatrixUseB>
+#define MatC coopmat<float, gl_ScopeSubgroup, 16, 8, gl_MatrixUseAccumulator>
+#define MAT_MUL_ADD coopMatMulAdd
+#define MAT_LOAD_COLUMNS(m, buf, element, stride) coopMatLoad(m, buf, element, stride, gl_CooperativeMatrixLayoutColumnMajor)
+#else
 #define MatA fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define MatB fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
 #define MatC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+#define MAT_MUL_ADD coopMatMulAddNV
+#define MAT_LOAD_COLUMNS(m, buf, element, stride) coopMatLoadNV(m, buf, element, stride, true)
+#endif
 
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 
@@ -188,12 +275,19 @@ layout(set = 0, binding = DECODE_BINDING_LSE) writeonly buffer Lse { float lse[]
 layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
 #include "common/decode_order.glsl"
 #include "common/split_merge.glsl"  // declares the scratch
+// The key range (attention_range.glsl). A decode request is one query token: request s's is
+// token s (its request search, which decode does not call, reads this).
+#ifndef VKP_DECODE_QUERY_START_AT
+#define VKP_DECODE_QUERY_START_AT
+uint query_start_at(uint s) { return s; }
+#endif
+#include "common/attention_range.glsl"
 
 // The query as f16 pairs (QUERY_WORDS words at 0: [head][dim step * 16 + k], in the keys' dim
 // order), and each subgroup's unnormalised output ([subgroup][head][d] from OUT_BASE), in the
 // same words with SHARE_QUERY.
 const bool SHARED_WORDS = SHARE_QUERY && QUERY_REGISTERS;
-const uint QUERY_WORDS = HEADS * D / 2u;
+const uint QUERY_WORDS = QUERY_HEADS * D / 2u;
 const uint OUT_WORDS = SUBGROUPS * HEADS * D;
 const uint OUT_BASE = SHARED_WORDS ? 0u : QUERY_WORDS;
 const uint WORK_WORDS = SHARED_WORDS ? (OUT_WORDS > QUERY_WORDS ? OUT_WORDS : QUERY_WORDS) : QUERY_WORDS + OUT_WORDS;
@@ -201,9 +295,15 @@ shared float s_work[WORK_WORDS];
 shared float s_max[SUBGROUPS * HEADS];
 shared float s_sum[SUBGROUPS * HEADS];
 shared float s_weight[SUBGROUPS * HEADS];    // merge weight of each subgroup's state
-shared float s_factor[HEADS];                // output factor per head
-shared float s_query_fix[HEADS];             // per head: the inverse of its query's power of two
-shared uint s_row_largest[HEADS];            // bf16 query: each row's largest magnitude, as float bits
+shared float s_factor[QUERY_HEADS];          // output factor per head
+shared float s_query_fix[QUERY_HEADS];       // per head: the inverse of its query's power of two
+shared uint s_row_largest[QUERY_HEADS];      // bf16 query: each row's largest magnitude, as float bits
+
+// The epilogue (attention_epilogue.glsl: the sinks, the LSE and the output packing; its merge
+// weights from softmax_state.glsl).
+#include "common/softmax_state.glsl"
+#include "common/convert.glsl"
+#include "common/attention_epilogue.glsl"
 
 // The cache dim that slot k of dim step `step` holds (see the header): the lane (g, q) that
 // holds k reads chunk 4 (step / STEPS_PER_CHUNK) + q, and 4 dims of it per step.
@@ -337,6 +437,30 @@ uint mask_pair(uint w, uint t, uint lo, uint hi) {
   return w & (keep_lo | keep_hi);
 }
 
+#if VKP_TOKEN_MAJOR
+const uint VALUE_LOADS = D / 64u;  // value loads per token and lane (token-major, header)
+
+// From one token to the next in a block, in units of `dims` dims (kv_layout.glsl's offsets are
+// linear in the dim for nhd and hnd, so such a unit counts as one element).
+uint token_stride(uint dims) { return (KV_LAYOUT == KV_LAYOUT_NHD ? pc.num_kv_heads : 1u) * (D / dims); }
+
+// Key load `index` = r * KEY_LOADS + c of a unit (row g + 8 (r % 2) of tile r / 2, chunk
+// 4c + q) from `base`: 16 bytes; zeros without a block.
+uvec4 load_key_chunk(uint base, uint block, uint index, uint g, uint q) {
+  if (block == NO_BLOCK) return uvec4(0u);
+  const uint r = index / KEY_LOADS, c = index % KEY_LOADS;
+  return key16[base + key_row_offset(g, r) * token_stride(CHUNK_DIMS) + 4u * c + q];
+}
+
+// Value slot r = `row` / 8 of a lane g = `row` % 8 (the vllm modules' row index, so that the
+// callers read the same): token r / VALUE_LOADS of the lane's 8 at `base`, its dims
+// 64 (r % VALUE_LOADS) + 8 g .. + 7: 16 bytes, or 8 (fp8, in .xy); zeros without a block.
+uvec4 load_value_row(uint base, uint block, uint row) {
+  if (block == NO_BLOCK) return uvec4(0u);
+  const uint r = row / 8u, at = base + (r / VALUE_LOADS) * token_stride(8u) + 8u * (r % VALUE_LOADS) + row % 8u;
+  return FP8 ? uvec4(value8[at], 0u, 0u) : value16[at];
+}
+#else
 // Key load `index` = r * KEY_LOADS + c of a unit (row g + 8 (r % 2) of tile r / 2, chunk
 // 4c + q) from `base`: 16 bytes; zeros without a block.
 uvec4 load_key_chunk(uint base, uint block, uint index, uint g, uint q) {
@@ -351,6 +475,7 @@ uvec4 load_value_row(uint base, uint block, uint row) {
   if (block == NO_BLOCK) return uvec4(0u);
   return FP8 ? uvec4(value8[base + row * (B / 8u)], 0u, 0u) : value16[base + row * (B / 8u)];
 }
+#endif
 
 // A 16-bit value row of tokens t0..t0+7 with the slots outside [lo, hi) zeroed.
 uvec4 mask_row(uvec4 w, uint t0, uint lo, uint hi) {
@@ -366,6 +491,57 @@ uint table_entry(uint table, uint token, uint end) {
 // Where a lane's key loads (uvec4 index; load_key_chunk adds the chunk and row) and value rows
 // (uvec4 index, uvec2 for fp8; load_value_row adds the row) of kv head `kv_head` start in
 // `block`, for its tokens from `first_token` (8 of them, in one block).
+#if VKP_TOKEN_MAJOR
+// Token-major: counted in key chunks (CHUNK_DIMS dims) and in 8-dim value loads, from the
+// block's start (Hkv D B elements) and the first token's place in it (kv_layout.glsl).
+uint key_base_of(uint block, uint kv_head, uint first_token) {
+  const uint chunks = D / CHUNK_DIMS;
+  return pc.key_offset / 4u + block * (pc.num_kv_heads * chunks * B) +
+         kv_key_offset(KV_LAYOUT, pc.num_kv_heads, chunks, B, 1u, kv_head, 0u, first_token % B);
+}
+uint value_base_of(uint block, uint kv_head, uint first_token) {
+  const uint start = FP8 ? pc.value_offset / 2u : pc.value_offset / 4u;  // uvec2 or uvec4 units
+  return start + block * (pc.num_kv_heads * (D / 8u) * B) +
+         kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D / 8u, B, 1u, kv_head, 0u, first_token % B);
+}
+
+// Token-major values (header): the f16 pair of dim tile d (rows g and g + 8) in a token's slot
+// `w` (its load d / 4): f16 word d % 4; fp8 word (d % 4) / 2, bytes 0 and 2 then 1 and 3.
+uint value_pair(uvec4 w, uint d) {
+  const uint e = d % 4u;
+  if (!FP8) return w[e];
+  return pairs_of(w, e / 2u)[e % 2u];
+}
+
+// The lane's token (of its 8) in k slot s (2q, 2q + 1, 2q + 8, 2q + 9) of tile i: the order of
+// P^T's rows (key_row_offset), 4 i + 0, 1, 2, 3 (fp8: 4 i + 0, 2, 1, 3).
+uint value_token(uint i, uint s) { return 4u * i + (FP8 ? 2u * (s % 2u) + s / 2u : s); }
+
+// The A operand of dim tile d from the slots of the tokens in its k slots 2q, 2q + 1, 2q + 8,
+// 2q + 9 (value_token): rows g and g + 8 as f16 pairs of two tokens each, a byte permute per
+// register. (The slots come one by one: a spec-constant-sized array as a parameter trips
+// glslc's optimizer.)
+MatA value_fragment(uvec4 w0, uvec4 w1, uvec4 w2, uvec4 w3, uint d) {
+  const uint p0 = value_pair(w0, d), p1 = value_pair(w1, d), p2 = value_pair(w2, d), p3 = value_pair(w3, d);
+  return a_fragment(uvec2((p0 & 0xffffu) | (p1 << 16), (p2 & 0xffffu) | (p3 << 16)),
+                    uvec2((p0 >> 16) | (p1 & 0xffff0000u), (p2 >> 16) | (p3 & 0xffff0000u)));
+}
+#define VALUE_FRAGMENT(values, d, i)                                                                              \
+  value_fragment(values[value_token(i, 0u) * VALUE_LOADS + (d) / 4u], values[value_token(i, 1u) * VALUE_LOADS + (d) / 4u], \
+                 values[value_token(i, 2u) * VALUE_LOADS + (d) / 4u], values[value_token(i, 3u) * VALUE_LOADS + (d) / 4u], d)
+
+// The dim that row g + 8 h of dim tile d holds (header).
+uint value_dim(uint d, uint g, uint h) {
+  const uint e = d % 4u;
+  return 64u * (d / 4u) + 8u * g + (FP8 ? 4u * (e / 2u) + e % 2u + 2u * h : 2u * e + h);
+}
+
+// Value slot r of the lane's tokens from t0, zero where its token lies outside [lo, hi).
+uvec4 mask_value_slot(uvec4 w, uint r, uint t0, uint lo, uint hi) {
+  const uint t = t0 + r / VALUE_LOADS;
+  return t >= lo && t < hi ? w : uvec4(0u);
+}
+#else
 uint key_base_of(uint block, uint kv_head, uint first_token) {
   return pc.key_offset / 4u + (block * pc.num_kv_heads + kv_head) * (D / CHUNK_DIMS) * B + first_token % B;
 }
@@ -373,6 +549,7 @@ uint value_base_of(uint block, uint kv_head, uint first_token) {
   const uint start = FP8 ? pc.value_offset / 8u : pc.value_offset / 4u;
   return start + (block * pc.num_kv_heads + kv_head) * D * (B / 8u) + (first_token % B) / 8u;
 }
+#endif
 
 // The blocks of this lane's key and value tokens of the unit at `tok0` from their table
 // entries: NO_BLOCK where its tokens lie outside [lo, hi) or the id is bad. A bad id is flagged
@@ -404,8 +581,12 @@ void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint tab
   const uint g = lane / 4u, q = lane % 4u;
   const uint key_group = 8u * (g / 2u), value_group = 8u * q;
   bool nan_key = false;
+#if VKP_TOKEN_MAJOR
+  uint nan_token_rows[2] = {0u, 0u};  // bit 2 d + h: row g + 8 h of dim tile d has a NaN (D <= 512)
+#else
   uint nan_rows = 0u;  // bit r: dim row 8 r + g has a NaN among this lane's tokens in [lo, hi)
-  for (uint u = lo / UNIT + gl_SubgroupID; u < end_unit; u += SUBGROUPS) {
+#endif
+  for (uint u = lo / UNIT + UNIT_WALKER(gl_SubgroupID); u < end_unit; u += WALKERS) {
     const uint tok0 = u * UNIT;
     const uvec2 blocks = unit_blocks(tok0, table_entry(table, tok0 + key_group, hi), table_entry(table, tok0 + value_group, hi),
                                      key_group, value_group, lo, hi);
@@ -421,22 +602,49 @@ void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint tab
     }
     const uint value_base = value_base_of(blocks.y, kv_head, tok0 + value_group);
     const uint value_t0 = blocks.y == NO_BLOCK ? 0xfffffff0u : tok0 + value_group;
+#if VKP_TOKEN_MAJOR
+    // A word holds 4 dims of one token, where the probe may also flag the byte above a NaN:
+    // each byte is tested on its own (rows 2 d + h of the header's value layout).
+    [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
+      const uint t = value_t0 + r / VALUE_LOADS;
+      if (t < lo || t >= hi) continue;
+      const uvec2 w = load_value_row(value_base, blocks.y, 8u * r + g).xy;
+      [[unroll]] for (uint b = 0u; b < 8u; ++b) {
+        const uint row = 2u * (4u * (r % VALUE_LOADS) + 2u * (b / 4u) + b % 2u) + (b % 4u) / 2u;
+        if (((w[b / 4u] >> (8u * (b % 4u))) & 0x7fu) == 0x7fu) nan_token_rows[row / 32u] |= 1u << (row % 32u);
+      }
+    }
+#else
     const uvec2 keep = uvec2(fp8_keep_mask(value_t0, lo, hi), fp8_keep_mask(value_t0 + 4u, lo, hi));
     [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
       const uvec2 w = load_value_row(value_base, blocks.y, 8u * r + g).xy & keep;
       if (((nan_probe(w.x) | nan_probe(w.y)) & NAN_PROBE_BITS) != 0u) nan_rows |= 1u << r;
     }
+#endif
   }
   if (subgroupAny(nan_key)) {
     [[unroll]] for (uint j = 0u; j < 2u; ++j) running_sum[j] = QUIET_NAN;
     [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) acc[d] = MatC(QUIET_NAN);
   }
+#if VKP_TOKEN_MAJOR
+  // The row's other tokens: lanes q = 0..3 of this g.
+  [[unroll]] for (uint x = 0u; x < 2u; ++x) {
+    nan_token_rows[x] |= subgroupShuffleXor(nan_token_rows[x], 1u);
+    nan_token_rows[x] |= subgroupShuffleXor(nan_token_rows[x], 2u);
+  }
+  [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+      const uint row = 2u * d + e / 2u;
+      if (((nan_token_rows[row / 32u] >> (row % 32u)) & 1u) != 0u) acc[d][e] = QUIET_NAN;
+    }
+#else
   // The row's other tokens: lanes q = 0..3 of this g.
   nan_rows |= subgroupShuffleXor(nan_rows, 1u);
   nan_rows |= subgroupShuffleXor(nan_rows, 2u);
   [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
     [[unroll]] for (uint e = 0u; e < 4u; ++e)
       if (((nan_rows >> (2u * d + e / 2u)) & 1u) != 0u) acc[d][e] = QUIET_NAN;
+#endif
 }
 #endif
 
@@ -468,7 +676,7 @@ void main() {
   const uint table = pc.block_tables_offset + seq * pc.max_blocks_per_seq;
   const uint key_group = 8u * (g / 2u);       // this lane's key (and score) tokens: key_group + 0..7
   const uint value_group = 8u * q;            // this lane's value tokens: value_group + 0..7
-  const uint first_unit = (SPLIT ? part * pc.partition_tokens : 0u) / UNIT + sub;
+  const uint first_unit = (SPLIT ? part * pc.partition_tokens : 0u) / UNIT + UNIT_WALKER(sub);
   uint next_key_entry = table_entry(table, first_unit * UNIT + key_group, pc.max_blocks_per_seq * B);
   uint next_value_entry = table_entry(table, first_unit * UNIT + value_group, pc.max_blocks_per_seq * B);
 
@@ -479,7 +687,7 @@ void main() {
   // magnitudes), then the pairs are read again (cached) and scaled.
   const float qscale = pc.scale * pc.k_scale;
   if (SCALED_QUERY) {
-    if (tid < HEADS) s_row_largest[tid] = 0u;
+    if (tid < QUERY_HEADS) s_row_largest[tid] = 0u;
     barrier();
     for (uint p = tid; p < QUERY_WORDS; p += WG) {
       const vec2 v = query_pair(p, seq, head0, heads) * qscale;
@@ -490,7 +698,7 @@ void main() {
       const int shift = range_shift(uintBitsToFloat(s_row_largest[2u * p / D]));
       s_work[p] = uintBitsToFloat(packHalf2x16(ldexp(query_pair(p, seq, head0, heads) * qscale, ivec2(-shift))));
     }
-    if (tid < HEADS) s_query_fix[tid] = ldexp(1.0, range_shift(uintBitsToFloat(s_row_largest[tid])));
+    if (tid < QUERY_HEADS) s_query_fix[tid] = ldexp(1.0, range_shift(uintBitsToFloat(s_row_largest[tid])));
   } else {
     for (uint p = tid; p < QUERY_WORDS; p += WG) s_work[p] = uintBitsToFloat(packHalf2x16(query_pair(p, seq, head0, heads) * qscale));
   }
@@ -499,13 +707,14 @@ void main() {
     if (tid == 0u && gl_WorkGroupID.x == 0u && part == 0u) atomicOr(status[pc.status_offset], STATUS_BAD_CONTEXT_LEN);
     len = pc.context_cap;
   }
-  uint lo = 0u;
-  if (WINDOW && pc.sliding_window > 0u && len > pc.sliding_window) lo = len - pc.sliding_window;
-  const uvec2 parts = MERGE_HERE ? split_partitions(len, lo, pc.partition_tokens) : uvec2(0u);  // the sequence's partitions
-  uint hi = len;
+  // The keys the query at position len - 1 attends (attention_range.glsl: the window's), the
+  // sequence's partitions that hold them, and this partition's part of them.
+  const KeyRange row_range = row_key_range(int(len) - 1, len, 1u, WINDOW ? pc.sliding_window : 0u, false);
+  const uvec2 parts = MERGE_HERE ? key_range_partitions(row_range, pc.partition_tokens, pc.num_partitions) : uvec2(0u);
+  const KeyRange range =
+      SPLIT ? clip_key_range(row_range, part * pc.partition_tokens, (part + 1u) * pc.partition_tokens) : row_range;
+  const uint lo = range.lo, hi = range.hi;
   if (SPLIT) {
-    lo = max(lo, part * pc.partition_tokens);
-    hi = min(hi, (part + 1u) * pc.partition_tokens);
     if (lo >= hi) {  // the whole workgroup; the merge skips partitions outside [window start, len)
       if (MERGE_HERE && len == 0u && part == 0u) split_merge(seq, head0, heads, parts);  // no partition: zeros
 #if VKP_TIMELINE
@@ -514,14 +723,14 @@ void main() {
       return;
     }
   }
-  if (WINDOW && lo / UNIT + sub != first_unit) {  // the window starts further in
-    next_key_entry = table_entry(table, (lo / UNIT + sub) * UNIT + key_group, hi);
-    next_value_entry = table_entry(table, (lo / UNIT + sub) * UNIT + value_group, hi);
+  if (WINDOW && lo / UNIT + UNIT_WALKER(sub) != first_unit) {  // the window starts further in
+    next_key_entry = table_entry(table, (lo / UNIT + UNIT_WALKER(sub)) * UNIT + key_group, hi);
+    next_value_entry = table_entry(table, (lo / UNIT + UNIT_WALKER(sub)) * UNIT + value_group, hi);
   }
   barrier();
   MatB query[QUERY_REGISTERS ? DIM_STEPS : 1u];  // Q^T [16 dims x 8 heads] per dim step
   if (QUERY_REGISTERS)
-    [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) coopMatLoadNV(query[s], s_work, s * 8u, D / 2u, true);
+    [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) MAT_LOAD_COLUMNS(query[s], s_work, SLICE_QUERY(s * 8u), D / 2u);
   if (SHARED_WORDS) barrier();  // the outputs overwrite the query's words
 
 #if VKP_TIMELINE
@@ -537,9 +746,9 @@ void main() {
   float running_sum[2] = {0.0, 0.0};
   bool scores_finite[2] = {true, true};  // step 9: every attended score of the column was finite
   float slope[2];
-  [[unroll]] for (uint j = 0u; j < 2u; ++j) slope[j] = ALIBI && 2u * q + j < heads ? alibi_slopes[pc.alibi_offset + head0 + 2u * q + j] : 0.0;
+  [[unroll]] for (uint j = 0u; j < 2u; ++j) slope[j] = ALIBI && SLICE_HEAD(2u * q + j) < heads ? alibi_slopes[pc.alibi_offset + head0 + SLICE_HEAD(2u * q + j)] : 0.0;
   float score_fix[2];  // SCORE_FIX and the query range's factor of heads 2q, 2q + 1
-  [[unroll]] for (uint j = 0u; j < 2u; ++j) score_fix[j] = SCALED_QUERY ? SCORE_FIX * s_query_fix[2u * q + j] : SCORE_FIX;
+  [[unroll]] for (uint j = 0u; j < 2u; ++j) score_fix[j] = SCALED_QUERY ? SCORE_FIX * s_query_fix[SLICE_HEAD(2u * q + j)] : SCORE_FIX;
 
   const uint end_unit = (hi + UNIT - 1u) / UNIT;
   // PIPELINE: the next unit's blocks and cache words, loaded a unit ahead (see keys and values
@@ -548,10 +757,10 @@ void main() {
   uvec4 values_ahead[PIPELINE && EARLY_VALUES ? 2u * DIM_TILES : 1u];
   uvec2 blocks_ahead = uvec2(NO_BLOCK);
   if (PIPELINE) {
-    const uint tok0 = (lo / UNIT + sub) * UNIT;
+    const uint tok0 = (lo / UNIT + UNIT_WALKER(sub)) * UNIT;
     blocks_ahead = unit_blocks(tok0, next_key_entry, next_value_entry, key_group, value_group, lo, hi);
-    next_key_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + key_group, hi);
-    next_value_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + value_group, hi);
+    next_key_entry = table_entry(table, tok0 + WALKERS * UNIT + key_group, hi);
+    next_value_entry = table_entry(table, tok0 + WALKERS * UNIT + value_group, hi);
     const uint key_base = key_base_of(blocks_ahead.x, kv_head, tok0 + key_group);
     [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys_ahead[r] = load_key_chunk(key_base, blocks_ahead.x, r, g, q);
     const uint value_base = value_base_of(blocks_ahead.y, kv_head, tok0 + value_group);
@@ -563,7 +772,7 @@ void main() {
 #endif
   // Table entries are read one unit ahead (two with PIPELINE), so that a unit's cache loads do
   // not wait on them.
-  for (uint u = lo / UNIT + sub; u < end_unit; u += SUBGROUPS) {
+  for (uint u = lo / UNIT + UNIT_WALKER(sub); u < end_unit; u += WALKERS) {
     const uint tok0 = u * UNIT;
     // Keys: tile i, row g + 8h is token key_group + key_row_offset(g, 2i + h); load c is its chunk 4c + q.
     uvec4 keys[4u * KEY_LOADS];  // [tile][h][c]
@@ -577,10 +786,10 @@ void main() {
       [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys[r] = keys_ahead[r];
       if (EARLY_VALUES)
         [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = values_ahead[r];
-      const uint tok1 = tok0 + SUBGROUPS * UNIT;  // the next unit's loads
+      const uint tok1 = tok0 + WALKERS * UNIT;  // the next unit's loads
       blocks_ahead = unit_blocks(tok1, next_key_entry, next_value_entry, key_group, value_group, lo, hi);
-      next_key_entry = table_entry(table, tok1 + SUBGROUPS * UNIT + key_group, hi);
-      next_value_entry = table_entry(table, tok1 + SUBGROUPS * UNIT + value_group, hi);
+      next_key_entry = table_entry(table, tok1 + WALKERS * UNIT + key_group, hi);
+      next_value_entry = table_entry(table, tok1 + WALKERS * UNIT + value_group, hi);
       const uint key_base1 = key_base_of(blocks_ahead.x, kv_head, tok1 + key_group);
       [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys_ahead[r] = load_key_chunk(key_base1, blocks_ahead.x, r, g, q);
       const uint value_base1 = value_base_of(blocks_ahead.y, kv_head, tok1 + value_group);
@@ -591,8 +800,8 @@ void main() {
     } else {
       const uint key_entry = next_key_entry;
       const uint value_entry = next_value_entry;
-      next_key_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + key_group, hi);
-      next_value_entry = table_entry(table, tok0 + SUBGROUPS * UNIT + value_group, hi);
+      next_key_entry = table_entry(table, tok0 + WALKERS * UNIT + key_group, hi);
+      next_value_entry = table_entry(table, tok0 + WALKERS * UNIT + value_group, hi);
       const uvec2 blocks = unit_blocks(tok0, key_entry, value_entry, key_group, value_group, lo, hi);
       key_block = blocks.x;
       value_block = blocks.y;
@@ -613,10 +822,10 @@ void main() {
       [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
         MatB qb;
         if (QUERY_REGISTERS) qb = query[s];
-        else coopMatLoadNV(qb, s_work, s * 8u, D / 2u, true);
+        else MAT_LOAD_COLUMNS(qb, s_work, SLICE_QUERY(s * 8u), D / 2u);
         const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
                                     s % STEPS_PER_CHUNK, 1.0);
-        scores[i] = coopMatMulAddNV(a, qb, scores[i]);
+        scores[i] = MAT_MUL_ADD(a, qb, scores[i]);
       }
     }
 #if VKP_E4M3_NAN
@@ -653,10 +862,10 @@ void main() {
         [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
           MatB qb;
           if (QUERY_REGISTERS) qb = query[s];
-          else coopMatLoadNV(qb, s_work, s * 8u, D / 2u, true);
+          else MAT_LOAD_COLUMNS(qb, s_work, SLICE_QUERY(s * 8u), D / 2u);
           const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
                                       s % STEPS_PER_CHUNK, ldexp(1.0, -shift));
-          scores[i] = coopMatMulAddNV(a, qb, scores[i]);
+          scores[i] = MAT_MUL_ADD(a, qb, scores[i]);
         }
       }
     }
@@ -672,10 +881,11 @@ void main() {
         if (!masked) scores_finite[j] = scores_finite[j] && !non_finite(scores[i][e]);  // before the soft cap
         float l = scores[i][e] * score_fix[j];
         if (BF16) l *= key_fix;
-        if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
-        if (ALIBI) l += slope[j] * (float(t) - float(len) + 1.0);
+        // Soft cap and ALiBi for the query at position len - 1 (attention_logits.glsl; its NaN
+        // for a non-finite score only adds to the column's flag above).
+        l = attention_logit(l, int(len) - 1, t, pc.softcap, slope[j]);
         if (masked) l = NEG_INF;
-        if (2u * q + j >= heads) l = NEG_INF;
+        if (SLICE_HEAD(2u * q + j) >= heads) l = NEG_INF;
         logit[4u * i + e] = l;
         tile_max[j] = max(tile_max[j], l);
       }
@@ -709,16 +919,23 @@ void main() {
       [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = load_value_row(value_base, value_block, 8u * r + g);
     // Slots outside [lo, hi) are zeroed: they may hold anything, even NaN, and 0 * NaN is NaN.
     const uint value_t0 = value_block == NO_BLOCK ? 0xfffffff0u : tok0 + value_group;
+#if VKP_TOKEN_MAJOR
+    if (!full)  // a slot is one token's
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = mask_value_slot(values[r], r, value_t0, lo, hi);
+#else
     if (FP8 && !full) {  // on the raw bytes (the pairs are not neighbouring tokens)
       const uvec2 keep = uvec2(fp8_keep_mask(value_t0, lo, hi), fp8_keep_mask(value_t0 + 4u, lo, hi));
       [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r].xy &= keep;
     }
+#endif
     bool values_scaled = false;
     if (BF16) {  // masked and converted here, so the range is known before any product
       float largest = 0.0;  // of the elements as f32 (NaN may or may not count: either way right)
       bool sample_reaches_low = false;
       [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
+#if !VKP_TOKEN_MAJOR
         if (!full) values[r] = mask_row(values[r], value_t0, lo, hi);
+#endif
         if (r == 0u) sample_reaches_low = reaches_range_low(values[0].x, values[0].y);
         [[unroll]] for (uint k = 0u; k < 4u; ++k) {
           const vec2 v = vec2(uintBitsToFloat(values[r][k] << 16), uintBitsToFloat(values[r][k] & 0xffff0000u));
@@ -728,6 +945,27 @@ void main() {
       }
       values_scaled = subgroupAny(!(largest < BF16_OVERFLOW)) || !subgroupAny(sample_reaches_low);
     }
+#if VKP_TOKEN_MAJOR
+    if (values_scaled) {
+      // The unit again from the raw bits, scaled (bf16 range).
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+        values[r] = mask_value_slot(load_value_row(value_base, value_block, 8u * r + g), r, value_t0, lo, hi);
+      uint largest_bits = 0u;
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) largest_bits = max(largest_bits, bf16_finite_magnitude(values[r][k]));
+      const int shift = subgroup_bf16_range_shift(largest_bits);
+      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)
+        [[unroll]] for (uint k = 0u; k < 4u; ++k) values[r][k] = bf16_pair_to_f16(values[r][k], ldexp(1.0, -shift));
+      [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) {
+        MatC part = MatC(0.0);
+        [[unroll]] for (uint i = 0u; i < 2u; ++i) part = MAT_MUL_ADD(VALUE_FRAGMENT(values, d, i), probs[i], part);
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[d][e] += part[e] * ldexp(1.0, shift);
+      }
+    } else {
+      [[unroll]] for (uint i = 0u; i < 2u; ++i)
+        [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) acc[d] = MAT_MUL_ADD(VALUE_FRAGMENT(values, d, i), probs[i], acc[d]);
+    }
+#else
     if (values_scaled) {
       // The unit again from the raw bits, scaled (bf16 range), one dim tile at a time.
       uint largest_bits = 0u;
@@ -744,7 +982,7 @@ void main() {
         }
         MatC part = MatC(0.0);
         [[unroll]] for (uint i = 0u; i < 2u; ++i)
-          part = coopMatMulAddNV(a_fragment(pairs_of(rows[0], i), pairs_of(rows[1], i)), probs[i], part);
+          part = MAT_MUL_ADD(a_fragment(pairs_of(rows[0], i), pairs_of(rows[1], i)), probs[i], part);
         [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[d][e] += part[e] * ldexp(1.0, shift);
       }
     } else {
@@ -758,9 +996,10 @@ void main() {
             upper = uvec2(mask_pair(upper.x, t, lo, hi), mask_pair(upper.y, t + 2u, lo, hi));
             lower = uvec2(mask_pair(lower.x, t, lo, hi), mask_pair(lower.y, t + 2u, lo, hi));
           }
-          acc[d] = coopMatMulAddNV(a_fragment(upper, lower), probs[i], acc[d]);
+          acc[d] = MAT_MUL_ADD(a_fragment(upper, lower), probs[i], acc[d]);
         }
     }
+#endif
 #if VKP_E4M3_NAN
     if (E4M3)
       [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) nan_seen |= nan_probe(values[r].x) | nan_probe(values[r].y);
@@ -791,7 +1030,11 @@ void main() {
   [[unroll]] for (uint j = 0u; j < DIM_TILES; ++j)
     [[unroll]] for (uint e = 0u; e < 4u; ++e) {
       const uint h = 2u * q + e % 2u;
+#if VKP_TOKEN_MAJOR
+      const uint d = value_dim(j, g, e / 2u);
+#else
       const uint d = 16u * j + g + (e >= 2u ? 8u : 0u);
+#endif
       s_work[OUT_BASE + (sub * HEADS + h) * D + d] = acc[j][e];
     }
   barrier();
@@ -800,14 +1043,14 @@ void main() {
   if (tid < heads) {
     const uint h = tid;
     float m = NEG_INF;
-    for (uint s = 0u; s < SUBGROUPS; ++s) m = max(m, s_max[s * HEADS + h]);
+    for (uint s = 0u; s < MERGE_SUBGROUPS; ++s) m = max(m, s_max[STATE_INDEX(s, h)]);
     float den = 0.0;
     bool poisoned = false;  // a NaN sum in some subgroup (step 9)
-    for (uint s = 0u; s < SUBGROUPS; ++s) {
-      const float w = m == NEG_INF || s_max[s * HEADS + h] == NEG_INF ? 0.0 : exp(s_max[s * HEADS + h] - m);
-      s_weight[s * HEADS + h] = w;
-      den += w * s_sum[s * HEADS + h];
-      poisoned = poisoned || non_finite(s_sum[s * HEADS + h]);
+    for (uint s = 0u; s < MERGE_SUBGROUPS; ++s) {
+      const float w = softmax_rescale(s_max[STATE_INDEX(s, h)], m);  // the subgroup's state under the max
+      s_weight[STATE_INDEX(s, h)] = w;
+      den += w * s_sum[STATE_INDEX(s, h)];
+      poisoned = poisoned || non_finite(s_sum[STATE_INDEX(s, h)]);
     }
     if (SPLIT) {
       const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
@@ -816,18 +1059,11 @@ void main() {
       scratch[ml + 1u] = poisoned ? QUIET_NAN : den;
       s_factor[h] = out_scale;
     } else {
-      // Single pass: normalise (sinks join the denominator).
-      float w = 1.0;
-      if (SINKS) {
-        const float z = sinks[pc.sinks_offset + head0 + h];
-        const float mz = max(m, z);
-        w = m == NEG_INF ? 0.0 : exp(m - mz);
-        den = den * w + exp(z - mz);
-        m = mz;
-      }
-      s_factor[h] = poisoned ? QUIET_NAN : den > 0.0 ? w * out_scale / den : 0.0;
-      if (WRITE_LSE)
-        lse[pc.lse_offset + seq * pc.num_heads + head0 + h] = poisoned ? QUIET_NAN : den > 0.0 ? m + log(den) : NEG_INF;
+      // Single pass: the sinks, the output factor and the LSE (attention_epilogue.glsl); a NaN
+      // sum in some subgroup poisons the head.
+      const RowFinish f = finish_row(poisoned ? VKP_NAN : m, den, SINKS, SINKS ? sinks[pc.sinks_offset + head0 + h] : 0.0);
+      s_factor[h] = f.factor * out_scale;
+      if (WRITE_LSE) lse[pc.lse_offset + seq * pc.num_heads + head0 + h] = f.lse;
     }
   }
   barrier();
@@ -837,18 +1073,19 @@ void main() {
     const uint h = i / (D / 2u);
     const uint d = 2u * (i % (D / 2u));
     vec2 o = vec2(0.0);
-    for (uint s = 0u; s < SUBGROUPS; ++s)
-      o += s_weight[s * HEADS + h] * vec2(s_work[OUT_BASE + (s * HEADS + h) * D + d], s_work[OUT_BASE + (s * HEADS + h) * D + d + 1u]);
-    o *= s_factor[h];
+    for (uint s = 0u; s < MERGE_SUBGROUPS; ++s)
+      o += s_weight[STATE_INDEX(s, h)] *
+           vec2(s_work[OUT_BASE + (STATE_INDEX(s, h)) * D + d], s_work[OUT_BASE + (STATE_INDEX(s, h)) * D + d + 1u]);
     if (SPLIT) {
       // scratch: partial outputs [S][H][P][D] (unnormalised), as the merge reads them
+      o *= s_factor[h];
       const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
       scratch[pc.scratch_offset + row * D + d] = o.x;
       scratch[pc.scratch_offset + row * D + d + 1u] = o.y;
     } else {
-      o = vec2(nan_if_non_finite(o.x), nan_if_non_finite(o.y));  // a non-finite value attended
+      // NaN where a non-finite value was attended; packed as the query's dtype (attention_epilogue.glsl).
       output_words[pc.output_offset + ((seq * pc.num_heads + head0 + h) * D + d) / 2u] =
-          QUERY_DTYPE == DT_BF16 ? f32_to_bf16_bits(o.x) | (f32_to_bf16_bits(o.y) << 16) : packHalf2x16(o);
+          pack_output(finish_output(o.x, s_factor[h]), finish_output(o.y, s_factor[h]), QUERY_DTYPE);
     }
   }
   if (MERGE_HERE) split_arrive(seq, head0, heads, parts);

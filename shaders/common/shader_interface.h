@@ -48,7 +48,9 @@ struct uvec2 {
 #define DECODE_SC_MATRIX_QUERY_REGISTERS 9  // decode_coopmat.comp only
 #define DECODE_SC_MATRIX_PIPELINE 10        // decode_coopmat.comp only
 #define DECODE_SC_MATRIX_SHARE_QUERY 11     // decode_coopmat.comp only
-#define DECODE_SC_COUNT 12
+#define DECODE_SC_KV_LAYOUT 12              // KV_LAYOUT_*: decode_coopmat_token_major*.comp only
+#define DECODE_SC_MATRIX_HEAD_SLICES 13     // decode_coopmat_slices*.comp only
+#define DECODE_SC_COUNT 14
 
 // ---- fragment_layout.comp: component slots written per lane and fragment, and the mark of
 // a slot past the fragment's component count.

@@ -46,13 +46,15 @@ vkp_split_mode to_c(SplitMode mode) noexcept {
 
 // Same numbering on both sides (see decode.hpp and vkpaged.h).
 static_assert(int(VKP_KERNEL_AUTOMATIC) == int(DecodeKernel::automatic) &&
-              int(VKP_KERNEL_SCALAR) == int(DecodeKernel::scalar) && int(VKP_KERNEL_MATRIX) == int(DecodeKernel::matrix));
+              int(VKP_KERNEL_SCALAR) == int(DecodeKernel::scalar) && int(VKP_KERNEL_MATRIX) == int(DecodeKernel::matrix) &&
+              int(VKP_KERNEL_MATRIX_KHR) == int(DecodeKernel::matrix_khr));
 
 DecodeKernel to_kernel(vkp_decode_kernel kernel, const std::string& name) {
   switch (value_of(kernel)) {
     case VKP_KERNEL_AUTOMATIC: return DecodeKernel::automatic;
     case VKP_KERNEL_SCALAR: return DecodeKernel::scalar;
     case VKP_KERNEL_MATRIX: return DecodeKernel::matrix;
+    case VKP_KERNEL_MATRIX_KHR: return DecodeKernel::matrix_khr;
   }
   refuse(fmt::format("{}.kernel: {} is not a vkp_decode_kernel", name, value_of(kernel)));
 }
@@ -92,8 +94,10 @@ vkp_decode_kernel to_c(DecodeKernel kernel) noexcept {
   switch (kernel) {
     case DecodeKernel::scalar: return VKP_KERNEL_SCALAR;
     case DecodeKernel::matrix: return VKP_KERNEL_MATRIX;
-    default: return VKP_KERNEL_AUTOMATIC;
+    case DecodeKernel::matrix_khr: return VKP_KERNEL_MATRIX_KHR;
+    case DecodeKernel::automatic: return VKP_KERNEL_AUTOMATIC;
   }
+  return VKP_KERNEL_AUTOMATIC;
 }
 
 static_assert(int(VKP_KV_LAYOUT_VLLM) == int(KvLayout::vllm) && int(VKP_KV_LAYOUT_NHD) == int(KvLayout::nhd) &&

@@ -16,6 +16,7 @@
 #include "ops/decode_planner.hpp"
 #include "ops/decode_tuning.hpp"
 #include "ops/fragment_layout.hpp"
+#include "ops/fragment_layout_khr.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged {
@@ -52,8 +53,8 @@ const detail::DecodeTuning& context_tuning(Context& context) {
   return *state.tuning;
 }
 
-// What the planner reads off the context, in one place. The fragment layout is left unknown:
-// DecodePlan::create probes it only for plans that could take the matrix kernel.
+// What the planner reads off the context, in one place. The fragment layouts are left unknown:
+// DecodePlan::create probes one only for plans that could take the matrix kernel through it.
 detail::DecodeDeviceProperties decode_device_properties(const Context& context) {
   const auto& impl = context.impl();
   detail::DecodeDeviceProperties p;
@@ -67,6 +68,19 @@ detail::DecodeDeviceProperties decode_device_properties(const Context& context) 
   p.buffer_device_address = impl.buffer_device_address;
   p.cooperative_matrix = impl.cooperative_matrix;
   p.decode_timeline = impl.decode_timeline;
+  // The KHR kernel runs where the context enabled the extension and the build has its modules.
+  const bool khr_built = vk::shader_decode_coopmat_khr().words != 0 && vk::shader_decode_coopmat_e4m3_khr().words != 0 &&
+                         vk::shader_decode_coopmat_token_major_khr().words != 0 &&
+                         vk::shader_decode_coopmat_token_major_e4m3_khr().words != 0 &&
+                         vk::shader_decode_coopmat_slices_khr().words != 0 && vk::shader_decode_coopmat_slices_e4m3_khr().words != 0;
+  p.cooperative_matrix_khr = impl.cooperative_matrix_khr && khr_built;
+  p.cooperative_matrix_khr_absent =
+      !impl.cooperative_matrix_khr ? impl.cooperative_matrix_khr_absent
+      : !khr_built ? "vkpaged was built without a GLSL compiler that knows GL_KHR_cooperative_matrix "
+                     "(shaders/decode_coopmat*_khr.comp are left out; docs/toolchain.md)"
+                   : "";
+  p.max_subgroup_size = impl.max_subgroup_size;
+  p.cooperative_matrix_khr_shapes = impl.info.cooperative_matrix_khr_shapes;
   return p;
 }
 
@@ -79,20 +93,44 @@ const vk::ShaderRegistration& decode_shader(DecodeModule module) {
     case DecodeModule::matrix: return vk::shader_decode_coopmat();
     case DecodeModule::matrix_e4m3: return vk::shader_decode_coopmat_e4m3();
     case DecodeModule::matrix_timeline: return vk::shader_decode_coopmat_timeline();
+    case DecodeModule::matrix_khr: return vk::shader_decode_coopmat_khr();
+    case DecodeModule::matrix_e4m3_khr: return vk::shader_decode_coopmat_e4m3_khr();
+    case DecodeModule::matrix_token_major: return vk::shader_decode_coopmat_token_major();
+    case DecodeModule::matrix_token_major_e4m3: return vk::shader_decode_coopmat_token_major_e4m3();
+    case DecodeModule::matrix_token_major_khr: return vk::shader_decode_coopmat_token_major_khr();
+    case DecodeModule::matrix_token_major_e4m3_khr: return vk::shader_decode_coopmat_token_major_e4m3_khr();
+    case DecodeModule::matrix_slices: return vk::shader_decode_coopmat_slices();
+    case DecodeModule::matrix_slices_e4m3: return vk::shader_decode_coopmat_slices_e4m3();
+    case DecodeModule::matrix_slices_khr: return vk::shader_decode_coopmat_slices_khr();
+    case DecodeModule::matrix_slices_e4m3_khr: return vk::shader_decode_coopmat_slices_e4m3_khr();
   }
   throw Error(ErrorCode::internal, fmt::format("decode: module {} has no shader", int(module)));
 }
 
 }  // namespace
 
+namespace detail {
+void set_decode_tuning(Context& context, const DecodeTuning& tuning) {
+  auto& state = context.impl().operator_states.get<DecodeTuningState>();
+  std::lock_guard lock(state.mutex);
+  state.tuning = tuning;
+}
+DecodeTuning decode_tuning(Context& context) { return context_tuning(context); }
+}  // namespace detail
+
 // ---- DecodePlan ----
 
 DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const DecodeOptions& options) {
   const detail::DecodeTuning& tuning = context_tuning(context);
   detail::DecodeDeviceProperties device = decode_device_properties(context);
-  // The layout probe runs a dispatch: only where the matrix kernel could take this plan.
-  if (detail::choose_decode_kernel(device, shape, options, tuning).needs_fragment_layout)
-    device.fragment_layout_mismatch = detail::matrix_fragment_mismatch(context);
+  // A layout probe runs a dispatch: only where the matrix kernel could take this plan through
+  // that extension (NV's first; KHR's where NV cannot run it, or matrix_khr is asked for).
+  for (;;) {
+    const detail::DecodeKernelChoice k = detail::choose_decode_kernel(device, shape, options, tuning);
+    if (k.needs_fragment_layout) device.fragment_layout_mismatch = detail::matrix_fragment_mismatch(context);
+    else if (k.needs_khr_fragment_layout) device.khr_fragment_layout_mismatch = detail::khr_matrix_fragment_mismatch(context);
+    else break;
+  }
   auto p = std::make_unique<DecodePlanData>();
   p->shape = shape;
   p->options = options;
@@ -113,6 +151,8 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   spec[DECODE_SC_MATRIX_QUERY_REGISTERS] = c.query_registers;
   spec[DECODE_SC_MATRIX_PIPELINE] = c.pipeline;
   spec[DECODE_SC_MATRIX_SHARE_QUERY] = c.share_query;
+  spec[DECODE_SC_KV_LAYOUT] = uint32_t(shape.kv_layout);
+  spec[DECODE_SC_MATRIX_HEAD_SLICES] = c.head_slices;
   p->decode = &impl.pipeline(decode_shader(c.module), spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
   if (c.reduce_workgroup != 0) {
     std::array<uint32_t, REDUCE_SC_COUNT> rspec{};
@@ -156,7 +196,9 @@ std::string DecodePlan::describe() const {
   if (c.longest_first) path += ", longest first";
   if (c.merge_in_dispatch) path += ", merged in the dispatch";
   if (c.kernel == DecodeKernel::matrix)
-    return fmt::format("{}, matrix units, {} heads/wg, {} subgroups/wg{}{}{}", path, c.heads_per_workgroup, c.subgroups,
+    return fmt::format("{}, matrix units{}, {} heads/wg{}, {} subgroups/wg{}{}{}", path, c.khr ? " (KHR)" : "",
+                       c.heads_per_workgroup,
+                       c.head_slices > 1 ? fmt::format(" in {} slices", c.head_slices) : std::string(), c.subgroups,
                        c.early_values ? ", values with keys" : "", c.pipeline ? ", next unit ahead" : "",
                        c.share_query ? ", outputs over the query" : "");
   return fmt::format("{}, {} heads/wg, wg {}, {} lanes/row, {} reduce", path, c.heads_per_workgroup, c.workgroup,

@@ -8,6 +8,12 @@
 
 namespace vkpaged::detail {
 
+// The tuning the context's later plans use, in place of what VKPAGED_DECODE_TUNE said (tests
+// that run a knob's other side on the shared context set it and put the old one back), and
+// the tuning it uses now.
+void set_decode_tuning(Context& context, const DecodeTuning& tuning);
+DecodeTuning decode_tuning(Context& context);
+
 struct DecodePlanData {
   DecodeShape shape;
   DecodeOptions options;

@@ -9,6 +9,7 @@
 
 #include "common/shader_interface.h"
 #include "ops/decode_validation.hpp"
+#include "vk/cooperative_matrix_khr.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
@@ -216,21 +217,25 @@ constexpr uint32_t kMatrixHeads = 8;        // heads of its value products
 constexpr uint32_t kMatrixSubgroup = 32;    // the subgroup size it is written for
 constexpr uint32_t kMatrixUnitTokens = 32;  // tokens a subgroup takes per step (UNIT in the shader)
 
-// The matrix kernel's shared memory: the f16 query rows and each subgroup's outputs (in the
-// same words when the plan shares them and the query's fragments go to registers), then each
-// subgroup's max, sum and weight, and the output factor and query fix per head.
-size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d, bool share_query, const DecodeTuning& tuning) {
-  const size_t query = size_t(kMatrixHeads) * d * 2;
+// The matrix kernel's shared memory: the f16 query rows of its 8 heads per slice and each
+// subgroup's outputs (in the same words when the plan shares them and the query's fragments go
+// to registers), then each subgroup's max, sum and weight, the output factor, query fix and
+// row maximum per head, and the in-dispatch merge's arrival word.
+size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d, bool share_query, const DecodeTuning& tuning,
+                           uint32_t slices = 1) {
+  const size_t heads = size_t(kMatrixHeads) * slices;
+  const size_t query = heads * d * 2;
   const size_t outputs = size_t(subgroups) * kMatrixHeads * d * 4;
   const size_t shared_words = share_query && tuning.qregs != 0 ? std::max(query, outputs) : query + outputs;
-  return shared_words + subgroups * kMatrixHeads * 3 * 4 + kMatrixHeads * 4 * 2;
+  return shared_words + subgroups * kMatrixHeads * 3 * 4 + heads * 4 * 3 + 4;
 }
 
-// Whether the matrix kernel can run `subgroups` subgroups per workgroup on this device.
-bool matrix_subgroups_fit(uint32_t subgroups, uint32_t head_size, const DecodeDeviceProperties& dev,
-                          const DecodeTuning& tuning) {
-  return matrix_shared_bytes(subgroups, head_size, false, tuning) <= dev.max_shared_memory &&
-         subgroups * kMatrixSubgroup <= dev.max_workgroup_invocations;
+// Whether the matrix kernel can run `walkers` subgroups per slice of heads (`slices` x 8 heads
+// per workgroup) on this device.
+bool matrix_subgroups_fit(uint32_t walkers, uint32_t head_size, const DecodeDeviceProperties& dev,
+                          const DecodeTuning& tuning, uint32_t slices = 1) {
+  return matrix_shared_bytes(walkers * slices, head_size, false, tuning, slices) <= dev.max_shared_memory &&
+         walkers * slices * kMatrixSubgroup <= dev.max_workgroup_invocations;
 }
 
 // Whether the matrix kernel issues a unit's value loads with its key loads: where the cache's
@@ -274,13 +279,13 @@ constexpr uint32_t kMatrixWideUnits = 8;
 
 // The subgroups of such a one pass (0: none fits, or the tuning moved DecodeTuning::units).
 uint32_t wide_one_pass_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tuning,
-                                 uint64_t one_pass) {
+                                 uint64_t one_pass, uint32_t slices) {
   if (tuning.units != DecodeTuning{}.units) return 0;
   const uint64_t wanted = uint64_t(kMatrixWideSubgroupsPerComputeUnit) * std::max(1u, dev.compute_units);
   for (uint32_t subgroups : {4u, 8u}) {
     const bool enough = one_pass * subgroups >= wanted;
     const bool long_enough = longest_context(s) >= subgroups * kMatrixWideUnits * kMatrixUnitTokens;
-    if (enough && long_enough && matrix_subgroups_fit(subgroups, s.head_size, dev, tuning)) return subgroups;
+    if (enough && long_enough && matrix_subgroups_fit(subgroups, s.head_size, dev, tuning, slices)) return subgroups;
   }
   return 0;
 }
@@ -294,10 +299,10 @@ struct MatrixSplit {
 };
 
 MatrixSplit matrix_split(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
-                         const DecodeTuning& tuning, uint64_t one_pass) {
+                         const DecodeTuning& tuning, uint64_t one_pass, uint32_t slices) {
   if (auto asked = split_asked(s, o)) return {*asked, 0};
   if (!small_batch(one_pass, dev, tuning)) return {split_of(s, false, 0), 0};
-  if (const uint32_t wide = wide_one_pass_subgroups(dev, s, tuning, one_pass)) return {split_of(s, false, 0), wide};
+  if (const uint32_t wide = wide_one_pass_subgroups(dev, s, tuning, one_pass, slices)) return {split_of(s, false, 0), wide};
   const uint32_t max_len = longest_context(s);
   uint32_t tokens = small_batch_partition_tokens(s, one_pass, dev, tuning);
   if (tuning.units == DecodeTuning{}.units) {
@@ -318,19 +323,48 @@ MatrixSplit matrix_split(const DecodeDeviceProperties& dev, const DecodeShape& s
 // (bench/experiments/longest-first.md).
 constexpr uint32_t kOrderedFourSubgroupsTokens = 2048;
 
-// Subgroups per workgroup of the matrix kernel, once the split is known. Measured on an H200:
-// 2 for large batches in one pass and with 512-token partitions, 4 with partitions of 1024
-// tokens or more and for small batches in one pass (bench/experiments/matrix-subgroups.md);
-// small batches that reach enough subgroups in one pass take what matrix_split found.
+// Subgroups per workgroup of the matrix kernel (per slice of heads), once the split is known.
+// Measured on an H200: 2 for large batches in one pass and with 512-token partitions, 4 with
+// partitions of 1024 tokens or more and for small batches in one pass
+// (bench/experiments/matrix-subgroups.md); small batches that reach enough subgroups in one pass
+// take what matrix_split found.
 uint32_t matrix_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
-                          const DecodeTuning& tuning, const MatrixSplit& ms, uint64_t one_pass) {
+                          const DecodeTuning& tuning, const MatrixSplit& ms, uint64_t one_pass, uint32_t slices) {
   const bool long_ordered = wants_longest_first(o, tuning) && longest_context(s) > kOrderedFourSubgroupsTokens;
   const bool four = ms.split.split ? ms.split.partition_tokens >= 1024 : small_batch(one_pass, dev, tuning) || long_ordered;
   uint32_t subgroups = four ? 4 : 2;
   if (ms.wide_subgroups != 0) subgroups = ms.wide_subgroups;
   if (tuning.subgroups != 0) subgroups = tuning.subgroups;
-  while (subgroups > 1 && !matrix_subgroups_fit(subgroups, s.head_size, dev, tuning)) subgroups /= 2;
+  while (subgroups > 1 && !matrix_subgroups_fit(subgroups, s.head_size, dev, tuning, slices)) subgroups /= 2;
   return subgroups;
+}
+
+// The scalar kernel reads the vllm layout only (for now): a plan on it for another layout is
+// refused, as `kernel: scalar: ...` where the scalar kernel was asked for, and naming why the
+// matrix kernel did not take it otherwise.
+std::string scalar_layout_refusal(const DecodeShape& s, const DecodeOptions& o, const DecodeKernelChoice& k) {
+  const std::string layout(kv_layout_name(s.kv_layout));
+  if (o.kernel == DecodeKernel::scalar)
+    return fmt::format("kernel: scalar: kv_layout: the scalar kernel reads the vllm layout only, not {}", layout);
+  return fmt::format("kv_layout: decode reads the {} layout on the matrix kernel only, which {}", layout,
+                     k.matrix_refusal.empty() ? std::string("takes GQA groups (num_heads > num_kv_heads), or kernel = matrix")
+                                              : "cannot run this plan: " + k.matrix_refusal);
+}
+
+// Head slices (DecodeTuning::slices): a GQA group of more than 8 heads runs in one workgroup of
+// up to kMatrixMostSlices slices of 8 heads, each slice's subgroups reading the same keys and
+// values (once from memory, the SM's L1 serving the rest), where without them each 8 heads'
+// workgroup reads them all. Not measured yet: off unless the tuning asks. The vllm layout's
+// modules only, and not with the timeline.
+constexpr uint32_t kMatrixMostSlices = 4;
+
+uint32_t matrix_head_slices(const DecodeShape& s, const DecodeOptions& o, const DecodeTuning& tuning,
+                            const DecodeDeviceProperties& dev) {
+  const uint32_t group = s.num_heads / s.num_kv_heads;
+  if (tuning.slices == 0 || group <= kMatrixHeads || s.kv_layout != KvLayout::vllm || o.timeline) return 1;
+  uint32_t slices = std::min(ceil_div(group, kMatrixHeads), kMatrixMostSlices);
+  while (slices > 1 && !matrix_subgroups_fit(1, s.head_size, dev, tuning, slices)) --slices;
+  return slices;
 }
 
 // DecodeMerge::in_dispatch: the most partial outputs (partitions x heads x head size, f32) one
@@ -341,11 +375,48 @@ constexpr uint64_t kMergeInDispatchFloats = 4096;
 
 }  // namespace
 
-std::string matrix_kernel_refusal(const DecodeDeviceProperties& dev, const DecodeShape& s, bool address) {
-  if (!dev.cooperative_matrix)
-    return fmt::format("device {} has no VK_NV_cooperative_matrix enabled with 16x8x16 f16 products, f16 "
-                       "storage and 32-wide subgroups",
+bool lists_f16_product(const std::vector<CooperativeMatrixShape>& shapes, uint32_t m, uint32_t n, uint32_t k) {
+  return std::any_of(shapes.begin(), shapes.end(), [&](const CooperativeMatrixShape& s) {
+    return s.m == m && s.n == n && s.k == k && s.a_type == uint32_t(VK_COMPONENT_TYPE_FLOAT16_KHR) &&
+           s.b_type == uint32_t(VK_COMPONENT_TYPE_FLOAT16_KHR) && s.c_type == uint32_t(VK_COMPONENT_TYPE_FLOAT32_KHR) &&
+           s.result_type == uint32_t(VK_COMPONENT_TYPE_FLOAT32_KHR) && !s.saturating_accumulation &&
+           s.scope == uint32_t(VK_SCOPE_SUBGROUP_KHR);
+  });
+}
+
+namespace {
+
+// Why the device cannot run the matrix kernel through the extension, its fragment layout aside
+// ("" when it can).
+std::string matrix_extension_refusal(const DecodeDeviceProperties& dev, bool khr) {
+  if (!khr) {
+    if (!dev.cooperative_matrix)
+      return fmt::format("device {} has no VK_NV_cooperative_matrix enabled with 16x8x16 f16 products, f16 "
+                         "storage and 32-wide subgroups",
+                         dev.name);
+    return "";
+  }
+  if (!dev.cooperative_matrix_khr) {
+    const std::string& why = dev.cooperative_matrix_khr_absent;  // the Context's words, which name the device
+    if (why.empty()) return fmt::format("device {}: VK_KHR_cooperative_matrix is not enabled", dev.name);
+    return why.rfind("device ", 0) == 0 ? why : fmt::format("device {}: {}", dev.name, why);
+  }
+  // The kernel's products are 16x8x16 with f16 operands and f32 accumulators: the tile shape it
+  // is written for, which the device must list.
+  if (!lists_f16_product(dev.cooperative_matrix_khr_shapes, 16, 8, 16))
+    return fmt::format("device {} does not list the 16x8x16 product with f16 A and B and f32 accumulators at "
+                       "subgroup scope (VK_KHR_cooperative_matrix), the matrix kernel's tile",
                        dev.name);
+  // A full-subgroup dispatch is a multiple of the largest subgroup wide, and the kernel's
+  // workgroups are multiples of 32 from 32 up.
+  if (dev.max_subgroup_size != kMatrixSubgroup)
+    return fmt::format("device {} has subgroups of up to {}, and the KHR matrix kernel runs full subgroups of {}",
+                       dev.name, dev.max_subgroup_size, kMatrixSubgroup);
+  return "";
+}
+
+// Why the shape cannot run on the matrix kernel, on a device that has its extension ("" when it can).
+std::string matrix_shape_refusal(const DecodeDeviceProperties& dev, const DecodeShape& s, bool address) {
   if (dev.subgroup_size != kMatrixSubgroup)
     return fmt::format("device {} has subgroups of {}, and the matrix kernel is written for {}", dev.name,
                        dev.subgroup_size, kMatrixSubgroup);
@@ -356,19 +427,43 @@ std::string matrix_kernel_refusal(const DecodeDeviceProperties& dev, const Decod
                        "bf16 or fp8 cache",
                        dtype_name(s.query_dtype), dtype_name(s.cache_dtype));
   // Each lane feeds 4 dims of a row per dim step from one 16-byte key chunk: 2 steps of an
-  // f16 chunk, 4 of an fp8 one, and the 4 lanes of a row take 4 chunks side by side.
-  const uint32_t dims_per_load = fp8 ? 64 : 32;
+  // f16 chunk, 4 of an fp8 one, and the 4 lanes of a row take 4 chunks side by side. On a
+  // token-major layout (nhd, hnd) each lane also loads 8 dims of a token per 64 of its values.
+  const bool token_major = s.kv_layout != KvLayout::vllm;
+  const uint32_t dims_per_load = fp8 || token_major ? 64 : 32;
   if (s.head_size % dims_per_load != 0)
-    return fmt::format("head_size: {} is not a multiple of {} (cache_dtype {})", s.head_size, dims_per_load,
-                       dtype_name(s.cache_dtype));
+    return token_major ? fmt::format("head_size: {} is not a multiple of 64 (kv_layout {})", s.head_size,
+                                     kv_layout_name(s.kv_layout))
+                       : fmt::format("head_size: {} is not a multiple of {} (cache_dtype {})", s.head_size,
+                                     dims_per_load, dtype_name(s.cache_dtype));
   if (s.block_size % 8 != 0) return fmt::format("block_size: {} is not a multiple of 8", s.block_size);
   if (address) return "num_blocks: the caches are past maxStorageBufferRange (read by device address)";
   if (matrix_shared_bytes(1, s.head_size, false, DecodeTuning{}) > dev.max_shared_memory)
     return fmt::format("head_size: {} needs more shared memory than device {} has", s.head_size, dev.name);
-  if (!dev.fragment_layout_mismatch)
-    return fmt::format("device {}: the layout of its matrix fragments has not been checked", dev.name);
-  if (!dev.fragment_layout_mismatch->empty()) return fmt::format("device {}: {}", dev.name, *dev.fragment_layout_mismatch);
   return "";
+}
+
+// The fragment layout's verdict for the extension: std::nullopt before the probe, "" where the
+// layout is the kernel's, else the difference.
+const std::optional<std::string>& layout_mismatch(const DecodeDeviceProperties& dev, bool khr) {
+  return khr ? dev.khr_fragment_layout_mismatch : dev.fragment_layout_mismatch;
+}
+
+std::string layout_refusal(const DecodeDeviceProperties& dev, bool khr) {
+  const auto& mismatch = layout_mismatch(dev, khr);
+  const char* which = khr ? "VK_KHR_cooperative_matrix's 16x8x16" : "its";
+  if (!mismatch) return fmt::format("device {}: the layout of {} matrix fragments has not been checked", dev.name, which);
+  if (mismatch->empty()) return "";
+  return khr ? fmt::format("device {}: VK_KHR_cooperative_matrix's 16x8x16 fragments: {}", dev.name, *mismatch)
+             : fmt::format("device {}: {}", dev.name, *mismatch);
+}
+
+}  // namespace
+
+std::string matrix_kernel_refusal(const DecodeDeviceProperties& dev, const DecodeShape& s, bool address, bool khr) {
+  if (std::string why = matrix_extension_refusal(dev, khr); !why.empty()) return why;
+  if (std::string why = matrix_shape_refusal(dev, s, address); !why.empty()) return why;
+  return layout_refusal(dev, khr);
 }
 
 DecodeKernelChoice choose_decode_kernel(const DecodeDeviceProperties& dev, const DecodeShape& shape,
@@ -385,20 +480,41 @@ DecodeKernelChoice choose_decode_kernel(const DecodeDeviceProperties& dev, const
                             "and the context has no buffer device address to read it with",
                             shape.num_blocks, pool_bytes, dev.max_storage_buffer_range));
   }
-  const bool want_matrix = options.kernel == DecodeKernel::matrix ||
-                           (options.kernel == DecodeKernel::automatic && tuning.matrix != 0 &&
-                            shape.num_heads > shape.num_kv_heads);
+  const bool force_khr = options.kernel == DecodeKernel::matrix_khr;
+  const bool forced = options.kernel == DecodeKernel::matrix || force_khr;
+  const bool want_matrix =
+      forced || (options.kernel == DecodeKernel::automatic && tuning.matrix != 0 && shape.num_heads > shape.num_kv_heads);
   if (!want_matrix) return k;
-  k.matrix_refusal = matrix_kernel_refusal(dev, shape, k.address);
-  if (!dev.fragment_layout_mismatch) {
-    // Everything but the layout allows the matrix kernel: the caller probes it and asks again.
-    DecodeDeviceProperties layout_known = dev;
-    layout_known.fragment_layout_mismatch = "";
-    k.needs_fragment_layout = matrix_kernel_refusal(layout_known, shape, k.address).empty();
+  // NV where it runs (the module the kernel was tuned on), else KHR; matrix_khr takes KHR only.
+  // Each extension is judged on everything but its fragment layout first: a layout is probed
+  // (a dispatch) only for the extension that would run the plan.
+  std::string refusal;
+  for (const bool khr : {false, true}) {
+    if (!khr && force_khr) continue;
+    std::string why = matrix_extension_refusal(dev, khr);
+    if (why.empty()) {
+      // The shape's refusal is the same on either extension: no need to try the other.
+      if (std::string shape_why = matrix_shape_refusal(dev, shape, k.address); !shape_why.empty()) {
+        refusal = refusal.empty() ? shape_why : refusal + "; and on VK_KHR_cooperative_matrix: " + shape_why;
+        break;
+      }
+      if (!layout_mismatch(dev, khr)) {
+        (khr ? k.needs_khr_fragment_layout : k.needs_fragment_layout) = true;
+        return k;
+      }
+      why = layout_refusal(dev, khr);
+      if (why.empty()) {
+        k.matrix = true;
+        k.khr = khr;
+        return k;
+      }
+    }
+    refusal = refusal.empty() ? why : refusal + "; and on VK_KHR_cooperative_matrix: " + why;
   }
-  if (options.kernel == DecodeKernel::matrix && !k.matrix_refusal.empty() && !k.needs_fragment_layout)
-    throw Error(ErrorCode::unsupported, "kernel: matrix: " + k.matrix_refusal);
-  k.matrix = k.matrix_refusal.empty();
+  k.matrix_refusal = refusal;
+  if (forced)
+    throw Error(ErrorCode::unsupported,
+                fmt::format("kernel: {}: {}", force_khr ? "matrix_khr" : "matrix", k.matrix_refusal));
   return k;
 }
 
@@ -431,29 +547,43 @@ DecodeChoice plan_scalar_decode(const DecodeDeviceProperties& dev, const DecodeS
 }
 
 DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
-                                const DecodeTuning& tuning) {
+                                const DecodeTuning& tuning, bool khr) {
   DecodeChoice c;
   c.kernel = DecodeKernel::matrix;
+  c.khr = khr;
   c.address = false;
   const uint32_t group = s.num_heads / s.num_kv_heads;
-  c.groups_per_kv_head = ceil_div(group, kMatrixHeads);
+  const uint32_t slices = matrix_head_slices(s, o, tuning, dev);
+  c.groups_per_kv_head = ceil_div(group, kMatrixHeads * slices);
   c.heads_per_workgroup = ceil_div(group, c.groups_per_kv_head);
+  c.head_slices = ceil_div(c.heads_per_workgroup, kMatrixHeads);  // <= slices
   c.lanes_per_row = 0;
   c.early_values = matrix_early_values(s, tuning);
   c.pipeline = matrix_pipeline(s, tuning);
   c.share_query = matrix_share_query(s, o, tuning);
   c.query_registers = tuning.qregs != 0;
   // E4M3 caches take the module with the NaN search compiled in; the other dtypes' goes without it.
-  c.module = o.timeline ? DecodeModule::matrix_timeline
-                        : s.cache_dtype == DType::fp8_e4m3 ? DecodeModule::matrix_e4m3 : DecodeModule::matrix;
+  // Token-major layouts take their own modules (the vllm ones are compiled without that code).
+  const bool e4m3 = s.cache_dtype == DType::fp8_e4m3;
+  if (s.kv_layout != KvLayout::vllm) {
+    if (khr) c.module = e4m3 ? DecodeModule::matrix_token_major_e4m3_khr : DecodeModule::matrix_token_major_khr;
+    else c.module = e4m3 ? DecodeModule::matrix_token_major_e4m3 : DecodeModule::matrix_token_major;
+  } else if (c.head_slices > 1) {
+    if (khr) c.module = e4m3 ? DecodeModule::matrix_slices_e4m3_khr : DecodeModule::matrix_slices_khr;
+    else c.module = e4m3 ? DecodeModule::matrix_slices_e4m3 : DecodeModule::matrix_slices;
+  } else if (khr) {
+    c.module = e4m3 ? DecodeModule::matrix_e4m3_khr : DecodeModule::matrix_khr;
+  } else {
+    c.module = o.timeline ? DecodeModule::matrix_timeline : e4m3 ? DecodeModule::matrix_e4m3 : DecodeModule::matrix;
+  }
 
   const uint64_t one_pass = one_pass_workgroups(s, c.groups_per_kv_head);
-  const MatrixSplit ms = matrix_split(dev, s, o, tuning, one_pass);
+  const MatrixSplit ms = matrix_split(dev, s, o, tuning, one_pass, c.head_slices);
   c.split = ms.split.split;
   c.num_partitions = ms.split.num_partitions;
   c.partition_tokens = ms.split.partition_tokens;
   c.scratch_bytes = ms.split.scratch_bytes;
-  c.subgroups = matrix_subgroups(dev, s, o, tuning, ms, one_pass);
+  c.subgroups = matrix_subgroups(dev, s, o, tuning, ms, one_pass, c.head_slices) * c.head_slices;
   c.workgroup = c.subgroups * kMatrixSubgroup;
   const Order order = order_of(s, o, tuning, c.num_partitions);
   c.longest_first = order.longest_first;
@@ -474,21 +604,31 @@ DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeS
 DecodeChoice plan_decode(const DecodeDeviceProperties& dev, const DecodeShape& shape, const DecodeOptions& options,
                          const DecodeTuning& tuning) {
   const DecodeKernelChoice k = choose_decode_kernel(dev, shape, options, tuning);
-  if (k.needs_fragment_layout)
-    throw Error(ErrorCode::internal, fmt::format("kernel: device {}: the matrix kernel's fragment layout must be probed "
-                                                 "before planning (DecodeDeviceProperties::fragment_layout_mismatch)",
-                                                 dev.name));
+  if (k.needs_fragment_layout || k.needs_khr_fragment_layout)
+    throw Error(ErrorCode::internal,
+                fmt::format("kernel: device {}: the matrix kernel's fragment layout must be probed before planning "
+                            "(DecodeDeviceProperties::{})",
+                            dev.name, k.needs_khr_fragment_layout ? "khr_fragment_layout_mismatch" : "fragment_layout_mismatch"));
   if (options.timeline && !k.matrix)
     throw Error(ErrorCode::unsupported,
                 "timeline: only the matrix kernel records one, and this plan runs the scalar kernel" +
                     (k.matrix_refusal.empty() ? std::string(" (kernel: scalar, or an MHA shape)")
                                               : " (" + k.matrix_refusal + ")"));
+  if (!k.matrix && shape.kv_layout != KvLayout::vllm) throw Error(ErrorCode::unsupported, scalar_layout_refusal(shape, options, k));
+  if (options.timeline && shape.kv_layout != KvLayout::vllm)
+    throw Error(ErrorCode::unsupported, fmt::format("timeline: the matrix kernel records one on the vllm layout only, and "
+                                                    "the caches are {}",
+                                                    kv_layout_name(shape.kv_layout)));
+  if (options.timeline && k.khr)
+    throw Error(ErrorCode::unsupported,
+                "timeline: the matrix kernel records one through VK_NV_cooperative_matrix only, and this plan runs it "
+                "through VK_KHR_cooperative_matrix");
   if (options.timeline && !dev.decode_timeline)
     throw Error(ErrorCode::unsupported,
                 fmt::format("timeline: device {} lacks VK_KHR_shader_clock's device clock, VK_NV_shader_sm_builtins or "
                             "buffer device addresses (DeviceInfo::decode_timeline)",
                             dev.name));
-  const DecodeChoice c = k.matrix ? plan_matrix_decode(dev, shape, options, tuning)
+  const DecodeChoice c = k.matrix ? plan_matrix_decode(dev, shape, options, tuning, k.khr)
                                   : plan_scalar_decode(dev, shape, options, tuning, k.address);
   // The grid is (kv-head groups, S, partitions) and the scratch one descriptor: refuse what no
   // device launches or binds, before anything is allocated or recorded. 65535 is the

@@ -24,6 +24,10 @@ struct DecodeTuning {
   uint32_t pipeline = 2;   // matrix kernel: the next unit's loads issued before this unit's products (0 no, 1 yes, 2 by dtype)
   uint32_t order = 2;      // DecodeOrder::automatic: 0 grid, 1 longest first, 2 choose
   uint32_t share = 2;      // matrix kernel: outputs reuse the query's shared words (0 no, 1 yes, 2 choose)
+  // Matrix kernel: a GQA group of more than 8 heads in one workgroup of slices of 8 heads that
+  // read its keys and values once (1), or in workgroups of 8 heads that each read them (0, until
+  // measured). decode_planner.cpp, "Head slices".
+  uint32_t slices = 0;
 
   bool operator==(const DecodeTuning&) const = default;
 };

@@ -28,9 +28,7 @@ void validate_decode_shape(const DecodeShape& s) {
     refuse(fmt::format("kv_dtype: {} is not a cache dtype (f32, f16, bf16, fp8_e4m3, fp8_e5m2)", dtype_name(s.cache_dtype)));
   if (s.kv_layout != KvLayout::vllm && s.kv_layout != KvLayout::nhd && s.kv_layout != KvLayout::hnd)
     refuse(fmt::format("kv_layout: {} is not a cache layout (vllm, nhd, hnd)", uint32_t(s.kv_layout)));
-  if (s.kv_layout != KvLayout::vllm)  // the decode kernels read the vllm layout only, for now
-    throw Error(ErrorCode::unsupported, fmt::format("kv_layout: decode does not read the {} layout yet (only vllm)",
-                                                    kv_layout_name(s.kv_layout)));
+  // Which kernels read which layout is the planner's (decode_planner.cpp).
   if (s.num_heads == 0) refuse("num_heads: must be at least 1, got 0");
   if (s.num_kv_heads == 0) refuse("num_kv_heads: must be at least 1, got 0");
   if (s.num_heads % s.num_kv_heads != 0)

@@ -13,6 +13,7 @@
 
 #include "common/fragment_layout_khr.h"
 #include "embedded_shaders.hpp"
+#include "ops/decode_planner.hpp"
 #include "ops/fragment_layout.hpp"
 #include "vk/cooperative_matrix_khr.hpp"
 #include "vk/context_impl.hpp"
@@ -144,13 +145,30 @@ struct KhrFragmentLayoutState {
 }  // namespace
 
 bool lists_f16_product(const DeviceInfo& info, uint32_t m, uint32_t n, uint32_t k) {
-  return std::any_of(info.cooperative_matrix_khr_shapes.begin(), info.cooperative_matrix_khr_shapes.end(),
-                     [&](const CooperativeMatrixShape& s) {
-                       return s.m == m && s.n == n && s.k == k && s.a_type == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-                              s.b_type == VK_COMPONENT_TYPE_FLOAT16_KHR && s.c_type == VK_COMPONENT_TYPE_FLOAT32_KHR &&
-                              s.result_type == VK_COMPONENT_TYPE_FLOAT32_KHR && !s.saturating_accumulation &&
-                              s.scope == VK_SCOPE_SUBGROUP_KHR;
-                     });
+  return lists_f16_product(info.cooperative_matrix_khr_shapes, m, n, k);
+}
+
+std::string khr_matrix_fragment_mismatch(Context& context) {
+  const KhrFragmentLayout& layout = khr_fragment_layout(context);
+  if (!layout.unavailable.empty()) return layout.unavailable;
+  const KhrFragmentShape& s = layout.shape_16x8x16;
+  if (!s.probed) return s.not_probed.empty() ? s.irregular : s.not_probed;
+  if (!s.irregular.empty()) return s.irregular;
+  if (s.matches_nv_kernel) return "";
+  if (layout.lanes != 32 || s.a.components != 8 || s.b.components != 4 || s.accumulator.components != 4)
+    return fmt::format("subgroups of {} with {}, {} and {} components per lane, where the matrix kernel writes 32 "
+                       "lanes of 8, 4 and 4",
+                       layout.lanes, s.a.components, s.b.components, s.accumulator.components);
+  for (const KhrFragment* f : {&s.a, &s.b, &s.accumulator})
+    for (uint32_t lane = 0; lane < 32; ++lane)
+      for (uint32_t i = 0; i < f->components; ++i) {
+        const uint32_t want = f == &s.a ? nv_fragment_code_a(lane, i) : nv_fragment_code_b(lane, i);
+        if (f->code(lane, i) != want)
+          return fmt::format("fragment {}: lane {} component {} holds element code {} (row * columns + column), the "
+                             "matrix kernel writes {} there",
+                             f->name, lane, i, f->code(lane, i), want);
+      }
+  return "";
 }
 
 const KhrFragmentLayout& khr_fragment_layout(Context& context) {

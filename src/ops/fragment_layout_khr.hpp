@@ -50,8 +50,15 @@ struct KhrFragmentLayout {
 const KhrFragmentLayout& khr_fragment_layout(Context& context);
 
 // Whether the device lists the product m x n x k with f16 A and B, f32 C and result, at
-// subgroup scope and without saturation: the shapes the probes and the product below use.
+// subgroup scope and without saturation: the shapes the probes and the product below use
+// (the planner's lists_f16_product over DeviceInfo::cooperative_matrix_khr_shapes).
 bool lists_f16_product(const DeviceInfo& info, uint32_t m, uint32_t n, uint32_t k);
+
+// For the matrix decode kernel on VK_KHR_cooperative_matrix: "" where the probed 16x8x16
+// fragments have the layout the kernel writes (KhrFragmentShape::matches_nv_kernel), else why
+// not (nothing probed, the shape not listed, an irregular layout, or the first component that
+// differs). Probes on the first call, as khr_fragment_layout.
+std::string khr_matrix_fragment_mismatch(Context& context);
 
 // D = A B + C with one 16x16x16 KHR product (shaders/matrix_product_16x16x16_khr.comp): A and B
 // row-major f16 bit patterns, C row-major f32, 256 elements each; returns D row-major. Throws

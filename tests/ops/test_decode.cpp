@@ -15,6 +15,7 @@
 #include "support/decode_case.hpp"
 #include "support/decode_check.hpp"
 #include "support/decode_kernels.hpp"
+#include "support/decode_layouts.hpp"
 #include "support/expect_error.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
@@ -580,6 +581,281 @@ TEST_P(DecodeTest, AddressVariantReachesBlocksPastFourGibibytes) {
     for (int64_t i = 0; i < in.block_tables.numel(); ++i) in.block_tables.as<int32_t>()[i] += int32_t(first);
     const auto got = decode_attention(ctx(), in, with_kernel({}));
     EXPECT_LE(max_abs_diff(got.output, reference::decode_attention(in).output), tolerance(DType::f16, DType::f16));
+  }
+}
+
+// ---- head slices (DecodeTuning::slices): groups above 8 heads read their KV once ----
+
+// A GQA group of more than 8 heads in one workgroup of slices of 8 heads (the matrix kernel,
+// with slices=1): groups of 12, 16, 32 and 40 (two workgroups of 20) heads, MQA and two kv
+// heads, every dtype pair, head sizes 64 to 256, blocks of 8 to 32, and on them one pass, a
+// window with a soft cap, splits merged by the reduce pass and in the dispatch, longest first
+// with ALiBi, sinks and LSE: the reference's outputs, and every plan with slices.
+TEST_P(DecodeTest, HeadSlicesMatchTheReference) {
+  if (!matrix_family()) GTEST_SKIP() << "head slices are the matrix kernel's";
+  const DecodeTuningScope slices(ctx(), "slices=1");
+  struct Run {
+    DType query, cache;
+    uint32_t head_size, block_size, heads, kv_heads;
+  };
+  const Run runs[] = {{DType::f16, DType::f16, 128, 16, 16, 1},       {DType::f16, DType::f16, 64, 8, 32, 1},
+                      {DType::bf16, DType::bf16, 128, 32, 24, 2},     {DType::f16, DType::bf16, 256, 16, 32, 2},
+                      {DType::bf16, DType::f16, 64, 16, 40, 1},       {DType::f16, DType::fp8_e4m3, 128, 16, 32, 1},
+                      {DType::f16, DType::fp8_e5m2, 64, 8, 32, 2},    {DType::bf16, DType::fp8_e4m3, 128, 32, 12, 1}};
+  uint32_t seed = 300;
+  for (const Run& r : runs) {
+    DecodeCase c;
+    c.query_dtype = r.query;
+    c.cache_dtype = r.cache;
+    c.head_size = r.head_size;
+    c.block_size = r.block_size;
+    c.heads = r.heads;
+    c.kv_heads = r.kv_heads;
+    const uint32_t B = r.block_size;
+    c.lens = {0, 1, 7, 31, 32, 33, B - 1, B + 1, 301, 1000};
+    for (int variant = 0; variant < 5; ++variant) {
+      DecodeOptions o = with_kernel({});
+      DecodeParams p = default_params(c);
+      DecodeCase v = c;
+      bool lse = false;
+      if (variant == 1) {
+        o.sliding_window = 45;
+        p.softcap = 4.0f;
+      } else if (variant == 2 || variant == 3) {
+        o.split = SplitMode::split;
+        o.partition_tokens = 256;
+        o.merge = variant == 3 ? DecodeMerge::in_dispatch : DecodeMerge::reduce_pass;
+        lse = true;
+      } else if (variant == 4) {
+        o.order = DecodeOrder::longest_first;
+        v.alibi = v.sinks = true;
+        lse = true;
+      }
+      SCOPED_TRACE(::testing::Message() << v.str() << ", variant " << variant);
+      std::mt19937 rng(++seed);
+      const DecodeInputs in = make_decode_inputs(v, rng);
+      const auto plan = plan_or_refused(shape_for(in, p, lse), o);
+      ASSERT_TRUE(plan);
+      EXPECT_GT(plan->data().choice.head_slices, 1u) << plan->describe();
+      const DecodeResult want = reference::decode_attention(in, o, p, lse);
+      expect_decode_near(decode_attention(ctx(), in, o, p, lse), want, tolerance(v.query_dtype, v.cache_dtype), lse, v.str());
+    }
+  }
+}
+
+// E4M3 NaN bytes with head slices (32 heads on 2 kv heads): each slice's subgroups find them
+// after the loop over their own units: a NaN key makes its kv head's 16 heads NaN, a NaN value
+// its dim of the other 16; one pass and split.
+TEST_P(DecodeTest, HeadSlicesFp8E4m3NanIsNan) {
+  if (!matrix_family()) GTEST_SKIP() << "head slices are the matrix kernel's";
+  const DecodeTuningScope slices(ctx(), "slices=1");
+  DecodeCase c;
+  c.cache_dtype = DType::fp8_e4m3;
+  c.head_size = 64;
+  c.heads = 32;
+  c.kv_heads = 2;
+  c.lens = {40, 300};
+  std::mt19937 rng(12);
+  DecodeInputs in = make_decode_inputs(c, rng);
+  auto at = [&](int64_t seq, int64_t token) { return block_of_token(c, in, seq, token); };
+  in.key_cache.as<uint8_t>()[key_cache_index(c, at(0, 3), 0, 5, 3)] = 0x7f;                   // seq 0: heads 0..15
+  in.value_cache.as<uint8_t>()[value_cache_index(c, at(1, 290), 1, 20, 290 % c.block_size)] = 0xff;  // seq 1: dim 20 of heads 16..31
+  auto nan_expected = [&](int64_t seq, int64_t head, int64_t dim) { return seq == 0 ? head < 16 : head >= 16 && dim == 20; };
+  const DecodeParams params = default_params(c);
+  const auto want = reference::decode_attention(in, {}, params);
+  for (const SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
+    DecodeOptions o = with_kernel({});
+    o.split = split;
+    o.partition_tokens = split == SplitMode::split ? 256 : 0;
+    const auto plan = plan_or_refused(decode_shape_of(in), o);
+    ASSERT_TRUE(plan);
+    EXPECT_GT(plan->data().choice.head_slices, 1u) << plan->describe();
+    const auto got = decode_attention(ctx(), in, o, params);
+    for (int64_t i = 0; i < got.output.numel(); ++i) {
+      const int64_t seq = i / (c.heads * c.head_size), head = (i / c.head_size) % c.heads, dim = i % c.head_size;
+      const double g = got.output.get(size_t(i));
+      EXPECT_EQ(std::isnan(g), nan_expected(seq, head, dim)) << "element " << i;
+      if (!nan_expected(seq, head, dim)) EXPECT_NEAR(g, want.output.get(size_t(i)), tolerance(c.query_dtype, c.cache_dtype));
+    }
+  }
+}
+
+// ---- the token-major cache layouts (KvLayout nhd and hnd) ----
+
+// The tests' re-laying of caches (support/decode_layouts.hpp) puts every element where the
+// layout's gather (the reference's, which reads each layout) finds it: the rows gathered from
+// the re-laid caches are the vllm caches' rows, for f16, bf16 and fp8 caches.
+TEST(DecodeLayoutsHelper, RelaidCachesGatherTheSameRows) {
+  for (const DType cache : {DType::f16, DType::bf16, DType::fp8_e4m3}) {
+    DecodeCase c;
+    c.cache_dtype = cache;
+    c.head_size = 64;
+    c.block_size = 8;
+    c.lens = {1, 17, 40};
+    std::mt19937 rng(5);
+    const DecodeInputs in = make_decode_inputs(c, rng);
+    HostTensor starts(DType::i32, Shape{4});
+    for (int i = 0, at = 0; i < 4; ++i) {
+      starts.as<int32_t>()[i] = at;
+      if (i < 3) at += int(c.lens[size_t(i)]);
+    }
+    const DType out = cache == DType::bf16 ? DType::bf16 : DType::f32;
+    auto typed = [&](const HostTensor& t) {  // fp8 bytes (u8 in the inputs) as the cache dtype, for gather
+      HostTensor copy(cache, t.shape());
+      std::memcpy(copy.data(), t.data(), t.bytes());
+      return copy;
+    };
+    const auto want =
+        reference::gather(typed(in.key_cache), typed(in.value_cache), in.block_tables, starts, out, {}, KvLayout::vllm);
+    for (const KvLayout layout : kTokenMajorLayouts) {
+      SCOPED_TRACE(std::string(kv_layout_name(layout)) + " " + c.str());
+      const LaidOutCaches laid = relay_caches(in, layout);
+      const auto got =
+          reference::gather(typed(laid.key_cache), typed(laid.value_cache), in.block_tables, starts, out, {}, layout);
+      ASSERT_EQ(got.key.bytes(), want.key.bytes());
+      EXPECT_EQ(std::memcmp(got.key.data(), want.key.data(), want.key.bytes()), 0);
+      EXPECT_EQ(std::memcmp(got.value.data(), want.value.data(), want.value.bytes()), 0);
+    }
+  }
+}
+
+// decode_in_layout on the vllm layout is decode_attention, bit for bit (the scalar kernel, which
+// every device runs).
+class DecodeLayoutsHelperGpu : public GpuTest {};
+TEST_F(DecodeLayoutsHelperGpu, VllmLayoutIsDecodeAttention) {
+  DecodeCase c;
+  c.lens = {0, 5, 100};
+  c.sinks = true;
+  std::mt19937 rng(6);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  DecodeOptions o;
+  o.kernel = DecodeKernel::scalar;
+  o.split = SplitMode::split;
+  o.partition_tokens = 256;
+  const DecodeResult a = decode_attention(ctx(), in, o, {}, true);
+  const DecodeResult b = decode_in_layout(ctx(), in, KvLayout::vllm, o, {}, true);
+  ASSERT_EQ(a.output.bytes(), b.output.bytes());
+  EXPECT_EQ(std::memcmp(a.output.data(), b.output.data(), a.output.bytes()), 0);
+  EXPECT_EQ(std::memcmp(a.lse.data(), b.lse.data(), a.lse.bytes()), 0);
+}
+
+// Every dtype pair the matrix kernel takes, head sizes 64 to 256, blocks of 8 to 32, MHA to a
+// group of 32 (sliced over workgroups), the lengths around the unit and block edges, and on
+// them one pass, a window with a soft cap, splits merged by the reduce pass and in the dispatch,
+// longest first, ALiBi with sinks: the same outputs as on the vllm layout.
+TEST_P(DecodeTest, TokenMajorLayouts) {
+  struct Run {
+    DType query, cache;
+    uint32_t head_size, block_size, heads, kv_heads;
+  };
+  const Run runs[] = {{DType::f16, DType::f16, 128, 16, 8, 2},       {DType::f16, DType::f16, 64, 8, 4, 4},
+                      {DType::bf16, DType::bf16, 128, 32, 16, 2},    {DType::f16, DType::bf16, 256, 16, 6, 2},
+                      {DType::bf16, DType::f16, 64, 16, 32, 1},      {DType::f16, DType::fp8_e4m3, 128, 16, 8, 1},
+                      {DType::f16, DType::fp8_e5m2, 64, 8, 4, 2},    {DType::bf16, DType::fp8_e4m3, 256, 32, 8, 2}};
+  uint32_t seed = 100;
+  for (const KvLayout layout : kTokenMajorLayouts) {
+    for (const Run& r : runs) {
+      DecodeCase c;
+      c.query_dtype = r.query;
+      c.cache_dtype = r.cache;
+      c.head_size = r.head_size;
+      c.block_size = r.block_size;
+      c.heads = r.heads;
+      c.kv_heads = r.kv_heads;
+      const uint32_t B = r.block_size;
+      c.lens = {0, 1, 7, 8, 9, 31, 32, 33, B - 1, B + 1, 301};
+      for (int variant = 0; variant < 5; ++variant) {
+        DecodeOptions o;
+        DecodeParams p = default_params(c);
+        DecodeCase v = c;
+        bool lse = false;
+        if (variant == 1) {
+          o.sliding_window = 45;
+          p.softcap = 4.0f;
+        } else if (variant == 2 || variant == 3) {
+          o.split = SplitMode::split;
+          o.partition_tokens = 256;
+          o.merge = variant == 3 ? DecodeMerge::in_dispatch : DecodeMerge::reduce_pass;
+          v.lens.push_back(700);
+          lse = true;
+        } else if (variant == 4) {
+          o.order = DecodeOrder::longest_first;
+          v.alibi = v.sinks = true;
+          lse = true;
+        }
+        check_in_layout(layout, v, o, p, ++seed, lse);
+      }
+    }
+  }
+}
+
+// bf16 far outside f16's range on the token-major layouts, one pass and split (the matrix
+// kernel rescales what does not fit, from the raw bits of each token's loads).
+TEST_P(DecodeTest, TokenMajorLayoutsKeepBf16FarOutsideTheF16Range) {
+  DecodeShape helper = plan_shape(6, 8, 2, 64, 600);  // the helper's shape: 8 heads on 2, D = 64, bf16
+  helper.query_dtype = helper.cache_dtype = DType::bf16;
+  for (const KvLayout layout : kTokenMajorLayouts) {
+    helper.kv_layout = layout;
+    if (!plan_or_refused(helper, {})) continue;
+    for (const SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
+      SCOPED_TRACE(std::string(kv_layout_name(layout)) + (split == SplitMode::split ? " split" : " one pass"));
+      DecodeOptions o = with_kernel({});
+      o.split = split;
+      o.partition_tokens = split == SplitMode::split ? 256 : 0;
+      expect_bf16_far_outside_f16_range_kept(ctx(), o, {}, layout);
+    }
+  }
+}
+
+// E4M3 NaN bytes on the token-major layouts, where a word holds 4 dims of one token: a NaN key
+// makes its heads' outputs NaN, a NaN value its dim's (and not the next dim's, whose byte the
+// probe's carry may flip: 0x7e beside a NaN 0xff), in full units, a masked last unit and a later
+// subgroup's unit; NaN bytes past a length change nothing.
+TEST_P(DecodeTest, TokenMajorLayoutsFp8E4m3NanIsNan) {
+  DecodeCase c;
+  c.cache_dtype = DType::fp8_e4m3;
+  c.head_size = 64;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.lens = {40, 300};
+  std::mt19937 rng(11);
+  DecodeInputs in = make_decode_inputs(c, rng);
+  auto key = [&](int64_t seq, int64_t token, int64_t kv_head, int64_t dim, uint8_t byte) {
+    in.key_cache.as<uint8_t>()[key_cache_index(c, block_of_token(c, in, seq, token), kv_head, dim, token % c.block_size)] = byte;
+  };
+  auto value = [&](int64_t seq, int64_t token, int64_t kv_head, int64_t dim, uint8_t byte) {
+    in.value_cache.as<uint8_t>()[value_cache_index(c, block_of_token(c, in, seq, token), kv_head, dim, token % c.block_size)] = byte;
+  };
+  key(0, 3, 0, 5, 0x7f);       // full unit: heads 0 and 1 of sequence 0
+  value(0, 7, 1, 9, 0xff);     // full unit: dim 9 of heads 2 and 3...
+  value(0, 7, 1, 10, 0x7e);    // ...and not dim 10 (a finite byte above the NaN)
+  key(1, 100, 0, 62, 0xff);    // unit 3 (not the first subgroup's): heads 0 and 1
+  value(1, 290, 1, 20, 0x7f);  // the last unit (masked tokens past 300): dim 20 of heads 2 and 3
+  value(1, 290, 1, 21, 0xfe);  // not dim 21
+  key(1, 302, 1, 1, 0x7f);     // past the length: nothing
+  value(1, 301, 0, 3, 0xff);   // past the length: nothing
+  auto nan_expected = [&](int64_t seq, int64_t head, int64_t dim) {
+    return seq == 0 ? head < 2 || (head >= 2 && dim == 9) : head < 2 || (head >= 2 && dim == 20);
+  };
+  const DecodeParams params = default_params(c);
+  const auto want = reference::decode_attention(in, {}, params);
+  for (const KvLayout layout : kTokenMajorLayouts) {
+    for (const SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
+      DecodeOptions o = with_kernel({});
+      o.split = split;
+      o.partition_tokens = split == SplitMode::split ? 256 : 0;
+      const std::string name = std::string(kv_layout_name(layout)) + (split == SplitMode::split ? " split" : " one pass");
+      if (!plan_or_refused(shape_in_layout(in, layout, params), o)) continue;
+      const auto got = decode_in_layout(ctx(), in, layout, o, params);
+      for (int64_t i = 0; i < got.output.numel(); ++i) {
+        const int64_t seq = i / (c.heads * c.head_size), head = (i / c.head_size) % c.heads, dim = i % c.head_size;
+        const double g = got.output.get(size_t(i));
+        const bool nan_here = nan_expected(seq, head, dim);
+        EXPECT_EQ(std::isnan(g), nan_here) << name << ", element " << i;
+        if (!nan_here)
+          EXPECT_NEAR(g, want.output.get(size_t(i)), tolerance(c.query_dtype, c.cache_dtype)) << name << ", element " << i;
+      }
+    }
   }
 }
 

@@ -497,6 +497,270 @@ TEST(DecodePlanner, FragmentLayout) {
                ErrorCode::unsupported, {"kernel: matrix: head_size: 80"});
 }
 
+// ---- the matrix kernel through VK_KHR_cooperative_matrix ----
+
+// Automatic and matrix take NV where it runs the plan; matrix_khr takes KHR there, with the
+// same plan (only the module differs), the E4M3 module's twin for E4M3 caches.
+TEST(DecodePlannerKhr, NvAndKhrOnAnH200) {
+  const DecodeDeviceProperties d = h200_with_khr();
+  for (const char* name : {"long1", "mid8", "batch64", "batch256", "mha32", "gqa8x", "d64", "batch64-bf16-bf16",
+                           "batch64-f16-fp8_e4m3", "batch256-f16-fp8_e5m2", "batch64-b32"}) {
+    SCOPED_TRACE(name);
+    const DecodeShape s = bench_shape(name);
+    const DecodeChoice nv = plan(d, s, kernel_option(Kernel::matrix));
+    EXPECT_FALSE(nv.khr);
+    EXPECT_EQ(plan(d, s).khr, false);
+    const DecodeChoice khr = plan(d, s, kernel_option(Kernel::matrix_khr));
+    EXPECT_EQ(khr.kernel, Kernel::matrix);
+    EXPECT_TRUE(khr.khr);
+    EXPECT_EQ(khr.module, s.cache_dtype == DType::fp8_e4m3 ? DecodeModule::matrix_e4m3_khr : DecodeModule::matrix_khr);
+    EXPECT_EQ(nv.module, s.cache_dtype == DType::fp8_e4m3 ? DecodeModule::matrix_e4m3 : DecodeModule::matrix);
+    // Everything else as the NV plan.
+    EXPECT_EQ(khr.split, nv.split);
+    EXPECT_EQ(khr.num_partitions, nv.num_partitions);
+    EXPECT_EQ(khr.subgroups, nv.subgroups);
+    EXPECT_EQ(khr.workgroup, nv.workgroup);
+    EXPECT_EQ(khr.heads_per_workgroup, nv.heads_per_workgroup);
+    EXPECT_EQ(khr.early_values, nv.early_values);
+    EXPECT_EQ(khr.pipeline, nv.pipeline);
+    EXPECT_EQ(khr.share_query, nv.share_query);
+    EXPECT_EQ(khr.features, nv.features);
+    EXPECT_EQ(khr.scratch_bytes, nv.scratch_bytes);
+  }
+  // The timeline is the NV module's.
+  DecodeOptions o = kernel_option(Kernel::matrix_khr);
+  o.timeline = true;
+  expect_error([&] { plan(d, planner_shape(64, 32, 8, 128, 4096), o); }, ErrorCode::unsupported,
+               {"timeline: the matrix kernel records one through VK_NV_cooperative_matrix only"});
+  o.kernel = Kernel::matrix;
+  EXPECT_EQ(plan(d, planner_shape(64, 32, 8, 128, 4096), o).module, DecodeModule::matrix_timeline);
+}
+
+// A device with KHR 16x8x16 products in the NV kernel's layout and no NV extension: automatic
+// and matrix run the matrix kernel through KHR.
+TEST(DecodePlannerKhr, KhrWhereNvIsAbsent) {
+  const DecodeDeviceProperties d = khr_only_16x8x16();
+  const DecodeShape gqa = planner_shape(8, 32, 8, 128, 4096);
+  for (const Kernel k : {Kernel::automatic, Kernel::matrix, Kernel::matrix_khr}) {
+    const DecodeChoice c = plan(d, gqa, kernel_option(k));
+    EXPECT_EQ(c.kernel, Kernel::matrix) << int(k);
+    EXPECT_TRUE(c.khr) << int(k);
+    EXPECT_EQ(c.module, DecodeModule::matrix_khr);
+  }
+  EXPECT_EQ(plan(d, planner_shape(8, 32, 32, 128, 4096)).kernel, Kernel::scalar);  // MHA: automatic stays scalar
+  EXPECT_EQ(plan(d, gqa, kernel_option(Kernel::scalar)).kernel, Kernel::scalar);
+  // Shapes the kernel refuses, refused the same way.
+  expect_error([&] { plan(d, planner_shape(8, 32, 8, 80, 4096), kernel_option(Kernel::matrix)); }, ErrorCode::unsupported,
+               {"kernel: matrix: device KHR 16x8x16 has no VK_NV_cooperative_matrix",
+                "; and on VK_KHR_cooperative_matrix: head_size: 80 is not a multiple of 32"});
+  expect_error([&] { plan(d, planner_shape(8, 32, 8, 80, 4096), kernel_option(Kernel::matrix_khr)); },
+               ErrorCode::unsupported, {"kernel: matrix_khr: head_size: 80 is not a multiple of 32"});
+  DecodeOptions timeline;
+  timeline.timeline = true;
+  expect_error([&] { plan(d, gqa, timeline); }, ErrorCode::unsupported, {"timeline: the matrix kernel records one through"});
+  // Subgroups that may be wider than 32 (a full-subgroup dispatch is a multiple of the widest).
+  DecodeDeviceProperties wide = d;
+  wide.max_subgroup_size = 64;
+  EXPECT_EQ(plan(wide, gqa).kernel, Kernel::scalar);
+  expect_error([&] { plan(wide, gqa, kernel_option(Kernel::matrix_khr)); }, ErrorCode::unsupported,
+               {"kernel: matrix_khr: device KHR 16x8x16 has subgroups of up to 64"});
+}
+
+// KHR 16x16x16 products only: not the kernel's tile, so the scalar kernel runs, and both matrix
+// kernels are refused, saying so; the layout is never probed.
+TEST(DecodePlannerKhr, Only16x16x16IsRefused) {
+  const DecodeDeviceProperties d = khr_only_16x16x16();
+  const DecodeShape gqa = planner_shape(8, 32, 8, 128, 4096);
+  const detail::DecodeKernelChoice k = detail::choose_decode_kernel(d, gqa, {}, {});
+  EXPECT_FALSE(k.matrix);
+  EXPECT_FALSE(k.needs_khr_fragment_layout);
+  EXPECT_FALSE(k.needs_fragment_layout);
+  EXPECT_NE(k.matrix_refusal.find("does not list the 16x8x16 product"), std::string::npos) << k.matrix_refusal;
+  EXPECT_EQ(plan(d, gqa).kernel, Kernel::scalar);
+  expect_error([&] { plan(d, gqa, kernel_option(Kernel::matrix_khr)); }, ErrorCode::unsupported,
+               {"kernel: matrix_khr: device KHR 16x16x16 does not list the 16x8x16 product with f16 A and B"});
+  expect_error([&] { plan(d, gqa, kernel_option(Kernel::matrix)); }, ErrorCode::unsupported,
+               {"kernel: matrix: device KHR 16x16x16 has no VK_NV_cooperative_matrix", "does not list the 16x8x16"});
+}
+
+// NV only (the Context left KHR off, e.g. under an old validation layer): matrix_khr is refused
+// with the Context's reason; automatic and matrix take NV.
+TEST(DecodePlannerKhr, NvOnly) {
+  DecodeDeviceProperties d = h200();
+  d.cooperative_matrix_khr_absent = "the Khronos validation layer 1.3.239 predates VK_KHR_cooperative_matrix";
+  const DecodeShape gqa = planner_shape(8, 32, 8, 128, 4096);
+  EXPECT_FALSE(plan(d, gqa).khr);
+  EXPECT_FALSE(plan(d, gqa, kernel_option(Kernel::matrix)).khr);
+  expect_error([&] { plan(d, gqa, kernel_option(Kernel::matrix_khr)); }, ErrorCode::unsupported,
+               {"kernel: matrix_khr: device NVIDIA H200: the Khronos validation layer 1.3.239 predates"});
+  // A device without the extension says so in the same place.
+  EXPECT_FALSE(plan(lavapipe(), gqa).khr);
+  expect_error([&] { plan(lavapipe(), gqa, kernel_option(Kernel::matrix_khr)); }, ErrorCode::unsupported,
+               {"kernel: matrix_khr: device llvmpipe: VK_KHR_cooperative_matrix is not enabled"});
+}
+
+// The KHR layout is probed only for the extension that would run the plan, and decides last:
+// a different layout falls back to the scalar kernel (automatic) or is refused, naming it.
+TEST(DecodePlannerKhr, FragmentLayout) {
+  const DecodeShape gqa = planner_shape(8, 32, 8, 128, 4096);
+  DecodeDeviceProperties unknown = khr_only_16x8x16();
+  unknown.khr_fragment_layout_mismatch.reset();
+  detail::DecodeKernelChoice k = detail::choose_decode_kernel(unknown, gqa, {}, {});
+  EXPECT_TRUE(k.needs_khr_fragment_layout);
+  EXPECT_FALSE(k.needs_fragment_layout);
+  expect_error([&] { plan(unknown, gqa); }, ErrorCode::internal, {"khr_fragment_layout_mismatch"});
+  EXPECT_FALSE(detail::choose_decode_kernel(unknown, planner_shape(8, 32, 32, 128, 4096), {}, {}).needs_khr_fragment_layout);
+  // On an H200 with both, automatic and matrix need NV's layout only; matrix_khr KHR's only.
+  DecodeDeviceProperties both = h200_with_khr();
+  both.fragment_layout_mismatch.reset();
+  both.khr_fragment_layout_mismatch.reset();
+  k = detail::choose_decode_kernel(both, gqa, {}, {});
+  EXPECT_TRUE(k.needs_fragment_layout);
+  EXPECT_FALSE(k.needs_khr_fragment_layout);
+  k = detail::choose_decode_kernel(both, gqa, kernel_option(Kernel::matrix_khr), {});
+  EXPECT_FALSE(k.needs_fragment_layout);
+  EXPECT_TRUE(k.needs_khr_fragment_layout);
+  // NV's layout differs (probed): KHR's is asked for next.
+  both.fragment_layout_mismatch = "fragment A [16 x 16]: lane 0 holds element codes 1 0";
+  k = detail::choose_decode_kernel(both, gqa, {}, {});
+  EXPECT_TRUE(k.needs_khr_fragment_layout);
+  both.khr_fragment_layout_mismatch = "";
+  EXPECT_TRUE(plan(both, gqa).khr);
+  // KHR's differs too: the scalar kernel, or both reasons.
+  DecodeDeviceProperties other = khr_only_16x8x16();
+  other.khr_fragment_layout_mismatch = "fragment B [16 x 8]: lane 1 component 0 holds element code 9";
+  EXPECT_EQ(plan(other, gqa).kernel, Kernel::scalar);
+  expect_error([&] { plan(other, gqa, kernel_option(Kernel::matrix_khr)); }, ErrorCode::unsupported,
+               {"kernel: matrix_khr: device KHR 16x8x16: VK_KHR_cooperative_matrix's 16x8x16 fragments: fragment B "
+                "[16 x 8]: lane 1 component 0 holds element code 9"});
+}
+
+// ---- head slices (DecodeTuning::slices) ----
+
+// Off by default (groups above 8 heads run in workgroups of 8 that each read the group's keys
+// and values); with slices=1 a group of up to 32 heads runs in one workgroup of slices of 8
+// heads, each slice's subgroups walking the same units, as many as the shared memory holds.
+TEST(DecodePlannerH200, HeadSlices) {
+  const DecodeTuning on = tuned("slices=1");
+  const DecodeShape mqa = planner_shape(128, 32, 1, 128, 2048);  // MQA, 134 MB of KV
+  DecodeChoice c = plan(h200(), mqa);
+  EXPECT_EQ(c.head_slices, 1u);
+  EXPECT_EQ(c.heads_per_workgroup, 8u);
+  EXPECT_EQ(c.groups_per_kv_head, 4u);
+  EXPECT_EQ(c.module, DecodeModule::matrix);
+  c = plan(h200(), mqa, {}, on);
+  EXPECT_EQ(c.head_slices, 4u);
+  EXPECT_EQ(c.heads_per_workgroup, 32u);
+  EXPECT_EQ(c.groups_per_kv_head, 1u);
+  EXPECT_EQ(c.module, DecodeModule::matrix_slices);
+  // 128 workgroups: a split of 2 x 1024 tokens, and 2 subgroups per slice (4 do not fit 48 KiB).
+  EXPECT_TRUE(c.split);
+  EXPECT_EQ(c.num_partitions, 2u);
+  EXPECT_EQ(c.partition_tokens, 1024u);
+  EXPECT_EQ(c.subgroups, 8u);
+  EXPECT_EQ(c.workgroup, 256u);
+  struct Group {
+    uint32_t heads, kv_heads, slices, heads_per_workgroup, groups_per_kv_head;
+  };
+  for (const Group& g : {Group{16, 1, 2, 16, 1}, Group{12, 1, 2, 12, 1}, Group{40, 1, 3, 20, 2},
+                         Group{64, 2, 4, 32, 1}, Group{128, 1, 4, 32, 4}, Group{8, 1, 1, 8, 1}, Group{32, 32, 1, 1, 1}}) {
+    SCOPED_TRACE(::testing::Message() << g.heads << " heads on " << g.kv_heads);
+    c = plan(h200(), planner_shape(64, g.heads, g.kv_heads, 128, 4096), {}, on);
+    if (g.kv_heads == g.heads) c = plan(h200(), planner_shape(64, g.heads, g.kv_heads, 128, 4096), kernel_option(Kernel::matrix), on);
+    EXPECT_EQ(c.kernel, Kernel::matrix);
+    EXPECT_EQ(c.head_slices, g.slices);
+    EXPECT_EQ(c.heads_per_workgroup, g.heads_per_workgroup);
+    EXPECT_EQ(c.groups_per_kv_head, g.groups_per_kv_head);
+    EXPECT_EQ(c.subgroups % c.head_slices, 0u);
+    EXPECT_EQ(c.workgroup, 32u * c.subgroups);
+    EXPECT_EQ(c.module, g.slices > 1 ? DecodeModule::matrix_slices : DecodeModule::matrix);
+  }
+  // Every module has its twin; the token-major layouts and the timeline keep workgroups of 8.
+  EXPECT_EQ(plan(h200(), planner_shape(64, 32, 2, 128, 4096, DType::f16, DType::fp8_e4m3), {}, on).module,
+            DecodeModule::matrix_slices_e4m3);
+  EXPECT_EQ(plan(h200_with_khr(), planner_shape(64, 32, 2, 128, 4096), kernel_option(Kernel::matrix_khr), on).module,
+            DecodeModule::matrix_slices_khr);
+  EXPECT_EQ(plan(h200_with_khr(), planner_shape(64, 32, 2, 128, 4096, DType::bf16, DType::fp8_e4m3),
+                 kernel_option(Kernel::matrix_khr), on)
+                .module,
+            DecodeModule::matrix_slices_e4m3_khr);
+  DecodeShape nhd = mqa;
+  nhd.kv_layout = KvLayout::nhd;
+  EXPECT_EQ(plan(h200(), nhd, {}, on).head_slices, 1u);
+  DecodeOptions timeline;
+  timeline.timeline = true;
+  EXPECT_EQ(plan(h200(), mqa, timeline, on).head_slices, 1u);
+  // Fewer slices where the shared memory holds fewer heads' rows (D = 256: 3 of 8 heads).
+  c = plan(h200(), planner_shape(64, 32, 1, 256, 4096), {}, on);
+  EXPECT_EQ(c.head_slices, 2u);
+  EXPECT_EQ(c.heads_per_workgroup, 16u);
+  EXPECT_EQ(c.groups_per_kv_head, 2u);
+  DecodeDeviceProperties small = h200();
+  small.max_shared_memory = 16384;  // 2 slices (one subgroup each: 12.4 KiB), not 3
+  EXPECT_EQ(plan(small, mqa, {}, on).head_slices, 2u);
+  small.max_shared_memory = 12288;
+  EXPECT_EQ(plan(small, mqa, {}, on).head_slices, 1u);
+  expect_error([] { tuned("slices=2"); }, ErrorCode::invalid_argument, {"slices", "0 to 1"});
+}
+
+// ---- cache layouts ----
+
+// nhd and hnd run on the matrix kernel's token-major modules (NV and KHR, E4M3's own), with the
+// vllm plan's every other choice, the layout its specialization; head sizes must be multiples
+// of 64 there.
+TEST(DecodePlanner, TokenMajorLayoutsOnTheMatrixKernel) {
+  const DecodeDeviceProperties d = h200_with_khr();
+  for (const KvLayout layout : {KvLayout::nhd, KvLayout::hnd}) {
+    SCOPED_TRACE(std::string(kv_layout_name(layout)));
+    for (const char* name : {"long1", "mid8", "batch64", "batch256", "gqa8x", "d64", "batch64-bf16-bf16",
+                             "batch64-f16-fp8_e4m3", "batch256-f16-fp8_e5m2", "batch64-ragged"}) {
+      SCOPED_TRACE(name);
+      const DecodeShape vllm = bench_shape(name);
+      DecodeShape s = vllm;
+      s.kv_layout = layout;
+      const bool e4m3 = s.cache_dtype == DType::fp8_e4m3;
+      const DecodeChoice a = plan(d, vllm), c = plan(d, s);
+      EXPECT_EQ(c.kernel, Kernel::matrix);
+      EXPECT_FALSE(c.khr);
+      EXPECT_EQ(c.module, e4m3 ? DecodeModule::matrix_token_major_e4m3 : DecodeModule::matrix_token_major);
+      EXPECT_EQ(plan(d, s, kernel_option(Kernel::matrix_khr)).module,
+                e4m3 ? DecodeModule::matrix_token_major_e4m3_khr : DecodeModule::matrix_token_major_khr);
+      EXPECT_EQ(c.split, a.split);
+      EXPECT_EQ(c.num_partitions, a.num_partitions);
+      EXPECT_EQ(c.subgroups, a.subgroups);
+      EXPECT_EQ(c.heads_per_workgroup, a.heads_per_workgroup);
+      EXPECT_EQ(c.early_values, a.early_values);
+      EXPECT_EQ(c.pipeline, a.pipeline);
+      EXPECT_EQ(c.share_query, a.share_query);
+      EXPECT_EQ(c.features, a.features);
+    }
+    // MHA runs there when asked for; automatic would take the scalar kernel, which reads vllm only.
+    DecodeShape mha = bench_shape("mha32");
+    mha.kv_layout = layout;
+    EXPECT_EQ(plan(d, mha, kernel_option(Kernel::matrix)).module, DecodeModule::matrix_token_major);
+    expect_error([&] { plan(d, mha); }, ErrorCode::unsupported,
+                 {std::string("kv_layout: decode reads the ") + std::string(kv_layout_name(layout)) +
+                  " layout on the matrix kernel only, which takes GQA groups"});
+    expect_error([&] { plan(d, mha, kernel_option(Kernel::scalar)); }, ErrorCode::unsupported,
+                 {"kernel: scalar: kv_layout: the scalar kernel reads the vllm layout only"});
+    // Head sizes of 32 (mod 64) are the vllm layout's only.
+    DecodeShape d96 = planner_shape(8, 32, 8, 96, 4096);
+    EXPECT_EQ(plan(d, d96).kernel, Kernel::matrix);
+    d96.kv_layout = layout;
+    expect_error([&] { plan(d, d96, kernel_option(Kernel::matrix)); }, ErrorCode::unsupported,
+                 {std::string("kernel: matrix: head_size: 96 is not a multiple of 64 (kv_layout ") +
+                  std::string(kv_layout_name(layout)) + ")"});
+    expect_error([&] { plan(d, d96); }, ErrorCode::unsupported, {"which cannot run this plan: head_size: 96"});
+    // No timeline there, and no matrix units on lavapipe.
+    DecodeOptions timeline;
+    timeline.timeline = true;
+    DecodeShape gqa = planner_shape(64, 32, 8, 128, 4096);
+    gqa.kv_layout = layout;
+    expect_error([&] { plan(d, gqa, timeline); }, ErrorCode::unsupported, {"timeline: the matrix kernel records one on the vllm layout only"});
+    expect_error([&] { plan(lavapipe(), gqa); }, ErrorCode::unsupported, {"kv_layout", "has no VK_NV_cooperative_matrix"});
+  }
+}
+
 // DecodeOptions::timeline: the matrix kernel's record per subgroup, on devices that have its
 // features; refused elsewhere.
 TEST(DecodePlanner, Timeline) {

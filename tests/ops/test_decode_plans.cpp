@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "ops/decode_plan.hpp"
+#include "vk/matrix_features.hpp"
 #include "support/decode_case.hpp"
 #include "support/decode_check.hpp"
 #include "support/expect_error.hpp"
@@ -102,6 +103,32 @@ TEST_F(DecodePlanTest, MatrixKernelRefusedWhereItCannotRun) {
   EXPECT_EQ(choice(DecodePlan::create(ctx(), shape_of(c))).kernel, DecodeKernel::scalar);
 }
 
+// DecodeKernel::matrix_khr: where the Context has no VK_KHR_cooperative_matrix (lavapipe, or a
+// validation layer older than the extension) it is refused with the Context's reason; where the
+// plan is made, it is the matrix kernel through KHR.
+TEST_F(DecodePlanTest, MatrixKhrRefusedWhereTheContextHasNoKhr) {
+  DecodeOptions o;
+  o.kernel = DecodeKernel::matrix_khr;
+  const std::string missing = detail::missing_khr_matrix_features(ctx().impl());
+  if (!ctx().device_info().cooperative_matrix_khr) {
+    ASSERT_NE(missing, "");
+    expect_refused([&] { DecodePlan::create(ctx(), shape_of(DecodeCase{}), o); }, ErrorCode::unsupported,
+                   {"kernel: matrix_khr: ", missing});
+    return;
+  }
+  try {
+    const DecodePlan plan = DecodePlan::create(ctx(), shape_of(DecodeCase{}), o);
+    EXPECT_EQ(choice(plan).kernel, DecodeKernel::matrix);
+    EXPECT_TRUE(choice(plan).khr);
+    EXPECT_NE(plan.describe().find("matrix units (KHR)"), std::string::npos) << plan.describe();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_EQ(std::string(e.what()).rfind("kernel: matrix_khr: device ", 0), 0u) << e.what();
+    // NVIDIA's KHR fragments have the NV kernel's layout: there it must run.
+    EXPECT_NE(ctx().device_info().vendor_id, 0x10deu) << e.what();
+  }
+}
+
 // The timeline (DecodeOptions::timeline) is the matrix kernel's alone: refused elsewhere.
 TEST_F(DecodePlanTest, TimelineRefusedOffTheMatrixKernel) {
   DecodeCase c;
@@ -138,6 +165,35 @@ class DecodeMatrixPlanTest : public GpuTest {
     if (!refusal.empty()) GTEST_SKIP() << refusal;
   }
 };
+
+// A plan on a token-major layout (nhd, hnd) takes views of that layout's shapes and refuses
+// the vllm ones, naming the view.
+TEST_F(DecodeMatrixPlanTest, TokenMajorPlansTakeTheirLayoutsViews) {
+  std::mt19937 rng(4);
+  const DecodeInputs in = make_decode_inputs(DecodeCase{}, rng);
+  DeviceBuffer big = ctx().create_buffer(1 << 20);
+  const std::vector<uint8_t> zeros(big.size(), 0);  // lengths of 0: the decodes read nothing
+  ctx().upload(big.view(), zeros.data(), zeros.size());
+  for (const KvLayout layout : {KvLayout::nhd, KvLayout::hnd}) {
+    DecodeShape s = decode_shape_of(in);
+    s.kv_layout = layout;
+    const DecodePlan plan = DecodePlan::create(ctx(), s);
+    EXPECT_EQ(choice(plan).kernel, DecodeKernel::matrix) << plan.describe();
+    const int64_t N = s.num_blocks, B = s.block_size, Hkv = s.num_kv_heads, D = s.head_size;
+    const Shape token_major = layout == KvLayout::nhd ? Shape{N, B, Hkv, D} : Shape{N, Hkv, B, D};
+    DecodeViews v;
+    v.query = big.tensor(DType::f16, in.query.shape());
+    v.key_cache = big.tensor(DType::f16, in.key_cache.shape());  // vllm's [N, Hkv, D/x, B, x]
+    v.value_cache = big.tensor(DType::f16, token_major);
+    v.block_tables = big.tensor(DType::i32, in.block_tables.shape());
+    v.context_lens = big.tensor(DType::i32, in.context_lens.shape());
+    v.output = big.tensor(DType::f16, in.query.shape());
+    auto record = [&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, v); }); };
+    expect_refused(record, "key_cache");
+    v.key_cache = big.tensor(DType::f16, token_major);
+    EXPECT_NO_THROW(record());
+  }
+}
 
 // Automatic takes the matrix kernel for GQA groups with 16-bit queries and caches (where it
 // measured faster) and the scalar kernel for MHA and for f32.

@@ -89,6 +89,11 @@ constexpr Path kMatrixPaths[] = {
     {"matrix split (reduce pass)", DecodeKernel::matrix, SplitMode::split, 256, DecodeMerge::reduce_pass},
     {"matrix split (merged in the dispatch)", DecodeKernel::matrix, SplitMode::split, 256, DecodeMerge::in_dispatch},
 };
+constexpr Path kMatrixKhrPaths[] = {
+    {"matrix_khr one pass", DecodeKernel::matrix_khr, SplitMode::single_pass, 0, DecodeMerge::reduce_pass},
+    {"matrix_khr split (reduce pass)", DecodeKernel::matrix_khr, SplitMode::split, 256, DecodeMerge::reduce_pass},
+    {"matrix_khr split (merged in the dispatch)", DecodeKernel::matrix_khr, SplitMode::split, 256, DecodeMerge::in_dispatch},
+};
 
 // ---- the reference alone (no device) ----
 
@@ -123,22 +128,40 @@ TEST_F(NonFiniteTest, Bf16) { check_paths(&ctx(), DType::bf16, DType::bf16, kSca
 TEST_F(NonFiniteTest, Fp8E5m2) { check_paths(&ctx(), DType::f16, DType::fp8_e5m2, kScalarPaths); }
 TEST_F(NonFiniteTest, Fp8E4m3) { check_paths(&ctx(), DType::f16, DType::fp8_e4m3, kScalarPaths); }
 
-// ---- the matrix kernel (VK_NV_cooperative_matrix; skipped elsewhere) ----
+// ---- the matrix kernel (matrix units; skipped elsewhere) ----
+
+// Skips where `kernel` cannot run a plain f16 case, with the refusal.
+void skip_unless_planned(Context& ctx, DecodeKernel kernel) {
+  DecodeCase c = non_finite_case(DType::f16, DType::f16);
+  std::mt19937 rng(1);
+  DecodeOptions o;
+  o.kernel = kernel;
+  try {
+    DecodePlan::create(ctx, decode_shape_of(make_decode_inputs(c, rng)), o);
+  } catch (const Error& e) {
+    GTEST_SKIP() << e.what();
+  }
+}
 
 class NonFiniteMatrixTest : public GpuTest {
  protected:
   void SetUp() override {
     GpuTest::SetUp();
-    if (!ctx().device_info().cooperative_matrix) GTEST_SKIP() << ctx().device_info().name << " has no matrix units";
-    DecodeCase c = non_finite_case(DType::f16, DType::f16);
-    std::mt19937 rng(1);
-    DecodeOptions o;
-    o.kernel = DecodeKernel::matrix;
-    try {
-      DecodePlan::create(ctx(), decode_shape_of(make_decode_inputs(c, rng)), o);
-    } catch (const Error& e) {
-      GTEST_SKIP() << e.what();
-    }
+    const DeviceInfo& dev = ctx().device_info();
+    if (!dev.cooperative_matrix && !dev.cooperative_matrix_khr) GTEST_SKIP() << dev.name << " has no matrix units";
+    skip_unless_planned(ctx(), DecodeKernel::matrix);
+  }
+};
+
+// The matrix kernel through VK_KHR_cooperative_matrix (DecodeKernel::matrix_khr): skipped where
+// the Context has no such extension (under a validation layer older than it, among others).
+class NonFiniteMatrixKhrTest : public GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (!ctx().device_info().cooperative_matrix_khr)
+      GTEST_SKIP() << "this Context has no VK_KHR_cooperative_matrix (run with VKPAGED_VALIDATION=0 on a device that has it)";
+    skip_unless_planned(ctx(), DecodeKernel::matrix_khr);
   }
 };
 
@@ -147,6 +170,12 @@ TEST_F(NonFiniteMatrixTest, Bf16) { check_paths(&ctx(), DType::bf16, DType::bf16
 TEST_F(NonFiniteMatrixTest, Bf16QueryF16Cache) { check_paths(&ctx(), DType::bf16, DType::f16, kMatrixPaths); }
 TEST_F(NonFiniteMatrixTest, Fp8E5m2) { check_paths(&ctx(), DType::f16, DType::fp8_e5m2, kMatrixPaths); }
 TEST_F(NonFiniteMatrixTest, Fp8E4m3) { check_paths(&ctx(), DType::f16, DType::fp8_e4m3, kMatrixPaths); }
+
+TEST_F(NonFiniteMatrixKhrTest, F16) { check_paths(&ctx(), DType::f16, DType::f16, kMatrixKhrPaths); }
+TEST_F(NonFiniteMatrixKhrTest, Bf16) { check_paths(&ctx(), DType::bf16, DType::bf16, kMatrixKhrPaths); }
+TEST_F(NonFiniteMatrixKhrTest, Bf16QueryF16Cache) { check_paths(&ctx(), DType::bf16, DType::f16, kMatrixKhrPaths); }
+TEST_F(NonFiniteMatrixKhrTest, Fp8E5m2) { check_paths(&ctx(), DType::f16, DType::fp8_e5m2, kMatrixKhrPaths); }
+TEST_F(NonFiniteMatrixKhrTest, Fp8E4m3) { check_paths(&ctx(), DType::f16, DType::fp8_e4m3, kMatrixKhrPaths); }
 
 // ---- merges ----
 

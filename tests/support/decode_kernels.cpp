@@ -6,6 +6,8 @@
 
 #include "ops/decode_plan.hpp"
 #include "support/decode_check.hpp"
+#include "support/decode_layouts.hpp"
+#include "vk/matrix_features.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
 
@@ -20,12 +22,19 @@ std::string decode_kernel_name(DecodeKernel kernel) {
     case DecodeKernel::automatic: return "automatic";
     case DecodeKernel::scalar: return "scalar";
     case DecodeKernel::matrix: return "matrix";
+    case DecodeKernel::matrix_khr: return "matrix_khr";
   }
   return "unknown";
 }
 
-bool merges_in_dispatch(DecodeKernel kernel) { return kernel == DecodeKernel::matrix; }
-bool records_timeline(DecodeKernel kernel) { return kernel == DecodeKernel::matrix; }
+bool merges_in_dispatch(DecodeKernel kernel) { return kernel == DecodeKernel::matrix || kernel == DecodeKernel::matrix_khr; }
+bool records_timeline(DecodeKernel kernel) { return kernel == DecodeKernel::matrix; }  // NV's module only
+
+DecodeTuningScope::DecodeTuningScope(Context& context, const char* text)
+    : context_(context), saved_(detail::decode_tuning(context)) {
+  detail::set_decode_tuning(context, detail::parse_decode_tuning(text));
+}
+DecodeTuningScope::~DecodeTuningScope() { detail::set_decode_tuning(context_, saved_); }
 
 DecodeShape shape_for(const DecodeInputs& in, const DecodeParams& params, bool lse) {
   DecodeShape s = decode_shape_of(in, lse);
@@ -35,9 +44,15 @@ DecodeShape shape_for(const DecodeInputs& in, const DecodeParams& params, bool l
 
 void DecodeKernelTest::SetUp() {
   GpuTest::SetUp();
-  if (kernel() != DecodeKernel::matrix) return;
+  if (!matrix_family()) return;
   const DeviceInfo& dev = ctx().device_info();
-  if (!dev.cooperative_matrix) GTEST_SKIP() << dev.name << " has no matrix units for the decode";
+  const bool khr = kernel() == DecodeKernel::matrix_khr;
+  if (khr && !dev.cooperative_matrix_khr)
+    GTEST_SKIP() << "this Context has no VK_KHR_cooperative_matrix ("
+                 << detail::missing_khr_matrix_features(ctx().impl())
+                 << "); the KHR matrix kernel's tests run with VKPAGED_VALIDATION=0 on a device that has it";
+  if (!khr && !dev.cooperative_matrix && !dev.cooperative_matrix_khr)
+    GTEST_SKIP() << dev.name << " has no matrix units for the decode";
   std::string refusal;
   try {
     std::mt19937 rng(1);
@@ -45,8 +60,8 @@ void DecodeKernelTest::SetUp() {
   } catch (const Error& e) {
     refusal = e.what();
   }
-  // NVIDIA's fragments have the layout the kernel writes (fragment_layout.cpp); elsewhere a
-  // different layout is a reason to fall back, not a failure.
+  // NVIDIA's fragments have the layout the kernel writes (fragment_layout*.cpp), through either
+  // extension; elsewhere a different layout is a reason to fall back, not a failure.
   if (dev.vendor_id == 0x10de) ASSERT_EQ(refusal, "");
   if (!refusal.empty()) GTEST_SKIP() << refusal;
 }
@@ -75,7 +90,11 @@ std::optional<DecodePlan> DecodeKernelTest::plan_or_refused(const DecodeShape& s
   o.kernel = kernel();
   try {
     DecodePlan plan = DecodePlan::create(ctx(), shape, o);
-    EXPECT_EQ(plan.data().choice.kernel, kernel()) << plan.describe();
+    EXPECT_EQ(plan.data().choice.kernel, matrix_family() ? DecodeKernel::matrix : kernel()) << plan.describe();
+    if (kernel() == DecodeKernel::matrix_khr) EXPECT_TRUE(plan.data().choice.khr) << plan.describe();
+    // DecodeKernel::matrix takes NV where the device has it.
+    if (kernel() == DecodeKernel::matrix && ctx().device_info().cooperative_matrix)
+      EXPECT_FALSE(plan.data().choice.khr) << plan.describe();
     ++taken_;
     return plan;
   } catch (const Error& e) {
@@ -96,6 +115,19 @@ bool DecodeKernelTest::check(const DecodeCase& c, DecodeOptions o, const DecodeP
   if (!plan_or_refused(shape_for(in, p, lse), o)) return false;
   const DecodeResult want = reference::decode_attention(in, o, p, lse);
   const DecodeResult got = decode_attention(ctx(), in, o, p, lse);
+  expect_decode_near(got, want, tolerance(c.query_dtype, c.cache_dtype), lse, c.str());
+  return true;
+}
+
+bool DecodeKernelTest::check_in_layout(KvLayout layout, const DecodeCase& c, DecodeOptions o, const DecodeParams& p,
+                                       uint32_t seed, bool lse) {
+  o.kernel = kernel();
+  std::mt19937 rng(seed);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  SCOPED_TRACE(std::string(kv_layout_name(layout)) + " " + c.str());
+  if (!plan_or_refused(shape_in_layout(in, layout, p, lse), o)) return false;
+  const DecodeResult want = reference::decode_attention(in, o, p, lse);
+  const DecodeResult got = decode_in_layout(ctx(), in, layout, o, p, lse);
   expect_decode_near(got, want, tolerance(c.query_dtype, c.cache_dtype), lse, c.str());
   return true;
 }

@@ -4,6 +4,11 @@
 // where the device has no such kernel; a case the kernel refuses (the matrix kernel takes 16-bit
 // queries, head sizes that are multiples of 32, ...) is skipped with the reason, and a test all
 // of whose cases were refused is reported skipped.
+// matrix_khr is the matrix kernel forced through VK_KHR_cooperative_matrix. A Context under a
+// Khronos validation layer older than the extension leaves it off (docs/toolchain.md), so its
+// tests skip, saying so, in the validated run (ctest sets VKPAGED_VALIDATION=1) and run where
+// the validation is off (VKPAGED_VALIDATION=0, as scripts/gpu-test.sh's second pass on a GPU)
+// or the layer knows the extension.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -11,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/decode_tuning.hpp"
 #include "support/decode_case.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/decode.hpp"
@@ -22,9 +28,9 @@ void PrintTo(DecodeKernel kernel, std::ostream* os);
 
 namespace vkpaged::test {
 
-inline constexpr DecodeKernel kDecodeKernels[] = {DecodeKernel::scalar, DecodeKernel::matrix};
+inline constexpr DecodeKernel kDecodeKernels[] = {DecodeKernel::scalar, DecodeKernel::matrix, DecodeKernel::matrix_khr};
 
-// "scalar", "matrix": test name suffixes.
+// "scalar", "matrix", "matrix_khr": test name suffixes (and the name in the kernel's refusals).
 std::string decode_kernel_name(DecodeKernel kernel);
 inline std::string decode_kernel_param_name(const ::testing::TestParamInfo<DecodeKernel>& info) {
   return decode_kernel_name(info.param);
@@ -38,12 +44,15 @@ bool records_timeline(DecodeKernel kernel);    // DecodeOptions::timeline
 class DecodeKernelTest : public GpuTest, public ::testing::WithParamInterface<DecodeKernel> {
  protected:
   // Skips the test where the device has no such kernel (the matrix kernel: no matrix units, or
-  // a fragment layout it does not know; on NVIDIA the layout must be known).
+  // a fragment layout it does not know; on NVIDIA the layout must be known; matrix_khr: no
+  // VK_KHR_cooperative_matrix in this Context, and on NVIDIA it must run where the Context has it).
   void SetUp() override;
   // Lists the cases the kernel refused, and reports the test skipped when it took none.
   void TearDown() override;
 
   DecodeKernel kernel() const { return GetParam(); }
+  // Either matrix kernel (matrix or matrix_khr): what a plan's choice.kernel says for both.
+  bool matrix_family() const { return GetParam() == DecodeKernel::matrix || GetParam() == DecodeKernel::matrix_khr; }
   std::string kernel_name() const { return decode_kernel_name(GetParam()); }
   // `o` with this kernel asked for.
   DecodeOptions with_kernel(DecodeOptions o) const;
@@ -56,10 +65,28 @@ class DecodeKernelTest : public GpuTest, public ::testing::WithParamInterface<De
   // Runs the case on this kernel (its plan asserted to be this kernel's) and the reference,
   // and checks the output (and LSE) within the contract's tolerance. False when refused.
   bool check(const DecodeCase& c, DecodeOptions o, const DecodeParams& p, uint32_t seed = 1, bool lse = false);
+  // check() with the case's caches re-laid into `layout` (support/decode_layouts.hpp), against
+  // the reference of the vllm-layout inputs.
+  bool check_in_layout(KvLayout layout, const DecodeCase& c, DecodeOptions o, const DecodeParams& p, uint32_t seed = 1,
+                       bool lse = false);
 
  private:
   int taken_ = 0;  // plans the kernel took
   std::vector<std::string> refused_;
+};
+
+// The decode planner's tuning of `context` set to `text` (VKPAGED_DECODE_TUNE's form) while the
+// object lives, then put back: a knob's other side tested on the shared context.
+class DecodeTuningScope {
+ public:
+  DecodeTuningScope(Context& context, const char* text);
+  ~DecodeTuningScope();
+  DecodeTuningScope(const DecodeTuningScope&) = delete;
+  DecodeTuningScope& operator=(const DecodeTuningScope&) = delete;
+
+ private:
+  Context& context_;
+  detail::DecodeTuning saved_;
 };
 
 // The shape decode_attention plans for these inputs and params (shape.softcap from the params).

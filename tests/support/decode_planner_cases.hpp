@@ -57,6 +57,44 @@ inline DecodeDeviceProperties lavapipe() {
   return d;
 }
 
+// A VK_KHR_cooperative_matrix product with f16 A and B and f32 C and result at subgroup scope.
+inline CooperativeMatrixShape f16_product(uint32_t m, uint32_t n, uint32_t k) {
+  return {m, n, k, /*a f16*/ 0, /*b f16*/ 0, /*c f32*/ 1, /*result f32*/ 1, false, /*subgroup*/ 3};
+}
+
+// The H200 with VK_KHR_cooperative_matrix enabled as well (a Context without a validation layer
+// older than it): its driver lists 16x8x16, 16x8x8 and 16x16x16 f16 products (and others), and
+// its KHR 16x8x16 fragments have the NV kernel's layout (tests/ops/test_fragment_layout_khr.cpp
+// prints them on the device).
+inline DecodeDeviceProperties h200_with_khr() {
+  DecodeDeviceProperties d = h200();
+  d.cooperative_matrix_khr = true;
+  d.max_subgroup_size = 32;
+  d.cooperative_matrix_khr_shapes = {f16_product(16, 16, 16), f16_product(16, 8, 16), f16_product(16, 8, 8)};
+  d.khr_fragment_layout_mismatch = "";
+  return d;
+}
+
+// A GPU of another vendor with VK_KHR_cooperative_matrix only: subgroups of 32, the 16x8x16 f16
+// product listed with the NV kernel's fragment layout, no VK_NV_cooperative_matrix, no timeline.
+inline DecodeDeviceProperties khr_only_16x8x16() {
+  DecodeDeviceProperties d = h200_with_khr();
+  d.name = "KHR 16x8x16";
+  d.cooperative_matrix = false;
+  d.fragment_layout_mismatch.reset();
+  d.decode_timeline = false;
+  return d;
+}
+
+// One whose VK_KHR_cooperative_matrix lists the 16x16x16 f16 product only (as AMD's RDNA 3 does).
+inline DecodeDeviceProperties khr_only_16x16x16() {
+  DecodeDeviceProperties d = khr_only_16x8x16();
+  d.name = "KHR 16x16x16";
+  d.cooperative_matrix_khr_shapes = {f16_product(16, 16, 16)};
+  d.khr_fragment_layout_mismatch.reset();
+  return d;
+}
+
 // A GPU of 60 compute units with subgroups of 64 (wave64), 64 KiB of shared memory, 4 GiB
 // storage buffers and no cooperative matrices.
 inline DecodeDeviceProperties subgroups_of_64() {

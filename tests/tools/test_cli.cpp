@@ -453,7 +453,7 @@ TEST_F(CliBadInputTest, BadOptionValues) {
   };
   expect_refused(with({"--kv-dtype", "fp4"}), {"--kv-dtype", "fp4"});
   expect_refused(with({"--split", "sideways"}), {"--split", "sideways"});
-  expect_refused(with({"--kernel", "tensor"}), {"--kernel: 'tensor' is not auto, scalar or matrix"});
+  expect_refused(with({"--kernel", "tensor"}), {"--kernel: 'tensor' is not auto, scalar, matrix or matrix-khr"});
   // The matrix kernel takes 16-bit queries only: this f32 case is refused on every device.
   expect_refused(with({"--kernel", "matrix"}), {"--kernel: kernel: matrix: "});
   expect_refused(with({"--softcap", "-1"}), {"--softcap"});
@@ -628,7 +628,15 @@ TEST_F(CliTest, BenchRefusesABadKernelBeforeOpeningADevice) {
   const CliResult r = run({"bench", "--suite", "quick", "--kernel", "tensor"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find("vkpaged: --kernel: \"tensor\" is not auto, scalar or matrix"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("vkpaged: --kernel: \"tensor\" is not auto, scalar, matrix or matrix-khr"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "the bench started before refusing";
+}
+
+TEST_F(CliTest, BenchRefusesABadKvLayoutBeforeOpeningADevice) {
+  const CliResult r = run({"bench", "--suite", "quick", "--kv-layout", "nchw"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("vkpaged: --kv-layout: \"nchw\" is not vllm, nhd or hnd"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "") << "the bench started before refusing";
 }
 
@@ -823,7 +831,7 @@ TEST(CliBench, DecodeOptionsFromTheCommandLine) {
     ADD_FAILURE() << "--kernel Matrix was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-    EXPECT_STREQ(e.what(), "--kernel: \"Matrix\" is not auto, scalar or matrix");
+    EXPECT_STREQ(e.what(), "--kernel: \"Matrix\" is not auto, scalar, matrix or matrix-khr");
   }
   b.kernel = "auto";
   b.order = "longest";

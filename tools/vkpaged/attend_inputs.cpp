@@ -39,7 +39,7 @@ SplitMode parse_split(const std::string& split) {
 
 DecodeKernel parse_kernel(const std::string& kernel) {
   if (const auto k = decode_kernel_named(kernel)) return *k;
-  refuse(fmt::format("--kernel: '{}' is not auto, scalar or matrix", kernel));
+  refuse(fmt::format("--kernel: '{}' is not auto, scalar, matrix or matrix-khr", kernel));
 }
 
 AttentionKernel parse_attention_kernel(const std::string& kernel) {

@@ -20,6 +20,7 @@ struct BenchCase {
   DType query_dtype = DType::f16;
   DType cache_dtype = DType::f16;
   bool ragged = false;  // lengths spread uniformly over [1, context]
+  KvLayout kv_layout = KvLayout::vllm;  // the pools' layout (--kv-layout)
 };
 
 struct BenchResult {
@@ -99,6 +100,9 @@ struct BenchOptions {
   // Every case's cache dtype instead of the suite's ("" keeps it); f32, f16 and bf16 set the
   // query's dtype too, an fp8 cache takes an f16 query.
   std::string cache_dtype;
+  // The pools' layout of every case (vllm, nhd, hnd): decode reads nhd and hnd on the matrix
+  // kernel only (cases it cannot run are skipped).
+  std::string kv_layout = "vllm";
   std::string json_path;
   std::string chart_path;
   // Also record each matrix-kernel case's timeline (DecodeOptions::timeline) to DIR/<case>.bin
@@ -129,6 +133,9 @@ std::vector<std::string> bench_suite_names(const std::string& name);
 // The cases with --cache-dtype applied ("" leaves them); throws vkpaged::Error for a name that is
 // not a cache dtype.
 std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std::string& cache_dtype);
+// Every case on the pools' layout `kv_layout` ("vllm" keeps the suite's; nhd and hnd add
+// "-nhd" or "-hnd" to the names). Throws vkpaged::Error for another name.
+std::vector<BenchCase> with_kv_layout(std::vector<BenchCase> cases, const std::string& kv_layout);
 // Runs the suite and prints the table; returns the process exit status.
 int run_bench(const BenchOptions& options);
 // The byte offsets of buffers of the given sizes placed one after the other in one allocation:

@@ -145,12 +145,15 @@ PreparedCase prepare_case(Context& ctx, const std::string& suite, const BenchCas
   s.max_context_len = uint32_t(*std::max_element(p.lens.begin(), p.lens.end()));
   s.query_dtype = c.query_dtype;
   s.cache_dtype = c.cache_dtype;
+  s.kv_layout = c.kv_layout;
   try {
     p.plan = DecodePlan::create(ctx, s, options);
   } catch (const Error& e) {
-    // --kernel matrix asks for every case; those it cannot run (other dtypes, head sizes)
-    // are skipped with the reason so that the rest of the suite still runs.
-    if (e.code() != ErrorCode::unsupported || options.kernel != DecodeKernel::matrix) throw;
+    // --kernel matrix (or matrix-khr) asks for every case, as --kv-layout nhd or hnd does of
+    // the kernels that read them; those they cannot run (other dtypes, head sizes) are skipped
+    // with the reason so that the rest of the suite still runs.
+    const bool matrix = options.kernel == DecodeKernel::matrix || options.kernel == DecodeKernel::matrix_khr;
+    if (e.code() != ErrorCode::unsupported || !(matrix || c.kv_layout != KvLayout::vllm)) throw;
     p.skipped = e.what();
     return p;
   }
@@ -183,8 +186,10 @@ BenchResult run_case(Context& ctx, const PreparedCase& p, const CaseMemory& m, i
 
   const int64_t x = cache_pack_factor(c.cache_dtype);
   const DType stored = is_fp8_dtype(c.cache_dtype) ? DType::u8 : c.cache_dtype;
-  const Shape kshape{int64_t(p.blocks), c.kv_heads, c.head_size / x, c.block_size, x};
-  const Shape vshape{int64_t(p.blocks), c.kv_heads, c.head_size, c.block_size};
+  const int64_t N = int64_t(p.blocks), Hkv = c.kv_heads, D = c.head_size, B = c.block_size;
+  const Shape token_major = c.kv_layout == KvLayout::nhd ? Shape{N, B, Hkv, D} : Shape{N, Hkv, B, D};
+  const Shape kshape = c.kv_layout == KvLayout::vllm ? Shape{N, Hkv, D / x, B, x} : token_major;
+  const Shape vshape = c.kv_layout == KvLayout::vllm ? Shape{N, Hkv, D, B} : token_major;
   const Shape qshape{c.batch, c.heads, c.head_size};
   const Shape tshape{c.batch, p.max_blocks};
   ctx.upload(m.views[kTables], p.table.data(), p.table.size() * 4);

@@ -70,11 +70,12 @@ void write_bench_json(const std::string& path, const DeviceInfo& dev, const Benc
     j += fmt::format(
         "    {{\"suite\": \"{}\", \"round\": {}, \"name\": \"{}\", \"batch\": {}, \"context\": {}, \"heads\": {}, "
         "\"kv_heads\": {}, \"head_size\": {}, \"block_size\": {}, \"query_dtype\": \"{}\", \"cache_dtype\": \"{}\", "
+        "\"kv_layout\": \"{}\", "
         "\"ragged\": {}, \"kv_bytes\": {}, \"median_us\": {:.3f}, \"min_us\": {:.3f}, \"max_us\": {:.3f}, "
         "\"kv_bytes_per_second\": {:.6g}, \"share_of_bandwidth\": {:.4f}, \"order_us\": {:.3f}, "
         "\"pool_read_bytes_per_second\": {:.6g}, \"disturbed\": {}, \"path\": \"{}\", \"skipped\": \"{}\"}}{}\n",
         r.suite, r.round, c.name, c.batch, c.context, c.heads, c.kv_heads, c.head_size, c.block_size,
-        dtype_name(c.query_dtype), dtype_name(c.cache_dtype), b(c.ragged), r.kv_bytes, r.median_us, r.min_us, r.max_us,
+        dtype_name(c.query_dtype), dtype_name(c.cache_dtype), kv_layout_name(c.kv_layout), b(c.ragged), r.kv_bytes, r.median_us, r.min_us, r.max_us,
         r.kv_bytes_per_second(), bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0, r.order_us,
         r.pool_read_bytes_per_second,
         b(r.skipped.empty() && (suite_disturbed(r.suite, r.round) || case_differs(r.suite, c.name))), json_escape(r.path),

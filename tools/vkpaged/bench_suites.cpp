@@ -135,6 +135,17 @@ std::vector<std::string> bench_suite_names(const std::string& name) {
   return {name};
 }
 
+std::vector<BenchCase> with_kv_layout(std::vector<BenchCase> cases, const std::string& kv_layout) {
+  const auto layout = parse_kv_layout(kv_layout);
+  if (!layout) throw Error(ErrorCode::invalid_argument, fmt::format("--kv-layout: \"{}\" is not vllm, nhd or hnd", kv_layout));
+  if (*layout == KvLayout::vllm) return cases;
+  for (auto& c : cases) {
+    c.kv_layout = *layout;
+    c.name += "-" + std::string(kv_layout_name(*layout));
+  }
+  return cases;
+}
+
 std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std::string& cache_dtype) {
   if (cache_dtype.empty()) return cases;
   const auto dtype = parse_dtype(cache_dtype);

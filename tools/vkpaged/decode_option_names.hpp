@@ -20,6 +20,7 @@ inline std::optional<DecodeKernel> decode_kernel_named(std::string_view name) {
   if (name == "auto") return DecodeKernel::automatic;
   if (name == "scalar") return DecodeKernel::scalar;
   if (name == "matrix") return DecodeKernel::matrix;
+  if (name == "matrix-khr") return DecodeKernel::matrix_khr;
   return std::nullopt;
 }
 

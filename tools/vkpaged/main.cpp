@@ -50,8 +50,11 @@ void add_attend_options(CLI::App& cmd, AttendArgs& a, float& scale) {
       ->type_name("auto|single|split");
   cmd.add_option("--partition-tokens", a.partition_tokens, "extra: tokens per split partition, a multiple of 256 (0 = auto)")
       ->type_name("N");
-  cmd.add_option("--kernel", a.kernel, "extra: auto, scalar (portable) or matrix (VK_NV_cooperative_matrix: f16 or bf16 query; f16, bf16 or fp8 cache)")
-      ->type_name("auto|scalar|matrix");
+  cmd.add_option("--kernel", a.kernel,
+                 "extra: auto, scalar (portable), matrix (matrix units through VK_NV_cooperative_matrix, else "
+                 "VK_KHR_cooperative_matrix: f16 or bf16 query; f16, bf16 or fp8 cache) or matrix-khr (the matrix "
+                 "kernel through VK_KHR_cooperative_matrix even where NV's runs)")
+      ->type_name("auto|scalar|matrix|matrix-khr");
 }
 
 void add_demo_options(CLI::App& cmd, DemoArgs& d) {
@@ -135,7 +138,9 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
   cmd.add_option("--warmup", b.warmup, "untimed runs before timing")->capture_default_str();
   cmd.add_option("--split", b.split, "auto, single (one pass) or split")->capture_default_str();
   cmd.add_option("--partition-tokens", b.partition_tokens, "tokens per split partition (multiple of 256; 0 = auto)");
-  cmd.add_option("--kernel", b.kernel, "auto, scalar or matrix (cases the matrix kernel cannot run are skipped)")
+  cmd.add_option("--kernel", b.kernel,
+                 "auto, scalar, matrix or matrix-khr (the matrix kernel through VK_KHR_cooperative_matrix even where "
+                 "NV's runs; without a validation layer older than it); cases the matrix kernel cannot run are skipped")
       ->capture_default_str();
   cmd.add_option("--order", b.order,
                  "auto, grid or longest-first (items listed by their lengths once per step, as an engine "
@@ -149,6 +154,10 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
                  "run every case with this cache dtype (f32, f16, bf16: the query's too; fp8_e4m3, fp8_e5m2: "
                  "an f16 query); default: the suite's")
       ->type_name("DTYPE");
+  cmd.add_option("--kv-layout", b.kv_layout,
+                 "the pools' layout in every case: vllm, nhd or hnd (decode reads nhd and hnd on the matrix kernel; "
+                 "cases it cannot run are skipped)")
+      ->capture_default_str();
   cmd.add_option("--json", b.json_path, "also write the results as JSON")->type_name("FILE");
   cmd.add_option("--chart", b.chart_path, "draw the share of bandwidth per case as an SVG chart")->type_name("FILE");
   cmd.add_option("--timeline", b.timeline_dir,

@@ -1,0 +1,9 @@
+#version 450
+// decode_coopmat_slices.comp for E4M3 caches (its NaN search compiled in) through VK_KHR_cooperative_matrix (docs/toolchain.md).
+#extension GL_GOOGLE_include_directive : require
+#define VKP_KHR 1
+#define VKP_TOKEN_MAJOR 0
+#define VKP_HEAD_SLICES 1
+#define VKP_TIMELINE 0
+#define VKP_E4M3_NAN 1
+#include "common/decode_coopmat_kernel.glsl"

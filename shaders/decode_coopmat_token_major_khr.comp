@@ -1,0 +1,9 @@
+#version 450
+// decode_coopmat_token_major.comp through VK_KHR_cooperative_matrix (docs/toolchain.md).
+#extension GL_GOOGLE_include_directive : require
+#define VKP_KHR 1
+#define VKP_TOKEN_MAJOR 1
+#define VKP_HEAD_SLICES 0
+#define VKP_TIMELINE 0
+#define VKP_E4M3_NAN 0
+#include "common/decode_coopmat_kernel.glsl"
