@@ -234,13 +234,17 @@ uvec2 fp8_word_to_f16(uint w) {
   return uvec2(fp8_to_f16_bits(w & 0xffu) | (fp8_to_f16_bits((w >> 8) & 0xffu) << 16),
                fp8_to_f16_bits((w >> 16) & 0xffu) | (fp8_to_f16_bits(w >> 24) << 16));
 }
-// bf16 bits (low 16) times `factor` (a power of two) as f16 bits, rounded to nearest even;
-// Inf and NaN stay Inf and NaN.
-uint bf16_to_f16(uint b, float factor) {
-  if ((b & 0x7f80u) == 0x7f80u) return (b & 0x8000u) | ((b & 0x7fu) != 0u ? 0x7e00u : 0x7c00u);
-  return f32_bits_to_f16(floatBitsToUint(uintBitsToFloat(b << 16) * factor));
+// Inf or NaN bf16 bits (low 16) as the f16 Inf or NaN of the same sign.
+uint bf16_special_to_f16(uint b) { return (b & 0x8000u) | ((b & 0x7fu) != 0u ? 0x7e00u : 0x7c00u); }
+// Two bf16 (a word) times `factor`, the power of two that brings the tile's largest finite
+// magnitude into [2^14, 2^15), as two f16: exact down to 2^-17 of that magnitude, whatever
+// packHalf2x16's rounding; only f16's subnormals may round. Inf and NaN stay Inf and NaN.
+uint bf16_pair_to_f16(uint w, float factor) {
+  uint h = packHalf2x16(vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)) * factor);
+  if ((w & 0x7f80u) == 0x7f80u) h = (h & 0xffff0000u) | bf16_special_to_f16(w & 0xffffu);
+  if ((w & 0x7f800000u) == 0x7f800000u) h = (h & 0xffffu) | (bf16_special_to_f16(w >> 16) << 16);
+  return h;
 }
-uint bf16_pair_to_f16(uint w, float factor) { return bf16_to_f16(w & 0xffffu, factor) | (bf16_to_f16(w >> 16, factor) << 16); }
 // The larger finite magnitude of the two bf16 in `w`, as f32 bits (Inf and NaN count as 0).
 uint bf16_largest(uint w) {
   const uint lo = (w << 16) & 0x7fffffffu;
