@@ -16,6 +16,7 @@ function(vkpaged_host_sources out_var root)
     src/cache/block_tables.cpp
     src/cache/kv_cache_sizing.cpp
     src/cache/prefix_cache.cpp
+    src/ops/attention_matrix_planner.cpp
     src/ops/attention_planner.cpp
     src/ops/attention_validation.cpp
     src/ops/cache_geometry.cpp

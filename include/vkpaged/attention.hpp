@@ -39,9 +39,12 @@ namespace vkpaged {
 // Which kernel family runs a plan.
 enum class AttentionKernel {
   automatic,  // decode kernels for a batch of single tokens they can take (vllm layout, no tree
-              // mask), else the attention kernel
+              // mask), else the matrix kernel where it can run, else the scalar kernel
   decode,     // DecodePlan's kernels: every q_s = 1, the vllm layout, no tree mask; refused elsewhere
   scalar,     // the portable attention kernel (every device, dtype, layout and feature), whatever the batch
+  matrix,     // the tensor-core attention kernel (VK_KHR_cooperative_matrix with f16 products): f16 and
+              // bf16 queries, f16, bf16 and fp8 caches, pools within maxStorageBufferRange, every
+              // layout and feature; refused (naming why) where it cannot run
 };
 
 // What shapes the work (specialization constants, grid, scratch): validated by AttentionPlan::create.
@@ -99,7 +102,7 @@ class VKPAGED_API AttentionPlan {
 
   const AttentionShape& shape() const noexcept;
   const AttentionOptions& options() const noexcept;
-  AttentionKernel kernel() const noexcept;     // decode or scalar: the family that runs it
+  AttentionKernel kernel() const noexcept;     // decode, scalar or matrix: the family that runs it
   uint32_t max_query_tokens() const noexcept;  // the longest request's q_s
   size_t tree_mask_bytes() const noexcept;     // sum of q_s^2: AttentionViews::tree_mask's size; 0 without
   bool split() const noexcept;

@@ -719,6 +719,10 @@ typedef enum vkp_attention_kernel {
   VKP_ATTENTION_KERNEL_AUTOMATIC = 0,
   VKP_ATTENTION_KERNEL_DECODE = 1, /* the decode kernels: every q_s = 1, vllm layout, no tree mask */
   VKP_ATTENTION_KERNEL_SCALAR = 2, /* the portable attention kernel, whatever the batch */
+  /* The tensor-core attention kernel (VK_KHR_cooperative_matrix with f16 products): f16 and bf16
+   * queries, f16, bf16 and fp8 caches, pools within maxStorageBufferRange; UNSUPPORTED (naming
+   * why) where it cannot run. */
+  VKP_ATTENTION_KERNEL_MATRIX = 3,
   VKP_ATTENTION_KERNEL_MAX_ENUM = 0x7FFFFFFF
 } vkp_attention_kernel;
 

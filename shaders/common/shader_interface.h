@@ -344,6 +344,16 @@ struct MergePush {
 #define ATTN_SC_KV_LAYOUT 8
 #define ATTN_SC_FEATURES 9
 #define ATTN_SC_COUNT 10
+// The matrix kernel (attention_matrix_khr.comp) takes the ids above (ROW_PARTS unused) and these:
+// the product shape M x N x K the device lists (f16 A and B, f32 accumulators), the key
+// positions of a tile, and whether each subgroup keeps its rows' query fragments in registers.
+#define ATTN_SC_MATRIX_M 10
+#define ATTN_SC_MATRIX_N 11
+#define ATTN_SC_MATRIX_K 12
+#define ATTN_SC_KEY_TILE 13
+#define ATTN_SC_QUERY_REGISTERS 14
+#define ATTN_SC_WORKGROUP_SYNC 15  // every subgroup computes a row block and syncs with workgroup barriers
+#define ATTN_MATRIX_SC_COUNT 16
 // ATTN_SC_FEATURES bits (the merge pass takes the same).
 #define ATTN_FEATURE_ALIBI 1u
 #define ATTN_FEATURE_SOFTCAP 2u

@@ -105,17 +105,19 @@ static_assert(int(VKP_KV_LAYOUT_VLLM) == int(KvLayout::vllm) && int(VKP_KV_LAYOU
 static_assert(int(VKP_ROTARY_NEOX) == int(RotaryStyle::neox) && int(VKP_ROTARY_GPTJ) == int(RotaryStyle::gptj));
 static_assert(int(VKP_LOG_DEBUG) == int(LogLevel::debug) && int(VKP_LOG_INFO) == int(LogLevel::info) &&
               int(VKP_LOG_WARNING) == int(LogLevel::warning) && int(VKP_LOG_ERROR) == int(LogLevel::error));
-// The C values follow AttentionKernel's; a kernel added there (the tensor-core one) gets the
-// next C value and a case in both functions below (-Wswitch points at to_c).
+// The C values follow AttentionKernel's; a kernel added there gets the next C value and a case
+// in both functions below (-Wswitch points at to_c).
 static_assert(int(VKP_ATTENTION_KERNEL_AUTOMATIC) == int(AttentionKernel::automatic) &&
               int(VKP_ATTENTION_KERNEL_DECODE) == int(AttentionKernel::decode) &&
-              int(VKP_ATTENTION_KERNEL_SCALAR) == int(AttentionKernel::scalar));
+              int(VKP_ATTENTION_KERNEL_SCALAR) == int(AttentionKernel::scalar) &&
+              int(VKP_ATTENTION_KERNEL_MATRIX) == int(AttentionKernel::matrix));
 
 AttentionKernel to_attention_kernel(vkp_attention_kernel kernel, const std::string& name) {
   switch (value_of(kernel)) {
     case VKP_ATTENTION_KERNEL_AUTOMATIC: return AttentionKernel::automatic;
     case VKP_ATTENTION_KERNEL_DECODE: return AttentionKernel::decode;
     case VKP_ATTENTION_KERNEL_SCALAR: return AttentionKernel::scalar;
+    case VKP_ATTENTION_KERNEL_MATRIX: return AttentionKernel::matrix;
   }
   refuse(fmt::format("{}.kernel: {} is not a vkp_attention_kernel", name, value_of(kernel)));
 }
@@ -462,8 +464,9 @@ vkp_attention_kernel to_c(AttentionKernel kernel) noexcept {
     case AttentionKernel::automatic: return VKP_ATTENTION_KERNEL_AUTOMATIC;
     case AttentionKernel::decode: return VKP_ATTENTION_KERNEL_DECODE;
     case AttentionKernel::scalar: return VKP_ATTENTION_KERNEL_SCALAR;
+    case AttentionKernel::matrix: return VKP_ATTENTION_KERNEL_MATRIX;
   }
-  return vkp_attention_kernel(kernel);  // a kernel the C header does not list yet: its C++ value
+  return VKP_ATTENTION_KERNEL_AUTOMATIC;
 }
 
 vkp_attention_options to_c(const AttentionOptions& o) noexcept {

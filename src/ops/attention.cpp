@@ -14,6 +14,8 @@
 #include "ops/attention_validation.hpp"
 #include "ops/decode_plan.hpp"
 #include "ops/view_checks.hpp"
+#include "vk/cooperative_matrix_khr.hpp"
+#include "vk/matrix_features.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged {
@@ -37,6 +39,19 @@ detail::AttentionDeviceProperties device_properties(const detail::ContextImpl& i
   d.max_shared_memory = impl.info.max_shared_memory;
   d.max_storage_buffer_range = impl.info.max_storage_buffer_range;
   d.buffer_device_address = impl.buffer_device_address;
+  // The matrix kernel: what the context enabled, whether the build has the shader, the products.
+  d.matrix_refusal = detail::missing_khr_matrix_features(impl);
+  if (d.matrix_refusal.empty() && vk::shader_attention_matrix_khr().words == 0)
+    d.matrix_refusal = "vkpaged was built without a GLSL compiler that knows GL_KHR_cooperative_matrix "
+                       "(shaders/attention_matrix_khr.comp is left out; docs/toolchain.md)";
+  d.max_subgroup_size = impl.max_subgroup_size;
+  for (const CooperativeMatrixShape& m : impl.info.cooperative_matrix_khr_shapes)
+    if (m.a_type == VK_COMPONENT_TYPE_FLOAT16_KHR && m.b_type == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+        m.c_type == VK_COMPONENT_TYPE_FLOAT32_KHR && m.result_type == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+        !m.saturating_accumulation && m.scope == VK_SCOPE_SUBGROUP_KHR)
+      d.f16_products.push_back({m.m, m.n, m.k});
+  // Mesa's llvmpipe (lavapipe) runs every control barrier as a workgroup barrier.
+  d.workgroup_sync = impl.info.vendor_id == 0x10005 && impl.info.type == "cpu";
   return d;
 }
 
@@ -93,7 +108,7 @@ AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shap
     p->decode = make_decode_plan(context, shape, options);
     return AttentionPlan(std::move(p));
   }
-  std::array<uint32_t, ATTN_SC_COUNT> spec{};
+  std::array<uint32_t, ATTN_MATRIX_SC_COUNT> spec{};
   spec[ATTN_SC_WORKGROUP] = c.workgroup;
   spec[ATTN_SC_HEAD_SIZE] = shape.head_size;
   spec[ATTN_SC_BLOCK_SIZE] = shape.block_size;
@@ -105,8 +120,19 @@ AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shap
   spec[ATTN_SC_KV_LAYOUT] = uint32_t(shape.kv_layout);
   const uint32_t features = feature_bits(shape, c.split);
   spec[ATTN_SC_FEATURES] = features;
-  const auto& shader = c.address ? vk::shader_attention_address() : vk::shader_attention();
-  p->attention = &impl.pipeline(shader, spec, ATTN_BINDING_COUNT, sizeof(sh::AttentionPush));
+  if (c.kernel == AttentionKernel::matrix) {
+    spec[ATTN_SC_MATRIX_M] = c.product.m;
+    spec[ATTN_SC_MATRIX_N] = c.product.n;
+    spec[ATTN_SC_MATRIX_K] = c.product.k;
+    spec[ATTN_SC_KEY_TILE] = c.key_tile;
+    spec[ATTN_SC_QUERY_REGISTERS] = c.query_registers ? 1 : 0;
+    spec[ATTN_SC_WORKGROUP_SYNC] = c.workgroup_sync ? 1 : 0;
+    p->attention = &impl.pipeline(vk::shader_attention_matrix_khr(), spec, ATTN_BINDING_COUNT, sizeof(sh::AttentionPush));
+  } else {
+    const auto& shader = c.address ? vk::shader_attention_address() : vk::shader_attention();
+    p->attention = &impl.pipeline(shader, std::span(spec).first(ATTN_SC_COUNT), ATTN_BINDING_COUNT,
+                                  sizeof(sh::AttentionPush));
+  }
   if (c.split) {
     std::array<uint32_t, ATTN_MERGE_SC_COUNT> mspec{};
     mspec[ATTN_MERGE_SC_WORKGROUP] = c.merge_workgroup;
@@ -145,6 +171,13 @@ std::string AttentionPlan::describe() const {
   if (p.decode) return "decode kernels: " + p.decode->describe();
   const auto& c = p.choice;
   std::string path = c.split ? fmt::format("split {} x {} positions", c.num_partitions, c.partition_tokens) : "one pass";
+  if (c.kernel == AttentionKernel::matrix)
+    return fmt::format("{}, matrix kernel ({}x{}x{} f16 products), {} rows ({} tokens x {} heads)/wg in blocks of {}, "
+                       "key tiles of {}, wg {}, query {}, {} bytes shared{}",
+                       path, c.product.m, c.product.n, c.product.k, c.rows, c.tokens_per_tile, c.heads_per_workgroup,
+                       c.product.m, c.key_tile, c.workgroup,
+                       c.query_registers ? "in registers" : "in shared memory", c.shared_bytes,
+                       c.workgroup_sync ? ", workgroup barriers" : "");
   return fmt::format("{}, attention kernel, {} rows ({} tokens x {} heads)/wg, wg {}, {} row parts{}", path, c.rows,
                      c.tokens_per_tile, c.heads_per_workgroup, c.workgroup, c.row_parts,
                      c.address ? ", caches by device address" : "");

@@ -17,7 +17,7 @@ struct AttentionPlanData {
   AttentionChoice choice;
   // AttentionKernel::decode: the batch of single tokens runs as this decode plan.
   std::optional<DecodePlan> decode;
-  // AttentionKernel::scalar
+  // AttentionKernel::scalar and ::matrix
   const ComputePipeline* attention = nullptr;
   const ComputePipeline* merge = nullptr;  // when split
 };

@@ -137,7 +137,6 @@ AttentionChoice plan_attention(const AttentionDeviceProperties& dev, const Atten
     c.kernel = AttentionKernel::decode;  // DecodePlan::create makes the rest of the choices
     return c;
   }
-  c.kernel = AttentionKernel::scalar;
   if (s.head_size > 256)
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("head_size: {} runs on the decode kernels only (a batch of single tokens on the vllm layout "
@@ -148,13 +147,25 @@ AttentionChoice plan_attention(const AttentionDeviceProperties& dev, const Atten
   if (block_bytes > 0xffffffffull)
     unsupported(fmt::format("num_kv_heads: a block of {} kv heads x {} dims x {} positions is {} bytes, past 2^32 - 1",
                             s.num_kv_heads, s.head_size, s.block_size, block_bytes));
-  const uint64_t pool_bytes = block_bytes * s.num_blocks;
-  c.address = pool_bytes + 256 > dev.max_storage_buffer_range;
-  if (c.address && !dev.buffer_device_address)
-    unsupported(fmt::format("num_blocks: a pool of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} "
-                            "bytes, and the context has no buffer device address to read it with",
-                            s.num_blocks, pool_bytes, dev.max_storage_buffer_range));
-  choose_rows(c, dev, s);
+  // The matrix kernel where asked, or (automatic) where it can run; else the scalar kernel.
+  bool matrix = false;
+  if (o.kernel == AttentionKernel::matrix || o.kernel == AttentionKernel::automatic) {
+    const std::string refusal = matrix_attention_refusal(dev, s);
+    if (o.kernel == AttentionKernel::matrix && !refusal.empty()) unsupported("kernel: matrix: " + refusal);
+    matrix = refusal.empty();
+  }
+  if (matrix) {
+    plan_matrix_attention(c, dev, s);
+  } else {
+    c.kernel = AttentionKernel::scalar;
+    const uint64_t pool_bytes = block_bytes * s.num_blocks;
+    c.address = pool_bytes + 256 > dev.max_storage_buffer_range;
+    if (c.address && !dev.buffer_device_address)
+      unsupported(fmt::format("num_blocks: a pool of {} blocks is {} bytes, past the device's maxStorageBufferRange of "
+                              "{} bytes, and the context has no buffer device address to read it with",
+                              s.num_blocks, pool_bytes, dev.max_storage_buffer_range));
+    choose_rows(c, dev, s);
+  }
   c.tile_slots = uint32_t(std::min<uint64_t>(uint64_t(s.num_query_tokens) / c.tokens_per_tile + s.num_requests, UINT32_MAX));
   if (c.tile_slots > 65535)
     unsupported(fmt::format("num_query_tokens: T = {} in tiles of {} tokens with S = {} requests need {} workgroups along "

@@ -4,15 +4,23 @@
 // sizes). Pure: no Vulkan calls and no environment, so that its choices are tested on fabricated
 // devices without a GPU (tests/ops/test_attention_planner.cpp). AttentionPlan::create
 // (ops/attention.cpp) fills the device's properties from its Context, calls plan_attention and
-// creates what the choice names. A later kernel family (matrix units) adds its own plan_* here.
+// creates what the choice names. The matrix kernel's family is planned in
+// attention_matrix_planner.cpp.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "vkpaged/attention.hpp"
 
 namespace vkpaged::detail {
+
+// One product shape a device lists for VK_KHR_cooperative_matrix with f16 A and B, f32
+// accumulators and results, at subgroup scope, without saturation: A is m x k, B k x n.
+struct MatrixProductShape {
+  uint32_t m = 0, n = 0, k = 0;
+};
 
 // What planning reads off a device, and nothing else.
 struct AttentionDeviceProperties {
@@ -22,16 +30,27 @@ struct AttentionDeviceProperties {
   uint32_t max_shared_memory = 16384;     // bytes per workgroup
   uint64_t max_storage_buffer_range = 0;  // a pool past it is read by device address
   bool buffer_device_address = false;     // enabled on the context
+  // The matrix kernel (shaders/attention_matrix_khr.comp): why the context cannot run KHR
+  // matrix kernels ("" where it can: VK_KHR_cooperative_matrix and what it needs enabled, the
+  // shader built), the subgroup size its workgroups are multiples of, and the f16 products
+  // the device lists, in its order.
+  std::string matrix_refusal = "VK_KHR_cooperative_matrix is not enabled";
+  uint32_t max_subgroup_size = 0;
+  std::vector<MatrixProductShape> f16_products;
+  // The device runs a subgroup-scope control barrier as a workgroup barrier (Mesa's llvmpipe):
+  // the matrix kernel's workgroups then hold only computing subgroups, synchronised by
+  // workgroup barriers.
+  bool workgroup_sync = false;
 };
 
 // Every choice of a plan on the attention kernel (shaders/attention*.comp).
 struct AttentionChoice {
-  AttentionKernel kernel = AttentionKernel::scalar;  // decode or scalar, never automatic
+  AttentionKernel kernel = AttentionKernel::scalar;  // decode, scalar or matrix, never automatic
   uint32_t max_query_tokens = 0;
   size_t tree_mask_bytes = 0;
-  // The rest describes the scalar kernel (a decode plan makes its own choices).
+  // The rest describes the attention kernels (a decode plan makes its own choices).
   bool address = false;             // caches read by device address (a pool past the storage-buffer range)
-  uint32_t workgroup = 128;         // invocations, and key positions per tile
+  uint32_t workgroup = 128;         // invocations (scalar: also the key positions per tile)
   uint32_t rows = 16;               // (query token, head) rows per workgroup
   uint32_t heads_per_workgroup = 1; // query heads of one kv head per workgroup
   uint32_t groups_per_kv_head = 1;  // workgroups per kv head along the heads
@@ -45,6 +64,13 @@ struct AttentionChoice {
   size_t scratch_bytes = 0;
   uint32_t context_cap = 0;         // device lengths above it are clamped and flagged
   uint32_t merge_workgroup = 0;     // the merge pass's invocations; 0 without one
+  // The matrix kernel: the product shape, rows / m subgroups computing a block of m rows each,
+  // key positions per tile, and whether the query's fragments stay in registers (else they are
+  // loaded from shared memory for every tile).
+  MatrixProductShape product;
+  uint32_t key_tile = 0;
+  bool query_registers = false;
+  bool workgroup_sync = false;  // AttentionDeviceProperties::workgroup_sync
 };
 
 // Whether the decode kernels take this batch (every q_s = 1, the vllm layout, no tree mask).
@@ -52,6 +78,17 @@ bool decode_kernels_take(const AttentionShape& shape, bool single_tokens);
 
 // Shared memory of the scalar kernel for `rows` rows (attention_kernel.glsl's declarations).
 size_t attention_shared_bytes(uint32_t rows, uint32_t head_size, uint32_t workgroup);
+
+// The matrix kernel's shared memory (attention_matrix_khr.comp's declarations).
+size_t attention_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& product, uint32_t head_size,
+                                     uint32_t key_tile, KvLayout layout, bool query_registers, uint32_t workgroup);
+
+// Why the matrix kernel cannot run this shape on this device ("" where it can).
+std::string matrix_attention_refusal(const AttentionDeviceProperties& device, const AttentionShape& shape);
+
+// The matrix kernel's rows, tiles and product for a shape it takes (matrix_attention_refusal
+// gave ""): fills the kernel's fields of `choice` (its max_query_tokens set).
+void plan_matrix_attention(AttentionChoice& choice, const AttentionDeviceProperties& device, const AttentionShape& shape);
 
 // Checks the shape and the query starts (vkpaged::Error naming the field) and makes every
 // choice. Throws invalid_argument for what the contract refuses, unsupported for what this

@@ -1,5 +1,6 @@
 // The attention planner on fabricated devices (no GPU): which kernel family runs a batch, the
-// workgroup rows, the split, the address path, and what it refuses. Fields, not strings.
+// workgroup rows, the split, the address path, the matrix kernel's product and tiles, and what
+// it refuses. Fields, not strings.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -23,6 +24,15 @@ AttentionDeviceProperties h200() {
   d.max_shared_memory = 49152;
   d.max_storage_buffer_range = 4294967295ull;
   d.buffer_device_address = true;
+  return d;
+}
+
+// An H200 as its driver reports VK_KHR_cooperative_matrix (f16 products, in its order).
+AttentionDeviceProperties h200_khr() {
+  AttentionDeviceProperties d = h200();
+  d.matrix_refusal = "";
+  d.max_subgroup_size = 32;
+  d.f16_products = {{16, 16, 16}, {16, 8, 16}, {16, 8, 8}};
   return d;
 }
 
@@ -227,6 +237,149 @@ TEST(AttentionPlanner, RefusesShapesTheContractRefuses) {
   s = shape_of(2, 2, 64);
   s.kv_layout = KvLayout(7);
   expect_refused([&] { plan(h200(), s, uniform_starts(2, 2)); }, "kv_layout: 7");
+}
+
+// ---- the matrix kernel ----
+
+AttentionOptions matrix_kernel(SplitMode split = SplitMode::automatic) {
+  AttentionOptions o;
+  o.kernel = AttentionKernel::matrix;
+  o.split = split;
+  return o;
+}
+
+TEST(AttentionPlanner, AutomaticTakesTheMatrixKernelWhereItRuns) {
+  const AttentionShape prefill = shape_of(1, 4096, 4096);
+  EXPECT_EQ(plan(h200_khr(), prefill, uniform_starts(1, 4096)).kernel, AttentionKernel::matrix);
+  EXPECT_EQ(plan(h200(), prefill, uniform_starts(1, 4096)).kernel, AttentionKernel::scalar);  // no KHR
+  AttentionShape f32 = prefill;
+  f32.query_dtype = DType::f32;
+  EXPECT_EQ(plan(h200_khr(), f32, uniform_starts(1, 4096)).kernel, AttentionKernel::scalar);
+  // Decode batches stay on the decode kernels; forced, the scalar kernel stays forced.
+  EXPECT_EQ(plan(h200_khr(), shape_of(64, 1, 4096), uniform_starts(64, 1)).kernel, AttentionKernel::decode);
+  AttentionOptions scalar;
+  scalar.kernel = AttentionKernel::scalar;
+  EXPECT_EQ(plan(h200_khr(), prefill, uniform_starts(1, 4096), scalar).kernel, AttentionKernel::scalar);
+  // A decode batch forced onto the matrix kernel runs there.
+  EXPECT_EQ(plan(h200_khr(), shape_of(64, 1, 4096), uniform_starts(64, 1), matrix_kernel()).kernel,
+            AttentionKernel::matrix);
+}
+
+TEST(AttentionPlanner, MatrixTilesFollowTheDeviceAndTheRequests) {
+  // A long prefill, D 128: the 16x16x16 product, 64 rows (16 tokens x 4 heads) in 4 subgroups,
+  // key tiles of 32 (64 do not fit 48 KiB), the query in registers, one pass.
+  const auto p4k = plan(h200_khr(), shape_of(1, 4096, 4096), uniform_starts(1, 4096));
+  EXPECT_EQ(p4k.product.m, 16u);
+  EXPECT_EQ(p4k.product.n, 16u);
+  EXPECT_EQ(p4k.product.k, 16u);
+  EXPECT_EQ(p4k.rows, 64u);
+  EXPECT_EQ(p4k.heads_per_workgroup, 4u);
+  EXPECT_EQ(p4k.tokens_per_tile, 16u);
+  EXPECT_EQ(p4k.key_tile, 32u);
+  EXPECT_TRUE(p4k.query_registers);
+  EXPECT_EQ(p4k.workgroup, 128u);
+  EXPECT_EQ(p4k.tile_slots, 4096u / 16 + 1);
+  EXPECT_FALSE(p4k.split);
+  EXPECT_LE(p4k.shared_bytes, 49152u);
+  EXPECT_EQ(p4k.shared_bytes, detail::attention_matrix_shared_bytes(64, p4k.product, 128, 32, KvLayout::vllm, true, 128));
+  EXPECT_GT(detail::attention_matrix_shared_bytes(64, p4k.product, 128, 64, KvLayout::vllm, true, 128), 49152u);
+  // D 256: the query in shared memory, 32 rows and key tiles of 16 fit.
+  const auto d256 = plan(h200_khr(), shape_of(1, 4096, 4096, 16, 8, 256), uniform_starts(1, 4096));
+  EXPECT_FALSE(d256.query_registers);
+  EXPECT_EQ(d256.rows, 32u);
+  EXPECT_EQ(d256.key_tile, 16u);
+  EXPECT_LE(d256.shared_bytes, 49152u);
+  // Speculative verification (4 tokens x a group of 4): one row block, longer key tiles, a
+  // workgroup of 128 invocations to stage them.
+  const auto spec = plan(h200_khr(), shape_of(64, 4, 4096), uniform_starts(64, 4));
+  EXPECT_EQ(spec.kernel, AttentionKernel::matrix);
+  EXPECT_EQ(spec.rows, 16u);
+  EXPECT_EQ(spec.tokens_per_tile, 4u);
+  EXPECT_EQ(spec.key_tile, 64u);
+  EXPECT_EQ(spec.workgroup, 128u);
+  EXPECT_FALSE(spec.split);  // 512 workgroups fill the device
+  // Fewer requests split, with the portable kernel's partitions and scratch.
+  const auto few = plan(h200_khr(), shape_of(8, 4, 4096), uniform_starts(8, 4));
+  EXPECT_TRUE(few.split);
+  EXPECT_EQ(few.partition_tokens % few.key_tile, 0u);
+  EXPECT_EQ(few.scratch_bytes, 4ull * 32 * 32 * few.num_partitions * (128 + 2));
+  // MQA groups past 64 heads are sliced.
+  const auto mqa = plan(h200_khr(), shape_of(2, 3, 100, 80, 1), uniform_starts(2, 3));
+  EXPECT_EQ(mqa.rows, 64u);
+  EXPECT_EQ(mqa.groups_per_kv_head, 2u);
+  EXPECT_EQ(mqa.heads_per_workgroup, 40u);
+  EXPECT_EQ(mqa.tokens_per_tile, 1u);
+  // A device listing only 16x8 products, with 64-wide subgroups (AMD-like): n = 8, and
+  // workgroups of whole subgroups.
+  AttentionDeviceProperties wide = h200_khr();
+  wide.max_subgroup_size = 64;
+  wide.f16_products = {{16, 8, 8}, {16, 8, 16}, {32, 32, 8}};  // 32x32x8: n past 16, not usable
+  const auto w = plan(wide, shape_of(1, 4096, 4096), uniform_starts(1, 4096));
+  EXPECT_EQ(w.product.n, 8u);
+  EXPECT_EQ(w.product.k, 16u);
+  EXPECT_EQ(w.workgroup % 64, 0u);
+  EXPECT_EQ(w.workgroup, 4u * 64);
+  // The least shared memory Vulkan allows: one row block of short tiles.
+  AttentionDeviceProperties small = h200_khr();
+  small.max_shared_memory = 16384;
+  small.max_workgroup_invocations = 128;
+  const auto least = plan(small, shape_of(1, 512, 512), uniform_starts(1, 512));
+  EXPECT_EQ(least.rows, 16u);
+  EXPECT_EQ(least.key_tile, 16u);
+  EXPECT_LE(least.shared_bytes, 16384u);
+}
+
+TEST(AttentionPlanner, MatrixKernelOnDevicesWhoseSubgroupBarriersSyncTheWorkgroup) {
+  // Mesa 26's lavapipe: 8x8x8 products, subgroups of 8, control barriers that wait for the whole
+  // workgroup. The workgroup holds just the computing subgroups.
+  AttentionDeviceProperties d = lavapipe();
+  d.matrix_refusal = "";
+  d.max_subgroup_size = 8;
+  d.f16_products = {{8, 8, 8}};
+  d.workgroup_sync = true;
+  const auto c = plan(d, shape_of(1, 256, 256, 8, 2, 64), uniform_starts(1, 256));
+  EXPECT_EQ(c.kernel, AttentionKernel::matrix);
+  EXPECT_EQ(c.product.m, 8u);
+  EXPECT_EQ(c.rows, 32u);
+  EXPECT_EQ(c.workgroup, 32u);
+  EXPECT_TRUE(c.workgroup_sync);
+  EXPECT_EQ(c.key_tile, 32u);
+  EXPECT_LE(c.shared_bytes, 32768u);
+  d.workgroup_sync = false;
+  EXPECT_EQ(plan(d, shape_of(1, 256, 256, 8, 2, 64), uniform_starts(1, 256)).workgroup, 128u);
+}
+
+TEST(AttentionPlanner, MatrixKernelRefusalsNameWhy) {
+  const AttentionShape s = shape_of(2, 8, 512);
+  const auto starts = uniform_starts(2, 8);
+  AttentionDeviceProperties no_khr = h200();
+  no_khr.matrix_refusal = "device X has no VK_KHR_cooperative_matrix in compute shaders";
+  expect_refused([&] { plan(no_khr, s, starts, matrix_kernel()); }, ErrorCode::unsupported,
+                 {"kernel: matrix: device X has no VK_KHR_cooperative_matrix"});
+  AttentionShape f32 = s;
+  f32.query_dtype = DType::f32;
+  expect_refused([&] { plan(h200_khr(), f32, starts, matrix_kernel()); }, ErrorCode::unsupported,
+                 {"kernel: matrix: query: dtype f32"});
+  AttentionShape f32_cache = s;
+  f32_cache.cache_dtype = DType::f32;
+  expect_refused([&] { plan(h200_khr(), f32_cache, starts, matrix_kernel()); }, ErrorCode::unsupported,
+                 {"kernel: matrix: kv_dtype: f32"});
+  AttentionDeviceProperties short_range = h200_khr();
+  short_range.max_storage_buffer_range = 1u << 20;  // pools read by address: scalar only
+  expect_refused([&] { plan(short_range, s, starts, matrix_kernel()); }, ErrorCode::unsupported,
+                 {"kernel: matrix: num_blocks: a pool of"});
+  EXPECT_EQ(plan(short_range, s, starts).kernel, AttentionKernel::scalar);
+  EXPECT_TRUE(plan(short_range, s, starts).address);
+  AttentionDeviceProperties odd = h200_khr();
+  odd.f16_products = {{32, 32, 8}};
+  expect_refused([&] { plan(odd, s, starts, matrix_kernel()); }, ErrorCode::unsupported,
+                 {"kernel: matrix: device NVIDIA H200 lists no f16 x f16 + f32 product", "[32x32x8]"});
+  AttentionDeviceProperties tiny = h200_khr();
+  tiny.max_shared_memory = 8192;
+  expect_refused([&] { plan(tiny, shape_of(2, 8, 512, 8, 8, 256), starts, matrix_kernel()); }, ErrorCode::unsupported,
+                 {"kernel: matrix: head_size: 256 needs", "more than device NVIDIA H200 has (8192)"});
+  // Head sizes that are multiples of 8 but not of 16 run (padded with zero dims).
+  EXPECT_EQ(plan(h200_khr(), shape_of(2, 8, 512, 8, 8, 40), starts, matrix_kernel()).kernel, AttentionKernel::matrix);
 }
 
 }  // namespace

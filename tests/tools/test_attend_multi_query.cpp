@@ -171,7 +171,7 @@ TEST(AttendMultiQuery, RefusalsNameTheOptionAndLeaveNoFile) {
     EXPECT_FALSE(fs::exists(args.lse)) << needle;
   };
   refused([](AttendArgs& a) { a.query_starts.clear(); }, "--tree-mask: needs --query-starts");
-  refused([](AttendArgs& a) { a.kernel = "matrix"; }, "--kernel: 'matrix' runs decode batches only");
+  refused([](AttendArgs& a) { a.kernel = "tensor"; }, "--kernel: 'tensor' is not auto, scalar or matrix");
   refused([](AttendArgs& a) { a.kv_layout = "nchw"; }, "--kv-layout: 'nchw' is not vllm, nhd or hnd");
   refused([&](AttendArgs& a) { a.query_starts = files.write("bad_starts", HostTensor(DType::i32, Shape{3})); },
           "--query-starts: query_starts[1]: 0 after query_starts[0] = 0");

@@ -666,6 +666,47 @@ TEST_F(CliTest, BenchFlushesTheCachesBeforeEachRepetitionWhenAsked) {
   EXPECT_EQ(count_of(r.out, "read bandwidth after the suite: "), 1u) << r.out;
 }
 
+TEST_F(CliTest, BenchPrefillTimesEveryShapeAndTheMixedStepInOneCallAndInParts) {
+  const CliResult r = run({"bench", "--suite", "prefill-quick", "--repetitions", "10", "--warmup", "1", "--json",
+                           path("prefill.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
+  for (const char* name : {"p256", "chunk2x64+192", "spec8x4@512", "p128-d128", "mixed (one call)", "mixed: decode part",
+                           "mixed: chunk part"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  EXPECT_EQ(r.out.find("skipped"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mixed step: one call "), std::string::npos) << r.out;
+  // The decode part alone runs on the decode kernels (automatic), the rest on an attention kernel.
+  EXPECT_NE(r.out.find("decode kernels: "), std::string::npos) << r.out;
+  const std::string json = slurp(path("prefill.json"));
+  EXPECT_NE(json.find("\"suite\": \"prefill-quick\""), std::string::npos) << json;
+  const auto tflops = numbers_after(json, "\"tflops\": ");
+  ASSERT_EQ(tflops.size(), 7u) << json;  // four shapes and the mixed step's three calls
+  for (const auto& t : tflops) EXPECT_TRUE(t.size() == 1 && t[0] > 0) << json;
+  const auto ratio = numbers_after(json, "\"one_call_over_parts\": ");
+  ASSERT_EQ(ratio.size(), 1u) << json;
+  EXPECT_TRUE(ratio[0].size() == 1 && ratio[0][0] > 0) << json;
+}
+
+TEST_F(CliTest, BenchPrefillRunsTheForcedKernelOrSaysWhyNot) {
+  const CliResult bad = run({"bench", "--suite", "prefill-quick", "--kernel", "tensor"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("vkpaged: --kernel: \"tensor\" is not auto, scalar or matrix"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.out, "") << "the bench started before refusing";
+  // The matrix kernel runs every case where the device has it, and every case says why not
+  // where it has not (lavapipe).
+  const CliResult r = run({"bench", "--suite", "prefill-quick", "--kernel", "matrix", "--repetitions", "10", "--warmup", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* name : {"p256 ", "chunk2x64+192 ", "spec8x4@512 ", "p128-d128 ", "mixed (one call) ",
+                           "mixed: decode part ", "mixed: chunk part "}) {
+    const size_t at = r.out.find(name);
+    ASSERT_NE(at, std::string::npos) << name << "\n" << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_TRUE(line.find("skipped: kernel: matrix: ") != std::string::npos || line.find("matrix kernel (") != std::string::npos)
+        << line;
+  }
+}
+
 TEST_F(CliTest, BenchStartsWarmAfterTheSameDecodeAndTheFlushWhenAsked) {
   const CliResult r = run({"bench", "--suite", "quick", "--repetitions", "20", "--warmup", "1", "--flush-caches",
                            "--warm-start", "--json", path("bench.json").string()});

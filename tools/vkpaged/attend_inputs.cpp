@@ -45,9 +45,8 @@ DecodeKernel parse_kernel(const std::string& kernel) {
 AttentionKernel parse_attention_kernel(const std::string& kernel) {
   if (kernel == "auto") return AttentionKernel::automatic;
   if (kernel == "scalar") return AttentionKernel::scalar;
-  refuse(fmt::format("--kernel: '{}' runs decode batches only (no --query-starts, the vllm layout); multi-query "
-                     "attention takes auto or scalar",
-                     kernel));
+  if (kernel == "matrix") return AttentionKernel::matrix;
+  refuse(fmt::format("--kernel: '{}' is not auto, scalar or matrix", kernel));
 }
 
 KvLayout parse_layout(const std::string& name) {

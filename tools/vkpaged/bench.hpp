@@ -148,6 +148,11 @@ std::vector<size_t> arena_offsets(const std::vector<size_t>& sizes, size_t large
 // (bench_cache_write.cpp). run_bench hands these suites to it.
 bool is_cache_write_suite(const std::string& suite);
 int run_cache_write_bench(const BenchOptions& options);
+// --suite prefill (bench/torch_prefill_anchor.py's shapes and the mixed step of target 10) and
+// prefill-quick (lavapipe-sized): multi-query attention timed, --kernel auto, scalar or matrix
+// (bench_prefill.cpp). run_bench hands these suites to it.
+bool is_prefill_suite(const std::string& suite);
+int run_prefill_bench(const BenchOptions& options);
 // Draws the share of measured bandwidth per case as an SVG bar chart.
 std::string bench_chart_svg(const std::vector<BenchResult>& results, double bandwidth, const std::string& title);
 

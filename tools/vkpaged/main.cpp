@@ -131,7 +131,7 @@ void add_simulate_options(CLI::App& cmd, SimulateArgs& s) {
 }
 
 void add_bench_options(CLI::App& cmd, BenchOptions& b) {
-  cmd.add_option("--suite", b.suite, "standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick (lavapipe-sized), all, or cache-write and cache-write-quick (the rotary cache write)")
+  cmd.add_option("--suite", b.suite, "standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick (lavapipe-sized), all, cache-write and cache-write-quick (the rotary cache write), or prefill and prefill-quick (multi-query attention: prefill, chunks, speculative verification, a mixed step)")
       ->capture_default_str();
   cmd.add_option("--device", b.device, "Vulkan device index or name substring");
   cmd.add_option("--repetitions", b.repetitions, "timed repetitions per case (at least 20)")->capture_default_str();
@@ -140,7 +140,8 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
   cmd.add_option("--partition-tokens", b.partition_tokens, "tokens per split partition (multiple of 256; 0 = auto)");
   cmd.add_option("--kernel", b.kernel,
                  "auto, scalar, matrix or matrix-khr (the matrix kernel through VK_KHR_cooperative_matrix even where "
-                 "NV's runs; without a validation layer older than it); cases the matrix kernel cannot run are skipped")
+                 "NV's runs; without a validation layer older than it); cases the matrix kernel cannot run are skipped; "
+                 "the prefill suites force the attention kernel with it (auto, scalar, matrix)")
       ->capture_default_str();
   cmd.add_option("--order", b.order,
                  "auto, grid or longest-first (items listed by their lengths once per step, as an engine "

@@ -1,0 +1,178 @@
+// Staging for the matrix attention kernel (attention_matrix_khr.comp): one key tile's keys and
+// values read from the paged cache in 16-byte chunks (any layout) and written to shared memory
+// as f16, fp8 converted on the way and bf16 kept raw for a later conversion scaled into f16's
+// range. Positions outside the workgroup's key range are zeros, never read.
+// Requires, from the includer: the cache's constants (cache_element.glsl: X, FP8, PER_WORD,
+// ELEMENT_BITS, ELEMENT_MASK), CACHE_DTYPE, D, DPAD, DS, TS, TK, B, WG, BF16_CACHE,
+// VALUE_COLUMNS, NO_BLOCK, the shared `uvec4 s_mem[]` with K_BASE and V_BASE, KEY16, VALUE16 and
+// VALUE4, the push constants `pc`, `block_tables[]`, `status[]`, and the globals g_span, g_table
+// and g_kv_head.
+#ifndef VKPAGED_ATTENTION_MATRIX_STAGING_GLSL
+#define VKPAGED_ATTENTION_MATRIX_STAGING_GLSL
+
+// ---- elements as f16 bits ----
+
+// An fp8 byte as f16 bits: E5M2 is the top byte of an f16; E4M3 shifted into an f16 reads as
+// value / 256 (fp8_scale_fix), and its NaN (S.1111.111) becomes an f16 NaN.
+uint fp8_to_f16_bits(uint b) {
+  if (CACHE_DTYPE == DT_FP8_E5M2) return b << 8;
+  const uint sign = (b & 0x80u) << 8;
+  if ((b & 0x7fu) == 0x7fu) return sign | 0x7e00u;
+  return sign | ((b & 0x7fu) << 7);
+}
+// The four fp8 bytes of a word as two words of f16 pairs, in element order.
+uvec2 fp8_word_to_f16(uint w) {
+  return uvec2(fp8_to_f16_bits(w & 0xffu) | (fp8_to_f16_bits((w >> 8) & 0xffu) << 16),
+               fp8_to_f16_bits((w >> 16) & 0xffu) | (fp8_to_f16_bits(w >> 24) << 16));
+}
+// Inf or NaN bf16 bits (low 16) as the f16 Inf or NaN of the same sign.
+uint bf16_special_to_f16(uint b) { return (b & 0x8000u) | ((b & 0x7fu) != 0u ? 0x7e00u : 0x7c00u); }
+// Two bf16 (a word) times `factor`, the power of two that brings the tile's largest finite
+// magnitude into [2^14, 2^15), as two f16: exact down to 2^-17 of that magnitude, whatever
+// packHalf2x16's rounding; only f16's subnormals may round. Inf and NaN stay Inf and NaN.
+uint bf16_pair_to_f16(uint w, float factor) {
+  uint h = packHalf2x16(vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)) * factor);
+  if ((w & 0x7f80u) == 0x7f80u) h = (h & 0xffff0000u) | bf16_special_to_f16(w & 0xffffu);
+  if ((w & 0x7f800000u) == 0x7f800000u) h = (h & 0xffffu) | (bf16_special_to_f16(w >> 16) << 16);
+  return h;
+}
+// The larger finite magnitude of the two bf16 in `w`, as f32 bits (Inf and NaN count as 0).
+uint bf16_largest(uint w) {
+  const uint lo = (w << 16) & 0x7fffffffu;
+  const uint hi = w & 0x7fff0000u;
+  return max(lo < 0x7f800000u ? lo : 0u, hi < 0x7f800000u ? hi : 0u);
+}
+// The exponent of the power of two that brings a largest finite magnitude (f32 bits) into
+// [2^14, 2^15); 0 when it is 0.
+int range_shift(uint largest) { return largest == 0u ? 0 : clamp(14 - (int(largest >> 23) - 127), -126, 126); }
+bool f16_pair_not_finite(uint w) { return (w & 0x7c00u) == 0x7c00u || (w & 0x7c000000u) == 0x7c000000u; }
+bool f16_chunk_not_finite(uvec4 w) {
+  return f16_pair_not_finite(w.x) || f16_pair_not_finite(w.y) || f16_pair_not_finite(w.z) || f16_pair_not_finite(w.w);
+}
+uint bf16_chunk_largest(uvec4 w) { return max(max(bf16_largest(w.x), bf16_largest(w.y)), max(bf16_largest(w.z), bf16_largest(w.w))); }
+
+// ---- staging ----
+
+// The physical block of position t of the request (NO_BLOCK, flagged, for an id past N).
+uint block_at(uint t) {
+  const uint block = block_tables[g_table + t / B];
+  if (block >= pc.num_blocks) {
+    atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
+    return NO_BLOCK;
+  }
+  return block;
+}
+
+bool in_span(uint t) { return t >= g_span.lo && t < g_span.hi; }
+
+// A 16-byte cache chunk (X elements) written to shared memory as X f16 at 16-byte word `word`
+// (fp8: two words). Returns the f16 words' non-finite test (bf16: raw bits, tested later).
+bool store_chunk(uint word, uvec4 raw) {
+  if (FP8) {
+    const uvec4 lo = uvec4(fp8_word_to_f16(raw.x), fp8_word_to_f16(raw.y));
+    const uvec4 hi = uvec4(fp8_word_to_f16(raw.z), fp8_word_to_f16(raw.w));
+    s_mem[word] = lo;
+    s_mem[word + 1u] = hi;
+    return f16_chunk_not_finite(lo) || f16_chunk_not_finite(hi);
+  }
+  s_mem[word] = raw;
+  return f16_chunk_not_finite(raw);
+}
+
+// Keys [TK][DS] and, in the nhd and hnd layouts, values [TK][DS]: a chunk holds X dims of one
+// position. Returns the values' non-finite test and raises `largest` (bf16) for each pool.
+void stage_rows(uint tile, bool values, inout bool bad, inout uint largest) {
+  const uint chunks = DPAD / X;  // per position; the ones past D are zeros
+  for (uint i = gl_LocalInvocationID.x; i < TK * chunks; i += WG) {
+    const uint tl = i / chunks;
+    const uint c = i % chunks;
+    const uint t = tile + tl;
+    uvec4 raw = uvec4(0u);
+    if (c * X < D && in_span(t)) {
+      const uint block = block_at(t);
+      if (block != NO_BLOCK) {
+        const uint o = t % B;
+        raw = values ? VALUE16(block, kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, c * X, o) / X)
+                     : KEY16(block, kv_key_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, c * X, o) / X);
+      }
+    }
+    if (BF16_CACHE) largest = max(largest, bf16_chunk_largest(raw));
+    const bool not_finite = store_chunk((values ? V_BASE : K_BASE) + (tl * DS + c * X) / 8u, raw);
+    if (values && !BF16_CACHE) bad = bad || not_finite;  // bf16: tested once converted
+  }
+}
+
+// f16 bits (raw bf16 bits for a bf16 cache) of value element (dim d, position t), read alone.
+uint value_element_bits(uint block, uint d, uint t) {
+  const uint e = kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, d, t % B);
+  const uint bits = (VALUE4(block, e / PER_WORD) >> (ELEMENT_BITS * (e % PER_WORD))) & ELEMENT_MASK;
+  return FP8 ? fp8_to_f16_bits(bits) : bits;
+}
+
+// Element j (< X) of two chunks of f16 (fp8 caches: X = 16 in lo and hi) set to `bits`.
+void set_half(inout uvec4 lo, inout uvec4 hi, uint j, uint bits) {
+  const uint shift = 16u * (j % 2u);
+  const uint keep = ~(0xffffu << shift);
+  if (j < 8u) lo[j / 2u] = (lo[j / 2u] & keep) | (bits << shift);
+  else hi[(j - 8u) / 2u] = (hi[(j - 8u) / 2u] & keep) | (bits << shift);
+}
+
+// Values of the vllm layout, [DPAD][TS]: a chunk holds X positions of one dim, read as one
+// 16-byte load where blocks hold whole chunks (B >= X), else element by element.
+void stage_value_columns(uint tile, inout bool bad, inout uint largest) {
+  const uint chunks = TK / X;  // per dim
+  for (uint i = gl_LocalInvocationID.x; i < DPAD * chunks; i += WG) {
+    const uint d = i / chunks;
+    const uint tl = (i % chunks) * X;
+    const uint t0 = tile + tl;
+    uvec4 lo = uvec4(0u), hi = uvec4(0u);  // f16 bits of positions t0 .. t0 + 7 and t0 + 8 .. t0 + 15
+    if (d < D && t0 < g_span.hi && t0 + X > g_span.lo) {
+      if (B >= X) {
+        // The chunk lies in one block (t0 and B are multiples of X).
+        const uint block = block_at(t0);
+        if (block != NO_BLOCK) {
+          const uvec4 raw = VALUE16(block, kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, d, t0 % B) / X);
+          if (FP8) {
+            lo = uvec4(fp8_word_to_f16(raw.x), fp8_word_to_f16(raw.y));
+            hi = uvec4(fp8_word_to_f16(raw.z), fp8_word_to_f16(raw.w));
+          } else {
+            lo = raw;
+          }
+          if (t0 < g_span.lo || t0 + X > g_span.hi)
+            for (uint j = 0u; j < X; ++j)
+              if (!in_span(t0 + j)) set_half(lo, hi, j, 0u);
+        }
+      } else {
+        for (uint j = 0u; j < X; ++j) {
+          const uint t = t0 + j;
+          if (!in_span(t)) continue;
+          const uint block = block_at(t);
+          if (block != NO_BLOCK) set_half(lo, hi, j, value_element_bits(block, d, t));
+        }
+      }
+    }
+    const uint word = V_BASE + (d * TS + tl) / 8u;
+    s_mem[word] = lo;
+    if (X == 16u) s_mem[word + 1u] = hi;
+    if (BF16_CACHE) largest = max(largest, bf16_chunk_largest(lo));
+    else bad = bad || f16_chunk_not_finite(lo) || (X == 16u && f16_chunk_not_finite(hi));
+  }
+}
+
+// bf16: the staged raw bits of `rows` rows of `row_words` 16-byte words (`stride` apart, from
+// `first`; the pads between them never written) become f16 times `factor`. Returns whether
+// one of them is not finite.
+bool convert_bf16_rows(uint first, uint rows, uint row_words, uint stride, float factor) {
+  bool bad = false;
+  for (uint i = gl_LocalInvocationID.x; i < rows * row_words; i += WG) {
+    const uint word = first + (i / row_words) * stride + i % row_words;
+    const uvec4 w = s_mem[word];
+    const uvec4 h = uvec4(bf16_pair_to_f16(w.x, factor), bf16_pair_to_f16(w.y, factor), bf16_pair_to_f16(w.z, factor),
+                          bf16_pair_to_f16(w.w, factor));
+    s_mem[word] = h;
+    bad = bad || f16_chunk_not_finite(h);
+  }
+  return bad;
+}
+
+#endif  // VKPAGED_ATTENTION_MATRIX_STAGING_GLSL

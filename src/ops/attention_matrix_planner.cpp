@@ -1,0 +1,158 @@
+// The attention planner's matrix family (shaders/attention_matrix_khr.comp): which of the
+// device's f16 products the kernel takes, how many rows a workgroup holds, how long its key
+// tiles are, and where the query's fragments live, all from what the device reports; and why
+// the kernel cannot run a shape where it cannot. Pure, as the rest of the planner.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "ops/attention_planner.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::detail {
+
+namespace {
+
+uint64_t round_up(uint64_t a, uint64_t b) { return (a + b - 1) / b * b; }
+
+// Subgroups that compute (row blocks of m rows): 4 blocks of 16 rows share each staged key and
+// value among 64 rows, as FlashAttention-2's 4 warps do; more rows need more shared memory than
+// the 48 KiB a workgroup gets on NVIDIA.
+constexpr uint32_t kMaxRowBlocks = 4;
+// Key positions per tile, longest first: fewer barriers per position. A multiple of 16 (a vllm
+// value chunk holds 16 fp8 positions) and of the product's n and k.
+constexpr uint32_t kKeyTiles[] = {64, 32, 16};
+// Invocations that stage a tile, at least, whatever the rows: a workgroup of few rows (decode
+// requests, speculative verification) is bound by its loads.
+constexpr uint32_t kMinWorkgroup = 128;
+// Query fragments stay in registers up to this many dims (with the output's accumulators they
+// take 12 registers per 16 dims and lane on NVIDIA); past it they are read from shared memory.
+constexpr uint32_t kMaxRegisterDims = 128;
+
+bool usable(const MatrixProductShape& p) {
+  return (p.m == 8 || p.m == 16 || p.m == 32) && (p.n == 8 || p.n == 16) && (p.k == 8 || p.k == 16);
+}
+
+// The largest usable product (fewest instructions per FLOP), the first listed among equals.
+std::optional<MatrixProductShape> choose_product(const AttentionDeviceProperties& d) {
+  std::optional<MatrixProductShape> best;
+  for (const auto& p : d.f16_products)
+    if (usable(p) && (!best || p.m * p.n * p.k > best->m * best->n * best->k)) best = p;
+  return best;
+}
+
+struct MatrixTiles {
+  uint32_t row_blocks = 0;
+  uint32_t key_tile = 0;
+  bool query_registers = false;
+  uint32_t workgroup = 0;
+  size_t shared_bytes = 0;
+};
+
+// The most rows the request needs (up to kMaxRowBlocks blocks), then the longest key tile, that
+// fit the device's shared memory and workgroup.
+std::optional<MatrixTiles> fit_tiles(const AttentionDeviceProperties& d, const AttentionShape& s,
+                                     const MatrixProductShape& p, uint64_t wanted_rows) {
+  const uint32_t sg = d.max_subgroup_size;
+  MatrixTiles t;
+  t.query_registers = round_up(s.head_size, 16) <= kMaxRegisterDims;
+  uint32_t blocks = 1;
+  while (blocks < kMaxRowBlocks && uint64_t(blocks) * p.m < wanted_rows) blocks *= 2;
+  for (; blocks >= 1; blocks /= 2) {
+    const uint64_t computing = uint64_t(blocks) * sg;
+    const uint64_t workgroup = d.workgroup_sync ? computing : std::max<uint64_t>(computing, round_up(kMinWorkgroup, sg));
+    const uint64_t wg = workgroup <= d.max_workgroup_invocations ? workgroup : computing;
+    if (wg > d.max_workgroup_invocations) continue;
+    for (uint32_t tk : kKeyTiles) {
+      if (tk % p.n != 0 || tk % p.k != 0) continue;
+      const size_t bytes = attention_matrix_shared_bytes(blocks * p.m, p, s.head_size, tk, s.kv_layout,
+                                                         t.query_registers, uint32_t(wg));
+      if (bytes > d.max_shared_memory) continue;
+      t.row_blocks = blocks;
+      t.key_tile = tk;
+      t.workgroup = uint32_t(wg);
+      t.shared_bytes = bytes;
+      return t;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+size_t attention_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& product, uint32_t head_size,
+                                     uint32_t key_tile, KvLayout layout, bool query_registers, uint32_t workgroup) {
+  // In 16-byte words, as the shader declares s_mem.
+  const uint64_t dpad = round_up(head_size, 16), ds = dpad + 8, ts = uint64_t(key_tile) + 8, ss = uint64_t(key_tile) + 4;
+  const uint64_t q_words = uint64_t(rows) * ds / 8;
+  const uint64_t k_words = uint64_t(key_tile) * ds / 8;
+  const uint64_t v_words = layout == KvLayout::vllm ? dpad * ts / 8 : uint64_t(key_tile) * ds / 8;
+  const uint64_t block_words = uint64_t(product.m) * ss / 4 + uint64_t(product.m) * ts / 8;
+  const uint64_t loop_end = (query_registers ? 0 : q_words) + k_words + v_words + uint64_t(rows / product.m) * block_words;
+  const uint64_t mem_words = std::max(loop_end, q_words);
+  // Five per-row arrays, three per-invocation arrays, the mask base, two flags, three maxima.
+  return size_t(16 * mem_words + 4 * (5ull * rows + 3ull * workgroup + 6));
+}
+
+std::string matrix_attention_refusal(const AttentionDeviceProperties& d, const AttentionShape& s) {
+  if (!d.matrix_refusal.empty()) return d.matrix_refusal;
+  if (s.query_dtype != DType::f16 && s.query_dtype != DType::bf16)
+    return fmt::format("query: dtype {} (the matrix kernel takes f16 and bf16 queries; the scalar kernel takes f32)",
+                       dtype_name(s.query_dtype));
+  if (s.cache_dtype == DType::f32)
+    return "kv_dtype: f32 (the matrix kernel takes f16, bf16 and fp8 caches; the scalar kernel takes f32)";
+  if (s.head_size > 256)
+    return fmt::format("head_size: {} (the matrix kernel takes multiples of 8 from 32 to 256)", s.head_size);
+  const uint64_t element_bytes = is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype);
+  const uint64_t pool_bytes = uint64_t(s.num_kv_heads) * s.head_size * s.block_size * element_bytes * s.num_blocks;
+  if (pool_bytes + 256 > d.max_storage_buffer_range)
+    return fmt::format("num_blocks: a pool of {} blocks is {} bytes, past device {}'s maxStorageBufferRange of {} bytes "
+                       "(the matrix kernel reads each pool through one descriptor; the scalar kernel reads such pools "
+                       "by device address)",
+                       s.num_blocks, pool_bytes, d.name, d.max_storage_buffer_range);
+  const auto product = choose_product(d);
+  if (!product) {
+    std::vector<std::string> listed;
+    for (const auto& p : d.f16_products) listed.push_back(fmt::format("{}x{}x{}", p.m, p.n, p.k));
+    return fmt::format("device {} lists no f16 x f16 + f32 product at subgroup scope with M of 8, 16 or 32 and N and K "
+                       "of 8 or 16 (it lists [{}])",
+                       d.name, fmt::join(listed, ", "));
+  }
+  if (d.max_subgroup_size == 0 || d.max_subgroup_size > d.max_workgroup_invocations)
+    return fmt::format("device {}: subgroups of up to {} invocations in workgroups of at most {}", d.name,
+                       d.max_subgroup_size, d.max_workgroup_invocations);
+  if (!fit_tiles(d, s, *product, product->m))
+    return fmt::format("head_size: {} needs {} bytes of shared memory per workgroup on the matrix kernel (one row block, "
+                       "key tiles of 16), more than device {} has ({})",
+                       s.head_size,
+                       attention_matrix_shared_bytes(product->m, *product, s.head_size, 16, s.kv_layout,
+                                                     round_up(s.head_size, 16) <= kMaxRegisterDims,
+                                                     uint32_t(round_up(kMinWorkgroup, d.max_subgroup_size))),
+                       d.name, d.max_shared_memory);
+  return "";
+}
+
+void plan_matrix_attention(AttentionChoice& c, const AttentionDeviceProperties& d, const AttentionShape& s) {
+  const MatrixProductShape product = *choose_product(d);
+  const uint32_t group = s.num_heads / s.num_kv_heads;
+  const uint64_t wanted = uint64_t(c.max_query_tokens) * group;
+  const MatrixTiles t = *fit_tiles(d, s, product, wanted);
+  c.kernel = AttentionKernel::matrix;
+  c.product = product;
+  c.key_tile = t.key_tile;
+  c.query_registers = t.query_registers;
+  c.workgroup_sync = d.workgroup_sync;
+  c.workgroup = t.workgroup;
+  c.rows = t.row_blocks * product.m;
+  c.shared_bytes = t.shared_bytes;
+  // A GQA group larger than the rows is sliced into equal parts, as on the scalar kernel.
+  c.groups_per_kv_head = uint32_t((group + c.rows - 1) / c.rows);
+  c.heads_per_workgroup = (group + c.groups_per_kv_head - 1) / c.groups_per_kv_head;
+  c.tokens_per_tile = c.rows / c.heads_per_workgroup;
+  c.row_parts = 1;
+}
+
+}  // namespace vkpaged::detail
