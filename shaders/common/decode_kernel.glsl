@@ -14,9 +14,12 @@
 // in shared-memory loads (bench/RESULTS.md, "What was tried").
 // Split mode writes unnormalised partial outputs with their max and sum to scratch for
 // decode_reduce.comp; single pass normalises and writes the output.
+// The shared attention blocks give the work item and its key range (attention_range.glsl), the
+// logits (attention_logits.glsl), the softmax state (softmax_state.glsl) and the finish
+// (attention_epilogue.glsl); this file is the decode-specific walk over the cache.
 // Non-finite inputs (contract, Decode step 9; common/non_finite.glsl): a query or key element
-// that is NaN or infinite makes its token's dot product non-finite; that token is kept out of
-// the softmax and its head marked poisoned (NaN outputs and LSE; a split partition stores NaN
+// that is NaN or infinite makes its token's logit NaN (attention_logit); that token is kept out
+// of the softmax and its head marked poisoned (NaN outputs and LSE; a split partition stores NaN
 // as its max). A non-finite value element reaches its dim's accumulators through p * v (0 * Inf
 // is NaN too), and the outputs turn any non-finite element into NaN.
 #extension GL_GOOGLE_include_directive : require
@@ -32,7 +35,9 @@
 
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
-#include "common/non_finite.glsl"
+#include "common/convert.glsl"
+#include "common/softmax_state.glsl"
+#include "common/attention_range.glsl"
 
 layout(local_size_x_id = DECODE_SC_WORKGROUP) in;
 layout(constant_id = DECODE_SC_HEAD_SIZE) const uint D = 128u;
@@ -63,7 +68,6 @@ const uint ROWS = WG / LANES;               // dim rows processed at once in the
 const uint DIMS_PER_INVOCATION = (D + ROWS - 1u) / ROWS;
 const uint LANE_LOADS = (TILE / VEC) / LANES;  // value loads per lane per dim row per tile
 const uint NO_BLOCK = 0xffffffffu;
-#define NEG_INF uintBitsToFloat(0xff800000u)
 
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 
@@ -105,6 +109,8 @@ layout(set = 0, binding = DECODE_BINDING_LSE) writeonly buffer Lse { float lse[]
 layout(set = 0, binding = DECODE_BINDING_SCRATCH) writeonly buffer Scratch { float scratch[]; };
 layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
 #include "common/decode_order.glsl"
+#include "common/attention_logits.glsl"
+#include "common/attention_epilogue.glsl"
 
 shared float s_query[GROUP * D];       // scaled queries; reused for the final output
 shared float s_prob[GROUP * TILE];     // exp(logit - running max) of the tile's tokens
@@ -137,32 +143,76 @@ void load_values(uint block, uint row, uint c, out float v[VEC]) {
   }
 }
 
+// The workgroup's heads from their states (running max, sum, poisoned) and value sums (in
+// s_query): split, the partial state to the scratch for the merges; else the finished outputs.
+void finish_decode(uint seq, uint part, uint head0, uint heads, float running_max[GROUP], float thread_sum[GROUP],
+                   float poisoned[GROUP]) {
+  const uint tid = gl_LocalInvocationID.x;
+  const float out_scale = pc.v_scale * fp8_scale_fix(CACHE_DTYPE);
+  if (SPLIT) {
+    const uint rows = pc.num_seqs * pc.num_heads;
+    for (uint i = tid; i < heads * D; i += WG) {
+      const uint row = seq * pc.num_heads + head0 + i / D;
+      scratch[pc.scratch_offset + split_sums_word(row, part, pc.num_partitions, D) + i % D] = s_query[i] * out_scale;
+    }
+    if (tid < heads) {
+      const uint ml = pc.scratch_offset + split_state_word(seq * pc.num_heads + head0 + tid, part, rows, pc.num_partitions, D);
+      for (uint g = 0u; g < GROUP; ++g)
+        if (g == tid) {
+          const bool bad = poisoned[g] > 0.0;  // NaN max and sum: the merges make the head NaN
+          scratch[ml] = bad ? VKP_NAN : running_max[g];
+          scratch[ml + 1u] = bad ? VKP_NAN : thread_sum[g];
+        }
+    }
+    return;
+  }
+
+  // Single pass: normalise (sinks join the denominator) and write.
+  float out_factor[GROUP];
+  for (uint g = 0u; g < GROUP; ++g) {
+    const float z = SINKS && g < heads ? sinks[pc.sinks_offset + head0 + g] : 0.0;
+    const RowFinish f = finish_row(poisoned[g] > 0.0 ? VKP_NAN : running_max[g], thread_sum[g], SINKS, z);
+    out_factor[g] = f.factor * out_scale;
+    if (WRITE_LSE && g < heads && tid == 0u) lse[pc.lse_offset + seq * pc.num_heads + head0 + g] = f.lse;
+  }
+  const uint per_word = QUERY_DTYPE == DT_F32 ? 1u : 2u;
+  for (uint i = tid; i < heads * D / per_word; i += WG) {
+    const uint e = i * per_word;
+    const uint g = e / D;
+    float f = 0.0;
+    for (uint gg = 0u; gg < GROUP; ++gg)
+      if (gg == g) f = out_factor[gg];
+    const float a = finish_output(s_query[e], f);
+    const float b = per_word == 2u ? finish_output(s_query[e + 1u], f) : 0.0;
+    output_words[pc.output_offset + ((seq * pc.num_heads + head0) * D + e) / per_word] = pack_output(a, b, QUERY_DTYPE);
+  }
+}
+
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uvec2 item = decode_item(ORDERED);
   const uint seq = item.x;
   const uint part = item.y;
   if (ORDERED && seq >= pc.num_seqs) return;  // a bad list (flagged)
-  const uint heads_per_kv = pc.num_heads / pc.num_kv_heads;
-  const uint groups_per_kv = (heads_per_kv + GROUP - 1u) / GROUP;
-  const uint kv_head = gl_WorkGroupID.x / groups_per_kv;
-  const uint first_in_kv = (gl_WorkGroupID.x % groups_per_kv) * GROUP;
-  const uint head0 = kv_head * heads_per_kv + first_in_kv;
-  const uint heads = min(GROUP, heads_per_kv - first_in_kv);
+  const HeadGroup hg = head_group(gl_WorkGroupID.x, pc.num_heads, pc.num_kv_heads, GROUP);
+  const uint kv_head = hg.kv_head;
+  const uint head0 = hg.head0;
+  const uint heads = hg.heads;
 
   uint len = context_lens[pc.context_lens_offset + seq];
   if (len > pc.context_cap) {
     if (tid == 0u && gl_WorkGroupID.x == 0u && part == 0u) atomicOr(status[pc.status_offset], STATUS_BAD_CONTEXT_LEN);
     len = pc.context_cap;
   }
-  uint lo = 0u;
-  if (WINDOW && pc.sliding_window > 0u && len > pc.sliding_window) lo = len - pc.sliding_window;
-  uint hi = len;
+  // The query stands at p = len - 1 and attends [window start, len).
+  const int p = query_position(len, 1u, 0u);
+  KeyRange range = row_key_range(p, len, 1u, WINDOW ? pc.sliding_window : 0u, false);
   if (SPLIT) {
-    lo = max(lo, part * pc.partition_tokens);
-    hi = min(hi, (part + 1u) * pc.partition_tokens);
-    if (lo >= hi) return;  // decode_reduce skips partitions outside [window start, len)
+    range = clip_key_range(range, part * pc.partition_tokens, (part + 1u) * pc.partition_tokens);
+    if (range.lo >= range.hi) return;  // the merges skip partitions outside the row's range
   }
+  const uint lo = range.lo;
+  const uint hi = range.hi;
 
   // Queries of the group, with scale, k_scale and the fp8 decode factor folded in.
   const float qscale = pc.scale * pc.k_scale * fp8_scale_fix(CACHE_DTYPE);
@@ -171,11 +221,17 @@ void main() {
     s_query[i] = g < heads ? query_element(seq, head0 + g, i % D) * qscale : 0.0;
   }
 
+  float slope[GROUP];     // ALiBi slope of each head
   float running_max[GROUP];
   float thread_sum[GROUP];
-  float poisoned[GROUP];  // 1: this invocation saw a non-finite dot product of the head
+  float poisoned[GROUP];  // 1: this invocation saw a non-finite logit of the head
   float acc[DIMS_PER_INVOCATION * GROUP];
-  for (uint g = 0u; g < GROUP; ++g) { running_max[g] = NEG_INF; thread_sum[g] = 0.0; poisoned[g] = 0.0; }
+  for (uint g = 0u; g < GROUP; ++g) {
+    slope[g] = ALIBI && g < heads ? alibi_slopes[pc.alibi_offset + head0 + g] : 0.0;
+    running_max[g] = VKP_NEG_INF;
+    thread_sum[g] = 0.0;
+    poisoned[g] = 0.0;
+  }
   for (uint i = 0u; i < DIMS_PER_INVOCATION * GROUP; ++i) acc[i] = 0.0;
 
   const uint lane = tid % LANES;
@@ -200,9 +256,9 @@ void main() {
     // ---- key phase: one token per invocation ----
     const uint t = tile + tid;
     const uint block = s_block[tid / B];
-    const bool valid = t >= lo && t < hi && block != NO_BLOCK;
+    const bool valid = in_key_range(range, t) && block != NO_BLOCK;
     float logit[GROUP];
-    for (uint g = 0u; g < GROUP; ++g) logit[g] = NEG_INF;
+    for (uint g = 0u; g < GROUP; ++g) logit[g] = VKP_NEG_INF;
     if (valid) {
       float dot_product[GROUP];
       for (uint g = 0u; g < GROUP; ++g) dot_product[g] = 0.0;
@@ -219,14 +275,9 @@ void main() {
         }
       }
       for (uint g = 0u; g < GROUP; ++g) {
-        float l = dot_product[g];
-        if (non_finite(l)) {  // before the soft cap: tanh would make an infinity finite
-          poisoned[g] = 1.0;
-          continue;  // the logit stays NEG_INF: out of the softmax
-        }
-        if (SOFTCAP) l = pc.softcap * tanh(l / pc.softcap);
-        if (ALIBI && g < heads) l += alibi_slopes[pc.alibi_offset + head0 + g] * (float(t) - float(len) + 1.0);
-        logit[g] = l;
+        const float l = attention_logit(dot_product[g], p, t, pc.softcap, slope[g]);
+        if (nan_bits(l)) poisoned[g] = 1.0;  // the logit stays -inf: out of the softmax
+        else logit[g] = l;
       }
     }
 
@@ -236,11 +287,10 @@ void main() {
     workgroup_reduce(tile_max, true);
     for (uint g = 0u; g < GROUP; ++g) {
       const float new_max = max(running_max[g], tile_max[g]);
-      // Nothing valid yet: keep everything at zero (no exp(-inf - -inf)).
-      const float alpha = new_max == NEG_INF ? 1.0 : exp(running_max[g] - new_max);
-      const float p = valid && new_max != NEG_INF ? exp(logit[g] - new_max) : 0.0;
-      thread_sum[g] = thread_sum[g] * alpha + p;
-      s_prob[g * TILE + tid] = p;
+      const float alpha = softmax_rescale(running_max[g], new_max);
+      const float weight = softmax_rescale(logit[g], new_max);  // 0 where not attended
+      thread_sum[g] = thread_sum[g] * alpha + weight;
+      s_prob[g * TILE + tid] = weight;
       for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) acc[j * GROUP + g] *= alpha;
       running_max[g] = new_max;
     }
@@ -261,10 +311,8 @@ void main() {
         float v[VEC];
         load_values(vblock, kv_head * D + d, c, v);
         if (partial)
-          for (uint i = 0u; i < VEC; ++i) {
-            const uint tt = tile + tok0 + i;
-            if (tt < lo || tt >= hi) v[i] = 0.0;  // the slot may hold garbage (even NaN)
-          }
+          for (uint i = 0u; i < VEC; ++i)
+            if (!in_key_range(range, tile + tok0 + i)) v[i] = 0.0;  // the slot may hold garbage (even NaN)
         for (uint g = 0u; g < GROUP; ++g) {
           float sum = 0.0;
           for (uint i = 0u; i < VEC; ++i) sum += s_prob[g * TILE + tok0 + i] * v[i];
@@ -290,60 +338,5 @@ void main() {
       }
     barrier();
   }
-
-  const float out_scale = pc.v_scale * fp8_scale_fix(CACHE_DTYPE);
-  if (SPLIT) {
-    // scratch: partial outputs [S][H][P][D], then (max, sum) pairs [S][H][P][2]
-    for (uint i = tid; i < heads * D; i += WG) {
-      const uint g = i / D;
-      const uint row = (seq * pc.num_heads + head0 + g) * pc.num_partitions + part;
-      scratch[pc.scratch_offset + row * D + i % D] = s_query[i] * out_scale;
-    }
-    if (tid < heads) {
-      const uint row = (seq * pc.num_heads + head0 + tid) * pc.num_partitions + part;
-      const uint ml = pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u;
-      for (uint g = 0u; g < GROUP; ++g)
-        if (g == tid) {
-          const bool bad = poisoned[g] > 0.0;  // NaN max and sum: the merge makes the head NaN
-          scratch[ml] = bad ? VKP_QUIET_NAN : running_max[g];
-          scratch[ml + 1u] = bad ? VKP_QUIET_NAN : thread_sum[g];
-        }
-    }
-    return;
-  }
-
-  // Single pass: normalise (sinks join the denominator) and write.
-  float out_factor[GROUP];
-  for (uint g = 0u; g < GROUP; ++g) {
-    float m = running_max[g];
-    float den = thread_sum[g];
-    float w = 1.0;
-    if (SINKS && g < heads) {
-      const float z = sinks[pc.sinks_offset + head0 + g];
-      const float mz = max(m, z);
-      w = m == NEG_INF ? 0.0 : exp(m - mz);
-      den = den * w + exp(z - mz);
-      m = mz;
-    }
-    const bool bad = poisoned[g] > 0.0;
-    out_factor[g] = bad ? VKP_QUIET_NAN : den > 0.0 ? w * out_scale / den : 0.0;
-    if (WRITE_LSE && g < heads && tid == 0u)
-      lse[pc.lse_offset + seq * pc.num_heads + head0 + g] = bad ? VKP_QUIET_NAN : den > 0.0 ? m + log(den) : NEG_INF;
-  }
-  const uint per_word = QUERY_DTYPE == DT_F32 ? 1u : 2u;
-  for (uint i = tid; i < heads * D / per_word; i += WG) {
-    const uint e = i * per_word;
-    const uint g = e / D;
-    float f = 0.0;
-    for (uint gg = 0u; gg < GROUP; ++gg)
-      if (gg == g) f = out_factor[gg];
-    const uint word = pc.output_offset + ((seq * pc.num_heads + head0) * D + e) / per_word;
-    const float a = nan_if_non_finite(s_query[e] * f);
-    if (QUERY_DTYPE == DT_F32) {
-      output_words[word] = floatBitsToUint(a);
-    } else {
-      const float b = nan_if_non_finite(s_query[e + 1u] * f);
-      output_words[word] = QUERY_DTYPE == DT_F16 ? packHalf2x16(vec2(a, b)) : (f32_to_bf16_bits(a) | (f32_to_bf16_bits(b) << 16));
-    }
-  }
+  finish_decode(seq, part, head0, heads, running_max, thread_sum, poisoned);
 }
