@@ -36,11 +36,8 @@ const uint VALUES = WORDS_PER_LANE * PER_WORD;            // output elements per
 const uint UNROLL = 8u;                                   // partitions in flight per invocation
 #define MERGE_ROUND_PARTS UNROLL
 #define MERGE_ROUND_VALUES VALUES
-#include "common/softmax_state.glsl"
-#include "common/attention_range.glsl"
+#include "common/merge_round.glsl"  // softmax_state.glsl, attention_range.glsl
 #include "common/attention_epilogue.glsl"
-#define NEG_INF VKP_NEG_INF
-#include "common/merge_round.glsl"
 
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 layout(set = 0, binding = REDUCE_BINDING_SCRATCH) readonly buffer Scratch { float scratch[]; };
