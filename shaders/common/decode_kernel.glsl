@@ -4,11 +4,18 @@
 // value is read once for the whole GQA group), and one partition of the context (all of it
 // when not split). It walks the context in tiles of WG tokens:
 //   key phase:   invocation i scores token tile+i against the group's queries, reading the
-//                token's keys as 16-byte chunks; neighbouring invocations read neighbouring
-//                chunks of a block ([D/x][B][x] layout), so the reads coalesce.
+//                token's keys as 16-byte chunks. vllm layout ([D/x][B][x] per kv head):
+//                neighbouring invocations read neighbouring chunks of a block, so the reads
+//                coalesce. nhd and hnd (a token's D elements contiguous): each invocation reads
+//                its token's row front to back, every 32-byte sector whole over two loads.
 //   softmax:     tile max per head (workgroup reduction), running max and rescale.
-//   value phase: invocation (row, lane) accumulates p * v for dims row, row+ROWS, ... over
-//                LANES_PER_ROW interleaved 16-byte chunks of each block's value rows.
+//   value phase: vllm ([D][B] per kv head): invocation (row, lane) accumulates p * v for dims
+//                row, row+ROWS, ... over LANES_PER_ROW interleaved 16-byte chunks of each
+//                block's value rows. nhd and hnd: invocation (token lane, dim chunk) adds
+//                p * v for VDIMS dims of tokens tl, tl + TOKEN_LANES, ...: the DIM_LANES
+//                invocations of a token lane read the token's row in one coalesced sweep, and
+//                each probability read serves VDIMS dims. The layout is a specialization
+//                constant: the other layouts' code is not in a pipeline.
 // Every intermediate stays in registers: measured on an H200, variants that held query slices,
 // several keys or hoisted probabilities in registers lost more to occupancy than they saved
 // in shared-memory loads (bench/RESULTS.md, "What was tried").
@@ -36,6 +43,7 @@
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
 #include "common/convert.glsl"
+#include "common/kv_layout.glsl"
 #include "common/softmax_state.glsl"
 #include "common/attention_range.glsl"
 
@@ -47,6 +55,8 @@ layout(constant_id = DECODE_SC_QUERY_DTYPE) const uint QUERY_DTYPE = DT_F16;
 layout(constant_id = DECODE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
 layout(constant_id = DECODE_SC_FEATURES) const uint FEATURES = 0u;
 layout(constant_id = DECODE_SC_LANES_PER_ROW) const uint LANES = 2u;
+layout(constant_id = DECODE_SC_KV_LAYOUT) const uint KV_LAYOUT = KV_LAYOUT_VLLM;
+layout(constant_id = DECODE_SC_VALUE_DIMS) const uint VALUE_DIMS = 0u;
 
 const uint WG = gl_WorkGroupSize.x;
 const bool ALIBI = (FEATURES & DECODE_FEATURE_ALIBI) != 0u;
@@ -68,6 +78,16 @@ const uint ROWS = WG / LANES;               // dim rows processed at once in the
 const uint DIMS_PER_INVOCATION = (D + ROWS - 1u) / ROWS;
 const uint LANE_LOADS = (TILE / VEC) / LANES;  // value loads per lane per dim row per tile
 const uint NO_BLOCK = 0xffffffffu;
+// nhd and hnd: a token's keys and values are D contiguous elements.
+const bool TOKEN_MAJOR = KV_LAYOUT != KV_LAYOUT_VLLM;
+const uint KEY_CHUNK_STRIDE = TOKEN_MAJOR ? 1u : B;  // 16-byte units from a token's key chunk to its next
+const uint VDIMS = VALUE_DIMS == 0u ? PER_WORD : VALUE_DIMS;  // dims per value load (4, 8 or 16 bytes)
+const uint VDIM_BYTES = VDIMS * CACHE_BYTES;
+const uint DIM_LANES = D / VDIMS;                           // value loads across one token's row
+const uint TOKEN_LANES = DIM_LANES < WG ? WG / DIM_LANES : 1u;  // tokens whose rows are read at once
+const uint VALUE_ITEMS = (DIM_LANES + WG - 1u) / WG;        // dim chunks per invocation (1 unless D / VDIMS > WG)
+// Accumulators per head: the dims an invocation owns.
+const uint ACC_DIMS = TOKEN_MAJOR ? VALUE_ITEMS * VDIMS : DIMS_PER_INVOCATION;
 
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 
@@ -140,6 +160,28 @@ void load_values(uint block, uint row, uint c, out float v[VEC]) {
     const uint first = (byte_offset % 4u) / CACHE_BYTES;
     vec4 e = unpack_word(w, CACHE_DTYPE);
     for (uint i = 0u; i < VEC; ++i) v[i] = e[first + i];
+  }
+}
+
+// Where a token's key starts in its block (in 16-byte chunks); chunk c of it is
+// KEY_CHUNK_STRIDE * c further.
+uint key_first_chunk(uint kv_head, uint offset) {
+  if (!TOKEN_MAJOR) return kv_head * KEY_CHUNKS * B + offset;  // [Hkv][D/x][B][x]
+  return kv_key_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, kv_head, 0u, offset) / X;
+}
+
+// nhd and hnd: the VDIMS value elements from dim `dim0` of token `offset` of `block`.
+void load_value_dims(uint block, uint kv_head, uint dim0, uint offset, out float v[VDIMS]) {
+  const uint chunk = kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, kv_head, dim0, offset) / VDIMS;
+  if (VDIM_BYTES == 16u) {
+    const uvec4 w = VALUE16(block, chunk);
+    for (uint i = 0u; i < VDIMS; ++i) v[i] = unpack_word(w[i / PER_WORD], CACHE_DTYPE)[i % PER_WORD];
+  } else if (VDIM_BYTES == 8u) {
+    const uvec2 w = VALUE8(block, chunk);
+    for (uint i = 0u; i < VDIMS; ++i) v[i] = unpack_word(w[i / PER_WORD], CACHE_DTYPE)[i % PER_WORD];
+  } else {
+    const vec4 e = unpack_word(VALUE4(block, chunk), CACHE_DTYPE);
+    for (uint i = 0u; i < VDIMS; ++i) v[i] = e[i];
   }
 }
 
@@ -225,14 +267,14 @@ void main() {
   float running_max[GROUP];
   float thread_sum[GROUP];
   float poisoned[GROUP];  // 1: this invocation saw a non-finite logit of the head
-  float acc[DIMS_PER_INVOCATION * GROUP];
+  float acc[ACC_DIMS * GROUP];
   for (uint g = 0u; g < GROUP; ++g) {
     slope[g] = ALIBI && g < heads ? alibi_slopes[pc.alibi_offset + head0 + g] : 0.0;
     running_max[g] = VKP_NEG_INF;
     thread_sum[g] = 0.0;
     poisoned[g] = 0.0;
   }
-  for (uint i = 0u; i < DIMS_PER_INVOCATION * GROUP; ++i) acc[i] = 0.0;
+  for (uint i = 0u; i < ACC_DIMS * GROUP; ++i) acc[i] = 0.0;
 
   const uint lane = tid % LANES;
   const uint row0 = tid / LANES;
@@ -262,9 +304,9 @@ void main() {
     if (valid) {
       float dot_product[GROUP];
       for (uint g = 0u; g < GROUP; ++g) dot_product[g] = 0.0;
-      const uint first = kv_head * KEY_CHUNKS * B + tid % B;  // this token's first chunk in the block
+      const uint first = key_first_chunk(kv_head, tid % B);  // this token's first chunk in the block
       for (uint c = 0u; c < KEY_CHUNKS; ++c) {
-        const uvec4 w = KEY16(block, first + c * B);
+        const uvec4 w = KEY16(block, first + c * KEY_CHUNK_STRIDE);
         for (uint j = 0u; j < 4u; ++j) {
           const vec4 k = unpack_word(w[j], CACHE_DTYPE);
           const uint per_word = elements_per_word(CACHE_DTYPE);
@@ -291,12 +333,31 @@ void main() {
       const float weight = softmax_rescale(logit[g], new_max);  // 0 where not attended
       thread_sum[g] = thread_sum[g] * alpha + weight;
       s_prob[g * TILE + tid] = weight;
-      for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) acc[j * GROUP + g] *= alpha;
+      for (uint j = 0u; j < ACC_DIMS; ++j) acc[j * GROUP + g] *= alpha;
       running_max[g] = new_max;
     }
     barrier();
 
     // ---- value phase ----
+    if (TOKEN_MAJOR) {
+      for (uint it = 0u; it < VALUE_ITEMS; ++it) {
+        const uint item = tid + WG * it;
+        const uint chunk = item % DIM_LANES;  // dims chunk * VDIMS ...
+        const uint token_lane = item / DIM_LANES;
+        if (token_lane >= TOKEN_LANES) break;  // invocations past the lanes' last
+        for (uint i = token_lane; i < TILE; i += TOKEN_LANES) {
+          const uint vblock = s_block[i / B];
+          // Outside the range a slot may hold garbage (even NaN), which 0 * NaN would spread.
+          if (vblock == NO_BLOCK || !in_key_range(range, tile + i)) continue;
+          float v[VDIMS];
+          load_value_dims(vblock, kv_head, chunk * VDIMS, i % B, v);
+          for (uint g = 0u; g < GROUP; ++g) {
+            const float weight = s_prob[g * TILE + i];
+            for (uint e = 0u; e < VDIMS; ++e) acc[(it * VDIMS + e) * GROUP + g] += weight * v[e];
+          }
+        }
+      }
+    } else
     for (uint li = 0u; li < LANE_LOADS; ++li) {
       const uint q = lane + LANES * li;  // load index along the tile's row
       const uint slot = q / ROW_LOADS;
@@ -326,6 +387,27 @@ void main() {
   // ---- finish: sums over the workgroup, accumulators over the lanes of each row ----
   workgroup_reduce(thread_sum, false);
   workgroup_reduce(poisoned, true);
+  if (TOKEN_MAJOR && TOKEN_LANES == 1u) {  // nhd, hnd: every dim chunk has one invocation
+    for (uint it = 0u; it < VALUE_ITEMS; ++it) {
+      const uint chunk = tid + WG * it;
+      if (chunk < DIM_LANES)
+        for (uint e = 0u; e < VDIMS; ++e)
+          for (uint g = 0u; g < GROUP; ++g) s_query[g * D + chunk * VDIMS + e] = acc[(it * VDIMS + e) * GROUP + g];
+    }
+    barrier();
+  } else if (TOKEN_MAJOR) {  // nhd, hnd: summed over the token lanes that share a dim chunk
+    for (uint e = 0u; e < VDIMS; ++e) {
+      for (uint g = 0u; g < GROUP; ++g) s_reduce[g * WG + tid] = acc[e * GROUP + g];
+      barrier();
+      if (tid < DIM_LANES)
+        for (uint g = 0u; g < GROUP; ++g) {
+          float total = 0.0;
+          for (uint l = 0u; l < TOKEN_LANES; ++l) total += s_reduce[g * WG + l * DIM_LANES + tid];
+          s_query[g * D + tid * VDIMS + e] = total;
+        }
+      barrier();
+    }
+  } else
   for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) {
     for (uint g = 0u; g < GROUP; ++g) s_reduce[g * WG + tid] = acc[j * GROUP + g];
     barrier();

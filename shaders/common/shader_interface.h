@@ -48,7 +48,9 @@ struct uvec2 {
 #define DECODE_SC_MATRIX_QUERY_REGISTERS 9  // decode_coopmat.comp only
 #define DECODE_SC_MATRIX_PIPELINE 10        // decode_coopmat.comp only
 #define DECODE_SC_MATRIX_SHARE_QUERY 11     // decode_coopmat.comp only
-#define DECODE_SC_COUNT 12
+#define DECODE_SC_KV_LAYOUT 12              // KV_LAYOUT_*; the scalar kernel only (the matrix kernel reads vllm)
+#define DECODE_SC_VALUE_DIMS 13             // scalar kernel, nhd and hnd: dims per value load (0 on vllm)
+#define DECODE_SC_COUNT 14
 
 // ---- fragment_layout.comp: component slots written per lane and fragment, and the mark of
 // a slot past the fragment's component count.

@@ -47,7 +47,7 @@ struct AttentionChoice {
   uint32_t merge_workgroup = 0;     // the merge pass's invocations; 0 without one
 };
 
-// Whether the decode kernels take this batch (every q_s = 1, the vllm layout, no tree mask).
+// Whether the decode kernels take this batch (every q_s = 1, no tree mask; any layout).
 bool decode_kernels_take(const AttentionShape& shape, bool single_tokens);
 
 // Shared memory of the scalar kernel for `rows` rows (attention_kernel.glsl's declarations).

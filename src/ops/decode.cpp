@@ -113,6 +113,8 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   spec[DECODE_SC_MATRIX_QUERY_REGISTERS] = c.query_registers;
   spec[DECODE_SC_MATRIX_PIPELINE] = c.pipeline;
   spec[DECODE_SC_MATRIX_SHARE_QUERY] = c.share_query;
+  spec[DECODE_SC_KV_LAYOUT] = uint32_t(shape.kv_layout);
+  spec[DECODE_SC_VALUE_DIMS] = c.value_dims;
   p->decode = &impl.pipeline(decode_shader(c.module), spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
   if (c.reduce_workgroup != 0) {
     std::array<uint32_t, REDUCE_SC_COUNT> rspec{};
@@ -159,8 +161,11 @@ std::string DecodePlan::describe() const {
     return fmt::format("{}, matrix units, {} heads/wg, {} subgroups/wg{}{}{}", path, c.heads_per_workgroup, c.subgroups,
                        c.early_values ? ", values with keys" : "", c.pipeline ? ", next unit ahead" : "",
                        c.share_query ? ", outputs over the query" : "");
-  return fmt::format("{}, {} heads/wg, wg {}, {} lanes/row, {} reduce", path, c.heads_per_workgroup, c.workgroup,
-                     c.lanes_per_row, c.subgroup_reduce ? "subgroup" : "shared") +
+  const std::string values = c.value_dims ? fmt::format("{} dims/value load ({})", c.value_dims,
+                                                        kv_layout_name(data_->shape.kv_layout))
+                                          : fmt::format("{} lanes/row", c.lanes_per_row);
+  return fmt::format("{}, {} heads/wg, wg {}, {}, {} reduce", path, c.heads_per_workgroup, c.workgroup, values,
+                     c.subgroup_reduce ? "subgroup" : "shared") +
          (c.address ? ", caches by device address" : "");
 }
 

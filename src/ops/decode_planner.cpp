@@ -205,6 +205,15 @@ Split scalar_split(const DecodeDeviceProperties& dev, const DecodeShape& s, cons
   return split_of(s, false, 0);
 }
 
+// nhd and hnd: dims per value load along a token's row (the invocations of a token lane read
+// the row in one sweep). 8 bytes by default: a 128-dim f16 row is one 32-wide sweep, and each
+// invocation keeps 4 dims' accumulators per head (16-byte loads hold twice as many).
+uint32_t scalar_value_dims(const DecodeShape& s, const DecodeTuning& tuning) {
+  if (s.kv_layout == KvLayout::vllm) return 0;
+  const uint32_t bytes = tuning.vbytes ? tuning.vbytes : 8;
+  return bytes / (is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype));
+}
+
 DecodeModule scalar_module(bool address, bool subgroup_reduce) {
   if (address) return subgroup_reduce ? DecodeModule::address_subgroup : DecodeModule::address;
   return subgroup_reduce ? DecodeModule::scalar_subgroup : DecodeModule::scalar;
@@ -363,6 +372,8 @@ std::string matrix_kernel_refusal(const DecodeDeviceProperties& dev, const Decod
                        dtype_name(s.cache_dtype));
   if (s.block_size % 8 != 0) return fmt::format("block_size: {} is not a multiple of 8", s.block_size);
   if (address) return "num_blocks: the caches are past maxStorageBufferRange (read by device address)";
+  if (s.kv_layout != KvLayout::vllm)
+    return fmt::format("kv_layout: the matrix kernel reads the vllm layout only (here {})", kv_layout_name(s.kv_layout));
   if (matrix_shared_bytes(1, s.head_size, false, DecodeTuning{}) > dev.max_shared_memory)
     return fmt::format("head_size: {} needs more shared memory than device {} has", s.head_size, dev.name);
   if (!dev.fragment_layout_mismatch)
@@ -412,6 +423,7 @@ DecodeChoice plan_scalar_decode(const DecodeDeviceProperties& dev, const DecodeS
   c.heads_per_workgroup = w.heads_per_workgroup;
   c.groups_per_kv_head = w.groups_per_kv_head;
   c.lanes_per_row = w.lanes_per_row;
+  c.value_dims = scalar_value_dims(s, tuning);
   c.subgroup_reduce = dev.subgroup_arithmetic;
   c.query_registers = tuning.qregs != 0;
   c.module = scalar_module(address, c.subgroup_reduce);

@@ -58,6 +58,8 @@ struct DecodeChoice {
   uint32_t heads_per_workgroup = 1;
   uint32_t groups_per_kv_head = 1;
   uint32_t lanes_per_row = 0;    // scalar kernel: lanes per dim row in the value phase; 0 on the matrix kernel
+  // Scalar kernel on the nhd and hnd layouts: dims per value load along a token's row; 0 elsewhere.
+  uint32_t value_dims = 0;
   bool subgroup_reduce = false;  // scalar kernel: subgroup arithmetic (else shared memory); false on the matrix kernel
   // The matrix kernel's switches (false on the scalar kernel, except query_registers, which
   // both specialise on as the tuning says).

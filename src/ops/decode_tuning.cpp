@@ -21,7 +21,7 @@ struct Knob {
   bool power_of_two;  // 0 or a power of two in [min, max]
 };
 
-constexpr std::array<Knob, 11> kKnobs{{
+constexpr std::array<Knob, 12> kKnobs{{
     {"lanes", &DecodeTuning::lanes, 1, 256, true},
     {"workgroup", &DecodeTuning::workgroup, 1, 256, true},
     {"units", &DecodeTuning::units, 1, 64, false},
@@ -33,6 +33,7 @@ constexpr std::array<Knob, 11> kKnobs{{
     {"pipeline", &DecodeTuning::pipeline, 0, 2, false},
     {"order", &DecodeTuning::order, 0, 2, false},
     {"share", &DecodeTuning::share, 0, 2, false},
+    {"vbytes", &DecodeTuning::vbytes, 4, 16, true},
 }};
 
 [[noreturn]] void refuse(const std::string& what) {

@@ -24,6 +24,7 @@ struct DecodeTuning {
   uint32_t pipeline = 2;   // matrix kernel: the next unit's loads issued before this unit's products (0 no, 1 yes, 2 by dtype)
   uint32_t order = 2;      // DecodeOrder::automatic: 0 grid, 1 longest first, 2 choose
   uint32_t share = 2;      // matrix kernel: outputs reuse the query's shared words (0 no, 1 yes, 2 choose)
+  uint32_t vbytes = 0;     // scalar kernel, nhd and hnd caches: bytes per value load (4, 8 or 16; 0 choose)
 
   bool operator==(const DecodeTuning&) const = default;
 };

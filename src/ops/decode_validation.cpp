@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "ops/attention_validation.hpp"  // the caches' shapes per layout
 #include "ops/block_size_rule.hpp"
 #include "ops/scale_validation.hpp"
 #include "vkpaged/error.hpp"
@@ -28,9 +29,6 @@ void validate_decode_shape(const DecodeShape& s) {
     refuse(fmt::format("kv_dtype: {} is not a cache dtype (f32, f16, bf16, fp8_e4m3, fp8_e5m2)", dtype_name(s.cache_dtype)));
   if (s.kv_layout != KvLayout::vllm && s.kv_layout != KvLayout::nhd && s.kv_layout != KvLayout::hnd)
     refuse(fmt::format("kv_layout: {} is not a cache layout (vllm, nhd, hnd)", uint32_t(s.kv_layout)));
-  if (s.kv_layout != KvLayout::vllm)  // the decode kernels read the vllm layout only, for now
-    throw Error(ErrorCode::unsupported, fmt::format("kv_layout: decode does not read the {} layout yet (only vllm)",
-                                                    kv_layout_name(s.kv_layout)));
   if (s.num_heads == 0) refuse("num_heads: must be at least 1, got 0");
   if (s.num_kv_heads == 0) refuse("num_kv_heads: must be at least 1, got 0");
   if (s.num_heads % s.num_kv_heads != 0)
@@ -101,8 +99,16 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
         refuse(fmt::format("{}: dimension {} of shape {} exceeds 2^31 - 1", t == &in.query ? "query"
                            : t == &in.key_cache ? "key_cache" : t == &in.value_cache ? "value_cache"
                            : t == &in.block_tables ? "block_tables" : "context_lens", i, t->shape().str()));
-  if (k.rank() != 5) refuse(fmt::format("key_cache: shape {} is not [N, Hkv, D/x, B, x]", k.str()));
-  if (v.rank() != 4) refuse(fmt::format("value_cache: shape {} is not [N, Hkv, D, B]", v.str()));
+  const KvLayout layout = in.kv_layout;
+  if (layout != KvLayout::vllm && layout != KvLayout::nhd && layout != KvLayout::hnd)
+    refuse(fmt::format("kv_layout: {} is not a cache layout (vllm, nhd, hnd)", uint32_t(layout)));
+  const bool vllm = layout == KvLayout::vllm;
+  const char* key_symbols = vllm ? "[N, Hkv, D/x, B, x]" : layout == KvLayout::nhd ? "[N, B, Hkv, D]" : "[N, Hkv, B, D]";
+  if (k.rank() != (vllm ? 5 : 4))
+    refuse(fmt::format("key_cache: shape {} is not {} (kv_layout {})", k.str(), key_symbols, kv_layout_name(layout)));
+  if (v.rank() != 4)
+    refuse(fmt::format("value_cache: shape {} is not {} (kv_layout {})", v.str(), vllm ? "[N, Hkv, D, B]" : key_symbols,
+                       kv_layout_name(layout)));
   if (in.block_tables.shape().rank() != 2)
     refuse(fmt::format("block_tables: shape {} is not [S, M]", in.block_tables.shape().str()));
   if (in.context_lens.shape().rank() != 1)
@@ -124,8 +130,9 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
   s.num_heads = uint32_t(q[1]);
   s.head_size = uint32_t(q[2]);
   s.num_blocks = uint32_t(k[0]);
-  s.num_kv_heads = uint32_t(k[1]);
-  s.block_size = uint32_t(k[3]);
+  s.num_kv_heads = uint32_t(layout == KvLayout::nhd ? k[2] : k[1]);
+  s.block_size = uint32_t(vllm ? k[3] : layout == KvLayout::nhd ? k[1] : k[2]);
+  s.kv_layout = layout;
   s.max_blocks_per_seq = uint32_t(in.block_tables.shape()[1]);
   s.alibi = !in.alibi_slopes.empty();
   s.sinks = !in.sinks.empty();
@@ -133,10 +140,16 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
   detail::validate_decode_shape(s);
 
   const int64_t x = int64_t(16 / cache_bytes);
-  if (k[4] != x) refuse(fmt::format("key_cache: last dimension is {}, expected x = {} for the {} cache", k[4], x, dtype_name(cache)));
-  if (k[2] * k[4] != q[2])
-    refuse(fmt::format("key_cache: D/x * x = {} does not match the query's head size D = {}", k[2] * k[4], q[2]));
-  const Shape want_v{k[0], k[1], q[2], k[3]};
+  if (vllm) {
+    if (k[4] != x)
+      refuse(fmt::format("key_cache: last dimension is {}, expected x = {} for the {} cache", k[4], x, dtype_name(cache)));
+    if (k[2] * k[4] != q[2])
+      refuse(fmt::format("key_cache: D/x * x = {} does not match the query's head size D = {}", k[2] * k[4], q[2]));
+  } else if (k[3] != q[2]) {
+    refuse(fmt::format("key_cache: D = {} (the last dimension of {}) does not match the query's head size D = {}", k[3],
+                       key_symbols, q[2]));
+  }
+  const Shape want_v = detail::value_cache_shape(layout, k[0], s.num_kv_heads, q[2], s.block_size);
   if (!(v == want_v)) refuse(fmt::format("value_cache: shape {} does not match {}", v.str(), want_v.str()));
   if (in.block_tables.shape()[0] != q[0])
     refuse(fmt::format("block_tables: {} rows, but the query has S = {} sequences", in.block_tables.shape()[0], q[0]));

@@ -1,4 +1,4 @@
-// Decode attention on the device against the CPU reference, on every kernel
+// Decode attention on the device against the CPU reference, on every kernel and cache layout
 // (support/decode_kernels.hpp): shapes, ragged lengths, dtypes, features, one pass and split,
 // the in-dispatch merge, the timeline, device-side bad indices. Cases a kernel cannot run are
 // skipped with the reason. The plans' choices are tested in test_decode_plans.cpp (on this
@@ -158,7 +158,7 @@ TEST_P(DecodeTest, Bf16FarOutsideTheF16RangeIsKept) {
     DecodeOptions o = with_kernel({});
     o.split = split;
     o.partition_tokens = split == SplitMode::split ? 256 : 0;
-    expect_bf16_far_outside_f16_range_kept(ctx(), o);
+    expect_bf16_far_outside_f16_range_kept(ctx(), o, {}, layout());
   }
 }
 
@@ -178,7 +178,7 @@ TEST_P(DecodeTest, ClimbingLogitsRescaleOften) {
   const DecodeOptions o = with_kernel({});
   ASSERT_TRUE(plan_or_refused(decode_shape_of(in, true), o));
   const auto want = reference::decode_attention(in, o, {}, true);
-  const auto got = decode_attention(ctx(), in, o, {}, true);
+  const auto got = run(in, o, {}, true);
   EXPECT_LE(max_abs_diff(got.output, want.output), tolerance(DType::f16, DType::f16));
   EXPECT_LE(max_abs_diff(got.lse, want.lse), 1e-3);
 }
@@ -212,8 +212,8 @@ TEST_P(DecodeTest, SplitMatchesSinglePass) {
     std::mt19937 rng(7);
     const DecodeInputs in = make_decode_inputs(c, rng);
     ASSERT_TRUE(plan_or_refused(decode_shape_of(in, true), split));
-    const auto a = decode_attention(ctx(), in, single, {}, true);
-    const auto b = decode_attention(ctx(), in, split, {}, true);
+    const auto a = run(in, single, {}, true);
+    const auto b = run(in, split, {}, true);
     const auto ref = reference::decode_attention(in, single, {}, true);
     const double tol = tolerance(c.query_dtype, c.cache_dtype);
     EXPECT_LE(max_abs_diff(a.output, b.output), tol);
@@ -224,7 +224,7 @@ TEST_P(DecodeTest, SplitMatchesSinglePass) {
     if (kernel() != DecodeKernel::scalar) {
       DecodeOptions scalar = split;
       scalar.kernel = DecodeKernel::scalar;
-      EXPECT_LE(max_abs_diff(b.output, decode_attention(ctx(), in, scalar, {}, true).output), tol);
+      EXPECT_LE(max_abs_diff(b.output, run(in, scalar, {}, true).output), tol);
     }
   }
 }
@@ -340,8 +340,8 @@ TEST_P(DecodeTest, MergeInDispatchKeepsTheReducePassWhereNotTaken) {
   EXPECT_TRUE(plan->split());
   EXPECT_EQ(plan->merge_counter_bytes(), 0u);
   EXPECT_FALSE(plan->data().choice.merge_in_dispatch) << plan->describe();
-  const auto a = decode_attention(ctx(), in, reduce_pass, {}, true);
-  const auto b = decode_attention(ctx(), in, in_dispatch, {}, true);
+  const auto a = run(in, reduce_pass, {}, true);
+  const auto b = run(in, in_dispatch, {}, true);
   ASSERT_EQ(a.output.bytes(), b.output.bytes());
   EXPECT_EQ(std::memcmp(a.output.data(), b.output.data(), a.output.bytes()), 0);
   EXPECT_LE(max_abs_diff(b.output, reference::decode_attention(in, in_dispatch, {}, true).output),
@@ -436,7 +436,7 @@ TEST_P(DecodeTest, TimelineRecordsEverySubgroupsUnits) {
     const auto plan_or = plan_or_refused(decode_shape_of(in), o);
     ASSERT_TRUE(plan_or);
     const DecodePlan& plan = *plan_or;
-    const DecodeResult got = decode_attention(ctx(), in, o);
+    const DecodeResult got = run(in, o);
     EXPECT_LE(max_abs_diff(got.output, reference::decode_attention(in, o).output), tolerance(c.query_dtype, c.cache_dtype));
     const auto& t = got.timeline;
     ASSERT_EQ(size_t(t.numel()) * 4, plan.timeline_bytes());
@@ -501,7 +501,7 @@ TEST_P(DecodeTest, Fp8E4m3NanIsNan) {
     o.partition_tokens = split == SplitMode::split ? 256 : 0;
     const char* name = split == SplitMode::split ? "split" : "one pass";
     ASSERT_TRUE(plan_or_refused(decode_shape_of(in), o));
-    const auto got = decode_attention(ctx(), in, o, params);
+    const auto got = run(in, o, params);
     for (int64_t i = 0; i < got.output.numel(); ++i) {
       const int64_t seq = i / (c.heads * c.head_size), head = (i / c.head_size) % c.heads, dim = i % c.head_size;
       const double g = got.output.get(size_t(i));
@@ -537,7 +537,7 @@ TEST_P(DecodeTest, CachePastTheStorageBufferRange) {
   for (size_t s = 0; s < c.lens.size(); ++s)
     for (int64_t j = 0; j < (c.lens[s] + c.block_size - 1) / c.block_size; ++j) in.block_tables.as<int32_t>()[s * M + j] = next--;
   ASSERT_GT(uint64_t(next) * block_bytes, dev.max_storage_buffer_range);
-  const auto got = decode_attention(ctx(), in, with_kernel({}));
+  const auto got = run(in, with_kernel({}));
   EXPECT_LE(max_abs_diff(got.output, reference::decode_attention(in).output), tolerance(DType::f32, DType::f32));
 }
 
@@ -560,7 +560,7 @@ TEST_P(DecodeTest, AddressVariantReachesBlocksPastFourGibibytes) {
     c.lens = {1, 3, 250, 33};
     SCOPED_TRACE(c.str());
     std::mt19937 rng(41);
-    const DecodeInputs small = make_decode_inputs(c, rng);
+    const DecodeInputs small = with_layout(make_decode_inputs(c, rng), layout());
     // The same blocks, moved past 4 GiB of each pool; the blocks before them stay zero.
     const size_t block_bytes = size_t(c.kv_heads) * c.head_size * c.block_size * 2;
     const int64_t first = int64_t((uint64_t(1) << 32) / block_bytes) + 8;
@@ -578,17 +578,17 @@ TEST_P(DecodeTest, AddressVariantReachesBlocksPastFourGibibytes) {
     std::memcpy(static_cast<char*>(in.key_cache.data()) + first * block_bytes, small.key_cache.data(), small.key_cache.bytes());
     std::memcpy(static_cast<char*>(in.value_cache.data()) + first * block_bytes, small.value_cache.data(), small.value_cache.bytes());
     for (int64_t i = 0; i < in.block_tables.numel(); ++i) in.block_tables.as<int32_t>()[i] += int32_t(first);
-    const auto got = decode_attention(ctx(), in, with_kernel({}));
+    const auto got = decode_attention(ctx(), in, with_kernel({}));  // `in` is in this variant's layout already
     EXPECT_LE(max_abs_diff(got.output, reference::decode_attention(in).output), tolerance(DType::f16, DType::f16));
   }
 }
 
 // Block ids and lengths that only the device sees: skipped or clamped, flagged, nothing else read.
 TEST_P(DecodeTest, DeviceSideBadIndicesAreFlaggedNotFollowed) {
-  expect_bad_indices_flagged_not_followed(ctx(), with_kernel({}));
+  expect_bad_indices_flagged_not_followed(ctx(), with_kernel({}), {}, layout());
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, DecodeTest, ::testing::ValuesIn(kDecodeKernels), decode_kernel_param_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, DecodeTest, ::testing::ValuesIn(kDecodeVariants), decode_kernel_param_name);
 
 }  // namespace
 }  // namespace vkpaged::test

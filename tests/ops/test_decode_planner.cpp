@@ -468,6 +468,53 @@ TEST(DecodePlanner, KernelChoice) {
                {"head_size: 128 needs more shared memory than device NVIDIA H200 has"});
 }
 
+// The nhd and hnd layouts run on the scalar kernel, also where the matrix kernel would take
+// the vllm layout; the plan keeps the vllm plan's split and workgroup and reads values in loads
+// of 8 bytes along a token's row (VKPAGED_DECODE_TUNE's vbytes: 4, 8 or 16). Until the matrix
+// kernel reads them, asking it for them is refused naming the layout, and the fragment layout
+// probe is not needed.
+TEST(DecodePlanner, CacheLayouts) {
+  for (const KvLayout layout : {KvLayout::nhd, KvLayout::hnd}) {
+    SCOPED_TRACE(kv_layout_name(layout));
+    for (const char* name : {"long1", "mid8", "batch64", "gqa8x", "d64", "mha32"}) {
+      SCOPED_TRACE(name);
+      DecodeShape s = bench_shape(name);
+      DecodeOptions scalar = kernel_option(Kernel::scalar);
+      const DecodeChoice vllm = plan(h200(), s, scalar);
+      s.kv_layout = layout;
+      const DecodeChoice c = plan(h200(), s);
+      EXPECT_EQ(c.kernel, Kernel::scalar);
+      EXPECT_EQ(c.module, DecodeModule::scalar_subgroup);
+      EXPECT_EQ(c.split, vllm.split);
+      EXPECT_EQ(c.num_partitions, vllm.num_partitions);
+      EXPECT_EQ(c.workgroup, vllm.workgroup);
+      EXPECT_EQ(c.heads_per_workgroup, vllm.heads_per_workgroup);
+      EXPECT_EQ(c.value_dims, 4u);  // 8 bytes of f16
+      EXPECT_EQ(vllm.value_dims, 0u);
+      expect_error([&] { plan(h200(), s, kernel_option(Kernel::matrix)); }, ErrorCode::unsupported,
+                   {"kernel: matrix: kv_layout: the matrix kernel reads the vllm layout only (here " +
+                    std::string(kv_layout_name(layout)) + ")"});
+      DecodeDeviceProperties unprobed = h200();
+      unprobed.fragment_layout_mismatch.reset();
+      EXPECT_FALSE(detail::choose_decode_kernel(unprobed, s, {}, {}).needs_fragment_layout);
+    }
+    struct Dims {
+      DType cache;
+      const char* tune;
+      uint32_t dims;
+    };
+    for (const Dims& d : {Dims{DType::f32, "", 2}, Dims{DType::f16, "", 4}, Dims{DType::bf16, "", 4},
+                          Dims{DType::fp8_e4m3, "", 8}, Dims{DType::fp8_e5m2, "", 8}, Dims{DType::f16, "vbytes=4", 2},
+                          Dims{DType::f16, "vbytes=16", 8}, Dims{DType::fp8_e5m2, "vbytes=16", 16},
+                          Dims{DType::f32, "vbytes=4", 1}}) {
+      SCOPED_TRACE(std::string(dtype_name(d.cache)) + " " + d.tune);
+      DecodeShape s = planner_shape(64, 32, 8, 128, 4096, is_fp8_dtype(d.cache) ? DType::f16 : d.cache, d.cache);
+      s.kv_layout = layout;
+      EXPECT_EQ(plan(lavapipe(), s, {}, tuned(d.tune)).value_dims, d.dims);
+    }
+  }
+}
+
 // The matrix kernel's fragment layout decides last: a device whose layout differs falls back
 // (automatic) or refuses (matrix), naming the difference; before the probe, the choice says
 // whether the probe is needed, and planning without it is refused.

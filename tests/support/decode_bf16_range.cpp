@@ -23,7 +23,8 @@ struct SequenceScales {
 
 }  // namespace
 
-void expect_bf16_far_outside_f16_range_kept(Context& ctx, const DecodeOptions& options, const DecodeParams& params) {
+void expect_bf16_far_outside_f16_range_kept(Context& ctx, const DecodeOptions& options, const DecodeParams& params,
+                                            KvLayout layout) {
   DecodeCase c;
   c.query_dtype = c.cache_dtype = DType::bf16;
   c.heads = 8;
@@ -57,7 +58,7 @@ void expect_bf16_far_outside_f16_range_kept(Context& ctx, const DecodeOptions& o
     }
   }
   const DecodeResult want = reference::decode_attention(in, options, params);
-  const DecodeResult got = decode_attention(ctx, in, options, params);
+  const DecodeResult got = decode_attention(ctx, with_layout(in, layout), options, params);
   const double tol = tolerance(c.query_dtype, c.cache_dtype);
   for (size_t s = 0; s < scales.size(); ++s) {
     const double unit = std::ldexp(1.0, scales[s].value);  // the outputs' scale

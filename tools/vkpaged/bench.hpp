@@ -20,6 +20,7 @@ struct BenchCase {
   DType query_dtype = DType::f16;
   DType cache_dtype = DType::f16;
   bool ragged = false;  // lengths spread uniformly over [1, context]
+  KvLayout kv_layout = KvLayout::vllm;  // of the pools (--kv-layout)
 };
 
 struct BenchResult {
@@ -99,6 +100,8 @@ struct BenchOptions {
   // Every case's cache dtype instead of the suite's ("" keeps it); f32, f16 and bf16 set the
   // query's dtype too, an fp8 cache takes an f16 query.
   std::string cache_dtype;
+  // Every case's cache layout instead of vllm ("" keeps it): vllm, nhd or hnd.
+  std::string kv_layout;
   std::string json_path;
   std::string chart_path;
   // Also record each matrix-kernel case's timeline (DecodeOptions::timeline) to DIR/<case>.bin
@@ -129,6 +132,8 @@ std::vector<std::string> bench_suite_names(const std::string& name);
 // The cases with --cache-dtype applied ("" leaves them); throws vkpaged::Error for a name that is
 // not a cache dtype.
 std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std::string& cache_dtype);
+// The cases on the --kv-layout named (nhd, hnd: "-nhd", "-hnd" added to their names).
+std::vector<BenchCase> with_kv_layout(std::vector<BenchCase> cases, const std::string& kv_layout);
 // Runs the suite and prints the table; returns the process exit status.
 int run_bench(const BenchOptions& options);
 // The byte offsets of buffers of the given sizes placed one after the other in one allocation:

@@ -145,6 +145,7 @@ PreparedCase prepare_case(Context& ctx, const std::string& suite, const BenchCas
   s.max_context_len = uint32_t(*std::max_element(p.lens.begin(), p.lens.end()));
   s.query_dtype = c.query_dtype;
   s.cache_dtype = c.cache_dtype;
+  s.kv_layout = c.kv_layout;
   try {
     p.plan = DecodePlan::create(ctx, s, options);
   } catch (const Error& e) {
@@ -183,8 +184,11 @@ BenchResult run_case(Context& ctx, const PreparedCase& p, const CaseMemory& m, i
 
   const int64_t x = cache_pack_factor(c.cache_dtype);
   const DType stored = is_fp8_dtype(c.cache_dtype) ? DType::u8 : c.cache_dtype;
-  const Shape kshape{int64_t(p.blocks), c.kv_heads, c.head_size / x, c.block_size, x};
-  const Shape vshape{int64_t(p.blocks), c.kv_heads, c.head_size, c.block_size};
+  const int64_t N = int64_t(p.blocks), Hkv = c.kv_heads, D = c.head_size, B = c.block_size;
+  const Shape kshape = c.kv_layout == KvLayout::nhd   ? Shape{N, B, Hkv, D}
+                       : c.kv_layout == KvLayout::hnd ? Shape{N, Hkv, B, D}
+                                                      : Shape{N, Hkv, D / x, B, x};
+  const Shape vshape = c.kv_layout == KvLayout::vllm ? Shape{N, Hkv, D, B} : kshape;
   const Shape qshape{c.batch, c.heads, c.head_size};
   const Shape tshape{c.batch, p.max_blocks};
   ctx.upload(m.views[kTables], p.table.data(), p.table.size() * 4);

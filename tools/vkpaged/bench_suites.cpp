@@ -151,4 +151,16 @@ std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std:
   return cases;
 }
 
+std::vector<BenchCase> with_kv_layout(std::vector<BenchCase> cases, const std::string& kv_layout) {
+  if (kv_layout.empty()) return cases;
+  const auto layout = parse_kv_layout(kv_layout);
+  if (!layout)
+    throw Error(ErrorCode::invalid_argument, fmt::format("--kv-layout: \"{}\" is not vllm, nhd or hnd", kv_layout));
+  for (auto& c : cases) {
+    c.kv_layout = *layout;
+    if (*layout != KvLayout::vllm) c.name += "-" + std::string(kv_layout_name(*layout));
+  }
+  return cases;
+}
+
 }  // namespace vkpaged::cli

@@ -59,7 +59,8 @@ int run_bench(const BenchOptions& o) {
   if (is_cache_write_suite(o.suite)) return run_cache_write_bench(o);
   // Bad option values are refused before the device is opened and its bandwidth measured.
   std::vector<std::pair<std::string, std::vector<BenchCase>>> suites;
-  for (const auto& name : bench_suite_names(o.suite)) suites.emplace_back(name, with_cache_dtype(bench_suite(name), o.cache_dtype));
+  for (const auto& name : bench_suite_names(o.suite))
+    suites.emplace_back(name, with_kv_layout(with_cache_dtype(bench_suite(name), o.cache_dtype), o.kv_layout));
   const DecodeOptions decode_options = bench_decode_options(o);
   if (o.warm_start && !o.flush_caches)
     throw Error(ErrorCode::invalid_argument,

@@ -133,6 +133,10 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
                  "run every case with this cache dtype (f32, f16, bf16: the query's too; fp8_e4m3, fp8_e5m2: "
                  "an f16 query); default: the suite's")
       ->type_name("DTYPE");
+  cmd.add_option("--kv-layout", b.kv_layout,
+                 "run every case with its pools in this cache layout (vllm, nhd, hnd; default vllm); nhd and hnd "
+                 "add -nhd / -hnd to the case names")
+      ->type_name("LAYOUT");
   cmd.add_option("--json", b.json_path, "also write the results as JSON")->type_name("FILE");
   cmd.add_option("--chart", b.chart_path, "draw the share of bandwidth per case as an SVG chart")->type_name("FILE");
   cmd.add_option("--timeline", b.timeline_dir,
