@@ -16,6 +16,19 @@
 //                invocations of a token lane read the token's row in one coalesced sweep, and
 //                each probability read serves VDIMS dims. The layout is a specialization
 //                constant: the other layouts' code is not in a pipeline.
+// Variants for the portable path's measurements (DECODE_SC_SCALAR_VARIANT, VKPAGED_DECODE_TUNE's
+// fp8conv and f16math; the defaults are the kernel above, and each variant gives the contract's
+// results):
+//   fp8 pairs (fp8conv=1): fp8 words become f16 pairs by a shift and masks (alternate bytes, the
+//                matrix kernel's conversion) instead of byte moves and a per-element fix; E4M3's
+//                NaN (which that conversion leaves finite) is found by a probe on the raw words:
+//                a key word with one poisons its token's logits, a value load with one is
+//                converted again exactly.
+//   f16 keys (f16math bit 1, f16 query and cache, modules decode*_f16.comp): the products of a
+//                16-byte key chunk in packed f16 (f16vec2 fma, the chunk's 8 products summed in
+//                f16), the chunks' sums in f32.
+//   f16 values (f16math bit 2, vllm layout): the 8 tokens of a value load times their
+//                probabilities (kept in f16 in shared memory) in packed f16, summed in f32.
 // Every intermediate stays in registers: measured on an H200, variants that held query slices,
 // several keys or hoisted probabilities in registers lost more to occupancy than they saved
 // in shared-memory loads (bench/RESULTS.md, "What was tried").
@@ -30,6 +43,12 @@
 // as its max). A non-finite value element reaches its dim's accumulators through p * v (0 * Inf
 // is NaN too), and the outputs turn any non-finite element into NaN.
 #extension GL_GOOGLE_include_directive : require
+#ifndef VKP_F16_MATH
+#define VKP_F16_MATH 0  // decode*_f16.comp: packed f16 arithmetic (needs shaderFloat16)
+#endif
+#if VKP_F16_MATH
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
 #if VKP_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -57,6 +76,7 @@ layout(constant_id = DECODE_SC_FEATURES) const uint FEATURES = 0u;
 layout(constant_id = DECODE_SC_LANES_PER_ROW) const uint LANES = 2u;
 layout(constant_id = DECODE_SC_KV_LAYOUT) const uint KV_LAYOUT = KV_LAYOUT_VLLM;
 layout(constant_id = DECODE_SC_VALUE_DIMS) const uint VALUE_DIMS = 0u;
+layout(constant_id = DECODE_SC_SCALAR_VARIANT) const uint VARIANT = 0u;
 
 const uint WG = gl_WorkGroupSize.x;
 const bool ALIBI = (FEATURES & DECODE_FEATURE_ALIBI) != 0u;
@@ -88,6 +108,23 @@ const uint TOKEN_LANES = DIM_LANES < WG ? WG / DIM_LANES : 1u;  // tokens whose 
 const uint VALUE_ITEMS = (DIM_LANES + WG - 1u) / WG;        // dim chunks per invocation (1 unless D / VDIMS > WG)
 // Accumulators per head: the dims an invocation owns.
 const uint ACC_DIMS = TOKEN_MAJOR ? VALUE_ITEMS * VDIMS : DIMS_PER_INVOCATION;
+// The variants (header); the planner asks for each only where it applies. Each is a product of
+// 0/1 terms of the specialization constants themselves: glslc's optimizer lost booleans made
+// with && of them (or of other derived booleans) in some orders.
+const uint FP8_PAIRS_ON = ((VARIANT & DECODE_SCALAR_FP8_PAIRS) / DECODE_SCALAR_FP8_PAIRS) *
+                          uint(CACHE_DTYPE == DT_FP8_E4M3 || CACHE_DTYPE == DT_FP8_E5M2);
+const bool FP8_PAIRS = FP8_PAIRS_ON != 0u;
+const bool E4M3_PROBE = FP8_PAIRS_ON * uint(CACHE_DTYPE == DT_FP8_E4M3) != 0u;
+#if VKP_F16_MATH
+const uint F16_KEYS_BIT = (VARIANT & DECODE_SCALAR_F16_KEYS) / DECODE_SCALAR_F16_KEYS;        // 0 or 1
+const uint F16_VALUES_BIT = (VARIANT & DECODE_SCALAR_F16_VALUES) / DECODE_SCALAR_F16_VALUES;  // 0 or 1
+const bool F16_KEYS = F16_KEYS_BIT * uint(CACHE_DTYPE == DT_F16) != 0u;
+// Loads of 8 tokens (16 bytes): blocks of 8 tokens or more.
+const bool F16_VALUES = F16_VALUES_BIT * uint(CACHE_DTYPE == DT_F16) * uint(KV_LAYOUT == KV_LAYOUT_VLLM) * uint(B >= 8u) != 0u;
+#else
+const bool F16_KEYS = false;
+const bool F16_VALUES = false;
+#endif
 
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 
@@ -134,6 +171,11 @@ layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; 
 
 shared float s_query[GROUP * D];       // scaled queries; reused for the final output
 shared float s_prob[GROUP * TILE];     // exp(logit - running max) of the tile's tokens
+#if VKP_F16_MATH
+// Sized by the variant's bits alone (arithmetic, not a select of the booleans above: glslc).
+shared uint s_query16[1u + F16_KEYS_BIT * (GROUP * D / 2u - 1u)];      // f16 keys: the scaled queries as f16 pairs
+shared float16_t s_prob16[1u + F16_VALUES_BIT * (GROUP * TILE - 1u)];  // f16 values: the probabilities in f16
+#endif
 shared float s_reduce[GROUP * WG];
 shared uint s_block[TILE_BLOCKS];      // physical block of each block slot of the tile
 
@@ -144,10 +186,52 @@ float query_element(uint seq, uint head, uint d) {
   return VKP_LOAD_ELEMENT(query_words, pc.query_offset, i, QUERY_DTYPE);
 }
 
+// The elements of cache word w, in order: unpack_word's, or with FP8_PAIRS two f16 pairs made
+// of alternate bytes by a shift and masks (E4M3 reads as value / 256, as unpack_word's, and its
+// NaN as a finite number: E4M3_PROBE finds it).
+vec4 cache_word(uint w) {
+  if (FP8_PAIRS) {
+    uvec2 v = uvec2((w << 8) & 0xff00ff00u, w & 0xff00ff00u);  // bytes 0, 2 and 1, 3 in each half's high byte
+    if (CACHE_DTYPE == DT_FP8_E4M3) v = ((v >> 1) & 0x3f803f80u) | (v & 0x80008000u);
+    const vec2 even = unpackHalf2x16(v.x), odd = unpackHalf2x16(v.y);
+    return vec4(even.x, odd.x, even.y, odd.y);
+  }
+  return unpack_word(w, CACHE_DTYPE);
+}
+
+// E4M3's NaN probe (decode_coopmat_kernel.glsl's): some bit of E4M3_NAN_BITS is set in
+// e4m3_nan_probe(w) exactly where w holds a NaN byte (S.1111.111). Probes OR together.
+const uint E4M3_NAN_BITS = 0x80808080u;
+uint e4m3_nan_probe(uint w) { return (w + 0x01010101u) ^ w; }
+
+// FP8_PAIRS: the elements of a value load's words w (16 fp8 at most), in order. With E4M3_PROBE a
+// load with a NaN byte is converted exactly (unpack_word keeps NaN).
+void fp8_load_elements(uvec4 w, out float e[16]) {
+  if (E4M3_PROBE && ((e4m3_nan_probe(w.x) | e4m3_nan_probe(w.y) | e4m3_nan_probe(w.z) | e4m3_nan_probe(w.w)) &
+                     E4M3_NAN_BITS) != 0u) {
+    for (uint i = 0u; i < 16u; ++i) e[i] = unpack_word(w[i / 4u], CACHE_DTYPE)[i % 4u];
+    return;
+  }
+  for (uint i = 0u; i < 16u; ++i) e[i] = cache_word(w[i / 4u])[i % 4u];
+}
+
+// The 16, 8 or 4 bytes of value load `index` (in units of `bytes`) of `block` (unused words 0).
+uvec4 value_words(uint block, uint index, uint bytes) {
+  if (bytes == 16u) return VALUE16(block, index);
+  if (bytes == 8u) return uvec4(VALUE8(block, index), 0u, 0u);
+  return uvec4(VALUE4(block, index), 0u, 0u, 0u);
+}
+
 // The VEC value elements of dim row `row` (= kv_head * D + d) of `block`, load `c`.
 void load_values(uint block, uint row, uint c, out float v[VEC]) {
   const uint chunk = row * ROW_LOADS + c;  // in units of VEC_BYTES from the block's start
-  if (VEC_BYTES == 16u) {
+  if (FP8_PAIRS) {
+    float e[16];
+    const uint byte_offset = chunk * VEC_BYTES;
+    fp8_load_elements(value_words(block, VEC_BYTES >= 4u ? chunk : byte_offset / 4u, max(VEC_BYTES, 4u)), e);
+    const uint first = VEC_BYTES >= 4u ? 0u : byte_offset % 4u;
+    for (uint i = 0u; i < VEC; ++i) v[i] = e[first + i];
+  } else if (VEC_BYTES == 16u) {
     uvec4 w = VALUE16(block, chunk);
     for (uint i = 0u; i < VEC; ++i) v[i] = unpack_word(w[i / elements_per_word(CACHE_DTYPE)], CACHE_DTYPE)[i % elements_per_word(CACHE_DTYPE)];
   } else if (VEC_BYTES == 8u) {
@@ -173,15 +257,13 @@ uint key_first_chunk(uint kv_head, uint offset) {
 // nhd and hnd: the VDIMS value elements from dim `dim0` of token `offset` of `block`.
 void load_value_dims(uint block, uint kv_head, uint dim0, uint offset, out float v[VDIMS]) {
   const uint chunk = kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, kv_head, dim0, offset) / VDIMS;
-  if (VDIM_BYTES == 16u) {
-    const uvec4 w = VALUE16(block, chunk);
-    for (uint i = 0u; i < VDIMS; ++i) v[i] = unpack_word(w[i / PER_WORD], CACHE_DTYPE)[i % PER_WORD];
-  } else if (VDIM_BYTES == 8u) {
-    const uvec2 w = VALUE8(block, chunk);
-    for (uint i = 0u; i < VDIMS; ++i) v[i] = unpack_word(w[i / PER_WORD], CACHE_DTYPE)[i % PER_WORD];
-  } else {
-    const vec4 e = unpack_word(VALUE4(block, chunk), CACHE_DTYPE);
+  const uvec4 w = value_words(block, chunk, VDIM_BYTES);
+  if (FP8_PAIRS) {
+    float e[16];
+    fp8_load_elements(w, e);
     for (uint i = 0u; i < VDIMS; ++i) v[i] = e[i];
+  } else {
+    for (uint i = 0u; i < VDIMS; ++i) v[i] = unpack_word(w[i / PER_WORD], CACHE_DTYPE)[i % PER_WORD];
   }
 }
 
@@ -258,6 +340,15 @@ void main() {
 
   // Queries of the group, with scale, k_scale and the fp8 decode factor folded in.
   const float qscale = pc.scale * pc.k_scale * fp8_scale_fix(CACHE_DTYPE);
+#if VKP_F16_MATH
+  if (F16_KEYS)
+    for (uint i = tid; i < GROUP * D / 2u; i += WG) {
+      const uint g = (2u * i) / D, d = (2u * i) % D;
+      const vec2 q = g < heads ? vec2(query_element(seq, head0 + g, d), query_element(seq, head0 + g, d + 1u)) * qscale : vec2(0.0);
+      s_query16[i] = packHalf2x16(q);
+    }
+  else
+#endif
   for (uint i = tid; i < GROUP * D; i += WG) {
     const uint g = i / D;
     s_query[i] = g < heads ? query_element(seq, head0 + g, i % D) * qscale : 0.0;
@@ -305,10 +396,22 @@ void main() {
       float dot_product[GROUP];
       for (uint g = 0u; g < GROUP; ++g) dot_product[g] = 0.0;
       const uint first = key_first_chunk(kv_head, tid % B);  // this token's first chunk in the block
+      uint nan_probe = 0u;  // E4M3_PROBE: over the token's key words
       for (uint c = 0u; c < KEY_CHUNKS; ++c) {
         const uvec4 w = KEY16(block, first + c * KEY_CHUNK_STRIDE);
+#if VKP_F16_MATH
+        if (F16_KEYS) {  // 8 dims: 4 pairs
+          for (uint g = 0u; g < GROUP; ++g) {
+            f16vec2 part = f16vec2(0.0);
+            for (uint j = 0u; j < 4u; ++j) part = fma(unpackFloat2x16(s_query16[g * (D / 2u) + c * 4u + j]), unpackFloat2x16(w[j]), part);
+            dot_product[g] += float(part.x) + float(part.y);
+          }
+          continue;
+        }
+#endif
         for (uint j = 0u; j < 4u; ++j) {
-          const vec4 k = unpack_word(w[j], CACHE_DTYPE);
+          if (E4M3_PROBE) nan_probe |= e4m3_nan_probe(w[j]);
+          const vec4 k = cache_word(w[j]);
           const uint per_word = elements_per_word(CACHE_DTYPE);
           for (uint e = 0u; e < per_word; ++e) {
             const uint d = c * X + j * per_word + e;
@@ -316,6 +419,8 @@ void main() {
           }
         }
       }
+      if (E4M3_PROBE && (nan_probe & E4M3_NAN_BITS) != 0u)  // a NaN key element: the token's logits are NaN
+        for (uint g = 0u; g < GROUP; ++g) dot_product[g] = VKP_NAN;
       for (uint g = 0u; g < GROUP; ++g) {
         const float l = attention_logit(dot_product[g], p, t, pc.softcap, slope[g]);
         if (nan_bits(l)) poisoned[g] = 1.0;  // the logit stays -inf: out of the softmax
@@ -332,6 +437,10 @@ void main() {
       const float alpha = softmax_rescale(running_max[g], new_max);
       const float weight = softmax_rescale(logit[g], new_max);  // 0 where not attended
       thread_sum[g] = thread_sum[g] * alpha + weight;
+#if VKP_F16_MATH
+      if (F16_VALUES) s_prob16[g * TILE + tid] = float16_t(weight);
+      else
+#endif
       s_prob[g * TILE + tid] = weight;
       for (uint j = 0u; j < ACC_DIMS; ++j) acc[j * GROUP + g] *= alpha;
       running_max[g] = new_max;
@@ -366,6 +475,28 @@ void main() {
       const uint tok0 = slot * B + c * VEC;  // tile-local first token of the load
       if (vblock == NO_BLOCK || tile + tok0 + VEC <= lo || tile + tok0 >= hi) continue;
       const bool partial = tile + tok0 < lo || tile + tok0 + VEC > hi;
+#if VKP_F16_MATH
+      if (F16_VALUES) {  // 8 tokens of f16: 4 pairs
+        uint keep[4];  // the halves of tokens in the range (a slot outside may hold NaN)
+        for (uint k = 0u; k < 4u; ++k)
+          keep[k] = !partial ? 0xffffffffu
+                             : (in_key_range(range, tile + tok0 + 2u * k) ? 0x0000ffffu : 0u) |
+                                   (in_key_range(range, tile + tok0 + 2u * k + 1u) ? 0xffff0000u : 0u);
+        for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) {
+          const uint d = row0 + ROWS * j;
+          if (d >= D) break;
+          const uvec4 w = VALUE16(vblock, (kv_head * D + d) * ROW_LOADS + c);
+          for (uint g = 0u; g < GROUP; ++g) {
+            f16vec2 part = f16vec2(0.0);
+            for (uint k = 0u; k < 4u; ++k)
+              part = fma(f16vec2(s_prob16[g * TILE + tok0 + 2u * k], s_prob16[g * TILE + tok0 + 2u * k + 1u]),
+                         unpackFloat2x16(w[k] & keep[k]), part);
+            acc[j * GROUP + g] += float(part.x) + float(part.y);
+          }
+        }
+        continue;
+      }
+#endif
       for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) {
         const uint d = row0 + ROWS * j;
         if (d >= D) break;

@@ -50,7 +50,13 @@ struct uvec2 {
 #define DECODE_SC_MATRIX_SHARE_QUERY 11     // decode_coopmat.comp only
 #define DECODE_SC_KV_LAYOUT 12              // KV_LAYOUT_*; the scalar kernel only (the matrix kernel reads vllm)
 #define DECODE_SC_VALUE_DIMS 13             // scalar kernel, nhd and hnd: dims per value load (0 on vllm)
-#define DECODE_SC_COUNT 14
+#define DECODE_SC_SCALAR_VARIANT 14         // scalar kernel: DECODE_SCALAR_* bits (VKPAGED_DECODE_TUNE)
+#define DECODE_SC_COUNT 15
+
+// DECODE_SC_SCALAR_VARIANT bits (shaders/common/decode_kernel.glsl's header).
+#define DECODE_SCALAR_FP8_PAIRS 1u    // fp8 caches: f16 pairs from alternate bytes, E4M3's NaN by a probe
+#define DECODE_SCALAR_F16_KEYS 2u     // f16 query and cache: key products in packed f16 (decode*_f16.comp)
+#define DECODE_SCALAR_F16_VALUES 4u   // f16 cache, vllm layout: value products in packed f16 (decode*_f16.comp)
 
 // ---- fragment_layout.comp: component slots written per lane and fragment, and the mark of
 // a slot past the fragment's component count.

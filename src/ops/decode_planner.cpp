@@ -133,8 +133,31 @@ bool reads_caches_by_address(const DecodeDeviceProperties& dev, const DecodeShap
 
 // ---- the scalar kernel (shaders/common/decode_kernel.glsl) ----
 
-size_t scalar_shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b) {
-  return 4ull * (size_t(heads) * d + 2ull * heads * wg + wg / b);
+// The scalar kernel's variants (decode_kernel.glsl's header).
+struct ScalarVariant {
+  bool fp8_pairs = false;
+  bool f16_keys = false;
+  bool f16_values = false;
+};
+
+size_t scalar_shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b, const ScalarVariant& v) {
+  const size_t f16_keys = v.f16_keys ? 2ull * heads * d : 0;       // s_query16
+  const size_t f16_values = v.f16_values ? 2ull * heads * wg : 0;  // s_prob16
+  return 4ull * (size_t(heads) * d + 2ull * heads * wg + wg / b) + f16_keys + f16_values;
+}
+
+// The variants the tuning asks for, where they apply: fp8 pairs for fp8 caches; packed f16 for
+// an f16 query and cache on a device with shaderFloat16, caches not read by address (no module
+// has both), values on the vllm layout with blocks of 8 tokens or more.
+ScalarVariant scalar_variant(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tuning,
+                             bool address) {
+  ScalarVariant v;
+  v.fp8_pairs = tuning.fp8conv != 0 && is_fp8_dtype(s.cache_dtype);
+  const bool f16 = tuning.f16math != 0 && dev.shader_float16 && !address && s.query_dtype == DType::f16 &&
+                   s.cache_dtype == DType::f16;
+  v.f16_keys = f16 && (tuning.f16math & 1);
+  v.f16_values = f16 && (tuning.f16math & 2) && s.kv_layout == KvLayout::vllm && s.block_size >= 8;
+  return v;
 }
 
 struct ScalarWorkgroup {
@@ -146,7 +169,8 @@ struct ScalarWorkgroup {
 
 // The workgroup shape: heads per workgroup (a GQA group or a slice of it), invocations, lanes
 // per value row. A tile is one token per invocation.
-ScalarWorkgroup scalar_workgroup(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tune) {
+ScalarWorkgroup scalar_workgroup(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tune,
+                                 const ScalarVariant& variant) {
   ScalarWorkgroup w;
   const uint32_t group = s.num_heads / s.num_kv_heads;
   // At most 4 heads' accumulators: measured faster than 8 for a GQA group of 8 on an H200
@@ -155,7 +179,7 @@ ScalarWorkgroup scalar_workgroup(const DecodeDeviceProperties& dev, const Decode
   w.groups_per_kv_head = ceil_div(group, max_heads);
   w.heads_per_workgroup = ceil_div(group, w.groups_per_kv_head);
   w.workgroup = std::min(tune.workgroup ? tune.workgroup : 256u, dev.max_workgroup_invocations);
-  auto shared = [&] { return scalar_shared_bytes(w.workgroup, w.heads_per_workgroup, s.head_size, s.block_size); };
+  auto shared = [&] { return scalar_shared_bytes(w.workgroup, w.heads_per_workgroup, s.head_size, s.block_size, variant); };
   while (w.workgroup > 128 && shared() > dev.max_shared_memory) w.workgroup /= 2;
   while (w.heads_per_workgroup > 1 && shared() > dev.max_shared_memory) {
     ++w.groups_per_kv_head;
@@ -214,8 +238,10 @@ uint32_t scalar_value_dims(const DecodeShape& s, const DecodeTuning& tuning) {
   return bytes / (is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype));
 }
 
-DecodeModule scalar_module(bool address, bool subgroup_reduce) {
+DecodeModule scalar_module(bool address, bool subgroup_reduce, const ScalarVariant& variant) {
   if (address) return subgroup_reduce ? DecodeModule::address_subgroup : DecodeModule::address;
+  if (variant.f16_keys || variant.f16_values)
+    return subgroup_reduce ? DecodeModule::scalar_subgroup_f16 : DecodeModule::scalar_f16;
   return subgroup_reduce ? DecodeModule::scalar_subgroup : DecodeModule::scalar;
 }
 
@@ -418,7 +444,11 @@ DecodeChoice plan_scalar_decode(const DecodeDeviceProperties& dev, const DecodeS
   DecodeChoice c;
   c.kernel = DecodeKernel::scalar;
   c.address = address;
-  const ScalarWorkgroup w = scalar_workgroup(dev, s, tuning);
+  const ScalarVariant variant = scalar_variant(dev, s, tuning, address);
+  c.fp8_pairs = variant.fp8_pairs;
+  c.f16_keys = variant.f16_keys;
+  c.f16_values = variant.f16_values;
+  const ScalarWorkgroup w = scalar_workgroup(dev, s, tuning, variant);
   c.workgroup = w.workgroup;
   c.heads_per_workgroup = w.heads_per_workgroup;
   c.groups_per_kv_head = w.groups_per_kv_head;
@@ -426,7 +456,7 @@ DecodeChoice plan_scalar_decode(const DecodeDeviceProperties& dev, const DecodeS
   c.value_dims = scalar_value_dims(s, tuning);
   c.subgroup_reduce = dev.subgroup_arithmetic;
   c.query_registers = tuning.qregs != 0;
-  c.module = scalar_module(address, c.subgroup_reduce);
+  c.module = scalar_module(address, c.subgroup_reduce, variant);
 
   const Split split = scalar_split(dev, s, o, tuning, one_pass_workgroups(s, w.groups_per_kv_head));
   c.split = split.split;

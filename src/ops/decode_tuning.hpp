@@ -25,6 +25,9 @@ struct DecodeTuning {
   uint32_t order = 2;      // DecodeOrder::automatic: 0 grid, 1 longest first, 2 choose
   uint32_t share = 2;      // matrix kernel: outputs reuse the query's shared words (0 no, 1 yes, 2 choose)
   uint32_t vbytes = 0;     // scalar kernel, nhd and hnd caches: bytes per value load (4, 8 or 16; 0 choose)
+  // Scalar kernel variants for the portable path's measurements (decode_kernel.glsl's header):
+  uint32_t fp8conv = 0;    // fp8 caches: 1 = f16 pairs from alternate bytes, E4M3's NaN by a probe
+  uint32_t f16math = 0;    // f16 query and cache, devices with shaderFloat16: bit 1 keys, bit 2 values (vllm) in packed f16
 
   bool operator==(const DecodeTuning&) const = default;
 };

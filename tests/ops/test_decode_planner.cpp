@@ -515,6 +515,69 @@ TEST(DecodePlanner, CacheLayouts) {
   }
 }
 
+// The scalar kernel's variants (VKPAGED_DECODE_TUNE's fp8conv and f16math) where they apply:
+// fp8 pairs for fp8 caches on every device and layout; packed f16 for an f16 query and cache on
+// a device with shaderFloat16 and caches read by binding (the f16 modules), values on the vllm
+// layout with blocks of 8 tokens or more; none by default, and the matrix kernel's plans carry none.
+TEST(DecodePlanner, ScalarVariants) {
+  const DecodeOptions scalar = kernel_option(Kernel::scalar);
+  const DecodeShape f16 = planner_shape(64, 32, 8, 128, 4096);
+  const DecodeShape e4m3 = planner_shape(64, 32, 8, 128, 4096, DType::f16, DType::fp8_e4m3);
+  for (const auto& device : {h200(), lavapipe(), subgroups_of_64(), subgroups_of_16()}) {
+    SCOPED_TRACE(device.name);
+    for (const DecodeShape& s : {f16, e4m3}) {
+      const DecodeChoice c = plan(device, s, scalar);
+      EXPECT_FALSE(c.fp8_pairs || c.f16_keys || c.f16_values);
+    }
+    const DecodeChoice pairs = plan(device, e4m3, scalar, tuned("fp8conv=1"));
+    EXPECT_TRUE(pairs.fp8_pairs);
+    EXPECT_FALSE(pairs.f16_keys || pairs.f16_values);
+    EXPECT_EQ(pairs.module, device.subgroup_arithmetic ? DecodeModule::scalar_subgroup : DecodeModule::scalar);
+    EXPECT_FALSE(plan(device, f16, scalar, tuned("fp8conv=1")).fp8_pairs);
+    const DecodeChoice both = plan(device, f16, scalar, tuned("f16math=3"));
+    EXPECT_EQ(both.f16_keys, device.shader_float16);
+    EXPECT_EQ(both.f16_values, device.shader_float16);
+    EXPECT_EQ(both.module, device.shader_float16 ? DecodeModule::scalar_subgroup_f16 : DecodeModule::scalar_subgroup);
+  }
+  const DecodeChoice keys = plan(h200(), f16, scalar, tuned("f16math=1"));
+  EXPECT_TRUE(keys.f16_keys);
+  EXPECT_FALSE(keys.f16_values);
+  const DecodeChoice values = plan(h200(), f16, scalar, tuned("f16math=2"));
+  EXPECT_FALSE(values.f16_keys);
+  EXPECT_TRUE(values.f16_values);
+  DecodeDeviceProperties shared_reduce = lavapipe();
+  shared_reduce.subgroup_arithmetic = false;
+  EXPECT_EQ(plan(shared_reduce, f16, scalar, tuned("f16math=1")).module, DecodeModule::scalar_f16);
+  // Where packed f16 does not apply: other dtypes, values on nhd and hnd or blocks under 8
+  // tokens, caches read by device address.
+  for (const DecodeShape& s : {planner_shape(64, 32, 8, 128, 4096, DType::bf16, DType::bf16),
+                               planner_shape(64, 32, 8, 128, 4096, DType::f32, DType::f16), e4m3}) {
+    const DecodeChoice c = plan(h200(), s, scalar, tuned("f16math=3"));
+    EXPECT_FALSE(c.f16_keys || c.f16_values) << dtype_name(s.query_dtype) << " " << dtype_name(s.cache_dtype);
+  }
+  DecodeShape nhd = f16;
+  nhd.kv_layout = KvLayout::nhd;
+  const DecodeChoice on_nhd = plan(h200(), nhd, {}, tuned("f16math=3"));
+  EXPECT_TRUE(on_nhd.f16_keys);
+  EXPECT_FALSE(on_nhd.f16_values);
+  DecodeShape small_blocks = f16;
+  small_blocks.block_size = 4;
+  small_blocks.max_blocks_per_seq = small_blocks.num_blocks = 1024;
+  EXPECT_FALSE(plan(h200(), small_blocks, scalar, tuned("f16math=3")).f16_values);
+  DecodeDeviceProperties small_range = lavapipe();
+  small_range.max_storage_buffer_range = 1u << 20;  // the pool is read by address
+  const DecodeChoice by_address = plan(small_range, f16, {}, tuned("f16math=3,fp8conv=1"));
+  EXPECT_TRUE(by_address.address);
+  EXPECT_FALSE(by_address.f16_keys || by_address.f16_values);
+  EXPECT_EQ(by_address.module, DecodeModule::address_subgroup);
+  EXPECT_TRUE(plan(small_range, planner_shape(64, 32, 8, 128, 4096, DType::f16, DType::fp8_e5m2), {},
+                   tuned("fp8conv=1")).fp8_pairs);
+  // The matrix kernel's plans carry no scalar variant.
+  const DecodeChoice matrix = plan(h200(), f16, {}, tuned("f16math=3,fp8conv=1"));
+  EXPECT_EQ(matrix.kernel, Kernel::matrix);
+  EXPECT_FALSE(matrix.fp8_pairs || matrix.f16_keys || matrix.f16_values);
+}
+
 // The matrix kernel's fragment layout decides last: a device whose layout differs falls back
 // (automatic) or refuses (matrix), naming the difference; before the probe, the choice says
 // whether the probe is needed, and planning without it is refused.
