@@ -29,6 +29,10 @@
 //                f16), the chunks' sums in f32.
 //   f16 values (f16math bit 2, vllm layout): the 8 tokens of a value load times their
 //                probabilities (kept in f16 in shared memory) in packed f16, summed in f32.
+//   batched value loads (vloads=2|4|8): each invocation issues that many of its value loads
+//                before it uses any (in the default kernel each load waits for the last one's
+//                products, and for its checks), so that more of them are in flight per
+//                invocation, for more registers.
 // Every intermediate stays in registers: measured on an H200, variants that held query slices,
 // several keys or hoisted probabilities in registers lost more to occupancy than they saved
 // in shared-memory loads (bench/RESULTS.md, "What was tried").
@@ -125,6 +129,9 @@ const bool F16_VALUES = F16_VALUES_BIT * uint(CACHE_DTYPE == DT_F16) * uint(KV_L
 const bool F16_KEYS = false;
 const bool F16_VALUES = false;
 #endif
+// Value loads issued together (DECODE_SCALAR_VALUE_LOADS_SHIFT's field: 0 or 1 for one at a time).
+const uint VLOADS_FIELD = (VARIANT >> DECODE_SCALAR_VALUE_LOADS_SHIFT) & 0xffu;
+const uint VLOADS = VLOADS_FIELD + uint(VLOADS_FIELD == 0u);
 
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 
@@ -247,11 +254,42 @@ void load_values(uint block, uint row, uint c, out float v[VEC]) {
   }
 }
 
+// Batched value loads: the words of load `c` of dim row `row` (= kv_head * D + d) of `block`,
+// and their VEC elements.
+uvec4 value_load_words(uint block, uint row, uint c) {
+  const uint chunk = row * ROW_LOADS + c;
+  if (VEC_BYTES >= 4u) return value_words(block, chunk, VEC_BYTES);
+  return uvec4(VALUE4(block, (chunk * VEC_BYTES) / 4u), 0u, 0u, 0u);
+}
+void values_of_words(uvec4 w, uint row, uint c, out float v[VEC]) {
+  float e[16];
+  if (FP8_PAIRS) fp8_load_elements(w, e);
+  else
+    for (uint i = 0u; i < X; ++i) e[i] = unpack_word(w[i / PER_WORD], CACHE_DTYPE)[i % PER_WORD];
+  const uint first = VEC_BYTES >= 4u ? 0u : (((row * ROW_LOADS + c) * VEC_BYTES) % 4u) / CACHE_BYTES;
+  for (uint i = 0u; i < VEC; ++i) v[i] = e[first + i];
+}
+
 // Where a token's key starts in its block (in 16-byte chunks); chunk c of it is
 // KEY_CHUNK_STRIDE * c further.
 uint key_first_chunk(uint kv_head, uint offset) {
   if (!TOKEN_MAJOR) return kv_head * KEY_CHUNKS * B + offset;  // [Hkv][D/x][B][x]
   return kv_key_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, kv_head, 0u, offset) / X;
+}
+
+// nhd and hnd: the words of the value load of dims dim0 .. dim0 + VDIMS - 1 of token `offset`
+// of `block`, and their elements.
+uvec4 value_dims_words(uint block, uint kv_head, uint dim0, uint offset) {
+  return value_words(block, kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, kv_head, dim0, offset) / VDIMS, VDIM_BYTES);
+}
+void value_dims_of_words(uvec4 w, out float v[VDIMS]) {
+  if (FP8_PAIRS) {
+    float e[16];
+    fp8_load_elements(w, e);
+    for (uint i = 0u; i < VDIMS; ++i) v[i] = e[i];
+  } else {
+    for (uint i = 0u; i < VDIMS; ++i) v[i] = unpack_word(w[i / PER_WORD], CACHE_DTYPE)[i % PER_WORD];
+  }
 }
 
 // nhd and hnd: the VDIMS value elements from dim `dim0` of token `offset` of `block`.
@@ -454,6 +492,28 @@ void main() {
         const uint chunk = item % DIM_LANES;  // dims chunk * VDIMS ...
         const uint token_lane = item / DIM_LANES;
         if (token_lane >= TOKEN_LANES) break;  // invocations past the lanes' last
+        if (VLOADS > 1u) {  // batched value loads: VLOADS tokens' loads, then their products
+          for (uint i0 = token_lane; i0 < TILE; i0 += TOKEN_LANES * VLOADS) {
+            uvec4 w[VLOADS];
+            for (uint k = 0u; k < VLOADS; ++k) {
+              const uint i = i0 + TOKEN_LANES * k;
+              const uint vblock = i < TILE ? s_block[i / B] : NO_BLOCK;
+              w[k] = uvec4(0u);
+              if (vblock != NO_BLOCK && in_key_range(range, tile + i)) w[k] = value_dims_words(vblock, kv_head, chunk * VDIMS, i % B);
+            }
+            for (uint k = 0u; k < VLOADS; ++k) {
+              const uint i = i0 + TOKEN_LANES * k;
+              if (i >= TILE || s_block[i / B] == NO_BLOCK || !in_key_range(range, tile + i)) continue;
+              float v[VDIMS];
+              value_dims_of_words(w[k], v);
+              for (uint g = 0u; g < GROUP; ++g) {
+                const float weight = s_prob[g * TILE + i];
+                for (uint e = 0u; e < VDIMS; ++e) acc[(it * VDIMS + e) * GROUP + g] += weight * v[e];
+              }
+            }
+          }
+          continue;
+        }
         for (uint i = token_lane; i < TILE; i += TOKEN_LANES) {
           const uint vblock = s_block[i / B];
           // Outside the range a slot may hold garbage (even NaN), which 0 * NaN would spread.
@@ -463,6 +523,56 @@ void main() {
           for (uint g = 0u; g < GROUP; ++g) {
             const float weight = s_prob[g * TILE + i];
             for (uint e = 0u; e < VDIMS; ++e) acc[(it * VDIMS + e) * GROUP + g] += weight * v[e];
+          }
+        }
+      }
+    } else if (VLOADS > 1u) {  // batched value loads: VLOADS of a row's loads, then their products
+      for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) {
+        const uint d = row0 + ROWS * j;
+        if (d >= D) break;
+        for (uint li0 = 0u; li0 < LANE_LOADS; li0 += VLOADS) {
+          uvec4 w[VLOADS];
+          for (uint k = 0u; k < VLOADS; ++k) {
+            const uint q = lane + LANES * (li0 + k);
+            const uint vblock = li0 + k < LANE_LOADS ? s_block[q / ROW_LOADS] : NO_BLOCK;
+            const uint tok0 = (q / ROW_LOADS) * B + (q % ROW_LOADS) * VEC;
+            w[k] = uvec4(0u);
+            if (vblock != NO_BLOCK && tile + tok0 + VEC > lo && tile + tok0 < hi)
+              w[k] = value_load_words(vblock, kv_head * D + d, q % ROW_LOADS);
+          }
+          for (uint k = 0u; k < VLOADS; ++k) {
+            const uint q = lane + LANES * (li0 + k);
+            const uint c = q % ROW_LOADS;
+            const uint tok0 = (q / ROW_LOADS) * B + c * VEC;
+            if (li0 + k >= LANE_LOADS || s_block[q / ROW_LOADS] == NO_BLOCK || tile + tok0 + VEC <= lo || tile + tok0 >= hi)
+              continue;
+            const bool partial = tile + tok0 < lo || tile + tok0 + VEC > hi;
+#if VKP_F16_MATH
+            if (F16_VALUES) {  // 8 tokens of f16: 4 pairs
+              for (uint g = 0u; g < GROUP; ++g) {
+                f16vec2 part = f16vec2(0.0);
+                for (uint h = 0u; h < 4u; ++h) {
+                  const uint keep = !partial ? 0xffffffffu
+                                             : (in_key_range(range, tile + tok0 + 2u * h) ? 0x0000ffffu : 0u) |
+                                                   (in_key_range(range, tile + tok0 + 2u * h + 1u) ? 0xffff0000u : 0u);
+                  part = fma(f16vec2(s_prob16[g * TILE + tok0 + 2u * h], s_prob16[g * TILE + tok0 + 2u * h + 1u]),
+                             unpackFloat2x16(w[k][h] & keep), part);
+                }
+                acc[j * GROUP + g] += float(part.x) + float(part.y);
+              }
+              continue;
+            }
+#endif
+            float v[VEC];
+            values_of_words(w[k], kv_head * D + d, c, v);
+            if (partial)
+              for (uint i = 0u; i < VEC; ++i)
+                if (!in_key_range(range, tile + tok0 + i)) v[i] = 0.0;  // the slot may hold garbage (even NaN)
+            for (uint g = 0u; g < GROUP; ++g) {
+              float sum = 0.0;
+              for (uint i = 0u; i < VEC; ++i) sum += s_prob[g * TILE + tok0 + i] * v[i];
+              acc[j * GROUP + g] += sum;
+            }
           }
         }
       }

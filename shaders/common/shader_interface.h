@@ -57,6 +57,7 @@ struct uvec2 {
 #define DECODE_SCALAR_FP8_PAIRS 1u    // fp8 caches: f16 pairs from alternate bytes, E4M3's NaN by a probe
 #define DECODE_SCALAR_F16_KEYS 2u     // f16 query and cache: key products in packed f16 (decode*_f16.comp)
 #define DECODE_SCALAR_F16_VALUES 4u   // f16 cache, vllm layout: value products in packed f16 (decode*_f16.comp)
+#define DECODE_SCALAR_VALUE_LOADS_SHIFT 8u  // bits 8-15: value loads issued together (0 or 1: one at a time)
 
 // ---- fragment_layout.comp: component slots written per lane and fragment, and the mark of
 // a slot past the fragment's component count.

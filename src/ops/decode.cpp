@@ -120,7 +120,8 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   spec[DECODE_SC_VALUE_DIMS] = c.value_dims;
   spec[DECODE_SC_SCALAR_VARIANT] = (c.fp8_pairs ? DECODE_SCALAR_FP8_PAIRS : 0u) |
                                    (c.f16_keys ? DECODE_SCALAR_F16_KEYS : 0u) |
-                                   (c.f16_values ? DECODE_SCALAR_F16_VALUES : 0u);
+                                   (c.f16_values ? DECODE_SCALAR_F16_VALUES : 0u) |
+                                   (c.value_loads > 1 ? c.value_loads << DECODE_SCALAR_VALUE_LOADS_SHIFT : 0u);
   p->decode = &impl.pipeline(decode_shader(c.module), spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
   if (c.reduce_workgroup != 0) {
     std::array<uint32_t, REDUCE_SC_COUNT> rspec{};
@@ -174,6 +175,7 @@ std::string DecodePlan::describe() const {
   if (c.fp8_pairs) variant += ", fp8 pairs";
   if (c.f16_keys) variant += ", f16 keys";
   if (c.f16_values) variant += ", f16 values";
+  if (c.value_loads > 1) variant += fmt::format(", {} value loads at once", c.value_loads);
   return fmt::format("{}, {} heads/wg, wg {}, {}, {} reduce", path, c.heads_per_workgroup, c.workgroup, values,
                      c.subgroup_reduce ? "subgroup" : "shared") +
          (c.address ? ", caches by device address" : "") + variant;

@@ -448,6 +448,7 @@ DecodeChoice plan_scalar_decode(const DecodeDeviceProperties& dev, const DecodeS
   c.fp8_pairs = variant.fp8_pairs;
   c.f16_keys = variant.f16_keys;
   c.f16_values = variant.f16_values;
+  c.value_loads = tuning.vloads ? tuning.vloads : 1;
   const ScalarWorkgroup w = scalar_workgroup(dev, s, tuning, variant);
   c.workgroup = w.workgroup;
   c.heads_per_workgroup = w.heads_per_workgroup;
@@ -477,6 +478,7 @@ DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeS
   DecodeChoice c;
   c.kernel = DecodeKernel::matrix;
   c.address = false;
+  c.value_loads = 0;
   const uint32_t group = s.num_heads / s.num_kv_heads;
   c.groups_per_kv_head = ceil_div(group, kMatrixHeads);
   c.heads_per_workgroup = ceil_div(group, c.groups_per_kv_head);

@@ -68,6 +68,7 @@ struct DecodeChoice {
   bool fp8_pairs = false;   // fp8 caches: f16 pairs from alternate bytes, E4M3's NaN by a probe
   bool f16_keys = false;    // key products in packed f16
   bool f16_values = false;  // value products in packed f16
+  uint32_t value_loads = 1;  // value loads issued together per invocation (1: one at a time); 0 on the matrix kernel
   bool subgroup_reduce = false;  // scalar kernel: subgroup arithmetic (else shared memory); false on the matrix kernel
   // The matrix kernel's switches (false on the scalar kernel, except query_registers, which
   // both specialise on as the tuning says).

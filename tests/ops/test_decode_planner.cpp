@@ -515,7 +515,7 @@ TEST(DecodePlanner, CacheLayouts) {
   }
 }
 
-// The scalar kernel's variants (VKPAGED_DECODE_TUNE's fp8conv and f16math) where they apply:
+// The scalar kernel's variants (VKPAGED_DECODE_TUNE's fp8conv, f16math, vloads) where they apply:
 // fp8 pairs for fp8 caches on every device and layout; packed f16 for an f16 query and cache on
 // a device with shaderFloat16 and caches read by binding (the f16 modules), values on the vllm
 // layout with blocks of 8 tokens or more; none by default, and the matrix kernel's plans carry none.
@@ -572,10 +572,15 @@ TEST(DecodePlanner, ScalarVariants) {
   EXPECT_EQ(by_address.module, DecodeModule::address_subgroup);
   EXPECT_TRUE(plan(small_range, planner_shape(64, 32, 8, 128, 4096, DType::f16, DType::fp8_e5m2), {},
                    tuned("fp8conv=1")).fp8_pairs);
+  // Value loads issued together: 1 by default, the knob's count on every device and layout.
+  EXPECT_EQ(plan(h200(), f16, scalar).value_loads, 1u);
+  EXPECT_EQ(plan(lavapipe(), nhd, {}, tuned("vloads=4")).value_loads, 4u);
+  EXPECT_EQ(plan(small_range, f16, {}, tuned("vloads=8")).value_loads, 8u);
   // The matrix kernel's plans carry no scalar variant.
-  const DecodeChoice matrix = plan(h200(), f16, {}, tuned("f16math=3,fp8conv=1"));
+  const DecodeChoice matrix = plan(h200(), f16, {}, tuned("f16math=3,fp8conv=1,vloads=4"));
   EXPECT_EQ(matrix.kernel, Kernel::matrix);
   EXPECT_FALSE(matrix.fp8_pairs || matrix.f16_keys || matrix.f16_values);
+  EXPECT_EQ(matrix.value_loads, 0u);
 }
 
 // The matrix kernel's fragment layout decides last: a device whose layout differs falls back

@@ -1,5 +1,5 @@
 // The scalar kernel's variants that VKPAGED_DECODE_TUNE asks for (decode_kernel.glsl's header:
-// fp8conv, f16math; and vbytes on the nhd and hnd layouts) against the CPU reference on this
+// fp8conv, f16math, vloads; and vbytes on the nhd and hnd layouts) against the CPU reference on this
 // device, each on a Context of its own that plans with the variable set
 // (support/decode_tuned_context.hpp): block sizes whose value loads take 1 to 16 bytes, head
 // sizes, every layout, one pass and split, every feature, and the non-finite rule (NaN and
@@ -23,15 +23,19 @@
 namespace vkpaged::test {
 namespace {
 
-// What a plan's choice says of the variants (DecodeChoice::fp8_pairs, f16_keys, f16_values).
+// What a plan's choice says of the variants (DecodeChoice::fp8_pairs, f16_keys, f16_values,
+// value_loads).
 struct Bits {
   bool fp8_pairs = false, f16_keys = false, f16_values = false;
+  uint32_t value_loads = 1;
   bool operator==(const Bits&) const = default;
 };
 constexpr Bits kNone{}, kFp8Pairs{true, false, false}, kF16Keys{false, true, false}, kF16Values{false, false, true},
-    kF16Both{false, true, true};
+    kF16Both{false, true, true}, kLoads4{false, false, false, 4}, kPairsLoads2{true, false, false, 2},
+    kF16ValuesLoads8{false, false, true, 8};
 std::ostream& operator<<(std::ostream& os, const Bits& b) {
-  return os << "{fp8_pairs " << b.fp8_pairs << ", f16_keys " << b.f16_keys << ", f16_values " << b.f16_values << "}";
+  return os << "{fp8_pairs " << b.fp8_pairs << ", f16_keys " << b.f16_keys << ", f16_values " << b.f16_values
+            << ", value_loads " << b.value_loads << "}";
 }
 
 struct Variant {
@@ -69,7 +73,7 @@ class DecodeVariantTest : public ::testing::TestWithParam<Variant> {
   }
   static Bits bits_of(const DecodePlan& plan) {
     const auto& c = plan.data().choice;
-    return Bits{c.fp8_pairs, c.f16_keys, c.f16_values};
+    return Bits{c.fp8_pairs, c.f16_keys, c.f16_values, c.value_loads};
   }
 
   // The case on this variant's context in `layout`, against the reference.
@@ -179,7 +183,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"f16math=3", DType::f16, DType::f16, kF16Both, true, false},
                       Variant{"vbytes=4", DType::bf16, DType::bf16, kNone, false, true},
                       Variant{"vbytes=16", DType::f16, DType::f16, kNone, false, true},
-                      Variant{"vbytes=16,fp8conv=1", DType::f16, DType::fp8_e4m3, kFp8Pairs, false, true}),
+                      Variant{"vbytes=16,fp8conv=1", DType::f16, DType::fp8_e4m3, kFp8Pairs, false, true},
+                      Variant{"vloads=4", DType::f16, DType::f16, kLoads4, false, false},
+                      Variant{"vloads=2,fp8conv=1", DType::f16, DType::fp8_e4m3, kPairsLoads2, false, false},
+                      Variant{"vloads=8,f16math=2", DType::f16, DType::f16, kF16ValuesLoads8, true, false}),
     variant_name);
 
 }  // namespace
