@@ -804,30 +804,22 @@ void main() {
     float den = 0.0;
     bool poisoned = false;  // a NaN sum in some subgroup (step 9)
     for (uint s = 0u; s < SUBGROUPS; ++s) {
-      const float w = m == NEG_INF || s_max[s * HEADS + h] == NEG_INF ? 0.0 : exp(s_max[s * HEADS + h] - m);
+      const float w = softmax_rescale(s_max[s * HEADS + h], m);  // 0 for an empty subgroup
       s_weight[s * HEADS + h] = w;
       den += w * s_sum[s * HEADS + h];
       poisoned = poisoned || non_finite(s_sum[s * HEADS + h]);
     }
     if (SPLIT) {
-      const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
-      const uint ml = pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u;
+      const uint ml = pc.scratch_offset + split_state_word(seq * pc.num_heads + head0 + h, part, pc.num_seqs * pc.num_heads,
+                                                           pc.num_partitions, D);
       scratch[ml] = poisoned ? QUIET_NAN : m;  // the merges make a NaN max's head NaN
       scratch[ml + 1u] = poisoned ? QUIET_NAN : den;
       s_factor[h] = out_scale;
     } else {
-      // Single pass: normalise (sinks join the denominator).
-      float w = 1.0;
-      if (SINKS) {
-        const float z = sinks[pc.sinks_offset + head0 + h];
-        const float mz = max(m, z);
-        w = m == NEG_INF ? 0.0 : exp(m - mz);
-        den = den * w + exp(z - mz);
-        m = mz;
-      }
-      s_factor[h] = poisoned ? QUIET_NAN : den > 0.0 ? w * out_scale / den : 0.0;
-      if (WRITE_LSE)
-        lse[pc.lse_offset + seq * pc.num_heads + head0 + h] = poisoned ? QUIET_NAN : den > 0.0 ? m + log(den) : NEG_INF;
+      // Single pass: the shared epilogue (sinks join the denominator; attention_epilogue.glsl).
+      const RowFinish f = finish_row(poisoned ? QUIET_NAN : m, den, SINKS, SINKS ? sinks[pc.sinks_offset + head0 + h] : 0.0);
+      s_factor[h] = f.factor * out_scale;
+      if (WRITE_LSE) lse[pc.lse_offset + seq * pc.num_heads + head0 + h] = f.lse;
     }
   }
   barrier();
@@ -842,13 +834,13 @@ void main() {
     o *= s_factor[h];
     if (SPLIT) {
       // scratch: partial outputs [S][H][P][D] (unnormalised), as the merge reads them
-      const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
-      scratch[pc.scratch_offset + row * D + d] = o.x;
-      scratch[pc.scratch_offset + row * D + d + 1u] = o.y;
+      const uint sums = pc.scratch_offset + split_sums_word(seq * pc.num_heads + head0 + h, part, pc.num_partitions, D);
+      scratch[sums + d] = o.x;
+      scratch[sums + d + 1u] = o.y;
     } else {
-      o = vec2(nan_if_non_finite(o.x), nan_if_non_finite(o.y));  // a non-finite value attended
+      // NaN for a non-finite value attended; the shared epilogue's packing
       output_words[pc.output_offset + ((seq * pc.num_heads + head0 + h) * D + d) / 2u] =
-          QUERY_DTYPE == DT_BF16 ? f32_to_bf16_bits(o.x) | (f32_to_bf16_bits(o.y) << 16) : packHalf2x16(o);
+          pack_output(finish_output(o.x, 1.0), finish_output(o.y, 1.0), QUERY_DTYPE);
     }
   }
   if (MERGE_HERE) split_arrive(seq, head0, heads, parts);
