@@ -46,6 +46,11 @@ struct Variant {
   bool token_major_only;  // a knob of the nhd and hnd layouts' value loads (vbytes): not run on vllm
 };
 
+// How GoogleTest prints the parameter (ctest's test list shows it).
+void PrintTo(const Variant& v, std::ostream* os) {
+  *os << "VKPAGED_DECODE_TUNE=" << v.tune << ", " << dtype_name(v.query) << " query, " << dtype_name(v.cache) << " cache";
+}
+
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
   std::string name = info.param.tune;
   for (char& ch : name)
