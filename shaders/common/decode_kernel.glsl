@@ -294,16 +294,44 @@ void value_dims_of_words(uvec4 w, out float v[VDIMS]) {
 
 // nhd and hnd: the VDIMS value elements from dim `dim0` of token `offset` of `block`.
 void load_value_dims(uint block, uint kv_head, uint dim0, uint offset, out float v[VDIMS]) {
-  const uint chunk = kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, kv_head, dim0, offset) / VDIMS;
-  const uvec4 w = value_words(block, chunk, VDIM_BYTES);
-  if (FP8_PAIRS) {
-    float e[16];
-    fp8_load_elements(w, e);
-    for (uint i = 0u; i < VDIMS; ++i) v[i] = e[i];
-  } else {
-    for (uint i = 0u; i < VDIMS; ++i) v[i] = unpack_word(w[i / PER_WORD], CACHE_DTYPE)[i % PER_WORD];
+  value_dims_of_words(value_dims_words(block, kv_head, dim0, offset), v);
+}
+
+// vllm: adds one value load's products to the accumulators of its dim (acc[j * GROUP + g]):
+// p * v over its VEC tokens from tile position tok0; with `partial`, the tokens outside the range
+// count 0 (their slots may hold garbage, even NaN, and 0 * NaN is NaN). A macro: main's
+// accumulators, sized by a product of specialization constants, cannot be passed to a function
+// (glslc's optimizer fails on the copy).
+#define ADD_VALUE_LOAD(v, tok0, partial, j)                                                 \
+  {                                                                                         \
+    if (partial)                                                                            \
+      for (uint i_ = 0u; i_ < VEC; ++i_)                                                    \
+        if (!in_key_range(range, tile + (tok0) + i_)) v[i_] = 0.0;                          \
+    for (uint g_ = 0u; g_ < GROUP; ++g_) {                                                  \
+      float sum_ = 0.0;                                                                     \
+      for (uint i_ = 0u; i_ < VEC; ++i_) sum_ += s_prob[g_ * TILE + (tok0) + i_] * v[i_];   \
+      acc[(j) * GROUP + g_] += sum_;                                                        \
+    }                                                                                       \
+  }
+
+#if VKP_F16_MATH
+// The same for f16 values (F16_VALUES): the load's 8 tokens as 4 pairs, the products in packed
+// f16 with the probabilities of s_prob16, their sum in f32.
+void f16_value_load_sums(uvec4 w, uint tile, uint tok0, bool partial, KeyRange range, out float sums[GROUP]) {
+  uint keep[4];  // the halves of tokens in the range
+  for (uint k = 0u; k < 4u; ++k)
+    keep[k] = !partial ? 0xffffffffu
+                       : (in_key_range(range, tile + tok0 + 2u * k) ? 0x0000ffffu : 0u) |
+                             (in_key_range(range, tile + tok0 + 2u * k + 1u) ? 0xffff0000u : 0u);
+  for (uint g = 0u; g < GROUP; ++g) {
+    f16vec2 part = f16vec2(0.0);
+    for (uint k = 0u; k < 4u; ++k)
+      part = fma(f16vec2(s_prob16[g * TILE + tok0 + 2u * k], s_prob16[g * TILE + tok0 + 2u * k + 1u]),
+                 unpackFloat2x16(w[k] & keep[k]), part);
+    sums[g] = float(part.x) + float(part.y);
   }
 }
+#endif
 
 // The workgroup's heads from their states (running max, sum, poisoned) and value sums (in
 // s_query): split, the partial state to the scratch for the merges; else the finished outputs.
@@ -548,31 +576,16 @@ void main() {
               continue;
             const bool partial = tile + tok0 < lo || tile + tok0 + VEC > hi;
 #if VKP_F16_MATH
-            if (F16_VALUES) {  // 8 tokens of f16: 4 pairs
-              for (uint g = 0u; g < GROUP; ++g) {
-                f16vec2 part = f16vec2(0.0);
-                for (uint h = 0u; h < 4u; ++h) {
-                  const uint keep = !partial ? 0xffffffffu
-                                             : (in_key_range(range, tile + tok0 + 2u * h) ? 0x0000ffffu : 0u) |
-                                                   (in_key_range(range, tile + tok0 + 2u * h + 1u) ? 0xffff0000u : 0u);
-                  part = fma(f16vec2(s_prob16[g * TILE + tok0 + 2u * h], s_prob16[g * TILE + tok0 + 2u * h + 1u]),
-                             unpackFloat2x16(w[k][h] & keep), part);
-                }
-                acc[j * GROUP + g] += float(part.x) + float(part.y);
-              }
+            if (F16_VALUES) {
+              float sums[GROUP];
+              f16_value_load_sums(w[k], tile, tok0, partial, range, sums);
+              for (uint g = 0u; g < GROUP; ++g) acc[j * GROUP + g] += sums[g];
               continue;
             }
 #endif
             float v[VEC];
             values_of_words(w[k], kv_head * D + d, c, v);
-            if (partial)
-              for (uint i = 0u; i < VEC; ++i)
-                if (!in_key_range(range, tile + tok0 + i)) v[i] = 0.0;  // the slot may hold garbage (even NaN)
-            for (uint g = 0u; g < GROUP; ++g) {
-              float sum = 0.0;
-              for (uint i = 0u; i < VEC; ++i) sum += s_prob[g * TILE + tok0 + i] * v[i];
-              acc[j * GROUP + g] += sum;
-            }
+            ADD_VALUE_LOAD(v, tok0, partial, j)
           }
         }
       }
@@ -585,41 +598,20 @@ void main() {
       const uint tok0 = slot * B + c * VEC;  // tile-local first token of the load
       if (vblock == NO_BLOCK || tile + tok0 + VEC <= lo || tile + tok0 >= hi) continue;
       const bool partial = tile + tok0 < lo || tile + tok0 + VEC > hi;
-#if VKP_F16_MATH
-      if (F16_VALUES) {  // 8 tokens of f16: 4 pairs
-        uint keep[4];  // the halves of tokens in the range (a slot outside may hold NaN)
-        for (uint k = 0u; k < 4u; ++k)
-          keep[k] = !partial ? 0xffffffffu
-                             : (in_key_range(range, tile + tok0 + 2u * k) ? 0x0000ffffu : 0u) |
-                                   (in_key_range(range, tile + tok0 + 2u * k + 1u) ? 0xffff0000u : 0u);
-        for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) {
-          const uint d = row0 + ROWS * j;
-          if (d >= D) break;
-          const uvec4 w = VALUE16(vblock, (kv_head * D + d) * ROW_LOADS + c);
-          for (uint g = 0u; g < GROUP; ++g) {
-            f16vec2 part = f16vec2(0.0);
-            for (uint k = 0u; k < 4u; ++k)
-              part = fma(f16vec2(s_prob16[g * TILE + tok0 + 2u * k], s_prob16[g * TILE + tok0 + 2u * k + 1u]),
-                         unpackFloat2x16(w[k] & keep[k]), part);
-            acc[j * GROUP + g] += float(part.x) + float(part.y);
-          }
-        }
-        continue;
-      }
-#endif
       for (uint j = 0u; j < DIMS_PER_INVOCATION; ++j) {
         const uint d = row0 + ROWS * j;
         if (d >= D) break;
+#if VKP_F16_MATH
+        if (F16_VALUES) {
+          float sums[GROUP];
+          f16_value_load_sums(VALUE16(vblock, (kv_head * D + d) * ROW_LOADS + c), tile, tok0, partial, range, sums);
+          for (uint g = 0u; g < GROUP; ++g) acc[j * GROUP + g] += sums[g];
+          continue;
+        }
+#endif
         float v[VEC];
         load_values(vblock, kv_head * D + d, c, v);
-        if (partial)
-          for (uint i = 0u; i < VEC; ++i)
-            if (!in_key_range(range, tile + tok0 + i)) v[i] = 0.0;  // the slot may hold garbage (even NaN)
-        for (uint g = 0u; g < GROUP; ++g) {
-          float sum = 0.0;
-          for (uint i = 0u; i < VEC; ++i) sum += s_prob[g * TILE + tok0 + i] * v[i];
-          acc[j * GROUP + g] += sum;
-        }
+        ADD_VALUE_LOAD(v, tok0, partial, j)
       }
     }
     barrier();

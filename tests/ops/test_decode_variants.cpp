@@ -155,11 +155,7 @@ TEST_P(DecodeVariantTest, NonFiniteInputsAreNanExactlyWhereTheRuleSays) {
     for (const uint32_t window : {0u, 24u}) {
       DecodeCase c = non_finite_case(v.query, v.cache);
       c.sinks = window == 0;
-      std::mt19937 rng(7);
-      DecodeInputs clean = make_decode_inputs(c, rng);
-      fill_unread_with_nan(c, clean);
-      DecodeInputs dirty = clean;
-      for (const NonFinite& e : elements) place(c, dirty, e);
+      const auto [clean, dirty] = make_non_finite_inputs(c, elements);
       DecodeOptions o;
       o.sliding_window = window;
       o.kernel = DecodeKernel::scalar;
