@@ -52,18 +52,18 @@ void main() {
   const uvec2 parts = key_range_partitions(range, pc.partition_tokens, pc.num_partitions);
 
   const uint row = token * pc.num_heads + head;
-  const uint ml_base = pc.scratch_offset + pc.num_tokens * pc.num_heads * pc.num_partitions * D;
+  const uint rows = pc.num_tokens * pc.num_heads;
   float m = VKP_NEG_INF;
   float l = 0.0;
   float o[2u * PAIRS_PER_INVOCATION];
   for (uint i = 0u; i < 2u * PAIRS_PER_INVOCATION; ++i) o[i] = 0.0;
   for (uint part = parts.x; part < parts.y; ++part) {
-    const uint slot = row * pc.num_partitions + part;
-    const vec2 w = softmax_merge(m, l, scratch[ml_base + slot * 2u], scratch[ml_base + slot * 2u + 1u]);
+    const uint state = pc.scratch_offset + split_state_word(row, part, rows, pc.num_partitions, D);
+    const vec2 w = softmax_merge(m, l, scratch[state], scratch[state + 1u]);
     for (uint i = 0u; i < PAIRS_PER_INVOCATION; ++i) {
       const uint pair = tid + WG * i;
       if (pair >= PAIRS) break;
-      const uint base = pc.scratch_offset + slot * D + 2u * pair;
+      const uint base = pc.scratch_offset + split_sums_word(row, part, pc.num_partitions, D) + 2u * pair;
       o[2u * i] = o[2u * i] * w.x + scratch[base] * w.y;
       o[2u * i + 1u] = o[2u * i + 1u] * w.x + scratch[base + 1u] * w.y;
     }

@@ -16,7 +16,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
-#include "common/non_finite.glsl"
+#include "common/convert.glsl"
 
 layout(local_size_x_id = REDUCE_SC_WORKGROUP) in;
 layout(constant_id = REDUCE_SC_HEAD_SIZE) const uint D = 128u;
@@ -26,7 +26,6 @@ const uint WG = gl_WorkGroupSize.x;
 const bool SINKS = (FEATURES & DECODE_FEATURE_SINKS) != 0u;
 const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
 const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
-#define NEG_INF uintBitsToFloat(0xff800000u)
 
 const uint PER_WORD = QUERY_DTYPE == DT_F32 ? 1u : 2u;   // output elements per 32-bit word
 const uint WORDS = D / PER_WORD;                          // output words of a head
@@ -37,7 +36,8 @@ const uint VALUES = WORDS_PER_LANE * PER_WORD;            // output elements per
 const uint UNROLL = 8u;                                   // partitions in flight per invocation
 #define MERGE_ROUND_PARTS UNROLL
 #define MERGE_ROUND_VALUES VALUES
-#include "common/merge_round.glsl"
+#include "common/merge_round.glsl"  // softmax_state.glsl, attention_range.glsl
+#include "common/attention_epilogue.glsl"
 
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 layout(set = 0, binding = REDUCE_BINDING_SCRATCH) readonly buffer Scratch { float scratch[]; };
@@ -58,17 +58,16 @@ void main() {
   const uint lane = tid % WORD_LANES;
   const uint slice = tid / WORD_LANES;  // == SLICES for the invocations left over
 
-  // The same length, window and partitions (split_partitions) as the decode shader's.
-  uint len = min(context_lens[pc.context_lens_offset + seq], pc.context_cap);
-  uint lo = 0u;
-  if (WINDOW && pc.sliding_window > 0u && len > pc.sliding_window) lo = len - pc.sliding_window;
-  const uvec2 parts = split_partitions(len, lo, pc.partition_tokens);
+  // The same length, key range and partitions as the decode shader's.
+  const uint len = min(context_lens[pc.context_lens_offset + seq], pc.context_cap);
+  const KeyRange range = row_key_range(query_position(len, 1u, 0u), len, 1u, WINDOW ? pc.sliding_window : 0u, false);
+  const uvec2 parts = key_range_partitions(range, pc.partition_tokens, pc.num_partitions);
   const uint first = parts.x;
   const uint last = parts.y;  // exclusive
 
-  const uint row0 = (seq * pc.num_heads + head) * pc.num_partitions;
-  const uint ml_base = pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D;
-  float m = NEG_INF;  // this slice's running max, sum and (unnormalised) outputs
+  const uint row = seq * pc.num_heads + head;
+  const uint rows = pc.num_seqs * pc.num_heads;
+  float m = VKP_NEG_INF;  // this slice's running state and (unnormalised) outputs
   float l = 0.0;
   float o[VALUES];
   for (uint j = 0u; j < VALUES; ++j) o[j] = 0.0;
@@ -80,23 +79,25 @@ void main() {
       float mp[UNROLL], lp[UNROLL], op[UNROLL][VALUES];
       for (uint k = 0u; k < UNROLL; ++k) {
         // Past the partitions the load repeats the last one.
-        const uint row = row0 + min(p0 + k * SLICES, pc.num_partitions - 1u);
-        mp[k] = scratch[ml_base + row * 2u];
-        lp[k] = scratch[ml_base + row * 2u + 1u];
+        const uint part = min(p0 + k * SLICES, pc.num_partitions - 1u);
+        const uint state = pc.scratch_offset + split_state_word(row, part, rows, pc.num_partitions, D);
+        const uint sums = pc.scratch_offset + split_sums_word(row, part, pc.num_partitions, D);
+        mp[k] = scratch[state];
+        lp[k] = scratch[state + 1u];
         for (uint w = 0u; w < WORDS_PER_LANE; ++w) {
           const uint word = min(lane + w * WORD_LANES, WORDS - 1u);
-          for (uint e = 0u; e < PER_WORD; ++e) op[k][w * PER_WORD + e] = scratch[pc.scratch_offset + row * D + word * PER_WORD + e];
+          for (uint e = 0u; e < PER_WORD; ++e) op[k][w * PER_WORD + e] = scratch[sums + word * PER_WORD + e];
         }
       }
       if (p0 >= last) break;
       for (uint k = 0u; k < UNROLL; ++k) {
         const uint p = p0 + k * SLICES;
-        if (p < first || p >= last) mp[k] = NEG_INF;  // dropped: its words may be garbage
+        if (p < first || p >= last) mp[k] = VKP_NEG_INF;  // dropped: its words may be garbage
       }
       merge_round(m, l, o, mp, lp, op);
     }
 
-  // The slices meet: every invocation of a slice holds the same max and sum.
+  // The slices meet: every invocation of a slice holds the same state.
   if (slice < SLICES) {
     if (lane == 0u) {
       s_max[slice] = m;
@@ -107,37 +108,22 @@ void main() {
   barrier();
   if (slice != 0u) return;
 
-  bool poisoned = false;
-  float total_max = NEG_INF;
-  for (uint s = 0u; s < SLICES; ++s) {
-    poisoned = poisoned || is_nan_bits(s_max[s]);
-    total_max = max(total_max, s_max[s]);
-  }
-  float z = NEG_INF;
-  if (SINKS) {
-    z = sinks[pc.sinks_offset + head];
-    total_max = max(total_max, z);
-  }
-  float den = SINKS ? exp(z - total_max) : 0.0;
+  m = VKP_NEG_INF;
+  l = 0.0;
   float merged[VALUES];
   for (uint j = 0u; j < VALUES; ++j) merged[j] = 0.0;
   for (uint s = 0u; s < SLICES; ++s) {
-    const float w = s_max[s] == NEG_INF ? 0.0 : exp(s_max[s] - total_max);
-    den += w * s_sum[s];
-    for (uint j = 0u; j < VALUES; ++j) merged[j] += w * s_out[(s * WORD_LANES + lane) * VALUES + j];
+    const vec2 w = softmax_merge(m, l, s_max[s], s_sum[s]);
+    for (uint j = 0u; j < VALUES; ++j) merged[j] = merged[j] * w.x + s_out[(s * WORD_LANES + lane) * VALUES + j] * w.y;
   }
-  const float inv = poisoned ? VKP_QUIET_NAN : den > 0.0 ? 1.0 / den : 0.0;
+  const RowFinish f = finish_row(m, l, SINKS, SINKS ? sinks[pc.sinks_offset + head] : 0.0);
 
   for (uint w = 0u; w < WORDS_PER_LANE; ++w) {
     const uint i = lane + w * WORD_LANES;
     if (i >= WORDS) break;
-    const uint word = pc.output_offset + ((seq * pc.num_heads + head) * D) / PER_WORD + i;
-    const float a = nan_if_non_finite(merged[w * PER_WORD] * inv);
-    const float b = PER_WORD == 2u ? nan_if_non_finite(merged[w * PER_WORD + 1u] * inv) : 0.0;
-    if (QUERY_DTYPE == DT_F32) output_words[word] = floatBitsToUint(a);
-    else if (QUERY_DTYPE == DT_F16) output_words[word] = packHalf2x16(vec2(a, b));
-    else output_words[word] = f32_to_bf16_bits(a) | (f32_to_bf16_bits(b) << 16);
+    const float a = finish_output(merged[w * PER_WORD], f.factor);
+    const float b = PER_WORD == 2u ? finish_output(merged[w * PER_WORD + 1u], f.factor) : 0.0;
+    output_words[pc.output_offset + (row * D) / PER_WORD + i] = pack_output(a, b, QUERY_DTYPE);
   }
-  if (WRITE_LSE && lane == 0u)
-    lse[pc.lse_offset + seq * pc.num_heads + head] = poisoned ? VKP_QUIET_NAN : den > 0.0 ? total_max + log(den) : NEG_INF;
+  if (WRITE_LSE && lane == 0u) lse[pc.lse_offset + row] = f.lse;
 }

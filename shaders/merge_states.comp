@@ -9,13 +9,14 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
-#include "common/non_finite.glsl"
+#include "common/convert.glsl"
+#include "common/softmax_state.glsl"
+#include "common/attention_epilogue.glsl"
 
 layout(local_size_x = 64) in;
 layout(constant_id = MERGE_SC_HEAD_SIZE) const uint D = 128u;
 layout(constant_id = MERGE_SC_DTYPE) const uint DTYPE = DT_F16;
 layout(constant_id = MERGE_SC_WRITE_LSE) const bool WRITE_LSE = false;
-#define NEG_INF uintBitsToFloat(0xff800000u)
 
 layout(push_constant) uniform PushBlock { MergePush pc; };
 layout(set = 0, binding = 0) readonly buffer OutputA { uint output_a[]; };
@@ -25,30 +26,31 @@ layout(set = 0, binding = 3) readonly buffer LseB { float lse_b[]; };
 layout(set = 0, binding = 4) writeonly buffer Output { uint output_words[]; };
 layout(set = 0, binding = 5) writeonly buffer Lse { float lse_out[]; };
 
+// A result's state from its LSE: the LSE is the max of a state whose sum is 1 (-inf: empty, sum
+// 0); a NaN or +Inf LSE is no finite logits' and poisons the merge (NaN max).
+void state_of_lse(float lse_value, out float m, out float l) {
+  const bool poisoned = non_finite_bits(lse_value) && lse_value != VKP_NEG_INF;
+  m = poisoned ? VKP_NAN : lse_value;
+  l = lse_value == VKP_NEG_INF ? 0.0 : 1.0;
+}
+
 void main() {
   const uint row = (pc.first_seq + gl_WorkGroupID.y) * pc.num_heads + gl_WorkGroupID.x;
   const float la = lse_a[pc.lse_a_offset + row];
   const float lb = lse_b[pc.lse_b_offset + row];
-  const bool poisoned = (non_finite(la) && la != NEG_INF) || (non_finite(lb) && lb != NEG_INF);
-  const float m = max(la, lb);
-  const float wa = la == NEG_INF ? 0.0 : exp(la - m);
-  const float wb = lb == NEG_INF ? 0.0 : exp(lb - m);
-  const float den = wa + wb;
-  const float fa = poisoned ? VKP_QUIET_NAN : den > 0.0 ? wa / den : 0.0;
-  const float fb = poisoned ? VKP_QUIET_NAN : den > 0.0 ? wb / den : 0.0;
+  float m, l, mb, lb_sum;
+  state_of_lse(la, m, l);
+  state_of_lse(lb, mb, lb_sum);
+  const vec2 w = softmax_merge(m, l, mb, lb_sum);
+  const RowFinish f = finish_row(m, l, false, 0.0);
   const uint per_word = DTYPE == DT_F32 ? 1u : 2u;
   for (uint i = gl_LocalInvocationID.x; i < D / per_word; i += gl_WorkGroupSize.x) {
-    const uint w = row * D / per_word + i;
-    const vec4 a = unpack_word(output_a[pc.output_a_offset + w], DTYPE);
-    const vec4 b = unpack_word(output_b[pc.output_b_offset + w], DTYPE);
-    vec2 o = (la == NEG_INF ? vec2(0.0) : fa * a.xy) + (lb == NEG_INF ? vec2(0.0) : fb * b.xy);
-    o = vec2(nan_if_non_finite(o.x), nan_if_non_finite(o.y));
-    uint word;
-    if (DTYPE == DT_F32) word = floatBitsToUint(o.x);
-    else if (DTYPE == DT_F16) word = packHalf2x16(o);
-    else word = f32_to_bf16_bits(o.x) | (f32_to_bf16_bits(o.y) << 16);
-    output_words[pc.output_offset + w] = word;
+    const uint word = row * D / per_word + i;
+    const vec4 a = unpack_word(output_a[pc.output_a_offset + word], DTYPE);
+    const vec4 b = unpack_word(output_b[pc.output_b_offset + word], DTYPE);
+    // An empty side's outputs are not used (they may be anything).
+    const vec2 o = (la == VKP_NEG_INF ? vec2(0.0) : w.x * a.xy) + (lb == VKP_NEG_INF ? vec2(0.0) : w.y * b.xy);
+    output_words[pc.output_offset + word] = pack_output(finish_output(o.x, f.factor), finish_output(o.y, f.factor), DTYPE);
   }
-  if (WRITE_LSE && gl_LocalInvocationID.x == 0u)
-    lse_out[pc.lse_offset + row] = poisoned ? VKP_QUIET_NAN : den > 0.0 ? m + log(den) : NEG_INF;
+  if (WRITE_LSE && gl_LocalInvocationID.x == 0u) lse_out[pc.lse_offset + row] = f.lse;
 }

@@ -120,6 +120,7 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   // Matrix units for the decode where the device has them (shaders/common/decode_coopmat_kernel.glsl).
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   cooperative_matrix = info.cooperative_matrix;
+  shader_float16 = info.shader_float16;
   if (cooperative_matrix) {
     coopmat.cooperativeMatrix = VK_TRUE;
     coopmat.pNext = features.pNext;
@@ -197,6 +198,7 @@ ContextImpl::ContextImpl(const ExternalDevice& external) {
   info = vk::query_device_info(d, physical_device, 0, external.cooperative_matrix_khr);
   buffer_device_address = external.buffer_device_address && info.buffer_device_address;
   cooperative_matrix = external.cooperative_matrix && info.cooperative_matrix;
+  shader_float16 = cooperative_matrix;
   if (external.vulkan_memory_model && !external.vulkan_memory_model_device_scope && info.vulkan_memory_model)
     throw Error(ErrorCode::invalid_argument,
                 "external device: vulkan_memory_model without vulkan_memory_model_device_scope: vkpaged's shaders use "

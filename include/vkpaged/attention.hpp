@@ -38,9 +38,9 @@ namespace vkpaged {
 
 // Which kernel family runs a plan.
 enum class AttentionKernel {
-  automatic,  // decode kernels for a batch of single tokens they can take (vllm layout, no tree
+  automatic,  // decode kernels for a batch of single tokens they can take (any layout, no tree
               // mask), else the matrix kernel where it can run, else the scalar kernel
-  decode,     // DecodePlan's kernels: every q_s = 1, the vllm layout, no tree mask; refused elsewhere
+  decode,     // DecodePlan's kernels: every q_s = 1, no tree mask; refused elsewhere
   scalar,     // the portable attention kernel (every device, dtype, layout and feature), whatever the batch
   matrix,     // the tensor-core attention kernel (VK_KHR_cooperative_matrix with f16 products): f16 and
               // bf16 queries, f16, bf16 and fp8 caches, pools within maxStorageBufferRange, every

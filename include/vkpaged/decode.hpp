@@ -110,10 +110,9 @@ struct DecodeShape {
   uint32_t max_context_len = 0;
   DType query_dtype = DType::f16;  // query and output: f32, f16, bf16
   DType cache_dtype = DType::f16;  // f32, f16, bf16, fp8_e4m3, fp8_e5m2
-  // The caches' layout (kv_layout.hpp). The matrix kernel reads every layout (nhd and hnd with
-  // head_size a multiple of 64); the scalar kernel reads vllm only for now, so nhd and hnd need
-  // a plan on the matrix kernel (GQA groups, or DecodeKernel::matrix), and are refused
-  // (unsupported) elsewhere, as is DecodeOptions::timeline on them.
+  // The caches' layout (kv_layout.hpp): every layout on the scalar kernel; the matrix kernel
+  // reads nhd and hnd with head_size a multiple of 64 (DecodeKernel::automatic takes the scalar
+  // kernel where it cannot).
   KvLayout kv_layout = KvLayout::vllm;
   bool alibi = false;              // ALiBi slopes [H] f32 will be given
   bool softcap = false;            // a soft cap will be given (DecodeParams::softcap > 0)
@@ -174,8 +173,8 @@ class VKPAGED_API DecodePlan {
 // The buffers of one call, in the contract's layouts (see docs/contract.md).
 struct DecodeViews {
   TensorView query;          // [S, H, D] query_dtype
-  TensorView key_cache;      // [N, Hkv, D/x, B, x] cache_dtype (nhd: [N, B, Hkv, D], hnd: [N, Hkv, B, D])
-  TensorView value_cache;    // [N, Hkv, D, B] cache_dtype (nhd and hnd: as the keys)
+  TensorView key_cache;      // cache_dtype; vllm [N, Hkv, D/x, B, x], nhd [N, B, Hkv, D], hnd [N, Hkv, B, D]
+  TensorView value_cache;    // cache_dtype; vllm [N, Hkv, D, B], nhd and hnd as the key cache
   TensorView block_tables;   // [S, M] i32 or u32
   TensorView context_lens;   // [S] i32 or u32
   TensorView output;         // [S, H, D] query_dtype
@@ -233,13 +232,14 @@ constexpr uint32_t sm = 0, workgroup = 1, subgroup = 2, units = 3, stamps = 4, w
 // Host-side inputs for the convenience path, the CPU reference and the CLI.
 struct DecodeInputs {
   HostTensor query;          // [S, H, D] f32, f16 or bf16
-  HostTensor key_cache;      // [N, Hkv, D/x, B, x]
-  HostTensor value_cache;    // [N, Hkv, D, B]
+  HostTensor key_cache;      // in kv_layout (DecodeViews::key_cache)
+  HostTensor value_cache;    // in kv_layout (DecodeViews::value_cache)
   HostTensor block_tables;   // [S, M] i32 or u32 (i64 accepted: values must fit)
   HostTensor context_lens;   // [S] i32 or u32 (i64 accepted)
   HostTensor alibi_slopes;   // optional [H] f32
   HostTensor sinks;          // optional [H] f32
   DType cache_dtype = DType::f16;  // how the cache bytes are to be read (u8 arrays for fp8)
+  KvLayout kv_layout = KvLayout::vllm;  // of key_cache and value_cache
 };
 
 struct DecodeResult {

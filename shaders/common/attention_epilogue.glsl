@@ -27,10 +27,7 @@ RowFinish finish_row(float m, float l, bool has_sink, float z) {
 
 // One output element. A value sum that went non-finite came from an attended NaN or infinite
 // value (whatever its probability: 0 * Inf is NaN): NaN, never Inf (step 9).
-float finish_output(float value_sum, float factor) {
-  const float o = value_sum * factor;
-  return non_finite_bits(o) ? VKP_NAN : o;
-}
+float finish_output(float value_sum, float factor) { return nan_if_non_finite(value_sum * factor); }
 
 // Output elements a and b (b unused for f32) as the word of `dtype` (DT_F32, DT_F16, DT_BF16)
 // that holds them, a in the low half.

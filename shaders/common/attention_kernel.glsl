@@ -175,12 +175,10 @@ void find_mask_base(uint request, uint tid) {
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
-  const uint heads_per_kv = pc.num_heads / pc.num_kv_heads;
-  const uint groups_per_kv = (heads_per_kv + GROUP - 1u) / GROUP;
-  const uint kv_head = gl_WorkGroupID.x / groups_per_kv;
-  const uint first_in_kv = (gl_WorkGroupID.x % groups_per_kv) * GROUP;
-  g_head0 = kv_head * heads_per_kv + first_in_kv;
-  g_heads = min(GROUP, heads_per_kv - first_in_kv);
+  const HeadGroup hg = head_group(gl_WorkGroupID.x, pc.num_heads, pc.num_kv_heads, GROUP);
+  const uint kv_head = hg.kv_head;
+  g_head0 = hg.head0;
+  g_heads = hg.heads;
   const uint part = gl_WorkGroupID.z;
   const bool reporter = tid == 0u && gl_WorkGroupID.x == 0u && part == 0u;  // flags each request's values once
 
@@ -350,19 +348,18 @@ void main() {
 
   const float out_scale = FP8 ? pc.v_scale * fp8_scale_fix(CACHE_DTYPE) : 1.0;
   if (SPLIT) {
-    // scratch, in floats: value sums [T][H][P][D], then (max, sum) pairs [T][H][P][2]
+    // the scratch (softmax_state.glsl): value sums [T][H][P][D], then (max, sum) pairs [T][H][P][2]
     for (uint k = 0u; k < ROWS_PER_INVOCATION; ++k) {
       const uint r = row_part + ROW_PARTS * k;
       if (!row_valid(r)) continue;
-      const uint base = pc.scratch_offset + (row_index(r) * pc.num_partitions + part) * D;
+      const uint base = pc.scratch_offset + split_sums_word(row_index(r), part, pc.num_partitions, D);
       for (uint i = 0u; i < DIMS_PER_INVOCATION; ++i) {
         const uint d = dim_lane + DIM_LANES * i;
         if (d < D) scratch[base + d] = acc[i * ROWS_PER_INVOCATION + k] * out_scale;
       }
     }
     if (tid < ROWS && row_valid(tid)) {
-      const uint ml = pc.scratch_offset + pc.num_tokens * pc.num_heads * pc.num_partitions * D +
-                      (row_index(tid) * pc.num_partitions + part) * 2u;
+      const uint ml = pc.scratch_offset + split_state_word(row_index(tid), part, pc.num_tokens * pc.num_heads, pc.num_partitions, D);
       scratch[ml] = s_row_max[tid];
       scratch[ml + 1u] = s_row_sum[tid];
     }

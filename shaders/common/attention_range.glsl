@@ -8,6 +8,23 @@
 #ifndef VKPAGED_ATTENTION_RANGE_GLSL
 #define VKPAGED_ATTENTION_RANGE_GLSL
 
+// The query heads one workgroup takes: `heads` (at most `group`) heads of kv head `kv_head`,
+// from head0, for workgroup `index` along the heads (groups of `group` heads slice each kv
+// head's query heads).
+struct HeadGroup {
+  uint kv_head;
+  uint head0;
+  uint heads;
+};
+
+HeadGroup head_group(uint index, uint num_heads, uint num_kv_heads, uint group) {
+  const uint heads_per_kv = num_heads / num_kv_heads;
+  const uint groups_per_kv = (heads_per_kv + group - 1u) / group;
+  const uint kv_head = index / groups_per_kv;
+  const uint first_in_kv = (index % groups_per_kv) * group;
+  return HeadGroup(kv_head, kv_head * heads_per_kv + first_in_kv, min(group, heads_per_kv - first_in_kv));
+}
+
 // Key positions [lo, hi); empty when lo >= hi.
 struct KeyRange {
   uint lo;
@@ -51,7 +68,9 @@ uvec2 key_range_partitions(KeyRange r, uint partition_tokens, uint num_partition
 }
 
 // ---- requests of a batch laid out by query_starts [S + 1] ----
-// The includer defines `uint query_start_at(uint s)` (query_starts[s] on the device) first.
+// An includer that calls these defines `uint query_start_at(uint s)` (query_starts[s] on the
+// device); one that does not (decode) leaves it undefined.
+uint query_start_at(uint s);
 // Device values may disagree with the plan's: every search ends in [0, S) after log2(S) steps,
 // and the caller checks the request's start and end before it reads a row.
 

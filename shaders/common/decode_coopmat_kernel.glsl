@@ -1053,8 +1053,8 @@ void main() {
       poisoned = poisoned || non_finite(s_sum[STATE_INDEX(s, h)]);
     }
     if (SPLIT) {
-      const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
-      const uint ml = pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u;
+      const uint ml = pc.scratch_offset + split_state_word(seq * pc.num_heads + head0 + h, part, pc.num_seqs * pc.num_heads,
+                                                           pc.num_partitions, D);
       scratch[ml] = poisoned ? QUIET_NAN : m;  // the merges make a NaN max's head NaN
       scratch[ml + 1u] = poisoned ? QUIET_NAN : den;
       s_factor[h] = out_scale;
@@ -1079,9 +1079,9 @@ void main() {
     if (SPLIT) {
       // scratch: partial outputs [S][H][P][D] (unnormalised), as the merge reads them
       o *= s_factor[h];
-      const uint row = (seq * pc.num_heads + head0 + h) * pc.num_partitions + part;
-      scratch[pc.scratch_offset + row * D + d] = o.x;
-      scratch[pc.scratch_offset + row * D + d + 1u] = o.y;
+      const uint sums = pc.scratch_offset + split_sums_word(seq * pc.num_heads + head0 + h, part, pc.num_partitions, D);
+      scratch[sums + d] = o.x;
+      scratch[sums + d + 1u] = o.y;
     } else {
       // NaN where a non-finite value was attended; packed as the query's dtype (attention_epilogue.glsl).
       output_words[pc.output_offset + ((seq * pc.num_heads + head0 + h) * D + d) / 2u] =

@@ -48,9 +48,17 @@ struct uvec2 {
 #define DECODE_SC_MATRIX_QUERY_REGISTERS 9  // decode_coopmat.comp only
 #define DECODE_SC_MATRIX_PIPELINE 10        // decode_coopmat.comp only
 #define DECODE_SC_MATRIX_SHARE_QUERY 11     // decode_coopmat.comp only
-#define DECODE_SC_KV_LAYOUT 12              // KV_LAYOUT_*: decode_coopmat_token_major*.comp only
+#define DECODE_SC_KV_LAYOUT 12              // KV_LAYOUT_*: the scalar kernel, decode_coopmat_token_major*.comp
 #define DECODE_SC_MATRIX_HEAD_SLICES 13     // decode_coopmat_slices*.comp only
-#define DECODE_SC_COUNT 14
+#define DECODE_SC_VALUE_DIMS 14             // scalar kernel, nhd and hnd: dims per value load (0 on vllm)
+#define DECODE_SC_SCALAR_VARIANT 15         // scalar kernel: DECODE_SCALAR_* bits (VKPAGED_DECODE_TUNE)
+#define DECODE_SC_COUNT 16
+
+// DECODE_SC_SCALAR_VARIANT bits (shaders/common/decode_kernel.glsl's header).
+#define DECODE_SCALAR_FP8_PAIRS 1u    // fp8 caches: f16 pairs from alternate bytes, E4M3's NaN by a probe
+#define DECODE_SCALAR_F16_KEYS 2u     // f16 query and cache: key products in packed f16 (decode*_f16.comp)
+#define DECODE_SCALAR_F16_VALUES 4u   // f16 cache, vllm layout: value products in packed f16 (decode*_f16.comp)
+#define DECODE_SCALAR_VALUE_LOADS_SHIFT 8u  // bits 8-15: value loads issued together (0 or 1: one at a time)
 
 // ---- fragment_layout.comp: component slots written per lane and fragment, and the mark of
 // a slot past the fragment's component count.

@@ -11,12 +11,9 @@
 #ifndef VKPAGED_SOFTMAX_STATE_GLSL
 #define VKPAGED_SOFTMAX_STATE_GLSL
 
-#define VKP_NEG_INF uintBitsToFloat(0xff800000u)
-#define VKP_NAN uintBitsToFloat(0x7fc00000u)
+#include "common/non_finite.glsl"  // VKP_NAN, nan_bits, non_finite_bits
 
-// NaN or +-Inf: every exponent bit set.
-bool non_finite_bits(float x) { return (floatBitsToUint(x) & 0x7f800000u) == 0x7f800000u; }
-bool nan_bits(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
+#define VKP_NEG_INF uintBitsToFloat(0xff800000u)
 
 // The factor that rescales sums made under max m once the max is m_new >= m (0 from an empty
 // state, whose sums are 0).
@@ -37,6 +34,18 @@ vec2 softmax_merge(inout float m, inout float l, float m2, float l2) {
   l = l * w.x + l2 * w.y;
   m = m_new;
   return w;
+}
+
+// ---- a split's partial states in its scratch ----
+// f32 words from the scratch's first: every row's partial value sums [rows][P][D], then their
+// states (m, l) [rows][P][2], for `rows` rows (a row is a (query token or sequence, head) pair,
+// token * H + head) of P partitions. The attention and decode kernels write them, their merges
+// read them.
+uint split_sums_word(uint row, uint part, uint num_partitions, uint d_size) {
+  return (row * num_partitions + part) * d_size;
+}
+uint split_state_word(uint row, uint part, uint num_rows, uint num_partitions, uint d_size) {
+  return num_rows * num_partitions * d_size + (row * num_partitions + part) * 2u;
 }
 
 #endif  // VKPAGED_SOFTMAX_STATE_GLSL

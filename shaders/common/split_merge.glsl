@@ -14,13 +14,16 @@
 // finds its counter at or past the partition count (counters not zeroed, or shared by decodes
 // that overlap) sets STATUS_BAD_MERGE_COUNTERS.
 //
-// Scratch layout, in floats from pc.scratch_offset: partial outputs [S][H][P][D], then
-// (max, sum) pairs [S][H][P][2]. Counters: [S][H] u32 from pc.merge_counters_offset, one used
-// per head group (its first head's).
-// Requires: D, WG, QUERY_DTYPE, SINKS, WRITE_LSE (const), NEG_INF, the push block
-// `pc`, the output_words, sinks, lse and status buffers, and dtype.glsl.
+// Scratch layout (softmax_state.glsl's split_*_word), in floats from pc.scratch_offset: partial
+// outputs [S][H][P][D], then (max, sum) pairs [S][H][P][2]. Counters: [S][H] u32 from
+// pc.merge_counters_offset, one used per head group (its first head's). The merge and the finish
+// are the shared blocks' (merge_round.glsl, attention_epilogue.glsl).
+// Requires: D, WG, QUERY_DTYPE, SINKS, WRITE_LSE (const), the push block `pc`, the output_words,
+// sinks, lse and status buffers, and dtype.glsl.
 #ifndef VKPAGED_SPLIT_MERGE_GLSL
 #define VKPAGED_SPLIT_MERGE_GLSL
+
+#include "common/convert.glsl"
 
 // The partials are read back by another workgroup of the same dispatch: coherent, so that the
 // reads see the writes made available by memoryBarrierBuffer (not an SM's stale cache lines).
@@ -33,56 +36,47 @@ const uint MERGE_DIMS = 4u;    // output dims per invocation
 const uint MERGE_UNROLL = 8u;  // partitions whose loads are in flight together (16 measured slower)
 #define MERGE_ROUND_PARTS MERGE_UNROLL
 #define MERGE_ROUND_VALUES MERGE_DIMS
-#include "common/merge_round.glsl"
-
-uint split_ml_word(uint row) { return pc.scratch_offset + pc.num_seqs * pc.num_heads * pc.num_partitions * D + row * 2u; }
+#include "common/merge_round.glsl"  // softmax_state.glsl, attention_range.glsl
+#include "common/attention_epilogue.glsl"
 
 // Merges partitions [first, last) of heads head0 .. head0 + heads - 1 and writes the outputs
 // (and LSE). No partitions (an empty sequence) gives zeros, or the sinks' share of nothing.
 void split_merge(uint seq, uint head0, uint heads, uvec2 parts) {
+  const uint rows = pc.num_seqs * pc.num_heads;
   for (uint item = gl_LocalInvocationIndex; item < heads * (D / MERGE_DIMS); item += WG) {
     const uint head = head0 + item / (D / MERGE_DIMS);
     const uint dim0 = (item % (D / MERGE_DIMS)) * MERGE_DIMS;
-    const uint row0 = (seq * pc.num_heads + head) * pc.num_partitions;
-    float m = NEG_INF;  // running max, sum and unnormalised outputs over the partitions
+    const uint row = seq * pc.num_heads + head;
+    float m = VKP_NEG_INF;  // running state and unnormalised outputs over the partitions
     float l = 0.0;
     float o[MERGE_DIMS];
     for (uint j = 0u; j < MERGE_DIMS; ++j) o[j] = 0.0;
     for (uint p0 = parts.x; p0 < parts.y; p0 += MERGE_UNROLL) {
       float mp[MERGE_UNROLL], lp[MERGE_UNROLL], op[MERGE_UNROLL][MERGE_DIMS];
       for (uint k = 0u; k < MERGE_UNROLL; ++k) {  // past the last partition, the last again
-        const uint row = row0 + min(p0 + k, parts.y - 1u);
-        mp[k] = scratch[split_ml_word(row)];
-        lp[k] = scratch[split_ml_word(row) + 1u];
-        for (uint j = 0u; j < MERGE_DIMS; ++j) op[k][j] = scratch[pc.scratch_offset + row * D + dim0 + j];
+        const uint part = min(p0 + k, parts.y - 1u);
+        const uint state = pc.scratch_offset + split_state_word(row, part, rows, pc.num_partitions, D);
+        const uint sums = pc.scratch_offset + split_sums_word(row, part, pc.num_partitions, D);
+        mp[k] = scratch[state];
+        lp[k] = scratch[state + 1u];
+        for (uint j = 0u; j < MERGE_DIMS; ++j) op[k][j] = scratch[sums + dim0 + j];
       }
       for (uint k = 0u; k < MERGE_UNROLL; ++k)
-        if (p0 + k >= parts.y) mp[k] = NEG_INF;
+        if (p0 + k >= parts.y) mp[k] = VKP_NEG_INF;
       merge_round(m, l, o, mp, lp, op);
     }
-    const bool poisoned = is_nan_bits(m);  // merge_round keeps a poisoned head's m NaN
-    float keep = 1.0;  // sinks join the denominator
-    if (SINKS && !poisoned) {
-      const float z = sinks[pc.sinks_offset + head];
-      const float mz = max(m, z);
-      keep = m == NEG_INF ? 0.0 : exp(m - mz);
-      l = l * keep + exp(z - mz);
-      m = mz;
-    }
-    const float factor = poisoned ? VKP_QUIET_NAN : l > 0.0 ? keep / l : 0.0;
-    const uint element0 = (seq * pc.num_heads + head) * D + dim0;
+    // merge_round keeps a poisoned head's m NaN, which finish_row turns into NaN outputs and LSE.
+    const RowFinish f = finish_row(m, l, SINKS, SINKS ? sinks[pc.sinks_offset + head] : 0.0);
+    const uint element0 = row * D + dim0;
     if (QUERY_DTYPE == DT_F32) {
       for (uint j = 0u; j < MERGE_DIMS; ++j)
-        output_words[pc.output_offset + element0 + j] = floatBitsToUint(nan_if_non_finite(o[j] * factor));
+        output_words[pc.output_offset + element0 + j] = pack_output(finish_output(o[j], f.factor), 0.0, DT_F32);
     } else {
-      for (uint j = 0u; j < MERGE_DIMS; j += 2u) {
-        const vec2 v = vec2(nan_if_non_finite(o[j] * factor), nan_if_non_finite(o[j + 1u] * factor));
+      for (uint j = 0u; j < MERGE_DIMS; j += 2u)
         output_words[pc.output_offset + (element0 + j) / 2u] =
-            QUERY_DTYPE == DT_F16 ? packHalf2x16(v) : f32_to_bf16_bits(v.x) | (f32_to_bf16_bits(v.y) << 16);
-      }
+            pack_output(finish_output(o[j], f.factor), finish_output(o[j + 1u], f.factor), QUERY_DTYPE);
     }
-    if (WRITE_LSE && dim0 == 0u)
-      lse[pc.lse_offset + seq * pc.num_heads + head] = poisoned ? VKP_QUIET_NAN : l > 0.0 ? m + log(l) : NEG_INF;
+    if (WRITE_LSE && dim0 == 0u) lse[pc.lse_offset + row] = f.lse;
   }
 }
 

@@ -69,6 +69,7 @@ DecodePlan make_decode_plan(Context& context, const AttentionShape& s, const Att
   d.max_context_len = s.max_context_len;
   d.query_dtype = s.query_dtype;
   d.cache_dtype = s.cache_dtype;
+  d.kv_layout = s.kv_layout;
   d.alibi = s.alibi;
   d.sinks = s.sinks;
   d.lse = s.lse;

@@ -107,7 +107,9 @@ void choose_split(AttentionChoice& c, const AttentionDeviceProperties& dev, cons
 }  // namespace
 
 bool decode_kernels_take(const AttentionShape& s, bool single_tokens) {
-  return single_tokens && s.kv_layout == KvLayout::vllm && !s.tree_mask;
+  // Every layout: the scalar decode kernel reads each, and DecodePlan::create leaves the matrix
+  // kernel to the layouts it reads (decode_planner.cpp, matrix_kernel_refusal).
+  return single_tokens && !s.tree_mask;
 }
 
 size_t attention_shared_bytes(uint32_t rows, uint32_t head_size, uint32_t workgroup) {
@@ -130,17 +132,17 @@ AttentionChoice plan_attention(const AttentionDeviceProperties& dev, const Atten
   const bool decode_ok = decode_kernels_take(s, summary.single_tokens);
   if (o.kernel == AttentionKernel::decode && !decode_ok)
     throw Error(ErrorCode::invalid_argument,
-                fmt::format("kernel: decode takes batches of single tokens (every q_s = 1; the longest here is {}) on the "
-                            "vllm layout (here {}) without a tree mask{}",
-                            summary.max_query_tokens, kv_layout_name(s.kv_layout), s.tree_mask ? " (one is given)" : ""));
+                fmt::format("kernel: decode takes batches of single tokens (every q_s = 1; the longest here is {}) "
+                            "without a tree mask{}",
+                            summary.max_query_tokens, s.tree_mask ? " (one is given)" : ""));
   if (o.kernel == AttentionKernel::decode || (o.kernel == AttentionKernel::automatic && decode_ok)) {
     c.kernel = AttentionKernel::decode;  // DecodePlan::create makes the rest of the choices
     return c;
   }
   if (s.head_size > 256)
     throw Error(ErrorCode::invalid_argument,
-                fmt::format("head_size: {} runs on the decode kernels only (a batch of single tokens on the vllm layout "
-                            "without a tree mask); the attention kernel takes multiples of 8 from 32 to 256",
+                fmt::format("head_size: {} runs on the decode kernels only (a batch of single tokens without a tree "
+                            "mask); the attention kernel takes multiples of 8 from 32 to 256",
                             s.head_size));
   const uint64_t element_bytes = is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype);
   const uint64_t block_bytes = uint64_t(s.num_kv_heads) * s.head_size * s.block_size * element_bytes;

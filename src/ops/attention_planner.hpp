@@ -73,7 +73,7 @@ struct AttentionChoice {
   bool workgroup_sync = false;  // AttentionDeviceProperties::workgroup_sync
 };
 
-// Whether the decode kernels take this batch (every q_s = 1, the vllm layout, no tree mask).
+// Whether the decode kernels take this batch (every q_s = 1, no tree mask; any layout).
 bool decode_kernels_take(const AttentionShape& shape, bool single_tokens);
 
 // Shared memory of the scalar kernel for `rows` rows (attention_kernel.glsl's declarations).

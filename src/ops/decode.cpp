@@ -81,6 +81,7 @@ detail::DecodeDeviceProperties decode_device_properties(const Context& context) 
                    : "";
   p.max_subgroup_size = impl.max_subgroup_size;
   p.cooperative_matrix_khr_shapes = impl.info.cooperative_matrix_khr_shapes;
+  p.shader_float16 = impl.shader_float16;
   return p;
 }
 
@@ -90,6 +91,8 @@ const vk::ShaderRegistration& decode_shader(DecodeModule module) {
     case DecodeModule::scalar_subgroup: return vk::shader_decode_subgroup();
     case DecodeModule::address: return vk::shader_decode_address();
     case DecodeModule::address_subgroup: return vk::shader_decode_address_subgroup();
+    case DecodeModule::scalar_f16: return vk::shader_decode_f16();
+    case DecodeModule::scalar_subgroup_f16: return vk::shader_decode_subgroup_f16();
     case DecodeModule::matrix: return vk::shader_decode_coopmat();
     case DecodeModule::matrix_e4m3: return vk::shader_decode_coopmat_e4m3();
     case DecodeModule::matrix_timeline: return vk::shader_decode_coopmat_timeline();
@@ -153,6 +156,11 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
   spec[DECODE_SC_MATRIX_SHARE_QUERY] = c.share_query;
   spec[DECODE_SC_KV_LAYOUT] = uint32_t(shape.kv_layout);
   spec[DECODE_SC_MATRIX_HEAD_SLICES] = c.head_slices;
+  spec[DECODE_SC_VALUE_DIMS] = c.value_dims;
+  spec[DECODE_SC_SCALAR_VARIANT] = (c.fp8_pairs ? DECODE_SCALAR_FP8_PAIRS : 0u) |
+                                   (c.f16_keys ? DECODE_SCALAR_F16_KEYS : 0u) |
+                                   (c.f16_values ? DECODE_SCALAR_F16_VALUES : 0u) |
+                                   (c.value_loads > 1 ? c.value_loads << DECODE_SCALAR_VALUE_LOADS_SHIFT : 0u);
   p->decode = &impl.pipeline(decode_shader(c.module), spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
   if (c.reduce_workgroup != 0) {
     std::array<uint32_t, REDUCE_SC_COUNT> rspec{};
@@ -201,9 +209,17 @@ std::string DecodePlan::describe() const {
                        c.head_slices > 1 ? fmt::format(" in {} slices", c.head_slices) : std::string(), c.subgroups,
                        c.early_values ? ", values with keys" : "", c.pipeline ? ", next unit ahead" : "",
                        c.share_query ? ", outputs over the query" : "");
-  return fmt::format("{}, {} heads/wg, wg {}, {} lanes/row, {} reduce", path, c.heads_per_workgroup, c.workgroup,
-                     c.lanes_per_row, c.subgroup_reduce ? "subgroup" : "shared") +
-         (c.address ? ", caches by device address" : "");
+  const std::string values = c.value_dims ? fmt::format("{} dims/value load ({})", c.value_dims,
+                                                        kv_layout_name(data_->shape.kv_layout))
+                                          : fmt::format("{} lanes/row", c.lanes_per_row);
+  std::string variant;
+  if (c.fp8_pairs) variant += ", fp8 pairs";
+  if (c.f16_keys) variant += ", f16 keys";
+  if (c.f16_values) variant += ", f16 values";
+  if (c.value_loads > 1) variant += fmt::format(", {} value loads at once", c.value_loads);
+  return fmt::format("{}, {} heads/wg, wg {}, {}, {} reduce", path, c.heads_per_workgroup, c.workgroup, values,
+                     c.subgroup_reduce ? "subgroup" : "shared") +
+         (c.address ? ", caches by device address" : "") + variant;
 }
 
 }  // namespace vkpaged

@@ -134,8 +134,31 @@ bool reads_caches_by_address(const DecodeDeviceProperties& dev, const DecodeShap
 
 // ---- the scalar kernel (shaders/common/decode_kernel.glsl) ----
 
-size_t scalar_shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b) {
-  return 4ull * (size_t(heads) * d + 2ull * heads * wg + wg / b);
+// The scalar kernel's variants (decode_kernel.glsl's header).
+struct ScalarVariant {
+  bool fp8_pairs = false;
+  bool f16_keys = false;
+  bool f16_values = false;
+};
+
+size_t scalar_shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b, const ScalarVariant& v) {
+  const size_t f16_keys = v.f16_keys ? 2ull * heads * d : 0;       // s_query16
+  const size_t f16_values = v.f16_values ? 2ull * heads * wg : 0;  // s_prob16
+  return 4ull * (size_t(heads) * d + 2ull * heads * wg + wg / b) + f16_keys + f16_values;
+}
+
+// The variants the tuning asks for, where they apply: fp8 pairs for fp8 caches; packed f16 for
+// an f16 query and cache on a device with shaderFloat16, caches not read by address (no module
+// has both), values on the vllm layout with blocks of 8 tokens or more.
+ScalarVariant scalar_variant(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tuning,
+                             bool address) {
+  ScalarVariant v;
+  v.fp8_pairs = tuning.fp8conv != 0 && is_fp8_dtype(s.cache_dtype);
+  const bool f16 = tuning.f16math != 0 && dev.shader_float16 && !address && s.query_dtype == DType::f16 &&
+                   s.cache_dtype == DType::f16;
+  v.f16_keys = f16 && (tuning.f16math & 1);
+  v.f16_values = f16 && (tuning.f16math & 2) && s.kv_layout == KvLayout::vllm && s.block_size >= 8;
+  return v;
 }
 
 struct ScalarWorkgroup {
@@ -147,7 +170,8 @@ struct ScalarWorkgroup {
 
 // The workgroup shape: heads per workgroup (a GQA group or a slice of it), invocations, lanes
 // per value row. A tile is one token per invocation.
-ScalarWorkgroup scalar_workgroup(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tune) {
+ScalarWorkgroup scalar_workgroup(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tune,
+                                 const ScalarVariant& variant) {
   ScalarWorkgroup w;
   const uint32_t group = s.num_heads / s.num_kv_heads;
   // At most 4 heads' accumulators: measured faster than 8 for a GQA group of 8 on an H200
@@ -156,7 +180,7 @@ ScalarWorkgroup scalar_workgroup(const DecodeDeviceProperties& dev, const Decode
   w.groups_per_kv_head = ceil_div(group, max_heads);
   w.heads_per_workgroup = ceil_div(group, w.groups_per_kv_head);
   w.workgroup = std::min(tune.workgroup ? tune.workgroup : 256u, dev.max_workgroup_invocations);
-  auto shared = [&] { return scalar_shared_bytes(w.workgroup, w.heads_per_workgroup, s.head_size, s.block_size); };
+  auto shared = [&] { return scalar_shared_bytes(w.workgroup, w.heads_per_workgroup, s.head_size, s.block_size, variant); };
   while (w.workgroup > 128 && shared() > dev.max_shared_memory) w.workgroup /= 2;
   while (w.heads_per_workgroup > 1 && shared() > dev.max_shared_memory) {
     ++w.groups_per_kv_head;
@@ -206,8 +230,19 @@ Split scalar_split(const DecodeDeviceProperties& dev, const DecodeShape& s, cons
   return split_of(s, false, 0);
 }
 
-DecodeModule scalar_module(bool address, bool subgroup_reduce) {
+// nhd and hnd: dims per value load along a token's row (the invocations of a token lane read
+// the row in one sweep). 8 bytes by default: a 128-dim f16 row is one 32-wide sweep, and each
+// invocation keeps 4 dims' accumulators per head (16-byte loads hold twice as many).
+uint32_t scalar_value_dims(const DecodeShape& s, const DecodeTuning& tuning) {
+  if (s.kv_layout == KvLayout::vllm) return 0;
+  const uint32_t bytes = tuning.vbytes ? tuning.vbytes : 8;
+  return bytes / (is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype));
+}
+
+DecodeModule scalar_module(bool address, bool subgroup_reduce, const ScalarVariant& variant) {
   if (address) return subgroup_reduce ? DecodeModule::address_subgroup : DecodeModule::address;
+  if (variant.f16_keys || variant.f16_values)
+    return subgroup_reduce ? DecodeModule::scalar_subgroup_f16 : DecodeModule::scalar_f16;
   return subgroup_reduce ? DecodeModule::scalar_subgroup : DecodeModule::scalar;
 }
 
@@ -339,18 +374,6 @@ uint32_t matrix_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& 
   return subgroups;
 }
 
-// The scalar kernel reads the vllm layout only (for now): a plan on it for another layout is
-// refused, as `kernel: scalar: ...` where the scalar kernel was asked for, and naming why the
-// matrix kernel did not take it otherwise.
-std::string scalar_layout_refusal(const DecodeShape& s, const DecodeOptions& o, const DecodeKernelChoice& k) {
-  const std::string layout(kv_layout_name(s.kv_layout));
-  if (o.kernel == DecodeKernel::scalar)
-    return fmt::format("kernel: scalar: kv_layout: the scalar kernel reads the vllm layout only, not {}", layout);
-  return fmt::format("kv_layout: decode reads the {} layout on the matrix kernel only, which {}", layout,
-                     k.matrix_refusal.empty() ? std::string("takes GQA groups (num_heads > num_kv_heads), or kernel = matrix")
-                                              : "cannot run this plan: " + k.matrix_refusal);
-}
-
 // Head slices (DecodeTuning::slices): a GQA group of more than 8 heads runs in one workgroup of
 // up to kMatrixMostSlices slices of 8 heads, each slice's subgroups reading the same keys and
 // values (once from memory, the SM's L1 serving the rest), where without them each 8 heads'
@@ -469,7 +492,7 @@ std::string matrix_kernel_refusal(const DecodeDeviceProperties& dev, const Decod
 DecodeKernelChoice choose_decode_kernel(const DecodeDeviceProperties& dev, const DecodeShape& shape,
                                         const DecodeOptions& options, const DecodeTuning& tuning) {
   validate_decode_shape(shape);
-  validate_decode_options(options, shape);
+  validate_decode_options(options);
   DecodeKernelChoice k;
   k.address = reads_caches_by_address(dev, shape);
   if (k.address && !dev.buffer_device_address) {
@@ -523,14 +546,20 @@ DecodeChoice plan_scalar_decode(const DecodeDeviceProperties& dev, const DecodeS
   DecodeChoice c;
   c.kernel = DecodeKernel::scalar;
   c.address = address;
-  const ScalarWorkgroup w = scalar_workgroup(dev, s, tuning);
+  const ScalarVariant variant = scalar_variant(dev, s, tuning, address);
+  c.fp8_pairs = variant.fp8_pairs;
+  c.f16_keys = variant.f16_keys;
+  c.f16_values = variant.f16_values;
+  c.value_loads = tuning.vloads ? tuning.vloads : 1;
+  const ScalarWorkgroup w = scalar_workgroup(dev, s, tuning, variant);
   c.workgroup = w.workgroup;
   c.heads_per_workgroup = w.heads_per_workgroup;
   c.groups_per_kv_head = w.groups_per_kv_head;
   c.lanes_per_row = w.lanes_per_row;
+  c.value_dims = scalar_value_dims(s, tuning);
   c.subgroup_reduce = dev.subgroup_arithmetic;
   c.query_registers = tuning.qregs != 0;
-  c.module = scalar_module(address, c.subgroup_reduce);
+  c.module = scalar_module(address, c.subgroup_reduce, variant);
 
   const Split split = scalar_split(dev, s, o, tuning, one_pass_workgroups(s, w.groups_per_kv_head));
   c.split = split.split;
@@ -552,6 +581,7 @@ DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeS
   c.kernel = DecodeKernel::matrix;
   c.khr = khr;
   c.address = false;
+  c.value_loads = 0;
   const uint32_t group = s.num_heads / s.num_kv_heads;
   const uint32_t slices = matrix_head_slices(s, o, tuning, dev);
   c.groups_per_kv_head = ceil_div(group, kMatrixHeads * slices);
@@ -614,7 +644,6 @@ DecodeChoice plan_decode(const DecodeDeviceProperties& dev, const DecodeShape& s
                 "timeline: only the matrix kernel records one, and this plan runs the scalar kernel" +
                     (k.matrix_refusal.empty() ? std::string(" (kernel: scalar, or an MHA shape)")
                                               : " (" + k.matrix_refusal + ")"));
-  if (!k.matrix && shape.kv_layout != KvLayout::vllm) throw Error(ErrorCode::unsupported, scalar_layout_refusal(shape, options, k));
   if (options.timeline && shape.kv_layout != KvLayout::vllm)
     throw Error(ErrorCode::unsupported, fmt::format("timeline: the matrix kernel records one on the vllm layout only, and "
                                                     "the caches are {}",

@@ -46,6 +46,7 @@ struct DecodeDeviceProperties {
   // DecodeKernelChoice::needs_khr_fragment_layout.
   std::optional<std::string> khr_fragment_layout_mismatch;
   bool decode_timeline = false;  // DeviceInfo::decode_timeline's features are enabled
+  bool shader_float16 = false;   // shaderFloat16 enabled: the scalar kernel's packed-f16 variants can run
 };
 
 // The shader module a plan's decode dispatch runs.
@@ -54,6 +55,8 @@ enum class DecodeModule {
   scalar_subgroup,   // decode_subgroup.comp
   address,           // decode_address.comp: caches read by device address
   address_subgroup,  // decode_address_subgroup.comp
+  scalar_f16,        // decode_f16.comp: packed f16 variants (DECODE_SCALAR_F16_*)
+  scalar_subgroup_f16,  // decode_subgroup_f16.comp
   matrix,            // decode_coopmat.comp
   matrix_e4m3,       // decode_coopmat_e4m3.comp: with the E4M3 NaN search
   matrix_timeline,   // decode_coopmat_timeline.comp: DecodeOptions::timeline
@@ -87,6 +90,14 @@ struct DecodeChoice {
   uint32_t heads_per_workgroup = 1;
   uint32_t groups_per_kv_head = 1;
   uint32_t lanes_per_row = 0;    // scalar kernel: lanes per dim row in the value phase; 0 on the matrix kernel
+  // Scalar kernel on the nhd and hnd layouts: dims per value load along a token's row; 0 elsewhere.
+  uint32_t value_dims = 0;
+  // Scalar kernel variants (decode_kernel.glsl's header; VKPAGED_DECODE_TUNE's fp8conv and
+  // f16math, where they apply); false by default and on the matrix kernel.
+  bool fp8_pairs = false;   // fp8 caches: f16 pairs from alternate bytes, E4M3's NaN by a probe
+  bool f16_keys = false;    // key products in packed f16
+  bool f16_values = false;  // value products in packed f16
+  uint32_t value_loads = 1;  // value loads issued together per invocation (1: one at a time); 0 on the matrix kernel
   bool subgroup_reduce = false;  // scalar kernel: subgroup arithmetic (else shared memory); false on the matrix kernel
   // The matrix kernel's switches (false on the scalar kernel, except query_registers, which
   // both specialise on as the tuning says).

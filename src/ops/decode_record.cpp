@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "common/shader_interface.h"
-#include "ops/attention_validation.hpp"
+#include "ops/attention_validation.hpp"  // the caches' shapes per layout
 #include "ops/decode_plan.hpp"
 #include "ops/decode_validation.hpp"
 #include "ops/view_checks.hpp"
@@ -58,11 +58,10 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   const int64_t x = cache_pack_factor(s.cache_dtype);
   const DType cache_elem = is_fp8_dtype(s.cache_dtype) ? DType::u8 : s.cache_dtype;
   check_view(impl, "query", v.query, {s.query_dtype}, Shape{S, H, D}, 4);
-  const int64_t N = s.num_blocks;
-  check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype}, detail::key_cache_shape(s.kv_layout, N, Hkv, D, B, x),
-             16, !c.address);
+  check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype},
+             detail::key_cache_shape(s.kv_layout, s.num_blocks, Hkv, D, B, x), 16, !c.address);
   check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype},
-             detail::value_cache_shape(s.kv_layout, N, Hkv, D, B), 16, !c.address);
+             detail::value_cache_shape(s.kv_layout, s.num_blocks, Hkv, D, B), 16, !c.address);
   check_view(impl, "block_tables", v.block_tables, {DType::i32, DType::u32}, Shape{S, int64_t(s.max_blocks_per_seq)}, 4);
   check_view(impl, "context_lens", v.context_lens, {DType::i32, DType::u32}, Shape{S}, 4);
   check_view(impl, "output", v.output, {s.query_dtype}, Shape{S, H, D}, 4);

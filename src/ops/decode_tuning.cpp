@@ -21,7 +21,7 @@ struct Knob {
   bool power_of_two;  // 0 or a power of two in [min, max]
 };
 
-constexpr std::array<Knob, 12> kKnobs{{
+constexpr std::array<Knob, 16> kKnobs{{
     {"lanes", &DecodeTuning::lanes, 1, 256, true},
     {"workgroup", &DecodeTuning::workgroup, 1, 256, true},
     {"units", &DecodeTuning::units, 1, 64, false},
@@ -34,6 +34,10 @@ constexpr std::array<Knob, 12> kKnobs{{
     {"order", &DecodeTuning::order, 0, 2, false},
     {"share", &DecodeTuning::share, 0, 2, false},
     {"slices", &DecodeTuning::slices, 0, 1, false},
+    {"vbytes", &DecodeTuning::vbytes, 4, 16, true},
+    {"fp8conv", &DecodeTuning::fp8conv, 0, 1, false},
+    {"f16math", &DecodeTuning::f16math, 0, 3, false},
+    {"vloads", &DecodeTuning::vloads, 1, 8, true},
 }};
 
 [[noreturn]] void refuse(const std::string& what) {

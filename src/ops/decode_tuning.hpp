@@ -28,6 +28,11 @@ struct DecodeTuning {
   // read its keys and values once (1), or in workgroups of 8 heads that each read them (0, until
   // measured). decode_planner.cpp, "Head slices".
   uint32_t slices = 0;
+  uint32_t vbytes = 0;     // scalar kernel, nhd and hnd caches: bytes per value load (4, 8 or 16; 0 choose)
+  // Scalar kernel variants for the portable path's measurements (decode_kernel.glsl's header):
+  uint32_t fp8conv = 0;    // fp8 caches: 1 = f16 pairs from alternate bytes, E4M3's NaN by a probe
+  uint32_t f16math = 0;    // f16 query and cache, devices with shaderFloat16: bit 1 keys, bit 2 values (vllm) in packed f16
+  uint32_t vloads = 0;     // value loads each invocation issues before using them (1, 2, 4, 8; 0 = 1)
 
   bool operator==(const DecodeTuning&) const = default;
 };

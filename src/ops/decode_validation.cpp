@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "ops/attention_validation.hpp"  // the caches' shapes per layout
 #include "ops/block_size_rule.hpp"
 #include "ops/scale_validation.hpp"
 #include "vkpaged/error.hpp"
@@ -50,7 +51,7 @@ void validate_decode_shape(const DecodeShape& s) {
     refuse(fmt::format("max_context_len: {} exceeds M * B = {}", s.max_context_len, cap));
 }
 
-void validate_decode_options(const DecodeOptions& o, const DecodeShape& s) {
+void validate_decode_options(const DecodeOptions& o) {
   if (o.partition_tokens % 256 != 0)
     refuse(fmt::format("partition_tokens: {} is not a multiple of 256", o.partition_tokens));
   if (o.partition_tokens != 0 && o.split == SplitMode::single_pass)
@@ -99,8 +100,16 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
         refuse(fmt::format("{}: dimension {} of shape {} exceeds 2^31 - 1", t == &in.query ? "query"
                            : t == &in.key_cache ? "key_cache" : t == &in.value_cache ? "value_cache"
                            : t == &in.block_tables ? "block_tables" : "context_lens", i, t->shape().str()));
-  if (k.rank() != 5) refuse(fmt::format("key_cache: shape {} is not [N, Hkv, D/x, B, x]", k.str()));
-  if (v.rank() != 4) refuse(fmt::format("value_cache: shape {} is not [N, Hkv, D, B]", v.str()));
+  const KvLayout layout = in.kv_layout;
+  if (layout != KvLayout::vllm && layout != KvLayout::nhd && layout != KvLayout::hnd)
+    refuse(fmt::format("kv_layout: {} is not a cache layout (vllm, nhd, hnd)", uint32_t(layout)));
+  const bool vllm = layout == KvLayout::vllm;
+  const char* key_symbols = vllm ? "[N, Hkv, D/x, B, x]" : layout == KvLayout::nhd ? "[N, B, Hkv, D]" : "[N, Hkv, B, D]";
+  if (k.rank() != (vllm ? 5 : 4))
+    refuse(fmt::format("key_cache: shape {} is not {} (kv_layout {})", k.str(), key_symbols, kv_layout_name(layout)));
+  if (v.rank() != 4)
+    refuse(fmt::format("value_cache: shape {} is not {} (kv_layout {})", v.str(), vllm ? "[N, Hkv, D, B]" : key_symbols,
+                       kv_layout_name(layout)));
   if (in.block_tables.shape().rank() != 2)
     refuse(fmt::format("block_tables: shape {} is not [S, M]", in.block_tables.shape().str()));
   if (in.context_lens.shape().rank() != 1)
@@ -122,8 +131,9 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
   s.num_heads = uint32_t(q[1]);
   s.head_size = uint32_t(q[2]);
   s.num_blocks = uint32_t(k[0]);
-  s.num_kv_heads = uint32_t(k[1]);
-  s.block_size = uint32_t(k[3]);
+  s.num_kv_heads = uint32_t(layout == KvLayout::nhd ? k[2] : k[1]);
+  s.block_size = uint32_t(vllm ? k[3] : layout == KvLayout::nhd ? k[1] : k[2]);
+  s.kv_layout = layout;
   s.max_blocks_per_seq = uint32_t(in.block_tables.shape()[1]);
   s.alibi = !in.alibi_slopes.empty();
   s.sinks = !in.sinks.empty();
@@ -131,10 +141,16 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
   detail::validate_decode_shape(s);
 
   const int64_t x = int64_t(16 / cache_bytes);
-  if (k[4] != x) refuse(fmt::format("key_cache: last dimension is {}, expected x = {} for the {} cache", k[4], x, dtype_name(cache)));
-  if (k[2] * k[4] != q[2])
-    refuse(fmt::format("key_cache: D/x * x = {} does not match the query's head size D = {}", k[2] * k[4], q[2]));
-  const Shape want_v{k[0], k[1], q[2], k[3]};
+  if (vllm) {
+    if (k[4] != x)
+      refuse(fmt::format("key_cache: last dimension is {}, expected x = {} for the {} cache", k[4], x, dtype_name(cache)));
+    if (k[2] * k[4] != q[2])
+      refuse(fmt::format("key_cache: D/x * x = {} does not match the query's head size D = {}", k[2] * k[4], q[2]));
+  } else if (k[3] != q[2]) {
+    refuse(fmt::format("key_cache: D = {} (the last dimension of {}) does not match the query's head size D = {}", k[3],
+                       key_symbols, q[2]));
+  }
+  const Shape want_v = detail::value_cache_shape(layout, k[0], s.num_kv_heads, q[2], s.block_size);
   if (!(v == want_v)) refuse(fmt::format("value_cache: shape {} does not match {}", v.str(), want_v.str()));
   if (in.block_tables.shape()[0] != q[0])
     refuse(fmt::format("block_tables: {} rows, but the query has S = {} sequences", in.block_tables.shape()[0], q[0]));

@@ -1,4 +1,5 @@
-// CPU reference of decode attention, straight from docs/contract.md, in double precision.
+// CPU reference of decode attention, straight from docs/contract.md, in double precision, over
+// every cache layout (read through KvBlockGeometry).
 // Non-finite inputs (step 9) are found on the inputs themselves, not through the arithmetic:
 // a NaN or infinite element of the query or of an attended key makes its head's outputs and
 // LSE NaN; one of an attended value makes that dim's outputs NaN.
@@ -16,9 +17,9 @@ namespace vkpaged::reference {
 namespace {
 
 // Reads element i of a cache tensor as the contract says: decode(byte) * scale for fp8.
-double cache_element(const HostTensor& t, DType cache, size_t i, double fp8_scale) {
-  if (is_fp8_dtype(cache)) return double(load_element(t.data(), cache, i)) * fp8_scale;
-  return t.get(i);
+double cache_element(const HostTensor& t, DType cache, uint64_t i, double fp8_scale) {
+  if (is_fp8_dtype(cache)) return double(load_element(t.data(), cache, size_t(i))) * fp8_scale;
+  return t.get(size_t(i));
 }
 
 }  // namespace
@@ -27,11 +28,12 @@ DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& optio
                               bool want_lse) {
   DecodeShape s = decode_shape_of(in, want_lse);
   s.softcap = params.softcap != 0.0f;
-  detail::validate_decode_options(options, s);
+  detail::validate_decode_options(options);
   detail::validate_decode_params(params, s);
   const size_t S = s.num_seqs, H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_size, B = s.block_size;
   const size_t M = s.max_blocks_per_seq;
-  const size_t x = cache_pack_factor(s.cache_dtype);
+  const KvBlockGeometry geometry{s.num_kv_heads, s.head_size, s.block_size, cache_pack_factor(s.cache_dtype)};
+  const uint64_t block_elements = geometry.block_elements();
   const double scale = params.scale ? double(*params.scale) : 1.0 / std::sqrt(double(D));
   const auto lens = detail::host_index_values(in.context_lens, "context_lens");
   const auto tables = detail::host_index_values(in.block_tables, "block_tables");
@@ -59,7 +61,7 @@ DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& optio
         const size_t off = t % B;
         double dot = 0.0;
         for (size_t d = 0; d < D; ++d) {
-          const size_t ki = (((block * Hkv + g) * (D / x) + d / x) * B + off) * x + d % x;
+          const uint64_t ki = block * block_elements + geometry.key_offset(s.kv_layout, uint32_t(g), uint32_t(d), uint32_t(off));
           const double k = cache_element(in.key_cache, s.cache_dtype, ki, params.k_scale);
           poisoned = poisoned || !std::isfinite(k);
           dot += in.query.get((seq * H + h) * D + d) * k;
@@ -86,7 +88,8 @@ DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& optio
         den += p;
         const size_t block = size_t(tables[seq * M + t / B]);
         for (size_t d = 0; d < D; ++d) {
-          const size_t vi = ((block * Hkv + g) * D + d) * B + t % B;
+          const uint64_t vi =
+              block * block_elements + geometry.value_offset(s.kv_layout, uint32_t(g), uint32_t(d), uint32_t(t % B));
           const double v = cache_element(in.value_cache, s.cache_dtype, vi, params.v_scale);
           value_non_finite[d] = value_non_finite[d] || !std::isfinite(v);  // whatever its probability
           out[d] += p * v;

@@ -72,6 +72,9 @@ struct ContextImpl {
   bool owns_device = true;
   bool buffer_device_address = false;  // the feature is enabled: buffers get device addresses
   bool cooperative_matrix = false;     // VK_NV_cooperative_matrix is enabled (DeviceInfo says what it needs)
+  // shaderFloat16 is enabled: on a device of its own where the device has it; on an adopted
+  // one where the engine enabled what the matrix kernel needs (which includes it).
+  bool shader_float16 = false;
   bool decode_timeline = false;        // DeviceInfo::decode_timeline's features are enabled
   // Device features the matrix kernels' SPIR-V needs (vk/matrix_features.hpp says what is
   // missing). The memory model's two features are enabled together or not at all.

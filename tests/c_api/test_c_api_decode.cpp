@@ -459,11 +459,16 @@ TEST_F(CApiDecodeHostTest, PerCallParamsChangeBetweenCallsOfOnePlan) {
     return VKP_OK;
   }));
 
-  // Decode reads the vllm layout only: a plan for another is refused as unsupported.
+  // Decode reads every cache layout; a value outside vkp_kv_layout is refused, naming it.
   vkp_decode_shape nhd = shape;
   nhd.kv_layout = VKP_KV_LAYOUT_NHD;
+  vkp_decode_plan* raw_nhd = nullptr;
+  ASSERT_VKP_OK(vkp_decode_plan_create(cctx, &nhd, nullptr, &raw_nhd));
+  const PlanPtr nhd_plan(raw_nhd, &vkp_decode_plan_destroy);
+  vkp_decode_shape unknown = shape;
+  unknown.kv_layout = static_cast<vkp_kv_layout>(7);
   vkp_decode_plan* refused = nullptr;
-  expect_refused(vkp_decode_plan_create(cctx, &nhd, nullptr, &refused), "kv_layout", VKP_ERROR_UNSUPPORTED);
+  expect_refused(vkp_decode_plan_create(cctx, &unknown, nullptr, &refused), "kv_layout");
   EXPECT_EQ(refused, nullptr);
 }
 

@@ -346,14 +346,12 @@ TEST_P(CApiKvCacheAttentionTest, RecordAttentionMatchesTheCppHelperAndTheReferen
     DecodeParams params;
     if (is_fp8_dtype(dtype)) params.k_scale = params.v_scale = 0.5f;
     check_attention(1, {{1, 19, 33, 9}, {1, 19, 5, 1}}, params, 1, AttentionKernel::scalar, "mixed step");
-    // Decode only: the decode kernels on the vllm layout, the attention kernel on the others.
-    check_attention(0, {{30, 1, 8, 17}, {1, 1, 1, 1}}, params, 2,
-                    GetParam() == KvLayout::vllm ? AttentionKernel::decode : AttentionKernel::scalar, "decode step");
+    // Decode only: the decode kernels, on every layout.
+    check_attention(0, {{30, 1, 8, 17}, {1, 1, 1, 1}}, params, 2, AttentionKernel::decode, "decode step");
   }
 }
 
-// vkp_kv_cache_record_decode on the decode kernels (vllm layout; decode plans refuse the others),
-// with a logit scale given per call.
+// vkp_kv_cache_record_decode on the decode kernels, in each layout, with a logit scale given per call.
 TEST_P(CApiKvCacheAttentionTest, RecordDecodeMatchesTheCppHelperAndTheReference) {
   make_caches(DType::f16);
   vkp_decode_shape batch;
@@ -367,10 +365,6 @@ TEST_P(CApiKvCacheAttentionTest, RecordDecodeMatchesTheCppHelperAndTheReference)
   vkp_decode_shape_init(&shape);
   ASSERT_VKP_OK(vkp_kv_cache_decode_shape(c_cache_.get(), &batch, &shape));
   vkp_decode_plan* raw = nullptr;
-  if (GetParam() != KvLayout::vllm) {
-    expect_refused(vkp_decode_plan_create(c_context(), &shape, nullptr, &raw), "kv_layout", VKP_ERROR_UNSUPPORTED);
-    return;
-  }
   ASSERT_VKP_OK(vkp_decode_plan_create(c_context(), &shape, nullptr, &raw));
   const DecodePlanPtr plan(raw, &vkp_decode_plan_destroy);
   DecodeParams params;
@@ -421,6 +415,7 @@ TEST_P(CApiKvCacheAttentionTest, RecordDecodeMatchesTheCppHelperAndTheReference)
   in.key_cache = pool(layers_[1].key_cache);
   in.value_cache = pool(layers_[1].value_cache);
   in.cache_dtype = DType::f16;
+  in.kv_layout = GetParam();
   const DecodeResult want = reference::decode_attention(in, {}, params, true);
   expect_decode_near(got, want, tolerance(DType::f16, DType::f16), true, "layer 1");
   // The scale was used: without it the reference differs.

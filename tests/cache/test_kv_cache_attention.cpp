@@ -194,13 +194,12 @@ TEST_P(KvCacheAttentionTest, MixedAndDecodeStepsMatchTheReference) {
     // A decode request on one position, a whole prompt that ends mid-block, a chunk of 5 after
     // a cached prefix of 28, a decode request after B positions.
     check_step(cache, 1, {{1, 19, 33, 9}, {1, 19, 5, 1}}, params, 1, AttentionKernel::scalar);
-    // Decode only: the decode kernels on the vllm layout, the attention kernel on the others.
-    check_step(cache, 0, {{30, 1, 8, 17}, {1, 1, 1, 1}}, params, 2,
-               GetParam() == KvLayout::vllm ? AttentionKernel::decode : AttentionKernel::scalar);
+    // Decode only: the decode kernels, on every layout.
+    check_step(cache, 0, {{30, 1, 8, 17}, {1, 1, 1, 1}}, params, 2, AttentionKernel::decode);
   }
 }
 
-// The decode kernels read the vllm layout only (decode plans refuse nhd and hnd: KvCacheLayoutTest).
+// On the vllm layout (the C API's RecordDecodeMatchesTheCppHelperAndTheReference runs every layout).
 TEST_F(KvCacheHelperTest, RecordDecodeReadsTheLayersPools) {
   KvCacheOptions o;
   o.num_blocks = kBlocks;

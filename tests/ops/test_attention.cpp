@@ -267,44 +267,38 @@ TEST_P(AttentionTest, SingleTokenBatchesRunOnTheDecodeKernels) {
   dc.lens = {1, 17, 300, 64};
   dc.alibi = dc.sinks = true;
   std::mt19937 rng(11);
-  const DecodeInputs d = make_decode_inputs(dc, rng);
+  const DecodeInputs vllm = make_decode_inputs(dc, rng);
   DecodeOptions dopt;
   dopt.sliding_window = 50;
   DecodeParams dparams = default_params(dc);
   dparams.softcap = 4.0f;
   dparams.scale = 0.2f;
-  const DecodeResult want = decode_attention(ctx(), d, dopt, dparams, true);
+  // Every layout: the decode kernels read each.
+  for (const KvLayout layout : {KvLayout::vllm, KvLayout::nhd, KvLayout::hnd}) {
+    SCOPED_TRACE(kv_layout_name(layout));
+    const DecodeInputs d = with_layout(vllm, layout);
+    const DecodeResult want = decode_attention(ctx(), d, dopt, dparams, true);
 
-  AttentionInputs a;
-  a.query = d.query;
-  a.key_cache = d.key_cache;
-  a.value_cache = d.value_cache;
-  a.block_tables = d.block_tables;
-  a.context_lens = d.context_lens;
-  a.alibi_slopes = d.alibi_slopes;
-  a.sinks = d.sinks;
-  a.cache_dtype = d.cache_dtype;
-  a.sliding_window = dopt.sliding_window;
-  a.query_starts = HostTensor(DType::i32, Shape{5});
-  for (int i = 0; i < 5; ++i) a.query_starts.as<int32_t>()[i] = i;
-  const AttentionParams p = dparams;
-  const AttentionShape shape = attention_shape_of(a, p, true);
-  const std::vector<int32_t> starts{0, 1, 2, 3, 4};
-  EXPECT_EQ(AttentionPlan::create(ctx(), shape, starts).kernel(), AttentionKernel::decode);
+    const AttentionInputs a = single_token_batch(d, dopt.sliding_window);
+    const AttentionParams p = dparams;
+    const AttentionShape shape = attention_shape_of(a, p, true);
+    const std::vector<int32_t> starts{0, 1, 2, 3, 4};
+    EXPECT_EQ(AttentionPlan::create(ctx(), shape, starts).kernel(), AttentionKernel::decode);
 
-  // On the decode kernels: the decode's own result, bit for bit.
-  const AttentionResult same = batch_attention(ctx(), a, p, {}, true);
-  ASSERT_EQ(same.output.bytes(), want.output.bytes());
-  EXPECT_EQ(std::memcmp(same.output.data(), want.output.data(), want.output.bytes()), 0);
-  EXPECT_EQ(std::memcmp(same.lse.data(), want.lse.data(), want.lse.bytes()), 0);
-  // On the attention kernel: within the contract's tolerance of it.
-  const AttentionResult kernel_result = batch_attention(ctx(), a, p, options(), true);
-  expect_decode_near({kernel_result.output, kernel_result.lse, {}}, want, tolerance(dc.query_dtype, dc.cache_dtype), true,
-                     kernel_name() + " kernel against decode");
-  // And the reference of each operator agrees with the other.
-  const DecodeResult decode_ref = reference::decode_attention(d, dopt, dparams, true);
-  const AttentionResult attention_ref = reference::batch_attention(a, p, true);
-  EXPECT_LE(max_abs_diff(decode_ref.output, attention_ref.output), 1e-6);
+    // On the decode kernels: the decode's own result, bit for bit.
+    const AttentionResult same = batch_attention(ctx(), a, p, {}, true);
+    ASSERT_EQ(same.output.bytes(), want.output.bytes());
+    EXPECT_EQ(std::memcmp(same.output.data(), want.output.data(), want.output.bytes()), 0);
+    EXPECT_EQ(std::memcmp(same.lse.data(), want.lse.data(), want.lse.bytes()), 0);
+    // On the attention kernel: within the contract's tolerance of it.
+    const AttentionResult kernel_result = batch_attention(ctx(), a, p, options(), true);
+    expect_decode_near({kernel_result.output, kernel_result.lse, {}}, want, tolerance(dc.query_dtype, dc.cache_dtype),
+                       true, kernel_name() + " kernel against decode");
+    // And the reference of each operator agrees with the other.
+    const DecodeResult decode_ref = reference::decode_attention(d, dopt, dparams, true);
+    const AttentionResult attention_ref = reference::batch_attention(a, p, true);
+    EXPECT_LE(max_abs_diff(decode_ref.output, attention_ref.output), 1e-6);
+  }
 }
 
 // ---- values only the device sees ----

@@ -92,8 +92,10 @@ TEST(AttentionPlanner, SingleTokenBatchesGoToTheDecodeKernels) {
   AttentionOptions scalar;
   scalar.kernel = AttentionKernel::scalar;
   EXPECT_EQ(plan(h200(), s, uniform_starts(64, 1), scalar).kernel, AttentionKernel::scalar);
-  s.kv_layout = KvLayout::nhd;  // the decode kernels read the vllm layout only
-  EXPECT_EQ(plan(h200(), s, uniform_starts(64, 1)).kernel, AttentionKernel::scalar);
+  for (const KvLayout layout : {KvLayout::nhd, KvLayout::hnd}) {  // the scalar decode kernel reads every layout
+    s.kv_layout = layout;
+    EXPECT_EQ(plan(h200(), s, uniform_starts(64, 1)).kernel, AttentionKernel::decode);
+  }
   s.kv_layout = KvLayout::vllm;
   s.tree_mask = true;  // a 1 x 1 mask may hide a token from itself
   EXPECT_EQ(plan(h200(), s, uniform_starts(64, 1)).kernel, AttentionKernel::scalar);

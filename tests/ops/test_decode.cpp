@@ -1,4 +1,4 @@
-// Decode attention on the device against the CPU reference, on every kernel
+// Decode attention on the device against the CPU reference, on every kernel and cache layout
 // (support/decode_kernels.hpp): shapes, ragged lengths, dtypes, features, one pass and split,
 // the in-dispatch merge, the timeline, device-side bad indices. Cases a kernel cannot run are
 // skipped with the reason. The plans' choices are tested in test_decode_plans.cpp (on this
@@ -15,7 +15,6 @@
 #include "support/decode_case.hpp"
 #include "support/decode_check.hpp"
 #include "support/decode_kernels.hpp"
-#include "support/decode_layouts.hpp"
 #include "support/expect_error.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
@@ -159,7 +158,7 @@ TEST_P(DecodeTest, Bf16FarOutsideTheF16RangeIsKept) {
     DecodeOptions o = with_kernel({});
     o.split = split;
     o.partition_tokens = split == SplitMode::split ? 256 : 0;
-    expect_bf16_far_outside_f16_range_kept(ctx(), o);
+    expect_bf16_far_outside_f16_range_kept(ctx(), o, {}, layout());
   }
 }
 
@@ -179,7 +178,7 @@ TEST_P(DecodeTest, ClimbingLogitsRescaleOften) {
   const DecodeOptions o = with_kernel({});
   ASSERT_TRUE(plan_or_refused(decode_shape_of(in, true), o));
   const auto want = reference::decode_attention(in, o, {}, true);
-  const auto got = decode_attention(ctx(), in, o, {}, true);
+  const auto got = run(in, o, {}, true);
   EXPECT_LE(max_abs_diff(got.output, want.output), tolerance(DType::f16, DType::f16));
   EXPECT_LE(max_abs_diff(got.lse, want.lse), 1e-3);
 }
@@ -213,8 +212,8 @@ TEST_P(DecodeTest, SplitMatchesSinglePass) {
     std::mt19937 rng(7);
     const DecodeInputs in = make_decode_inputs(c, rng);
     ASSERT_TRUE(plan_or_refused(decode_shape_of(in, true), split));
-    const auto a = decode_attention(ctx(), in, single, {}, true);
-    const auto b = decode_attention(ctx(), in, split, {}, true);
+    const auto a = run(in, single, {}, true);
+    const auto b = run(in, split, {}, true);
     const auto ref = reference::decode_attention(in, single, {}, true);
     const double tol = tolerance(c.query_dtype, c.cache_dtype);
     EXPECT_LE(max_abs_diff(a.output, b.output), tol);
@@ -225,7 +224,7 @@ TEST_P(DecodeTest, SplitMatchesSinglePass) {
     if (kernel() != DecodeKernel::scalar) {
       DecodeOptions scalar = split;
       scalar.kernel = DecodeKernel::scalar;
-      EXPECT_LE(max_abs_diff(b.output, decode_attention(ctx(), in, scalar, {}, true).output), tol);
+      EXPECT_LE(max_abs_diff(b.output, run(in, scalar, {}, true).output), tol);
     }
   }
 }
@@ -341,8 +340,8 @@ TEST_P(DecodeTest, MergeInDispatchKeepsTheReducePassWhereNotTaken) {
   EXPECT_TRUE(plan->split());
   EXPECT_EQ(plan->merge_counter_bytes(), 0u);
   EXPECT_FALSE(plan->data().choice.merge_in_dispatch) << plan->describe();
-  const auto a = decode_attention(ctx(), in, reduce_pass, {}, true);
-  const auto b = decode_attention(ctx(), in, in_dispatch, {}, true);
+  const auto a = run(in, reduce_pass, {}, true);
+  const auto b = run(in, in_dispatch, {}, true);
   ASSERT_EQ(a.output.bytes(), b.output.bytes());
   EXPECT_EQ(std::memcmp(a.output.data(), b.output.data(), a.output.bytes()), 0);
   EXPECT_LE(max_abs_diff(b.output, reference::decode_attention(in, in_dispatch, {}, true).output),
@@ -437,7 +436,7 @@ TEST_P(DecodeTest, TimelineRecordsEverySubgroupsUnits) {
     const auto plan_or = plan_or_refused(decode_shape_of(in), o);
     ASSERT_TRUE(plan_or);
     const DecodePlan& plan = *plan_or;
-    const DecodeResult got = decode_attention(ctx(), in, o);
+    const DecodeResult got = run(in, o);
     EXPECT_LE(max_abs_diff(got.output, reference::decode_attention(in, o).output), tolerance(c.query_dtype, c.cache_dtype));
     const auto& t = got.timeline;
     ASSERT_EQ(size_t(t.numel()) * 4, plan.timeline_bytes());
@@ -484,9 +483,12 @@ TEST_P(DecodeTest, Fp8E4m3NanIsNan) {
     in.value_cache.as<uint8_t>()[value_cache_index(c, block_of_token(c, in, seq, token), kv_head, dim, token % c.block_size)] = nan;
   };
   nan_key(0, 3, 0, 5, 0x7f);       // full unit: heads 0 and 1 of sequence 0
-  nan_value(0, 7, 1, 9, 0xff);     // full unit: dim 9 of heads 2 and 3
+  nan_value(0, 7, 1, 9, 0xff);     // full unit: dim 9 of heads 2 and 3...
+  nan_value(0, 7, 1, 10, 0x7e);    // ...and not dim 10 (a finite byte above the NaN, which a
+                                   // probe's carry may flip where a word holds 4 dims: nhd, hnd)
   nan_key(1, 100, 0, 62, 0xff);    // unit 3 of 32 tokens (not the first subgroup's): heads 0 and 1
   nan_value(1, 290, 1, 20, 0x7f);  // the last unit (masked tokens past 300): dim 20 of heads 2 and 3
+  nan_value(1, 290, 1, 21, 0xfe);  // not dim 21
   nan_key(1, 302, 1, 1, 0x7f);     // past the length: nothing
   nan_value(1, 301, 0, 3, 0xff);   // past the length: nothing
   auto nan_expected = [&](int64_t seq, int64_t head, int64_t dim) {
@@ -502,7 +504,7 @@ TEST_P(DecodeTest, Fp8E4m3NanIsNan) {
     o.partition_tokens = split == SplitMode::split ? 256 : 0;
     const char* name = split == SplitMode::split ? "split" : "one pass";
     ASSERT_TRUE(plan_or_refused(decode_shape_of(in), o));
-    const auto got = decode_attention(ctx(), in, o, params);
+    const auto got = run(in, o, params);
     for (int64_t i = 0; i < got.output.numel(); ++i) {
       const int64_t seq = i / (c.heads * c.head_size), head = (i / c.head_size) % c.heads, dim = i % c.head_size;
       const double g = got.output.get(size_t(i));
@@ -538,7 +540,7 @@ TEST_P(DecodeTest, CachePastTheStorageBufferRange) {
   for (size_t s = 0; s < c.lens.size(); ++s)
     for (int64_t j = 0; j < (c.lens[s] + c.block_size - 1) / c.block_size; ++j) in.block_tables.as<int32_t>()[s * M + j] = next--;
   ASSERT_GT(uint64_t(next) * block_bytes, dev.max_storage_buffer_range);
-  const auto got = decode_attention(ctx(), in, with_kernel({}));
+  const auto got = run(in, with_kernel({}));
   EXPECT_LE(max_abs_diff(got.output, reference::decode_attention(in).output), tolerance(DType::f32, DType::f32));
 }
 
@@ -561,7 +563,7 @@ TEST_P(DecodeTest, AddressVariantReachesBlocksPastFourGibibytes) {
     c.lens = {1, 3, 250, 33};
     SCOPED_TRACE(c.str());
     std::mt19937 rng(41);
-    const DecodeInputs small = make_decode_inputs(c, rng);
+    const DecodeInputs small = with_layout(make_decode_inputs(c, rng), layout());
     // The same blocks, moved past 4 GiB of each pool; the blocks before them stay zero.
     const size_t block_bytes = size_t(c.kv_heads) * c.head_size * c.block_size * 2;
     const int64_t first = int64_t((uint64_t(1) << 32) / block_bytes) + 8;
@@ -579,7 +581,7 @@ TEST_P(DecodeTest, AddressVariantReachesBlocksPastFourGibibytes) {
     std::memcpy(static_cast<char*>(in.key_cache.data()) + first * block_bytes, small.key_cache.data(), small.key_cache.bytes());
     std::memcpy(static_cast<char*>(in.value_cache.data()) + first * block_bytes, small.value_cache.data(), small.value_cache.bytes());
     for (int64_t i = 0; i < in.block_tables.numel(); ++i) in.block_tables.as<int32_t>()[i] += int32_t(first);
-    const auto got = decode_attention(ctx(), in, with_kernel({}));
+    const auto got = decode_attention(ctx(), in, with_kernel({}));  // `in` is in this variant's layout already
     EXPECT_LE(max_abs_diff(got.output, reference::decode_attention(in).output), tolerance(DType::f16, DType::f16));
   }
 }
@@ -592,7 +594,8 @@ TEST_P(DecodeTest, AddressVariantReachesBlocksPastFourGibibytes) {
 // window with a soft cap, splits merged by the reduce pass and in the dispatch, longest first
 // with ALiBi, sinks and LSE: the reference's outputs, and every plan with slices.
 TEST_P(DecodeTest, HeadSlicesMatchTheReference) {
-  if (!matrix_family()) GTEST_SKIP() << "head slices are the matrix kernel's";
+  if (!matrix_family() || layout() != KvLayout::vllm)
+    GTEST_SKIP() << "head slices are the matrix kernel's, on the vllm layout's modules";
   const DecodeTuningScope slices(ctx(), "slices=1");
   struct Run {
     DType query, cache;
@@ -647,7 +650,8 @@ TEST_P(DecodeTest, HeadSlicesMatchTheReference) {
 // after the loop over their own units: a NaN key makes its kv head's 16 heads NaN, a NaN value
 // its dim of the other 16; one pass and split.
 TEST_P(DecodeTest, HeadSlicesFp8E4m3NanIsNan) {
-  if (!matrix_family()) GTEST_SKIP() << "head slices are the matrix kernel's";
+  if (!matrix_family() || layout() != KvLayout::vllm)
+    GTEST_SKIP() << "head slices are the matrix kernel's, on the vllm layout's modules";
   const DecodeTuningScope slices(ctx(), "slices=1");
   DecodeCase c;
   c.cache_dtype = DType::fp8_e4m3;
@@ -682,8 +686,8 @@ TEST_P(DecodeTest, HeadSlicesFp8E4m3NanIsNan) {
 
 // ---- the token-major cache layouts (KvLayout nhd and hnd) ----
 
-// The tests' re-laying of caches (support/decode_layouts.hpp) puts every element where the
-// layout's gather (the reference's, which reads each layout) finds it: the rows gathered from
+// The tests' re-laying of caches (with_layout, support/decode_case.hpp) puts every element where
+// the layout's gather (the reference's, which reads each layout) finds it: the rows gathered from
 // the re-laid caches are the vllm caches' rows, for f16, bf16 and fp8 caches.
 TEST(DecodeLayoutsHelper, RelaidCachesGatherTheSameRows) {
   for (const DType cache : {DType::f16, DType::bf16, DType::fp8_e4m3}) {
@@ -707,9 +711,9 @@ TEST(DecodeLayoutsHelper, RelaidCachesGatherTheSameRows) {
     };
     const auto want =
         reference::gather(typed(in.key_cache), typed(in.value_cache), in.block_tables, starts, out, {}, KvLayout::vllm);
-    for (const KvLayout layout : kTokenMajorLayouts) {
+    for (const KvLayout layout : {KvLayout::nhd, KvLayout::hnd}) {
       SCOPED_TRACE(std::string(kv_layout_name(layout)) + " " + c.str());
-      const LaidOutCaches laid = relay_caches(in, layout);
+      const DecodeInputs laid = with_layout(in, layout);
       const auto got =
           reference::gather(typed(laid.key_cache), typed(laid.value_cache), in.block_tables, starts, out, {}, layout);
       ASSERT_EQ(got.key.bytes(), want.key.bytes());
@@ -719,31 +723,14 @@ TEST(DecodeLayoutsHelper, RelaidCachesGatherTheSameRows) {
   }
 }
 
-// decode_in_layout on the vllm layout is decode_attention, bit for bit (the scalar kernel, which
-// every device runs).
-class DecodeLayoutsHelperGpu : public GpuTest {};
-TEST_F(DecodeLayoutsHelperGpu, VllmLayoutIsDecodeAttention) {
-  DecodeCase c;
-  c.lens = {0, 5, 100};
-  c.sinks = true;
-  std::mt19937 rng(6);
-  const DecodeInputs in = make_decode_inputs(c, rng);
-  DecodeOptions o;
-  o.kernel = DecodeKernel::scalar;
-  o.split = SplitMode::split;
-  o.partition_tokens = 256;
-  const DecodeResult a = decode_attention(ctx(), in, o, {}, true);
-  const DecodeResult b = decode_in_layout(ctx(), in, KvLayout::vllm, o, {}, true);
-  ASSERT_EQ(a.output.bytes(), b.output.bytes());
-  EXPECT_EQ(std::memcmp(a.output.data(), b.output.data(), a.output.bytes()), 0);
-  EXPECT_EQ(std::memcmp(a.lse.data(), b.lse.data(), a.lse.bytes()), 0);
-}
-
-// Every dtype pair the matrix kernel takes, head sizes 64 to 256, blocks of 8 to 32, MHA to a
-// group of 32 (sliced over workgroups), the lengths around the unit and block edges, and on
-// them one pass, a window with a soft cap, splits merged by the reduce pass and in the dispatch,
-// longest first, ALiBi with sinks: the same outputs as on the vllm layout.
+// The matrix kernel's token-major modules: every dtype pair it takes, head sizes 64 to 256,
+// blocks of 8 to 32, MHA to a group of 32 (sliced over workgroups), the lengths around the unit
+// and block edges, and on them one pass, a window with a soft cap, splits merged by the reduce
+// pass and in the dispatch, longest first, ALiBi with sinks. (The scalar kernel's layouts run
+// the whole suite as its scalar_nhd and scalar_hnd variants.)
 TEST_P(DecodeTest, TokenMajorLayouts) {
+  if (!matrix_family() || layout() == KvLayout::vllm)
+    GTEST_SKIP() << "the matrix kernel's nhd and hnd modules (the other variants run the rest of the suite)";
   struct Run {
     DType query, cache;
     uint32_t head_size, block_size, heads, kv_heads;
@@ -753,118 +740,47 @@ TEST_P(DecodeTest, TokenMajorLayouts) {
                       {DType::bf16, DType::f16, 64, 16, 32, 1},      {DType::f16, DType::fp8_e4m3, 128, 16, 8, 1},
                       {DType::f16, DType::fp8_e5m2, 64, 8, 4, 2},    {DType::bf16, DType::fp8_e4m3, 256, 32, 8, 2}};
   uint32_t seed = 100;
-  for (const KvLayout layout : kTokenMajorLayouts) {
-    for (const Run& r : runs) {
-      DecodeCase c;
-      c.query_dtype = r.query;
-      c.cache_dtype = r.cache;
-      c.head_size = r.head_size;
-      c.block_size = r.block_size;
-      c.heads = r.heads;
-      c.kv_heads = r.kv_heads;
-      const uint32_t B = r.block_size;
-      c.lens = {0, 1, 7, 8, 9, 31, 32, 33, B - 1, B + 1, 301};
-      for (int variant = 0; variant < 5; ++variant) {
-        DecodeOptions o;
-        DecodeParams p = default_params(c);
-        DecodeCase v = c;
-        bool lse = false;
-        if (variant == 1) {
-          o.sliding_window = 45;
-          p.softcap = 4.0f;
-        } else if (variant == 2 || variant == 3) {
-          o.split = SplitMode::split;
-          o.partition_tokens = 256;
-          o.merge = variant == 3 ? DecodeMerge::in_dispatch : DecodeMerge::reduce_pass;
-          v.lens.push_back(700);
-          lse = true;
-        } else if (variant == 4) {
-          o.order = DecodeOrder::longest_first;
-          v.alibi = v.sinks = true;
-          lse = true;
-        }
-        check_in_layout(layout, v, o, p, ++seed, lse);
+  for (const Run& r : runs) {
+    DecodeCase c;
+    c.query_dtype = r.query;
+    c.cache_dtype = r.cache;
+    c.head_size = r.head_size;
+    c.block_size = r.block_size;
+    c.heads = r.heads;
+    c.kv_heads = r.kv_heads;
+    const uint32_t B = r.block_size;
+    c.lens = {0, 1, 7, 8, 9, 31, 32, 33, B - 1, B + 1, 301};
+    for (int variant = 0; variant < 5; ++variant) {
+      DecodeOptions o;
+      DecodeParams p = default_params(c);
+      DecodeCase v = c;
+      bool lse = false;
+      if (variant == 1) {
+        o.sliding_window = 45;
+        p.softcap = 4.0f;
+      } else if (variant == 2 || variant == 3) {
+        o.split = SplitMode::split;
+        o.partition_tokens = 256;
+        o.merge = variant == 3 ? DecodeMerge::in_dispatch : DecodeMerge::reduce_pass;
+        v.lens.push_back(700);
+        lse = true;
+      } else if (variant == 4) {
+        o.order = DecodeOrder::longest_first;
+        v.alibi = v.sinks = true;
+        lse = true;
       }
-    }
-  }
-}
-
-// bf16 far outside f16's range on the token-major layouts, one pass and split (the matrix
-// kernel rescales what does not fit, from the raw bits of each token's loads).
-TEST_P(DecodeTest, TokenMajorLayoutsKeepBf16FarOutsideTheF16Range) {
-  DecodeShape helper = plan_shape(6, 8, 2, 64, 600);  // the helper's shape: 8 heads on 2, D = 64, bf16
-  helper.query_dtype = helper.cache_dtype = DType::bf16;
-  for (const KvLayout layout : kTokenMajorLayouts) {
-    helper.kv_layout = layout;
-    if (!plan_or_refused(helper, {})) continue;
-    for (const SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
-      SCOPED_TRACE(std::string(kv_layout_name(layout)) + (split == SplitMode::split ? " split" : " one pass"));
-      DecodeOptions o = with_kernel({});
-      o.split = split;
-      o.partition_tokens = split == SplitMode::split ? 256 : 0;
-      expect_bf16_far_outside_f16_range_kept(ctx(), o, {}, layout);
-    }
-  }
-}
-
-// E4M3 NaN bytes on the token-major layouts, where a word holds 4 dims of one token: a NaN key
-// makes its heads' outputs NaN, a NaN value its dim's (and not the next dim's, whose byte the
-// probe's carry may flip: 0x7e beside a NaN 0xff), in full units, a masked last unit and a later
-// subgroup's unit; NaN bytes past a length change nothing.
-TEST_P(DecodeTest, TokenMajorLayoutsFp8E4m3NanIsNan) {
-  DecodeCase c;
-  c.cache_dtype = DType::fp8_e4m3;
-  c.head_size = 64;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.lens = {40, 300};
-  std::mt19937 rng(11);
-  DecodeInputs in = make_decode_inputs(c, rng);
-  auto key = [&](int64_t seq, int64_t token, int64_t kv_head, int64_t dim, uint8_t byte) {
-    in.key_cache.as<uint8_t>()[key_cache_index(c, block_of_token(c, in, seq, token), kv_head, dim, token % c.block_size)] = byte;
-  };
-  auto value = [&](int64_t seq, int64_t token, int64_t kv_head, int64_t dim, uint8_t byte) {
-    in.value_cache.as<uint8_t>()[value_cache_index(c, block_of_token(c, in, seq, token), kv_head, dim, token % c.block_size)] = byte;
-  };
-  key(0, 3, 0, 5, 0x7f);       // full unit: heads 0 and 1 of sequence 0
-  value(0, 7, 1, 9, 0xff);     // full unit: dim 9 of heads 2 and 3...
-  value(0, 7, 1, 10, 0x7e);    // ...and not dim 10 (a finite byte above the NaN)
-  key(1, 100, 0, 62, 0xff);    // unit 3 (not the first subgroup's): heads 0 and 1
-  value(1, 290, 1, 20, 0x7f);  // the last unit (masked tokens past 300): dim 20 of heads 2 and 3
-  value(1, 290, 1, 21, 0xfe);  // not dim 21
-  key(1, 302, 1, 1, 0x7f);     // past the length: nothing
-  value(1, 301, 0, 3, 0xff);   // past the length: nothing
-  auto nan_expected = [&](int64_t seq, int64_t head, int64_t dim) {
-    return seq == 0 ? head < 2 || (head >= 2 && dim == 9) : head < 2 || (head >= 2 && dim == 20);
-  };
-  const DecodeParams params = default_params(c);
-  const auto want = reference::decode_attention(in, {}, params);
-  for (const KvLayout layout : kTokenMajorLayouts) {
-    for (const SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
-      DecodeOptions o = with_kernel({});
-      o.split = split;
-      o.partition_tokens = split == SplitMode::split ? 256 : 0;
-      const std::string name = std::string(kv_layout_name(layout)) + (split == SplitMode::split ? " split" : " one pass");
-      if (!plan_or_refused(shape_in_layout(in, layout, params), o)) continue;
-      const auto got = decode_in_layout(ctx(), in, layout, o, params);
-      for (int64_t i = 0; i < got.output.numel(); ++i) {
-        const int64_t seq = i / (c.heads * c.head_size), head = (i / c.head_size) % c.heads, dim = i % c.head_size;
-        const double g = got.output.get(size_t(i));
-        const bool nan_here = nan_expected(seq, head, dim);
-        EXPECT_EQ(std::isnan(g), nan_here) << name << ", element " << i;
-        if (!nan_here)
-          EXPECT_NEAR(g, want.output.get(size_t(i)), tolerance(c.query_dtype, c.cache_dtype)) << name << ", element " << i;
-      }
+      SCOPED_TRACE(::testing::Message() << v.str() << ", variant " << variant);
+      check(v, o, p, ++seed, lse);
     }
   }
 }
 
 // Block ids and lengths that only the device sees: skipped or clamped, flagged, nothing else read.
 TEST_P(DecodeTest, DeviceSideBadIndicesAreFlaggedNotFollowed) {
-  expect_bad_indices_flagged_not_followed(ctx(), with_kernel({}));
+  expect_bad_indices_flagged_not_followed(ctx(), with_kernel({}), {}, layout());
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, DecodeTest, ::testing::ValuesIn(kDecodeKernels), decode_kernel_param_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, DecodeTest, ::testing::ValuesIn(kDecodeVariants), decode_kernel_param_name);
 
 }  // namespace
 }  // namespace vkpaged::test

@@ -468,6 +468,113 @@ TEST(DecodePlanner, KernelChoice) {
                {"head_size: 128 needs more shared memory than device NVIDIA H200 has"});
 }
 
+// The nhd and hnd layouts on the scalar kernel: the plan keeps the vllm plan's split and
+// workgroup and reads values in loads of 8 bytes along a token's row (VKPAGED_DECODE_TUNE's
+// vbytes: 4, 8 or 16).
+TEST(DecodePlanner, CacheLayouts) {
+  for (const KvLayout layout : {KvLayout::nhd, KvLayout::hnd}) {
+    SCOPED_TRACE(kv_layout_name(layout));
+    for (const char* name : {"long1", "mid8", "batch64", "gqa8x", "d64", "mha32"}) {
+      SCOPED_TRACE(name);
+      DecodeShape s = bench_shape(name);
+      DecodeOptions scalar = kernel_option(Kernel::scalar);
+      const DecodeChoice vllm = plan(h200(), s, scalar);
+      s.kv_layout = layout;
+      const DecodeChoice c = plan(h200(), s, scalar);
+      EXPECT_EQ(c.kernel, Kernel::scalar);
+      EXPECT_EQ(c.module, DecodeModule::scalar_subgroup);
+      EXPECT_EQ(c.split, vllm.split);
+      EXPECT_EQ(c.num_partitions, vllm.num_partitions);
+      EXPECT_EQ(c.workgroup, vllm.workgroup);
+      EXPECT_EQ(c.heads_per_workgroup, vllm.heads_per_workgroup);
+      EXPECT_EQ(c.value_dims, 4u);  // 8 bytes of f16
+      EXPECT_EQ(vllm.value_dims, 0u);
+    }
+    struct Dims {
+      DType cache;
+      const char* tune;
+      uint32_t dims;
+    };
+    for (const Dims& d : {Dims{DType::f32, "", 2}, Dims{DType::f16, "", 4}, Dims{DType::bf16, "", 4},
+                          Dims{DType::fp8_e4m3, "", 8}, Dims{DType::fp8_e5m2, "", 8}, Dims{DType::f16, "vbytes=4", 2},
+                          Dims{DType::f16, "vbytes=16", 8}, Dims{DType::fp8_e5m2, "vbytes=16", 16},
+                          Dims{DType::f32, "vbytes=4", 1}}) {
+      SCOPED_TRACE(std::string(dtype_name(d.cache)) + " " + d.tune);
+      DecodeShape s = planner_shape(64, 32, 8, 128, 4096, is_fp8_dtype(d.cache) ? DType::f16 : d.cache, d.cache);
+      s.kv_layout = layout;
+      EXPECT_EQ(plan(lavapipe(), s, {}, tuned(d.tune)).value_dims, d.dims);
+    }
+  }
+}
+
+// The scalar kernel's variants (VKPAGED_DECODE_TUNE's fp8conv, f16math, vloads) where they apply:
+// fp8 pairs for fp8 caches on every device and layout; packed f16 for an f16 query and cache on
+// a device with shaderFloat16 and caches read by binding (the f16 modules), values on the vllm
+// layout with blocks of 8 tokens or more; none by default, and the matrix kernel's plans carry none.
+TEST(DecodePlanner, ScalarVariants) {
+  const DecodeOptions scalar = kernel_option(Kernel::scalar);
+  const DecodeShape f16 = planner_shape(64, 32, 8, 128, 4096);
+  const DecodeShape e4m3 = planner_shape(64, 32, 8, 128, 4096, DType::f16, DType::fp8_e4m3);
+  for (const auto& device : {h200(), lavapipe(), subgroups_of_64(), subgroups_of_16()}) {
+    SCOPED_TRACE(device.name);
+    for (const DecodeShape& s : {f16, e4m3}) {
+      const DecodeChoice c = plan(device, s, scalar);
+      EXPECT_FALSE(c.fp8_pairs || c.f16_keys || c.f16_values);
+    }
+    const DecodeChoice pairs = plan(device, e4m3, scalar, tuned("fp8conv=1"));
+    EXPECT_TRUE(pairs.fp8_pairs);
+    EXPECT_FALSE(pairs.f16_keys || pairs.f16_values);
+    EXPECT_EQ(pairs.module, device.subgroup_arithmetic ? DecodeModule::scalar_subgroup : DecodeModule::scalar);
+    EXPECT_FALSE(plan(device, f16, scalar, tuned("fp8conv=1")).fp8_pairs);
+    const DecodeChoice both = plan(device, f16, scalar, tuned("f16math=3"));
+    EXPECT_EQ(both.f16_keys, device.shader_float16);
+    EXPECT_EQ(both.f16_values, device.shader_float16);
+    EXPECT_EQ(both.module, device.shader_float16 ? DecodeModule::scalar_subgroup_f16 : DecodeModule::scalar_subgroup);
+  }
+  const DecodeChoice keys = plan(h200(), f16, scalar, tuned("f16math=1"));
+  EXPECT_TRUE(keys.f16_keys);
+  EXPECT_FALSE(keys.f16_values);
+  const DecodeChoice values = plan(h200(), f16, scalar, tuned("f16math=2"));
+  EXPECT_FALSE(values.f16_keys);
+  EXPECT_TRUE(values.f16_values);
+  DecodeDeviceProperties shared_reduce = lavapipe();
+  shared_reduce.subgroup_arithmetic = false;
+  EXPECT_EQ(plan(shared_reduce, f16, scalar, tuned("f16math=1")).module, DecodeModule::scalar_f16);
+  // Where packed f16 does not apply: other dtypes, values on nhd and hnd or blocks under 8
+  // tokens, caches read by device address.
+  for (const DecodeShape& s : {planner_shape(64, 32, 8, 128, 4096, DType::bf16, DType::bf16),
+                               planner_shape(64, 32, 8, 128, 4096, DType::f32, DType::f16), e4m3}) {
+    const DecodeChoice c = plan(h200(), s, scalar, tuned("f16math=3"));
+    EXPECT_FALSE(c.f16_keys || c.f16_values) << dtype_name(s.query_dtype) << " " << dtype_name(s.cache_dtype);
+  }
+  DecodeShape nhd = f16;
+  nhd.kv_layout = KvLayout::nhd;
+  const DecodeChoice on_nhd = plan(h200(), nhd, scalar, tuned("f16math=3"));
+  EXPECT_TRUE(on_nhd.f16_keys);
+  EXPECT_FALSE(on_nhd.f16_values);
+  DecodeShape small_blocks = f16;
+  small_blocks.block_size = 4;
+  small_blocks.max_blocks_per_seq = small_blocks.num_blocks = 1024;
+  EXPECT_FALSE(plan(h200(), small_blocks, scalar, tuned("f16math=3")).f16_values);
+  DecodeDeviceProperties small_range = lavapipe();
+  small_range.max_storage_buffer_range = 1u << 20;  // the pool is read by address
+  const DecodeChoice by_address = plan(small_range, f16, {}, tuned("f16math=3,fp8conv=1"));
+  EXPECT_TRUE(by_address.address);
+  EXPECT_FALSE(by_address.f16_keys || by_address.f16_values);
+  EXPECT_EQ(by_address.module, DecodeModule::address_subgroup);
+  EXPECT_TRUE(plan(small_range, planner_shape(64, 32, 8, 128, 4096, DType::f16, DType::fp8_e5m2), {},
+                   tuned("fp8conv=1")).fp8_pairs);
+  // Value loads issued together: 1 by default, the knob's count on every device and layout.
+  EXPECT_EQ(plan(h200(), f16, scalar).value_loads, 1u);
+  EXPECT_EQ(plan(lavapipe(), nhd, {}, tuned("vloads=4")).value_loads, 4u);
+  EXPECT_EQ(plan(small_range, f16, {}, tuned("vloads=8")).value_loads, 8u);
+  // The matrix kernel's plans carry no scalar variant.
+  const DecodeChoice matrix = plan(h200(), f16, {}, tuned("f16math=3,fp8conv=1,vloads=4"));
+  EXPECT_EQ(matrix.kernel, Kernel::matrix);
+  EXPECT_FALSE(matrix.fp8_pairs || matrix.f16_keys || matrix.f16_values);
+  EXPECT_EQ(matrix.value_loads, 0u);
+}
+
 // The matrix kernel's fragment layout decides last: a device whose layout differs falls back
 // (automatic) or refuses (matrix), naming the difference; before the probe, the choice says
 // whether the probe is needed, and planning without it is refused.
@@ -734,30 +841,26 @@ TEST(DecodePlanner, TokenMajorLayoutsOnTheMatrixKernel) {
       EXPECT_EQ(c.share_query, a.share_query);
       EXPECT_EQ(c.features, a.features);
     }
-    // MHA runs there when asked for; automatic would take the scalar kernel, which reads vllm only.
+    // MHA runs there when asked for; automatic takes the scalar kernel, as on the vllm layout.
     DecodeShape mha = bench_shape("mha32");
     mha.kv_layout = layout;
     EXPECT_EQ(plan(d, mha, kernel_option(Kernel::matrix)).module, DecodeModule::matrix_token_major);
-    expect_error([&] { plan(d, mha); }, ErrorCode::unsupported,
-                 {std::string("kv_layout: decode reads the ") + std::string(kv_layout_name(layout)) +
-                  " layout on the matrix kernel only, which takes GQA groups"});
-    expect_error([&] { plan(d, mha, kernel_option(Kernel::scalar)); }, ErrorCode::unsupported,
-                 {"kernel: scalar: kv_layout: the scalar kernel reads the vllm layout only"});
-    // Head sizes of 32 (mod 64) are the vllm layout's only.
+    EXPECT_EQ(plan(d, mha).kernel, Kernel::scalar);
+    // Head sizes of 32 (mod 64) are the vllm layout's only: automatic falls back to the scalar kernel.
     DecodeShape d96 = planner_shape(8, 32, 8, 96, 4096);
     EXPECT_EQ(plan(d, d96).kernel, Kernel::matrix);
     d96.kv_layout = layout;
     expect_error([&] { plan(d, d96, kernel_option(Kernel::matrix)); }, ErrorCode::unsupported,
                  {std::string("kernel: matrix: head_size: 96 is not a multiple of 64 (kv_layout ") +
                   std::string(kv_layout_name(layout)) + ")"});
-    expect_error([&] { plan(d, d96); }, ErrorCode::unsupported, {"which cannot run this plan: head_size: 96"});
+    EXPECT_EQ(plan(d, d96).kernel, Kernel::scalar);
     // No timeline there, and no matrix units on lavapipe.
     DecodeOptions timeline;
     timeline.timeline = true;
     DecodeShape gqa = planner_shape(64, 32, 8, 128, 4096);
     gqa.kv_layout = layout;
     expect_error([&] { plan(d, gqa, timeline); }, ErrorCode::unsupported, {"timeline: the matrix kernel records one on the vllm layout only"});
-    expect_error([&] { plan(lavapipe(), gqa); }, ErrorCode::unsupported, {"kv_layout", "has no VK_NV_cooperative_matrix"});
+    EXPECT_EQ(plan(lavapipe(), gqa).kernel, Kernel::scalar);
   }
 }
 

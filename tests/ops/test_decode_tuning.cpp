@@ -40,6 +40,10 @@ TEST(DecodeTuningParse, NothingGivesTheDefaults) {
   EXPECT_EQ(t.pipeline, 2u);
   EXPECT_EQ(t.order, 2u);
   EXPECT_EQ(t.share, 2u);
+  EXPECT_EQ(t.vbytes, 0u);
+  EXPECT_EQ(t.fp8conv, 0u);
+  EXPECT_EQ(t.f16math, 0u);
+  EXPECT_EQ(t.vloads, 0u);
 }
 
 TEST(DecodeTuningParse, EveryKnobTakesItsRange) {
@@ -57,6 +61,14 @@ TEST(DecodeTuningParse, EveryKnobTakesItsRange) {
   EXPECT_EQ(t.order, 1u);
   EXPECT_EQ(t.share, 0u);
   // The edges of each range, in any order; the keys not given keep their defaults.
+  EXPECT_EQ(parse_decode_tuning("vbytes=4").vbytes, 4u);
+  EXPECT_EQ(parse_decode_tuning("vbytes=8").vbytes, 8u);
+  EXPECT_EQ(parse_decode_tuning("vbytes=16").vbytes, 16u);
+  const DecodeTuning variants = parse_decode_tuning("fp8conv=1,f16math=3");
+  EXPECT_EQ(variants.fp8conv, 1u);
+  EXPECT_EQ(variants.f16math, 3u);
+  EXPECT_EQ(parse_decode_tuning("f16math=2").f16math, 2u);
+  EXPECT_EQ(parse_decode_tuning("vloads=8").vloads, 8u);
   const DecodeTuning edges = parse_decode_tuning("share=2,lanes=256,workgroup=1,units=64,heads=256,subgroups=32");
   EXPECT_EQ(edges.lanes, 256u);
   EXPECT_EQ(edges.workgroup, 1u);
@@ -120,6 +132,13 @@ TEST(DecodeTuningParse, RefusesValuesOutOfRange) {
   expect_tune_refused("pipeline=3", {"key \"pipeline\"", "value \"3\""});
   expect_tune_refused("order=3", {"key \"order\"", "value \"3\""});
   expect_tune_refused("share=3", {"key \"share\"", "value \"3\""});
+  expect_tune_refused("vbytes=2", {"key \"vbytes\"", "value \"2\"", "0 or a power of two from 4 to 16"});
+  expect_tune_refused("vbytes=12", {"key \"vbytes\"", "value \"12\""});
+  expect_tune_refused("vbytes=32", {"key \"vbytes\"", "value \"32\""});
+  expect_tune_refused("fp8conv=2", {"key \"fp8conv\"", "value \"2\"", "0 to 1"});
+  expect_tune_refused("f16math=4", {"key \"f16math\"", "value \"4\"", "0 to 3"});
+  expect_tune_refused("vloads=3", {"key \"vloads\"", "value \"3\"", "0 or a power of two from 1 to 8"});
+  expect_tune_refused("vloads=16", {"key \"vloads\"", "value \"16\""});
   // Past 32 and 64 bits: out of range, not wrapped.
   expect_tune_refused("units=4294967300", {"key \"units\"", "value \"4294967300\" is out of range"});
   expect_tune_refused("units=99999999999999999999999", {"key \"units\"", "is out of range"});

@@ -55,11 +55,7 @@ void check_paths(Context* ctx, DType query, DType cache, std::span<const Path> p
     DecodeCase c = non_finite_case(query, cache);
     c.sinks = mix.sinks;
     c.alibi = mix.alibi;
-    std::mt19937 rng(7);
-    DecodeInputs clean = make_decode_inputs(c, rng);
-    fill_unread_with_nan(c, clean);
-    DecodeInputs dirty = clean;
-    for (const NonFinite& e : elements) place(c, dirty, e);
+    const auto [clean, dirty] = make_non_finite_inputs(c, elements);
     DecodeOptions o;
     o.sliding_window = mix.window;
     DecodeParams params = default_params(c);

@@ -26,6 +26,7 @@ DecodeInputs as_decode_rows(const AttentionInputs& in) {
   d.alibi_slopes = in.alibi_slopes;
   d.sinks = in.sinks;
   d.cache_dtype = in.cache_dtype;
+  d.kv_layout = in.kv_layout;
   d.block_tables = HostTensor(DType::i32, Shape{T, M});
   d.context_lens = HostTensor(DType::i32, Shape{T});
   for (int64_t s = 0; s < S; ++s) {

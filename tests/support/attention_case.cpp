@@ -49,6 +49,24 @@ std::string AttentionCase::str() const {
                      sliding_window ? fmt::format(" W={}", sliding_window) : "", mask_name(tree_mask));
 }
 
+AttentionInputs single_token_batch(const DecodeInputs& d, uint32_t sliding_window) {
+  AttentionInputs a;
+  a.query = d.query;
+  a.key_cache = d.key_cache;
+  a.value_cache = d.value_cache;
+  a.block_tables = d.block_tables;
+  a.context_lens = d.context_lens;
+  a.alibi_slopes = d.alibi_slopes;
+  a.sinks = d.sinks;
+  a.cache_dtype = d.cache_dtype;
+  a.kv_layout = d.kv_layout;
+  a.sliding_window = sliding_window;
+  const int64_t S = d.query.shape()[0];
+  a.query_starts = HostTensor(DType::i32, Shape{S + 1});
+  for (int64_t i = 0; i <= S; ++i) a.query_starts.as<int32_t>()[i] = int32_t(i);
+  return a;
+}
+
 AttentionParams default_params(const AttentionCase& c) {
   AttentionParams p;
   if (is_fp8_dtype(c.cache_dtype)) p.k_scale = p.v_scale = c.fp8_scale;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "vkpaged/attention.hpp"
+#include "vkpaged/decode.hpp"
 
 namespace vkpaged::test {
 
@@ -42,6 +43,10 @@ struct AttentionCase {
 // filled with valid-but-wrong ids, and cache slots past each length filled with NaN bit
 // patterns (float caches) that must never be read.
 AttentionInputs make_attention_inputs(const AttentionCase& c, std::mt19937& rng);
+
+// The decode inputs as a multi-query batch of one new token per request (query_starts 0, 1, ...,
+// S), their layout and a sliding window of `sliding_window`.
+AttentionInputs single_token_batch(const DecodeInputs& decode, uint32_t sliding_window);
 
 // Params that fit the case: fp8 scales for fp8 caches.
 AttentionParams default_params(const AttentionCase& c);

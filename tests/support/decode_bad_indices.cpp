@@ -9,11 +9,13 @@
 
 namespace vkpaged::test {
 
-void expect_bad_indices_flagged_not_followed(Context& ctx, const DecodeOptions& options, const DecodeParams& params) {
+void expect_bad_indices_flagged_not_followed(Context& ctx, const DecodeOptions& options, const DecodeParams& params,
+                                             KvLayout layout) {
   DecodeCase c;
   c.lens = {20, 40, 33};  // sequence 2 stays intact and must come out right
   std::mt19937 rng(5);
-  const DecodeInputs in = make_decode_inputs(c, rng);
+  const DecodeInputs vllm = make_decode_inputs(c, rng);
+  const DecodeInputs in = with_layout(vllm, layout);
   const auto plan = DecodePlan::create(ctx, decode_shape_of(in), options);
 
   auto upload = [&](const HostTensor& t) {
@@ -45,7 +47,7 @@ void expect_bad_indices_flagged_not_followed(Context& ctx, const DecodeOptions& 
   EXPECT_EQ(flags, kStatusBadBlockId | kStatusBadContextLen);
   HostTensor got(DType::f16, in.query.shape());
   ctx.download(out.view(), got.data(), got.bytes());
-  const auto want = reference::decode_attention(in, options, params);
+  const auto want = reference::decode_attention(vllm, options, params);
   const int64_t row = int64_t(c.heads) * c.head_size;
   for (int64_t i = 2 * row; i < 3 * row; ++i)
     ASSERT_NEAR(got.get(size_t(i)), want.output.get(size_t(i)), tolerance(DType::f16, DType::f16)) << i;

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "support/decode_case.hpp"
-#include "support/decode_layouts.hpp"
 #include "vkpaged/reference.hpp"
 
 namespace vkpaged::test {
@@ -59,8 +58,7 @@ void expect_bf16_far_outside_f16_range_kept(Context& ctx, const DecodeOptions& o
     }
   }
   const DecodeResult want = reference::decode_attention(in, options, params);
-  const DecodeResult got =
-      layout == KvLayout::vllm ? decode_attention(ctx, in, options, params) : decode_in_layout(ctx, in, layout, options, params);
+  const DecodeResult got = decode_attention(ctx, with_layout(in, layout), options, params);
   const double tol = tolerance(c.query_dtype, c.cache_dtype);
   for (size_t s = 0; s < scales.size(); ++s) {
     const double unit = std::ldexp(1.0, scales[s].value);  // the outputs' scale

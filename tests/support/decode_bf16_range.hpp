@@ -10,7 +10,7 @@ namespace vkpaged::test {
 // are scaled by powers of two from 2^-40 to 2^40 (overflowing and underflowing f16, alone and
 // mixed within a unit of tokens) and expects every output within the bf16 tolerance of the
 // reference, scaled by the sequence's value scale.
-// With a layout other than vllm the caches are re-laid into it (support/decode_layouts.hpp).
+// The caches are moved to `layout` before the decode (the reference reads the vllm inputs).
 void expect_bf16_far_outside_f16_range_kept(Context& ctx, const DecodeOptions& options, const DecodeParams& params = {},
                                             KvLayout layout = KvLayout::vllm);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -61,6 +62,35 @@ size_t key_cache_index(const DecodeCase& c, int64_t block, int64_t kv_head, int6
 
 size_t value_cache_index(const DecodeCase& c, int64_t block, int64_t kv_head, int64_t dim, int64_t offset) {
   return size_t(((block * c.kv_heads + kv_head) * c.head_size + dim) * c.block_size + offset);
+}
+
+DecodeInputs with_layout(const DecodeInputs& in, KvLayout layout) {
+  if (layout == KvLayout::vllm) return in;
+  const Shape& k = in.key_cache.shape();  // [N, Hkv, D/x, B, x]
+  const int64_t N = k[0], Hkv = k[1], B = k[3], x = k[4], D = k[2] * k[4];
+  const KvBlockGeometry geometry{uint32_t(Hkv), uint32_t(D), uint32_t(B), uint32_t(x)};
+  const Shape shape = layout == KvLayout::nhd ? Shape{N, B, Hkv, D} : Shape{N, Hkv, B, D};
+  DecodeInputs out = in;
+  out.kv_layout = layout;
+  out.key_cache = HostTensor(in.key_cache.dtype(), shape);
+  out.value_cache = HostTensor(in.value_cache.dtype(), shape);
+  const size_t bytes = dtype_size(in.key_cache.dtype());
+  const uint64_t block = geometry.block_elements();
+  auto move = [&](const HostTensor& from, HostTensor& to, bool key) {
+    for (int64_t n = 0; n < N; ++n)
+      for (uint32_t g = 0; g < geometry.num_kv_heads; ++g)
+        for (uint32_t d = 0; d < geometry.head_size; ++d)
+          for (uint32_t o = 0; o < geometry.block_size; ++o) {
+            const uint64_t src = uint64_t(n) * block + (key ? geometry.key_offset(KvLayout::vllm, g, d, o)
+                                                  : geometry.value_offset(KvLayout::vllm, g, d, o));
+            const uint64_t dst = uint64_t(n) * block + geometry.key_offset(layout, g, d, o);
+            std::memcpy(static_cast<char*>(to.data()) + dst * bytes, static_cast<const char*>(from.data()) + src * bytes,
+                        bytes);
+          }
+  };
+  move(in.key_cache, out.key_cache, true);
+  move(in.value_cache, out.value_cache, false);
+  return out;
 }
 
 int64_t block_of_token(const DecodeCase& c, const DecodeInputs& in, int64_t seq, int64_t token) {

@@ -35,6 +35,10 @@ DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng);
 size_t key_cache_index(const DecodeCase& c, int64_t block, int64_t kv_head, int64_t dim, int64_t offset);
 size_t value_cache_index(const DecodeCase& c, int64_t block, int64_t kv_head, int64_t dim, int64_t offset);
 
+// The same inputs with the caches moved from the vllm layout into `layout` (every element,
+// garbage slots included); the vllm layout's inputs as they are.
+DecodeInputs with_layout(const DecodeInputs& vllm_inputs, KvLayout layout);
+
 // The physical block that holds token `token` of sequence `seq` (its block-table entry in `in`).
 int64_t block_of_token(const DecodeCase& c, const DecodeInputs& in, int64_t seq, int64_t token);
 

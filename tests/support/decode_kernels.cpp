@@ -6,7 +6,6 @@
 
 #include "ops/decode_plan.hpp"
 #include "support/decode_check.hpp"
-#include "support/decode_layouts.hpp"
 #include "vk/matrix_features.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
@@ -16,6 +15,13 @@ void PrintTo(DecodeKernel kernel, std::ostream* os) { *os << test::decode_kernel
 }  // namespace vkpaged
 
 namespace vkpaged::test {
+
+void PrintTo(const DecodeVariant& variant, std::ostream* os) { *os << decode_variant_name(variant); }
+
+std::string decode_variant_name(const DecodeVariant& variant) {
+  const std::string kernel = decode_kernel_name(variant.kernel);
+  return variant.layout == KvLayout::vllm ? kernel : kernel + "_" + std::string(kv_layout_name(variant.layout));
+}
 
 std::string decode_kernel_name(DecodeKernel kernel) {
   switch (kernel) {
@@ -44,25 +50,27 @@ DecodeShape shape_for(const DecodeInputs& in, const DecodeParams& params, bool l
 
 void DecodeKernelTest::SetUp() {
   GpuTest::SetUp();
-  if (!matrix_family()) return;
   const DeviceInfo& dev = ctx().device_info();
-  const bool khr = kernel() == DecodeKernel::matrix_khr;
-  if (khr && !dev.cooperative_matrix_khr)
+  if (kernel() == DecodeKernel::matrix_khr && !dev.cooperative_matrix_khr)
     GTEST_SKIP() << "this Context has no VK_KHR_cooperative_matrix ("
                  << detail::missing_khr_matrix_features(ctx().impl())
                  << "); the KHR matrix kernel's tests run with VKPAGED_VALIDATION=0 on a device that has it";
-  if (!khr && !dev.cooperative_matrix && !dev.cooperative_matrix_khr)
+  if (kernel() == DecodeKernel::matrix && !dev.cooperative_matrix && !dev.cooperative_matrix_khr)
     GTEST_SKIP() << dev.name << " has no matrix units for the decode";
   std::string refusal;
   try {
     std::mt19937 rng(1);
-    DecodePlan::create(ctx(), decode_shape_of(make_decode_inputs(DecodeCase{}, rng)), with_kernel({}));
+    DecodeShape shape = decode_shape_of(make_decode_inputs(DecodeCase{}, rng));
+    shape.kv_layout = layout();
+    DecodePlan::create(ctx(), shape, with_kernel({}));
   } catch (const Error& e) {
     refusal = e.what();
   }
-  // NVIDIA's fragments have the layout the kernel writes (fragment_layout*.cpp), through either
-  // extension; elsewhere a different layout is a reason to fall back, not a failure.
-  if (dev.vendor_id == 0x10de) ASSERT_EQ(refusal, "");
+  // The scalar kernel runs everywhere, on every layout. NVIDIA's fragments have the layout the
+  // matrix kernel writes (fragment_layout*.cpp), through either extension, and it reads every
+  // cache layout at this head size; elsewhere a different fragment layout is a reason to fall
+  // back, not a failure.
+  if (kernel() == DecodeKernel::scalar || dev.vendor_id == 0x10de) ASSERT_EQ(refusal, "");
   if (!refusal.empty()) GTEST_SKIP() << refusal;
 }
 
@@ -88,8 +96,10 @@ DecodeOptions DecodeKernelTest::with_kernel(DecodeOptions o) const {
 
 std::optional<DecodePlan> DecodeKernelTest::plan_or_refused(const DecodeShape& shape, DecodeOptions o) {
   o.kernel = kernel();
+  DecodeShape in_layout = shape;
+  in_layout.kv_layout = layout();
   try {
-    DecodePlan plan = DecodePlan::create(ctx(), shape, o);
+    DecodePlan plan = DecodePlan::create(ctx(), in_layout, o);
     EXPECT_EQ(plan.data().choice.kernel, matrix_family() ? DecodeKernel::matrix : kernel()) << plan.describe();
     if (kernel() == DecodeKernel::matrix_khr) EXPECT_TRUE(plan.data().choice.khr) << plan.describe();
     // DecodeKernel::matrix takes NV where the device has it.
@@ -108,26 +118,18 @@ std::optional<DecodePlan> DecodeKernelTest::plan_or_refused(const DecodeShape& s
   }
 }
 
+DecodeResult DecodeKernelTest::run(const DecodeInputs& vllm_inputs, const DecodeOptions& o, const DecodeParams& p,
+                                   bool lse) {
+  return decode_attention(ctx(), with_layout(vllm_inputs, layout()), o, p, lse);
+}
+
 bool DecodeKernelTest::check(const DecodeCase& c, DecodeOptions o, const DecodeParams& p, uint32_t seed, bool lse) {
   o.kernel = kernel();
   std::mt19937 rng(seed);
   const DecodeInputs in = make_decode_inputs(c, rng);
   if (!plan_or_refused(shape_for(in, p, lse), o)) return false;
   const DecodeResult want = reference::decode_attention(in, o, p, lse);
-  const DecodeResult got = decode_attention(ctx(), in, o, p, lse);
-  expect_decode_near(got, want, tolerance(c.query_dtype, c.cache_dtype), lse, c.str());
-  return true;
-}
-
-bool DecodeKernelTest::check_in_layout(KvLayout layout, const DecodeCase& c, DecodeOptions o, const DecodeParams& p,
-                                       uint32_t seed, bool lse) {
-  o.kernel = kernel();
-  std::mt19937 rng(seed);
-  const DecodeInputs in = make_decode_inputs(c, rng);
-  SCOPED_TRACE(std::string(kv_layout_name(layout)) + " " + c.str());
-  if (!plan_or_refused(shape_in_layout(in, layout, p, lse), o)) return false;
-  const DecodeResult want = reference::decode_attention(in, o, p, lse);
-  const DecodeResult got = decode_in_layout(ctx(), in, layout, o, p, lse);
+  const DecodeResult got = run(in, o, p, lse);
   expect_decode_near(got, want, tolerance(c.query_dtype, c.cache_dtype), lse, c.str());
   return true;
 }

@@ -39,6 +39,7 @@ inline DecodeDeviceProperties h200() {
   d.cooperative_matrix = true;
   d.fragment_layout_mismatch = "";
   d.decode_timeline = true;
+  d.shader_float16 = true;
   return d;
 }
 
@@ -54,6 +55,7 @@ inline DecodeDeviceProperties lavapipe() {
   d.max_shared_memory = 32768;
   d.max_storage_buffer_range = 128u << 20;
   d.buffer_device_address = true;
+  d.shader_float16 = true;
   return d;
 }
 

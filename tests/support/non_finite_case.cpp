@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <set>
 
 #include "vkpaged/dtype.hpp"
@@ -68,6 +69,16 @@ void fill_unread_with_nan(const DecodeCase& c, DecodeInputs& in) {
     for (int64_t off = len % B; len % B != 0 && off < B; ++off) poison_slot(block_of_token(c, in, s, len - 1), off);
     for (int64_t j = blocks; j < M && spare >= 0; ++j) in.block_tables.as<int32_t>()[s * M + j] = int32_t(spare);
   }
+}
+
+NonFiniteInputs make_non_finite_inputs(const DecodeCase& c, std::span<const NonFinite> elements, uint32_t seed) {
+  std::mt19937 rng(seed);
+  NonFiniteInputs in;
+  in.clean = make_decode_inputs(c, rng);
+  fill_unread_with_nan(c, in.clean);
+  in.dirty = in.clean;
+  for (const NonFinite& e : elements) place(c, in.dirty, e);
+  return in;
 }
 
 NanMask nan_mask(const DecodeCase& c, const DecodeInputs& in, std::span<const NonFinite> elements, uint32_t window) {

@@ -44,6 +44,14 @@ NanMask nan_mask(const DecodeCase& c, const DecodeInputs& in, std::span<const No
 void expect_nan_exactly_where(const DecodeResult& got, const DecodeResult& clean, const NanMask& mask, double tol,
                               bool lse, const std::string& label);
 
+// The case's inputs (random from `seed`, every unread slot NaN: fill_unread_with_nan) without and
+// with the non-finite `elements`.
+struct NonFiniteInputs {
+  DecodeInputs clean;
+  DecodeInputs dirty;
+};
+NonFiniteInputs make_non_finite_inputs(const DecodeCase& c, std::span<const NonFinite> elements, uint32_t seed = 7);
+
 // A set of non-finite elements for the lengths {0, 5, 40, 600, 300, 33}, 4 heads, 2 kv heads:
 // NaN, +Inf and -Inf in queries, keys and values, of positions inside and outside a window of
 // 24, in the first and last positions, and a query of an empty sequence.

@@ -136,8 +136,8 @@ TEST(AttendMultiQuery, WithoutQueryStartsOneTokenPerRequest) {
   // The decode reference, against the multi-query one: the same numbers but for a last rounding.
   EXPECT_LE(test::max_abs_diff(read_npy(args.out), want.output), 1e-3);
   EXPECT_LE(test::max_abs_diff(read_npy(args.lse), want.lse), 1e-6);
-  // On nhd and hnd (which the decode kernels do not read yet): the same requests through the
-  // multi-query operator, on the device too.
+  // On nhd and hnd: the same requests through the multi-query operator, on the device too
+  // (which runs them on the scalar decode kernel).
   for (KvLayout layout : {KvLayout::nhd, KvLayout::hnd}) {
     c.layout = layout;
     std::mt19937 again(6);

@@ -133,6 +133,31 @@ TEST(BenchSuites, AllRunsEverySuiteInTurn) {
   }
 }
 
+// --kv-layout moves every case's pools to the layout, naming the case after it; a bad name is
+// refused naming the option.
+TEST(BenchSuites, KvLayoutMovesEveryCase) {
+  const auto standard = bench_suite("standard");
+  for (const char* layout : {"nhd", "hnd"}) {
+    const auto cases = with_kv_layout(standard, layout);
+    ASSERT_EQ(cases.size(), standard.size());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_EQ(cases[i].kv_layout, *parse_kv_layout(layout));
+      EXPECT_EQ(cases[i].name, standard[i].name + "-" + layout);
+    }
+  }
+  const auto vllm = with_kv_layout(standard, "vllm");
+  EXPECT_EQ(vllm.front().name, standard.front().name);
+  EXPECT_EQ(vllm.front().kv_layout, KvLayout::vllm);
+  EXPECT_EQ(with_kv_layout(standard, "").front().kv_layout, KvLayout::vllm);
+  try {
+    with_kv_layout(standard, "nchw");
+    ADD_FAILURE() << "an unknown layout was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("--kv-layout: \"nchw\""), std::string::npos) << e.what();
+  }
+}
+
 // Two made-up runs of the JSON the bench writes: one disturbed from round 2 on, one steady.
 std::string run_json(bool arena, double after, double round2_us) {
   const bool moved = bandwidth_disturbed(4500e9, after);

@@ -100,8 +100,8 @@ struct BenchOptions {
   // Every case's cache dtype instead of the suite's ("" keeps it); f32, f16 and bf16 set the
   // query's dtype too, an fp8 cache takes an f16 query.
   std::string cache_dtype;
-  // The pools' layout of every case (vllm, nhd, hnd): decode reads nhd and hnd on the matrix
-  // kernel only (cases it cannot run are skipped).
+  // The pools' layout of every case (vllm, nhd, hnd); the kernels' refusals skip a case (the
+  // matrix kernel reads nhd and hnd with head sizes that are multiples of 64).
   std::string kv_layout = "vllm";
   std::string json_path;
   std::string chart_path;

@@ -149,11 +149,10 @@ PreparedCase prepare_case(Context& ctx, const std::string& suite, const BenchCas
   try {
     p.plan = DecodePlan::create(ctx, s, options);
   } catch (const Error& e) {
-    // --kernel matrix (or matrix-khr) asks for every case, as --kv-layout nhd or hnd does of
-    // the kernels that read them; those they cannot run (other dtypes, head sizes) are skipped
-    // with the reason so that the rest of the suite still runs.
+    // --kernel matrix (or matrix-khr) asks for every case; those it cannot run (other dtypes,
+    // head sizes) are skipped with the reason so that the rest of the suite still runs.
     const bool matrix = options.kernel == DecodeKernel::matrix || options.kernel == DecodeKernel::matrix_khr;
-    if (e.code() != ErrorCode::unsupported || !(matrix || c.kv_layout != KvLayout::vllm)) throw;
+    if (e.code() != ErrorCode::unsupported || !matrix) throw;
     p.skipped = e.what();
     return p;
   }
@@ -187,9 +186,10 @@ BenchResult run_case(Context& ctx, const PreparedCase& p, const CaseMemory& m, i
   const int64_t x = cache_pack_factor(c.cache_dtype);
   const DType stored = is_fp8_dtype(c.cache_dtype) ? DType::u8 : c.cache_dtype;
   const int64_t N = int64_t(p.blocks), Hkv = c.kv_heads, D = c.head_size, B = c.block_size;
-  const Shape token_major = c.kv_layout == KvLayout::nhd ? Shape{N, B, Hkv, D} : Shape{N, Hkv, B, D};
-  const Shape kshape = c.kv_layout == KvLayout::vllm ? Shape{N, Hkv, D / x, B, x} : token_major;
-  const Shape vshape = c.kv_layout == KvLayout::vllm ? Shape{N, Hkv, D, B} : token_major;
+  const Shape kshape = c.kv_layout == KvLayout::nhd   ? Shape{N, B, Hkv, D}
+                       : c.kv_layout == KvLayout::hnd ? Shape{N, Hkv, B, D}
+                                                      : Shape{N, Hkv, D / x, B, x};
+  const Shape vshape = c.kv_layout == KvLayout::vllm ? Shape{N, Hkv, D, B} : kshape;
   const Shape qshape{c.batch, c.heads, c.head_size};
   const Shape tshape{c.batch, p.max_blocks};
   ctx.upload(m.views[kTables], p.table.data(), p.table.size() * 4);

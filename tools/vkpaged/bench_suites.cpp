@@ -135,17 +135,6 @@ std::vector<std::string> bench_suite_names(const std::string& name) {
   return {name};
 }
 
-std::vector<BenchCase> with_kv_layout(std::vector<BenchCase> cases, const std::string& kv_layout) {
-  const auto layout = parse_kv_layout(kv_layout);
-  if (!layout) throw Error(ErrorCode::invalid_argument, fmt::format("--kv-layout: \"{}\" is not vllm, nhd or hnd", kv_layout));
-  if (*layout == KvLayout::vllm) return cases;
-  for (auto& c : cases) {
-    c.kv_layout = *layout;
-    c.name += "-" + std::string(kv_layout_name(*layout));
-  }
-  return cases;
-}
-
 std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std::string& cache_dtype) {
   if (cache_dtype.empty()) return cases;
   const auto dtype = parse_dtype(cache_dtype);
@@ -158,6 +147,18 @@ std::vector<BenchCase> with_cache_dtype(std::vector<BenchCase> cases, const std:
     // A float cache holds the query's dtype (the contract); an fp8 one takes an f16 query.
     c.query_dtype = is_fp8_dtype(*dtype) ? DType::f16 : *dtype;
     c.name += "-" + std::string(dtype_name(*dtype));
+  }
+  return cases;
+}
+
+std::vector<BenchCase> with_kv_layout(std::vector<BenchCase> cases, const std::string& kv_layout) {
+  if (kv_layout.empty()) return cases;
+  const auto layout = parse_kv_layout(kv_layout);
+  if (!layout)
+    throw Error(ErrorCode::invalid_argument, fmt::format("--kv-layout: \"{}\" is not vllm, nhd or hnd", kv_layout));
+  for (auto& c : cases) {
+    c.kv_layout = *layout;
+    if (*layout != KvLayout::vllm) c.name += "-" + std::string(kv_layout_name(*layout));
   }
   return cases;
 }

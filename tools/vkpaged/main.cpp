@@ -156,8 +156,8 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
                  "an f16 query); default: the suite's")
       ->type_name("DTYPE");
   cmd.add_option("--kv-layout", b.kv_layout,
-                 "the pools' layout in every case: vllm, nhd or hnd (decode reads nhd and hnd on the matrix kernel; "
-                 "cases it cannot run are skipped)")
+                 "the pools' layout in every case: vllm, nhd or hnd (nhd and hnd add -nhd / -hnd to the case names; "
+                 "cases the kernel cannot run are skipped)")
       ->capture_default_str();
   cmd.add_option("--json", b.json_path, "also write the results as JSON")->type_name("FILE");
   cmd.add_option("--chart", b.chart_path, "draw the share of bandwidth per case as an SVG chart")->type_name("FILE");

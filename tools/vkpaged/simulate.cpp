@@ -106,10 +106,6 @@ SimGpuShape setup(const SimulateArgs& a, const DeviceInfo& device) {
   s.query_dtype = parse_query_dtype(a.dtype);
   s.cache.dtype = parse_cache_dtype(a.kv_dtype, s.query_dtype);
   s.order = parse_order(a.order);
-  if (s.order != DecodeOrder::automatic && *layout != KvLayout::vllm)
-    refuse(fmt::format("--order: {} runs decode-only steps on the decode kernels, which read the vllm layout only "
-                       "(--kv-layout {}): use --order auto",
-                       a.order, a.kv_layout));
   s.cache.layout = *layout;
   s.token_budget = a.token_budget;
   s.max_position = a.max_prompt + a.max_output;
