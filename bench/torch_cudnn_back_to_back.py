@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cuDNN SDPA decode timings, the anchor of performance-targets.md's round 2, for vkpaged's decode
 suites (standard, groups, latency, mqa). Each shape is timed three ways: (1) events around one
 call on an idle GPU (the host's launch is inside), (2) CALLS calls back to back between two

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Compiles GLSL compute shaders to SPIR-V at build time and embeds each one in a generated C++
 # source as a uint32_t array, registered by name (the file name without .comp).
 # SHADERS are compiled with glslc (${GLSLC}). KHR_SHADERS (shaders/*_khr.comp, which use

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The sources of vkpaged that run without a Vulkan device: dtype conversions, shapes and
 # errors, the block manager and prefix cache, KvCache's sizing, the argument checks, the decode
 # planner and the CPU references, and the CLI's .npy reader. The sanitizer build (vkpaged_host_tests in tests/CMakeLists.txt) and

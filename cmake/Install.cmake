@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # `cmake --install`: headers, static and shared libraries, the CLI, a CMake package
 # (find_package(vkpaged) gives vkpaged::vkpaged and vkpaged::vkpaged_static) and vkpaged.pc.
 include(CMakePackageConfigHelpers)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # VKPAGED_SANITIZE=ON builds everything configured after this with AddressSanitizer and
 # UndefinedBehaviorSanitizer, stopping at the first report (-fno-sanitize-recover=all).
 # scripts/sanitize.sh uses it to build and run vkpaged_host_tests (the GPU-free tests); the

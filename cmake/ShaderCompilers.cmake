@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The GLSL compilers: glslc for every shader, as always (their SPIR-V must not change: NVIDIA's
 # driver compiles the matrix kernel differently after small changes), and for shaders/*_khr.comp
 # (GL_KHR_cooperative_matrix, which Debian 12's glslang 11.13 refuses) the first compiler that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BlockManager under operation sequences read from the bytes: construction with any
 // arguments, then add, append, fork, free, preempt, swap out/in and every query, on known and
 // unknown sequence ids. A model beside it knows the tokens of each live sequence and the token

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cache operations' argument checks (src/ops/cache_geometry.cpp, shared with the GPU
 // paths) and CPU references on pools (in each layout, and in none), tokens, slot mappings,
 // block pairs and block tables built from the bytes. Each call either succeeds or throws vkpaged::Error, and then:

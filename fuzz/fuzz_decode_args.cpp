@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Decode attention's host-side checks and CPU reference on inputs built from the bytes:
 // shapes, dtypes, block tables, context lengths and options, mostly consistent and then
 // mutated. decode_shape_of (the checks every decode entry point shares) and

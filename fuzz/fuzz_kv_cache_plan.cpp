@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvCache's sizing (KvCache::plan and the functions it is built from) with any shape, any
 // device description and any options read from the bytes. Accepted outcomes: vkpaged::Error,
 // or a sizing that keeps every promise of include/vkpaged/kv_cache.hpp:

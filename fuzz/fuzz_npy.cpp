@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CLI's .npy reader (tools/vkpaged/npy.cpp) on arbitrary file contents. read_npy must
 // either return a tensor or throw vkpaged::Error; a returned tensor must hold exactly the
 // file's data bytes, and must survive write_npy + read_npy unchanged.

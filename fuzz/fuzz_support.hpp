@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the fuzz targets share: a failed check aborts with a message (libFuzzer then saves the
 // input as a crash), bounded tensor construction, and the values a fuzzer likes to pick.

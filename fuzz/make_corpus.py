@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the seed corpus of each fuzz target under fuzz/corpus/<target>/ (committed: these
 are inputs, not build outputs). Deterministic: rerunning it rewrites the same files.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs `vkpaged bench` several times, with each case's buffers allocated anew (--no-arena) and
 in one arena allocated once (--arena), and prints a compact comparison: is a run disturbed
 (bench/experiments/disturbed-runs.md, performance-targets.md target 7), and does it depend on

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Configures and builds vkpaged in ./build (Release) after installing what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

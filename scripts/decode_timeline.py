@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Summarises the matrix decode kernel's timelines that `vkpaged bench --timeline DIR` writes
 (DecodeOptions::timeline; one DIR/<case>.bin per matrix-kernel case):
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds vkpaged and runs the demo on the default Vulkan device (lavapipe where no GPU exists).
 # Extra arguments go to `vkpaged demo` (see `build/tools/vkpaged/vkpaged demo --help`).
 set -euo pipefail

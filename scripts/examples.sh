@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs vkpaged into build/install as a package, then builds the C, C++ and Rust examples
 # in examples/ against that install (as a user's project would) and runs each, and the Python
 # one (ctypes) on the installed library, on the default Vulkan device. Then the C++ consumers

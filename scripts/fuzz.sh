@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer targets of fuzz/ with clang (-fsanitize=fuzzer,address,undefined) in
 # ./build-fuzz and runs them side by side, each for a bounded time, from its seed corpus in
 # fuzz/corpus/<target>/. A crash, sanitizer report, failed check, leak or hang fails the run;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the whole test suite on a GPU machine with the Khronos validation layer and its
 # synchronization validation on, from a build directory made elsewhere and carried there
 # (ctest's files hold absolute paths of the machine that built it, so the test binary runs

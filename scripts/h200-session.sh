@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What one H200 device call runs to verify and record this tree's GPU-only paths, in stages that
 # each end inside the device tool's 10-minute limit. Built here, carried there (.gl for the
 # loader and the validation layer, the build's binaries, an older CLI to time beside):

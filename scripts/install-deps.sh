@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what vkpaged needs to build and test from Debian/Ubuntu packages, skipping what is
 # already there (as root, or through sudo). Then makes sure a GLSL compiler that knows
 # GL_KHR_cooperative_matrix exists for shaders/*_khr.comp: the installed glslc where it does

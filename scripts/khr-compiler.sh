@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A GLSL compiler that knows GL_KHR_cooperative_matrix, for shaders/*_khr.comp (CMake picks it:
 # cmake/ShaderCompilers.cmake). Debian 12's glslc (glslang 11.13) refuses the extension; Debian
 # 13's glslang (15.x) knows it and builds on Debian 12 from its source package, without its

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Disassembles the machine code (SASS) of the compute pipelines that NVIDIA's Vulkan driver
 wrote to its shader disk cache, so that kernel work can read what the compiler made of a shader.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the GPU-free tests (vkpaged_host_tests: block allocator and manager, prefix cache,
 # dtypes, the .npy reader, the host-side argument checks and CPU references) with
 # AddressSanitizer and UndefinedBehaviorSanitizer in ./build-sanitize and runs them. Any

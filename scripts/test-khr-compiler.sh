@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Tests scripts/khr-compiler.sh's choice of compiler with stand-in compilers and a private cache
 # (no network, nothing built): the order glslc, glslangValidator, cached builds newest first; a
 # compiler that exits 0 without writing SPIR-V is no compiler; `ensure` with building forbidden

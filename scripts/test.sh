@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds vkpaged and runs the whole test suite (validation layer on) on the default device.
 set -euo pipefail
 cd "$(dirname "$0")/.."

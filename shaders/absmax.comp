@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // absmax: max |x| over a tensor (f32, f16 or bf16), for fp8 scale calibration.
 //

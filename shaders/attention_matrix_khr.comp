@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Multi-query attention over the paged cache on matrix units (VK_KHR_cooperative_matrix): the
 // contract and the outputs of the portable kernel (common/attention_kernel.glsl), in the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Merges the partitions of a split multi-query attention (attention.comp with
 // ATTN_FEATURE_SPLIT): one workgroup per (query head, query token). The row's own key range

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Decode attention over caches larger than maxStorageBufferRange (buffer device addresses),
 // subgroup reductions.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Paged decode attention on matrix units (common/decode_coopmat_kernel.glsl), for every cache
 // dtype but E4M3, which has its own module (decode_coopmat_e4m3.comp).

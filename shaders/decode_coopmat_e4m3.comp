@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Paged decode attention on matrix units for E4M3 caches: the same kernel with E4M3's NaN
 // search compiled in (common/decode_coopmat_kernel.glsl, "fp8 NaN"), which the other dtypes'

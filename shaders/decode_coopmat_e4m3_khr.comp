@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // decode_coopmat_e4m3.comp through VK_KHR_cooperative_matrix: the matrix kernel with E4M3's NaN
 // search compiled in (common/decode_coopmat_kernel.glsl, "fp8 NaN").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Paged decode attention on matrix units through VK_KHR_cooperative_matrix: the kernel of
 // decode_coopmat.comp (common/decode_coopmat_kernel.glsl) with the KHR types and calls, for

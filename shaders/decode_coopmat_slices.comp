@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // The matrix kernel (common/decode_coopmat_kernel.glsl) with head slices: a GQA group of more
 // than 8 heads (up to 8 x DECODE_SC_MATRIX_HEAD_SLICES) in one workgroup, whose subgroups take 8

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // decode_coopmat_slices.comp for E4M3 caches (its NaN search compiled in) through VK_KHR_cooperative_matrix (docs/toolchain.md).
 #extension GL_GOOGLE_include_directive : require

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // The matrix kernel that also writes when each subgroup passed a few points (a timeline for
 // kernel work: DecodeOptions::timeline, `vkpaged bench --timeline DIR`, scripts/decode_timeline.py).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // The matrix kernel (common/decode_coopmat_kernel.glsl) on token-major caches (KvLayout nhd and
 // hnd, the specialization constant DECODE_SC_KV_LAYOUT; the kernel's header, "Token-major

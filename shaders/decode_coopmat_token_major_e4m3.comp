@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // decode_coopmat_token_major.comp for E4M3 caches: with E4M3's NaN search compiled in.
 #define VKP_KHR 0

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Lists the (sequence, partition) items of a decode in order of decreasing tokens, for a
 // decode with DECODE_FEATURE_ORDERED (common/decode_order.glsl): each of its workgroups takes

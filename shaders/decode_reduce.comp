@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Merges the partitions of a split decode (decode.comp with DECODE_FEATURE_SPLIT): one
 // workgroup per (query head, sequence). Each partition left an unnormalised output o_p with

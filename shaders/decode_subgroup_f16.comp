@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Decode attention with packed f16 arithmetic where the plan asks for it (VKPAGED_DECODE_TUNE's
 // f16math; devices with shaderFloat16), subgroup arithmetic for the reductions.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Fills a tensor with reproducible pseudo-random values in (-1, 1) (fp8: random codes below
 // magnitude 2, never NaN). For benchmarks and tests that need large inputs without an upload.

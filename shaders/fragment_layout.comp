@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Where the matrix kernel's fragments keep their elements (src/ops/fragment_layout.cpp):
 // loads matrices whose elements are their own (row, column) codes and writes, per lane, the

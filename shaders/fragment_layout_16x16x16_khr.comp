@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // The KHR fragment layout of the 16x16x16 f16 product (A, B and the f32 accumulator [16 x 16]),
 // the shape every vendor with VK_KHR_cooperative_matrix offers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // The KHR fragment layout of the 16x8x16 f16 product (A [16 x 16], B [16 x 8], f32 accumulator
 // [16 x 8]): the shape of the NV matrix kernel, whose layout src/ops/fragment_layout_khr.cpp

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // D = A B + C as one VK_KHR_cooperative_matrix product of the first subgroup: f16 A and B, f32 C
 // and D, all 16 x 16 and row-major (src/ops/fragment_layout_khr.cpp: the check of the KHR path

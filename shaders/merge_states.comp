@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Merges two attention results over disjoint key sets (cascade attention: a shared prefix
 // attended once, plus each sequence's own suffix): with m = max(lse_a, lse_b),

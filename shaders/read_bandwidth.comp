@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Streams a buffer with 16-byte loads, as a decode kernel should, to measure the read
 // bandwidth a Vulkan compute shader gets on this device. The XOR of what was read is written

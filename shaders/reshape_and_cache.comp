@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // reshape_and_cache over pools bound as storage buffers (within maxStorageBufferRange).
 #define VKP_ADDRESS 0

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // reshape_and_cache over pools past maxStorageBufferRange, written through buffer device addresses.
 #define VKP_ADDRESS 1

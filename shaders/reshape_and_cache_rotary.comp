@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // reshape_and_cache with rotary embedding of the keys on their way into the cache (and of the
 // queries in place), over pools bound as storage buffers (within maxStorageBufferRange).

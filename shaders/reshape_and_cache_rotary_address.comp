@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // reshape_and_cache with rotary embedding of the keys on their way into the cache (and of the
 // queries in place), over pools past maxStorageBufferRange, written through buffer device addresses.

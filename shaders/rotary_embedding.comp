@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // rotary_embedding: rotates queries [T, H, D] and keys [T, Hkv, D] in place by their tokens'
 // positions (common/rotary.glsl), one tile of rows per workgroup.

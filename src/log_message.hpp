@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // How the library sends a message to the log callback (vkpaged/log.hpp). Nothing in src/
 // writes to stderr or stdout: everything goes through here.

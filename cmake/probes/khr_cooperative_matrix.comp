@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #version 450
 // Whether a GLSL compiler knows GL_KHR_cooperative_matrix (scripts/khr-compiler.sh and
 // cmake/ShaderCompilers.cmake compile this): a product and what shaders/*_khr.comp use besides.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* vkpaged from C: a block manager lays out the paged KV cache of three sequences, the GPU
  * decodes one query per sequence over it with per-call values (a logit scale and a soft cap),
  * and the CPU reference checks the result. Prints one line; exits non-zero on any error or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A tiny C++ consumer of vkpaged, built three ways by scripts/examples.sh (find_package of the
 // installed package, add_subdirectory of the source tree, FetchContent from the local path),
 // with no C++ standard of its own: the vkpaged targets bring C++20. It schedules three

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // vkpaged inside an engine that owns its Vulkan device: the engine creates its instance,
 // device, buffers and command buffer itself, adopts them into a vkpaged::Context, and for one
 // decode step records reshape_and_cache (the step's new keys and values into the paged cache)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The example engine's own Vulkan objects, created without vkpaged: an instance, the device
 // vkpaged's default choice would pick (with VK_KHR_push_descriptor, which vkpaged needs), a

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """vkpaged from Python through the C API, with ctypes and nothing outside the standard library:
 decode attention over a paged f32 KV cache (GQA, attention sinks, the LSE) on the default Vulkan
 device, checked against the contract's math written out here. Prints one line; exits non-zero on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Attention over the paged cache for a whole engine step: each request brings one or more new
 // query tokens (decode, speculative verification, prefill chunks after a cached prefix, whole

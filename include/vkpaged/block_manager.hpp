@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Host-side bookkeeping of a paged KV cache: which physical blocks each sequence owns, with
 // sharing (fork, prefix caching), copy-on-write, swapping to host blocks and preemption.

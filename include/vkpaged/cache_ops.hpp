@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Operations on the paged KV cache (docs/contract.md, "Cache operations"). Each records one
 // dispatch or one copy batch into the caller's command buffer, allocates nothing and never

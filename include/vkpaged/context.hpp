@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A vkpaged Context: one Vulkan device and what vkpaged keeps for it (pipelines, a command
 // pool for the convenience paths, a staging path). Create one per device and share it.

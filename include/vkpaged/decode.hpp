@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Paged decode attention: one query token per sequence attends over its paged KV cache.
 // The math, layouts and bad-input answers are those of docs/contract.md.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Element types of queries, outputs and caches, and their bit-exact conversions.
 #include <cstddef>

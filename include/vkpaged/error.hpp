@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The one exception type of the C++ API. Every public entry point validates its arguments
 // before recording any GPU work and throws vkpaged::Error naming the argument and the value.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Symbol export for the C++ API, by the rules of vkpaged.h's VKP_API: the build defines
 // VKPAGED_BUILDING while it compiles vkpaged; on Windows a program that links the static

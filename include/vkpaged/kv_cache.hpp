@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The KV cache itself: for L layers, a key pool and a value pool per layer in device memory,
 // in the layout chosen at creation (KvLayout, docs/contract.md's "Layouts" and "Other cache

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // How a paged KV cache is laid out in memory (docs/contract.md, "Layouts" and "Other cache
 // layouts"). One layout per cache, the same for its keys and values; every operator accepts each.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Where vkpaged's messages go. The library never writes to stderr or stdout itself: every
 // message (validation-layer reports of a Context created with validation on, pipeline

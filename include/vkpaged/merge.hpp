@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Cascade attention: merges the (output, log-sum-exp) pairs of attention over two disjoint
 // key sets, e.g. a shared prefix attended once for many sequences plus each sequence's own

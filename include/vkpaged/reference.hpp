@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // CPU reference implementations of every operator: double accumulation, straight from the
 // contract, written for clarity and not speed. Tests and `--device cpu` use them.

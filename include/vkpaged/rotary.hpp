@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Rotary position embedding (RoPE) as vLLM's `rotary_embedding` computes it, alone or fused
 // into reshape_and_cache (the keys rotated on their way into the cache).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Views of memory the operators read and write. The library never needs to own an engine's
 // buffers: a BufferView names a range of a VkBuffer, a TensorView adds dtype and shape.

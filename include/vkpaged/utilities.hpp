@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Helpers around the operators: filling device tensors without an upload, and measuring the
 // device's read bandwidth the way the benchmark reports it.

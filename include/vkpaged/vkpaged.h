@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The vkpaged C API: the C++ API (context.hpp, decode.hpp, attention.hpp, cache_ops.hpp,
  * rotary.hpp, kv_cache.hpp, block_manager.hpp, reference.hpp, utilities.hpp, log.hpp,
  * dtype.hpp) behind opaque handles and plain structs, for C,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 64-bit device addresses held as (low, high) words, for the `*_address.comp` variants that
 // read or write pools past maxStorageBufferRange: only a block's start needs 64 bits, the
 // offsets inside one block fit 32.

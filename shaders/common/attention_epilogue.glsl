@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Finishing attention rows (docs/contract.md steps 6-9): the sinks join the denominator, the
 // log-sum-exp is taken over the same logits (natural log; -inf for an empty range without a
 // sink), outputs are the value sums times one factor per row, and the words written are packed

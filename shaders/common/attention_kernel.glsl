@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-query attention over the paged cache (docs/contract.md, "Multi-query attention"): the
 // portable kernel, flash-attention style, with no subgroup operations and no assumption about
 // the subgroup size.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The logits transform of every attention kernel (docs/contract.md steps 3-5 and 9, and
 // "Multi-query attention"): a position's logit from its scaled dot product, the soft cap, then
 // ALiBi relative to the query's position p; which positions a row sees (its key range, and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Staging for the matrix attention kernel (attention_matrix_khr.comp): one key tile's keys and
 // values read from the paged cache in 16-byte chunks (any layout) and written to shared memory
 // as f16, fp8 converted on the way and bf16 kept raw for a later conversion scaled into f16's

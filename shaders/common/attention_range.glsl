@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which key positions an attention row reads (docs/contract.md, "Decode attention" step 1 and
 // "Multi-query attention"): query token j of a request with `len` positions, the last
 // `new_tokens` of them new, stands at p = len - new_tokens + j and attends [t0, p] with

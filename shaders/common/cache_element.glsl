@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How one cache element of CACHE_DTYPE sits in memory, for the shaders that walk the cache
 // layouts (docs/contract.md). The includer declares `const uint CACHE_DTYPE` first.
 #ifndef VKPAGED_CACHE_ELEMENT_GLSL

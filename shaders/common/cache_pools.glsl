@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One layer's key and value pools as the cache operations (reshape_and_cache, gather) reach
 // them, block by block: bound as storage buffers, or, for pools past maxStorageBufferRange
 // (VKP_ADDRESS 1, the `*_address.comp` variants), through buffer device addresses, as the

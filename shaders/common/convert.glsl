@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bit-exact conversions between f32 and the storage types, done on bit patterns with integer
 // arithmetic only. The spec leaves packHalf2x16's rounding and every denormal to the driver,
 // so float-based conversions may differ from src/dtype.cpp; these match it on every device.

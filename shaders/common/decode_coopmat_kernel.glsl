@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Paged decode attention on matrix units, for f16 or bf16 queries and an f16, bf16 or fp8
 // cache: the same contract and outputs as decode_kernel.glsl, run when a plan asks for the
 // matrix kernel on a device whose fragment layout the context verified (decode.cpp,

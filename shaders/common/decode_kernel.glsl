@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Paged decode attention (docs/contract.md), one pass with an online softmax.
 //
 // A workgroup takes one sequence, HEADS query heads that share one kv head (so each key and

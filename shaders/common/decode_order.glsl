@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The decode kernels' side of decode_order.comp (included after their bindings and push
 // constants): which (sequence, partition) a workgroup takes.
 layout(set = 0, binding = DECODE_BINDING_ORDER) readonly buffer OrderList { uint order_list[]; };

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading and writing packed elements from 32-bit words. Every shader loads whole words (or
 // uvec4s) and unpacks here, so no 8- or 16-bit storage feature is needed on any device.
 #ifndef VKPAGED_DTYPE_GLSL

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where VK_KHR_cooperative_matrix fragments keep their elements, for the product shape
 // SHAPE_M x SHAPE_N x SHAPE_K with f16 A and B and an f32 accumulator (src/ops/fragment_layout_khr.cpp):
 // loads matrices whose elements are their own codes (row * columns + column) and writes, for

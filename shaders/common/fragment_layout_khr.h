@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by C++ (src/ops/fragment_layout_khr.cpp) and GLSL (common/fragment_layout_khr.glsl):
 // where the KHR fragment-layout probe writes what each lane's components hold.
 #ifndef VKPAGED_FRAGMENT_LAYOUT_KHR_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gather (docs/contract.md, "Cache operations"): paged cache -> contiguous keys and values
 // [T, Hkv, D] for the positions of given sequences, dequantized, in one dispatch.
 //

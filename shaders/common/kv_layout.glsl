@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where a cache element sits in one block, for each KvLayout (include/vkpaged/kv_layout.hpp,
 // whose KvBlockGeometry is the host's twin of these functions). Offsets count elements from the
 // block's start; a block holds hkv * d_size * b_size elements in every layout; x is the cache's

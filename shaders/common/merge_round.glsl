@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Merging a split decode's partitions (decode_reduce.comp, split_merge.glsl): which partitions a
 // sequence has, so that both merges agree with the decode, and one round of the merge, which folds
 // MERGE_ROUND_PARTS partitions, each with its max mp[k] (-inf: a partition to skip), its sum

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Non-finite inputs are not hidden (docs/contract.md, Decode step 9): the tests a kernel makes
 // on the bits, not with isnan/isinf, which a compiler may fold away, and NaN written as bits.
 // A head whose query or attended key is NaN or infinite is "poisoned": its outputs and LSE are

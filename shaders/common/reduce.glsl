@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Workgroup-wide reductions of GROUP values per invocation (one per query head), for any
 // subgroup size: with VKP_SUBGROUP the subgroup does the first step, else a shared-memory
 // tree. `s_reduce` must hold GROUP * gl_WorkGroupSize.x floats. Every invocation gets the result.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reshape_and_cache (docs/contract.md, "Cache operations"): writes T new tokens' keys and
 // values [T, Hkv, D] into the paged caches at their slots, in one dispatch, in the cache's
 // layout (LAYOUT, a specialization constant; element offsets from common/kv_layout.glsl).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rotary position embedding (vLLM's rotary_embedding) over tiles of rows, shared by
 // rotary_embedding.comp and the fused reshape_and_cache_rotary*.comp (shader_interface.h,
 // "rotary_embedding"). A row is one head of one token, [head_size] elements; its first

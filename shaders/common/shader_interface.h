@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by C++ and GLSL: push-constant blocks, specialization-constant ids and dtype codes.
 // Host and shader include the same definitions, so layout drift is a compile error.
 // Every push-constant block is plain 32-bit fields and stays within 128 bytes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One online-softmax state and its merge, for every kernel and pass that attends or merges
 // attention (docs/contract.md steps 6-9). As FlashInfer's state_t, a state is the running max m
 // of its logits, the sum l of exp(logit - m), and the value sums o = sum exp(logit - m) v; here

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A split decode's merge inside the decode dispatch (DecodeOptions::merge = in_dispatch; the
 // matrix kernel only): each workgroup writes its partition's unnormalised outputs o_p with
 // their max m_p and sum l_p to the scratch (the layout decode_reduce.comp reads), counts itself

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C API: multi-query attention plans, recording attention into a caller's command buffer, the
 // run-and-wait convenience over host arrays and the CPU reference.
 #include <fmt/format.h>

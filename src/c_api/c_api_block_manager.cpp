@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C API: the host-side BlockManager. Arrays of unknown length (swap pairs, block tables) are
 // kept in the handle and handed out by pointer; arrays whose length the caller knows (batch
 // arrays, slot mappings) are written into the caller's memory.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C API: cache operations recorded into a caller's command buffer (reshape_and_cache,
 // copy_blocks, swap_blocks, gather, absmax), fill_random, the bandwidth probe, and the CPU
 // references of the cache operations.

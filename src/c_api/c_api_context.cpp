@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C API: devices, contexts (own or adopted device), buffers, uploads and run-and-wait.
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "c_api/c_api_convert.hpp"
 
 #include <fmt/format.h>

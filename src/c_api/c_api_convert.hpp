@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Conversions between the C structs of vkpaged.h and the C++ types, checking what C cannot:
 // enum values in range, booleans 0 or 1, ranks and dimensions, NULL data, counts. Errors name

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C API: errors, version, element types and scalar conversions.
 #include <fmt/format.h>
 

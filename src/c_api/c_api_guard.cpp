@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The thread-local error message behind vkp_last_error(), the status of each ErrorCode, and
 // the registry of live handles.
 #include "c_api/c_api_guard.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // How the C API turns C++ outcomes into status codes: every exported function runs its body
 // through guarded(), which catches everything (vkpaged::Error, std::bad_alloc, any other

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the C API's opaque handles hold: the C++ objects, plus the storage for what a call
 // hands back by pointer (a plan's description, a manager's last returned array).

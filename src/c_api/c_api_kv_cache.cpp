@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C API: the KvCache (sizing, planning, allocation, per-layer views, whole-block copies, the
 // per-layer reshape_and_cache, decode and attention shapes, decode and attention over a layer).
 #include <memory>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C API: the log callback. A C function pointer and its user data travel to the C++ callback
 // (vkpaged/log.hpp) as one heap object that a forwarding function reads; set_log_callback's
 // promise (once it returns, the previous callback is neither running nor called again) makes

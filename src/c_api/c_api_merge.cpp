@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C API: the cascade merge of two attention states, recorded, over host arrays, and the CPU
 // reference.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C API: rotary embedding recorded into a caller's command buffer (alone, or fused into
 // reshape_and_cache), the cos/sin cache, the host convenience and the CPU references.
 #include "c_api/c_api_convert.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The messages of the extensible-struct checks (c_api_structs.hpp).
 #include "c_api/c_api_structs.hpp"
 

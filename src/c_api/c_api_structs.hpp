@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The ABI of the C API's extensible structs (docs/api.md, "The C ABI"). Each begins with
 // `uint32_t struct_size`, the caller's sizeof; StructAbi<T> lists every size a released header

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cache/cache_errors.hpp"
 #include "vkpaged/block_manager.hpp"
 

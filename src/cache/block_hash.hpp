@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Chain hash of full blocks for prefix caching: a block's hash covers its tokens and, through
 // the parent hash, every token before it, so equal hashes mean equal prefixes (up to

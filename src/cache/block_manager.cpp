@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sequence lifecycle: admission, prompt allocation with prefix reuse, token appends with
 // copy-on-write, fork, free and preemption.
 #include <limits>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cache/block_manager_state.hpp"
 
 #include "cache/block_hash.hpp"

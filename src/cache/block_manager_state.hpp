@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // State of a BlockManager and the bookkeeping every operation shares: finding sequences,
 // taking and releasing device blocks in step with the prefix cache, prefix lookups.

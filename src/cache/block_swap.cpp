@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Swapping groups of sequences between device blocks and host blocks.
 #include <algorithm>
 #include <unordered_map>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the GPU operators read (block tables, context lengths, slots) and block accounting.
 #include <algorithm>
 

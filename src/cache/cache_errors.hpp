@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Errors of the cache manager: argument refusals and running out of blocks.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvCache: the pools of an L-layer paged KV cache, sized and checked (kv_cache_sizing.cpp)
 // before anything is allocated. One buffer per pool (2 per layer). A pool within
 // maxStorageBufferRange is bound whole as a descriptor by the operators; a larger one is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvCache's sizing: the shape checks, the bytes of a block, pool and cache, and the plan from a
 // block count, a byte budget or a fraction of the device's memory. Pure functions of their
 // arguments (no Vulkan calls), so the sanitizer build and the fuzzers run them too.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What KvCache's sizing (kv_cache_sizing.cpp, no Vulkan calls: the sanitizer build and the
 // fuzzers compile it) shares with the constructor that allocates (kv_cache.cpp).

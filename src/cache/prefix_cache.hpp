@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Index of full blocks by chain hash. It holds no reference counts: the block manager keeps
 // cached blocks alive (in use, or free at the back of the free list) and evicts an entry when

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/absmax.comp, and the fp8 scale that follows from an absmax.
 #include <fmt/format.h>
 

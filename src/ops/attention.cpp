@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/attention*.comp and shaders/attention_merge.comp: the plan (the pure
 // planner's choice, made into a decode plan or the attention pipelines), view checks and
 // recording.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // batch_attention over host tensors: upload, plan, run, download. For the CLI, the demo and
 // tests; engines record with record_attention on their own buffers instead.
 #include <fmt/format.h>

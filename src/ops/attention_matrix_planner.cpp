@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The attention planner's matrix family (shaders/attention_matrix_khr.comp): which of the
 // device's f16 products the kernel takes, how many rows a workgroup holds, how long its key
 // tiles are, and where the query's fragments live, all from what the device reports; and why

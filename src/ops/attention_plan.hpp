@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What AttentionPlan::create decides: the planner's choice, and what it made of it (a decode
 // plan, or the attention pipelines).

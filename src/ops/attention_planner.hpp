@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The attention planner: from what a device offers, the shape, the step's query starts and the
 // options to every choice an AttentionPlan makes (kernel family, workgroup rows, split, buffer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The contract's argument checks for multi-query attention, shared by the plan, the recording,
 // the CPU reference and the CLI: each failure throws vkpaged::Error naming the argument and the

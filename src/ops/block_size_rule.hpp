@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The block sizes B the operators take (docs/contract.md): powers of two from 1 to 128. Decode
 // refuses others, so BlockManager and KvCache refuse them too: no cache or block table is made

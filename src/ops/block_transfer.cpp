@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "ops/block_transfer.hpp"
 
 #include <fmt/format.h>

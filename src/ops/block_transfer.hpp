@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What copy_blocks and swap_blocks share: checks of one layer's pools as transfer buffers
 // (no storage-buffer range limit applies to copies) and one vkCmdCopyBuffer per pool.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "ops/cache_geometry.hpp"
 
 #include <fmt/format.h>

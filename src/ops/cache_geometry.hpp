@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Argument checks shared by the cache operations (reshape_and_cache, copy/swap_blocks, gather)
 // and their CPU references: the cache layouts read off dtypes and shapes, block pairs, slots

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // How reshape_and_cache and gather reach one layer's key and value pools: bound as storage
 // buffers when both views fit the device's maxStorageBufferRange, else through buffer device

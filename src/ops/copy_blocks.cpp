@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // copy_blocks: whole blocks within each layer's pools (copy-on-write, forks), one
 // vkCmdCopyBuffer per pool with a region per pair; everything is checked before recording.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/decode*.comp and shaders/decode_reduce.comp: DecodePlan::create (the
 // device's properties, the planner's choice, the pipelines it names) and the plan's accessors.
 // The choices are ops/decode_planner.cpp's, the tuning's parser ops/decode_tuning.cpp's, and

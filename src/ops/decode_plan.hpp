@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A DecodePlan's data: the shape and options it was made for, the planner's choice
 // (ops/decode_planner.hpp) and the pipelines created from it (ops/decode.cpp), which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The decode planner (decode_planner.hpp): pure functions from a device's properties, the
 // shape, the options and the tuning to a DecodeChoice. Each rule says what it chooses and names
 // the experiment that chose it (bench/experiments/); the measurements live there.

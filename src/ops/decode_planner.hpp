@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The decode planner: from what a device offers, the shape, the options and the tuning knobs
 // to every choice a DecodePlan makes (kernel, workgroup shape, split, order, merge, buffer

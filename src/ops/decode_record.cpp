@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Recording a DecodePlan: record_decode (its per-call values and views checked, then the
 // decode dispatch and, for a split merged by a reduce pass, a barrier and the reduce) and
 // record_decode_order (longest first's list).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // VKPAGED_DECODE_TUNE: the one parser of the decode planner's tuning knobs.
 #include "ops/decode_tuning.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The decode planner's tuning knobs: each default is the measured choice, and
 // VKPAGED_DECODE_TUNE overrides them for experiments (e.g. "lanes=4,workgroup=128,units=8").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The contract's argument checks for decode attention, shared by the GPU path, the CPU
 // reference and the C API: each failure throws vkpaged::Error naming the argument and value.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/fill_random.comp.
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/fragment_layout.comp: the fragment layout decode_coopmat_kernel.glsl assumes,
 // checked against what the device does. VK_NV_cooperative_matrix leaves the mapping of a
 // fragment's components to matrix elements to the implementation; the matrix kernel writes

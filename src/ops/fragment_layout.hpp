@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Whether the device's cooperative-matrix fragments keep their elements where
 // shaders/common/decode_coopmat_kernel.glsl writes them (shaders/fragment_layout.comp finds out once per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/fragment_layout_*_khr.comp and shaders/matrix_product_16x16x16_khr.comp:
 // the KHR fragments' layout, probed once per context, and a single KHR product for checks.
 #include "ops/fragment_layout_khr.hpp"

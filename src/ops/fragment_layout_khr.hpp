@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Where VK_KHR_cooperative_matrix fragments keep their elements on this device, measured once per
 // context (shaders/fragment_layout_*_khr.comp). KHR, like NV, leaves the mapping of a lane's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/gather.comp (and its _address variant for pools past
 // maxStorageBufferRange): argument checks, then one dispatch.
 #include <fmt/format.h>

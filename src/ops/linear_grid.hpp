@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A 1-D launch laid out over two grid dimensions: one dimension holds at most 65535
 // workgroups (the minimum maxComputeWorkGroupCount), large launches need more.

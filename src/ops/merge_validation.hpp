@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Checks of host results given to merge_attention (GPU convenience and CPU reference).
 #include <fmt/format.h>

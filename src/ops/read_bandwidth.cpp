@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/read_bandwidth.comp: a streaming read of a buffer (StreamingRead), and
 // the bandwidth figure the benchmark compares with.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/reshape_and_cache.comp (and its _address variant for pools past
 // maxStorageBufferRange): argument checks, then one dispatch. The checks, bindings and push
 // constants are shared with the rotary form (reshape_and_cache_rotary.cpp).

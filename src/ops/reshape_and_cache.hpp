@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What reshape_and_cache (reshape_and_cache.cpp) and its rotary form
 // (reshape_and_cache_rotary.cpp) share: the checks of the cache views, the bindings and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/reshape_and_cache_rotary.comp (and its _address variant): the cache
 // write's checks (reshape_and_cache.hpp) and the rotary ones (rotary_checks.hpp), then one
 // dispatch of tiles: query tiles rotate in place, key tiles rotate and write the cache.

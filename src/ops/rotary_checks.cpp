@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "ops/rotary_checks.hpp"
 
 #include <fmt/format.h>

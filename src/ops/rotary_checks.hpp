@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Argument checks of the rotary embedding (rotary_embedding, its fused form in
 // reshape_and_cache_rotary, their CPU references): shapes, dtypes, the cos/sin cache and

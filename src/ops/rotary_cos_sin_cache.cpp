@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cos/sin cache of rotary embedding as vLLM's RotaryEmbedding._compute_cos_sin_cache
 // builds it (in double here): row p = [cos(p f_0) .. cos(p f_{n-1}), sin(p f_0) .. sin(p f_{n-1})],
 // n = rotary_dim / 2, f_i = base^(-2i / rotary_dim).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/rotary_embedding.comp: argument checks, then one dispatch of tiles
 // (common/rotary.glsl); and the convenience over host tensors.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The contract's rule for scales (docs/contract.md, "Scales"), in one place: decode, the cache
 // operations, fp8 scale calibration, the CPU references and the CLI all check through it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // swap_blocks: whole blocks between two caches of one layout, dtype and block shape
 // (device-local <-> host-visible, either way), one vkCmdCopyBuffer per pool with a region per
 // pair. A block is contiguous and the same size in every layout, so the copies are too.

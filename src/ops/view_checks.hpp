@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Checks of caller views before anything is recorded: dtype, shape, size, alignment, the
 // bounds of a buffer vkpaged created, and the device's storage-buffer range. Failures throw vkpaged::Error naming the argument.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU reference of multi-query attention, straight from docs/contract.md ("Multi-query
 // attention", with the decode math of steps 1-9), in double precision, over every cache layout
 // (read through KvBlockGeometry). Non-finite inputs (step 9) are found on the inputs themselves,

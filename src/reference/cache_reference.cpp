@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU references of the cache operations, straight from docs/contract.md. They share the GPU
 // paths' argument checks (ops/cache_geometry.hpp) and their element conversions
 // (src/dtype.cpp), so tests can ask for bit-exact agreement.

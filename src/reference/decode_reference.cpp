@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU reference of decode attention, straight from docs/contract.md, in double precision, over
 // every cache layout (read through KvBlockGeometry).
 // Non-finite inputs (step 9) are found on the inputs themselves, not through the arithmetic:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU reference of the cascade merge (include/vkpaged/merge.hpp), in double precision.
 #include <algorithm>
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU references of the rotary embedding and its fused cache write (rotary.hpp), in double
 // precision from the stored values. They share the GPU paths' argument checks
 // (ops/rotary_checks.hpp, ops/cache_geometry.hpp) and refuse what the device would flag.

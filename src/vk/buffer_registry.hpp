@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The size of every buffer vkpaged created, by device and handle, so that a view of one is
 // checked against the buffer it names before anything is recorded or copied. Views of buffers

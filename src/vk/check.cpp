@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "vk/check.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Turns a failed VkResult into vkpaged::Error, naming the call.
 #include <vulkan/vulkan.h>

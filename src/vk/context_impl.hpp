@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What a Context holds: the Vulkan objects of one device and the caches vkpaged keeps for it.
 // Operators reach the device through this (dispatch table, pipelines, binding helpers).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // VK_KHR_cooperative_matrix for Vulkan headers that predate it (Debian 12 ships 1.3.239; the
 // extension arrived in 1.3.255). Newer headers define VK_KHR_cooperative_matrix and win: nothing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Every Vulkan entry point vkpaged calls, loaded once per instance and device through
 // vkGetInstanceProcAddr / vkGetDeviceProcAddr. Calls go through this table, so a context

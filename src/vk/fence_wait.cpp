@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "vk/fence_wait.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What a wait on the fence of a convenience submission (Context::run_and_wait and the calls
 // built on it) means: done, still running past the timeout, or the device is lost.

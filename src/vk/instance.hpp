@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The VkInstance vkpaged creates (with the validation layer when asked), and its debug
 // messenger, which counts validation messages and sends them to the log (vkpaged/log.hpp).

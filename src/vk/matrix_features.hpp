@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What a matrix kernel needs from the device beyond its cooperative-matrix extension, checked
 // against what the context enabled: a kernel that needs a feature the context lacks is refused

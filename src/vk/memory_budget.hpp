@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Free device-local memory as VK_EXT_memory_budget reports it, for sizing a KV cache by a
 // fraction of what is free rather than of the heaps' size.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What operators keep per Context (a probe's result, settings read once), each defined by its
 // operator and owned by the Context: ContextImpl holds one OperatorStates and knows nothing of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Reading what a physical device offers, and choosing one.
 #include <vulkan/vulkan.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Compiler statistics of a pipeline (registers, spills, shared memory...), sent to the log
 // (level info, vkpaged/log.hpp) when VKPAGED_PIPELINE_STATS=1 and the device has

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // An embedded SPIR-V module (see cmake/EmbedShaders.cmake).
 #include <cstddef>

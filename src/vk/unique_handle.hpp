@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // RAII owner of one device-level Vulkan handle: destroyed through the dispatch table when the
 // owner goes away. Every device object vkpaged creates lives in one of these.

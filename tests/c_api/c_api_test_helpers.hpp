@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Helpers of the C API tests: one C context for the binary that adopts the shared test
 // context's device (so the validation layer's messages reach GpuTest's check), device

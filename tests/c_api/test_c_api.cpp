@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C API's general surface: version, status codes and the error translation, dtypes,
 // NULL handles, devices, contexts (own and adopted), buffers, run-and-wait callbacks.
 // The operators through the C API: test_c_api_decode.cpp, test_c_api_cache_ops.cpp,

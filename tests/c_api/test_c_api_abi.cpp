@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C ABI cannot change silently: every public struct's size and every field's offset against
 // the committed table (abi_table.inc), and the struct_size rule of extensible structs: a size no
 // release had is refused naming the struct, an older caller's struct is read only up to its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-query attention through the C API: plans made from host query starts, recording into a
 // command buffer with C views (bit for bit what the C++ API computes, within the contract's
 // tolerance of the reference) in every cache layout with tree masks, windows, ALiBi, sinks,

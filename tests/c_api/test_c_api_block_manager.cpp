@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The BlockManager through the C API, step for step beside a C++ BlockManager given the same
 // calls: prefix hits, appends with copy-on-write after a fork, batch arrays and slot mappings,
 // swapping out and in, preemption, accounting; errors with their status and message.

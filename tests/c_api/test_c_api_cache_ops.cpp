@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cache operations through the C API against the C API's references, byte for byte:
 // reshape_and_cache, copy_blocks, swap_blocks (device <-> host-visible), gather, absmax and the
 // fp8 scale, fill_random against the C++ API; refusals that name the argument.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Decode attention through the C API: plans, recording into a command buffer with C views
 // (bit for bit what the C++ API computes, within the contract's tolerance of the reference),
 // the host convenience, the reference, and refusals that name the argument.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A hostile caller of the C API: NULL handles and pointers on every call, destroyed handles
 // and handles of another type, struct sizes no release had, enum and boolean values outside
 // their lists, negative and impossible counts, views outside the buffers vkpaged made. Every

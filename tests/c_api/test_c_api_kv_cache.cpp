@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The KvCache through the C API: sizing and planning as the C++ API answers, allocation,
 // per-layer views, whole-block copies and swaps moving exactly the blocks asked for, the
 // per-layer reshape_and_cache (with and without rotary) in the cache's layout, and decode shapes.

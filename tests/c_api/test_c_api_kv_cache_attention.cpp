@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvCache's per-layer attention helpers through the C API, in each cache layout: the attention
 // shape a cache makes (its own fields, the batch's kept), vkp_kv_cache_record_attention for a
 // mixed engine step and a decode-only step and vkp_kv_cache_record_decode, each bit for bit what

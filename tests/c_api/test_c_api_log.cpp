@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The log callback through the C API: levels, the filter, the user pointer, replacement and the
 // default restored; a callback that tries to replace itself refused; and the promise that lets
 // a caller free the previous user data: once vkp_set_log_callback returns, the previous

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cascade merge through the C API: recorded with C views, over host arrays, and the
 // reference, which agree; refusals name the argument.
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rotary embedding through the C API: the cos/sin cache, the recorded operator and the host
 // convenience bit for bit what the C++ API computes, the references the C++ references; the
 // fused reshape_and_cache in every cache layout equal to the two-kernel path and to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Long random runs of every BlockManager operation. After each one, a checker recomputes
 // reference counts from all block tables, and a simulated cache (the token written in every
 // device and host slot, with the copy-on-write and swap copies applied as an engine would)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvCache on the GPU: views in the contract's layouts, copy_blocks over every layer and swap
 // out -> overwrite -> swap in, byte for byte, refusals that allocate nothing, pools past the
 // storage-buffer range. Its sizing without a device: test_kv_cache_sizing.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvCache's per-layer attention helpers in each layout: the AttentionShape (and DecodeShape) it
 // makes, record_attention over one layer's pools for a mixed engine step (decode requests, a
 // chunk after a cached prefix, a whole prompt) and a decode-only step, record_decode on the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvCache in each layout (vllm, nhd, hnd): its views' shapes, its per-layer cache writes (with
 // and without rotary) against the CPU references byte for byte, copies and swaps, and the
 // DecodeShape it makes (which decode plans, in every layout).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // KvCache's sizing, without a device: the arithmetic (budget -> blocks -> tokens) for several
 // dtypes, and every refusal before allocation (bad shapes, no size, budgets and counts over
 // memory, pools over the storage-buffer range). Also in the sanitizer build.

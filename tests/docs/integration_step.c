@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The engine step of docs/integration.md in C: the scheduler's side with the block manager, the
  * step's plan from the cache, and one command buffer that moves blocks, writes every layer's new
  * keys and values with rotary embedding and runs attention, with its barriers. Compiled as C11;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The engine step of docs/integration.md in C ("The same step in C"): integration_step.c holds
  * it, compiled as C11 into the test binary; tests/docs/test_integration.cpp runs it for three
  * steps on each cache layout and checks every layer's attention against the CPU reference. Each

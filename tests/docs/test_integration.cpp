@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The code of docs/integration.md, compiled and run. Each region between "// [doc:NAME]" and
 // "// [/doc:NAME]" is a snippet of the document, which IntegrationDoc.SnippetsAreThisFilesCode
 // compares with this file: the document shows only code that compiles here and runs below. The

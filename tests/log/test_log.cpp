@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The log callback (vkpaged/log.hpp): levels and their filter, the user pointer, removal back
 // to the default stderr writer, calls that never overlap; and the library's own messages
 // (a validation-layer report of a Context's instance, pipeline statistics) arriving there.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Helpers shared by the cache-operation tests: random host tensors in the contract's layouts,
 // device round trips, byte-exact comparison and "refused, naming X" checks.

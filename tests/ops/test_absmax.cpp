@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // absmax on the GPU against the CPU reference (bit for bit), fp8_scale_from_amax, and the
 // calibration path: absmax -> scale -> reshape_and_cache stores the largest value at the
 // format's max without saturating anything else.

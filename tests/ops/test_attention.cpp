@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-query attention on the device against the CPU reference, on every attention kernel
 // (support/attention_kernels.hpp): prefill from nothing, chunks after a cached prefix,
 // speculative verification with tree masks, mixed engine steps, every layout and dtype pair,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-query attention cases cut across what the kernels' work is made of (the matrix
 // kernel's key tiles of 16 to 64 positions and row blocks of 16 rows; the scalar kernel's tiles
 // of 128 positions): prompts and chunks longer than several tiles in every layout, with every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The attention planner on fabricated devices (no GPU): which kernel family runs a batch, the
 // workgroup rows, the split, the address path, the matrix kernel's product and tiles, and what
 // it refuses. Fields, not strings.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cache operations on pools larger than maxStorageBufferRange (128 MiB on lavapipe), whose
 // blocks past the range cannot be one descriptor: reshape_and_cache (and its rotary form) and
 // gather reach them by device address, copy_blocks and swap_blocks copy with no range limit,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // copy_blocks and swap_blocks on the GPU against the CPU reference, byte for byte, over
 // several layers of different dtypes, block shapes and layouts (whole blocks move alike in
 // each); device <-> host-visible swaps in both directions; refusals that name the argument and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Decode attention on the device against the CPU reference, on every kernel and cache layout
 // (support/decode_kernels.hpp): shapes, ragged lengths, dtypes, features, one pass and split,
 // the in-dispatch merge, the timeline, device-side bad indices. Cases a kernel cannot run are

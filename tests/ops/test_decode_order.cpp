@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Longest first (DecodeOrder::longest_first): the item list record_decode_order writes, and
 // decodes that take their items from it, against the CPU reference, on every kernel
 // (support/decode_kernels.hpp).

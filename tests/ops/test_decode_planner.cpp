@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The decode planner's rules (ops/decode_planner.hpp) at their edges, on fabricated devices and
 // without a GPU: the matrix kernel's switches by dtype, its one pass on more subgroups, its
 // partitions and subgroups, the in-dispatch merge, longest first, the scalar kernel's splits and

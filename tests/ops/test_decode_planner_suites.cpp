@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the decode planner (ops/decode_planner.hpp) chooses today for every shape of vkpaged
 // bench's suites (tools/vkpaged/bench_suites.cpp: standard, ragged, dtypes, blocks, long,
 // lengths, quick) on fabricated devices, without a GPU: the plans measured on the H200 stay as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DecodePlan::create on this device: the automatic choices that hold on any device, the matrix
 // kernel's where it runs, what is refused and why, the per-call params checked when recording,
 // and VKPAGED_DECODE_TUNE read per context. The planner's every choice on fabricated devices is

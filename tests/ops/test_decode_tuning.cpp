@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // VKPAGED_DECODE_TUNE's parser (ops/decode_tuning.cpp): every knob in its range, and every
 // malformed text refused naming the variable, the key and the value. No GPU.
 #include <gtest/gtest.h>

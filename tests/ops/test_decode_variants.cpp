@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scalar kernel's variants that VKPAGED_DECODE_TUNE asks for (decode_kernel.glsl's header:
 // fp8conv, f16math, vloads; and vbytes on the nhd and hnd layouts) against the CPU reference on this
 // device, each with the shared Context's decode tuning set to it (DecodeTuningScope,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The KHR fragment-layout probe and a single KHR product against the CPU. Both need
 // VK_KHR_cooperative_matrix enabled (an NVIDIA, AMD RDNA 3 or Intel Arc GPU, and no validation
 // layer older than the extension); elsewhere, lavapipe included, they check the clean refusal.

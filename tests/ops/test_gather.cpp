@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gather on the GPU against the CPU reference, bit for bit: every cache dtype and layout
 // (vllm, nhd, hnd) with f32, f16 and bf16 outputs, block sizes 1 to 32, head sizes 64, 80 and
 // 128, shuffled block tables, empty and partial sequences; a reshape -> gather round trip;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cascade attention: attention over a prefix and over the rest, merged, equals attention over
 // the whole context (on the device and in the reference).
 #include <gtest/gtest.h>

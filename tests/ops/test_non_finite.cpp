@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Non-finite inputs are not hidden (docs/contract.md, Decode step 9), on every path and in the
 // CPU reference alike: a NaN or an infinity in a query, or in the key or value of an attended
 // position, makes exactly the outputs it reaches NaN (never 0, never Inf); NaN in positions not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // reshape_and_cache on the GPU against the CPU reference, bit for bit: every cache dtype and
 // layout (vllm, nhd, hnd), block sizes 1 to 32, head sizes 64, 80 and 128, shuffled and
 // padding slots, rounding ties, saturation, signed zeros and NaN; device-side bad slots;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rotary embedding on the GPU against the CPU reference (double precision): NeoX and GPT-J
 // styles, full and partial rotary dims, f32/f16/bf16 rows with f32 or same-dtype cos/sin,
 // i64 and i32 positions, odd T and T = 0, queries or keys alone; the fused reshape_and_cache

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The contract's rule for scales (docs/contract.md, "Scales"), one routine for every operator
 // (src/ops/scale_validation.hpp): scale, k_scale and v_scale finite and > 0; an fp8 cache's
 // k_scale and v_scale also small enough that the format's largest value times it stays finite

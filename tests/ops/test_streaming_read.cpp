@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StreamingRead: the streaming read that measure_read_bandwidth times and `vkpaged bench
 // --flush-caches` records between repetitions. What it reads cannot be observed; what can is its
 // size rule, its refusal, that it can be recorded again and again without a validation message,

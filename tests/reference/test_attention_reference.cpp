@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The multi-query attention reference against other ways to the same numbers: the decode
 // reference (an independent implementation) row by row, the three cache layouts, a causal
 // tree mask against none; and the refusals of attention_shape_of and the params. No GPU.

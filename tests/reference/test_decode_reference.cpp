@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The decode reference and decode_shape_of on the cache layouts (KvLayout): the same cache in
 // the nhd and hnd layouts gives the vllm layout's results exactly, and shapes that do not fit
 // the layout named are refused naming it. No GPU.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scalar conversions of src/dtype.cpp against independent oracles: every fp8 code decoded,
 // round trips of every fp8/f16/bf16 value, nearest-even rounding checked against a search over
 // the representable values (fp8, bf16) or the compiler's _Float16 (f16), saturation, signed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The contract's bad-input answers on the host side, without a device: decode_shape_of (the
 // checks every decode entry point shares) and the CPU references of decode and the cache
 // operations. Each refusal is vkpaged::Error(invalid_argument) naming the argument and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-side checks of the cache layouts and the rotary embedding, without a device: the CPU
 // references put each element where the contract's tables say (written out here, not taken
 // from kv_layout.hpp), rotate by hand-computed examples, and refuse bad input naming the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Test-only: a ledger of the Vulkan objects a Context creates and destroys, with failure
 // injection, for tests that check that errors part-way through an operation leak nothing.

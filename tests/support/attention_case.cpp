@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "support/attention_case.hpp"
 
 #include <fmt/format.h>

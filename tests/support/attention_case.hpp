@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Random multi-query attention inputs in every cache layout, and the comparison the tests make.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The attention kernels, for test suites parameterized over them (tests/ops/test_attention*.cpp):
 // a kernel added to kAttentionKernels gets every such suite. A suite skips where the device

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Block ids and context lengths that only the device sees (written into its buffers): a
 // decode must skip or clamp them, flag them in the status word and read nothing else.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "support/decode_bf16_range.hpp"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // bf16 caches and queries far outside f16's range (the matrix kernel converts bf16 to f16 in
 // registers and must rescale what does not fit; the scalar kernel computes in f32).

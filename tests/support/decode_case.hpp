@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Random decode-attention inputs in the contract's layouts, and the comparison the tests use.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The comparison every device-against-reference decode test makes.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The decode kernels, for test suites parameterized over them (tests/ops/test_decode.cpp,
 // test_decode_order.cpp), each on the cache layouts (KvLayout): a kernel added to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Fabricated devices and vkpaged bench's shapes for the decode planner's tests, which run
 // without a GPU (tests/ops/test_decode_planner*.cpp): an H200 as its driver reports it (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Checks that a call is refused with vkpaged::Error of the expected code, and that the message
 // names what it should (the argument and the value, as the contract asks).

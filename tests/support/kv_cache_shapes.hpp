@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // KvCache shapes and device descriptions for the KvCache tests (sizing without a device, and on it).
 #include <cstdint>

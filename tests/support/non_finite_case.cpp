@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "support/non_finite_case.hpp"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Non-finite inputs placed in decode inputs, and the outputs the contract makes NaN for them
 // (docs/contract.md, Decode step 9), worked out from the rule itself, not from the reference.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Tests of pools larger than maxStorageBufferRange touch few of their blocks: the first `low`
 // and the last `high`, the latter past the range. A PoolWindow names those blocks as one small

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One vkpaged::Context for the whole test binary, with the validation layer on (the ctest
 // environment sets VKPAGED_VALIDATION=1). Tests that use the GPU derive from GpuTest, which

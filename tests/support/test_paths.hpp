@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the test binary reads and runs, found relative to the binary itself (/proc/self/exe):
 // tests/CMakeLists.txt copies the files beside it at build time and records where the CLI is

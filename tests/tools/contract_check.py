@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """contract_check: `vkpaged attend` against an independent implementation of docs/contract.md.
 
 Written from the contract alone (NumPy, float64), it shares no code with vkpaged: it draws

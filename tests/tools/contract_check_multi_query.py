@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """contract_check_multi_query: `vkpaged attend --query-starts` against an independent
 implementation of docs/contract.md, "Multi-query attention".
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged attend --query-starts / --tree-mask / --lse / --kv-layout`: the command in process
 // against the library's reference, its refusals, and contract_check_multi_query.py (an
 // independent NumPy implementation of the multi-query contract) run against the built CLI.

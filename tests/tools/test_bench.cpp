@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bench's stability rules (performance-targets.md, target 7) with made-up figures: when a
 // suite or a case is flagged as disturbed, the lines that say so, the rounds of one case, the
 // arena's layout and the suites `all` runs; scripts/bench_stability.py's comparison of runs. The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged attend` run as a subprocess (VKPAGED_CLI, else the CLI built beside the tests; the
 // test is skipped without either): outputs against the CPU reference, and the contract's answer to bad input:
 // a non-zero exit, one line on stderr naming the argument, no output file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged attend` against hostile paths, as inputs and as --out: symbolic links (to a file,
 // to nothing, to a directory, to a device), devices, FIFOs with no writer or reader, sockets,
 // directories and unreadable files. Each is refused with exit status 1 and one line on stderr

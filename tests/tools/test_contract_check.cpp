@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Keeps tests/tools/contract_check.py (an independent NumPy implementation of the contract,
 // run against `vkpaged attend`) in CI. Skipped without the CLI or without Python + NumPy.
 #include <gtest/gtest.h>

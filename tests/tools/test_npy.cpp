@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tools/vkpaged/npy: round trips of every dtype, and a refusal for each kind of bad file.
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged simulate` in-process on tiny workloads: every request finishes, every attention check
 // passes (decode requests and prefill chunks alike), paging wastes less of the cache than
 // reserving the maximum length, prompts run in chunks under a token budget mixed with decode

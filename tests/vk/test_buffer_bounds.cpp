@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Views of buffers vkpaged created must lie inside them (issue 30: a 1 MiB view of a 256-byte
 // buffer, uploaded to, corrupted the heap). The library knows the size of every buffer it made:
 // DeviceBuffer refuses to make such a view, and upload, download and every operator refuse one

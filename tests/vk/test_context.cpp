@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Context creation: device choice, adopting an engine's device, the reduction fallback, and
 // timing work after untimed work in one command buffer.
 #include <gtest/gtest.h>

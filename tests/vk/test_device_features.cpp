@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device features the matrix kernels' SPIR-V needs (the Vulkan memory model), enabled at
 // device creation where the device has them and taken from the engine for an adopted device;
 // VK_KHR_cooperative_matrix's shapes in DeviceInfo and the reasons it stays off.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The conveniences' fence timeout (ContextOptions::fence_timeout_ms): work that runs past it
 // gives Error(device_error) instead of hanging the caller, stays in flight with everything it
 // uses (the validation layer would report a buffer freed under it), and the next call waits

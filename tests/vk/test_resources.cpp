@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Resource exhaustion: buffers larger than the device, operations beyond its limits, and
 // failures injected part-way through (support/allocation_hook.hpp counts every buffer, memory,
 // fence, command buffer and pipeline object and makes chosen calls fail). Whatever fails,

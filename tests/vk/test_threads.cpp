@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One Context shared by several threads, as the thread rules in context.hpp allow: each thread
 // creates its own plans (some shapes shared between threads, so pipeline creation races with
 // lookups), records decode into command buffers of its own VkCommandPool, and submits (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The files the CLI reads and writes: regular files only, never a device, FIFO, socket or
 // directory (a FIFO without a writer or reader would block the open; a device may be endless

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // `vkpaged attend`'s arguments turned into the library's inputs, and the library's error
 // messages turned into ones that name the command-line option at fault.

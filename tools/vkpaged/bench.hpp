@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // `vkpaged bench`: decode attention timed with GPU timestamps over the suites of
 // docs/performance-targets.md, against the read bandwidth measured on the same device.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged bench --suite cache-write` (and cache-write-quick, lavapipe-sized): one engine
 // step's new tokens into the paged cache, the rotary embedding fused into reshape_and_cache
 // (record_reshape_and_cache_rotary) against the two-kernel path (record_rotary_embedding, a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged bench`'s cases: each prepared once for the run, its buffers (allocations of its own
 // or views into the arena), one timed run of it.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The benchmark chart: one bar per case, the share of the measured read bandwidth, with the
 // 90 % target line of docs/performance-targets.md.
 #include <fmt/format.h>

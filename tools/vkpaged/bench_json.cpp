@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged bench --json`: the run (device, the read bandwidth at the start, flush, warm start,
 // arena, rounds), every suite run's read bandwidth after it, every case's rounds, and every
 // case of every round; each flagged as performance-targets.md's target 7 asks.

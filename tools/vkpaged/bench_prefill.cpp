@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged bench --suite prefill` (and prefill-quick, lavapipe-sized): multi-query attention over
 // the paged cache (record_attention) for the shapes of bench/torch_prefill_anchor.py, timed with
 // GPU timestamps: TFLOP/s for the compute-bound shapes (FLOPs = 4 * D * H * the keys each query

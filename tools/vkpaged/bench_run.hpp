@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The pieces `vkpaged bench` is made of (command_bench.cpp runs them): each case prepared once
 // for the run, its buffers (its own allocations or views into the arena), one timed run of it,

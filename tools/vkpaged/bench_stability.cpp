@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether the bench's figures are stable (performance-targets.md, target 7): the rules that flag
 // a suite or a case as disturbed, kept pure so that tests can give them made-up figures, and the
 // arena's layout.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The benchmark suites: `standard` is the table of docs/performance-targets.md.
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged attend`: one decode or multi-query attention call on .npy inputs, on a Vulkan
 // device or the CPU reference. Everything is read and checked before a device is opened, and
 // the outputs are written atomically, so a refused call leaves no output file behind.

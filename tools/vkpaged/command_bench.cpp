@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged bench`: sets up each case's paged cache on the device (random data, shuffled block
 // tables), times record_decode with GPU timestamps, and reports KV bytes per second against
 // the read bandwidth measured by the same run; measures that bandwidth again after every suite

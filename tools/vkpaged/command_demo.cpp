@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged demo`: what an inference engine does with vkpaged, in miniature. A batch of
 // sequences with prompts of different lengths runs step by step: each step every sequence
 // brings a chunk of its prompt (while it lasts) or its next decode token, whose keys and values

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged info`: what vkpaged sees on each Vulkan device.
 #include <fmt/format.h>
 #include <fmt/ostream.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged simulate`: a synthetic serving workload on the GPU through KvCache, BlockManager
 // (prefix caching, forks with copy-on-write, swapping), reshape_and_cache with rotary,
 // copy_blocks, swap_blocks and multi-query attention, with continuous batching, chunked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The subcommands of the `vkpaged` tool, callable from tests. Each returns the process exit
 // status and throws vkpaged::Error on bad input; run_reporting_errors turns any exception into

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The names `vkpaged attend` and `vkpaged bench` take for DecodeOptions::split, ::kernel and
 // ::order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The demo's block bookkeeping: a vkpaged::BlockManager (no prefix caching, no forks) behind
 // a narrow interface of slots and batch arrays, with the token ids it does not need left out.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The demo's GPU state: an engine's loop in miniature over a one-layer KvCache. Each step every
 // sequence brings its next tokens: a chunk of its prompt while the prompt lasts, then one token

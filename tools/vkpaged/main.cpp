@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `vkpaged` command line: option parsing only; the subcommands live in command_*.cpp.
 #include <unistd.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The .npy format: magic "\x93NUMPY", version (major, minor), header length (2 bytes in 1.0,
 // 4 bytes in 2.0 and 3.0), a Python dict literal {'descr': ..., 'fortran_order': ...,
 // 'shape': (...)}, then the raw elements.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // NumPy .npy files (format versions 1.0, 2.0 and 3.0; C order, little endian) to and from
 // vkpaged::HostTensor. Every refusal is a vkpaged::Error that names the file and the problem:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Progress of a long run on stderr: a bar redrawn in place (\r) on a terminal; elsewhere (logs,
 // pipes, CI) only the noteworthy lines, one each.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `vkpaged simulate`: the workload (simulate_workload.cpp), the scheduler's bookkeeping
 // (simulate_scheduler.cpp) and the GPU work (simulate_gpu.cpp) step by step, with the checks:
 // attention outputs (decode requests and prefill chunks) against the CPU reference every few

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // `vkpaged simulate` as a function: runs the workload on a context and returns what the command
 // prints, so that tests can assert on the numbers.

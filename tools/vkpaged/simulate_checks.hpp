@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the simulation checks besides decode outputs, on blocks read back from the GPU: a
 // sequence swapped out and back in holds exactly the bytes it held before, and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "simulate_gpu.hpp"
 
 #include <fmt/format.h>

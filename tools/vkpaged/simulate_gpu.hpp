@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The simulation's GPU side: a KvCache of L layers (with a host-visible swap pool when asked)
 // and the buffers around it. Each step runs in the order an engine must: swap-outs and

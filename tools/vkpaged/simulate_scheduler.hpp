@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The simulation's scheduler: continuous batching with chunked prefill over a BlockManager with
 // prefix caching, as vLLM's scheduler does it, host bookkeeping only. Each step has a budget of

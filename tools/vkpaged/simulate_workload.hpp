@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The simulation's synthetic workload (seeded, deterministic) and the baseline it is compared
 // with: the same requests served by reserving each one's maximum length at admission.
