@@ -32,6 +32,59 @@ DecodeOptions merged_in_dispatch() {
   return o;
 }
 
+// A case of the matrix kernel's module tests: dtypes, head size, block size and heads.
+struct MatrixRun {
+  DType query, cache;
+  uint32_t head_size, block_size, heads, kv_heads;
+};
+
+DecodeCase case_of(const MatrixRun& r, std::vector<uint32_t> lens) {
+  DecodeCase c;
+  c.query_dtype = r.query;
+  c.cache_dtype = r.cache;
+  c.head_size = r.head_size;
+  c.block_size = r.block_size;
+  c.heads = r.heads;
+  c.kv_heads = r.kv_heads;
+  c.lens = std::move(lens);
+  return c;
+}
+
+// The five option sets those tests run each case on: one pass, a window with a soft cap, splits
+// merged by the reduce pass and in the dispatch (with a 700-token sequence added where
+// `add_long`), and longest first with ALiBi, sinks and LSE.
+struct OptionSet {
+  const char* name;
+  DecodeCase c;
+  DecodeOptions o;
+  DecodeParams p;
+  bool lse = false;
+};
+std::vector<OptionSet> option_sets(const DecodeCase& c, const DecodeOptions& base, bool add_long) {
+  static constexpr const char* kNames[] = {"one pass", "window and soft cap", "split, reduce pass",
+                                           "split, merged in the dispatch", "longest first, ALiBi and sinks"};
+  std::vector<OptionSet> sets;
+  for (int variant = 0; variant < 5; ++variant) {
+    OptionSet s{kNames[variant], c, base, default_params(c)};
+    if (variant == 1) {
+      s.o.sliding_window = 45;
+      s.p.softcap = 4.0f;
+    } else if (variant == 2 || variant == 3) {
+      s.o.split = SplitMode::split;
+      s.o.partition_tokens = 256;
+      s.o.merge = variant == 3 ? DecodeMerge::in_dispatch : DecodeMerge::reduce_pass;
+      if (add_long) s.c.lens.push_back(700);
+      s.lse = true;
+    } else if (variant == 4) {
+      s.o.order = DecodeOrder::longest_first;
+      s.c.alibi = s.c.sinks = true;
+      s.lse = true;
+    }
+    sets.push_back(s);
+  }
+  return sets;
+}
+
 using DecodeTest = DecodeKernelTest;
 
 TEST_P(DecodeTest, RaggedLengthsAroundUnitAndBlockEdges) {
@@ -598,44 +651,16 @@ TEST_P(DecodeTest, HeadSlicesMatchTheReference) {
   if (!matrix_family() || layout() != KvLayout::vllm)
     GTEST_SKIP() << "head slices are the matrix kernel's, on the vllm layout's modules";
   const DecodeTuningScope slices(ctx(), "slices=1");
-  struct Run {
-    DType query, cache;
-    uint32_t head_size, block_size, heads, kv_heads;
-  };
-  const Run runs[] = {{DType::f16, DType::f16, 128, 16, 16, 1},       {DType::f16, DType::f16, 64, 8, 32, 1},
-                      {DType::bf16, DType::bf16, 128, 32, 24, 2},     {DType::f16, DType::bf16, 256, 16, 32, 2},
-                      {DType::bf16, DType::f16, 64, 16, 40, 1},       {DType::f16, DType::fp8_e4m3, 128, 16, 32, 1},
-                      {DType::f16, DType::fp8_e5m2, 64, 8, 32, 2},    {DType::bf16, DType::fp8_e4m3, 128, 32, 12, 1}};
+  const MatrixRun runs[] = {{DType::f16, DType::f16, 128, 16, 16, 1},       {DType::f16, DType::f16, 64, 8, 32, 1},
+                            {DType::bf16, DType::bf16, 128, 32, 24, 2},     {DType::f16, DType::bf16, 256, 16, 32, 2},
+                            {DType::bf16, DType::f16, 64, 16, 40, 1},       {DType::f16, DType::fp8_e4m3, 128, 16, 32, 1},
+                            {DType::f16, DType::fp8_e5m2, 64, 8, 32, 2},    {DType::bf16, DType::fp8_e4m3, 128, 32, 12, 1}};
   uint32_t seed = 300;
-  for (const Run& r : runs) {
-    DecodeCase c;
-    c.query_dtype = r.query;
-    c.cache_dtype = r.cache;
-    c.head_size = r.head_size;
-    c.block_size = r.block_size;
-    c.heads = r.heads;
-    c.kv_heads = r.kv_heads;
+  for (const MatrixRun& r : runs) {
     const uint32_t B = r.block_size;
-    c.lens = {0, 1, 7, 31, 32, 33, B - 1, B + 1, 301, 1000};
-    for (int variant = 0; variant < 5; ++variant) {
-      DecodeOptions o = with_kernel({});
-      DecodeParams p = default_params(c);
-      DecodeCase v = c;
-      bool lse = false;
-      if (variant == 1) {
-        o.sliding_window = 45;
-        p.softcap = 4.0f;
-      } else if (variant == 2 || variant == 3) {
-        o.split = SplitMode::split;
-        o.partition_tokens = 256;
-        o.merge = variant == 3 ? DecodeMerge::in_dispatch : DecodeMerge::reduce_pass;
-        lse = true;
-      } else if (variant == 4) {
-        o.order = DecodeOrder::longest_first;
-        v.alibi = v.sinks = true;
-        lse = true;
-      }
-      SCOPED_TRACE(::testing::Message() << v.str() << ", variant " << variant);
+    for (const auto& [name, v, o, p, lse] : option_sets(case_of(r, {0, 1, 7, 31, 32, 33, B - 1, B + 1, 301, 1000}),
+                                                  with_kernel({}), false)) {
+      SCOPED_TRACE(v.str() + ", " + name);
       std::mt19937 rng(++seed);
       const DecodeInputs in = make_decode_inputs(v, rng);
       const auto plan = plan_or_refused(shape_for(in, p, lse), o);
@@ -732,45 +757,15 @@ TEST(DecodeLayoutsHelper, RelaidCachesGatherTheSameRows) {
 TEST_P(DecodeTest, TokenMajorLayouts) {
   if (!matrix_family() || layout() == KvLayout::vllm)
     GTEST_SKIP() << "the matrix kernel's nhd and hnd modules (the other variants run the rest of the suite)";
-  struct Run {
-    DType query, cache;
-    uint32_t head_size, block_size, heads, kv_heads;
-  };
-  const Run runs[] = {{DType::f16, DType::f16, 128, 16, 8, 2},       {DType::f16, DType::f16, 64, 8, 4, 4},
-                      {DType::bf16, DType::bf16, 128, 32, 16, 2},    {DType::f16, DType::bf16, 256, 16, 6, 2},
-                      {DType::bf16, DType::f16, 64, 16, 32, 1},      {DType::f16, DType::fp8_e4m3, 128, 16, 8, 1},
-                      {DType::f16, DType::fp8_e5m2, 64, 8, 4, 2},    {DType::bf16, DType::fp8_e4m3, 256, 32, 8, 2}};
+  const MatrixRun runs[] = {{DType::f16, DType::f16, 128, 16, 8, 2},       {DType::f16, DType::f16, 64, 8, 4, 4},
+                            {DType::bf16, DType::bf16, 128, 32, 16, 2},    {DType::f16, DType::bf16, 256, 16, 6, 2},
+                            {DType::bf16, DType::f16, 64, 16, 32, 1},      {DType::f16, DType::fp8_e4m3, 128, 16, 8, 1},
+                            {DType::f16, DType::fp8_e5m2, 64, 8, 4, 2},    {DType::bf16, DType::fp8_e4m3, 256, 32, 8, 2}};
   uint32_t seed = 100;
-  for (const Run& r : runs) {
-    DecodeCase c;
-    c.query_dtype = r.query;
-    c.cache_dtype = r.cache;
-    c.head_size = r.head_size;
-    c.block_size = r.block_size;
-    c.heads = r.heads;
-    c.kv_heads = r.kv_heads;
+  for (const MatrixRun& r : runs) {
     const uint32_t B = r.block_size;
-    c.lens = {0, 1, 7, 8, 9, 31, 32, 33, B - 1, B + 1, 301};
-    for (int variant = 0; variant < 5; ++variant) {
-      DecodeOptions o;
-      DecodeParams p = default_params(c);
-      DecodeCase v = c;
-      bool lse = false;
-      if (variant == 1) {
-        o.sliding_window = 45;
-        p.softcap = 4.0f;
-      } else if (variant == 2 || variant == 3) {
-        o.split = SplitMode::split;
-        o.partition_tokens = 256;
-        o.merge = variant == 3 ? DecodeMerge::in_dispatch : DecodeMerge::reduce_pass;
-        v.lens.push_back(700);
-        lse = true;
-      } else if (variant == 4) {
-        o.order = DecodeOrder::longest_first;
-        v.alibi = v.sinks = true;
-        lse = true;
-      }
-      SCOPED_TRACE(::testing::Message() << v.str() << ", variant " << variant);
+    for (const auto& [name, v, o, p, lse] : option_sets(case_of(r, {0, 1, 7, 8, 9, 31, 32, 33, B - 1, B + 1, 301}), {}, true)) {
+      SCOPED_TRACE(v.str() + ", " + name);
       check(v, o, p, ++seed, lse);
     }
   }
