@@ -59,6 +59,9 @@ std::string describe(const detail::KhrFragment& f, uint32_t lanes) {
 TEST_F(KhrFragmentLayoutTest, LayoutHoldsEachElementOnce) {
   const auto& layout = detail::khr_fragment_layout(ctx());
   if (!layout.unavailable.empty()) GTEST_SKIP() << layout.unavailable;
+  // A device may list neither shape (Mesa 26's lavapipe lists other ones): nothing to probe.
+  if (!layout.shape_16x8x16.not_probed.empty() && !layout.shape_16x16x16.not_probed.empty())
+    GTEST_SKIP() << layout.shape_16x8x16.not_probed << "; " << layout.shape_16x16x16.not_probed;
   ASSERT_GT(layout.lanes, 0u);
   bool any = false;
   for (const auto* shape : {&layout.shape_16x8x16, &layout.shape_16x16x16}) {
