@@ -547,7 +547,7 @@ uint key_base_of(uint block, uint kv_head, uint first_token) {
   return pc.key_offset / 4u + (block * pc.num_kv_heads + kv_head) * (D / CHUNK_DIMS) * B + first_token % B;
 }
 uint value_base_of(uint block, uint kv_head, uint first_token) {
-  const uint start = FP8 ? pc.value_offset / 8u : pc.value_offset / 4u;
+  const uint start = FP8 ? pc.value_offset / 2u : pc.value_offset / 4u;  // uvec2 or uvec4 units
   return start + (block * pc.num_kv_heads + kv_head) * D * (B / 8u) + (first_token % B) / 8u;
 }
 #endif
@@ -570,6 +570,7 @@ uvec2 unit_blocks(uint tok0, uint key_entry, uint value_entry, uint key_group, u
 // So the lowest flipped byte is a NaN, and without one nothing flips. An add and an exclusive or
 // per word, which merges with the OR of the probes of several words before the bits are tested.
 const uint NAN_PROBE_BITS = 0x80808080u;
+const uint NAN_ROW_WORDS = (D / 8u + 31u) / 32u;  // nan_outputs' words of one bit per 8 dims
 uint nan_probe(uint w) { return (w + 0x01010101u) ^ w; }
 
 // fp8 NaN, found (rarely) after the loop: the subgroup's units again, from memory. A NaN key of
@@ -582,11 +583,10 @@ void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint tab
   const uint g = lane / 4u, q = lane % 4u;
   const uint key_group = 8u * (g / 2u), value_group = 8u * q;
   bool nan_key = false;
-#if VKP_TOKEN_MAJOR
-  uint nan_token_rows[2] = {0u, 0u};  // bit 2 d + h: row g + 8 h of dim tile d has a NaN (D <= 512)
-#else
-  uint nan_rows = 0u;  // bit r: dim row 8 r + g has a NaN among this lane's tokens in [lo, hi)
-#endif
+  // Bit 2 d + h of the words: row g + 8 h of dim tile d has a NaN among this lane's tokens in
+  // [lo, hi) (on vllm, dim 8 (2 d + h) + g; D / 8 bits, D <= 512).
+  uint nan_rows[NAN_ROW_WORDS];
+  [[unroll]] for (uint x = 0u; x < NAN_ROW_WORDS; ++x) nan_rows[x] = 0u;
   for (uint u = lo / UNIT + UNIT_WALKER(gl_SubgroupID); u < end_unit; u += WALKERS) {
     const uint tok0 = u * UNIT;
     const uvec2 blocks = unit_blocks(tok0, table_entry(table, tok0 + key_group, hi), table_entry(table, tok0 + value_group, hi),
@@ -612,14 +612,14 @@ void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint tab
       const uvec2 w = load_value_row(value_base, blocks.y, 8u * r + g).xy;
       [[unroll]] for (uint b = 0u; b < 8u; ++b) {
         const uint row = 2u * (4u * (r % VALUE_LOADS) + 2u * (b / 4u) + b % 2u) + (b % 4u) / 2u;
-        if (((w[b / 4u] >> (8u * (b % 4u))) & 0x7fu) == 0x7fu) nan_token_rows[row / 32u] |= 1u << (row % 32u);
+        if (((w[b / 4u] >> (8u * (b % 4u))) & 0x7fu) == 0x7fu) nan_rows[row / 32u] |= 1u << (row % 32u);
       }
     }
 #else
     const uvec2 keep = uvec2(fp8_keep_mask(value_t0, lo, hi), fp8_keep_mask(value_t0 + 4u, lo, hi));
     [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) {
       const uvec2 w = load_value_row(value_base, blocks.y, 8u * r + g).xy & keep;
-      if (((nan_probe(w.x) | nan_probe(w.y)) & NAN_PROBE_BITS) != 0u) nan_rows |= 1u << r;
+      if (((nan_probe(w.x) | nan_probe(w.y)) & NAN_PROBE_BITS) != 0u) nan_rows[r / 32u] |= 1u << (r % 32u);
     }
 #endif
   }
@@ -627,25 +627,16 @@ void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint tab
     [[unroll]] for (uint j = 0u; j < 2u; ++j) running_sum[j] = QUIET_NAN;
     [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) acc[d] = MatC(QUIET_NAN);
   }
-#if VKP_TOKEN_MAJOR
   // The row's other tokens: lanes q = 0..3 of this g.
-  [[unroll]] for (uint x = 0u; x < 2u; ++x) {
-    nan_token_rows[x] |= subgroupShuffleXor(nan_token_rows[x], 1u);
-    nan_token_rows[x] |= subgroupShuffleXor(nan_token_rows[x], 2u);
+  [[unroll]] for (uint x = 0u; x < NAN_ROW_WORDS; ++x) {
+    nan_rows[x] |= subgroupShuffleXor(nan_rows[x], 1u);
+    nan_rows[x] |= subgroupShuffleXor(nan_rows[x], 2u);
   }
   [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
     [[unroll]] for (uint e = 0u; e < 4u; ++e) {
       const uint row = 2u * d + e / 2u;
-      if (((nan_token_rows[row / 32u] >> (row % 32u)) & 1u) != 0u) acc[d][e] = QUIET_NAN;
+      if (((nan_rows[row / 32u] >> (row % 32u)) & 1u) != 0u) acc[d][e] = QUIET_NAN;
     }
-#else
-  // The row's other tokens: lanes q = 0..3 of this g.
-  nan_rows |= subgroupShuffleXor(nan_rows, 1u);
-  nan_rows |= subgroupShuffleXor(nan_rows, 2u);
-  [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d)
-    [[unroll]] for (uint e = 0u; e < 4u; ++e)
-      if (((nan_rows >> (2u * d + e / 2u)) & 1u) != 0u) acc[d][e] = QUIET_NAN;
-#endif
 }
 #endif
 

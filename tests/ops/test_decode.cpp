@@ -569,6 +569,38 @@ TEST_P(DecodeTest, Fp8E4m3NanIsNan) {
   }
 }
 
+// Head size 512: NaN bytes of values in the upper dims (the matrix kernel's NaN rows past its
+// first 32-bit word) make exactly their dims NaN, and a NaN key its heads, on every layout.
+TEST_P(DecodeTest, Fp8E4m3NanIsNanAtHeadSize512) {
+  DecodeCase c;
+  c.cache_dtype = DType::fp8_e4m3;
+  c.head_size = 512;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.lens = {40, 70};
+  std::mt19937 rng(13);
+  DecodeInputs in = make_decode_inputs(c, rng);
+  auto at = [&](int64_t seq, int64_t token) { return block_of_token(c, in, seq, token); };
+  in.value_cache.as<uint8_t>()[value_cache_index(c, at(0, 7), 1, 300, 7 % c.block_size)] = 0xff;    // seq 0: dim 300 of heads 2, 3
+  in.value_cache.as<uint8_t>()[value_cache_index(c, at(1, 60), 0, 511, 60 % c.block_size)] = 0x7f;  // seq 1: dim 511 of heads 0, 1
+  in.key_cache.as<uint8_t>()[key_cache_index(c, at(1, 3), 1, 400, 3 % c.block_size)] = 0xff;       // seq 1: heads 2, 3
+  auto nan_expected = [&](int64_t seq, int64_t head, int64_t dim) {
+    return seq == 0 ? head >= 2 && dim == 300 : head >= 2 || dim == 511;
+  };
+  const DecodeParams params = default_params(c);
+  const auto want = reference::decode_attention(in, {}, params);
+  const DecodeOptions o = with_kernel({});
+  if (!plan_or_refused(decode_shape_of(in), o)) return;
+  const auto got = run(in, o, params);
+  for (int64_t i = 0; i < got.output.numel(); ++i) {
+    const int64_t seq = i / (c.heads * c.head_size), head = (i / c.head_size) % c.heads, dim = i % c.head_size;
+    const double g = got.output.get(size_t(i));
+    const bool nan_here = nan_expected(seq, head, dim);
+    EXPECT_EQ(std::isnan(g), nan_here) << "element " << i;
+    if (!nan_here) EXPECT_NEAR(g, want.output.get(size_t(i)), tolerance(c.query_dtype, c.cache_dtype)) << "element " << i;
+  }
+}
+
 // A pool past maxStorageBufferRange (128 MiB on lavapipe) is read through device addresses;
 // the tables point at its last blocks, past the range.
 TEST_P(DecodeTest, CachePastTheStorageBufferRange) {
