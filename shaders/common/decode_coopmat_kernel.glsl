@@ -263,17 +263,10 @@ void timeline_write(uvec2 start, uvec2 staged, uvec2 first_unit, uvec2 loop_done
 }
 #endif
 
-layout(set = 0, binding = DECODE_BINDING_QUERY) readonly buffer Query { uint query_words[]; };
 layout(set = 0, binding = DECODE_BINDING_KEY_CACHE) readonly buffer KeyCache { uvec4 key16[]; };
 layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache { uvec4 value16[]; };
 layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache8 { uvec2 value8[]; };
-layout(set = 0, binding = DECODE_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
-layout(set = 0, binding = DECODE_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };
-layout(set = 0, binding = DECODE_BINDING_OUTPUT) writeonly buffer Output { uint output_words[]; };
-layout(set = 0, binding = DECODE_BINDING_ALIBI) readonly buffer Alibi { float alibi_slopes[]; };
-layout(set = 0, binding = DECODE_BINDING_SINKS) readonly buffer Sinks { float sinks[]; };
-layout(set = 0, binding = DECODE_BINDING_LSE) writeonly buffer Lse { float lse[]; };
-layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
+#include "common/decode_bindings.glsl"
 #include "common/decode_order.glsl"
 #include "common/split_merge.glsl"  // declares the scratch
 // The key range (attention_range.glsl). A decode request is one query token: request s's is

@@ -136,7 +136,6 @@ const uint VLOADS = VLOADS_FIELD + uint(VLOADS_FIELD == 0u);
 
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 
-layout(set = 0, binding = DECODE_BINDING_QUERY) readonly buffer Query { uint query_words[]; };
 // Bytes of one block of one pool: Hkv * D * B elements, a multiple of 16 (D is a multiple of
 // x = 16 / CACHE_BYTES); the host keeps it within 32 bits.
 uint block_bytes() { return pc.num_kv_heads * D * B * CACHE_BYTES; }
@@ -165,14 +164,8 @@ layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache
 #define VALUE8(block, i) value8[pc.value_offset / 2u + (block) * (block_bytes() / 8u) + (i)]
 #define VALUE4(block, i) value4[pc.value_offset + (block) * (block_bytes() / 4u) + (i)]
 #endif
-layout(set = 0, binding = DECODE_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
-layout(set = 0, binding = DECODE_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };
-layout(set = 0, binding = DECODE_BINDING_OUTPUT) writeonly buffer Output { uint output_words[]; };
-layout(set = 0, binding = DECODE_BINDING_ALIBI) readonly buffer Alibi { float alibi_slopes[]; };
-layout(set = 0, binding = DECODE_BINDING_SINKS) readonly buffer Sinks { float sinks[]; };
-layout(set = 0, binding = DECODE_BINDING_LSE) writeonly buffer Lse { float lse[]; };
+#include "common/decode_bindings.glsl"
 layout(set = 0, binding = DECODE_BINDING_SCRATCH) writeonly buffer Scratch { float scratch[]; };
-layout(set = 0, binding = DECODE_BINDING_STATUS) buffer Status { uint status[]; };
 #include "common/decode_order.glsl"
 #include "common/attention_logits.glsl"
 #include "common/attention_epilogue.glsl"
