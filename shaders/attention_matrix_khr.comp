@@ -231,9 +231,17 @@ void set_shared_float(uint base, uint i, float x) { s_mem[base + i / 4u][i % 4u]
 // f16 element i (as bits) of the 16-byte words from `base`.
 uint shared_half(uint base, uint i) { return (s_mem[base + i / 8u][(i / 2u) % 4u] >> (16u * (i % 2u))) & 0xffffu; }
 
+// mantissa x 2^exponent as two factors that take a score to its logit exactly but for the
+// logit's own overflow or underflow: the first holds the mantissa and as much of the power as
+// keeps it a normal f32, the second the rest (1 unless the bf16 ranges are far apart).
+vec2 score_factors(float mantissa, int exponent) {
+  const int first = clamp(exponent, -125, 127);
+  return vec2(mantissa * exp2(float(first)), exp2(float(clamp(exponent - first, -126, 127))));
+}
+
 // The subgroup's S [MM][SS] at s_base becomes logits, then P [MM][TS] at p_base; the rows'
 // states move on, and their rescale factors fill the [MM][NN] matrix at s_base.
-void softmax_tile(uint sub, uint s_base, uint p_base, uint tile, float score_scale, uint first_new, int first_p,
+void softmax_tile(uint sub, uint s_base, uint p_base, uint tile, vec2 score_factors, uint first_new, int first_p,
                   uint len, uint window) {
   const uint sg = gl_SubgroupSize;
   const uint lane = gl_SubgroupInvocationID;
@@ -255,7 +263,7 @@ void softmax_tile(uint sub, uint s_base, uint p_base, uint tile, float score_sca
       for (uint h = 0u; h < 2u; ++h) {
         const uint t = tile + 2u * q + h;
         float logit = VKP_NEG_INF;  // not attended
-        if (valid && in_span(t) && attention_visible(range, t, first_new, row)) logit = attention_logit(x[h] * score_scale, p, t, pc.softcap, slope);
+        if (valid && in_span(t) && attention_visible(range, t, first_new, row)) logit = attention_logit(x[h] * score_factors.x * score_factors.y, p, t, pc.softcap, slope);
         x[h] = logit;
         if (nan_bits(logit)) poisoned = true;
         else tile_max = max(tile_max, logit);
@@ -410,9 +418,12 @@ void main() {
     barrier();  // the key tiles overwrite the query rows
   }
 
-  // Logits = scores * score_scale: the scale, an fp8 cache's k_scale and decode factor, and the
-  // bf16 ranges' powers of two undone.
-  const float score_scale = pc.scale * (FP8 ? pc.k_scale * fp8_scale_fix(CACHE_DTYPE) : 1.0) * exp2(float(-query_shift));
+  // Logits = scores * the scale, an fp8 cache's k_scale and decode factor, and the bf16 ranges'
+  // powers of two undone: kept as a mantissa and an exponent until each tile's factors are made
+  // (score_factors), since 2^-query_shift 2^-key_shift alone may pass f32's range where no
+  // logit does.
+  int scale_exponent;
+  const float scale_mantissa = frexp(pc.scale * (FP8 ? pc.k_scale * fp8_scale_fix(CACHE_DTYPE) : 1.0), scale_exponent);
   const float out_scale = FP8 ? pc.v_scale * fp8_scale_fix(CACHE_DTYPE) : 1.0;
   C_MAT o[DPAD / NN];
   [[unroll]] for (uint j = 0u; j < DPAD / NN; ++j) o[j] = C_MAT(0.0);
@@ -431,15 +442,15 @@ void main() {
     }
     if (bad) atomicOr(s_value_bad[parity], 1u);
     barrier();
-    float key_factor = 1.0, value_factor = 1.0;  // the bf16 tiles' powers of two, undone
+    int key_shift = 0;          // the bf16 key tile's power of two
+    float value_factor = 1.0;   // the bf16 value tile's power of two, undone
     if (BF16_CACHE) {
-      const int key_shift = range_shift(s_largest[1]);
+      key_shift = range_shift(s_largest[1]);
       const int value_shift = range_shift(s_largest[2]);
       convert_bf16_rows(K_BASE, TK, DPAD / 8u, DS / 8u, exp2(float(key_shift)));
       const bool values_bad = VALUE_COLUMNS ? convert_bf16_rows(V_BASE, DPAD, TK / 8u, TS / 8u, exp2(float(value_shift)))
                                             : convert_bf16_rows(V_BASE, TK, DPAD / 8u, DS / 8u, exp2(float(value_shift)));
       if (values_bad) atomicOr(s_value_bad[parity], 1u);
-      key_factor = exp2(float(-key_shift));
       value_factor = exp2(float(-value_shift));
       barrier();
       if (tid == 0u) {  // every invocation read them before the barrier; the next tile's maxima come after the next
@@ -470,7 +481,8 @@ void main() {
       subgroup_barrier();
 
       // ---- softmax: logits, P, the rows' states and factors ----
-      softmax_tile(sub, s_base, p_base, tile, score_scale * key_factor, first_new, first_p, len, window);
+      softmax_tile(sub, s_base, p_base, tile, score_factors(scale_mantissa, scale_exponent - query_shift - key_shift),
+                   first_new, first_p, len, window);
 
       // ---- O = O * factors + P V ----
       C_MAT factors;

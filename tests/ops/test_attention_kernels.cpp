@@ -115,6 +115,46 @@ TEST_P(AttentionKernelsTest, Bf16FarOutsideTheF16RangeIsKept) {
   }
 }
 
+// bf16 queries and keys whose largest elements are 2^84 times the rest, in different dims (so
+// every logit is about 2^84 times the scale, finite): the matrix kernel's powers of two for the
+// query's and the key tile's ranges, about 2^-70 each, must not meet as one f32 factor (2^-140
+// underflows, its inverse overflows). Contract: finite inputs with finite logits give finite
+// outputs, each a weighted mean of the attended values (here within [-1, 1]). How close they come
+// to the reference is not asserted: elements 2^29 below their tile's largest leave the f16 range
+// (the kernel's header says so).
+TEST_P(AttentionKernelsTest, Bf16RangesFarApartGiveFiniteOutputs) {
+  AttentionCase c;
+  c.heads = 2;
+  c.kv_heads = 1;
+  c.head_size = 32;
+  c.query_dtype = c.cache_dtype = DType::bf16;
+  c.lens = {20};
+  c.new_tokens = {4};
+  std::mt19937 rng(3);
+  AttentionInputs in = make_attention_inputs(c, rng);
+  const int64_t H = c.heads, D = c.head_size;
+  const double big = std::ldexp(1.0, 84);
+  for (int64_t j = 0; j < 4; ++j)
+    for (int64_t h = 0; h < H; ++h) {
+      const size_t e = size_t((j * H + h) * D);  // dim 0
+      in.query.set(e, in.query.get(e) * big);
+    }
+  for (int64_t t = 0; t < 20; ++t) {
+    const size_t k = size_t(key_index(c, block_of(c, in, 0, t), 0, 1, t % c.block_size));  // dim 1
+    in.key_cache.set(k, in.key_cache.get(k) * big);
+  }
+  const AttentionParams p = default_params(c);
+  if (!plan_or_refused(attention_shape_of(in, p), std::vector<int32_t>{0, 4}, options())) return;
+  const AttentionResult want = reference::batch_attention(in, p);
+  const AttentionResult got = batch_attention(ctx(), in, p, options());
+  for (int64_t i = 0; i < 4 * H * D; ++i) {
+    ASSERT_TRUE(std::isfinite(want.output.get(size_t(i)))) << "the reference, element " << i;
+    const double g = got.output.get(size_t(i));
+    EXPECT_TRUE(std::isfinite(g) && std::fabs(g) <= 1.0 + tolerance(DType::bf16, DType::bf16))
+        << "element " << i << " is " << g << " on " << kernel_name();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionKernelsTest, ::testing::ValuesIn(kAttentionKernels),
                          attention_kernel_param_name);
 
