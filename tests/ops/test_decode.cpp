@@ -85,6 +85,19 @@ std::vector<OptionSet> option_sets(const DecodeCase& c, const DecodeOptions& bas
   return sets;
 }
 
+// `got` is NaN exactly where nan_expected(seq, head, dim) says, and within the case's tolerance
+// of `want` (the reference) everywhere else.
+void expect_nan_where(const DecodeCase& c, const DecodeResult& got, const DecodeResult& want,
+                      const std::function<bool(int64_t, int64_t, int64_t)>& nan_expected, const std::string& label) {
+  for (int64_t i = 0; i < got.output.numel(); ++i) {
+    const int64_t seq = i / (c.heads * c.head_size), head = (i / c.head_size) % c.heads, dim = i % c.head_size;
+    const double g = got.output.get(size_t(i));
+    const bool nan_here = nan_expected(seq, head, dim);
+    EXPECT_EQ(std::isnan(g), nan_here) << label << ", element " << i;
+    if (!nan_here) EXPECT_NEAR(g, want.output.get(size_t(i)), tolerance(c.query_dtype, c.cache_dtype)) << label << ", element " << i;
+  }
+}
+
 using DecodeTest = DecodeKernelTest;
 
 TEST_P(DecodeTest, RaggedLengthsAroundUnitAndBlockEdges) {
@@ -558,14 +571,7 @@ TEST_P(DecodeTest, Fp8E4m3NanIsNan) {
     o.partition_tokens = split == SplitMode::split ? 256 : 0;
     const char* name = split == SplitMode::split ? "split" : "one pass";
     ASSERT_TRUE(plan_or_refused(decode_shape_of(in), o));
-    const auto got = run(in, o, params);
-    for (int64_t i = 0; i < got.output.numel(); ++i) {
-      const int64_t seq = i / (c.heads * c.head_size), head = (i / c.head_size) % c.heads, dim = i % c.head_size;
-      const double g = got.output.get(size_t(i));
-      const bool nan_here = nan_expected(seq, head, dim);
-      EXPECT_EQ(std::isnan(g), nan_here) << name << ", element " << i;
-      if (!nan_here) EXPECT_NEAR(g, want.output.get(size_t(i)), tolerance(c.query_dtype, c.cache_dtype)) << name << ", element " << i;
-    }
+    expect_nan_where(c, run(in, o, params), want, nan_expected, name);
   }
 }
 
@@ -591,14 +597,7 @@ TEST_P(DecodeTest, Fp8E4m3NanIsNanAtHeadSize512) {
   const auto want = reference::decode_attention(in, {}, params);
   const DecodeOptions o = with_kernel({});
   if (!plan_or_refused(decode_shape_of(in), o)) return;
-  const auto got = run(in, o, params);
-  for (int64_t i = 0; i < got.output.numel(); ++i) {
-    const int64_t seq = i / (c.heads * c.head_size), head = (i / c.head_size) % c.heads, dim = i % c.head_size;
-    const double g = got.output.get(size_t(i));
-    const bool nan_here = nan_expected(seq, head, dim);
-    EXPECT_EQ(std::isnan(g), nan_here) << "element " << i;
-    if (!nan_here) EXPECT_NEAR(g, want.output.get(size_t(i)), tolerance(c.query_dtype, c.cache_dtype)) << "element " << i;
-  }
+  expect_nan_where(c, run(in, o, params), want, nan_expected, "one pass");
 }
 
 // A pool past maxStorageBufferRange (128 MiB on lavapipe) is read through device addresses;
@@ -732,13 +731,8 @@ TEST_P(DecodeTest, HeadSlicesFp8E4m3NanIsNan) {
     const auto plan = plan_or_refused(decode_shape_of(in), o);
     ASSERT_TRUE(plan);
     EXPECT_GT(plan->data().choice.head_slices, 1u) << plan->describe();
-    const auto got = decode_attention(ctx(), in, o, params);
-    for (int64_t i = 0; i < got.output.numel(); ++i) {
-      const int64_t seq = i / (c.heads * c.head_size), head = (i / c.head_size) % c.heads, dim = i % c.head_size;
-      const double g = got.output.get(size_t(i));
-      EXPECT_EQ(std::isnan(g), nan_expected(seq, head, dim)) << "element " << i;
-      if (!nan_expected(seq, head, dim)) EXPECT_NEAR(g, want.output.get(size_t(i)), tolerance(c.query_dtype, c.cache_dtype));
-    }
+    expect_nan_where(c, decode_attention(ctx(), in, o, params), want, nan_expected,
+                     split == SplitMode::split ? "split" : "one pass");
   }
 }
 
