@@ -8,36 +8,12 @@
 
 #include "ops/attention_validation.hpp"
 #include "ops/decode_validation.hpp"
+#include "ops/host_staging.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged {
-
-namespace {
-
-// Index tensors go to the GPU as 32-bit words; i64 values were range-checked by attention_shape_of.
-HostTensor as_int32(const HostTensor& t, const char* name) {
-  if (t.dtype() == DType::i32 || t.dtype() == DType::u32) return t;
-  HostTensor out(DType::i32, t.shape());
-  const auto values = detail::host_index_values(t, name);
-  for (size_t i = 0; i < values.size(); ++i) out.as<int32_t>()[i] = int32_t(values[i]);
-  return out;
-}
-
-TensorView upload(Context& ctx, std::vector<DeviceBuffer>& keep, const HostTensor& t, DType dtype) {
-  // Whole 16-byte multiples: a u8 tree mask's last word is read whole.
-  keep.push_back(ctx.create_buffer(std::max<size_t>((t.bytes() + 15) / 16 * 16, 16)));
-  ctx.upload(keep.back().view(), t.data(), t.bytes());
-  return keep.back().tensor(dtype, t.shape());
-}
-
-TensorView output_buffer(Context& ctx, std::vector<DeviceBuffer>& keep, DType dtype, const Shape& shape) {
-  keep.push_back(ctx.create_buffer(std::max<size_t>(size_t(shape.numel()) * dtype_size(dtype), 16)));
-  return keep.back().tensor(dtype, shape);
-}
-
-}  // namespace
 
 AttentionResult batch_attention(Context& ctx, const AttentionInputs& in, const AttentionParams& params,
                                 const AttentionOptions& options, bool want_lse) {
@@ -49,25 +25,25 @@ AttentionResult batch_attention(Context& ctx, const AttentionInputs& in, const A
   std::vector<DeviceBuffer> keep;
   const DType cache_elem = is_fp8_dtype(in.cache_dtype) ? DType::u8 : in.cache_dtype;
   AttentionViews v;
-  v.query = upload(ctx, keep, in.query, in.query.dtype());
-  v.key_cache = upload(ctx, keep, in.key_cache, cache_elem);
-  v.value_cache = upload(ctx, keep, in.value_cache, cache_elem);
-  v.block_tables = upload(ctx, keep, as_int32(in.block_tables, "block_tables"), DType::i32);
-  v.context_lens = upload(ctx, keep, as_int32(in.context_lens, "context_lens"), DType::i32);
-  v.query_starts = upload(ctx, keep, as_int32(in.query_starts, "query_starts"), DType::i32);
+  v.query = detail::upload_kept(ctx, keep, in.query, in.query.dtype());
+  v.key_cache = detail::upload_kept(ctx, keep, in.key_cache, cache_elem);
+  v.value_cache = detail::upload_kept(ctx, keep, in.value_cache, cache_elem);
+  v.block_tables = detail::upload_kept(ctx, keep, detail::index_words(in.block_tables, "block_tables"), DType::i32);
+  v.context_lens = detail::upload_kept(ctx, keep, detail::index_words(in.context_lens, "context_lens"), DType::i32);
+  v.query_starts = detail::upload_kept(ctx, keep, detail::index_words(in.query_starts, "query_starts"), DType::i32);
   if (shape.tree_mask) {
-    v.tree_mask = upload(ctx, keep, in.tree_mask, DType::u8);
+    v.tree_mask = detail::upload_kept(ctx, keep, in.tree_mask, DType::u8);
     v.tree_mask.memory.size = (v.tree_mask.memory.size + 3) / 4 * 4;  // whole words (AttentionViews::tree_mask)
   }
-  if (shape.alibi) v.alibi_slopes = upload(ctx, keep, in.alibi_slopes, DType::f32);
-  if (shape.sinks) v.sinks = upload(ctx, keep, in.sinks, DType::f32);
+  if (shape.alibi) v.alibi_slopes = detail::upload_kept(ctx, keep, in.alibi_slopes, DType::f32);
+  if (shape.sinks) v.sinks = detail::upload_kept(ctx, keep, in.sinks, DType::f32);
 
   AttentionResult result;
   result.output = HostTensor(in.query.dtype(), in.query.shape());
-  v.output = output_buffer(ctx, keep, in.query.dtype(), in.query.shape());
+  v.output = detail::output_kept(ctx, keep, in.query.dtype(), in.query.shape());
   if (want_lse) {
     result.lse = HostTensor(DType::f32, Shape{int64_t(shape.num_query_tokens), int64_t(shape.num_heads)});
-    v.lse = output_buffer(ctx, keep, DType::f32, result.lse.shape());
+    v.lse = detail::output_kept(ctx, keep, DType::f32, result.lse.shape());
   }
   if (plan.scratch_bytes()) {
     keep.push_back(ctx.create_buffer(plan.scratch_bytes()));

@@ -8,30 +8,12 @@
 #include <vector>
 
 #include "ops/decode_validation.hpp"
+#include "ops/host_staging.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged {
-
-namespace {
-
-// Index tensors go to the GPU as 32-bit words; i64 values were range-checked by decode_shape_of.
-HostTensor as_int32(const HostTensor& t, const char* name) {
-  if (t.dtype() == DType::i32 || t.dtype() == DType::u32) return t;
-  HostTensor out(DType::i32, t.shape());
-  const auto values = detail::host_index_values(t, name);
-  for (size_t i = 0; i < values.size(); ++i) out.as<int32_t>()[i] = int32_t(values[i]);
-  return out;
-}
-
-TensorView upload(Context& ctx, std::vector<DeviceBuffer>& keep, const HostTensor& t, DType dtype) {
-  keep.push_back(ctx.create_buffer(std::max<size_t>(t.bytes(), 16)));
-  ctx.upload(keep.back().view(), t.data(), t.bytes());
-  return keep.back().tensor(dtype, t.shape());
-}
-
-}  // namespace
 
 DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const DecodeOptions& options,
                               const DecodeParams& params, bool want_lse) {
@@ -43,22 +25,20 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
   std::vector<DeviceBuffer> keep;
   const DType cache_elem = is_fp8_dtype(in.cache_dtype) ? DType::u8 : in.cache_dtype;
   DecodeViews v;
-  v.query = upload(ctx, keep, in.query, in.query.dtype());
-  v.key_cache = upload(ctx, keep, in.key_cache, cache_elem);
-  v.value_cache = upload(ctx, keep, in.value_cache, cache_elem);
-  v.block_tables = upload(ctx, keep, as_int32(in.block_tables, "block_tables"), DType::i32);
-  v.context_lens = upload(ctx, keep, as_int32(in.context_lens, "context_lens"), DType::i32);
-  if (shape.alibi) v.alibi_slopes = upload(ctx, keep, in.alibi_slopes, DType::f32);
-  if (shape.sinks) v.sinks = upload(ctx, keep, in.sinks, DType::f32);
+  v.query = detail::upload_kept(ctx, keep, in.query, in.query.dtype());
+  v.key_cache = detail::upload_kept(ctx, keep, in.key_cache, cache_elem);
+  v.value_cache = detail::upload_kept(ctx, keep, in.value_cache, cache_elem);
+  v.block_tables = detail::upload_kept(ctx, keep, detail::index_words(in.block_tables, "block_tables"), DType::i32);
+  v.context_lens = detail::upload_kept(ctx, keep, detail::index_words(in.context_lens, "context_lens"), DType::i32);
+  if (shape.alibi) v.alibi_slopes = detail::upload_kept(ctx, keep, in.alibi_slopes, DType::f32);
+  if (shape.sinks) v.sinks = detail::upload_kept(ctx, keep, in.sinks, DType::f32);
 
   DecodeResult result;
   result.output = HostTensor(in.query.dtype(), in.query.shape());
-  keep.push_back(ctx.create_buffer(std::max<size_t>(result.output.bytes(), 16)));
-  v.output = keep.back().tensor(in.query.dtype(), in.query.shape());
+  v.output = detail::output_kept(ctx, keep, in.query.dtype(), in.query.shape());
   if (want_lse) {
     result.lse = HostTensor(DType::f32, Shape{int64_t(shape.num_seqs), int64_t(shape.num_heads)});
-    keep.push_back(ctx.create_buffer(std::max<size_t>(result.lse.bytes(), 16)));
-    v.lse = keep.back().tensor(DType::f32, result.lse.shape());
+    v.lse = detail::output_kept(ctx, keep, DType::f32, result.lse.shape());
   }
   if (plan.scratch_bytes()) {
     keep.push_back(ctx.create_buffer(plan.scratch_bytes()));

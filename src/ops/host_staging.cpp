@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ops/host_staging.hpp"
+
+#include <algorithm>
+
+#include "ops/decode_validation.hpp"
+
+namespace vkpaged::detail {
+
+HostTensor index_words(const HostTensor& t, const char* name) {
+  if (t.dtype() == DType::i32 || t.dtype() == DType::u32) return t;
+  HostTensor out(DType::i32, t.shape());
+  const auto values = host_index_values(t, name);
+  for (size_t i = 0; i < values.size(); ++i) out.as<int32_t>()[i] = int32_t(values[i]);
+  return out;
+}
+
+TensorView upload_kept(Context& ctx, std::vector<DeviceBuffer>& keep, const HostTensor& t, DType dtype) {
+  keep.push_back(ctx.create_buffer(std::max<size_t>((t.bytes() + 15) / 16 * 16, 16)));
+  ctx.upload(keep.back().view(), t.data(), t.bytes());
+  return keep.back().tensor(dtype, t.shape());
+}
+
+TensorView output_kept(Context& ctx, std::vector<DeviceBuffer>& keep, DType dtype, const Shape& shape) {
+  keep.push_back(ctx.create_buffer(std::max<size_t>(size_t(shape.numel()) * dtype_size(dtype), 16)));
+  return keep.back().tensor(dtype, shape);
+}
+
+}  // namespace vkpaged::detail
