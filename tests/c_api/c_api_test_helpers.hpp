@@ -13,6 +13,7 @@
 
 #include "support/test_context.hpp"
 #include "vk/context_impl.hpp"
+#include "vkpaged/decode.hpp"
 #include "vkpaged/tensor.hpp"
 #include "vkpaged/vkpaged.h"
 
@@ -94,6 +95,18 @@ inline vkp_host_tensor host_view(const HostTensor& tensor) {
   h.rank = tensor.shape().rank();
   for (int i = 0; i < h.rank; ++i) h.shape[i] = tensor.shape()[i];
   return h;
+}
+
+// The C form of per-call values (AttentionParams is DecodeParams).
+inline vkp_decode_params c_params(const DecodeParams& p) {
+  vkp_decode_params c;
+  vkp_decode_params_init(&c);
+  c.has_scale = p.scale.has_value() ? VKP_TRUE : VKP_FALSE;
+  c.scale = p.scale.value_or(0.0f);
+  c.softcap = p.softcap;
+  c.k_scale = p.k_scale;
+  c.v_scale = p.v_scale;
+  return c;
 }
 
 // vkp_run_and_wait with a C++ callable as the record callback.

@@ -37,17 +37,6 @@ vkp_attention_inputs c_inputs(const AttentionInputs& in) {
   return c;
 }
 
-vkp_decode_params c_params(const AttentionParams& p) {
-  vkp_decode_params c;
-  vkp_decode_params_init(&c);
-  c.has_scale = p.scale.has_value() ? VKP_TRUE : VKP_FALSE;
-  c.scale = p.scale.value_or(0.0f);
-  c.softcap = p.softcap;
-  c.k_scale = p.k_scale;
-  c.v_scale = p.v_scale;
-  return c;
-}
-
 vkp_attention_options c_options(AttentionKernel kernel, SplitMode split = SplitMode::automatic,
                                 uint32_t partition_tokens = 0) {
   vkp_attention_options o;

@@ -43,17 +43,6 @@ vkp_decode_options c_options(const DecodeOptions& o) {
   return c;
 }
 
-vkp_decode_params c_params(const DecodeParams& p) {
-  vkp_decode_params c;
-  vkp_decode_params_init(&c);
-  c.has_scale = p.scale.has_value() ? VKP_TRUE : VKP_FALSE;
-  c.scale = p.scale.value_or(0.0f);
-  c.softcap = p.softcap;
-  c.k_scale = p.k_scale;
-  c.v_scale = p.v_scale;
-  return c;
-}
-
 struct RecordedDecode {
   HostTensor output;
   HostTensor lse;

@@ -66,17 +66,6 @@ HostTensor block_tables(const Step& step, uint32_t seed) {
   return t;
 }
 
-vkp_decode_params c_params(const DecodeParams& p) {
-  vkp_decode_params c;
-  vkp_decode_params_init(&c);
-  c.has_scale = p.scale.has_value() ? VKP_TRUE : VKP_FALSE;
-  c.scale = p.scale.value_or(0.0f);
-  c.softcap = p.softcap;
-  c.k_scale = p.k_scale;
-  c.v_scale = p.v_scale;
-  return c;
-}
-
 bool same_bytes(const HostTensor& a, const HostTensor& b) {
   return a.bytes() == b.bytes() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
 }
