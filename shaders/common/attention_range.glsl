@@ -3,7 +3,8 @@
 // "Multi-query attention"): query token j of a request with `len` positions, the last
 // `new_tokens` of them new, stands at p = len - new_tokens + j and attends [t0, p] with
 // t0 = max(0, p - W + 1) for a sliding window W > 0; with a tree mask the new tokens see each
-// other as the mask says (attention_logits.glsl), so its rows reach up to len. Decode is the
+// other as the mask says (attention_logits.glsl), so its rows reach up to len, and the window
+// still applies to every key by position, the new tokens included. Decode is the
 // row j = 0 of new_tokens = 1. The same functions place a workgroup's tile of rows, clip it to
 // a split partition, and tell a merge pass which partitions were written.
 #ifndef VKPAGED_ATTENTION_RANGE_GLSL
@@ -39,13 +40,13 @@ int query_position(uint len, uint new_tokens, uint j) { return int(len) - int(ne
 // t0 of a query at p >= 0 (window 0: none).
 uint window_start(int p, uint window) { return window == 0u || p < int(window) ? 0u : uint(p - int(window) + 1); }
 
-// The range of a row at p. With a tree mask it also holds every new token ([len - new_tokens,
-// len)), which the mask then sorts, and the window keeps only the positions before them.
+// The range of a row at p. With a tree mask it reaches every new token up to len, which the
+// mask then sorts; the window starts it at t0 all the same (vLLM's tree attention windows the
+// flattened positions).
 KeyRange row_key_range(int p, uint len, uint new_tokens, uint window, bool tree) {
   if (p < 0) return KeyRange(0u, 0u);
   const uint t0 = window_start(p, window);
-  if (!tree) return KeyRange(t0, uint(p) + 1u);
-  return KeyRange(min(t0, len >= new_tokens ? len - new_tokens : 0u), len);
+  return KeyRange(t0, tree ? len : uint(p) + 1u);
 }
 
 // The union of the ranges of the rows at positions first_p .. last_p (both ends grow with p):

@@ -57,10 +57,11 @@ AttentionResult batch_attention(const AttentionInputs& in, const AttentionParams
       const size_t token = size_t(starts[seq]) + j;
       const size_t p = first_new + j;
       const size_t t0 = W > 0 && p + 1 > W ? p + 1 - W : 0;
-      // Step 1 and the causal bound; with a tree mask the new tokens see what the mask says.
+      // Step 1 and the causal bound; with a tree mask the new tokens see what the mask says, and
+      // the window holds for every position, the new tokens included.
       attended.clear();
-      for (size_t t = 0; t < len; ++t) {
-        bool visible = t >= t0 && t <= p;
+      for (size_t t = t0; t < len; ++t) {
+        bool visible = t <= p;
         if (s.tree_mask && t >= first_new) visible = in.tree_mask.as<uint8_t>()[mask_base + j * q + (t - first_new)] != 0;
         if (visible) attended.push_back(t);
       }

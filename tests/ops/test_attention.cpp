@@ -75,7 +75,7 @@ TEST_P(AttentionTest, TreeMasksThatHideAndShow) {
   check(c, default_params(c), options());
   c.tree_mask = TreeMask::random;  // tokens that hide themselves and see later ones
   c.sinks = true;
-  c.sliding_window = 4;  // the window keeps to the prefix: new tokens follow the mask alone
+  c.sliding_window = 4;  // shorter than the new tokens: it hides early new tokens the mask shows
   check(c, default_params(c), options(), 2);
 }
 

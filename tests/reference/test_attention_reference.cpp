@@ -110,6 +110,32 @@ TEST(AttentionReference, ACausalTreeMaskIsNoMask) {
   EXPECT_EQ(max_abs_diff(masked.output, plain.output), 0.0);
 }
 
+// docs/contract.md: the sliding window applies to every key by position, the new tokens
+// included, so a causal mask under a window shorter than the new tokens is that window alone.
+TEST(AttentionReference, ACausalTreeMaskUnderAShortWindowIsTheWindowAlone) {
+  AttentionCase c;
+  c.lens = {30, 20, 9};
+  c.new_tokens = {20, 20, 9};  // chains (more than 16 new tokens) and a 9-token draft tree
+  c.tree_mask = TreeMask::tree;
+  c.sliding_window = 5;
+  std::mt19937 rng(6);
+  AttentionInputs in = make_attention_inputs(c, rng);
+  // The third request's tree made causal: every new token sees itself and all before it.
+  const size_t third = 2 * 20 * 20;
+  for (size_t j = 0; j < 9; ++j)
+    for (size_t i = 0; i < 9; ++i) in.tree_mask.as<uint8_t>()[third + j * 9 + i] = i <= j ? 1 : 0;
+  const auto masked = reference::batch_attention(in, default_params(c), true);
+  AttentionInputs causal = in;
+  causal.tree_mask = HostTensor();
+  const auto plain = reference::batch_attention(causal, default_params(c), true);
+  EXPECT_EQ(max_abs_diff(masked.output, plain.output), 0.0);
+  EXPECT_EQ(max_abs_diff(masked.lse, plain.lse), 0.0);
+  // The window does hide new tokens the mask shows: without it the masked rows change.
+  in.sliding_window = 0;
+  const auto unwindowed = reference::batch_attention(in, default_params(c), true);
+  EXPECT_GT(max_abs_diff(masked.lse, unwindowed.lse), 1e-3);
+}
+
 TEST(AttentionReference, RefusesWhatTheContractRefuses) {
   AttentionCase c;
   c.tree_mask = TreeMask::random;

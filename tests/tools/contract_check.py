@@ -177,7 +177,11 @@ def build_arrays(rng, c):
     return files, ref
 
 
-def command(cli, c, paths, out, device):
+# A good case that the kernel forced by --kernel refuses (the CLI says why): counted apart.
+NOT_TAKEN = "not taken by the forced kernel"
+
+
+def command(cli, c, paths, out, flags):
     cmd = [cli, "attend", "--query", paths["query"], "--key-cache", paths["key_cache"], "--value-cache",
            paths["value_cache"], "--block-tables", paths["block_tables"], "--context-lens", paths["context_lens"],
            "--out", out]
@@ -195,9 +199,7 @@ def command(cli, c, paths, out, device):
         cmd += ["--kv-dtype", c["kv_dtype"], "--k-scale", repr(c["k_scale"]), "--v-scale", repr(c["v_scale"])]
     if c["dtype"] == "bf16":
         cmd += ["--dtype", "bf16"]
-    if device:
-        cmd += ["--device", device]
-    return cmd
+    return cmd + flags
 
 
 def describe(c):
@@ -220,12 +222,14 @@ def write_files(directory, files):
     return paths
 
 
-def check_good_case(cli, rng, c, directory, device):
+def check_good_case(cli, rng, c, directory, flags):
     """None when the CLI's output matches the contract, else what went wrong."""
     files, ref = build_arrays(rng, c)
     paths = write_files(directory, files)
     out = os.path.join(directory, "out.npy")
-    run = subprocess.run(command(cli, c, paths, out, device), capture_output=True, text=True, timeout=300)
+    run = subprocess.run(command(cli, c, paths, out, flags), capture_output=True, text=True, timeout=300)
+    if run.returncode == 1 and "--kernel" in flags and run.stderr.startswith("vkpaged: --kernel:"):
+        return NOT_TAKEN
     if run.returncode != 0:
         return f"exit {run.returncode}: {run.stderr.strip()}"
     if run.stderr:
@@ -251,7 +255,7 @@ def check_good_case(cli, rng, c, directory, device):
 BAD_KINDS = ["block_id", "context_len", "heads", "fp8_head_size", "value_shape", "missing_file"]
 
 
-def check_bad_case(cli, rng, kind, directory, device):
+def check_bad_case(cli, rng, kind, directory, flags):
     c = random_case(rng, 0)
     c.update(dtype="f32", kv_dtype="auto", heads=2, kv_heads=2, scale=None, softcap=0.0, alibi=False, sinks=False,
              window=0, head_size=64)
@@ -284,7 +288,7 @@ def check_bad_case(cli, rng, kind, directory, device):
         os.remove(paths["key_cache"])
         must = "--key-cache"
     out = os.path.join(directory, "out.npy")
-    run = subprocess.run(command(cli, c, paths, out, device), capture_output=True, text=True, timeout=300)
+    run = subprocess.run(command(cli, c, paths, out, flags), capture_output=True, text=True, timeout=300)
     problems = []
     if run.returncode == 0 or run.returncode >= 128 or run.returncode < 0:
         problems.append(f"exit {run.returncode}")
@@ -304,11 +308,13 @@ def main():
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument("--device", default="", help="passed to --device (default: the CLI's default)")
     parser.add_argument("--bad", type=int, default=len(BAD_KINDS), help="bad-input cases (default: one of each kind)")
+    parser.add_argument("--kernel", default="", help="passed to --kernel (default: the CLI's choice); cases the forced kernel refuses are counted apart")
     parser.add_argument("--verbose", action="store_true", help="print every case")
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
-    passed = failed = 0
+    flags = (["--device", args.device] if args.device else []) + (["--kernel", args.kernel] if args.kernel else [])
+    passed = failed = not_taken = 0
     work = tempfile.mkdtemp(prefix="vkpaged_contract_")
     try:
         cases = [("good", i) for i in range(args.count)] + [("bad", BAD_KINDS[i % len(BAD_KINDS)]) for i in range(args.bad)]
@@ -318,12 +324,16 @@ def main():
             if kind == "good":
                 c = random_case(rng, what)
                 label = describe(c)
-                problem = check_good_case(args.cli, rng, c, directory, args.device)
+                problem = check_good_case(args.cli, rng, c, directory, flags)
             else:
                 label = f"bad input: {what}"
-                problem = check_bad_case(args.cli, rng, what, directory, args.device)
+                problem = check_bad_case(args.cli, rng, what, directory, flags)
             shutil.rmtree(directory)
-            if problem is None:
+            if problem is NOT_TAKEN:
+                not_taken += 1
+                if args.verbose:
+                    print(f"--kernel {args.kernel} refuses case {n}: {label}")
+            elif problem is None:
                 passed += 1
                 if args.verbose:
                     print(f"ok   case {n}: {label}")
@@ -333,7 +343,10 @@ def main():
             sys.stdout.flush()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"contract_check: {passed} passed, {failed} failed")
+    print(f"contract_check: {passed} passed, {failed} failed" + (f", {not_taken} refused by --kernel {args.kernel}" if not_taken else ""))
+    if args.kernel and args.count and not_taken == args.count:
+        print(f"--kernel {args.kernel} took none of the {args.count} cases")
+        return 1
     return 1 if failed else 0
 
 

@@ -107,8 +107,9 @@ def attention(q, k, v, tables, lens, starts, masks, scale, softcap, alibi, sinks
             if masks is None:
                 seen = (t >= t0) & (t <= p)
             else:
-                seen = np.where(t < first_new, t >= t0, False)
-                seen[first_new:] = masks[s][j] != 0
+                # The mask replaces causality among the new tokens; the window holds for all.
+                seen = t >= t0
+                seen[first_new:] &= masks[s][j] != 0
             t = t[seen]
             blocks = tables[s, t // B].astype(np.int64)
             for h in range(H):
@@ -218,7 +219,11 @@ OPTIONS = {"query": "--query", "key_cache": "--key-cache", "value_cache": "--val
            "tree_mask": "--tree-mask", "alibi_slopes": "--alibi-slopes", "sinks": "--sinks"}
 
 
-def command(cli, c, paths, out, lse, device):
+# A good case that the kernel forced by --kernel refuses (the CLI says why): counted apart.
+NOT_TAKEN = "not taken by the forced kernel"
+
+
+def command(cli, c, paths, out, lse, flags):
     cmd = [cli, "attend", "--out", out, "--lse", lse, "--kv-layout", c["layout"]]
     for name, path in paths.items():
         cmd += [OPTIONS[name], path]
@@ -232,9 +237,7 @@ def command(cli, c, paths, out, lse, device):
         cmd += ["--kv-dtype", c["kv_dtype"], "--k-scale", repr(c["k_scale"]), "--v-scale", repr(c["v_scale"])]
     if c["dtype"] == "bf16":
         cmd += ["--dtype", "bf16"]
-    if device:
-        cmd += ["--device", device]
-    return cmd
+    return cmd + flags
 
 
 def write(directory, files):
@@ -252,11 +255,13 @@ def describe(c):
             f"B {c['block_size']}, new {c['new']}, lens {c['lens']}" + (", " + ", ".join(extras) if extras else ""))
 
 
-def check_good(cli, rng, c, directory, device):
+def check_good(cli, rng, c, directory, flags):
     files, ref = build(rng, c)
     paths = write(directory, files)
     out, lse_path = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
-    run = subprocess.run(command(cli, c, paths, out, lse_path, device), capture_output=True, text=True, timeout=300)
+    run = subprocess.run(command(cli, c, paths, out, lse_path, flags), capture_output=True, text=True, timeout=300)
+    if run.returncode == 1 and "--kernel" in flags and run.stderr.startswith("vkpaged: --kernel:"):
+        return NOT_TAKEN
     if run.returncode != 0:
         return f"exit {run.returncode}: {run.stderr.strip()}"
     got, got_lse = np.load(out), np.load(lse_path)
@@ -286,7 +291,7 @@ BAD = ["starts_not_zero", "starts_fall", "starts_past_t", "context_below_q", "ma
        "mask_without_starts", "layout_name"]
 
 
-def check_bad(cli, rng, kind, directory, device):
+def check_bad(cli, rng, kind, directory, flags):
     c = random_case(rng, 0)
     c.update(dtype="f32", kv_dtype="auto", layout="nchw" if kind == "layout_name" else "vllm", decode_only=False,
              tree=kind.startswith("mask"), scale=None, softcap=0.0, alibi=False, sinks=False, window=0, head_size=32,
@@ -316,7 +321,7 @@ def check_bad(cli, rng, kind, directory, device):
         must = "--kv-layout"
     paths = write(directory, files)
     out, lse = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
-    run = subprocess.run(command(cli, c, paths, out, lse, device), capture_output=True, text=True, timeout=300)
+    run = subprocess.run(command(cli, c, paths, out, lse, flags), capture_output=True, text=True, timeout=300)
     problems = []
     if run.returncode == 0 or run.returncode >= 128 or run.returncode < 0:
         problems.append(f"exit {run.returncode}")
@@ -336,11 +341,13 @@ def main():
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument("--device", default="", help="passed to --device (default: the CLI's default)")
     parser.add_argument("--bad", type=int, default=len(BAD), help="bad-input cases (default: one of each kind)")
+    parser.add_argument("--kernel", default="", help="passed to --kernel (default: the CLI's choice); cases the forced kernel refuses are counted apart")
     parser.add_argument("--verbose", action="store_true", help="print every case")
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
-    passed = failed = 0
+    flags = (["--device", args.device] if args.device else []) + (["--kernel", args.kernel] if args.kernel else [])
+    passed = failed = not_taken = 0
     work = tempfile.mkdtemp(prefix="vkpaged_multi_query_")
     try:
         cases = [("good", i) for i in range(args.count)] + [("bad", BAD[i % len(BAD)]) for i in range(args.bad)]
@@ -350,12 +357,16 @@ def main():
             if kind == "good":
                 c = random_case(rng, what)
                 label = describe(c)
-                problem = check_good(args.cli, rng, c, directory, args.device)
+                problem = check_good(args.cli, rng, c, directory, flags)
             else:
                 label = f"bad input: {what}"
-                problem = check_bad(args.cli, rng, what, directory, args.device)
+                problem = check_bad(args.cli, rng, what, directory, flags)
             shutil.rmtree(directory)
-            if problem is None:
+            if problem is NOT_TAKEN:
+                not_taken += 1
+                if args.verbose:
+                    print(f"--kernel {args.kernel} refuses case {n}: {label}")
+            elif problem is None:
                 passed += 1
                 if args.verbose:
                     print(f"ok   case {n}: {label}")
@@ -365,7 +376,10 @@ def main():
             sys.stdout.flush()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"contract_check_multi_query: {passed} passed, {failed} failed")
+    print(f"contract_check_multi_query: {passed} passed, {failed} failed" + (f", {not_taken} refused by --kernel {args.kernel}" if not_taken else ""))
+    if args.kernel and args.count and not_taken == args.count:
+        print(f"--kernel {args.kernel} took none of the {args.count} cases")
+        return 1
     return 1 if failed else 0
 
 
