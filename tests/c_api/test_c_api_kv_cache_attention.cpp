@@ -188,6 +188,17 @@ class CApiKvCacheAttentionTest : public GpuTest, public ::testing::WithParamInte
     vkp_attention_plan_info info;
     vkp_attention_plan_info_init(&info);
     ASSERT_VKP_OK(vkp_attention_plan_info_get(raw, &info));
+    if (expect_kernel == AttentionKernel::automatic) {
+      // The multi-query kernel automatic picks: the matrix kernel where this context runs it.
+      vkp_attention_options matrix;
+      vkp_attention_options_init(&matrix);
+      matrix.kernel = VKP_ATTENTION_KERNEL_MATRIX;
+      vkp_attention_plan* probe = nullptr;
+      const vkp_status status = vkp_attention_plan_create(c_context(), &shape, starts.data(), starts.size(), &matrix, &probe);
+      vkp_attention_plan_destroy(probe);
+      ASSERT_TRUE(status == VKP_OK || status == VKP_ERROR_UNSUPPORTED) << vkp_last_error();
+      expect_kernel = status == VKP_OK ? AttentionKernel::matrix : AttentionKernel::scalar;
+    }
     EXPECT_EQ(int(info.kernel), int(expect_kernel)) << vkp_attention_plan_describe(raw);
     vkp_context* cctx = c_context();
     const CTensor query = upload(cctx, in.query), tables = upload(cctx, in.block_tables);
@@ -335,7 +346,8 @@ TEST_P(CApiKvCacheAttentionTest, RecordAttentionMatchesTheCppHelperAndTheReferen
     make_caches(dtype);
     DecodeParams params;
     if (is_fp8_dtype(dtype)) params.k_scale = params.v_scale = 0.5f;
-    check_attention(1, {{1, 19, 33, 9}, {1, 19, 5, 1}}, params, 1, AttentionKernel::scalar, "mixed step");
+    // The multi-query kernel automatic picks here (the matrix kernel where the device runs it).
+    check_attention(1, {{1, 19, 33, 9}, {1, 19, 5, 1}}, params, 1, AttentionKernel::automatic, "mixed step");
     // Decode only: the decode kernels, on every layout.
     check_attention(0, {{30, 1, 8, 17}, {1, 1, 1, 1}}, params, 2, AttentionKernel::decode, "decode step");
   }

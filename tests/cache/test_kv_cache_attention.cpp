@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/attention_case.hpp"
+#include "support/attention_kernels.hpp"
 #include "support/decode_case.hpp"
 #include "support/decode_check.hpp"
 #include "support/expect_error.hpp"
@@ -121,6 +122,8 @@ class KvCacheHelperTest : public GpuTest {
     batch.lse = true;
     const std::vector<int32_t> starts = step.starts();
     const AttentionPlan plan = AttentionPlan::create(ctx(), cache.attention_shape(batch), starts);
+    if (expect_kernel == AttentionKernel::automatic)
+      expect_kernel = automatic_multi_query_kernel(ctx(), cache.attention_shape(batch), starts);
     EXPECT_EQ(plan.kernel(), expect_kernel) << plan.describe();
     AttentionViews v;
     v.query = put(in.query);
@@ -194,7 +197,8 @@ TEST_P(KvCacheAttentionTest, MixedAndDecodeStepsMatchTheReference) {
     if (is_fp8_dtype(dtype)) params.k_scale = params.v_scale = 0.5f;
     // A decode request on one position, a whole prompt that ends mid-block, a chunk of 5 after
     // a cached prefix of 28, a decode request after B positions.
-    check_step(cache, 1, {{1, 19, 33, 9}, {1, 19, 5, 1}}, params, 1, AttentionKernel::scalar);
+    // The multi-query kernel automatic picks here (the matrix kernel where the device runs it).
+    check_step(cache, 1, {{1, 19, 33, 9}, {1, 19, 5, 1}}, params, 1, AttentionKernel::automatic);
     // Decode only: the decode kernels, on every layout.
     check_step(cache, 0, {{30, 1, 8, 17}, {1, 1, 1, 1}}, params, 2, AttentionKernel::decode);
   }

@@ -59,6 +59,19 @@ void AttentionKernelTest::TearDown() {
     GTEST_SKIP() << "the " << kernel_name() << " kernel refused every case: " << refused_.front();
 }
 
+AttentionKernel automatic_multi_query_kernel(Context& ctx, const AttentionShape& shape,
+                                             std::span<const int32_t> query_starts) {
+  AttentionOptions matrix;
+  matrix.kernel = AttentionKernel::matrix;
+  try {
+    (void)AttentionPlan::create(ctx, shape, query_starts, matrix);
+    return AttentionKernel::matrix;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::unsupported) throw;
+    return AttentionKernel::scalar;
+  }
+}
+
 AttentionOptions AttentionKernelTest::options(SplitMode split, uint32_t partition_tokens) const {
   AttentionOptions o;
   o.kernel = kernel();

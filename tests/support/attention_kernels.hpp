@@ -32,6 +32,12 @@ inline std::string attention_kernel_param_name(const ::testing::TestParamInfo<At
   return attention_kernel_name(info.param);
 }
 
+// The multi-query kernel that AttentionKernel::automatic picks for a shape that is not a batch
+// of single tokens: the matrix kernel where this context can run it on the shape, else the
+// scalar kernel. Tests that expect a kernel ask this rather than assume the device.
+AttentionKernel automatic_multi_query_kernel(Context& ctx, const AttentionShape& shape,
+                                             std::span<const int32_t> query_starts);
+
 class AttentionKernelTest : public GpuTest, public ::testing::WithParamInterface<AttentionKernel> {
  protected:
   // Skips the test where the device cannot run the kernel at all; on an NVIDIA device with

@@ -105,7 +105,10 @@ TEST_F(SimulateTest, ChunkedPrefillUnderATokenBudget) {
   EXPECT_GT(r.checks, 0u);
   EXPECT_GT(r.checked_tokens, r.checked_requests) << "no prefill chunk was compared";
   EXPECT_EQ(r.checks_failed, 0u) << "max |error| " << r.max_error;
-  EXPECT_NE(r.mixed_plan.find("attention kernel"), std::string::npos) << r.mixed_plan;
+  // A multi-query kernel (the portable one's or the matrix kernel's description), not decode's.
+  EXPECT_TRUE(r.mixed_plan.find("attention kernel") != std::string::npos ||
+              r.mixed_plan.find("matrix kernel") != std::string::npos)
+      << r.mixed_plan;
   EXPECT_TRUE(r.passed());
 }
 
