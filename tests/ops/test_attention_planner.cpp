@@ -2,8 +2,10 @@
 // The attention planner on fabricated devices (no GPU): which kernel family runs a batch, the
 // workgroup rows, the split, the address path, the matrix kernel's product and tiles, and what
 // it refuses. Fields, not strings.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -330,6 +332,52 @@ TEST(AttentionPlanner, MatrixTilesFollowTheDeviceAndTheRequests) {
   EXPECT_EQ(least.rows, 16u);
   EXPECT_EQ(least.key_tile, 16u);
   EXPECT_LE(least.shared_bytes, 16384u);
+}
+
+// Every vendor's list of f16 x f16 + f32 products as its driver reports it: the matrix kernel
+// takes one the device listed, its workgroups are whole subgroups of the device's width, and what
+// it plans fits the device, for prefill, speculative and decode-sized requests and every head
+// size. No tile shape is assumed to be NVIDIA's.
+TEST(AttentionPlanner, MatrixKernelPlansEveryVendorsTileList) {
+  struct Vendor {
+    const char* name;
+    uint32_t subgroup;
+    std::vector<detail::MatrixProductShape> products;
+    uint32_t shared;
+  };
+  const std::vector<Vendor> vendors = {
+      {"NVIDIA (H200)", 32, {{16, 16, 16}, {16, 8, 16}, {16, 8, 8}}, 49152},
+      {"AMD RDNA 3, wave32", 32, {{16, 16, 16}}, 65536},
+      {"AMD RDNA 3, wave64", 64, {{16, 16, 16}}, 65536},
+      {"Intel Xe", 16, {{8, 8, 16}}, 65536},
+      {"Mesa's lavapipe", 8, {{8, 8, 8}}, 32768},
+  };
+  for (const Vendor& v : vendors) {
+    AttentionDeviceProperties d = h200_khr();
+    d.name = v.name;
+    d.max_subgroup_size = v.subgroup;
+    d.f16_products = v.products;
+    d.max_shared_memory = v.shared;
+    for (uint32_t head_size : {64u, 128u, 256u})
+      for (uint32_t q : {4096u, 4u, 1u}) {
+        const uint32_t requests = q == 4096 ? 1 : 16;
+        SCOPED_TRACE(fmt::format("{}, D {}, {} x {} new tokens", v.name, head_size, requests, q));
+        const auto c = plan(d, shape_of(requests, q, 4096, 32, 8, head_size), uniform_starts(requests, q), matrix_kernel());
+        EXPECT_EQ(c.kernel, AttentionKernel::matrix);
+        EXPECT_NE(std::find_if(v.products.begin(), v.products.end(),
+                               [&](const detail::MatrixProductShape& p) {
+                                 return p.m == c.product.m && p.n == c.product.n && p.k == c.product.k;
+                               }),
+                  v.products.end());
+        EXPECT_EQ(c.workgroup % v.subgroup, 0u);
+        EXPECT_EQ(c.rows % c.product.m, 0u);
+        EXPECT_EQ(c.key_tile % c.product.n, 0u);
+        EXPECT_EQ(c.key_tile % c.product.k, 0u);
+        EXPECT_LE(c.shared_bytes, v.shared);
+        EXPECT_EQ(c.shared_bytes, detail::attention_matrix_shared_bytes(c.rows, c.product, head_size, c.key_tile,
+                                                                        KvLayout::vllm, c.query_registers, c.workgroup));
+      }
+  }
 }
 
 TEST(AttentionPlanner, MatrixKernelOnDevicesWhoseSubgroupBarriersSyncTheWorkgroup) {
