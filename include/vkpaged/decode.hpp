@@ -35,9 +35,10 @@ enum class SplitMode {
 
 enum class DecodeKernel {
   automatic,   // the matrix kernel for GQA groups with an f16 or bf16 query and a 16-bit or
-               // fp8 cache where it can run (measured faster on an H200 for GQA groups and
-               // slower for MHA: bench/experiments/matrix-kernel.md), else the
-               // scalar kernel
+               // fp8 cache where it can run (measured faster on an H200 for GQA groups,
+               // bench/experiments/matrix-kernel-history.md#the-rebuilt-kernel, and no faster
+               // for MHA, bench/experiments/split-and-merge.md#mha32s-partitions-and-kernels),
+               // else the scalar kernel
   scalar,      // the portable kernel (every device, dtype and shape)
   matrix,      // matrix units, through the best extension the device has: VK_NV_cooperative_matrix
                // where it can run the plan (NVIDIA), else VK_KHR_cooperative_matrix (any vendor
@@ -76,8 +77,9 @@ enum class DecodeMerge {
                 // DecodeViews::merge_counters. Taken by plans that split on the matrix kernel into
                 // at most 4096 floats of partial outputs per head group (partitions x heads per
                 // workgroup x head size), where it measured faster on an H200, warm and cold
-                // (bench/experiments/merge-in-dispatch.md); other plans merge as reduce_pass and
-                // need no counters (plan.merge_counter_bytes() == 0).
+                // (bench/experiments/in-dispatch-merge.md#landed-counters-of-their-own-small-merges-only);
+                // other plans merge as reduce_pass and need no counters
+                // (plan.merge_counter_bytes() == 0).
 };
 
 // How the plan runs, beside the shape: fixed by DecodePlan::create (make another plan to change

@@ -222,9 +222,10 @@ Split scalar_split(const DecodeDeviceProperties& dev, const DecodeShape& s, cons
     // A full batch, but each workgroup would walk more than 4K tokens alone: when the lengths
     // vary, the longest sequences' workgroups run on after the rest have finished. Partitions
     // of 1024 tokens or more measured faster on an H200 for MHA with lengths spread to 8K and
-    // no slower for uniform ones (bench/experiments/scalar-long-contexts.md). At most
-    // kLongContextParts partitions, so that the scratch stays small, and none where it would
-    // not fit one descriptor.
+    // no slower for uniform ones
+    // (bench/experiments/split-and-merge.md#the-scalar-kernel-splits-full-batches-past-4096-tokens).
+    // At most kLongContextParts partitions, so that the scratch stays small, and none where it
+    // would not fit one descriptor.
     const uint32_t tokens = std::max<uint32_t>(1024, ceil_div(ceil_div(max_len, kLongContextParts), 256) * 256);
     return split_of(s, split_scratch_bytes(s, ceil_div(max_len, tokens)) <= dev.max_storage_buffer_range, tokens);
   }
@@ -277,7 +278,7 @@ bool matrix_subgroups_fit(uint32_t walkers, uint32_t head_size, const DecodeDevi
 // Whether the matrix kernel issues a unit's value loads with its key loads: where the cache's
 // elements are converted (bf16, fp8), the conversions between the loads and the products give
 // the early values time to arrive. Measured on an H200: faster for E4M3 (most), E5M2 and bf16,
-// slower for f16 (bench/experiments/matrix-values-with-keys.md).
+// slower for f16 (bench/experiments/load-scheduling.md#values-with-keys-for-bf16-and-fp8).
 bool matrix_early_values(const DecodeShape& s, const DecodeTuning& tuning) {
   if (tuning.prefetch != 2) return tuning.prefetch != 0;
   return s.cache_dtype != DType::f16;
@@ -286,7 +287,7 @@ bool matrix_early_values(const DecodeShape& s, const DecodeTuning& tuning) {
 // Whether the matrix kernel issues the next unit's loads before this unit's products (two
 // units in flight per subgroup, twice the load registers): measured on an H200 faster for fp8
 // caches, slower for f16 and much slower for bf16, which runs out of registers
-// (bench/experiments/matrix-next-unit-ahead.md).
+// (bench/experiments/load-scheduling.md#the-next-unit-ahead-for-fp8).
 bool matrix_pipeline(const DecodeShape& s, const DecodeTuning& tuning) {
   if (tuning.pipeline != 2) return tuning.pipeline != 0;
   return is_fp8_dtype(s.cache_dtype);
@@ -297,7 +298,7 @@ bool matrix_pipeline(const DecodeShape& s, const DecodeTuning& tuning) {
 // where workgroups come and go in many waves or out of step (contexts up to 512 tokens, lengths
 // that vary taken longest first), slower for uniform batches of 1024 to 2048 tokens, whose
 // waves then leave a short last one, and for E4M3 caches, whose residency their registers bound
-// (bench/experiments/matrix-shared-query-words.md).
+// (bench/experiments/residency.md#the-query-as-f16-pairs-and-the-outputs-over-its-words).
 constexpr uint32_t kShareQueryTokens = 512;
 
 bool matrix_share_query(const DecodeShape& s, const DecodeOptions& o, const DecodeTuning& tuning) {
@@ -309,7 +310,8 @@ bool matrix_share_query(const DecodeShape& s, const DecodeOptions& o, const Deco
 // grid at least kMatrixWideSubgroupsPerComputeUnit subgroups per compute unit and each subgroup
 // kMatrixWideUnits units of 32 tokens or more: no split, no reduce pass. Measured on an H200
 // faster than a split and than fewer subgroups for 16 x 16384 and 32 x 8192 tokens and for
-// gqa8x (bench/experiments/wide-one-pass.md, suite `lengths` and the small standard shapes).
+// gqa8x (suite `lengths` and the small standard shapes:
+// bench/experiments/matrix-kernel-subgroups.md#one-pass-on-more-subgroups-for-small-batches).
 constexpr uint32_t kMatrixWideSubgroupsPerComputeUnit = 7;
 constexpr uint32_t kMatrixWideUnits = 8;
 
@@ -346,7 +348,8 @@ MatrixSplit matrix_split(const DecodeDeviceProperties& dev, const DecodeShape& s
     // 8192 tokens (the longest measured), 512 only below 4096 tokens when the batch leaves
     // most compute units idle. Measured on an H200: shorter partitions lose, 1024 beat one pass
     // from 2048 tokens, and longer contexts gain from longer partitions up to 8192
-    // (bench/experiments/matrix-partitions.md).
+    // (bench/experiments/split-and-merge.md#partition-sizes-for-the-matrix-kernel and the earlier
+    // sweeps it links).
     const bool tiny = one_pass * 4 < std::max(1u, dev.compute_units);
     tokens = max_len < 4096 && tiny ? 512 : std::clamp<uint32_t>(tokens, 1024, kMatrixLongestPartition);
   }
@@ -362,8 +365,9 @@ constexpr uint32_t kOrderedFourSubgroupsTokens = 2048;
 // Subgroups per workgroup of the matrix kernel (per slice of heads), once the split is known.
 // Measured on an H200: 2 for large batches in one pass and with 512-token partitions, 4 with
 // partitions of 1024 tokens or more and for small batches in one pass
-// (bench/experiments/matrix-subgroups.md); small batches that reach enough subgroups in one pass
-// take what matrix_split found.
+// (bench/experiments/matrix-kernel-history.md#what-was-tried-on-the-rebuilt-kernel; later
+// sweeps in bench/experiments/matrix-kernel-subgroups.md); small batches that reach enough
+// subgroups in one pass take what matrix_split found.
 uint32_t matrix_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
                           const DecodeTuning& tuning, const MatrixSplit& ms, uint64_t one_pass, uint32_t slices) {
   const bool long_ordered = wants_longest_first(o, tuning) && longest_context(s) > kOrderedFourSubgroupsTokens;
@@ -394,7 +398,8 @@ uint32_t matrix_head_slices(const DecodeShape& s, const DecodeOptions& o, const 
 // DecodeMerge::in_dispatch: the most partial outputs (partitions x heads x head size, f32) one
 // workgroup merges. Its 2 to 8 subgroups load 8 partitions at a time, one memory latency per
 // round. Measured on an H200: merges of up to 4096 floats beat the reduce pass (mid8, d64),
-// larger ones lost to it (long1) (bench/experiments/merge-in-dispatch.md).
+// larger ones lost to it (long1)
+// (bench/experiments/in-dispatch-merge.md#landed-counters-of-their-own-small-merges-only).
 constexpr uint64_t kMergeInDispatchFloats = 4096;
 
 }  // namespace

@@ -16,8 +16,10 @@ struct DecodeTuning {
   uint32_t workgroup = 0;  // scalar kernel: invocations per workgroup (a power of two up to 256)
   uint32_t units = 4;      // workgroups wanted per compute unit (sizes the split)
   uint32_t heads = 0;      // scalar kernel: most query heads per workgroup (GQA groups are sliced)
-  // 1: automatic picks the matrix kernel for GQA groups where it can run (measured faster on an
-  // H200 on every GQA shape and slower on MHA: bench/experiments/matrix-kernel.md); 0: never.
+  // 1: automatic picks the matrix kernel for GQA groups where it can run (measured on an H200:
+  // faster on every GQA shape, bench/experiments/matrix-kernel-history.md#the-rebuilt-kernel; on
+  // MHA no faster than the scalar kernel, and slower where the lengths vary,
+  // bench/experiments/split-and-merge.md#mha32s-partitions-and-kernels); 0: never.
   uint32_t matrix = 1;
   uint32_t subgroups = 0;  // matrix kernel: subgroups per workgroup
   uint32_t prefetch = 2;   // matrix kernel: value loads issued with the key loads (0 no, 1 yes, 2 by dtype)
