@@ -7,5 +7,7 @@ scripts/build.sh
 cd build
 ctest --output-on-failure -j"$(nproc)" --timeout 600
 ../scripts/examples.sh
+# The Python package, on the library examples.sh installed into build/install.
+VKPAGED_PREFIX="$PWD/install" ../scripts/python.sh
 ../scripts/sanitize.sh
 ../scripts/fuzz.sh

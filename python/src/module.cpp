@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: Apache-2.0
+// vkpaged._core: the bindings, one bind_* per concern; vkpaged/__init__.py re-exports them.
+#include "bindings.hpp"
+
+PYBIND11_MODULE(_core, m) {
+  using namespace vkpaged::python;
+  m.doc() = "vkpaged's C++ API (PagedAttention over a paged KV cache on Vulkan) for Python.";
+  // Classes others extend or take come first (Context before its buffers, views before the
+  // operators that take them).
+  bind_errors(m);
+  bind_dtypes(m);
+  bind_context(m);
+  bind_buffers(m);
+  bind_command_buffer(m);
+  bind_host_ops(m);
+  bind_plans(m);
+  bind_cache_ops(m);
+  bind_kv_cache(m);
+  bind_block_manager(m);
+}

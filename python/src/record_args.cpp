@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "record_args.hpp"
+
+namespace vkpaged::python {
+
+void check_plan_context(const PyCommandBuffer& cmd, const py::object& plan_context) {
+  if (!plan_context.is(cmd.context_object())) refuse("plan: made on another Context than the command buffer's");
+}
+
+DecodeViews decode_views(PyCommandBuffer& cmd, View query, View key_cache, View value_cache, View block_tables,
+                         View context_lens, View output, View alibi_slopes, View sinks, View lse, Bytes scratch,
+                         Bytes order, Bytes status, Bytes merge_counters) {
+  DecodeViews v;
+  v.query = cmd.use(query, "query");
+  v.key_cache = cmd.use(key_cache, "key_cache");
+  v.value_cache = cmd.use(value_cache, "value_cache");
+  v.block_tables = cmd.use(block_tables, "block_tables");
+  v.context_lens = cmd.use(context_lens, "context_lens");
+  v.output = cmd.use(output, "output");
+  v.alibi_slopes = cmd.use(alibi_slopes, "alibi_slopes");
+  v.sinks = cmd.use(sinks, "sinks");
+  v.lse = cmd.use(lse, "lse");
+  v.scratch = cmd.use(scratch, "scratch");
+  v.order = cmd.use(order, "order");
+  v.status = cmd.use(status, "status");
+  v.merge_counters = cmd.use(merge_counters, "merge_counters");
+  return v;
+}
+
+AttentionViews attention_views(PyCommandBuffer& cmd, View query, View key_cache, View value_cache, View block_tables,
+                               View context_lens, View query_starts, View output, View lse, View tree_mask,
+                               View alibi_slopes, View sinks, Bytes scratch, Bytes status) {
+  AttentionViews v;
+  v.query = cmd.use(query, "query");
+  v.key_cache = cmd.use(key_cache, "key_cache");
+  v.value_cache = cmd.use(value_cache, "value_cache");
+  v.block_tables = cmd.use(block_tables, "block_tables");
+  v.context_lens = cmd.use(context_lens, "context_lens");
+  v.query_starts = cmd.use(query_starts, "query_starts");
+  v.output = cmd.use(output, "output");
+  v.lse = cmd.use(lse, "lse");
+  v.tree_mask = cmd.use(tree_mask, "tree_mask");
+  v.alibi_slopes = cmd.use(alibi_slopes, "alibi_slopes");
+  v.sinks = cmd.use(sinks, "sinks");
+  v.scratch = cmd.use(scratch, "scratch");
+  v.status = cmd.use(status, "status");
+  return v;
+}
+
+DecodeParams decode_params(std::optional<float> scale, float softcap, float k_scale, float v_scale) {
+  DecodeParams p;
+  p.scale = scale;
+  p.softcap = softcap;
+  p.k_scale = k_scale;
+  p.v_scale = v_scale;
+  return p;
+}
+
+}  // namespace vkpaged::python

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+// The engine path's arguments: views of device memory gathered into the C++ views structs (each
+// checked to be of the command buffer's Context, its owner kept alive until the submission
+// finishes), and the plans, which remember the Context they were made on. Shared by the free
+// record_* functions and KvCache's, which take the same views but the pools.
+#include <optional>
+
+#include "bindings.hpp"
+#include "command_buffer.hpp"
+#include "vkpaged/attention.hpp"
+#include "vkpaged/decode.hpp"
+
+namespace vkpaged::python {
+
+struct PyDecodePlan {
+  py::object context;
+  DecodePlan plan;
+};
+
+struct PyAttentionPlan {
+  py::object context;
+  AttentionPlan plan;
+};
+
+// Refuses a plan made on another Context than the command buffer's.
+void check_plan_context(const PyCommandBuffer& cmd, const py::object& plan_context);
+
+using View = const PyTensorView*;  // None = absent
+using Bytes = const PyBufferView*;
+
+DecodeViews decode_views(PyCommandBuffer& cmd, View query, View key_cache, View value_cache, View block_tables,
+                         View context_lens, View output, View alibi_slopes, View sinks, View lse, Bytes scratch,
+                         Bytes order, Bytes status, Bytes merge_counters);
+AttentionViews attention_views(PyCommandBuffer& cmd, View query, View key_cache, View value_cache, View block_tables,
+                               View context_lens, View query_starts, View output, View lse, View tree_mask,
+                               View alibi_slopes, View sinks, Bytes scratch, Bytes status);
+DecodeParams decode_params(std::optional<float> scale, float softcap, float k_scale, float v_scale);
+
+}  // namespace vkpaged::python
