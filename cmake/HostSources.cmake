@@ -24,6 +24,7 @@ function(vkpaged_host_sources out_var root)
     src/ops/decode_planner.cpp
     src/ops/decode_tuning.cpp
     src/ops/decode_validation.cpp
+    src/ops/host_page_tables.cpp
     src/ops/scale_validation.cpp
     src/ops/rotary_checks.cpp
     src/ops/rotary_cos_sin_cache.cpp

@@ -50,7 +50,7 @@ def main():
     write("fuzz_npy", "unpadded", npy("<i4", (1,), struct.pack("<i", 3), pad=False))
 
     rng = random.Random(20240601)
-    for target in ("fuzz_decode_args", "fuzz_cache_args", "fuzz_block_manager", "fuzz_kv_cache_plan"):
+    for target in ("fuzz_decode_args", "fuzz_cache_args", "fuzz_block_manager", "fuzz_kv_cache_plan", "fuzz_page_tables"):
         write(target, "zeros", bytes(64))
         write(target, "ones", b"\xff" * 64)
         for i, size in enumerate((24, 48, 96, 200, 400)):

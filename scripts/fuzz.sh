@@ -40,7 +40,7 @@ cmake -S fuzz -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWit
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 
-targets=(fuzz_npy fuzz_decode_args fuzz_cache_args fuzz_block_manager fuzz_kv_cache_plan)
+targets=(fuzz_npy fuzz_decode_args fuzz_page_tables fuzz_cache_args fuzz_block_manager fuzz_kv_cache_plan)
 mkdir -p "$build/artifacts"
 pids=()
 for t in "${targets[@]}"; do

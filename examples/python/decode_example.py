@@ -38,7 +38,9 @@ class HostTensor(ctypes.Structure):
 class DecodeInputs(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("cache_dtype", ctypes.c_int), ("query", HostTensor),
                 ("key_cache", HostTensor), ("value_cache", HostTensor), ("block_tables", HostTensor),
-                ("context_lens", HostTensor), ("alibi_slopes", HostTensor), ("sinks", HostTensor)]
+                ("context_lens", HostTensor), ("alibi_slopes", HostTensor), ("sinks", HostTensor),
+                ("kv_indptr", HostTensor), ("kv_indices", HostTensor), ("kv_last_page_len", HostTensor),
+                ("max_blocks_per_seq", ctypes.c_uint32), ("reserved0", ctypes.c_uint32)]
 
 
 class DecodeOptions(ctypes.Structure):
@@ -75,7 +77,7 @@ class DeviceInfo(ctypes.Structure):
 
 # tests/c_api/abi_table.inc's sizes (x86-64): a declaration that drifted from vkpaged.h stops here.
 if ctypes.sizeof(ctypes.c_void_p) == 8:
-    for struct, size in ((HostTensor, 56), (DecodeInputs, 400), (DecodeOptions, 28), (DecodeParams, 24),
+    for struct, size in ((HostTensor, 56), (DecodeInputs, 576), (DecodeOptions, 28), (DecodeParams, 24),
                          (DeviceInfo, 672)):
         assert ctypes.sizeof(struct) == size, f"{struct.__name__}: {ctypes.sizeof(struct)} bytes, vkpaged.h has {size}"
 

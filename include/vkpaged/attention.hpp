@@ -69,6 +69,10 @@ struct AttentionShape {
   bool sinks = false;      // sink logits [H] f32 will be given
   bool lse = false;        // write log-sum-exp [T, H] f32
   bool tree_mask = false;  // tree masks (AttentionViews::tree_mask) will be given
+  // Page tables may come in FlashInfer's CSR form (AttentionViews::kv_indptr, kv_indices,
+  // kv_last_page_len): the plan's scratch then holds their dense expansion (scratch_bytes()
+  // counts it). Such a plan takes either form per call.
+  bool csr_page_table = false;
 };
 
 // How the plan may run. Nothing here changes the results beyond the contract's tolerances.
@@ -108,7 +112,7 @@ class VKPAGED_API AttentionPlan {
   size_t tree_mask_bytes() const noexcept;     // sum of q_s^2: AttentionViews::tree_mask's size; 0 without
   bool split() const noexcept;
   uint32_t num_partitions() const noexcept;    // 1 when not split
-  size_t scratch_bytes() const noexcept;       // size of AttentionViews::scratch; 0 when not split
+  size_t scratch_bytes() const noexcept;       // size of AttentionViews::scratch; 0 when not split, without csr_page_table
   std::string describe() const;
 
   const detail::AttentionPlanData& data() const noexcept { return *data_; }
@@ -124,7 +128,7 @@ struct AttentionViews {
   TensorView query;          // [T, H, D] query_dtype
   TensorView key_cache;      // cache_dtype (u8 for fp8)
   TensorView value_cache;
-  TensorView block_tables;   // [S, M] i32 or u32
+  TensorView block_tables;   // [S, M] i32 or u32 (absent with the CSR form, below)
   TensorView context_lens;   // [S] i32 or u32: L_s >= q_s, the new tokens' keys and values included
   TensorView query_starts;   // [S + 1] i32 or u32: the plan's values
   TensorView output;         // [T, H, D] query_dtype
@@ -135,11 +139,18 @@ struct AttentionViews {
   TensorView tree_mask;
   TensorView alibi_slopes;   // [H] f32, when shape.alibi
   TensorView sinks;          // [H] f32, when shape.sinks
-  BufferView scratch;        // plan.scratch_bytes() bytes, when the plan splits
+  BufferView scratch;        // plan.scratch_bytes() bytes, when that is not 0
   // Optional [1] u32: the shaders OR in kStatus* bits when they meet a block id >= N, a
-  // context length > M * B or below its request's q_s, or query starts that do not rise within
-  // [0, T] in device memory (they skip or clamp what is wrong and go on safely).
+  // context length > M * B or below its request's q_s, query starts that do not rise within
+  // [0, T], or CSR page tables that break the contract in device memory (they skip or clamp what
+  // is wrong and go on safely).
   BufferView status;
+  // FlashInfer's CSR page tables in place of block_tables and context_lens, as DecodeViews'
+  // (a plan made with shape.csr_page_table): expanded into the scratch, then attended as a
+  // dense table would be.
+  TensorView kv_indptr;         // [S + 1] i32 or u32
+  TensorView kv_indices;        // [nnz] i32 or u32, any length: entries past kv_indptr[S] are not read
+  TensorView kv_last_page_len;  // [S] i32 or u32
 };
 
 constexpr uint32_t kStatusBadQueryStarts = 32u;
@@ -163,6 +174,11 @@ struct AttentionInputs {
   DType cache_dtype = DType::f16;  // how the cache bytes are to be read (u8 arrays for fp8)
   KvLayout kv_layout = KvLayout::vllm;
   uint32_t sliding_window = 0;
+  // FlashInfer's CSR page tables in place of block_tables and context_lens, as DecodeInputs'.
+  HostTensor kv_indptr;         // [S + 1]
+  HostTensor kv_indices;        // [kv_indptr[S]]
+  HostTensor kv_last_page_len;  // [S]
+  uint32_t max_blocks_per_seq = 0;  // CSR: M (0 = the most pages of any request); else 0 or block_tables' columns
 };
 
 struct AttentionResult {
@@ -172,7 +188,8 @@ struct AttentionResult {
 
 // Derives the shape from host inputs and validates it (the checks of AttentionPlan::create,
 // plus what the host sees here: block ids < N, q_s <= context lengths <= M * B, a tree mask of
-// 0/1 bytes). The soft cap is on when params.softcap > 0. Throws vkpaged::Error.
+// 0/1 bytes, every rule of the CSR form). The soft cap is on when params.softcap > 0;
+// csr_page_table is whether the inputs have the CSR form. Throws vkpaged::Error.
 VKPAGED_API AttentionShape attention_shape_of(const AttentionInputs& inputs, const AttentionParams& params = {},
                                               bool want_lse = false);
 

@@ -121,6 +121,10 @@ struct DecodeShape {
   bool softcap = false;            // a soft cap will be given (DecodeParams::softcap > 0)
   bool sinks = false;              // sink logits [H] f32 will be given
   bool lse = false;                // write log-sum-exp [S, H] f32
+  // Page tables may come in FlashInfer's CSR form (DecodeViews::kv_indptr, kv_indices,
+  // kv_last_page_len) in place of block_tables and context_lens: the plan's scratch then holds
+  // their dense expansion (scratch_bytes() counts it). Such a plan takes either form per call.
+  bool csr_page_table = false;
 };
 
 // Per-call values, given to each record_decode (and decode_attention): they may change between
@@ -159,7 +163,7 @@ class VKPAGED_API DecodePlan {
   bool split() const noexcept;
   uint32_t num_partitions() const noexcept;   // 1 when single pass
   uint32_t partition_tokens() const noexcept; // 0 when single pass
-  size_t scratch_bytes() const noexcept;      // size of DecodeViews::scratch; 0 when single pass
+  size_t scratch_bytes() const noexcept;      // size of DecodeViews::scratch; 0 when single pass without shape.csr_page_table
   bool longest_first() const noexcept;        // items run from record_decode_order's list (DecodeOrder)
   size_t order_bytes() const noexcept;        // size of DecodeViews::order; 0 unless longest_first()
   size_t timeline_bytes() const noexcept;     // size of DecodeViews::timeline; 0 without options.timeline
@@ -178,19 +182,20 @@ struct DecodeViews {
   TensorView query;          // [S, H, D] query_dtype
   TensorView key_cache;      // cache_dtype; vllm [N, Hkv, D/x, B, x], nhd [N, B, Hkv, D], hnd [N, Hkv, B, D]
   TensorView value_cache;    // cache_dtype; vllm [N, Hkv, D, B], nhd and hnd as the key cache
-  TensorView block_tables;   // [S, M] i32 or u32
-  TensorView context_lens;   // [S] i32 or u32
+  TensorView block_tables;   // [S, M] i32 or u32 (absent with the CSR form, below)
+  TensorView context_lens;   // [S] i32 or u32 (absent with the CSR form, below)
   TensorView output;         // [S, H, D] query_dtype
   TensorView alibi_slopes;   // [H] f32, when shape.alibi
   TensorView sinks;          // [H] f32, when shape.sinks
   TensorView lse;            // [S, H] f32, when shape.lse
-  BufferView scratch;        // plan.scratch_bytes() bytes, when the plan splits
+  BufferView scratch;        // plan.scratch_bytes() bytes, when that is not 0
   // plan.order_bytes() bytes, when plan.longest_first(): a list record_decode_order wrote for
   // this plan (from any lengths: every list it writes names each item once, so a list made
   // from other lengths costs time, never correctness).
   BufferView order;
-  // Optional [1] u32: the shaders OR in kStatus* bits when they meet a block id >= N or a
-  // context length > M * B in device memory (they skip or clamp it and go on safely).
+  // Optional [1] u32: the shaders OR in kStatus* bits when they meet a block id >= N, a
+  // context length > M * B or CSR page tables that break the contract in device memory (they
+  // skip or clamp it and go on safely).
   BufferView status;
   // plan.timeline_bytes() bytes from a buffer created with VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT
   // (Context::create_buffer's are), when the plan was made with options.timeline.
@@ -201,12 +206,24 @@ struct DecodeViews {
   // overlap in time. Counters that are not zero can merge a sequence too early: where a decode
   // finds one past its count, it sets kStatusBadMergeCounters; below its count, nothing shows.
   BufferView merge_counters;
+  // FlashInfer's CSR page tables, in place of block_tables and context_lens (docs/contract.md;
+  // a plan made with shape.csr_page_table): request s holds the blocks
+  // kv_indices[kv_indptr[s] .. kv_indptr[s + 1]) and its length is
+  // (pages - 1) * B + kv_last_page_len[s] (0 without pages). record_decode expands them into
+  // the scratch (one more dispatch and a barrier), then decodes as from a dense table.
+  TensorView kv_indptr;         // [S + 1] i32 or u32
+  TensorView kv_indices;        // [nnz] i32 or u32, any length: entries past kv_indptr[S] are not read
+  TensorView kv_last_page_len;  // [S] i32 or u32
 };
 
 constexpr uint32_t kStatusBadBlockId = 1u;
 constexpr uint32_t kStatusBadContextLen = 2u;
 constexpr uint32_t kStatusBadOrder = 8u;  // DecodeViews::order names no item of the plan (never written?)
 constexpr uint32_t kStatusBadMergeCounters = 16u;  // DecodeViews::merge_counters not zero, or shared by overlapping decodes
+// CSR page tables in device memory that break the contract (kv_indptr not starting at 0,
+// decreasing or past kv_indices, more than M pages, a last page length outside [1, B] or not 0
+// without pages): clamped so that nothing is read or written outside a buffer.
+constexpr uint32_t kStatusBadPageTable = 128u;
 
 // Checks the params and the views against the plan (values, dtypes, shapes, sizes, alignment)
 // and records the work.
@@ -237,12 +254,20 @@ struct DecodeInputs {
   HostTensor query;          // [S, H, D] f32, f16 or bf16
   HostTensor key_cache;      // in kv_layout (DecodeViews::key_cache)
   HostTensor value_cache;    // in kv_layout (DecodeViews::value_cache)
-  HostTensor block_tables;   // [S, M] i32 or u32 (i64 accepted: values must fit)
+  HostTensor block_tables;   // [S, M] i32 or u32 (i64 accepted: values must fit); or the CSR form
   HostTensor context_lens;   // [S] i32 or u32 (i64 accepted)
   HostTensor alibi_slopes;   // optional [H] f32
   HostTensor sinks;          // optional [H] f32
   DType cache_dtype = DType::f16;  // how the cache bytes are to be read (u8 arrays for fp8)
   KvLayout kv_layout = KvLayout::vllm;  // of key_cache and value_cache
+  // FlashInfer's CSR page tables in place of block_tables and context_lens (DecodeViews), i32,
+  // u32 or i64: kv_indptr [S + 1], kv_indices [kv_indptr[S]], kv_last_page_len [S].
+  HostTensor kv_indptr;
+  HostTensor kv_indices;
+  HostTensor kv_last_page_len;
+  // With the CSR form, M (the plan's block-table columns; no request may hold more pages);
+  // 0 = the most pages of any request (at least 1). With block_tables, 0 or its columns.
+  uint32_t max_blocks_per_seq = 0;
 };
 
 struct DecodeResult {
@@ -252,8 +277,9 @@ struct DecodeResult {
 };
 
 // Derives the shape from host inputs and validates it (same checks as DecodePlan::create, plus
-// block ids < N and lengths <= M * B, which the host can see here); softcap is false (the
-// inputs do not say). Throws vkpaged::Error.
+// block ids < N and lengths <= M * B, which the host can see here, and every rule of the CSR
+// form; csr_page_table is whether the inputs have it); softcap is false (the inputs do not
+// say). Throws vkpaged::Error.
 VKPAGED_API DecodeShape decode_shape_of(const DecodeInputs& inputs, bool want_lse = false);
 
 // Convenience: uploads, plans, runs and waits, downloads. The plan's shape is

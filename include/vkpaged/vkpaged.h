@@ -528,9 +528,13 @@ typedef struct vkp_decode_shape {
   vkp_bool32 softcap; /* a soft cap will be given (vkp_decode_params.softcap > 0) */
   vkp_bool32 sinks;   /* sink logits [H] f32 will be given */
   vkp_bool32 lse;     /* write log-sum-exp [S, H] f32 */
+  /* Page tables may come in FlashInfer's CSR form (views.kv_indptr, kv_indices,
+   * kv_last_page_len): the scratch then holds their expansion (scratch_bytes counts it), and
+   * each call takes either form. */
+  vkp_bool32 csr_page_table;
 } vkp_decode_shape;
-/* Defaults: every count 0, f16 query and cache, the vllm layout, no ALiBi, soft cap, sinks or
- * LSE. */
+/* Defaults: every count 0, f16 query and cache, the vllm layout, no ALiBi, soft cap, sinks,
+ * LSE or CSR page tables. */
 VKP_API vkp_status VKP_CALL vkp_decode_shape_init_sized(vkp_decode_shape* shape, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_decode_shape_init(vkp_decode_shape* shape) {
   return vkp_decode_shape_init_sized(shape, (uint32_t)sizeof(vkp_decode_shape));
@@ -594,7 +598,7 @@ typedef struct vkp_decode_plan_info {
   uint32_t partition_tokens;   /* 0 when single pass */
   vkp_bool32 longest_first;    /* items run from vkp_record_decode_order's list */
   uint32_t reserved0;          /* padding made explicit: written 0 */
-  uint64_t scratch_bytes;      /* size of vkp_decode_views.scratch; 0 when single pass */
+  uint64_t scratch_bytes;      /* size of vkp_decode_views.scratch; 0 when single pass without csr_page_table */
   uint64_t order_bytes;        /* size of vkp_decode_views.order; 0 unless longest_first */
   uint64_t merge_counter_bytes; /* size of vkp_decode_views.merge_counters; 0 unless merged in the dispatch */
 } vkp_decode_plan_info;
@@ -606,7 +610,8 @@ VKP_API vkp_status VKP_CALL vkp_decode_plan_info_get(const vkp_decode_plan* plan
 /* The shape and options the plan was made with (the options as given, not what they chose). */
 VKP_API vkp_status VKP_CALL vkp_decode_plan_shape_get(const vkp_decode_plan* plan, vkp_decode_shape* out);
 VKP_API vkp_status VKP_CALL vkp_decode_plan_options_get(const vkp_decode_plan* plan, vkp_decode_options* out);
-/* Bytes of scratch the plan's views need (0 when single pass or for a NULL or dead plan). */
+/* Bytes of scratch the plan's views need (0 when single pass without csr_page_table, or for a
+ * NULL or dead plan). */
 VKP_API size_t VKP_CALL vkp_decode_plan_scratch_bytes(const vkp_decode_plan* plan);
 /* Bytes of merge counters the plan's views need (0 unless merged in the dispatch, or NULL). */
 VKP_API size_t VKP_CALL vkp_decode_plan_merge_counter_bytes(const vkp_decode_plan* plan);
@@ -621,13 +626,13 @@ typedef struct vkp_decode_views {
   vkp_tensor_view query;        /* [S, H, D] query dtype */
   vkp_tensor_view key_cache;    /* [N, Hkv, D/x, B, x] cache dtype (u8 for fp8) */
   vkp_tensor_view value_cache;  /* [N, Hkv, D, B] */
-  vkp_tensor_view block_tables; /* [S, M] i32 or u32 */
-  vkp_tensor_view context_lens; /* [S] i32 or u32 */
+  vkp_tensor_view block_tables; /* [S, M] i32 or u32 (absent with the CSR form) */
+  vkp_tensor_view context_lens; /* [S] i32 or u32 (absent with the CSR form) */
   vkp_tensor_view output;       /* [S, H, D] query dtype */
   vkp_tensor_view alibi_slopes; /* [H] f32, when shape.alibi */
   vkp_tensor_view sinks;        /* [H] f32, when shape.sinks */
   vkp_tensor_view lse;          /* [S, H] f32, when shape.lse */
-  vkp_buffer_view scratch;      /* scratch_bytes, when the plan splits */
+  vkp_buffer_view scratch;      /* scratch_bytes, when not 0 */
   vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_* bits ORed in on the device */
   /* order_bytes, when the plan runs longest first: a list vkp_record_decode_order wrote for
    * this plan (from any lengths: each list names every item once, so one made from other
@@ -637,6 +642,14 @@ typedef struct vkp_decode_views {
    * that uses them, written by nothing but decodes (each leaves them zero), never by two
    * decodes that overlap in time (vkpaged::DecodeViews::merge_counters). */
   vkp_buffer_view merge_counters;
+  /* FlashInfer's CSR page tables, in place of block_tables and context_lens (a plan made with
+   * shape.csr_page_table; docs/contract.md): request s holds the blocks
+   * kv_indices[kv_indptr[s] .. kv_indptr[s + 1]), its length is
+   * (pages - 1) * B + kv_last_page_len[s] (0 without pages). Expanded into the scratch by one
+   * more dispatch, then decoded as a dense table. */
+  vkp_tensor_view kv_indptr;        /* [S + 1] i32 or u32 */
+  vkp_tensor_view kv_indices;       /* [nnz] i32 or u32, any length: entries past kv_indptr[S] unread */
+  vkp_tensor_view kv_last_page_len; /* [S] i32 or u32 */
 } vkp_decode_views;
 /* Defaults: every view absent. */
 VKP_API vkp_status VKP_CALL vkp_decode_views_init_sized(vkp_decode_views* views, uint32_t struct_size);
@@ -652,6 +665,9 @@ static inline vkp_status VKP_CALL vkp_decode_views_init(vkp_decode_views* views)
 #define VKP_STATUS_BAD_MERGE_COUNTERS 16u /* views.merge_counters not zero, or shared by overlapping decodes */
 #define VKP_STATUS_BAD_QUERY_STARTS 32u /* attention: query starts that do not rise within [0, T] */
 #define VKP_STATUS_BAD_POSITION 64u     /* rotary: a position outside [0, max_position) */
+/* CSR page tables that break the contract (kv_indptr not 0 first, decreasing or past kv_indices,
+ * more than M pages, a last page length outside [1, B], or not 0 without pages): clamped */
+#define VKP_STATUS_BAD_PAGE_TABLE 128u
 
 /* Checks the params and the views against the plan (values, dtypes, shapes, sizes, alignment)
  * and records one or two dispatches into cmd (compute shader stage: SHADER_READ of the inputs,
@@ -677,12 +693,20 @@ typedef struct vkp_decode_inputs {
   vkp_host_tensor query;        /* [S, H, D] f32, f16 or bf16 */
   vkp_host_tensor key_cache;    /* [N, Hkv, D/x, B, x] cache dtype, or u8 for fp8 */
   vkp_host_tensor value_cache;  /* [N, Hkv, D, B] */
-  vkp_host_tensor block_tables; /* [S, M] i32, u32 or i64 */
-  vkp_host_tensor context_lens; /* [S] i32, u32 or i64 */
+  vkp_host_tensor block_tables; /* [S, M] i32, u32 or i64 (absent with the CSR form) */
+  vkp_host_tensor context_lens; /* [S] i32, u32 or i64 (absent with the CSR form) */
   vkp_host_tensor alibi_slopes; /* optional [H] f32 */
   vkp_host_tensor sinks;        /* optional [H] f32 */
+  /* FlashInfer's CSR page tables in place of block_tables and context_lens (i32, u32 or i64). */
+  vkp_host_tensor kv_indptr;        /* [S + 1]: 0 first, nondecreasing */
+  vkp_host_tensor kv_indices;       /* [kv_indptr[S]] block ids in [0, N) */
+  vkp_host_tensor kv_last_page_len; /* [S]: 0 without pages, else in [1, B] */
+  /* With the CSR form: M, the plan's block-table columns (0 = the most pages of any request,
+   * at least 1); with block_tables 0 or its columns. */
+  uint32_t max_blocks_per_seq;
+  uint32_t reserved0; /* padding made explicit: ignored */
 } vkp_decode_inputs;
-/* Defaults: every tensor absent, cache_dtype f16. */
+/* Defaults: every tensor absent, cache_dtype f16, max_blocks_per_seq 0. */
 VKP_API vkp_status VKP_CALL vkp_decode_inputs_init_sized(vkp_decode_inputs* inputs, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_decode_inputs_init(vkp_decode_inputs* inputs) {
   return vkp_decode_inputs_init_sized(inputs, (uint32_t)sizeof(vkp_decode_inputs));
@@ -748,6 +772,9 @@ typedef struct vkp_attention_shape {
   vkp_bool32 sinks;            /* sink logits [H] f32 will be given */
   vkp_bool32 lse;              /* write log-sum-exp [T, H] f32 */
   vkp_bool32 tree_mask;        /* tree masks (views.tree_mask) will be given */
+  /* Page tables may come in FlashInfer's CSR form (views.kv_indptr, ...): the scratch then
+   * holds their expansion (scratch_bytes counts it), and each call takes either form. */
+  vkp_bool32 csr_page_table;
 } vkp_attention_shape;
 /* Defaults: every count 0, f16 query and cache, the vllm layout, every feature off. */
 VKP_API vkp_status VKP_CALL vkp_attention_shape_init_sized(vkp_attention_shape* shape, uint32_t struct_size);
@@ -793,7 +820,7 @@ typedef struct vkp_attention_plan_info {
   uint32_t num_partitions;     /* 1 when not split */
   uint32_t reserved0;          /* padding made explicit: written 0 */
   uint64_t tree_mask_bytes;    /* sum of q_s^2: size of views.tree_mask; 0 without */
-  uint64_t scratch_bytes;      /* size of views.scratch; 0 when not split */
+  uint64_t scratch_bytes;      /* size of views.scratch; 0 when not split, without csr_page_table */
 } vkp_attention_plan_info;
 VKP_API vkp_status VKP_CALL vkp_attention_plan_info_init_sized(vkp_attention_plan_info* info, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_attention_plan_info_init(vkp_attention_plan_info* info) {
@@ -815,7 +842,7 @@ typedef struct vkp_attention_views {
   vkp_tensor_view query;        /* [T, H, D] query dtype */
   vkp_tensor_view key_cache;    /* cache dtype (u8 for fp8), in the shape's kv_layout */
   vkp_tensor_view value_cache;
-  vkp_tensor_view block_tables; /* [S, M] i32 or u32 */
+  vkp_tensor_view block_tables; /* [S, M] i32 or u32 (absent with the CSR form) */
   vkp_tensor_view context_lens; /* [S] i32 or u32: L_s >= q_s, the new tokens included */
   vkp_tensor_view query_starts; /* [S + 1] i32 or u32: the plan's values */
   vkp_tensor_view output;       /* [T, H, D] query dtype */
@@ -826,10 +853,15 @@ typedef struct vkp_attention_views {
   vkp_tensor_view tree_mask;
   vkp_tensor_view alibi_slopes; /* [H] f32, when shape.alibi */
   vkp_tensor_view sinks;        /* [H] f32, when shape.sinks */
-  vkp_buffer_view scratch;      /* scratch_bytes, when the plan splits */
+  vkp_buffer_view scratch;      /* scratch_bytes, when not 0 */
   /* optional [1] u32: VKP_STATUS_BAD_BLOCK_ID, _BAD_CONTEXT_LEN (also a length below its q_s),
-   * _BAD_QUERY_STARTS ORed in on the device */
+   * _BAD_QUERY_STARTS, _BAD_PAGE_TABLE ORed in on the device */
   vkp_buffer_view status;
+  /* FlashInfer's CSR page tables in place of block_tables and context_lens, as
+   * vkp_decode_views' (a plan made with shape.csr_page_table). */
+  vkp_tensor_view kv_indptr;        /* [S + 1] i32 or u32 */
+  vkp_tensor_view kv_indices;       /* [nnz] i32 or u32, any length: entries past kv_indptr[S] unread */
+  vkp_tensor_view kv_last_page_len; /* [S] i32 or u32 */
 } vkp_attention_views;
 /* Defaults: every view absent. */
 VKP_API vkp_status VKP_CALL vkp_attention_views_init_sized(vkp_attention_views* views, uint32_t struct_size);
@@ -860,8 +892,16 @@ typedef struct vkp_attention_inputs {
   vkp_host_tensor sinks;        /* optional [H] f32 */
   vkp_kv_layout kv_layout;      /* default vllm */
   uint32_t sliding_window;      /* default 0 (off) */
+  /* FlashInfer's CSR page tables in place of block_tables and context_lens, as
+   * vkp_decode_inputs' (and its max_blocks_per_seq). */
+  vkp_host_tensor kv_indptr;
+  vkp_host_tensor kv_indices;
+  vkp_host_tensor kv_last_page_len;
+  uint32_t max_blocks_per_seq;
+  uint32_t reserved0; /* padding made explicit: ignored */
 } vkp_attention_inputs;
-/* Defaults: every tensor absent, cache_dtype f16, the vllm layout, no window. */
+/* Defaults: every tensor absent, cache_dtype f16, the vllm layout, no window,
+ * max_blocks_per_seq 0. */
 VKP_API vkp_status VKP_CALL vkp_attention_inputs_init_sized(vkp_attention_inputs* inputs, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_attention_inputs_init(vkp_attention_inputs* inputs) {
   return vkp_attention_inputs_init_sized(inputs, (uint32_t)sizeof(vkp_attention_inputs));

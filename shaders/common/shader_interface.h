@@ -34,6 +34,7 @@ struct uvec2 {
 #define STATUS_BAD_MERGE_COUNTERS 16u  // a merge counter past its partition count (split_merge.glsl)
 #define STATUS_BAD_QUERY_STARTS 32u  // multi-query attention: query_starts that do not rise within [0, T]
 #define STATUS_BAD_POSITION 64u  // rotary embedding: a position outside [0, max_position), the token left as it was
+#define STATUS_BAD_PAGE_TABLE 128u  // CSR page tables (csr_page_table.comp) that break the contract, clamped
 
 // ---- decode (shaders/decode*.comp) ----
 // Specialization constant ids, in the order the host passes them.
@@ -160,6 +161,34 @@ struct DecodePush {
 #define ORDER_ITEMS_PER_INVOCATION 16u
 #define ORDER_BUCKETS 256u
 
+
+// ---- csr_page_table (shaders/csr_page_table.comp): FlashInfer's CSR page tables expanded ----
+// One invocation per (request, block-table column) of the dense form, column 0 also writing the
+// request's context length, over a linear grid (src/ops/linear_grid.hpp).
+#define CSR_WORKGROUP 64u
+#define CSR_BINDING_INDPTR 0
+#define CSR_BINDING_INDICES 1
+#define CSR_BINDING_LAST_PAGE_LEN 2
+#define CSR_BINDING_BLOCK_TABLES 3
+#define CSR_BINDING_CONTEXT_LENS 4
+#define CSR_BINDING_STATUS 5
+#define CSR_BINDING_COUNT 6
+struct CsrPageTablePush {
+  uint num_seqs;            // S
+  uint max_blocks_per_seq;  // M: the dense table's columns; more pages are clamped (and flagged)
+  uint block_size;          // B
+  uint num_indices;         // kv_indices' length: kv_indptr values are clamped into [0, this]
+  uint groups_x;            // the linear grid's width
+  uint indptr_offset;       // word offsets into each bound range
+  uint indices_offset;
+  uint last_page_len_offset;
+  uint block_tables_offset;
+  uint context_lens_offset;
+  uint status_offset;
+};
+#ifdef __cplusplus
+static_assert(sizeof(CsrPageTablePush) == 11 * 4);
+#endif
 
 // ---- utilities (shaders/fill_random.comp, shaders/read_bandwidth.comp) ----
 struct FillRandomPush {

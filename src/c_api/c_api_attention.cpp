@@ -33,6 +33,10 @@ AttentionInputs to_inputs(const vkp_attention_inputs* inputs) {
   a.cache_dtype = to_dtype(in.cache_dtype, "inputs.cache_dtype");
   a.kv_layout = to_kv_layout(in.kv_layout, "inputs.kv_layout");
   a.sliding_window = in.sliding_window;
+  a.kv_indptr = to_host(in.kv_indptr, "inputs.kv_indptr");
+  a.kv_indices = to_host(in.kv_indices, "inputs.kv_indices");
+  a.kv_last_page_len = to_host(in.kv_last_page_len, "inputs.kv_last_page_len");
+  a.max_blocks_per_seq = in.max_blocks_per_seq;
   return a;
 }
 

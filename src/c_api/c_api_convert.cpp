@@ -337,6 +337,7 @@ DecodeShape to_cpp(const vkp_decode_shape& s, const std::string& name) {
   d.softcap = to_bool(s.softcap, name + ".softcap");
   d.sinks = to_bool(s.sinks, name + ".sinks");
   d.lse = to_bool(s.lse, name + ".lse");
+  d.csr_page_table = to_bool(s.csr_page_table, name + ".csr_page_table");
   return d;
 }
 
@@ -358,6 +359,7 @@ vkp_decode_shape to_c(const DecodeShape& s) noexcept {
   c.softcap = to_c_bool(s.softcap);
   c.sinks = to_c_bool(s.sinks);
   c.lse = to_c_bool(s.lse);
+  c.csr_page_table = to_c_bool(s.csr_page_table);
   return c;
 }
 
@@ -425,6 +427,7 @@ AttentionShape to_cpp(const vkp_attention_shape& s, const std::string& name) {
   a.sinks = to_bool(s.sinks, name + ".sinks");
   a.lse = to_bool(s.lse, name + ".lse");
   a.tree_mask = to_bool(s.tree_mask, name + ".tree_mask");
+  a.csr_page_table = to_bool(s.csr_page_table, name + ".csr_page_table");
   return a;
 }
 
@@ -449,6 +452,7 @@ vkp_attention_shape to_c(const AttentionShape& s) noexcept {
   c.sinks = to_c_bool(s.sinks);
   c.lse = to_c_bool(s.lse);
   c.tree_mask = to_c_bool(s.tree_mask);
+  c.csr_page_table = to_c_bool(s.csr_page_table);
   return c;
 }
 
@@ -522,6 +526,9 @@ DecodeViews to_cpp(const vkp_decode_views& v) {
   d.status = to_cpp(v.status);
   d.order = to_cpp(v.order);
   d.merge_counters = to_cpp(v.merge_counters);
+  d.kv_indptr = to_cpp(v.kv_indptr, "kv_indptr");
+  d.kv_indices = to_cpp(v.kv_indices, "kv_indices");
+  d.kv_last_page_len = to_cpp(v.kv_last_page_len, "kv_last_page_len");
   return d;
 }
 
@@ -540,6 +547,9 @@ AttentionViews to_cpp(const vkp_attention_views& v) {
   a.sinks = to_cpp(v.sinks, "sinks");
   a.scratch = to_cpp(v.scratch);
   a.status = to_cpp(v.status);
+  a.kv_indptr = to_cpp(v.kv_indptr, "kv_indptr");
+  a.kv_indices = to_cpp(v.kv_indices, "kv_indices");
+  a.kv_last_page_len = to_cpp(v.kv_last_page_len, "kv_last_page_len");
   return a;
 }
 

@@ -28,6 +28,10 @@ DecodeInputs to_inputs(const vkp_decode_inputs* inputs) {
   d.alibi_slopes = to_host(in.alibi_slopes, "inputs.alibi_slopes");
   d.sinks = to_host(in.sinks, "inputs.sinks");
   d.cache_dtype = to_dtype(in.cache_dtype, "inputs.cache_dtype");
+  d.kv_indptr = to_host(in.kv_indptr, "inputs.kv_indptr");
+  d.kv_indices = to_host(in.kv_indices, "inputs.kv_indices");
+  d.kv_last_page_len = to_host(in.kv_last_page_len, "inputs.kv_last_page_len");
+  d.max_blocks_per_seq = in.max_blocks_per_seq;
   return d;
 }
 
@@ -60,7 +64,8 @@ const DecodePlan& plan_on(const vkp_context* context, const vkp_decode_plan* pla
 }  // namespace
 
 static_assert(VKP_STATUS_BAD_BLOCK_ID == kStatusBadBlockId && VKP_STATUS_BAD_CONTEXT_LEN == kStatusBadContextLen &&
-              VKP_STATUS_BAD_ORDER == kStatusBadOrder && VKP_STATUS_BAD_MERGE_COUNTERS == kStatusBadMergeCounters);
+              VKP_STATUS_BAD_ORDER == kStatusBadOrder && VKP_STATUS_BAD_MERGE_COUNTERS == kStatusBadMergeCounters &&
+              VKP_STATUS_BAD_PAGE_TABLE == kStatusBadPageTable);
 
 extern "C" {
 

@@ -13,6 +13,7 @@
 #include "embedded_shaders.hpp"
 #include "ops/attention_plan.hpp"
 #include "ops/attention_validation.hpp"
+#include "ops/csr_page_table.hpp"
 #include "ops/decode_plan.hpp"
 #include "ops/view_checks.hpp"
 #include "vk/cooperative_matrix_khr.hpp"
@@ -75,6 +76,7 @@ DecodePlan make_decode_plan(Context& context, const AttentionShape& s, const Att
   d.sinks = s.sinks;
   d.lse = s.lse;
   d.softcap = s.softcap;
+  d.csr_page_table = s.csr_page_table;
   DecodeOptions options;
   options.sliding_window = s.sliding_window;
   options.split = o.split;
@@ -143,6 +145,8 @@ AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shap
     mspec[ATTN_MERGE_SC_FEATURES] = features;
     p->merge = &impl.pipeline(vk::shader_attention_merge(), mspec, ATTN_MERGE_BINDING_COUNT, sizeof(sh::AttentionPush));
   }
+  if (shape.csr_page_table)
+    p->csr = detail::plan_csr_expansion(impl, shape.num_requests, shape.max_blocks_per_seq, c.scratch_bytes);
   return AttentionPlan(std::move(p));
 }
 
@@ -164,15 +168,14 @@ bool AttentionPlan::split() const noexcept { return data_->decode ? data_->decod
 uint32_t AttentionPlan::num_partitions() const noexcept {
   return data_->decode ? data_->decode->num_partitions() : data_->choice.num_partitions;
 }
-size_t AttentionPlan::scratch_bytes() const noexcept {
-  return data_->decode ? data_->decode->scratch_bytes() : data_->choice.scratch_bytes;
-}
+size_t AttentionPlan::scratch_bytes() const noexcept { return data_->scratch_bytes(); }
 
 std::string AttentionPlan::describe() const {
   const auto& p = *data_;
   if (p.decode) return "decode kernels: " + p.decode->describe();
   const auto& c = p.choice;
   std::string path = c.split ? fmt::format("split {} x {} positions", c.num_partitions, c.partition_tokens) : "one pass";
+  if (p.csr.planned()) path += ", CSR page tables expanded";
   if (c.kernel == AttentionKernel::matrix)
     return fmt::format("{}, matrix kernel ({}x{}x{} f16 products), {} rows ({} tokens x {} heads)/wg in blocks of {}, "
                        "key tiles of {}, wg {}, query {}, {} bytes shared{}",
@@ -189,6 +192,10 @@ std::string AttentionPlan::describe() const {
 
 namespace {
 
+detail::PageTableViews page_table_views(const AttentionViews& v) {
+  return {v.block_tables, v.context_lens, v.kv_indptr, v.kv_indices, v.kv_last_page_len};
+}
+
 void check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, const AttentionViews& v) {
   using detail::check_view;
   const auto& s = p.shape;
@@ -204,8 +211,9 @@ void check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, co
              16, cache_range);
   check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype},
              detail::value_cache_shape(s.kv_layout, N, Hkv, D, B), 16, cache_range);
-  check_view(impl, "block_tables", v.block_tables, {DType::i32, DType::u32}, Shape{S, int64_t(s.max_blocks_per_seq)}, 4);
-  check_view(impl, "context_lens", v.context_lens, {DType::i32, DType::u32}, Shape{S}, 4);
+  // A decode plan's expansion is its own (record_decode checks the CSR views against it).
+  const detail::CsrExpansion& expansion = p.decode ? p.decode->data().csr : p.csr;
+  detail::check_page_table_views(impl, page_table_views(v), s.num_requests, s.max_blocks_per_seq, expansion);
   check_view(impl, "query_starts", v.query_starts, {DType::i32, DType::u32}, Shape{S + 1}, 4);
   check_view(impl, "output", v.output, {s.query_dtype}, Shape{T, H, D}, 4);
   if (s.lse) check_view(impl, "lse", v.lse, {DType::f32}, Shape{T, H}, 4);
@@ -220,8 +228,7 @@ void check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, co
   }
   if (s.alibi) check_view(impl, "alibi_slopes", v.alibi_slopes, {DType::f32}, Shape{H}, 4);
   if (s.sinks) check_view(impl, "sinks", v.sinks, {DType::f32}, Shape{H}, 4);
-  const size_t scratch = p.decode ? p.decode->scratch_bytes() : p.choice.scratch_bytes;
-  if (scratch) detail::check_buffer(impl, "scratch", v.scratch, scratch, 4);
+  if (p.scratch_bytes()) detail::check_buffer(impl, "scratch", v.scratch, p.scratch_bytes(), 4);
   if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
 }
 
@@ -241,6 +248,9 @@ void record_as_decode(Context& context, VkCommandBuffer cmd, const AttentionPlan
   d.lse = v.lse;
   d.scratch = v.scratch;
   d.status = v.status;
+  d.kv_indptr = v.kv_indptr;
+  d.kv_indices = v.kv_indices;
+  d.kv_last_page_len = v.kv_last_page_len;
   record_decode(context, cmd, *p.decode, d, params);
 }
 
@@ -257,18 +267,23 @@ void record_attention(Context& context, VkCommandBuffer cmd, const AttentionPlan
   if (p.decode) return record_as_decode(context, cmd, p, v, params);
 
   const auto& c = p.choice;
+  const detail::DenseTables tables = detail::record_page_tables(impl, cmd, page_table_views(v), s.num_requests,
+                                                                s.max_blocks_per_seq, s.block_size, p.csr, v.scratch,
+                                                                v.status);
   std::array<detail::BoundView, ATTN_BINDING_COUNT> bound;
   bound[ATTN_BINDING_QUERY] = impl.bind_view(v.query.memory);
   bound[ATTN_BINDING_KEY_CACHE] = impl.bind_view(c.address ? BufferView{} : v.key_cache.memory);
   bound[ATTN_BINDING_VALUE_CACHE] = impl.bind_view(c.address ? BufferView{} : v.value_cache.memory);
-  bound[ATTN_BINDING_BLOCK_TABLES] = impl.bind_view(v.block_tables.memory);
-  bound[ATTN_BINDING_CONTEXT_LENS] = impl.bind_view(v.context_lens.memory);
+  bound[ATTN_BINDING_BLOCK_TABLES] = impl.bind_view(tables.block_tables.memory);
+  bound[ATTN_BINDING_CONTEXT_LENS] = impl.bind_view(tables.context_lens.memory);
   bound[ATTN_BINDING_QUERY_STARTS] = impl.bind_view(v.query_starts.memory);
   bound[ATTN_BINDING_OUTPUT] = impl.bind_view(v.output.memory);
   bound[ATTN_BINDING_ALIBI] = impl.bind_view(s.alibi ? v.alibi_slopes.memory : BufferView{});
   bound[ATTN_BINDING_SINKS] = impl.bind_view(s.sinks ? v.sinks.memory : BufferView{});
   bound[ATTN_BINDING_LSE] = impl.bind_view(s.lse ? v.lse.memory : BufferView{});
-  bound[ATTN_BINDING_SCRATCH] = impl.bind_view(c.split ? v.scratch : BufferView{});
+  // The split's part only: a CSR expansion after it is bound as the tables.
+  bound[ATTN_BINDING_SCRATCH] = impl.bind_view(c.split ? BufferView{v.scratch.buffer, v.scratch.offset, c.scratch_bytes}
+                                                       : BufferView{});
   bound[ATTN_BINDING_STATUS] = impl.bind_view(v.status);
   bound[ATTN_BINDING_TREE_MASK] = impl.bind_view(s.tree_mask ? v.tree_mask.memory : BufferView{});
 

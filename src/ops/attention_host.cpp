@@ -28,8 +28,7 @@ AttentionResult batch_attention(Context& ctx, const AttentionInputs& in, const A
   v.query = detail::upload_kept(ctx, keep, in.query, in.query.dtype());
   v.key_cache = detail::upload_kept(ctx, keep, in.key_cache, cache_elem);
   v.value_cache = detail::upload_kept(ctx, keep, in.value_cache, cache_elem);
-  v.block_tables = detail::upload_kept(ctx, keep, detail::index_words(in.block_tables, "block_tables"), DType::i32);
-  v.context_lens = detail::upload_kept(ctx, keep, detail::index_words(in.context_lens, "context_lens"), DType::i32);
+  detail::upload_page_tables(ctx, keep, in, v);
   v.query_starts = detail::upload_kept(ctx, keep, detail::index_words(in.query_starts, "query_starts"), DType::i32);
   if (shape.tree_mask) {
     v.tree_mask = detail::upload_kept(ctx, keep, in.tree_mask, DType::u8);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/attention_planner.hpp"
+#include "ops/csr_page_table.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/decode.hpp"
@@ -21,6 +22,11 @@ struct AttentionPlanData {
   // AttentionKernel::scalar and ::matrix
   const ComputePipeline* attention = nullptr;
   const ComputePipeline* merge = nullptr;  // when split
+  CsrExpansion csr;                         // when shape.csr_page_table: after the split's scratch
+  // The scratch the views give (a decode plan's counts its own expansion).
+  size_t scratch_bytes() const noexcept {
+    return decode ? decode->scratch_bytes() : csr.planned() ? csr.end() : choice.scratch_bytes;
+  }
 };
 
 }  // namespace vkpaged::detail

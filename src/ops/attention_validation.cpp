@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ops/decode_validation.hpp"
+#include "ops/host_page_tables.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
@@ -156,17 +157,16 @@ AttentionShape attention_shape_of(const AttentionInputs& in, const AttentionPara
     for (int i = 0; i < t->shape().rank(); ++i)
       if (t->shape()[i] > int64_t(INT32_MAX))
         refuse(fmt::format("{}: dimension {} of shape {} exceeds 2^31 - 1", input_name(in, t), i, t->shape().str()));
-  if (in.block_tables.shape().rank() != 2)
-    refuse(fmt::format("block_tables: shape {} is not [S, M]", in.block_tables.shape().str()));
-  if (in.context_lens.shape().rank() != 1)
-    refuse(fmt::format("context_lens: shape {} is not [S]", in.context_lens.shape().str()));
+  const detail::HostPageTableInputs page_tables = detail::page_table_inputs(in);
+  const detail::PageTableForm form = detail::page_table_form(page_tables);
   if (in.query_starts.shape().rank() != 1)
     refuse(fmt::format("query_starts: shape {} is not [S + 1]", in.query_starts.shape().str()));
-  const int64_t S = in.block_tables.shape()[0];
-  if (in.context_lens.shape()[0] != S)
+  const int64_t S = form.num_seqs;
+  if (!form.csr && in.context_lens.shape()[0] != S)
     refuse(fmt::format("context_lens: {} entries, but block_tables has S = {} rows", in.context_lens.shape()[0], S));
   if (in.query_starts.shape()[0] != S + 1)
-    refuse(fmt::format("query_starts: {} entries, expected S + 1 = {}", in.query_starts.shape()[0], S + 1));
+    refuse(fmt::format("query_starts: {} entries, expected S + 1 = {}{}", in.query_starts.shape()[0], S + 1,
+                       form.csr ? " (S from kv_indptr)" : ""));
 
   const DType cache = in.cache_dtype;
   auto cache_dtype_ok = [&](DType stored) { return is_fp8_dtype(cache) ? (stored == DType::u8 || stored == cache) : stored == cache; };
@@ -183,7 +183,8 @@ AttentionShape attention_shape_of(const AttentionInputs& in, const AttentionPara
   s.query_dtype = in.query.dtype();
   s.cache_dtype = cache;
   s.kv_layout = in.kv_layout;
-  s.max_blocks_per_seq = uint32_t(in.block_tables.shape()[1]);
+  s.max_blocks_per_seq = form.max_blocks_per_seq;
+  s.csr_page_table = form.csr;
   s.sliding_window = in.sliding_window;
   s.softcap = params.softcap > 0.0f;
   s.alibi = !in.alibi_slopes.empty();
@@ -220,8 +221,8 @@ AttentionShape attention_shape_of(const AttentionInputs& in, const AttentionPara
   }
 
   const std::vector<int32_t> starts = detail::host_query_starts(in.query_starts);
-  const auto lens = detail::host_index_values(in.context_lens, "context_lens");
-  const auto tables = detail::host_index_values(in.block_tables, "block_tables");
+  // The CSR form's own rules are checked here; what follows holds for its expansion by construction.
+  const auto [tables, lens] = detail::dense_page_tables(page_tables, form, s.block_size, s.num_blocks);
   const int64_t cap = int64_t(s.max_blocks_per_seq) * s.block_size;
   int64_t max_len = 0;
   for (size_t i = 0; i < lens.size(); ++i) {

@@ -28,7 +28,8 @@ static_assert(decode_timeline::sm == DECODE_TIMELINE_SM && decode_timeline::work
               "the timeline record of include/vkpaged/decode.hpp and shaders/common/shader_interface.h");
 
 static_assert(kStatusBadBlockId == STATUS_BAD_BLOCK_ID && kStatusBadContextLen == STATUS_BAD_CONTEXT_LEN &&
-                  kStatusBadOrder == STATUS_BAD_ORDER && kStatusBadMergeCounters == STATUS_BAD_MERGE_COUNTERS,
+                  kStatusBadOrder == STATUS_BAD_ORDER && kStatusBadMergeCounters == STATUS_BAD_MERGE_COUNTERS &&
+                  kStatusBadPageTable == STATUS_BAD_PAGE_TABLE,
               "the status bits of include/vkpaged/decode.hpp and shaders/common/shader_interface.h");
 
 using detail::DecodeChoice;
@@ -176,6 +177,8 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
     ospec[ORDER_SC_FEATURES] = c.features;
     p->order = &impl.pipeline(vk::shader_decode_order(), ospec, ORDER_BINDING_COUNT, sizeof(sh::DecodePush));
   }
+  if (shape.csr_page_table)
+    p->csr = detail::plan_csr_expansion(impl, shape.num_seqs, shape.max_blocks_per_seq, c.scratch_bytes);
   return DecodePlan(std::move(p));
 }
 
@@ -193,7 +196,7 @@ const DecodeOptions& DecodePlan::options() const noexcept { return data_->option
 bool DecodePlan::split() const noexcept { return data_->choice.split; }
 uint32_t DecodePlan::num_partitions() const noexcept { return data_->choice.num_partitions; }
 uint32_t DecodePlan::partition_tokens() const noexcept { return data_->choice.partition_tokens; }
-size_t DecodePlan::scratch_bytes() const noexcept { return data_->choice.scratch_bytes; }
+size_t DecodePlan::scratch_bytes() const noexcept { return data_->scratch_bytes(); }
 size_t DecodePlan::timeline_bytes() const noexcept { return data_->choice.timeline_bytes; }
 size_t DecodePlan::merge_counter_bytes() const noexcept { return data_->choice.merge_counter_bytes; }
 bool DecodePlan::longest_first() const noexcept { return data_->choice.longest_first; }
@@ -203,6 +206,7 @@ std::string DecodePlan::describe() const {
   const DecodeChoice& c = data_->choice;
   std::string path = c.split ? fmt::format("split {} x {} tokens", c.num_partitions, c.partition_tokens) : "one pass";
   if (c.longest_first) path += ", longest first";
+  if (data_->csr.planned()) path += ", CSR page tables expanded";
   if (c.merge_in_dispatch) path += ", merged in the dispatch";
   if (c.kernel == DecodeKernel::matrix)
     return fmt::format("{}, matrix units{}, {} heads/wg{}, {} subgroups/wg{}{}{}", path, c.khr ? " (KHR)" : "",

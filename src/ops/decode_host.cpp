@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/decode_validation.hpp"
+#include "ops/host_page_tables.hpp"
 #include "ops/host_staging.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/decode.hpp"
@@ -28,8 +29,15 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
   v.query = detail::upload_kept(ctx, keep, in.query, in.query.dtype());
   v.key_cache = detail::upload_kept(ctx, keep, in.key_cache, cache_elem);
   v.value_cache = detail::upload_kept(ctx, keep, in.value_cache, cache_elem);
-  v.block_tables = detail::upload_kept(ctx, keep, detail::index_words(in.block_tables, "block_tables"), DType::i32);
-  v.context_lens = detail::upload_kept(ctx, keep, detail::index_words(in.context_lens, "context_lens"), DType::i32);
+  detail::upload_page_tables(ctx, keep, in, v);
+  // Longest first lists the items by their lengths: the CSR form's, expanded on the host.
+  TensorView order_lens = v.context_lens;
+  if (plan.longest_first() && shape.csr_page_table) {
+    const auto tables = detail::page_table_inputs(in);
+    const auto form = detail::page_table_form(tables);
+    const auto dense = detail::dense_tensors(detail::dense_page_tables(tables, form, shape.block_size, shape.num_blocks), form);
+    order_lens = detail::upload_kept(ctx, keep, dense.context_lens, DType::i32);
+  }
   if (shape.alibi) v.alibi_slopes = detail::upload_kept(ctx, keep, in.alibi_slopes, DType::f32);
   if (shape.sinks) v.sinks = detail::upload_kept(ctx, keep, in.sinks, DType::f32);
 
@@ -71,7 +79,7 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
     if (!v.timeline.empty()) ctx.impl().d.vkCmdFillBuffer(cmd, v.timeline.buffer, v.timeline.offset, v.timeline.size, 0u);
     if (!v.merge_counters.empty())
       ctx.impl().d.vkCmdFillBuffer(cmd, v.merge_counters.buffer, v.merge_counters.offset, v.merge_counters.size, 0u);
-    if (plan.longest_first()) record_decode_order(ctx, cmd, plan, v.context_lens, v.order);
+    if (plan.longest_first()) record_decode_order(ctx, cmd, plan, order_lens, v.order);
     if (!v.scratch.empty() || !v.timeline.empty() || !v.merge_counters.empty() || plan.longest_first())
       record_compute_barrier(ctx, cmd);
     record_decode(ctx, cmd, plan, v, params);

@@ -3,6 +3,7 @@
 // A DecodePlan's data: the shape and options it was made for, the planner's choice
 // (ops/decode_planner.hpp) and the pipelines created from it (ops/decode.cpp), which
 // ops/decode_record.cpp records.
+#include "ops/csr_page_table.hpp"
 #include "ops/decode_planner.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/decode.hpp"
@@ -22,6 +23,9 @@ struct DecodePlanData {
   const ComputePipeline* decode = nullptr;
   const ComputePipeline* reduce = nullptr;  // when choice.reduce_workgroup != 0
   const ComputePipeline* order = nullptr;   // when choice.longest_first (record_decode_order)
+  CsrExpansion csr;                         // when shape.csr_page_table: after the split's scratch
+  // The scratch the views give: the split's, then the CSR expansion's.
+  size_t scratch_bytes() const noexcept { return csr.planned() ? csr.end() : choice.scratch_bytes; }
 };
 
 }  // namespace vkpaged::detail

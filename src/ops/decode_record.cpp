@@ -8,6 +8,7 @@
 
 #include "common/shader_interface.h"
 #include "ops/attention_validation.hpp"  // the caches' shapes per layout
+#include "ops/csr_page_table.hpp"
 #include "ops/decode_plan.hpp"
 #include "ops/decode_validation.hpp"
 #include "ops/view_checks.hpp"
@@ -63,30 +64,34 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
              detail::key_cache_shape(s.kv_layout, s.num_blocks, Hkv, D, B, x), 16, !c.address);
   check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype},
              detail::value_cache_shape(s.kv_layout, s.num_blocks, Hkv, D, B), 16, !c.address);
-  check_view(impl, "block_tables", v.block_tables, {DType::i32, DType::u32}, Shape{S, int64_t(s.max_blocks_per_seq)}, 4);
-  check_view(impl, "context_lens", v.context_lens, {DType::i32, DType::u32}, Shape{S}, 4);
+  const detail::PageTableViews page_tables{v.block_tables, v.context_lens, v.kv_indptr, v.kv_indices, v.kv_last_page_len};
+  detail::check_page_table_views(impl, page_tables, s.num_seqs, s.max_blocks_per_seq, p.csr);
   check_view(impl, "output", v.output, {s.query_dtype}, Shape{S, H, D}, 4);
   if (s.alibi) check_view(impl, "alibi_slopes", v.alibi_slopes, {DType::f32}, Shape{H}, 4);
   if (s.sinks) check_view(impl, "sinks", v.sinks, {DType::f32}, Shape{H}, 4);
   if (s.lse) check_view(impl, "lse", v.lse, {DType::f32}, Shape{S, H}, 4);
-  if (c.split) detail::check_buffer(impl, "scratch", v.scratch, c.scratch_bytes, 4);
+  if (p.scratch_bytes()) detail::check_buffer(impl, "scratch", v.scratch, p.scratch_bytes(), 4);
   if (c.longest_first) detail::check_buffer(impl, "order", v.order, c.order_bytes, 4);
   if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
   if (c.timeline_bytes) detail::check_buffer(impl, "timeline", v.timeline, c.timeline_bytes, 4);
   if (c.merge_counter_bytes) detail::check_buffer(impl, "merge_counters", v.merge_counters, c.merge_counter_bytes, 4);
   if (s.num_seqs == 0) return;
 
+  const detail::DenseTables tables = detail::record_page_tables(impl, cmd, page_tables, s.num_seqs, s.max_blocks_per_seq,
+                                                                s.block_size, p.csr, v.scratch, v.status);
   std::array<detail::BoundView, DECODE_BINDING_COUNT> bound;
   bound[DECODE_BINDING_QUERY] = impl.bind_view(v.query.memory);
   bound[DECODE_BINDING_KEY_CACHE] = impl.bind_view(c.address ? BufferView{} : v.key_cache.memory);
   bound[DECODE_BINDING_VALUE_CACHE] = impl.bind_view(c.address ? BufferView{} : v.value_cache.memory);
-  bound[DECODE_BINDING_BLOCK_TABLES] = impl.bind_view(v.block_tables.memory);
-  bound[DECODE_BINDING_CONTEXT_LENS] = impl.bind_view(v.context_lens.memory);
+  bound[DECODE_BINDING_BLOCK_TABLES] = impl.bind_view(tables.block_tables.memory);
+  bound[DECODE_BINDING_CONTEXT_LENS] = impl.bind_view(tables.context_lens.memory);
   bound[DECODE_BINDING_OUTPUT] = impl.bind_view(v.output.memory);
   bound[DECODE_BINDING_ALIBI] = impl.bind_view(s.alibi ? v.alibi_slopes.memory : BufferView{});
   bound[DECODE_BINDING_SINKS] = impl.bind_view(s.sinks ? v.sinks.memory : BufferView{});
   bound[DECODE_BINDING_LSE] = impl.bind_view(s.lse ? v.lse.memory : BufferView{});
-  bound[DECODE_BINDING_SCRATCH] = impl.bind_view(c.split ? v.scratch : BufferView{});
+  // The split's part only: a CSR expansion after it is bound as the tables.
+  bound[DECODE_BINDING_SCRATCH] = impl.bind_view(c.split ? BufferView{v.scratch.buffer, v.scratch.offset, c.scratch_bytes}
+                                                         : BufferView{});
   bound[DECODE_BINDING_ORDER] = impl.bind_view(c.longest_first ? v.order : BufferView{});
   bound[DECODE_BINDING_STATUS] = impl.bind_view(v.status);
   bound[DECODE_BINDING_MERGE_COUNTERS] = impl.bind_view(c.merge_counter_bytes ? v.merge_counters : BufferView{});

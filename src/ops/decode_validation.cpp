@@ -7,6 +7,7 @@
 
 #include "ops/attention_validation.hpp"  // the caches' shapes per layout
 #include "ops/block_size_rule.hpp"
+#include "ops/host_page_tables.hpp"
 #include "ops/scale_validation.hpp"
 #include "vkpaged/error.hpp"
 
@@ -111,10 +112,8 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
   if (v.rank() != 4)
     refuse(fmt::format("value_cache: shape {} is not {} (kv_layout {})", v.str(), vllm ? "[N, Hkv, D, B]" : key_symbols,
                        kv_layout_name(layout)));
-  if (in.block_tables.shape().rank() != 2)
-    refuse(fmt::format("block_tables: shape {} is not [S, M]", in.block_tables.shape().str()));
-  if (in.context_lens.shape().rank() != 1)
-    refuse(fmt::format("context_lens: shape {} is not [S]", in.context_lens.shape().str()));
+  const detail::HostPageTableInputs page_tables = detail::page_table_inputs(in);
+  const detail::PageTableForm form = detail::page_table_form(page_tables);
 
   const DType cache = in.cache_dtype;
   const size_t cache_bytes = is_fp8_dtype(cache) ? 1 : dtype_size(cache);
@@ -135,7 +134,8 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
   s.num_kv_heads = uint32_t(layout == KvLayout::nhd ? k[2] : k[1]);
   s.block_size = uint32_t(vllm ? k[3] : layout == KvLayout::nhd ? k[1] : k[2]);
   s.kv_layout = layout;
-  s.max_blocks_per_seq = uint32_t(in.block_tables.shape()[1]);
+  s.max_blocks_per_seq = form.max_blocks_per_seq;
+  s.csr_page_table = form.csr;
   s.alibi = !in.alibi_slopes.empty();
   s.sinks = !in.sinks.empty();
   s.lse = want_lse;
@@ -153,9 +153,12 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
   }
   const Shape want_v = detail::value_cache_shape(layout, k[0], s.num_kv_heads, q[2], s.block_size);
   if (!(v == want_v)) refuse(fmt::format("value_cache: shape {} does not match {}", v.str(), want_v.str()));
-  if (in.block_tables.shape()[0] != q[0])
+  if (form.csr && form.num_seqs != q[0])
+    refuse(fmt::format("kv_indptr: {} entries, but the query has S = {} sequences (S + 1 expected)", form.num_seqs + 1,
+                       q[0]));
+  if (!form.csr && in.block_tables.shape()[0] != q[0])
     refuse(fmt::format("block_tables: {} rows, but the query has S = {} sequences", in.block_tables.shape()[0], q[0]));
-  if (in.context_lens.shape()[0] != q[0])
+  if (!form.csr && in.context_lens.shape()[0] != q[0])
     refuse(fmt::format("context_lens: {} entries, but the query has S = {} sequences", in.context_lens.shape()[0], q[0]));
   for (const auto* opt : {&in.alibi_slopes, &in.sinks}) {
     if (opt->empty()) continue;
@@ -165,8 +168,8 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
       refuse(fmt::format("{}: shape {} is not [H] = [{}]", name, opt->shape().str(), q[1]));
   }
 
-  const auto lens = detail::host_index_values(in.context_lens, "context_lens");
-  const auto tables = detail::host_index_values(in.block_tables, "block_tables");
+  // The CSR form's own rules are checked here; what follows holds for its expansion by construction.
+  const auto [tables, lens] = detail::dense_page_tables(page_tables, form, s.block_size, s.num_blocks);
   const int64_t cap = int64_t(s.max_blocks_per_seq) * s.block_size;
   int64_t max_len = 0;
   for (size_t i = 0; i < lens.size(); ++i) {

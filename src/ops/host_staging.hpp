@@ -20,4 +20,17 @@ TensorView upload_kept(Context& ctx, std::vector<DeviceBuffer>& keep, const Host
 // A buffer for an output of `dtype` and `shape`, kept in `keep`.
 TensorView output_kept(Context& ctx, std::vector<DeviceBuffer>& keep, DType dtype, const Shape& shape);
 
+// The page tables of host inputs (checked by decode_shape_of or attention_shape_of) uploaded in
+// their own form, as 32-bit words: block_tables and context_lens, or the CSR form's three.
+template <typename Views, typename Inputs>
+void upload_page_tables(Context& ctx, std::vector<DeviceBuffer>& keep, const Inputs& in, Views& views) {
+  const bool csr = !in.kv_indptr.empty();
+  auto up = [&](const HostTensor& t, const char* name) { return upload_kept(ctx, keep, index_words(t, name), DType::i32); };
+  if (!csr) views.block_tables = up(in.block_tables, "block_tables");
+  if (!csr) views.context_lens = up(in.context_lens, "context_lens");
+  if (csr) views.kv_indptr = up(in.kv_indptr, "kv_indptr");
+  if (csr) views.kv_indices = up(in.kv_indices, "kv_indices");
+  if (csr) views.kv_last_page_len = up(in.kv_last_page_len, "kv_last_page_len");
+}
+
 }  // namespace vkpaged::detail

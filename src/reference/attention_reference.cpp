@@ -12,6 +12,7 @@
 
 #include "ops/attention_validation.hpp"
 #include "ops/decode_validation.hpp"
+#include "ops/host_page_tables.hpp"
 #include "vkpaged/reference.hpp"
 
 namespace vkpaged::reference {
@@ -36,8 +37,10 @@ AttentionResult batch_attention(const AttentionInputs& in, const AttentionParams
   const double softcap = params.softcap;
   const uint32_t W = in.sliding_window;
   const auto starts = detail::host_query_starts(in.query_starts);
-  const auto lens = detail::host_index_values(in.context_lens, "context_lens");
-  const auto tables = detail::host_index_values(in.block_tables, "block_tables");
+  // Either form, as the dense values it stands for (the CSR form's, its expansion).
+  const auto page_tables = detail::page_table_inputs(in);
+  const auto [tables, lens] =
+      detail::dense_page_tables(page_tables, detail::page_table_form(page_tables), s.block_size, s.num_blocks);
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 

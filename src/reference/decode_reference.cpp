@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/decode_validation.hpp"
+#include "ops/host_page_tables.hpp"
 #include "vkpaged/reference.hpp"
 
 namespace vkpaged::reference {
@@ -36,8 +37,10 @@ DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& optio
   const KvBlockGeometry geometry{s.num_kv_heads, s.head_size, s.block_size, cache_pack_factor(s.cache_dtype)};
   const uint64_t block_elements = geometry.block_elements();
   const double scale = params.scale ? double(*params.scale) : 1.0 / std::sqrt(double(D));
-  const auto lens = detail::host_index_values(in.context_lens, "context_lens");
-  const auto tables = detail::host_index_values(in.block_tables, "block_tables");
+  // Either form, as the dense values it stands for (the CSR form's, its expansion).
+  const auto page_tables = detail::page_table_inputs(in);
+  const auto [tables, lens] =
+      detail::dense_page_tables(page_tables, detail::page_table_form(page_tables), s.block_size, s.num_blocks);
 
   DecodeResult r;
   r.output = HostTensor(in.query.dtype(), in.query.shape());

@@ -62,6 +62,10 @@ AttentionInputs single_token_batch(const DecodeInputs& d, uint32_t sliding_windo
   a.cache_dtype = d.cache_dtype;
   a.kv_layout = d.kv_layout;
   a.sliding_window = sliding_window;
+  a.kv_indptr = d.kv_indptr;
+  a.kv_indices = d.kv_indices;
+  a.kv_last_page_len = d.kv_last_page_len;
+  a.max_blocks_per_seq = d.max_blocks_per_seq;
   const int64_t S = d.query.shape()[0];
   a.query_starts = HostTensor(DType::i32, Shape{S + 1});
   for (int64_t i = 0; i <= S; ++i) a.query_starts.as<int32_t>()[i] = int32_t(i);

@@ -4,8 +4,10 @@
 
 Written from the contract alone (NumPy, float64), it shares no code with vkpaged: it draws
 random configurations, writes them as .npy files, runs the CLI on them and compares the
-output within the contract's tolerances. A few cases are bad inputs, which must give a
-non-zero exit, one line on stderr and no output file.
+output within the contract's tolerances. About a third of the cases give their page tables in
+FlashInfer's CSR form (--kv-indptr, --kv-indices, --kv-last-page-len), which the reference
+reads itself. A few cases are bad inputs, which must give a non-zero exit, one line on stderr
+and no output file.
 
     /usr/bin/python3 contract_check.py path/to/vkpaged [--count N] [--seed S] [--device D]
 """
@@ -111,6 +113,17 @@ def reference_decode(q, k, v, tables, lens, scale, softcap, alibi, sinks, window
     return out
 
 
+def csr_to_dense(indptr, indices, last, B):
+    """FlashInfer's CSR page tables as block tables [S, max pages] and context lengths [S]."""
+    S = len(indptr) - 1
+    pages = [int(indptr[s + 1] - indptr[s]) for s in range(S)]
+    tables = np.zeros((S, max(pages + [1])), np.int64)
+    for s in range(S):
+        tables[s, : pages[s]] = indices[indptr[s] : indptr[s + 1]]
+    lens = np.array([0 if p == 0 else (p - 1) * B + int(last[s]) for s, p in enumerate(pages)], np.int64)
+    return tables, lens
+
+
 # ---- random configurations ----
 
 def random_case(rng, index):
@@ -135,6 +148,7 @@ def random_case(rng, index):
     c["k_scale"] = float(rng.choice([1.0, 0.5, 2.0, 0.125])) if kv != "auto" else 1.0
     c["v_scale"] = float(rng.choice([1.0, 0.25, 4.0])) if kv != "auto" else 1.0
     c["index_dtype"] = rng.choice(["<i4", "<u4", "<i8"])
+    c["csr"] = bool(rng.random() < 0.35)  # FlashInfer's page tables instead of the dense ones
     return c
 
 
@@ -163,9 +177,17 @@ def build_arrays(rng, c):
     for s in range(S):
         tables[s, : used[s]] = pool[nxt : nxt + used[s]]
         nxt += used[s]
-    files["block_tables"] = tables.astype(c["index_dtype"])
-    files["context_lens"] = np.array(c["lens"]).astype(c["index_dtype"])
-    ref["tables"], ref["lens"] = tables, np.array(c["lens"])
+    if c["csr"]:
+        # Each request's pages in order, the last one holding what is left of its length.
+        indptr = np.concatenate([[0], np.cumsum(used)]).astype("<i4")
+        indices = np.concatenate([tables[s, : used[s]] for s in range(S)] + [np.zeros(0, np.int64)]).astype("<i4")
+        last = np.array([0 if u == 0 else L - (u - 1) * B for L, u in zip(c["lens"], used)], "<i4")
+        files["kv_indptr"], files["kv_indices"], files["kv_last_page_len"] = indptr, indices, last
+        ref["tables"], ref["lens"] = csr_to_dense(indptr, indices, last, B)
+    else:
+        files["block_tables"] = tables.astype(c["index_dtype"])
+        files["context_lens"] = np.array(c["lens"]).astype(c["index_dtype"])
+        ref["tables"], ref["lens"] = tables, np.array(c["lens"])
     ref["alibi"] = ref["sinks"] = None
     if c["alibi"]:
         ref["alibi"] = 2.0 ** (-8.0 * np.arange(1, H + 1) / H)
@@ -183,8 +205,10 @@ NOT_TAKEN = "not taken by the forced kernel"
 
 def command(cli, c, paths, out, flags):
     cmd = [cli, "attend", "--query", paths["query"], "--key-cache", paths["key_cache"], "--value-cache",
-           paths["value_cache"], "--block-tables", paths["block_tables"], "--context-lens", paths["context_lens"],
-           "--out", out]
+           paths["value_cache"], "--out", out]
+    for name in ("block_tables", "context_lens", "kv_indptr", "kv_indices", "kv_last_page_len"):
+        if name in paths:
+            cmd += ["--" + name.replace("_", "-"), paths[name]]
     if c["scale"] is not None:
         cmd += ["--scale", repr(c["scale"])]
     if "alibi_slopes" in paths:
@@ -211,7 +235,8 @@ def describe(c):
     if c["scale"] is not None:
         extras.append(f"scale {c['scale']:.3f}")
     return (f"{c['dtype']} q, {c['kv_dtype']} kv, H {c['heads']}/Hkv {c['kv_heads']}, D {c['head_size']}, "
-            f"B {c['block_size']}, lens {c['lens']}" + (", " + ", ".join(extras) if extras else ""))
+            f"B {c['block_size']}, lens {c['lens']}" + (", CSR page tables" if c["csr"] else "") +
+            (", " + ", ".join(extras) if extras else ""))
 
 
 def write_files(directory, files):
@@ -252,7 +277,8 @@ def check_good_case(cli, rng, c, directory, flags):
 
 # ---- bad inputs ----
 
-BAD_KINDS = ["block_id", "context_len", "heads", "fp8_head_size", "value_shape", "missing_file"]
+BAD_KINDS = ["block_id", "context_len", "heads", "fp8_head_size", "value_shape", "missing_file", "csr_indptr",
+             "csr_last_page_len", "csr_block_id", "csr_and_dense"]
 
 
 def check_bad_case(cli, rng, kind, directory, flags):
@@ -260,6 +286,7 @@ def check_bad_case(cli, rng, kind, directory, flags):
     c.update(dtype="f32", kv_dtype="auto", heads=2, kv_heads=2, scale=None, softcap=0.0, alibi=False, sinks=False,
              window=0, head_size=64)
     c["lens"] = [int(rng.integers(1, 200)) for _ in range(3)]
+    c["csr"] = kind.startswith("csr")
     files, _ = build_arrays(rng, c)
     if kind == "block_id":
         files["block_tables"] = files["block_tables"].copy()
@@ -280,6 +307,21 @@ def check_bad_case(cli, rng, kind, directory, flags):
         files["key_cache"] = np.zeros((files["key_cache"].shape[0], c["kv_heads"], 5, c["block_size"], 8), np.uint8)
         files["value_cache"] = np.zeros((files["key_cache"].shape[0], c["kv_heads"], 40, c["block_size"]), np.uint8)
         must = "40"
+    elif kind == "csr_indptr":
+        files["kv_indptr"] = files["kv_indptr"].copy()
+        files["kv_indptr"][1] = files["kv_indptr"][2] + 1  # decreasing after it
+        must = "--kv-indptr"
+    elif kind == "csr_last_page_len":
+        files["kv_last_page_len"] = files["kv_last_page_len"].copy()
+        files["kv_last_page_len"][0] = 0  # a request with pages (every length is at least 1)
+        must = "--kv-last-page-len"
+    elif kind == "csr_block_id":
+        files["kv_indices"] = files["kv_indices"].copy()
+        files["kv_indices"][-1] = files["key_cache"].shape[0]
+        must = "--kv-indices"
+    elif kind == "csr_and_dense":
+        files["block_tables"] = np.zeros((3, 1), "<i4")  # the dense form as well
+        must = "--block-tables"
     elif kind == "value_shape":
         files["value_cache"] = files["value_cache"][..., :-1].copy()
         must = "--value-cache"

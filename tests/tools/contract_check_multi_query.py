@@ -8,7 +8,8 @@ contract_check.py): it draws random engine steps (decode requests, prefill chunk
 prefixes, whole prompts, speculative requests with tree masks) over the three cache layouts,
 writes them as .npy files, runs the CLI with --lse and compares output and log-sum-exp within
 the contract's tolerances. A few single-token cases go without --query-starts on the nhd and
-hnd layouts. Bad inputs must give a non-zero exit, one line on stderr naming the option, and no
+hnd layouts. About a third of the steps give their page tables in FlashInfer's CSR form
+(--kv-indptr, --kv-indices, --kv-last-page-len), which the reference reads itself. Bad inputs must give a non-zero exit, one line on stderr naming the option, and no
 output file.
 
     /usr/bin/python3 contract_check_multi_query.py path/to/vkpaged [--count N] [--seed S] [--device D]
@@ -130,6 +131,19 @@ def attention(q, k, v, tables, lens, starts, masks, scale, softcap, alibi, sinks
     return out, lse
 
 
+def read_csr(indptr, indices, last, B):
+    """FlashInfer's page tables: request s's blocks indices[indptr[s]:indptr[s + 1]], its length
+    (pages - 1) * B + last[s] (0 without pages). Returns block tables [S, pages] and lengths."""
+    S = len(indptr) - 1
+    width = max([int(indptr[s + 1] - indptr[s]) for s in range(S)] + [1])
+    tables, lens = np.zeros((S, width), np.int64), []
+    for s in range(S):
+        blocks = indices[indptr[s] : indptr[s + 1]]
+        tables[s, : len(blocks)] = blocks
+        lens.append(0 if len(blocks) == 0 else (len(blocks) - 1) * B + int(last[s]))
+    return tables, lens
+
+
 # ---- random engine steps ----
 
 def random_case(rng, index):
@@ -161,6 +175,7 @@ def random_case(rng, index):
     c["window"] = int(rng.integers(1, 60)) if rng.random() < 0.3 else 0
     c["k_scale"] = float(rng.choice([0.5, 0.125, 2.0])) if c["kv_dtype"] != "auto" else 1.0
     c["v_scale"] = float(rng.choice([0.25, 1.0, 4.0])) if c["kv_dtype"] != "auto" else 1.0
+    c["csr"] = bool(rng.random() < 0.35)  # FlashInfer's page tables instead of the dense ones
     return c
 
 
@@ -195,8 +210,15 @@ def build(rng, c):
     for s in range(S):
         tables[s, : used[s]] = pool[nxt : nxt + used[s]]
         nxt += used[s]
-    files["block_tables"] = tables.astype("<i4")
-    files["context_lens"] = np.array(c["lens"], "<i4")
+    if c["csr"]:
+        files["kv_indptr"] = np.concatenate([[0], np.cumsum(used)]).astype("<i4")
+        files["kv_indices"] = np.concatenate([tables[s, : used[s]] for s in range(S)]).astype("<i4")
+        files["kv_last_page_len"] = np.array([L - (u - 1) * B for L, u in zip(c["lens"], used)], "<i4")
+        ref["tables"], ref["lens"] = read_csr(files["kv_indptr"], files["kv_indices"], files["kv_last_page_len"], B)
+    else:
+        files["block_tables"] = tables.astype("<i4")
+        files["context_lens"] = np.array(c["lens"], "<i4")
+        ref["tables"], ref["lens"] = files["block_tables"], c["lens"]
     ref["starts"] = np.concatenate([[0], np.cumsum(c["new"])]).astype("<i4")
     if not c["decode_only"]:
         files["query_starts"] = ref["starts"]
@@ -216,7 +238,8 @@ def build(rng, c):
 
 OPTIONS = {"query": "--query", "key_cache": "--key-cache", "value_cache": "--value-cache",
            "block_tables": "--block-tables", "context_lens": "--context-lens", "query_starts": "--query-starts",
-           "tree_mask": "--tree-mask", "alibi_slopes": "--alibi-slopes", "sinks": "--sinks"}
+           "tree_mask": "--tree-mask", "alibi_slopes": "--alibi-slopes", "sinks": "--sinks",
+           "kv_indptr": "--kv-indptr", "kv_indices": "--kv-indices", "kv_last_page_len": "--kv-last-page-len"}
 
 
 # A good case that the kernel forced by --kernel refuses (the CLI says why): counted apart.
@@ -252,7 +275,8 @@ def describe(c):
     extras = [k for k in ("alibi", "sinks", "tree") if c[k]]
     extras += [f"{k} {c[k]}" for k in ("softcap", "window", "scale") if c[k]]
     return (f"{c['dtype']} q, {c['kv_dtype']} kv, {c['layout']}, H {c['heads']}/{c['kv_heads']}, D {c['head_size']}, "
-            f"B {c['block_size']}, new {c['new']}, lens {c['lens']}" + (", " + ", ".join(extras) if extras else ""))
+            f"B {c['block_size']}, new {c['new']}, lens {c['lens']}" + (", CSR page tables" if c["csr"] else "") +
+            (", " + ", ".join(extras) if extras else ""))
 
 
 def check_good(cli, rng, c, directory, flags):
@@ -272,7 +296,7 @@ def check_good(cli, rng, c, directory, flags):
         return f"lse {got_lse.dtype.str} {got_lse.shape}, expected <f4 {files['query'].shape[:2]}"
     got = from_bf16_bits(got) if c["dtype"] == "bf16" else got.astype(np.float64)
     scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(c["head_size"])
-    want, want_lse = attention(ref["q"], ref["k"], ref["v"], files["block_tables"], c["lens"], ref["starts"],
+    want, want_lse = attention(ref["q"], ref["k"], ref["v"], ref["tables"], ref["lens"], ref["starts"],
                                ref["masks"], scale, c["softcap"], ref["alibi"], ref["sinks"], c["window"])
     if not np.all(np.isfinite(got)):
         return "non-finite output"
@@ -288,14 +312,14 @@ def check_good(cli, rng, c, directory, flags):
 
 
 BAD = ["starts_not_zero", "starts_fall", "starts_past_t", "context_below_q", "mask_size", "mask_byte",
-       "mask_without_starts", "layout_name"]
+       "mask_without_starts", "layout_name", "csr_indptr_start", "csr_past_indices", "csr_last_page_len"]
 
 
 def check_bad(cli, rng, kind, directory, flags):
     c = random_case(rng, 0)
     c.update(dtype="f32", kv_dtype="auto", layout="nchw" if kind == "layout_name" else "vllm", decode_only=False,
              tree=kind.startswith("mask"), scale=None, softcap=0.0, alibi=False, sinks=False, window=0, head_size=32,
-             new=[3, 2], lens=[10, 40])
+             new=[3, 2], lens=[10, 40], csr=kind.startswith("csr"))
     files, _ = build(rng, c)  # (an unknown layout's caches are built as vllm's)
     must = "--query-starts"
     if kind == "starts_not_zero":
@@ -319,6 +343,17 @@ def check_bad(cli, rng, kind, directory, flags):
         must = "--tree-mask"
     elif kind == "layout_name":
         must = "--kv-layout"
+    elif kind == "csr_indptr_start":
+        files["kv_indptr"] = files["kv_indptr"] + 1  # not 0 first
+        must = "--kv-indptr"
+    elif kind == "csr_past_indices":
+        files["kv_indptr"] = files["kv_indptr"].copy()
+        files["kv_indptr"][-1] += 1  # one past kv_indices' end
+        must = "--kv-indptr"
+    elif kind == "csr_last_page_len":
+        files["kv_last_page_len"] = files["kv_last_page_len"].copy()
+        files["kv_last_page_len"][1] = c["block_size"] + 1
+        must = "--kv-last-page-len"
     paths = write(directory, files)
     out, lse = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
     run = subprocess.run(command(cli, c, paths, out, lse, flags), capture_output=True, text=True, timeout=300)

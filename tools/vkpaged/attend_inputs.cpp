@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <utility>
 
 #include "decode_option_names.hpp"
@@ -59,6 +61,27 @@ void check_finite(const char* option, float value) {
   if (!std::isfinite(value)) refuse(fmt::format("{}: {} is not a finite number", option, value));
 }
 
+// One page-table form, complete: --block-tables and --context-lens, or --kv-indptr,
+// --kv-indices and --kv-last-page-len. Checked before any file is read.
+void check_page_table_options(const AttendArgs& a) {
+  constexpr const char* kForms =
+      "the page tables are --block-tables and --context-lens, or --kv-indptr, --kv-indices and --kv-last-page-len";
+  const std::pair<const char*, const std::string*> csr[] = {
+      {"--kv-indptr", &a.kv_indptr}, {"--kv-indices", &a.kv_indices}, {"--kv-last-page-len", &a.kv_last_page_len}};
+  const auto given = std::find_if(std::begin(csr), std::end(csr), [](const auto& o) { return !o.second->empty(); });
+  if (given == std::end(csr)) {
+    if (a.block_tables.empty()) refuse(fmt::format("--block-tables: not given ({})", kForms));
+    if (a.context_lens.empty()) refuse(fmt::format("--context-lens: not given ({})", kForms));
+    return;
+  }
+  for (const auto& [option, value] : {std::pair{"--block-tables", &a.block_tables}, std::pair{"--context-lens", &a.context_lens}})
+    if (!value->empty())
+      refuse(fmt::format("{}: {} given with {} {}: {}", option, *value, given->first, *given->second, kForms));
+  for (const auto& [option, value] : csr)
+    if (value->empty())
+      refuse(fmt::format("{}: not given, but {} {} is ({})", option, given->first, *given->second, kForms));
+}
+
 // The decode inputs read so far, with the query starts (0, 1, ..., S without --query-starts)
 // and the tree mask, as multi-query attention's.
 void move_to_attention(const AttendArgs& a, KvLayout layout, AttendCall& call) {
@@ -67,7 +90,9 @@ void move_to_attention(const AttendArgs& a, KvLayout layout, AttendCall& call) {
   if (!a.query_starts.empty()) {
     m.query_starts = read_input("--query-starts", a.query_starts, false);
   } else {
-    const int64_t S = in.block_tables.shape().rank() == 2 ? in.block_tables.shape()[0] : 0;
+    // S: the block table's rows, or kv_indptr's entries - 1 (bad shapes are refused later, by name).
+    int64_t S = in.block_tables.shape().rank() == 2 ? in.block_tables.shape()[0] : 0;
+    if (!in.kv_indptr.empty()) S = in.kv_indptr.shape().rank() == 1 ? std::max<int64_t>(in.kv_indptr.shape()[0] - 1, 0) : 0;
     m.query_starts = HostTensor(DType::i32, Shape{S + 1});
     for (int64_t i = 0; i <= S; ++i) m.query_starts.as<int32_t>()[i] = int32_t(i);
   }
@@ -77,6 +102,9 @@ void move_to_attention(const AttendArgs& a, KvLayout layout, AttendCall& call) {
   m.value_cache = std::move(in.value_cache);
   m.block_tables = std::move(in.block_tables);
   m.context_lens = std::move(in.context_lens);
+  m.kv_indptr = std::move(in.kv_indptr);
+  m.kv_indices = std::move(in.kv_indices);
+  m.kv_last_page_len = std::move(in.kv_last_page_len);
   m.alibi_slopes = std::move(in.alibi_slopes);
   m.sinks = std::move(in.sinks);
   m.cache_dtype = in.cache_dtype;
@@ -94,6 +122,7 @@ AttendCall load_attend_call(const AttendArgs& a) {
   const KvLayout layout = parse_layout(a.kv_layout);
   if (!a.tree_mask.empty() && a.query_starts.empty())
     refuse("--tree-mask: needs --query-starts (a tree mask holds each request's q_s x q_s matrix)");
+  check_page_table_options(a);
   AttendCall call;
   call.multi_query = !a.query_starts.empty() || layout != KvLayout::vllm;
   call.want_lse = !a.lse.empty();
@@ -132,15 +161,21 @@ AttendCall load_attend_call(const AttendArgs& a) {
   const bool cache_bf16 = in.cache_dtype == DType::bf16;
   in.key_cache = read_input("--key-cache", a.key_cache, cache_bf16);
   in.value_cache = read_input("--value-cache", a.value_cache, cache_bf16);
-  in.block_tables = read_input("--block-tables", a.block_tables, false);
-  in.context_lens = read_input("--context-lens", a.context_lens, false);
+  if (a.kv_indptr.empty()) {
+    in.block_tables = read_input("--block-tables", a.block_tables, false);
+    in.context_lens = read_input("--context-lens", a.context_lens, false);
+  } else {
+    in.kv_indptr = read_input("--kv-indptr", a.kv_indptr, false);
+    in.kv_indices = read_input("--kv-indices", a.kv_indices, false);
+    in.kv_last_page_len = read_input("--kv-last-page-len", a.kv_last_page_len, false);
+  }
   if (!a.alibi_slopes.empty()) in.alibi_slopes = read_input("--alibi-slopes", a.alibi_slopes, false);
   if (!a.sinks.empty()) in.sinks = read_input("--sinks", a.sinks, false);
   if (call.multi_query) move_to_attention(a, layout, call);
   return call;
 }
 
-std::string blame_option(const std::string& message) {
+std::string blame_option(const std::string& message, bool csr) {
   // Library argument names (the text before the first ':' or '[') -> the option holding them.
   static const std::pair<const char*, const char*> kOptions[] = {
       {"query", "--query"},
@@ -171,8 +206,13 @@ std::string blame_option(const std::string& message) {
       {"num_query_tokens", "--query"},
       {"tree_mask", "--tree-mask"},
       {"kv_layout", "--kv-layout"},
+      {"kv_indptr", "--kv-indptr"},
+      {"kv_indices", "--kv-indices"},
+      {"kv_last_page_len", "--kv-last-page-len"},
   };
   const std::string name = message.substr(0, message.find_first_of(":[ "));
+  // M comes from the CSR form's pages when there is no block table.
+  if (csr && name == "max_blocks_per_seq") return fmt::format("--kv-indptr: {}", message);
   for (const auto& [argument, option] : kOptions)
     if (name == argument) return fmt::format("{}: {}", option, message);
   return message;

@@ -28,7 +28,8 @@ struct AttendCall {
 AttendCall load_attend_call(const AttendArgs& args);
 
 // "block_tables[0][1]: block id 9 ..." -> "--block-tables: block_tables[0][1]: block id 9 ...":
-// prefixes a library message with the option that holds the named argument, when one does.
-std::string blame_option(const std::string& library_message);
+// prefixes a library message with the option that holds the named argument, when one does
+// (`csr`: the page tables came as --kv-indptr, --kv-indices and --kv-last-page-len).
+std::string blame_option(const std::string& library_message, bool csr = false);
 
 }  // namespace vkpaged::cli

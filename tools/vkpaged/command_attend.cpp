@@ -61,7 +61,7 @@ int run_attend(const AttendArgs& args) {
     else decode_shape_of(call.inputs, call.want_lse);
     result = compute(args, call);
   } catch (const Error& e) {
-    throw Error(e.code(), blame_option(e.what()));
+    throw Error(e.code(), blame_option(e.what(), !args.kv_indptr.empty()));
   }
   write_output("--out", args.out, result.output);
   if (call.want_lse) write_output("--lse", args.lse, result.lse);

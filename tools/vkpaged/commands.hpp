@@ -19,8 +19,11 @@ struct AttendArgs {
   std::string query;
   std::string key_cache;
   std::string value_cache;
-  std::string block_tables;
-  std::string context_lens;
+  std::string block_tables;      // "" with the CSR form
+  std::string context_lens;      // "" with the CSR form
+  std::string kv_indptr;         // FlashInfer's CSR page tables, in place of the two above
+  std::string kv_indices;
+  std::string kv_last_page_len;
   std::string out;
   std::optional<float> scale;  // default 1/sqrt(D)
   std::string alibi_slopes;    // "" = none

@@ -24,8 +24,17 @@ void add_attend_options(CLI::App& cmd, AttendArgs& a, float& scale) {
   cmd.add_option("--value-cache", a.value_cache, "value cache: [N, Hkv, D, B] (vllm), else as the key cache")
       ->required()
       ->type_name("V.npy");
-  cmd.add_option("--block-tables", a.block_tables, "[S, M] block ids: <i4, <u4 or <i8")->required()->type_name("BT.npy");
-  cmd.add_option("--context-lens", a.context_lens, "[S] context lengths: <i4, <u4 or <i8")->required()->type_name("CL.npy");
+  cmd.add_option("--block-tables", a.block_tables, "[S, M] block ids: <i4, <u4 or <i8 (or the CSR form below)")
+      ->type_name("BT.npy");
+  cmd.add_option("--context-lens", a.context_lens, "[S] context lengths: <i4, <u4 or <i8")->type_name("CL.npy");
+  cmd.add_option("--kv-indptr", a.kv_indptr,
+                 "FlashInfer's CSR page tables, in place of --block-tables and --context-lens: [S + 1] <i4, request s "
+                 "holds kv_indices[kv_indptr[s] .. kv_indptr[s + 1])")
+      ->type_name("KI.npy");
+  cmd.add_option("--kv-indices", a.kv_indices, "CSR: [kv_indptr[S]] <i4 block ids")->type_name("KX.npy");
+  cmd.add_option("--kv-last-page-len", a.kv_last_page_len,
+                 "CSR: [S] <i4 tokens in each request's last page (0 without pages)")
+      ->type_name("KL.npy");
   cmd.add_option("--out", a.out, "output shaped as the query, in its dtype, written atomically")->required()->type_name("O.npy");
   cmd.add_option("--scale", scale, "logit scale (default 1/sqrt(D))")->type_name("F");
   cmd.add_option("--alibi-slopes", a.alibi_slopes, "[H] <f4 ALiBi slopes")->type_name("A.npy");

@@ -81,6 +81,12 @@ pub struct VkpDecodeInputs {
     pub context_lens: VkpHostTensor,
     pub alibi_slopes: VkpHostTensor,
     pub sinks: VkpHostTensor,
+    /// FlashInfer's CSR page tables, in place of block_tables and context_lens (absent here).
+    pub kv_indptr: VkpHostTensor,
+    pub kv_indices: VkpHostTensor,
+    pub kv_last_page_len: VkpHostTensor,
+    pub max_blocks_per_seq: u32,
+    pub reserved0: u32,
 }
 
 /// What shapes a decode plan beside its shape (vkp_decode_options).
@@ -148,7 +154,7 @@ pub struct VkpDeviceInfo {
 #[cfg(target_pointer_width = "64")]
 const _: () = {
     assert!(std::mem::size_of::<VkpHostTensor>() == 56);
-    assert!(std::mem::size_of::<VkpDecodeInputs>() == 400);
+    assert!(std::mem::size_of::<VkpDecodeInputs>() == 576);
     assert!(std::mem::size_of::<VkpDecodeOptions>() == 28);
     assert!(std::mem::size_of::<VkpDecodeParams>() == 24);
     assert!(std::mem::size_of::<VkpDeviceInfo>() == 672);
