@@ -312,9 +312,11 @@ typedef struct vkp_context vkp_context;
 
 typedef struct vkp_context_options {
   uint32_t struct_size;
-  vkp_bool32 validation; /* Khronos validation layer (also VKPAGED_VALIDATION=1); default 0 */
-  /* NULL or "" (the default) = $VKPAGED_DEVICE, else the default choice (discrete, integrated,
-   * virtual, CPU). Otherwise an index ("1") or a name substring ("H200", "llvmpipe"). */
+  /* Khronos validation layer (with read_environment, also VKPAGED_VALIDATION=1); default 0 */
+  vkp_bool32 validation;
+  /* NULL or "" (the default) = the default choice (discrete, integrated, virtual, CPU; with
+   * read_environment, $VKPAGED_DEVICE where set). Otherwise an index ("1") or a name substring
+   * ("H200", "llvmpipe"). */
   const char* device;
   vkp_bool32 disable_subgroup_arithmetic; /* force the shared-memory reductions; default 0 */
   /* How long the calls that wait (vkp_run_and_wait, vkp_run_and_time, vkp_upload,
@@ -323,6 +325,10 @@ typedef struct vkp_context_options {
    * buffers until a later such call succeeds, see Context::run_and_wait); 0 = no limit.
    * Default 60000. */
   uint32_t fence_timeout_ms;
+  /* Whether the context reads vkpaged's environment variables (VKPAGED_DEVICE, VKPAGED_VALIDATION,
+   * VKPAGED_PIPELINE_STATS, VKPAGED_DECODE_TUNE: docs/environment.md); default 0, none. */
+  vkp_bool32 read_environment;
+  uint32_t reserved0; /* padding made explicit: ignored */
 } vkp_context_options;
 VKP_API vkp_status VKP_CALL vkp_context_options_init_sized(vkp_context_options* options, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_context_options_init(vkp_context_options* options) {

@@ -11,12 +11,15 @@ bool validation_wanted() {
   return v == nullptr || std::string(v) != "0";
 }
 
+ContextOptions test_context_options() {
+  ContextOptions o;
+  o.validation = validation_wanted();
+  o.read_environment = true;
+  return o;
+}
+
 Context& shared_context() {
-  static Context context([] {
-    ContextOptions o;
-    o.validation = validation_wanted();
-    return o;
-  }());
+  static Context context(test_context_options());
   return context;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "cli_context.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/error.hpp"
@@ -131,9 +132,7 @@ bool is_cache_write_suite(const std::string& suite) { return suite == "cache-wri
 
 int run_cache_write_bench(const BenchOptions& o) {
   const StepShape s = step_of(o.suite);
-  ContextOptions copts;
-  copts.device = o.device;
-  Context ctx(copts);
+  Context ctx(cli_context_options(o.device));
   const auto& dev = ctx.device_info();
   std::optional<StreamingRead> flush;
   if (o.flush_caches)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "cli_context.hpp"
 #include "decode_option_names.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/context.hpp"
@@ -275,9 +276,7 @@ int run_prefill_bench(const BenchOptions& o) {
   if (!o.cache_dtype.empty())
     throw Error(ErrorCode::invalid_argument, "--cache-dtype: the prefill suites run f16 caches (the anchor's)");
 
-  ContextOptions copts;
-  copts.device = o.device;
-  Context ctx(copts);
+  Context ctx(cli_context_options(o.device));
   const auto& dev = ctx.device_info();
   const size_t probe_bytes = std::min<size_t>({size_t(1) << 30, dev.max_storage_buffer_range, dev.device_local_bytes / 4});
   const StreamingRead probe(ctx, probe_bytes);
