@@ -721,10 +721,10 @@ VKP_API vkp_status VKP_CALL vkp_reference_decode_attention(const vkp_decode_inpu
 /* Which kernel family runs a plan; values equal vkpaged::AttentionKernel's (new kernels are
  * appended: a value this library does not know is refused). */
 typedef enum vkp_attention_kernel {
-  /* the decode kernels for a batch of single tokens they can take (vllm layout, no tree
-   * mask), else the attention kernel */
+  /* the decode kernels for a batch of single tokens they can take (any layout, no tree mask),
+   * else the matrix attention kernel where it can run, else the scalar one */
   VKP_ATTENTION_KERNEL_AUTOMATIC = 0,
-  VKP_ATTENTION_KERNEL_DECODE = 1, /* the decode kernels: every q_s = 1, vllm layout, no tree mask */
+  VKP_ATTENTION_KERNEL_DECODE = 1, /* the decode kernels: every q_s = 1, any layout, no tree mask */
   VKP_ATTENTION_KERNEL_SCALAR = 2, /* the portable attention kernel, whatever the batch */
   /* The tensor-core attention kernel (VK_KHR_cooperative_matrix with f16 products): f16 and bf16
    * queries, f16, bf16 and fp8 caches, pools within maxStorageBufferRange; UNSUPPORTED (naming
@@ -793,7 +793,7 @@ VKP_API void VKP_CALL vkp_attention_plan_destroy(vkp_attention_plan* plan);
  * vkp_attention_plan_options_get. */
 typedef struct vkp_attention_plan_info {
   uint32_t struct_size;
-  vkp_attention_kernel kernel; /* DECODE or SCALAR: the family that runs it */
+  vkp_attention_kernel kernel; /* DECODE, SCALAR or MATRIX: the family that runs it */
   uint32_t max_query_tokens;   /* the longest request's q_s */
   vkp_bool32 split;
   uint32_t num_partitions;     /* 1 when not split */
