@@ -9,7 +9,7 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config libvulkan-dev glslc spirv-tools mesa-vulkan-drivers
           vulkan-validationlayers libgtest-dev libfmt-dev libcli11-dev python3 python3-numpy
-          nlohmann-json3-dev)
+          libxxhash-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -105,13 +105,24 @@ struct PrefixCacheStats {
   uint64_t hit_tokens = 0;
 };
 
+// Prefix caching's key of a full block: XXH3_64bits (xxHash 0.8's XXH3, 64 bits, seed 0) of
+//   parent_hash: 8 bytes, little-endian
+//   tokens:      4 bytes each, little-endian two's complement, in order
+//   salt:        8 bytes, little-endian (BlockManagerOptions::hash_salt, 0 by default)
+// where parent_hash is the key of the sequence's previous block, kRootBlockHash for its first.
+// The keys are the same in every process, on every machine and in every version of vkpaged (a
+// change would be an incompatible one, docs/api.md "Versions"), so an engine may compute,
+// store and compare them across processes (`xxhsum -H3` of those bytes gives the same value).
+inline constexpr uint64_t kRootBlockHash = 0x6a09e667f3bcc908ull;
+VKPAGED_API uint64_t prefix_block_hash(uint64_t parent_hash, Span<const int32_t> tokens, uint64_t salt = 0);
+
 // Block tables of sequences identified by caller-chosen ids. Argument errors throw
 // vkpaged::Error(invalid_argument) naming the operation and the value; running out of blocks
 // throws Error(out_of_memory) (check can_allocate / can_append / can_swap_* first). A refused
 // call changes nothing.
 //
-// Prefix caching: a full block is keyed by hash(parent block's hash, salt, its tokens) and a
-// hit also compares the stored tokens and parent hash. Blocks are registered as soon as they
+// Prefix caching: a full block is keyed by prefix_block_hash(parent block's key, its tokens,
+// salt) and a hit also compares the stored tokens and parent hash. Blocks are registered as soon as they
 // are full (at add_sequence for the prompt, at append_token after), so a hit may name a block
 // whose prefill runs in the same step; engines that write the cache before attention in each
 // layer read it correctly.

@@ -3,7 +3,6 @@
 // copy-on-write, fork, free and preemption.
 #include <limits>
 
-#include "cache/block_hash.hpp"
 #include "cache/block_manager_state.hpp"
 #include "cache/cache_errors.hpp"
 #include "ops/block_size_rule.hpp"
@@ -129,7 +128,7 @@ AppendResult BlockManager::append_token(uint64_t seq_id, int32_t token) {
     const size_t index = seq.blocks.size() - 1;
     const auto tokens = std::span(seq.tokens).subspan(index * state.block_size);
     seq.full_block_hashes.push_back(
-        cache::hash_block(state.parent_hash(seq, index), state.hash_salt, tokens));
+        prefix_block_hash(state.parent_hash(seq, index), tokens, state.hash_salt));
     state.cache_full_block(seq, index);
   }
   return result;
