@@ -6,6 +6,7 @@
 # A file added here must not call Vulkan (the headers are fine: views carry VkBuffer handles).
 function(vkpaged_host_sources out_var root)
   set(files
+    src/environment.cpp
     src/error.cpp
     src/dtype.cpp
     src/tensor.cpp

@@ -3,9 +3,10 @@
 # Installs vkpaged into build/install as a package, then builds the C, C++ and Rust examples
 # in examples/ against that install (as a user's project would) and runs each, and the Python
 # one (ctypes) on the installed library, on the default Vulkan device. Then the C++ consumers
-# of examples/consumers, which set no C++ standard of their own: the installed package through
+# of examples/consumers: on the compiler's default C++ standard, the installed package through
 # find_package (shared library with fmt hidden, static library), and this source tree through
-# add_subdirectory and through FetchContent. Each checks its output against the CPU reference
+# add_subdirectory and through FetchContent; and the installed package from a consumer built as
+# C++17 and one built as C++20. Each checks its output against the CPU reference
 # (Python: against the contract's math); this exits non-zero when one fails. Installs what is
 # missing first (rustc too), like scripts/install-deps.sh.
 set -euo pipefail
@@ -43,15 +44,20 @@ cmake -S examples/consumers/find_package -B "$consumers/find_package_static" -DC
   -DVKPAGED_CONSUMER_STATIC=ON >/dev/null
 cmake -S examples/consumers/add_subdirectory -B "$consumers/add_subdirectory" >/dev/null
 cmake -S examples/consumers/fetch_content -B "$consumers/fetch_content" >/dev/null
+for standard in 17 20; do  # the public headers are C++17; the consumer may be either
+  cmake -S examples/consumers/cxx_standard -B "$consumers/cxx$standard" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DVKPAGED_CONSUMER_STANDARD="$standard" -DCMAKE_DISABLE_FIND_PACKAGE_fmt=ON >/dev/null
+done
 for consumer in find_package_shared/vkpaged_consumer find_package_static/vkpaged_consumer \
-                add_subdirectory/consumer fetch_content/consumer; do
+                add_subdirectory/consumer fetch_content/consumer cxx17/vkpaged_consumer cxx20/vkpaged_consumer; do
   cmake --build "$consumers/$(dirname "$consumer")" --target "$(basename "$consumer")" -j"$(nproc)" >/dev/null
 done
 
 failed=0
 for example in c/vkpaged_c_example cpp/vkpaged_cpp_example rust/vkpaged_rust_example \
                consumers/find_package_shared/vkpaged_consumer consumers/find_package_static/vkpaged_consumer \
-               consumers/add_subdirectory/consumer consumers/fetch_content/consumer; do
+               consumers/add_subdirectory/consumer consumers/fetch_content/consumer \
+               consumers/cxx17/vkpaged_consumer consumers/cxx20/vkpaged_consumer; do
   "build/examples/$example" || failed=1
 done
 python3 examples/python/decode_example.py "$libdir/libvkpaged.so" || failed=1

@@ -10,7 +10,8 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config libvulkan-dev glslc spirv-tools mesa-vulkan-drivers
           vulkan-validationlayers libgtest-dev libfmt-dev libcli11-dev python3 python3-numpy
           python3-dev python3-venv python3-pip python3-setuptools python3-wheel pybind11-dev python3-pybind11
-          python3-pytest libdlpack-dev)
+          python3-pytest libdlpack-dev
+          libxxhash-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "environment.hpp"
 #include "vk/check.hpp"
 #include "vk/pipeline_statistics.hpp"
 #include "vk/context_impl.hpp"
@@ -53,13 +54,17 @@ std::string cooperative_matrix_khr_refusal(const DeviceInfo& info, const std::st
 
 ContextImpl::ContextImpl(const ContextOptions& options) {
   fence_timeout_ms = options.fence_timeout_ms;
-  instance = std::make_unique<vk::Instance>(options.validation || vk::env_flag("VKPAGED_VALIDATION"));
+  read_environment = options.read_environment;
+  const EnvironmentSettings env = read_environment ? read_environment_settings() : EnvironmentSettings{};
+  instance = std::make_unique<vk::Instance>(options.validation || env.validation, env.sync_validation);
   d = instance->dispatch();
   auto physical = vk::enumerate_physical_devices(d, instance->get());
   const bool khr_structures = vk::layers_accept_cooperative_matrix_khr(*instance);
   std::vector<DeviceInfo> infos;
   for (uint32_t i = 0; i < physical.size(); ++i) infos.push_back(vk::query_device_info(d, physical[i], i, khr_structures));
-  const uint32_t chosen = vk::resolve_device_choice(options.device, infos);
+  const bool device_from_environment = options.device.empty() && !env.device.empty();
+  const uint32_t chosen = vk::resolve_device_choice(device_from_environment ? env.device : options.device, infos,
+                                                    device_from_environment ? kDeviceVariable : "device");
   physical_device = physical[chosen];
   info = infos[chosen];
   if (options.disable_subgroup_arithmetic) info.subgroup_arithmetic = info.subgroup_shuffle = false;
@@ -163,7 +168,7 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   }
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
-  pipeline_statistics = vk::pipeline_statistics_requested() && vk::has_device_extension(d, physical_device,
+  pipeline_statistics = env.pipeline_statistics && vk::has_device_extension(d, physical_device,
                                                                                     VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   if (pipeline_statistics) {
     executable_info.pipelineExecutableInfo = VK_TRUE;
@@ -628,7 +633,7 @@ double Context::run_and_time(const std::function<void(VkCommandBuffer)>& record,
 }
 
 DeviceList list_devices() {
-  vk::Instance instance(false);
+  vk::Instance instance(false, false);
   const auto& d = instance.dispatch();
   auto physical = vk::enumerate_physical_devices(d, instance.get());
   DeviceList list;

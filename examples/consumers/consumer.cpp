@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// A tiny C++ consumer of vkpaged, built three ways by scripts/examples.sh (find_package of the
-// installed package, add_subdirectory of the source tree, FetchContent from the local path),
-// with no C++ standard of its own: the vkpaged targets bring C++20. It schedules three
+// A tiny C++ consumer of vkpaged, built by scripts/examples.sh through find_package of the
+// installed package, add_subdirectory of the source tree and FetchContent from the local path,
+// on the compiler's default C++ standard (the vkpaged targets ask for C++17 at least), and as
+// C++17 and C++20 (examples/consumers/cxx_standard, which checks it got that standard). It schedules three
 // sequences with the BlockManager, decodes them on the default Vulkan device and checks the
 // result against the CPU reference. One line out; exit status 1 on a mismatch or an error.
 #include <vkpaged/block_manager.hpp>
@@ -19,6 +20,9 @@
 
 #ifndef VKPAGED_CONSUMER
 #define VKPAGED_CONSUMER "consumer"
+#endif
+#ifdef VKPAGED_CONSUMER_CPLUSPLUS
+static_assert(__cplusplus == VKPAGED_CONSUMER_CPLUSPLUS, "built on another C++ standard than the one asked for");
 #endif
 
 int main() try {

@@ -26,9 +26,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 
+#include "vkpaged/span.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/export.hpp"
@@ -96,7 +96,7 @@ class VKPAGED_API AttentionPlan {
   // hold: query_starts[0] = 0, each q_s >= 1, query_starts[S] = T) and the options against the
   // contract and the device, chooses the kernel and the split, and creates (or finds) the
   // pipelines. Throws vkpaged::Error naming the argument.
-  static AttentionPlan create(Context& context, const AttentionShape& shape, std::span<const int32_t> query_starts,
+  static AttentionPlan create(Context& context, const AttentionShape& shape, Span<const int32_t> query_starts,
                               const AttentionOptions& options = {});
 
   AttentionPlan(const AttentionPlan&);

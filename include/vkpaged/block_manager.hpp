@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <vector>
 
 #include "vkpaged/export.hpp"
+#include "vkpaged/span.hpp"
 
 namespace vkpaged {
 
@@ -66,7 +66,8 @@ struct BlockManagerOptions {
 struct BlockCopy {
   int32_t src = 0;
   int32_t dst = 0;
-  bool operator==(const BlockCopy&) const = default;
+  friend bool operator==(const BlockCopy& a, const BlockCopy& b) { return a.src == b.src && a.dst == b.dst; }
+  friend bool operator!=(const BlockCopy& a, const BlockCopy& b) { return !(a == b); }
 };
 
 struct AppendResult {
@@ -104,13 +105,24 @@ struct PrefixCacheStats {
   uint64_t hit_tokens = 0;
 };
 
+// Prefix caching's key of a full block: XXH3_64bits (xxHash 0.8's XXH3, 64 bits, seed 0) of
+//   parent_hash: 8 bytes, little-endian
+//   tokens:      4 bytes each, little-endian two's complement, in order
+//   salt:        8 bytes, little-endian (BlockManagerOptions::hash_salt, 0 by default)
+// where parent_hash is the key of the sequence's previous block, kRootBlockHash for its first.
+// The keys are the same in every process, on every machine and in every version of vkpaged (a
+// change would be an incompatible one, docs/api.md "Versions"), so an engine may compute,
+// store and compare them across processes (`xxhsum -H3` of those bytes gives the same value).
+inline constexpr uint64_t kRootBlockHash = 0x6a09e667f3bcc908ull;
+VKPAGED_API uint64_t prefix_block_hash(uint64_t parent_hash, Span<const int32_t> tokens, uint64_t salt = 0);
+
 // Block tables of sequences identified by caller-chosen ids. Argument errors throw
 // vkpaged::Error(invalid_argument) naming the operation and the value; running out of blocks
 // throws Error(out_of_memory) (check can_allocate / can_append / can_swap_* first). A refused
 // call changes nothing.
 //
-// Prefix caching: a full block is keyed by hash(parent block's hash, salt, its tokens) and a
-// hit also compares the stored tokens and parent hash. Blocks are registered as soon as they
+// Prefix caching: a full block is keyed by prefix_block_hash(parent block's key, its tokens,
+// salt) and a hit also compares the stored tokens and parent hash. Blocks are registered as soon as they
 // are full (at add_sequence for the prompt, at append_token after), so a hit may name a block
 // whose prefill runs in the same step; engines that write the cache before attention in each
 // layer read it correctly.
@@ -129,12 +141,12 @@ class VKPAGED_API BlockManager {
   int32_t block_size() const noexcept;
 
   // Sequence lifecycle.
-  AdmissionStatus can_allocate(std::span<const int32_t> prompt) const;
+  AdmissionStatus can_allocate(Span<const int32_t> prompt) const;
   // Allocates the prompt's blocks, reusing prefix-cached full blocks. Returns how many leading
   // prompt tokens are already in the cache (a multiple of block_size): the engine computes
   // and writes only the rest (when that is nothing, recomputing the last token for its query
   // rewrites identical values). Does not apply the watermark (that is can_allocate's job).
-  int32_t add_sequence(uint64_t seq_id, std::span<const int32_t> prompt);
+  int32_t add_sequence(uint64_t seq_id, Span<const int32_t> prompt);
   bool can_append(uint64_t seq_id) const;  // false while swapped out or out of blocks
   AppendResult append_token(uint64_t seq_id, int32_t token);
   void fork(uint64_t parent_id, uint64_t child_id);
@@ -143,12 +155,12 @@ class VKPAGED_API BlockManager {
   int32_t preempt(uint64_t seq_id);
 
   // Swapping, several sequences at once (a forked group) or one.
-  bool can_swap_out(std::span<const uint64_t> seq_ids) const;
-  AdmissionStatus can_swap_in(std::span<const uint64_t> seq_ids) const;
-  std::vector<BlockCopy> swap_out(std::span<const uint64_t> seq_ids);  // (device, host) pairs
-  std::vector<BlockCopy> swap_in(std::span<const uint64_t> seq_ids);   // (host, device) pairs
-  std::vector<BlockCopy> swap_out(uint64_t seq_id) { return swap_out(std::span(&seq_id, 1)); }
-  std::vector<BlockCopy> swap_in(uint64_t seq_id) { return swap_in(std::span(&seq_id, 1)); }
+  bool can_swap_out(Span<const uint64_t> seq_ids) const;
+  AdmissionStatus can_swap_in(Span<const uint64_t> seq_ids) const;
+  std::vector<BlockCopy> swap_out(Span<const uint64_t> seq_ids);  // (device, host) pairs
+  std::vector<BlockCopy> swap_in(Span<const uint64_t> seq_ids);   // (host, device) pairs
+  std::vector<BlockCopy> swap_out(uint64_t seq_id) { return swap_out(Span<const uint64_t>(&seq_id, 1)); }
+  std::vector<BlockCopy> swap_in(uint64_t seq_id) { return swap_in(Span<const uint64_t>(&seq_id, 1)); }
 
   // Queries, and the arrays the GPU operators take (block_table, build_batch and slot_mapping
   // refuse swapped-out sequences: their blocks are host blocks).
@@ -158,7 +170,7 @@ class VKPAGED_API BlockManager {
   std::vector<int32_t> block_table(uint64_t seq_id) const;
   std::vector<int32_t> block_table(uint64_t seq_id, int32_t width) const;  // padded with 0
   std::vector<int32_t> host_block_table(uint64_t seq_id) const;  // swapped-out sequences only
-  BatchArrays build_batch(std::span<const uint64_t> seq_ids, int32_t width) const;
+  BatchArrays build_batch(Span<const uint64_t> seq_ids, int32_t width) const;
   // Slots of the sequence's tokens [first_token, first_token + count): after add_sequence
   // the uncached prompt tokens, after appends the tokens of the step.
   std::vector<int64_t> slot_mapping(uint64_t seq_id, int32_t first_token, int32_t count) const;

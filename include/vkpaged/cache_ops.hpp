@@ -26,9 +26,9 @@
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
-#include <span>
 
 #include "vkpaged/block_manager.hpp"  // BlockCopy: the (src, dst) pairs the block manager hands out
+#include "vkpaged/span.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"  // kStatusBadBlockId, kStatusBadContextLen
 #include "vkpaged/export.hpp"
@@ -84,16 +84,16 @@ struct LayerCacheViews {
 // region per pair. Refused: src or dst outside [0, N); a dst that appears twice; a block that
 // is both a source and a destination (the copies run in no defined order). A pair with
 // src == dst is a no-op. Transfer stage.
-VKPAGED_API void record_copy_blocks(Context& context, VkCommandBuffer cmd, std::span<const LayerCacheViews> layers,
-                                    std::span<const BlockCopy> pairs);
+VKPAGED_API void record_copy_blocks(Context& context, VkCommandBuffer cmd, Span<const LayerCacheViews> layers,
+                                    Span<const BlockCopy> pairs);
 // Moves blocks between two caches alike in everything but N (layout, dtype, Hkv, D, B;
 // typically device-local and host-visible, either way): pairs index src's and dst's blocks
 // respectively, src[l] goes to dst[l]. One vkCmdCopyBuffer per pool. Refused: ids outside
 // [0, N) of their side, a dst that appears twice, layers whose layouts or blocks differ, src
 // and dst views that overlap in one buffer. Transfer stage (add a
 // transfer -> host barrier before reading a host-visible destination on the host).
-VKPAGED_API void record_swap_blocks(Context& context, VkCommandBuffer cmd, std::span<const LayerCacheViews> src,
-                                    std::span<const LayerCacheViews> dst, std::span<const BlockCopy> pairs);
+VKPAGED_API void record_swap_blocks(Context& context, VkCommandBuffer cmd, Span<const LayerCacheViews> src,
+                                    Span<const LayerCacheViews> dst, Span<const BlockCopy> pairs);
 
 // ---- gather: paged to contiguous ----
 // Sequence s owns rows [seq_starts[s], seq_starts[s + 1]) of key_out/value_out [T, Hkv, D]

@@ -107,12 +107,12 @@ struct DeviceList {
 VKPAGED_API DeviceList list_devices();
 
 struct ContextOptions {
-  // "" = the VKPAGED_DEVICE environment variable, else the default choice (discrete GPU, then
-  // integrated, then virtual, then CPU). Otherwise an index ("1") or a name substring ("H200",
-  // "llvmpipe"). "cpu" is not a Vulkan device: the CLI maps it to the reference.
+  // "" = the default choice (discrete GPU, then integrated, then virtual, then CPU; with
+  // read_environment, VKPAGED_DEVICE where it is set). Otherwise an index ("1") or a name
+  // substring ("H200", "llvmpipe"). "cpu" is not a Vulkan device: the CLI maps it to the reference.
   std::string device;
-  // Enable the Khronos validation layer (also when VKPAGED_VALIDATION=1), with its
-  // synchronization validation where the layer can turn it on (VKPAGED_VALIDATION=sync: must,
+  // Enable the Khronos validation layer (with read_environment, also VKPAGED_VALIDATION=1), with
+  // its synchronization validation where the layer can turn it on (VKPAGED_VALIDATION=sync: must,
   // else the Context is refused with Error(unsupported)). Messages go to the log callback
   // (vkpaged/log.hpp; stderr by default) and are counted: see Context::validation_message_count().
   bool validation = false;
@@ -123,6 +123,12 @@ struct ContextOptions {
   // host-tensor calls built on them) wait for the device before they give up with
   // Error(device_error); 0 = no limit. See Context::run_and_wait for what follows a timeout.
   uint32_t fence_timeout_ms = 60000;
+  // Whether this Context reads vkpaged's environment variables (docs/environment.md):
+  // VKPAGED_DEVICE where `device` is "", VKPAGED_VALIDATION and VKPAGED_PIPELINE_STATS as it is
+  // created, VKPAGED_DECODE_TUNE at its first decode plan. Off: a library in an engine's
+  // process follows the engine's options, not variables set for some other program. The vkpaged
+  // CLI and the tests turn it on. A Context that adopts an ExternalDevice reads none.
+  bool read_environment = false;
 };
 
 // An engine's own Vulkan objects, for a Context that adopts them instead of creating its own.

@@ -23,8 +23,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <span>
 
+#include "vkpaged/span.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/cache_ops.hpp"
@@ -142,17 +142,17 @@ class VKPAGED_API KvCache {
   TensorView host_value_cache(uint32_t layer) const;
   // The device pools of every layer, and the host pools (empty without a host pool), for
   // record_copy_blocks and record_swap_blocks.
-  std::span<const LayerCacheViews> layers() const noexcept;
-  std::span<const LayerCacheViews> host_layers() const noexcept;
+  Span<const LayerCacheViews> layers() const noexcept;
+  Span<const LayerCacheViews> host_layers() const noexcept;
 
   // Whole blocks, keys and values, in every layer: one vkCmdCopyBuffer per pool, the checks
   // of record_copy_blocks / record_swap_blocks first. Transfer stage; the caller places the
   // barriers (and a transfer -> host one before reading a host pool on the CPU).
-  void record_copy_blocks(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const;
+  void record_copy_blocks(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const;
   // (device block, host block) pairs, as BlockManager::swap_out returns them.
-  void record_swap_out(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const;
+  void record_swap_out(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const;
   // (host block, device block) pairs, as BlockManager::swap_in returns them.
-  void record_swap_in(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const;
+  void record_swap_in(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const;
 
   // ---- one layer's operators, from the cache's own geometry ----
   // record_reshape_and_cache into layer `layer`'s pools (the cache's layout). A layer out of

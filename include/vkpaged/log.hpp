@@ -2,7 +2,8 @@
 #pragma once
 // Where vkpaged's messages go. The library never writes to stderr or stdout itself: every
 // message (validation-layer reports of a Context created with validation on, pipeline
-// statistics asked for with VKPAGED_PIPELINE_STATS=1) goes to the log callback, one call per
+// statistics asked for with VKPAGED_PIPELINE_STATS=1 by a Context that reads the environment,
+// ContextOptions::read_environment) goes to the log callback, one call per
 // message, with its level, the text (no trailing newline) and the user pointer given with it.
 //
 // Until a callback is set, the default one writes messages of level info and above to stderr

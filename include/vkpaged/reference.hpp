@@ -2,8 +2,8 @@
 #pragma once
 // CPU reference implementations of every operator: double accumulation, straight from the
 // contract, written for clarity and not speed. Tests and `--device cpu` use them.
-#include <span>
 
+#include "vkpaged/span.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/decode.hpp"
@@ -34,12 +34,12 @@ VKPAGED_API void reshape_and_cache(const HostTensor& key, const HostTensor& valu
                                    HostTensor& key_cache, HostTensor& value_cache, const CacheScales& scales = {},
                                    KvLayout layout = KvLayout::vllm);
 // One layer of copy_blocks (in place).
-VKPAGED_API void copy_blocks(HostTensor& key_cache, HostTensor& value_cache, std::span<const BlockCopy> pairs,
+VKPAGED_API void copy_blocks(HostTensor& key_cache, HostTensor& value_cache, Span<const BlockCopy> pairs,
                              KvLayout layout = KvLayout::vllm);
 // One layer of swap_blocks: src blocks pairs[i].src into dst blocks pairs[i].dst (both caches
 // in `layout`).
 VKPAGED_API void swap_blocks(const HostTensor& src_key_cache, const HostTensor& src_value_cache,
-                             HostTensor& dst_key_cache, HostTensor& dst_value_cache, std::span<const BlockCopy> pairs,
+                             HostTensor& dst_key_cache, HostTensor& dst_value_cache, Span<const BlockCopy> pairs,
                              KvLayout layout = KvLayout::vllm);
 // gather: rows [seq_starts[s], seq_starts[s + 1]) of [T, Hkv, D] outputs of `output_dtype`,
 // T = seq_starts[S]. Refuses decreasing seq_starts, positions past M * B and block ids >= N.

@@ -312,9 +312,11 @@ typedef struct vkp_context vkp_context;
 
 typedef struct vkp_context_options {
   uint32_t struct_size;
-  vkp_bool32 validation; /* Khronos validation layer (also VKPAGED_VALIDATION=1); default 0 */
-  /* NULL or "" (the default) = $VKPAGED_DEVICE, else the default choice (discrete, integrated,
-   * virtual, CPU). Otherwise an index ("1") or a name substring ("H200", "llvmpipe"). */
+  /* Khronos validation layer (with read_environment, also VKPAGED_VALIDATION=1); default 0 */
+  vkp_bool32 validation;
+  /* NULL or "" (the default) = the default choice (discrete, integrated, virtual, CPU; with
+   * read_environment, $VKPAGED_DEVICE where set). Otherwise an index ("1") or a name substring
+   * ("H200", "llvmpipe"). */
   const char* device;
   vkp_bool32 disable_subgroup_arithmetic; /* force the shared-memory reductions; default 0 */
   /* How long the calls that wait (vkp_run_and_wait, vkp_run_and_time, vkp_upload,
@@ -323,6 +325,10 @@ typedef struct vkp_context_options {
    * buffers until a later such call succeeds, see Context::run_and_wait); 0 = no limit.
    * Default 60000. */
   uint32_t fence_timeout_ms;
+  /* Whether the context reads vkpaged's environment variables (VKPAGED_DEVICE, VKPAGED_VALIDATION,
+   * VKPAGED_PIPELINE_STATS, VKPAGED_DECODE_TUNE: docs/environment.md); default 0, none. */
+  vkp_bool32 read_environment;
+  uint32_t reserved0; /* padding made explicit: ignored */
 } vkp_context_options;
 VKP_API vkp_status VKP_CALL vkp_context_options_init_sized(vkp_context_options* options, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_context_options_init(vkp_context_options* options) {
@@ -739,10 +745,10 @@ VKP_API vkp_status VKP_CALL vkp_reference_decode_attention(const vkp_decode_inpu
 /* Which kernel family runs a plan; values equal vkpaged::AttentionKernel's (new kernels are
  * appended: a value this library does not know is refused). */
 typedef enum vkp_attention_kernel {
-  /* the decode kernels for a batch of single tokens they can take (vllm layout, no tree
-   * mask), else the attention kernel */
+  /* the decode kernels for a batch of single tokens they can take (any layout, no tree mask),
+   * else the matrix attention kernel where it can run, else the scalar one */
   VKP_ATTENTION_KERNEL_AUTOMATIC = 0,
-  VKP_ATTENTION_KERNEL_DECODE = 1, /* the decode kernels: every q_s = 1, vllm layout, no tree mask */
+  VKP_ATTENTION_KERNEL_DECODE = 1, /* the decode kernels: every q_s = 1, any layout, no tree mask */
   VKP_ATTENTION_KERNEL_SCALAR = 2, /* the portable attention kernel, whatever the batch */
   /* The tensor-core attention kernel (VK_KHR_cooperative_matrix with f16 products): f16 and bf16
    * queries, f16, bf16 and fp8 caches, pools within maxStorageBufferRange; UNSUPPORTED (naming
@@ -814,7 +820,7 @@ VKP_API void VKP_CALL vkp_attention_plan_destroy(vkp_attention_plan* plan);
  * vkp_attention_plan_options_get. */
 typedef struct vkp_attention_plan_info {
   uint32_t struct_size;
-  vkp_attention_kernel kernel; /* DECODE or SCALAR: the family that runs it */
+  vkp_attention_kernel kernel; /* DECODE, SCALAR or MATRIX: the family that runs it */
   uint32_t max_query_tokens;   /* the longest request's q_s */
   vkp_bool32 split;
   uint32_t num_partitions;     /* 1 when not split */

@@ -108,6 +108,7 @@ VKP_API vkp_status VKP_CALL vkp_context_create(const vkp_context_options* option
     o.validation = to_bool(c.validation, "options.validation");
     o.disable_subgroup_arithmetic = to_bool(c.disable_subgroup_arithmetic, "options.disable_subgroup_arithmetic");
     o.fence_timeout_ms = c.fence_timeout_ms;
+    o.read_environment = to_bool(c.read_environment, "options.read_environment");
     *out = adopt(new vkp_context{Context(o)});
   });
 }

@@ -140,6 +140,7 @@ vkp_context_options defaults_of<vkp_context_options>() {
   c.validation = to_c_bool(d.validation);
   c.disable_subgroup_arithmetic = to_c_bool(d.disable_subgroup_arithmetic);
   c.fence_timeout_ms = d.fence_timeout_ms;
+  c.read_environment = to_c_bool(d.read_environment);
   return c;
 }
 

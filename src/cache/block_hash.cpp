@@ -1,34 +1,33 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "cache/block_hash.hpp"
+// prefix_block_hash (vkpaged/block_manager.hpp): XXH3 over a fixed little-endian serialization,
+// so that a block's key is the same in every process, on every machine and in every version.
+#include <array>
+#include <cstddef>
+#include <vector>
 
-namespace vkpaged::cache {
+#include "vkpaged/block_manager.hpp"
+
+// xxHash's functions compiled into this file: no link dependency for vkpaged or its users.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace vkpaged {
+
 namespace {
 
-// SplitMix64's finalizer: a bijection whose every output bit depends on every input bit.
-uint64_t mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
+void append_le(std::vector<unsigned char>& bytes, uint64_t value, size_t width) {
+  for (size_t i = 0; i < width; ++i) bytes.push_back(static_cast<unsigned char>(value >> (8 * i)));
 }
 
 }  // namespace
 
-uint64_t hash_block(uint64_t parent_hash, uint64_t salt, std::span<const int32_t> tokens) {
-  uint64_t hash = mix(parent_hash);
-  hash = mix(hash ^ salt);
-  hash = mix(hash ^ tokens.size());
-  // Two tokens per round: one 64-bit word, half the multiplications.
-  size_t i = 0;
-  for (; i + 1 < tokens.size(); i += 2) {
-    const uint64_t word =
-        static_cast<uint32_t>(tokens[i]) | (uint64_t{static_cast<uint32_t>(tokens[i + 1])} << 32);
-    hash = mix(hash ^ word);
-  }
-  if (i < tokens.size()) hash = mix(hash ^ static_cast<uint32_t>(tokens[i]));
-  return hash;
+uint64_t prefix_block_hash(uint64_t parent_hash, Span<const int32_t> tokens, uint64_t salt) {
+  std::vector<unsigned char> bytes;
+  bytes.reserve(16 + 4 * tokens.size());
+  append_le(bytes, parent_hash, 8);
+  for (const int32_t token : tokens) append_le(bytes, static_cast<uint32_t>(token), 4);
+  append_le(bytes, salt, 8);
+  return XXH3_64bits(bytes.data(), bytes.size());
 }
 
-}  // namespace vkpaged::cache
+}  // namespace vkpaged

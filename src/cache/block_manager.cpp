@@ -3,7 +3,6 @@
 // copy-on-write, fork, free and preemption.
 #include <limits>
 
-#include "cache/block_hash.hpp"
 #include "cache/block_manager_state.hpp"
 #include "cache/cache_errors.hpp"
 #include "ops/block_size_rule.hpp"
@@ -40,14 +39,14 @@ BlockManager& BlockManager::operator=(BlockManager&&) noexcept = default;
 
 int32_t BlockManager::block_size() const noexcept { return impl_->block_size; }
 
-AdmissionStatus BlockManager::can_allocate(std::span<const int32_t> prompt) const {
+AdmissionStatus BlockManager::can_allocate(Span<const int32_t> prompt) const {
   const cache::PrefixMatch match = impl_->match_prefix(prompt);
   const int64_t blocks = impl_->blocks_for(static_cast<int64_t>(prompt.size()));
   const int64_t fresh = blocks - static_cast<int64_t>(match.hit_blocks.size());
   return impl_->admission(blocks, fresh + match.cached_hits);
 }
 
-int32_t BlockManager::add_sequence(uint64_t seq_id, std::span<const int32_t> prompt) {
+int32_t BlockManager::add_sequence(uint64_t seq_id, Span<const int32_t> prompt) {
   Impl& state = *impl_;
   if (state.sequences.contains(seq_id)) refuse("add_sequence: sequence {} already exists", seq_id);
   if (prompt.size() > kMaxTokens)
@@ -129,7 +128,7 @@ AppendResult BlockManager::append_token(uint64_t seq_id, int32_t token) {
     const size_t index = seq.blocks.size() - 1;
     const auto tokens = std::span(seq.tokens).subspan(index * state.block_size);
     seq.full_block_hashes.push_back(
-        cache::hash_block(state.parent_hash(seq, index), state.hash_salt, tokens));
+        prefix_block_hash(state.parent_hash(seq, index), tokens, state.hash_salt));
     state.cache_full_block(seq, index);
   }
   return result;

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cache/block_manager_state.hpp"
 
-#include "cache/block_hash.hpp"
 #include "cache/cache_errors.hpp"
 
 namespace vkpaged {
@@ -50,10 +49,10 @@ AdmissionStatus BlockManager::Impl::admission(int64_t blocks_held, int64_t block
 cache::PrefixMatch BlockManager::Impl::match_prefix(std::span<const int32_t> prompt) const {
   cache::PrefixMatch match;
   if (!prefix_caching) return match;
-  uint64_t parent = cache::kRootBlockHash;
+  uint64_t parent = kRootBlockHash;
   for (size_t index = 0; index < prompt.size() / block_size; ++index) {
     const auto tokens = prompt.subspan(index * block_size, block_size);
-    const uint64_t hash = cache::hash_block(parent, hash_salt, tokens);
+    const uint64_t hash = prefix_block_hash(parent, tokens, hash_salt);
     // Only a run of hits from the first block is usable: stop at the first miss.
     if (match.hit_blocks.size() == index) {
       if (const auto block = prefix_cache.find(hash, parent, tokens)) {
@@ -110,7 +109,7 @@ void BlockManager::Impl::cache_full_block(const Sequence& seq, size_t index) {
 }
 
 uint64_t BlockManager::Impl::parent_hash(const Sequence& seq, size_t index) const {
-  return index == 0 ? cache::kRootBlockHash : seq.full_block_hashes[index - 1];
+  return index == 0 ? kRootBlockHash : seq.full_block_hashes[index - 1];
 }
 
 }  // namespace vkpaged

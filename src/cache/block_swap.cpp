@@ -64,16 +64,16 @@ std::vector<BlockCopy> move_tables(const std::vector<Sequence*>& group, Take tak
 
 }  // namespace
 
-bool BlockManager::can_swap_out(std::span<const uint64_t> seq_ids) const {
+bool BlockManager::can_swap_out(Span<const uint64_t> seq_ids) const {
   return impl_->blocks_to_swap("can_swap_out", seq_ids, false) <= impl_->host.num_free();
 }
 
-AdmissionStatus BlockManager::can_swap_in(std::span<const uint64_t> seq_ids) const {
+AdmissionStatus BlockManager::can_swap_in(Span<const uint64_t> seq_ids) const {
   const int64_t blocks = impl_->blocks_to_swap("can_swap_in", seq_ids, true);
   return impl_->admission(blocks, blocks);
 }
 
-std::vector<BlockCopy> BlockManager::swap_out(std::span<const uint64_t> seq_ids) {
+std::vector<BlockCopy> BlockManager::swap_out(Span<const uint64_t> seq_ids) {
   Impl& state = *impl_;
   const int64_t needed = state.blocks_to_swap("swap_out", seq_ids, false);
   if (needed > state.host.num_free())
@@ -85,7 +85,7 @@ std::vector<BlockCopy> BlockManager::swap_out(std::span<const uint64_t> seq_ids)
       [&](int32_t block) { state.release_device_block(block); });
 }
 
-std::vector<BlockCopy> BlockManager::swap_in(std::span<const uint64_t> seq_ids) {
+std::vector<BlockCopy> BlockManager::swap_in(Span<const uint64_t> seq_ids) {
   Impl& state = *impl_;
   const int64_t needed = state.blocks_to_swap("swap_in", seq_ids, true);
   if (needed > state.device.num_free())

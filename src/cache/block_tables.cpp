@@ -39,7 +39,7 @@ std::vector<int32_t> BlockManager::host_block_table(uint64_t seq_id) const {
   return seq.blocks;
 }
 
-BatchArrays BlockManager::build_batch(std::span<const uint64_t> seq_ids, int32_t width) const {
+BatchArrays BlockManager::build_batch(Span<const uint64_t> seq_ids, int32_t width) const {
   if (width <= 0) refuse("build_batch: width {} must be positive", width);
   // Every sequence is checked before the table is allocated, so a refused call allocates nothing.
   std::vector<const Sequence*> rows;

@@ -209,19 +209,19 @@ TensorView KvCache::host_value_cache(uint32_t layer) const {
   return impl_->host_views[impl_->check_layer("host_value_cache", layer)].value_cache;
 }
 
-std::span<const LayerCacheViews> KvCache::layers() const noexcept { return impl_->device_views; }
-std::span<const LayerCacheViews> KvCache::host_layers() const noexcept { return impl_->host_views; }
+Span<const LayerCacheViews> KvCache::layers() const noexcept { return impl_->device_views; }
+Span<const LayerCacheViews> KvCache::host_layers() const noexcept { return impl_->host_views; }
 
-void KvCache::record_copy_blocks(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const {
+void KvCache::record_copy_blocks(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const {
   vkpaged::record_copy_blocks(*impl_->context, cmd, impl_->device_views, pairs);
 }
 
-void KvCache::record_swap_out(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const {
+void KvCache::record_swap_out(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const {
   impl_->check_host("record_swap_out");
   record_swap_blocks(*impl_->context, cmd, impl_->device_views, impl_->host_views, pairs);
 }
 
-void KvCache::record_swap_in(VkCommandBuffer cmd, std::span<const BlockCopy> pairs) const {
+void KvCache::record_swap_in(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const {
   impl_->check_host("record_swap_in");
   record_swap_blocks(*impl_->context, cmd, impl_->host_views, impl_->device_views, pairs);
 }

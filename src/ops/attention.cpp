@@ -100,7 +100,7 @@ uint32_t feature_bits(const AttentionShape& s, bool split) {
 
 // ---- AttentionPlan ----
 
-AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shape, std::span<const int32_t> query_starts,
+AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shape, Span<const int32_t> query_starts,
                                     const AttentionOptions& options) {
   auto& impl = context.impl();
   auto p = std::make_unique<AttentionPlanData>();

@@ -8,8 +8,8 @@
 
 namespace vkpaged {
 
-void record_copy_blocks(Context& context, VkCommandBuffer cmd, std::span<const LayerCacheViews> layers,
-                        std::span<const BlockCopy> pairs) {
+void record_copy_blocks(Context& context, VkCommandBuffer cmd, Span<const LayerCacheViews> layers,
+                        Span<const BlockCopy> pairs) {
   auto& impl = context.impl();
   std::vector<detail::CacheGeometry> geometry;
   for (size_t l = 0; l < layers.size(); ++l) {

@@ -39,8 +39,9 @@ namespace sh = vkpaged::shader;
 
 namespace {
 
-// The tuning, read from VKPAGED_DECODE_TUNE at the context's first DecodePlan::create and kept
-// for the context's life: a process that sets the variable between contexts (a test, an
+// The tuning, read from VKPAGED_DECODE_TUNE at the context's first DecodePlan::create (only by
+// a context created with ContextOptions::read_environment; the others keep the defaults) and
+// kept for the context's life: a process that sets the variable between contexts (a test, an
 // experiment comparing knobs) gets what it set, and a bad value fails each create of the
 // context that reads it (it is not kept).
 struct DecodeTuningState {
@@ -51,7 +52,8 @@ struct DecodeTuningState {
 const detail::DecodeTuning& context_tuning(Context& context) {
   auto& state = context.impl().operator_states.get<DecodeTuningState>();
   std::lock_guard lock(state.mutex);
-  if (!state.tuning) state.tuning = detail::decode_tuning_from_environment();
+  if (!state.tuning)
+    state.tuning = context.impl().read_environment ? detail::decode_tuning_from_environment() : detail::DecodeTuning{};
   return *state.tuning;
 }
 

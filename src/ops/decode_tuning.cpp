@@ -6,9 +6,9 @@
 
 #include <array>
 #include <charconv>
-#include <cstdlib>
 #include <string>
 
+#include "environment.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
@@ -99,8 +99,7 @@ DecodeTuning parse_decode_tuning(std::string_view text) {
 }
 
 DecodeTuning decode_tuning_from_environment() {
-  const char* env = std::getenv(kDecodeTuneVariable);
-  return parse_decode_tuning(env == nullptr ? std::string_view() : std::string_view(env));
+  return parse_decode_tuning(environment_variable(kDecodeTuneVariable).value_or(""));
 }
 
 }  // namespace vkpaged::detail

@@ -46,7 +46,8 @@ struct DecodeTuning {
 DecodeTuning parse_decode_tuning(std::string_view text);
 
 // The tuning VKPAGED_DECODE_TUNE asks for (the defaults when it is unset). Throws as
-// parse_decode_tuning. DecodePlan::create reads it once per Context (ops/decode.cpp).
+// parse_decode_tuning. DecodePlan::create reads it once per Context that reads the environment
+// (ContextOptions::read_environment; ops/decode.cpp).
 DecodeTuning decode_tuning_from_environment();
 
 }  // namespace vkpaged::detail

@@ -17,8 +17,8 @@ bool overlap(const BufferView& a, const BufferView& b) {
 
 }  // namespace
 
-void record_swap_blocks(Context& context, VkCommandBuffer cmd, std::span<const LayerCacheViews> src,
-                        std::span<const LayerCacheViews> dst, std::span<const BlockCopy> pairs) {
+void record_swap_blocks(Context& context, VkCommandBuffer cmd, Span<const LayerCacheViews> src,
+                        Span<const LayerCacheViews> dst, Span<const BlockCopy> pairs) {
   auto& impl = context.impl();
   if (src.size() != dst.size())
     detail::refuse_cache_argument(fmt::format("dst: {} layers given for {} source layers", dst.size(), src.size()));

@@ -66,7 +66,7 @@ void reshape_and_cache(const HostTensor& key, const HostTensor& value, const Hos
   }
 }
 
-void copy_blocks(HostTensor& key_cache, HostTensor& value_cache, std::span<const BlockCopy> pairs, KvLayout layout) {
+void copy_blocks(HostTensor& key_cache, HostTensor& value_cache, Span<const BlockCopy> pairs, KvLayout layout) {
   const auto g = geometry_of("", layout, key_cache, value_cache, detail::kRawCacheDtypes);
   detail::check_block_pairs(pairs, g.num_blocks, g.num_blocks, true);
   for (const BlockCopy& p : pairs) {
@@ -76,7 +76,7 @@ void copy_blocks(HostTensor& key_cache, HostTensor& value_cache, std::span<const
 }
 
 void swap_blocks(const HostTensor& src_key_cache, const HostTensor& src_value_cache, HostTensor& dst_key_cache,
-                 HostTensor& dst_value_cache, std::span<const BlockCopy> pairs, KvLayout layout) {
+                 HostTensor& dst_value_cache, Span<const BlockCopy> pairs, KvLayout layout) {
   const auto s = geometry_of("src.", layout, src_key_cache, src_value_cache, detail::kRawCacheDtypes);
   const auto d = geometry_of("dst.", layout, dst_key_cache, dst_value_cache, detail::kRawCacheDtypes);
   if (s.dtype != d.dtype || s.block_bytes() != d.block_bytes() || s.block_size != d.block_size ||

@@ -89,6 +89,9 @@ struct ContextImpl {
   std::string cooperative_matrix_khr_absent;  // why it is not enabled ("" when it is)
   uint32_t max_subgroup_size = 0;
   bool pipeline_statistics = false;    // VKPAGED_PIPELINE_STATS: log compiler statistics of each pipeline
+  // ContextOptions::read_environment: VKPAGED_DECODE_TUNE is read at the first decode plan
+  // (false for an adopted device: the engine chose everything).
+  bool read_environment = false;
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   DeviceInfo info;

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "vk/instance.hpp"
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -11,11 +10,6 @@
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::vk {
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-}
 
 namespace {
 
@@ -30,13 +24,23 @@ uint32_t layer_version(const char* name) {
   return 0;
 }
 
-// Whether the loader's environment turns the layer on for every instance.
-bool layer_enabled_by_environment(const char* name) {
-  for (const char* variable : {"VK_INSTANCE_LAYERS", "VK_LOADER_LAYERS_ENABLE"}) {
-    const char* v = std::getenv(variable);
-    if (v != nullptr && std::strstr(v, name) != nullptr) return true;
-  }
-  return false;
+// The specVersion of the layer as active on the instance, 0 when it is not: asked of the loader,
+// which lists every layer it put on the instance (the application's, and those its own
+// environment, VK_INSTANCE_LAYERS or VK_LOADER_LAYERS_ENABLE, turned on) as device layers.
+uint32_t active_layer_version(VkInstance instance, const char* name) {
+  uint32_t count = 0;
+  vkEnumeratePhysicalDevices(instance, &count, nullptr);
+  if (count == 0) return 0;
+  std::vector<VkPhysicalDevice> devices(count);
+  vkEnumeratePhysicalDevices(instance, &count, devices.data());
+  if (count == 0) return 0;
+  uint32_t layer_count = 0;
+  vkEnumerateDeviceLayerProperties(devices[0], &layer_count, nullptr);
+  std::vector<VkLayerProperties> layers(layer_count);
+  vkEnumerateDeviceLayerProperties(devices[0], &layer_count, layers.data());
+  for (uint32_t i = 0; i < layer_count; ++i)
+    if (std::strcmp(layers[i].layerName, name) == 0) return layers[i].specVersion == 0 ? 1 : layers[i].specVersion;
+  return 0;
 }
 
 bool has_instance_extension(const char* name) {
@@ -63,7 +67,7 @@ bool has_layer_extension(const char* layer, const char* name) {
 
 }  // namespace
 
-Instance::Instance(bool validation) {
+Instance::Instance(bool validation, bool require_sync_validation) {
   uint32_t loader_version = VK_API_VERSION_1_0;
   vkEnumerateInstanceVersion(&loader_version);
   if (loader_version < VK_API_VERSION_1_2)
@@ -77,7 +81,6 @@ Instance::Instance(bool validation) {
   std::vector<const char*> layers;
   std::vector<const char*> extensions;
   const uint32_t validation_version = layer_version(kValidationLayer);
-  if (validation || layer_enabled_by_environment(kValidationLayer)) validation_layer_version_ = validation_version;
   if (validation) {
     if (validation_version == 0)
       throw Error(ErrorCode::unsupported,
@@ -102,8 +105,7 @@ Instance::Instance(bool validation) {
   const bool sync_validation = validation && has_layer_extension(kValidationLayer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
   // VKPAGED_VALIDATION=sync: synchronization validation must run (scripts/gpu-test.sh), not
   // silently stay off with a layer that cannot turn it on.
-  const char* wanted = std::getenv("VKPAGED_VALIDATION");
-  if (validation && !sync_validation && wanted != nullptr && std::strcmp(wanted, "sync") == 0)
+  if (validation && !sync_validation && require_sync_validation)
     throw Error(ErrorCode::unsupported,
                 "VKPAGED_VALIDATION=sync: the validation layer has no VK_EXT_validation_features, so synchronization "
                 "validation cannot be turned on");
@@ -119,6 +121,7 @@ Instance::Instance(bool validation) {
   info.ppEnabledExtensionNames = extensions.data();
   check(vkCreateInstance(&info, nullptr, &instance_), "vkCreateInstance");
   dispatch_.load_instance(vkGetInstanceProcAddr, instance_);
+  validation_layer_version_ = validation ? validation_version : active_layer_version(instance_, kValidationLayer);
 
   if (debug_utils && dispatch_.vkCreateDebugUtilsMessengerEXT) {
     VkDebugUtilsMessengerCreateInfoEXT m{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};

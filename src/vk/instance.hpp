@@ -12,7 +12,9 @@ namespace vkpaged::vk {
 
 class Instance {
  public:
-  explicit Instance(bool validation);
+  // `require_sync_validation`: refuse (Error(unsupported)) a validation layer that cannot turn
+  // synchronization validation on, instead of running without it.
+  Instance(bool validation, bool require_sync_validation);
   // Adopts an engine's instance: loads entry points through its vkGetInstanceProcAddr and
   // never destroys it.
   Instance(VkInstance instance, PFN_vkGetInstanceProcAddr get_instance_proc);
@@ -38,8 +40,5 @@ class Instance {
   Dispatch dispatch_;
   std::atomic<uint32_t> messages_{0};
 };
-
-// True when the environment variable is set to something other than "" or "0".
-bool env_flag(const char* name);
 
 }  // namespace vkpaged::vk

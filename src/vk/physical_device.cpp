@@ -260,25 +260,20 @@ uint32_t default_device_index(const std::vector<DeviceInfo>& devices) {
   return best;
 }
 
-uint32_t resolve_device_choice(const std::string& choice_in, const std::vector<DeviceInfo>& devices) {
+uint32_t resolve_device_choice(const std::string& choice, const std::vector<DeviceInfo>& devices, const char* name) {
   if (devices.empty()) throw Error(ErrorCode::unsupported, "no Vulkan device found (install mesa-vulkan-drivers for lavapipe)");
-  std::string choice = choice_in;
-  if (choice.empty()) {
-    const char* env = std::getenv("VKPAGED_DEVICE");
-    if (env != nullptr) choice = env;
-  }
   if (choice.empty()) return default_device_index(devices);
   if (std::all_of(choice.begin(), choice.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
     unsigned long idx = std::strtoul(choice.c_str(), nullptr, 10);
     if (idx >= devices.size())
       throw Error(ErrorCode::invalid_argument,
-                  fmt::format("device: index {} is out of range ({} Vulkan devices)", choice, devices.size()));
+                  fmt::format("{}: index {} is out of range ({} Vulkan devices)", name, choice, devices.size()));
     return uint32_t(idx);
   }
   const std::string needle = lower(choice);
   for (const auto& dev : devices)
     if (lower(dev.name).find(needle) != std::string::npos) return dev.index;
-  throw Error(ErrorCode::invalid_argument, fmt::format("device: no Vulkan device name contains \"{}\"", choice));
+  throw Error(ErrorCode::invalid_argument, fmt::format("{}: no Vulkan device name contains \"{}\"", name, choice));
 }
 
 }  // namespace vkpaged::vk

@@ -33,8 +33,9 @@ struct FullSubgroupSupport {
 FullSubgroupSupport query_full_subgroups(const Dispatch& d, VkPhysicalDevice device);
 // Discrete GPU first, then integrated, virtual, CPU (lavapipe); ties by enumeration order.
 uint32_t default_device_index(const std::vector<DeviceInfo>& devices);
-// "" -> VKPAGED_DEVICE or the default; "N" -> index N; else the first name containing it
-// (case-insensitive). Throws vkpaged::Error naming the choice when nothing matches.
-uint32_t resolve_device_choice(const std::string& choice, const std::vector<DeviceInfo>& devices);
+// "" -> the default; "N" -> index N; else the first name containing it (case-insensitive).
+// Throws vkpaged::Error naming `name` (where the choice came from) and the choice when nothing
+// matches.
+uint32_t resolve_device_choice(const std::string& choice, const std::vector<DeviceInfo>& devices, const char* name);
 
 }  // namespace vkpaged::vk

@@ -3,18 +3,11 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-#include <string_view>
 #include <vector>
 
 #include "log_message.hpp"
 
 namespace vkpaged::vk {
-
-bool pipeline_statistics_requested() {
-  const char* env = std::getenv("VKPAGED_PIPELINE_STATS");
-  return env != nullptr && std::string_view(env) != "0";
-}
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
 #include "c_api/c_api_test_helpers.hpp"
+#include "support/scoped_env.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::test {
@@ -32,6 +33,7 @@ OwnedContext create_own_context(bool disable_subgroup_arithmetic = false) {
   options.device = index.c_str();
   options.validation = validation_wanted() ? VKP_TRUE : VKP_FALSE;
   options.disable_subgroup_arithmetic = disable_subgroup_arithmetic ? VKP_TRUE : VKP_FALSE;
+  options.read_environment = VKP_TRUE;  // as the tests' other contexts (VKPAGED_VALIDATION=sync...)
   vkp_context* own = nullptr;
   const vkp_status status = vkp_context_create(&options, &own);
   EXPECT_EQ(status, VKP_OK) << vkp_last_error();
@@ -297,6 +299,7 @@ TEST_F(CApiTest, ContextOptionsAndAdoptedFeaturesReachTheContext) {
   const std::string index = std::to_string(list_devices().default_index);
   options.device = index.c_str();
   options.validation = validation_wanted() ? VKP_TRUE : VKP_FALSE;
+  options.read_environment = VKP_TRUE;
   options.fence_timeout_ms = 1234;
   vkp_context* raw = nullptr;
   ASSERT_VKP_OK(vkp_context_create(&options, &raw));
@@ -331,6 +334,23 @@ TEST_F(CApiTest, ContextOptionsAndAdoptedFeaturesReachTheContext) {
     expect_refused(vkp_context_create_external(&ext, &refused), "vulkan_memory_model_device_scope");
     EXPECT_EQ(refused, nullptr);
   }
+}
+
+// vkp_context_options.read_environment: VKPAGED_DEVICE (like vkpaged's other variables) reaches
+// a context only when it asks (docs/environment.md).
+TEST_F(CApiTest, ReadsTheEnvironmentOnlyWhenAsked) {
+  const ScopedEnv device("VKPAGED_DEVICE", "no such device at all");
+  vkp_context_options options;
+  vkp_context_options_init(&options);
+  options.validation = validation_wanted() ? VKP_TRUE : VKP_FALSE;
+  vkp_context* raw = nullptr;
+  ASSERT_VKP_OK(vkp_context_create(&options, &raw));
+  const OwnedContext quiet(raw, &vkp_context_destroy);
+  EXPECT_FALSE(raw->context.impl().read_environment);
+  options.read_environment = VKP_TRUE;
+  vkp_context* refused = nullptr;
+  expect_refused(vkp_context_create(&options, &refused), "VKPAGED_DEVICE: no Vulkan device name contains");
+  EXPECT_EQ(refused, nullptr);
 }
 
 TEST_F(CApiTest, RefusesBadContextArguments) {

@@ -326,6 +326,7 @@ TEST(CApiAbiTest, EveryInitRefusesSizesNoReleaseHad) {
   ASSERT_VKP_OK(vkp_context_options_init(&context_options));
   EXPECT_EQ(context_options.fence_timeout_ms, ContextOptions{}.fence_timeout_ms);
   EXPECT_EQ(context_options.fence_timeout_ms, 60000u);
+  EXPECT_EQ(context_options.read_environment, VKP_FALSE) << "an engine's context reads no environment";
   vkp_external_device external;
   ASSERT_VKP_OK(vkp_external_device_init(&external));
   EXPECT_EQ(external.fence_timeout_ms, ExternalDevice{}.fence_timeout_ms);

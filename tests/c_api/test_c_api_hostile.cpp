@@ -1166,6 +1166,9 @@ TEST_F(CApiHostileTest, EnumsAndBooleansOutsideTheirValuesAreRefused) {
   vkp_context_options_init(&context_options);
   context_options.disable_subgroup_arithmetic = 3;
   expect_refused(vkp_context_create(&context_options, &made_context), "options.disable_subgroup_arithmetic: 3");
+  vkp_context_options_init(&context_options);
+  context_options.read_environment = 2;
+  expect_refused(vkp_context_create(&context_options, &made_context), "options.read_environment: 2 is not 0 or 1");
   vkp_external_device external;
   vkp_external_device_init(&external);
   external.cooperative_matrix = 5;

@@ -4,7 +4,6 @@
 #include <numeric>
 #include <vector>
 
-#include "cache/block_hash.hpp"
 #include "cache/prefix_cache.hpp"
 #include "vkpaged/block_manager.hpp"
 
@@ -93,16 +92,32 @@ TEST(PrefixCaching, DisabledNeverShares) {
 
 TEST(PrefixCaching, BlockHashDependsOnParentSaltAndEveryToken) {
   const std::vector<int32_t> tokens{1, 2, 3, 4, 5};
-  const uint64_t base = cache::hash_block(cache::kRootBlockHash, 0, tokens);
-  EXPECT_EQ(base, cache::hash_block(cache::kRootBlockHash, 0, tokens));
-  EXPECT_NE(base, cache::hash_block(cache::kRootBlockHash + 1, 0, tokens));
-  EXPECT_NE(base, cache::hash_block(cache::kRootBlockHash, 1, tokens));
+  const uint64_t base = prefix_block_hash(kRootBlockHash, tokens, 0);
+  EXPECT_EQ(base, prefix_block_hash(kRootBlockHash, tokens, 0));
+  EXPECT_NE(base, prefix_block_hash(kRootBlockHash + 1, tokens, 0));
+  EXPECT_NE(base, prefix_block_hash(kRootBlockHash, tokens, 1));
   for (size_t i = 0; i < tokens.size(); ++i) {
     std::vector<int32_t> changed = tokens;
     changed[i] ^= 1 << 31;
-    EXPECT_NE(base, cache::hash_block(cache::kRootBlockHash, 0, changed)) << "token " << i;
+    EXPECT_NE(base, prefix_block_hash(kRootBlockHash, changed, 0)) << "token " << i;
   }
-  EXPECT_NE(base, cache::hash_block(cache::kRootBlockHash, 0, std::span(tokens).first(4)));
+  EXPECT_NE(base, prefix_block_hash(kRootBlockHash, Span<const int32_t>(tokens).first(4), 0));
+}
+
+// The keys are stable across processes and versions (block_manager.hpp): these values were
+// computed once, independently of vkpaged, by writing the documented bytes with Python's
+// struct.pack ('<Q' parent, '<i' per token, '<Q' salt) and hashing the file with xxhsum 0.8.1
+// (`xxhsum -H3 file`, XXH3 64 bits); the second block's parent is the first's key.
+TEST(PrefixCaching, BlockHashesAreXxh3OfTheDocumentedBytes) {
+  const std::vector<int32_t> first{1, 2, 3, 4};
+  const std::vector<int32_t> second{5, 6, 7, 8};
+  EXPECT_EQ(prefix_block_hash(kRootBlockHash, first, 0), 0x6377a636f3177d17ull);
+  EXPECT_EQ(prefix_block_hash(0x6377a636f3177d17ull, second, 0), 0xa0b5233453973823ull);
+  const std::vector<int32_t> extremes{-1, 2147483647, 0, -2147483647 - 1};
+  EXPECT_EQ(prefix_block_hash(kRootBlockHash, extremes, 0x0123456789abcdefull), 0x7d54e7cb81bc622aull);
+  std::vector<int32_t> block16(16);
+  for (int32_t i = 0; i < 16; ++i) block16[size_t(i)] = i;
+  EXPECT_EQ(prefix_block_hash(kRootBlockHash, block16), 0x077511488f8fa52cull) << "salt 0 by default";
 }
 
 TEST(PrefixCache, HashCollisionIsAMiss) {

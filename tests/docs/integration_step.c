@@ -163,8 +163,8 @@ void engine_buffers_destroy(engine_buffers* buf) {
 /* [doc:c-plan] */
 /* Once per step, on the host: the cache fills in what it knows (heads, head size, block size,
  * blocks, dtype, layout); the plan checks the query starts, picks the kernels (a step of decode
- * requests only runs on the decode kernels where the layout is vllm) and sizes the scratch. One
- * plan serves every layer. */
+ * requests only runs on the decode kernels, in every layout) and sizes the scratch. One plan
+ * serves every layer. */
 vkp_status engine_plan_step(vkp_context* ctx, const vkp_kv_cache* cache, const engine_step* step,
                             vkp_attention_plan** plan) {
   vkp_attention_shape batch, shape;

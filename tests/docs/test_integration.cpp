@@ -220,8 +220,8 @@ constexpr VkAccessFlags kTransferRW = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TR
 
 // [doc:plan]
 // Once per step, on the host: the plan checks the query starts, picks the kernels (a step of
-// decode requests only runs on the decode kernels where the layout is vllm) and sizes the
-// scratch. One plan serves every layer.
+// decode requests only runs on the decode kernels, in every layout) and sizes the scratch. One
+// plan serves every layer.
 AttentionPlan plan_step(Context& ctx, const KvCache& cache, const StepPlan& step) {
   AttentionShape batch{.num_requests = uint32_t(step.seqs.size()),
                        .num_query_tokens = uint32_t(step.slots.size()),

@@ -156,7 +156,7 @@ TEST_F(LogTest, CallsNeverOverlap) {
 // during which its layer reported something.
 TEST_F(LogTest, ValidationMessagesOfAContextReachTheCallback) {
   if (!validation_wanted()) GTEST_SKIP() << "VKPAGED_VALIDATION=0: no validation layer";
-  ContextOptions options;
+  ContextOptions options = test_context_options();
   options.validation = true;
   Context context(options);
   Recorder r;
@@ -207,9 +207,7 @@ TEST_F(LogTest, PipelineStatisticsGoToTheCallbackAtLevelInfo) {
   Recorder filtered;
   set_log_callback(&Recorder::callback, &filtered, LogLevel::warning);
   ::setenv("VKPAGED_PIPELINE_STATS", "1", 1);
-  ContextOptions options;
-  options.validation = validation_wanted();
-  Context context(options);
+  Context context(test_context_options());
   if (before != nullptr)
     ::setenv("VKPAGED_PIPELINE_STATS", saved.c_str(), 1);
   else

@@ -5,7 +5,6 @@
 // tested without a GPU in test_decode_planner.cpp.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <tuple>
 
 #include "ops/decode_plan.hpp"
@@ -13,6 +12,7 @@
 #include "support/decode_case.hpp"
 #include "support/decode_check.hpp"
 #include "support/expect_error.hpp"
+#include "support/scoped_env.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
@@ -474,32 +474,9 @@ TEST_F(DecodeRecordRefusalTest, PerCallValuesChangeBetweenCallsOfOnePlan) {
 
 // ---- VKPAGED_DECODE_TUNE: read at a context's first plan, strictly ----
 
-// Sets an environment variable for a scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 class DecodeTuningTest : public GpuTest {
  protected:
-  static Context fresh_context() {
-    ContextOptions o;
-    o.validation = validation_wanted();
-    return Context(o);
-  }
+  static Context fresh_context() { return Context(test_context_options()); }
 };
 
 TEST_F(DecodeTuningTest, ReadOncePerContextAndRefusedWhenBad) {

@@ -65,9 +65,8 @@ TEST_F(StreamingReadTest, MeasuresTheReadItIsGivenOnItsOwnContext) {
   EXPECT_GT(m.median_ns, 0.0);
   EXPECT_EQ(&read.context(), &ctx());
 
-  ContextOptions options;
+  ContextOptions options = test_context_options();
   options.device = std::to_string(ctx().device_info().index);
-  options.validation = validation_wanted();
   Context other(options);
   try {
     measure_read_bandwidth(other, read, 2);
@@ -92,9 +91,8 @@ TEST_F(StreamingReadTest, AfterAnUntimedReadTimesOnlyTheSecond) {
   // there the 64 KiB read took more than a quarter of that.)
   EXPECT_LT(after.median_ns, alone.median_ns / 2) << "the untimed read was timed too";
 
-  ContextOptions options;
+  ContextOptions options = test_context_options();
   options.device = std::to_string(ctx().device_info().index);
-  options.validation = validation_wanted();
   Context other(options);
   const StreamingRead theirs(other, 64);
   for (auto [read, before, what] : {std::tuple{&small, &theirs, "untimed_before"}, std::tuple{&theirs, &small, "read"}}) {

@@ -11,15 +11,18 @@ bool validation_wanted() {
   return v == nullptr || std::string(v) != "0";
 }
 
+ContextOptions test_context_options() {
+  ContextOptions o;
+  o.validation = validation_wanted();
+  o.read_environment = true;
+  // A software device running the tensor-core kernels on a loaded CPU can take longer than the
+  // default minute for one submission: VKPAGED_TEST_FENCE_TIMEOUT_MS raises the limit.
+  if (const char* ms = std::getenv("VKPAGED_TEST_FENCE_TIMEOUT_MS")) o.fence_timeout_ms = uint32_t(std::strtoul(ms, nullptr, 10));
+  return o;
+}
+
 Context& shared_context() {
-  static Context context([] {
-    ContextOptions o;
-    o.validation = validation_wanted();
-    // A software device running the tensor-core kernels on a loaded CPU can take longer than
-    // the default minute for one submission: VKPAGED_TEST_FENCE_TIMEOUT_MS raises the limit.
-    if (const char* ms = std::getenv("VKPAGED_TEST_FENCE_TIMEOUT_MS")) o.fence_timeout_ms = uint32_t(std::strtoul(ms, nullptr, 10));
-    return o;
-  }());
+  static Context context(test_context_options());
   return context;
 }
 

@@ -15,6 +15,11 @@ namespace vkpaged::test {
 // without the layer).
 bool validation_wanted();
 
+// The options of every Context the tests create: validation as above, and vkpaged's
+// environment variables read (VKPAGED_DEVICE, VKPAGED_VALIDATION=sync, VKPAGED_DECODE_TUNE...),
+// as the library does only when told (ContextOptions::read_environment).
+ContextOptions test_context_options();
+
 Context& shared_context();
 
 // The shared context's instance, device and queue as an engine would hand them over, with

@@ -491,9 +491,17 @@ TEST_F(CliBadInputTest, FailedCallKeepsAnEarlierOutput) {
 
 // ---- info and demo ----
 
+TEST_F(CliTest, VersionIsPrintedWithExitStatusZero) {
+  const CliResult r = run({"--version"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "vkpaged " VKPAGED_PROJECT_VERSION "\n");
+  EXPECT_EQ(r.err, "");
+}
+
 TEST_F(CliTest, InfoListsDevicesAndTheCpuReference) {
   const CliResult r = run({"info"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("vkpaged " VKPAGED_PROJECT_VERSION "\n", 0), 0u) << "the version first: " << r.out;
   EXPECT_NE(r.out.find("(default)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("maxStorageBufferRange"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("maxMemoryAllocationSize"), std::string::npos) << r.out;

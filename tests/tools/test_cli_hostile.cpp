@@ -312,6 +312,7 @@ TEST_F(CliHostileTest, ExitStatusesFollowOneScheme) {
       {attend_args("--query", path("missing.npy")), 1},
       {{"--help"}, 0},
       {{"attend", "--help"}, 0},
+      {{"--version"}, 0},
   };
   for (const Case& c : cases) {
     std::string joined;

@@ -19,18 +19,18 @@ TEST_F(ContextTest, ListsDevicesAndChoosesByIndexOrName) {
   const DeviceList list = list_devices();
   ASSERT_FALSE(list.devices.empty());
   ASSERT_LT(list.default_index, list.devices.size());
-  ContextOptions by_index;
+  ContextOptions by_index = test_context_options();
   by_index.device = std::to_string(list.default_index);
   Context a(by_index);
   EXPECT_EQ(a.device_info().name, list.devices[list.default_index].name);
-  ContextOptions by_name;
+  ContextOptions by_name = test_context_options();
   by_name.device = list.devices[0].name.substr(0, 4);
   Context b(by_name);
   EXPECT_EQ(b.device_info().name.substr(0, 4), by_name.device);
 }
 
 TEST_F(ContextTest, RefusesUnknownDevices) {
-  ContextOptions o;
+  ContextOptions o = test_context_options();
   o.device = "no such device at all";
   try {
     Context c(o);
@@ -69,7 +69,7 @@ TEST_F(ContextTest, AdoptsAnExternalDevice) {
 
 // The shared-memory reductions, which devices without subgroup arithmetic use.
 TEST_F(ContextTest, SharedMemoryReductionPathMatchesReference) {
-  ContextOptions o;
+  ContextOptions o = test_context_options();
   o.disable_subgroup_arithmetic = true;
   Context plain(o);
   EXPECT_FALSE(plain.device_info().subgroup_arithmetic);

@@ -74,7 +74,7 @@ std::string run_past_the_timeout(Context& c, const std::vector<VkBuffer>& buffer
 class FenceTimeoutTest : public GpuTest {};
 
 TEST_F(FenceTimeoutTest, WorkPastTheTimeoutIsAnErrorAndFinishesSafely) {
-  ContextOptions o;
+  ContextOptions o = test_context_options();
   o.fence_timeout_ms = 1;
   Context c(o);
   constexpr size_t kBytes = size_t(64) << 20;
@@ -99,7 +99,7 @@ TEST_F(FenceTimeoutTest, WorkPastTheTimeoutIsAnErrorAndFinishesSafely) {
 // before it frees what the work uses (the validation layer, on while the Context lives, would
 // report otherwise on stderr; here it must not crash).
 TEST_F(FenceTimeoutTest, DestroyingTheContextWaitsForTimedOutWork) {
-  ContextOptions o;
+  ContextOptions o = test_context_options();
   o.fence_timeout_ms = 1;
   auto c = std::make_unique<Context>(o);
   DeviceBuffer target = c->create_buffer(size_t(64) << 20);

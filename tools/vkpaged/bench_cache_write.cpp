@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <numeric>
 #include <optional>
@@ -17,6 +16,8 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "cli_context.hpp"
+#include "json_file.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/error.hpp"
@@ -131,9 +132,7 @@ bool is_cache_write_suite(const std::string& suite) { return suite == "cache-wri
 
 int run_cache_write_bench(const BenchOptions& o) {
   const StepShape s = step_of(o.suite);
-  ContextOptions copts;
-  copts.device = o.device;
-  Context ctx(copts);
+  Context ctx(cli_context_options(o.device));
   const auto& dev = ctx.device_info();
   std::optional<StreamingRead> flush;
   if (o.flush_caches)
@@ -178,21 +177,19 @@ int run_cache_write_bench(const BenchOptions& o) {
     }
   }
   if (!o.json_path.empty()) {
-    std::string j = fmt::format(
-        "{{\n  \"device\": \"{}\",\n  \"suite\": \"{}\",\n  \"tokens\": {}, \"heads\": {}, "
-        "\"kv_heads\": {}, \"head_size\": {}, \"block_size\": {},\n  \"cases\": [\n",
-        dev.name, o.suite, s.tokens, s.heads, s.kv_heads, s.head_size, s.block_size);
-    for (size_t i = 0; i < results.size(); ++i) {
-      const Timing& t = results[i];
-      j += fmt::format(
-          "    {{\"name\": \"{}\", \"median_us\": {:.3f}, \"min_us\": {:.3f}, \"max_us\": {:.3f}, "
-          "\"bytes\": {}}}{}\n",
-          t.name, t.median_us, t.min_us, t.max_us, t.bytes, i + 1 < results.size() ? "," : "");
-    }
-    j += "  ]\n}\n";
-    std::ofstream f(o.json_path);
-    f << j;
-    if (!f) throw Error(ErrorCode::io_error, fmt::format("--json: cannot write {}", o.json_path));
+    Json j;
+    j["device"] = dev.name;
+    j["suite"] = o.suite;
+    j["tokens"] = s.tokens;
+    j["heads"] = s.heads;
+    j["kv_heads"] = s.kv_heads;
+    j["head_size"] = s.head_size;
+    j["block_size"] = s.block_size;
+    j["cases"] = Json::array();
+    for (const Timing& t : results)
+      j["cases"].push_back(
+          {{"name", t.name}, {"median_us", t.median_us}, {"min_us", t.min_us}, {"max_us", t.max_us}, {"bytes", t.bytes}});
+    write_json_file(o.json_path, j);
   }
   return 0;
 }

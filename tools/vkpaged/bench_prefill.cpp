@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <numeric>
 #include <optional>
@@ -20,7 +19,9 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "cli_context.hpp"
 #include "decode_option_names.hpp"
+#include "json_file.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/error.hpp"
@@ -235,31 +236,32 @@ void print_row(const PrefillResult& r, double bandwidth) {
              r.tflops(), r.kv_bytes_per_second() / 1e9, 100.0 * share, c.memory_bound ? "*" : " ", r.path);
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch == '\n' ? ' ' : ch;
-  }
-  return out;
-}
-
-std::string json_case(const PrefillResult& r, double bandwidth) {
+Json json_case(const PrefillResult& r, double bandwidth) {
   const PrefillCase& c = r.config;
   uint32_t tokens = 0, context = 0;
   for (const Request& q : c.requests) {
     tokens += q.new_tokens;
     context = std::max(context, q.context);
   }
-  return fmt::format(
-      "{{\"name\": \"{}\", \"requests\": {}, \"query_tokens\": {}, \"max_context\": {}, \"heads\": {}, \"kv_heads\": {}, "
-      "\"head_size\": {}, \"block_size\": {}, \"memory_bound\": {}, \"flops\": {:.6g}, \"kv_bytes\": {}, "
-      "\"median_us\": {:.3f}, \"min_us\": {:.3f}, \"max_us\": {:.3f}, \"tflops\": {:.6g}, "
-      "\"kv_bytes_per_second\": {:.6g}, \"share_of_bandwidth\": {:.4f}, \"path\": \"{}\", \"skipped\": \"{}\"}}",
-      c.name, c.requests.size(), tokens, context, c.heads, c.kv_heads, c.head_size, kBlockSize,
-      c.memory_bound ? "true" : "false", r.flops, r.kv_bytes, r.median_us, r.min_us, r.max_us, r.tflops(),
-      r.kv_bytes_per_second(), bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0, json_escape(r.path),
-      json_escape(r.skipped));
+  return {{"name", c.name},
+          {"requests", c.requests.size()},
+          {"query_tokens", tokens},
+          {"max_context", context},
+          {"heads", c.heads},
+          {"kv_heads", c.kv_heads},
+          {"head_size", c.head_size},
+          {"block_size", kBlockSize},
+          {"memory_bound", c.memory_bound},
+          {"flops", r.flops},
+          {"kv_bytes", r.kv_bytes},
+          {"median_us", r.median_us},
+          {"min_us", r.min_us},
+          {"max_us", r.max_us},
+          {"tflops", r.tflops()},
+          {"kv_bytes_per_second", r.kv_bytes_per_second()},
+          {"share_of_bandwidth", bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0},
+          {"path", r.path},
+          {"skipped", r.skipped}};
 }
 
 }  // namespace
@@ -275,9 +277,7 @@ int run_prefill_bench(const BenchOptions& o) {
   if (!o.cache_dtype.empty())
     throw Error(ErrorCode::invalid_argument, "--cache-dtype: the prefill suites run f16 caches (the anchor's)");
 
-  ContextOptions copts;
-  copts.device = o.device;
-  Context ctx(copts);
+  Context ctx(cli_context_options(o.device));
   const auto& dev = ctx.device_info();
   const size_t probe_bytes = std::min<size_t>({size_t(1) << 30, dev.max_storage_buffer_range, dev.device_local_bytes / 4});
   const StreamingRead probe(ctx, probe_bytes);
@@ -317,20 +317,20 @@ int run_prefill_bench(const BenchOptions& o) {
                one_call.median_us, decode_part.median_us, chunk_part.median_us, parts_us, one_call.median_us / parts_us);
 
   if (!o.json_path.empty()) {
-    std::string j = fmt::format(
-        "{{\n  \"device\": \"{}\",\n  \"suite\": \"{}\",\n  \"kernel\": \"{}\",\n  \"cache_flush_bytes\": {},\n"
-        "  \"read_bandwidth_bytes_per_second\": {:.6g},\n  \"cases\": [\n",
-        json_escape(dev.name), o.suite, json_escape(o.kernel), flush ? flush->bytes() : 0, bandwidth);
-    for (size_t i = 0; i < results.size(); ++i)
-      j += "    " + json_case(results[i], bandwidth) + (i + 1 < results.size() ? ",\n" : "\n");
-    j += fmt::format(
-        "  ],\n  \"mixed\": {{\n    \"one_call\": {},\n    \"decode_part\": {},\n    \"chunk_part\": {},\n"
-        "    \"parts_us\": {:.3f},\n    \"one_call_over_parts\": {:.4f}\n  }}\n}}\n",
-        json_case(one_call, bandwidth), json_case(decode_part, bandwidth), json_case(chunk_part, bandwidth),
-        mixed_ran ? parts_us : 0.0, mixed_ran && parts_us > 0 ? one_call.median_us / parts_us : 0.0);
-    std::ofstream f(o.json_path);
-    f << j;
-    if (!f) throw Error(ErrorCode::io_error, fmt::format("--json: cannot write {}", o.json_path));
+    Json j;
+    j["device"] = dev.name;
+    j["suite"] = o.suite;
+    j["kernel"] = o.kernel;
+    j["cache_flush_bytes"] = flush ? flush->bytes() : 0;
+    j["read_bandwidth_bytes_per_second"] = bandwidth;
+    j["cases"] = Json::array();
+    for (const PrefillResult& r : results) j["cases"].push_back(json_case(r, bandwidth));
+    j["mixed"] = {{"one_call", json_case(one_call, bandwidth)},
+                  {"decode_part", json_case(decode_part, bandwidth)},
+                  {"chunk_part", json_case(chunk_part, bandwidth)},
+                  {"parts_us", mixed_ran ? parts_us : 0.0},
+                  {"one_call_over_parts", mixed_ran && parts_us > 0 ? one_call.median_us / parts_us : 0.0}};
+    write_json_file(o.json_path, j);
   }
   return 0;
 }

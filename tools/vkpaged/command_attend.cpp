@@ -3,6 +3,7 @@
 // device or the CPU reference. Everything is read and checked before a device is opened, and
 // the outputs are written atomically, so a refused call leaves no output file behind.
 #include "attend_inputs.hpp"
+#include "cli_context.hpp"
 #include "commands.hpp"
 #include "npy.hpp"
 #include "vkpaged/context.hpp"
@@ -24,9 +25,7 @@ AttendOutputs compute(const AttendArgs& args, const AttendCall& call) {
       auto r = reference::batch_attention(call.attention, call.params, call.want_lse);
       return {std::move(r.output), std::move(r.lse)};
     }
-    ContextOptions context_options;
-    context_options.device = args.device;
-    Context context(context_options);
+    Context context(cli_context_options(args.device));
     auto r = batch_attention(context, call.attention, call.params, call.attention_options, call.want_lse);
     return {std::move(r.output), std::move(r.lse)};
   }
@@ -34,9 +33,7 @@ AttendOutputs compute(const AttendArgs& args, const AttendCall& call) {
     auto r = reference::decode_attention(call.inputs, call.options, call.params, call.want_lse);
     return {std::move(r.output), std::move(r.lse)};
   }
-  ContextOptions context_options;
-  context_options.device = args.device;
-  Context context(context_options);
+  Context context(cli_context_options(args.device));
   auto r = decode_attention(context, call.inputs, call.options, call.params, call.want_lse);
   return {std::move(r.output), std::move(r.lse)};
 }

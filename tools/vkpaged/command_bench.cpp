@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "bench_run.hpp"
+#include "cli_context.hpp"
 #include "decode_option_names.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/error.hpp"
@@ -74,9 +75,7 @@ int run_bench(const BenchOptions& o) {
     std::filesystem::create_directories(o.timeline_dir, ec);
     if (ec) throw Error(ErrorCode::io_error, fmt::format("--timeline: cannot create {}: {}", o.timeline_dir, ec.message()));
   }
-  ContextOptions copts;
-  copts.device = o.device;
-  Context ctx(copts);
+  Context ctx(cli_context_options(o.device));
   const auto& dev = ctx.device_info();
   // Several times the largest L2 caches (60 MB on an H200), capped by the device's limits.
   const size_t probe_bytes = std::min<size_t>({size_t(1) << 30, dev.max_storage_buffer_range, dev.device_local_bytes / 4});

@@ -10,6 +10,7 @@
 
 #include <chrono>
 
+#include "cli_context.hpp"
 #include "commands.hpp"
 #include "demo_session.hpp"
 #include "ops/block_size_rule.hpp"
@@ -91,9 +92,7 @@ std::string rate(double value, const char* unit) {
 
 int run_demo(const DemoArgs& args, std::ostream& out, std::ostream& progress, bool progress_is_tty) {
   const DemoShape shape = demo_shape(args);
-  ContextOptions options;
-  options.device = args.device;
-  Context context(options);
+  Context context(cli_context_options(args.device));
   DemoSession session(context, shape, prompt_lengths(args), args.steps, args.seed);
 
   fmt::print(out,

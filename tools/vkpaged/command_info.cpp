@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/error.hpp"
+#include "vkpaged/vkpaged.h"
 
 namespace vkpaged::cli {
 
@@ -60,6 +61,7 @@ void print_device(std::ostream& out, const DeviceInfo& d, bool is_default) {
 }  // namespace
 
 int run_info(std::ostream& out) {
+  fmt::print(out, "vkpaged {}\n", vkp_version_string());
   DeviceList list;
   try {
     list = list_devices();

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "cli_context.hpp"
 #include "commands.hpp"
 #include "simulate.hpp"
 #include "vkpaged/error.hpp"
@@ -107,9 +108,7 @@ int run_simulate(const SimulateArgs& args, std::ostream& out, std::ostream& prog
   if (args.device == "cpu")
     throw Error(ErrorCode::invalid_argument,
                 "--device: the simulation runs on a Vulkan device; the CPU reference is what it checks against");
-  ContextOptions options;
-  options.device = args.device;
-  Context context(options);
+  Context context(cli_context_options(args.device));
   const SimulateReport report = simulate(context, args, progress, progress_is_tty);
   print_simulate_report(out, args, report);
   return report.passed() ? kExitSuccess : kExitFailure;

@@ -11,7 +11,7 @@
 
 namespace vkpaged::cli {
 
-// `vkpaged info`: the Vulkan devices and the features vkpaged uses on each.
+// `vkpaged info`: vkpaged's version, the Vulkan devices and the features vkpaged uses on each.
 int run_info(std::ostream& out);
 
 // `vkpaged attend`: docs/contract.md, "The command-line contract". Paths are .npy files.

@@ -9,6 +9,7 @@
 #include "bench.hpp"
 #include "commands.hpp"
 #include "vkpaged/log.hpp"
+#include "vkpaged/vkpaged.h"
 
 namespace {
 
@@ -207,6 +208,7 @@ int run(int argc, char** argv) {
   vkpaged::set_log_callback(&print_log_message, nullptr, vkpaged::LogLevel::info);
   CLI::App app{"vkpaged: paged decode attention and KV cache on Vulkan", "vkpaged"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("vkpaged ") + vkp_version_string(), "print the version and exit");
   auto* info = app.add_subcommand("info", "list the Vulkan devices and the features vkpaged uses on each");
   AttendArgs attend_args;
   float scale = 0.0f;
@@ -228,6 +230,8 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {  // a ParseError too: caught first, exit status 0
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Exit status 2: the command line itself is wrong (README.md, "Exit status").
