@@ -332,7 +332,8 @@ void main() {
   const uint request = request_of_slot(slot, pc.num_requests, TQ);
   const uint q0 = query_start_at(request);
   const uint q1 = query_start_at(request + 1u);
-  if (q1 <= q0 || q1 > pc.num_tokens) {
+  // q1 == q0: a padding request of a bucket's step (no new tokens): its slot stays idle below.
+  if (q1 < q0 || q1 > pc.num_tokens) {
     if (reporter) atomicOr(status[pc.status_offset], STATUS_BAD_QUERY_STARTS);
     return;
   }

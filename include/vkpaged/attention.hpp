@@ -13,6 +13,11 @@
 // (DecodePlan, so an engine's decode steps keep their speed); any other batch on the attention
 // kernels, whose work the plan sizes from the request lengths.
 //
+// Replay: a plan made for a bucket (AttentionPlan::create_bucket: most requests, most new tokens,
+// longest context, longest request) serves every step inside it, so that an engine records a
+// step once and replays the command buffer, rewriting only the device arrays between
+// submissions (docs/integration.md, "Replaying a recorded step", says what a step may change).
+//
 // record_attention reads query, caches, block tables, context lengths, query starts, tree
 // mask, ALiBi slopes and sinks, and writes output, LSE, scratch and status, all as storage
 // buffers in the compute shader stage (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, SHADER_READ /
@@ -98,6 +103,25 @@ class VKPAGED_API AttentionPlan {
   // pipelines. Throws vkpaged::Error naming the argument.
   static AttentionPlan create(Context& context, const AttentionShape& shape, Span<const int32_t> query_starts,
                               const AttentionOptions& options = {});
+  // A plan for a bucket of steps, which every step inside it may run, recorded once and replayed:
+  // shape's S, T and max_context_len are the bucket's most requests, most new tokens and longest
+  // context (0 = M * B), max_query_tokens its longest request's new tokens (0 = T; 1 with T = S:
+  // decode steps, which run on the decode kernels). A step of the bucket has at most S requests
+  // of at most max_query_tokens new tokens each, T in all, and contexts of at most
+  // max_context_len; it fills the plan's S and T with padding: its own requests first, then
+  // requests of no new tokens (query starts that stay at the step's token count) and context
+  // length 0. Rows past the step's tokens are the engine's padding: their outputs are unspecified.
+  // What shapes the work (rows, split, scratch, tree-mask size) is sized for the whole bucket, and
+  // every length, block table and query start is read on the device. Throws as create, naming
+  // max_query_tokens where it exceeds T or the longest context.
+  static AttentionPlan create_bucket(Context& context, const AttentionShape& shape, uint32_t max_query_tokens,
+                                     const AttentionOptions& options = {});
+  // The scratch a bucket's plan needs (what create_bucket would make scratch_bytes()), the most
+  // any step of the bucket uses: an engine allocates it once, before any plan or step. Makes no
+  // plan and builds no pipeline (a decode bucket that could take the matrix kernel runs its
+  // fragment-layout probe, as create_bucket would).
+  static size_t max_scratch_bytes(Context& context, const AttentionShape& shape, uint32_t max_query_tokens,
+                                  const AttentionOptions& options = {});
 
   AttentionPlan(const AttentionPlan&);
   AttentionPlan& operator=(const AttentionPlan&);
@@ -108,8 +132,10 @@ class VKPAGED_API AttentionPlan {
   const AttentionShape& shape() const noexcept;
   const AttentionOptions& options() const noexcept;
   AttentionKernel kernel() const noexcept;     // decode, scalar or matrix: the family that runs it
-  uint32_t max_query_tokens() const noexcept;  // the longest request's q_s
-  size_t tree_mask_bytes() const noexcept;     // sum of q_s^2: AttentionViews::tree_mask's size; 0 without
+  bool bucket() const noexcept;                // made by create_bucket
+  uint32_t max_query_tokens() const noexcept;  // the longest request's q_s (a bucket's: its bound)
+  // sum of q_s^2 (a bucket's: the most its steps' masks take): AttentionViews::tree_mask's size; 0 without
+  size_t tree_mask_bytes() const noexcept;
   bool split() const noexcept;
   uint32_t num_partitions() const noexcept;    // 1 when not split
   size_t scratch_bytes() const noexcept;       // size of AttentionViews::scratch; 0 when not split, without csr_page_table
@@ -141,9 +167,10 @@ struct AttentionViews {
   TensorView sinks;          // [H] f32, when shape.sinks
   BufferView scratch;        // plan.scratch_bytes() bytes, when that is not 0
   // Optional [1] u32: the shaders OR in kStatus* bits when they meet a block id >= N, a
-  // context length > M * B or below its request's q_s, query starts that do not rise within
-  // [0, T], or CSR page tables that break the contract in device memory (they skip or clamp what
-  // is wrong and go on safely).
+  // context length > M * B or below its request's q_s, query starts that fall or pass T, or CSR
+  // page tables that break the contract in device memory (they skip or clamp what is wrong and go
+  // on safely). Two equal query starts are a request of no new tokens, which writes nothing (a
+  // bucket's padding request).
   BufferView status;
   // FlashInfer's CSR page tables in place of block_tables and context_lens, as DecodeViews'
   // (a plan made with shape.csr_page_table): expanded into the scratch, then attended as a

@@ -21,6 +21,9 @@ struct ContextImpl;
 struct BufferImpl;
 }  // namespace detail
 
+struct PipelineSet;    // vkpaged/prepare.hpp
+struct PrepareReport;  // vkpaged/prepare.hpp
+
 // One matrix shape VK_KHR_cooperative_matrix offers (a VkCooperativeMatrixPropertiesKHR): A is
 // m x k, B k x n, C and the result m x n. Component types and the scope keep Vulkan's values
 // (VkComponentTypeKHR: 0 f16, 1 f32, 3 s8, 7 u8, ...; VkScopeKHR: 3 subgroup), which
@@ -255,6 +258,19 @@ class VKPAGED_API Context {
 
   // Number of validation-layer messages seen since creation (0 unless validation is on).
   uint32_t validation_message_count() const noexcept;
+
+  // Start-up (vkpaged/prepare.hpp): builds now, on several threads, every pipeline the plans and
+  // cache writes of `set` use, so that no step builds one. Thread-safe, as plan creation.
+  PrepareReport prepare(const PipelineSet& set);
+  // The context's VkPipelineCache (vkGetPipelineCacheData): every pipeline built so far, for an
+  // engine to save and give the next run's context, whose builds then come from it.
+  std::vector<uint8_t> pipeline_cache_data() const;
+  // Merges a saved cache into the context's. Its VkPipelineCacheHeaderVersionOne is checked
+  // first: a blob of another device (vendorID, deviceID), of another driver or driver version
+  // (pipelineCacheUUID), or a damaged one (sizes, version) is refused with
+  // Error(invalid_argument) saying which ("pipeline_cache: vendorID 0x10de is not device ...'s
+  // 0x10005 ..."), and nothing changes.
+  void load_pipeline_cache(const std::vector<uint8_t>& data);
 
   detail::ContextImpl& impl() const noexcept { return *impl_; }
 

@@ -669,7 +669,7 @@ static inline vkp_status VKP_CALL vkp_decode_views_init(vkp_decode_views* views)
 #define VKP_STATUS_BAD_SLOT 4u
 #define VKP_STATUS_BAD_ORDER 8u /* views.order names no item of the plan (never written?) */
 #define VKP_STATUS_BAD_MERGE_COUNTERS 16u /* views.merge_counters not zero, or shared by overlapping decodes */
-#define VKP_STATUS_BAD_QUERY_STARTS 32u /* attention: query starts that do not rise within [0, T] */
+#define VKP_STATUS_BAD_QUERY_STARTS 32u /* attention: query starts that fall or pass T */
 #define VKP_STATUS_BAD_POSITION 64u     /* rotary: a position outside [0, max_position) */
 /* CSR page tables that break the contract (kv_indptr not 0 first, decreasing or past kv_indices,
  * more than M pages, a last page length outside [1, B], or not 0 without pages): clamped */
@@ -816,6 +816,26 @@ VKP_API vkp_status VKP_CALL vkp_attention_plan_create(vkp_context* context, cons
                                                       const vkp_attention_options* options, vkp_attention_plan** out);
 VKP_API void VKP_CALL vkp_attention_plan_destroy(vkp_attention_plan* plan);
 
+/* A plan for a bucket of steps, which every step inside it may run, recorded once and replayed
+ * (AttentionPlan::create_bucket; docs/integration.md, "Replaying a recorded step"): shape's S, T
+ * and max_context_len are the bucket's most requests, most new tokens and longest context
+ * (0 = M * B), max_query_tokens its longest request's new tokens (0 = T; 1 with T = S: decode
+ * steps, on the decode kernels). A step fills the plan's S and T with padding: its requests
+ * first, then requests of no new tokens (query starts that stay at the step's token count) and
+ * context length 0; output rows past its tokens are unspecified. Every length, block table and
+ * query start is read on the device. Errors: as vkp_attention_plan_create, INVALID_ARGUMENT
+ * naming max_query_tokens (above T or the longest context). */
+VKP_API vkp_status VKP_CALL vkp_attention_plan_create_bucket(vkp_context* context, const vkp_attention_shape* shape,
+                                                             uint32_t max_query_tokens,
+                                                             const vkp_attention_options* options,
+                                                             vkp_attention_plan** out);
+/* The scratch the bucket's plan needs, the most any of its steps uses (AttentionPlan::
+ * max_scratch_bytes): what vkp_attention_plan_create_bucket's plan would report, without a plan
+ * or a pipeline, so that an engine allocates it once. Errors: as vkp_attention_plan_create_bucket. */
+VKP_API vkp_status VKP_CALL vkp_attention_bucket_scratch_bytes(vkp_context* context, const vkp_attention_shape* shape,
+                                                               uint32_t max_query_tokens,
+                                                               const vkp_attention_options* options, uint64_t* bytes);
+
 /* What the plan chose. Its shape and options come from vkp_attention_plan_shape_get and
  * vkp_attention_plan_options_get. */
 typedef struct vkp_attention_plan_info {
@@ -825,8 +845,10 @@ typedef struct vkp_attention_plan_info {
   vkp_bool32 split;
   uint32_t num_partitions;     /* 1 when not split */
   uint32_t reserved0;          /* padding made explicit: written 0 */
-  uint64_t tree_mask_bytes;    /* sum of q_s^2: size of views.tree_mask; 0 without */
+  uint64_t tree_mask_bytes;    /* sum of q_s^2 (a bucket's: the most): size of views.tree_mask; 0 without */
   uint64_t scratch_bytes;      /* size of views.scratch; 0 when not split, without csr_page_table */
+  vkp_bool32 bucket;           /* made by vkp_attention_plan_create_bucket */
+  uint32_t reserved1;          /* padding made explicit: written 0 */
 } vkp_attention_plan_info;
 VKP_API vkp_status VKP_CALL vkp_attention_plan_info_init_sized(vkp_attention_plan_info* info, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_attention_plan_info_init(vkp_attention_plan_info* info) {
@@ -1400,6 +1422,77 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_attention(const vkp_kv_cache* ca
                                                           uint32_t layer, const vkp_attention_plan* plan,
                                                           const vkp_attention_views* views,
                                                           const vkp_decode_params* params);
+
+/* ===================================================================== start-up: prepared pipelines */
+
+/* What an engine's steps will record (vkpaged::PipelineSet, vkpaged/prepare.hpp), for vkp_prepare
+ * to build every pipeline of it before the first step. Host data only, no context. */
+typedef struct vkp_pipeline_set vkp_pipeline_set;
+VKP_API vkp_status VKP_CALL vkp_pipeline_set_create(vkp_pipeline_set** out);
+VKP_API void VKP_CALL vkp_pipeline_set_destroy(vkp_pipeline_set* set);
+/* A bucket's plan: vkp_attention_plan_create_bucket's arguments (options NULL = defaults). The
+ * structs are read now (their sizes, enums and booleans checked); vkp_prepare plans them. */
+VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_attention(vkp_pipeline_set* set, const vkp_attention_shape* shape,
+                                                           uint32_t max_query_tokens,
+                                                           const vkp_attention_options* options);
+/* A decode plan: vkp_decode_plan_create's arguments (options NULL = defaults). */
+VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_decode(vkp_pipeline_set* set, const vkp_decode_shape* shape,
+                                                        const vkp_decode_options* options);
+
+/* One kind of cache write (vkpaged::CacheWriteKind): vkp_record_reshape_and_cache (or its rotary
+ * form, vkp_kv_cache_record_reshape_and_cache) into pools of this geometry, each one buffer from
+ * its start. */
+typedef struct vkp_cache_write_kind {
+  uint32_t struct_size;
+  uint32_t num_kv_heads;           /* the cache's Hkv */
+  uint32_t head_size;              /* D */
+  uint32_t block_size;             /* B; default 16 */
+  vkp_dtype cache_dtype;           /* default f16 */
+  vkp_kv_layout layout;            /* default vllm */
+  uint32_t num_blocks;             /* N of each pool (past maxStorageBufferRange: by device address) */
+  vkp_dtype token_dtype;           /* the new keys and values: f32, f16 (default), bf16 */
+  vkp_dtype slot_dtype;            /* the slot mapping: i64 (default) or i32 */
+  vkp_bool32 rotary;               /* the keys rotated on their way in, as the fields below say */
+  vkp_rotary_style rotary_style;   /* default neox */
+  uint32_t rotary_dim;             /* columns of the cos/sin cache */
+  vkp_dtype cos_sin_dtype;         /* f32 (default) or the token dtype */
+  vkp_dtype position_dtype;        /* i64 (default) or i32 */
+} vkp_cache_write_kind;
+VKP_API vkp_status VKP_CALL vkp_cache_write_kind_init_sized(vkp_cache_write_kind* kind, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_cache_write_kind_init(vkp_cache_write_kind* kind) {
+  return vkp_cache_write_kind_init_sized(kind, (uint32_t)sizeof(vkp_cache_write_kind));
+}
+/* The geometry of a cache's writes: num_kv_heads, head_size, block_size, cache_dtype, layout and
+ * num_blocks of `cache` written into `kind` (an input and output: its other fields stay). */
+VKP_API vkp_status VKP_CALL vkp_kv_cache_write_kind(const vkp_kv_cache* cache, vkp_cache_write_kind* kind);
+VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_cache_write(vkp_pipeline_set* set, const vkp_cache_write_kind* kind);
+
+typedef struct vkp_prepare_report {
+  uint32_t struct_size;
+  uint32_t pipelines; /* distinct pipelines the set uses */
+  uint32_t created;   /* of them, built by this call (the others the context had built before) */
+} vkp_prepare_report;
+VKP_API vkp_status VKP_CALL vkp_prepare_report_init_sized(vkp_prepare_report* report, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_prepare_report_init(vkp_prepare_report* report) {
+  return vkp_prepare_report_init_sized(report, (uint32_t)sizeof(vkp_prepare_report));
+}
+/* Context::prepare: plans every entry of the set as its create call would (refusing what it
+ * would, naming "attention[i]: ...", "decode[i]: ..." or "cache_writes[i].<field>: ...", before
+ * anything is built), then builds every pipeline the context lacks, on several threads. Plans
+ * made and writes recorded later find their pipelines built. report NULL: not wanted.
+ * Errors: as the create calls, DEVICE. */
+VKP_API vkp_status VKP_CALL vkp_prepare(vkp_context* context, const vkp_pipeline_set* set, vkp_prepare_report* report);
+
+/* The context's VkPipelineCache (vkGetPipelineCacheData), for the next run's context: Vulkan
+ * style, data NULL sets *size to the bytes needed; else up to *size bytes are written and *size
+ * set to the bytes written. The cache grows as pipelines are built: a *size below what it holds
+ * now is refused (INVALID_ARGUMENT, nothing written; ask again). */
+VKP_API vkp_status VKP_CALL vkp_context_pipeline_cache_data(const vkp_context* context, void* data, size_t* size);
+/* Context::load_pipeline_cache: merges a saved cache into the context's, after checking its
+ * VkPipelineCacheHeaderVersionOne against the device. Errors: INVALID_ARGUMENT naming why a blob
+ * is refused (of another device: vendorID, deviceID; of another driver: pipelineCacheUUID;
+ * damaged: its sizes or header version), nothing merged then; DEVICE. */
+VKP_API vkp_status VKP_CALL vkp_context_load_pipeline_cache(vkp_context* context, const void* data, size_t size);
 
 /* ===================================================================== block manager */
 

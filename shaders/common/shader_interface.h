@@ -32,7 +32,7 @@ struct uvec2 {
 #define STATUS_BAD_SLOT 4u
 #define STATUS_BAD_ORDER 8u  // a decode's item list (record_decode_order) names no item of the plan
 #define STATUS_BAD_MERGE_COUNTERS 16u  // a merge counter past its partition count (split_merge.glsl)
-#define STATUS_BAD_QUERY_STARTS 32u  // multi-query attention: query_starts that do not rise within [0, T]
+#define STATUS_BAD_QUERY_STARTS 32u  // multi-query attention: query_starts that fall or pass T (equal ones: a request of no new tokens)
 #define STATUS_BAD_POSITION 64u  // rotary embedding: a position outside [0, max_position), the token left as it was
 #define STATUS_BAD_PAGE_TABLE 128u  // CSR page tables (csr_page_table.comp) that break the contract, clamped
 
@@ -368,8 +368,9 @@ struct MergePush {
 };
 
 // ---- multi-query attention (shaders/attention*.comp, shaders/attention_merge.comp) ----
-// query_starts on the device that do not rise within [0, T] set STATUS_BAD_QUERY_STARTS: the
-// request is skipped. (A context length below the request's new tokens sets
+// query_starts on the device that fall or pass T set STATUS_BAD_QUERY_STARTS: the request is
+// skipped. Two equal ones are a request of no new tokens (a padding request of a bucket's step):
+// skipped silently. (A context length below the request's new tokens sets
 // STATUS_BAD_CONTEXT_LEN: the rows at positions below 0 attend nothing.)
 #define ATTN_SC_WORKGROUP 0             // invocations; also the key positions of a tile (one each)
 #define ATTN_SC_HEAD_SIZE 1

@@ -107,6 +107,35 @@ VKP_API vkp_status VKP_CALL vkp_attention_plan_create(vkp_context* context, cons
   });
 }
 
+VKP_API vkp_status VKP_CALL vkp_attention_plan_create_bucket(vkp_context* context, const vkp_attention_shape* shape,
+                                                             uint32_t max_query_tokens,
+                                                             const vkp_attention_options* options,
+                                                             vkp_attention_plan** out) {
+  return guarded("vkp_attention_plan_create_bucket", [&] {
+    require(out, "out");
+    *out = nullptr;
+    auto& ctx = require(context, "context")->context;
+    const AttentionShape s = to_cpp(read_struct(shape, "shape"), "shape");
+    const AttentionOptions o = to_cpp(read_optional_struct(options, "options"), "options");
+    auto plan = std::make_unique<vkp_attention_plan>(
+        vkp_attention_plan{AttentionPlan::create_bucket(ctx, s, max_query_tokens, o), "", context});
+    plan->description = plan->plan.describe();
+    *out = adopt(plan.release(), context);
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_attention_bucket_scratch_bytes(vkp_context* context, const vkp_attention_shape* shape,
+                                                               uint32_t max_query_tokens,
+                                                               const vkp_attention_options* options, uint64_t* bytes) {
+  return guarded("vkp_attention_bucket_scratch_bytes", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(bytes, "bytes");
+    const AttentionShape s = to_cpp(read_struct(shape, "shape"), "shape");
+    const AttentionOptions o = to_cpp(read_optional_struct(options, "options"), "options");
+    *bytes = AttentionPlan::max_scratch_bytes(ctx, s, max_query_tokens, o);
+  });
+}
+
 VKP_API void VKP_CALL vkp_attention_plan_destroy(vkp_attention_plan* plan) {
   destroy_handle("vkp_attention_plan_destroy", plan, "plan");
 }
@@ -122,6 +151,7 @@ VKP_API vkp_status VKP_CALL vkp_attention_plan_info_get(const vkp_attention_plan
     info.num_partitions = p.num_partitions();
     info.tree_mask_bytes = p.tree_mask_bytes();
     info.scratch_bytes = p.scratch_bytes();
+    info.bucket = to_c_bool(p.bucket());
     result.set(info);
   });
 }

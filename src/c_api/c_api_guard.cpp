@@ -36,6 +36,7 @@ const char* kind_name(HandleKind kind) {
     case HandleKind::block_manager: return "vkp_block_manager";
     case HandleKind::kv_cache: return "vkp_kv_cache";
     case HandleKind::streaming_read: return "vkp_streaming_read";
+    case HandleKind::pipeline_set: return "vkp_pipeline_set";
   }
   return "handle";
 }

@@ -51,7 +51,16 @@ R guarded_value(const char* function, R fallback, Body&& body) noexcept {
 
 // ---- live handles ----
 
-enum class HandleKind { context, buffer, decode_plan, attention_plan, block_manager, kv_cache, streaming_read };
+enum class HandleKind {
+  context,
+  buffer,
+  decode_plan,
+  attention_plan,
+  block_manager,
+  kv_cache,
+  streaming_read,
+  pipeline_set
+};
 
 template <typename T>
 struct HandleTraits {
@@ -71,6 +80,7 @@ VKP_C_API_HANDLE(vkp_attention_plan, attention_plan)
 VKP_C_API_HANDLE(vkp_block_manager, block_manager)
 VKP_C_API_HANDLE(vkp_kv_cache, kv_cache)
 VKP_C_API_HANDLE(vkp_streaming_read, streaming_read)
+VKP_C_API_HANDLE(vkp_pipeline_set, pipeline_set)
 #undef VKP_C_API_HANDLE
 
 // `parent`: the vkp_context a buffer, plan, cache or read was made on (NULL for others).

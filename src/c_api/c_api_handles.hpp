@@ -10,6 +10,7 @@
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/kv_cache.hpp"
+#include "vkpaged/prepare.hpp"
 #include "vkpaged/utilities.hpp"
 #include "vkpaged/vkpaged.h"
 
@@ -44,6 +45,10 @@ struct vkp_kv_cache {
   vkpaged::KvCache cache;
   // Its pools belong to this context's device: a plan made on another context is refused.
   const vkp_context* context = nullptr;
+};
+
+struct vkp_pipeline_set {
+  vkpaged::PipelineSet set;  // host data only: no context
 };
 
 struct vkp_streaming_read {

@@ -69,6 +69,8 @@ VKP_STRUCT_ABI(vkp_block_manager_options)
 VKP_STRUCT_ABI(vkp_append_result)
 VKP_STRUCT_ABI(vkp_block_usage)
 VKP_STRUCT_ABI(vkp_prefix_cache_stats)
+VKP_STRUCT_ABI(vkp_cache_write_kind)
+VKP_STRUCT_ABI(vkp_prepare_report)
 
 // Sizes strictly increase and end at sizeof(T) (a field that fits an older size's tail padding
 // would make two versions indistinguishable); struct_size comes first.
@@ -110,6 +112,7 @@ template <> vkp_attention_inputs defaults_of<vkp_attention_inputs>();
 template <> vkp_cache_scales defaults_of<vkp_cache_scales>();
 template <> vkp_kv_cache_shape defaults_of<vkp_kv_cache_shape>();
 template <> vkp_block_manager_options defaults_of<vkp_block_manager_options>();
+template <> vkp_cache_write_kind defaults_of<vkp_cache_write_kind>();
 
 // The caller's struct_size, refused unless a release had it. `s` is not NULL.
 template <typename T>

@@ -31,9 +31,9 @@ static_assert(uint32_t(KvLayout::vllm) == KV_LAYOUT_VLLM && uint32_t(KvLayout::n
 using detail::AttentionPlanData;
 namespace sh = vkpaged::shader;
 
-namespace {
+namespace detail {
 
-detail::AttentionDeviceProperties device_properties(const detail::ContextImpl& impl) {
+AttentionDeviceProperties attention_device_properties(const ContextImpl& impl) {
   detail::AttentionDeviceProperties d;
   d.name = impl.info.name;
   d.compute_units = impl.info.compute_units;
@@ -59,7 +59,7 @@ detail::AttentionDeviceProperties device_properties(const detail::ContextImpl& i
 
 // A batch of single tokens as the decode plan it runs as. The per-call values travel when
 // recording (record_attention); the plan only needs to know that a soft cap will come.
-DecodePlan make_decode_plan(Context& context, const AttentionShape& s, const AttentionOptions& o) {
+DecodeShape attention_decode_shape(const AttentionShape& s) {
   DecodeShape d;
   d.num_seqs = s.num_requests;
   d.num_heads = s.num_heads;
@@ -77,12 +77,20 @@ DecodePlan make_decode_plan(Context& context, const AttentionShape& s, const Att
   d.lse = s.lse;
   d.softcap = s.softcap;
   d.csr_page_table = s.csr_page_table;
+  return d;
+}
+
+DecodeOptions attention_decode_options(const AttentionShape& s, const AttentionOptions& o) {
   DecodeOptions options;
   options.sliding_window = s.sliding_window;
   options.split = o.split;
   options.partition_tokens = o.partition_tokens;
-  return DecodePlan::create(context, d, options);
+  return options;
 }
+
+}  // namespace detail
+
+namespace {
 
 uint32_t feature_bits(const AttentionShape& s, bool split) {
   uint32_t f = 0;
@@ -98,21 +106,10 @@ uint32_t feature_bits(const AttentionShape& s, bool split) {
 
 }  // namespace
 
-// ---- AttentionPlan ----
+namespace detail {
 
-AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shape, Span<const int32_t> query_starts,
-                                    const AttentionOptions& options) {
-  auto& impl = context.impl();
-  auto p = std::make_unique<AttentionPlanData>();
-  p->shape = shape;
-  p->options = options;
-  p->choice = detail::plan_attention(device_properties(impl), shape, query_starts, options);
-  const auto& c = p->choice;
-  if (c.kernel == AttentionKernel::decode) {
-    p->decode = make_decode_plan(context, shape, options);
-    return AttentionPlan(std::move(p));
-  }
-  std::array<uint32_t, ATTN_MATRIX_SC_COUNT> spec{};
+AttentionPipelineRequests attention_pipeline_requests(const AttentionShape& shape, const AttentionChoice& c) {
+  std::vector<uint32_t> spec(ATTN_MATRIX_SC_COUNT);
   spec[ATTN_SC_WORKGROUP] = c.workgroup;
   spec[ATTN_SC_HEAD_SIZE] = shape.head_size;
   spec[ATTN_SC_BLOCK_SIZE] = shape.block_size;
@@ -124,6 +121,7 @@ AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shap
   spec[ATTN_SC_KV_LAYOUT] = uint32_t(shape.kv_layout);
   const uint32_t features = feature_bits(shape, c.split);
   spec[ATTN_SC_FEATURES] = features;
+  AttentionPipelineRequests r;
   if (c.kernel == AttentionKernel::matrix) {
     spec[ATTN_SC_MATRIX_M] = c.product.m;
     spec[ATTN_SC_MATRIX_N] = c.product.n;
@@ -131,23 +129,88 @@ AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shap
     spec[ATTN_SC_KEY_TILE] = c.key_tile;
     spec[ATTN_SC_QUERY_REGISTERS] = c.query_registers ? 1 : 0;
     spec[ATTN_SC_WORKGROUP_SYNC] = c.workgroup_sync ? 1 : 0;
-    p->attention = &impl.pipeline(vk::shader_attention_matrix_khr(), spec, ATTN_BINDING_COUNT, sizeof(sh::AttentionPush));
+    r.attention = {&vk::shader_attention_matrix_khr(), std::move(spec), ATTN_BINDING_COUNT, sizeof(sh::AttentionPush)};
   } else {
-    const auto& shader = c.address ? vk::shader_attention_address() : vk::shader_attention();
-    p->attention = &impl.pipeline(shader, std::span(spec).first(ATTN_SC_COUNT), ATTN_BINDING_COUNT,
-                                  sizeof(sh::AttentionPush));
+    spec.resize(ATTN_SC_COUNT);
+    r.attention = {c.address ? &vk::shader_attention_address() : &vk::shader_attention(), std::move(spec),
+                   ATTN_BINDING_COUNT, sizeof(sh::AttentionPush)};
   }
   if (c.split) {
-    std::array<uint32_t, ATTN_MERGE_SC_COUNT> mspec{};
+    std::vector<uint32_t> mspec(ATTN_MERGE_SC_COUNT);
     mspec[ATTN_MERGE_SC_WORKGROUP] = c.merge_workgroup;
     mspec[ATTN_MERGE_SC_HEAD_SIZE] = shape.head_size;
     mspec[ATTN_MERGE_SC_QUERY_DTYPE] = uint32_t(shape.query_dtype);
     mspec[ATTN_MERGE_SC_FEATURES] = features;
-    p->merge = &impl.pipeline(vk::shader_attention_merge(), mspec, ATTN_MERGE_BINDING_COUNT, sizeof(sh::AttentionPush));
+    r.merge = vk::PipelineRequest{&vk::shader_attention_merge(), std::move(mspec), ATTN_MERGE_BINDING_COUNT,
+                                  sizeof(sh::AttentionPush)};
   }
+  return r;
+}
+
+std::vector<vk::PipelineRequest> attention_bucket_requests(Context& context, const AttentionShape& shape,
+                                                           uint32_t max_query_tokens, const AttentionOptions& options) {
+  const AttentionChoice c =
+      plan_attention_bucket(attention_device_properties(context.impl()), shape, max_query_tokens, options);
+  if (c.kernel == AttentionKernel::decode) {
+    const DecodeShape d = attention_decode_shape(shape);
+    return decode_pipeline_requests(d, decode_choice(context, d, attention_decode_options(shape, options))).all();
+  }
+  const AttentionPipelineRequests r = attention_pipeline_requests(shape, c);
+  std::vector<vk::PipelineRequest> all{r.attention};
+  if (r.merge) all.push_back(*r.merge);
+  return all;
+}
+
+}  // namespace detail
+
+// ---- AttentionPlan ----
+
+namespace {
+
+// The plan of a choice: a decode plan, or the attention pipelines it names.
+std::unique_ptr<AttentionPlanData> plan_data(Context& context, const AttentionShape& shape,
+                                             const AttentionOptions& options, const detail::AttentionChoice& choice) {
+  auto p = std::make_unique<AttentionPlanData>();
+  p->shape = shape;
+  p->options = options;
+  p->choice = choice;
+  if (choice.kernel == AttentionKernel::decode) {
+    p->decode = DecodePlan::create(context, detail::attention_decode_shape(shape),
+                                   detail::attention_decode_options(shape, options));
+    return p;
+  }
+  const detail::AttentionPipelineRequests r = detail::attention_pipeline_requests(shape, choice);
+  auto& impl = context.impl();
+  p->attention = &impl.pipeline(r.attention);
+  if (r.merge) p->merge = &impl.pipeline(*r.merge);
   if (shape.csr_page_table)
-    p->csr = detail::plan_csr_expansion(impl, shape.num_requests, shape.max_blocks_per_seq, c.scratch_bytes);
-  return AttentionPlan(std::move(p));
+    p->csr = detail::plan_csr_expansion(impl, shape.num_requests, shape.max_blocks_per_seq, choice.scratch_bytes);
+  return p;
+}
+
+}  // namespace
+
+AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shape, Span<const int32_t> query_starts,
+                                    const AttentionOptions& options) {
+  const auto choice =
+      detail::plan_attention(detail::attention_device_properties(context.impl()), shape, query_starts, options);
+  return AttentionPlan(plan_data(context, shape, options, choice));
+}
+
+AttentionPlan AttentionPlan::create_bucket(Context& context, const AttentionShape& shape, uint32_t max_query_tokens,
+                                           const AttentionOptions& options) {
+  const auto choice =
+      detail::plan_attention_bucket(detail::attention_device_properties(context.impl()), shape, max_query_tokens, options);
+  return AttentionPlan(plan_data(context, shape, options, choice));
+}
+
+size_t AttentionPlan::max_scratch_bytes(Context& context, const AttentionShape& shape, uint32_t max_query_tokens,
+                                        const AttentionOptions& options) {
+  const auto c =
+      detail::plan_attention_bucket(detail::attention_device_properties(context.impl()), shape, max_query_tokens, options);
+  if (c.kernel != AttentionKernel::decode) return c.scratch_bytes;
+  const DecodeShape d = detail::attention_decode_shape(shape);
+  return detail::decode_choice(context, d, detail::attention_decode_options(shape, options)).scratch_bytes;
 }
 
 AttentionPlan::AttentionPlan(std::unique_ptr<AttentionPlanData> data) : data_(std::move(data)) {}
@@ -162,6 +225,7 @@ AttentionPlan::~AttentionPlan() = default;
 const AttentionShape& AttentionPlan::shape() const noexcept { return data_->shape; }
 const AttentionOptions& AttentionPlan::options() const noexcept { return data_->options; }
 AttentionKernel AttentionPlan::kernel() const noexcept { return data_->choice.kernel; }
+bool AttentionPlan::bucket() const noexcept { return data_->choice.bucket; }
 uint32_t AttentionPlan::max_query_tokens() const noexcept { return data_->choice.max_query_tokens; }
 size_t AttentionPlan::tree_mask_bytes() const noexcept { return data_->choice.tree_mask_bytes; }
 bool AttentionPlan::split() const noexcept { return data_->decode ? data_->decode->split() : data_->choice.split; }

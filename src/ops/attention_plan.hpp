@@ -3,15 +3,33 @@
 // What AttentionPlan::create decides: the planner's choice, and what it made of it (a decode
 // plan, or the attention pipelines).
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "ops/attention_planner.hpp"
 #include "ops/csr_page_table.hpp"
+#include "ops/decode_plan.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/decode.hpp"
 
 namespace vkpaged::detail {
+
+// What the planner reads off a context.
+AttentionDeviceProperties attention_device_properties(const ContextImpl& impl);
+// A batch of single tokens as the decode plan it runs as: its shape and options.
+DecodeShape attention_decode_shape(const AttentionShape& shape);
+DecodeOptions attention_decode_options(const AttentionShape& shape, const AttentionOptions& options);
+
+// The attention pipelines a choice on the attention kernels names.
+struct AttentionPipelineRequests {
+  vk::PipelineRequest attention;
+  std::optional<vk::PipelineRequest> merge;  // when split
+};
+AttentionPipelineRequests attention_pipeline_requests(const AttentionShape& shape, const AttentionChoice& choice);
+// Every pipeline AttentionPlan::create_bucket would build for these arguments (Context::prepare).
+std::vector<vk::PipelineRequest> attention_bucket_requests(Context& context, const AttentionShape& shape,
+                                                           uint32_t max_query_tokens, const AttentionOptions& options);
 
 struct AttentionPlanData {
   AttentionShape shape;

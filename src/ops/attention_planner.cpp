@@ -57,11 +57,14 @@ void choose_rows(AttentionChoice& c, const AttentionDeviceProperties& dev, const
   while (c.row_parts * 2 <= c.rows && c.row_parts * 2 * s.head_size <= c.workgroup) c.row_parts *= 2;
 }
 
+// `starts` empty: a bucket, whose full steps (T tokens, every request at least one tile) size the split.
 void choose_split(AttentionChoice& c, const AttentionDeviceProperties& dev, const AttentionShape& s,
                   std::span<const int32_t> starts, const AttentionOptions& o) {
   const uint32_t max_len = longest_context(s);
   uint64_t tiles = 0;  // workgroups of one pass: the requests' tiles times the kv-head groups
-  for (size_t i = 0; i < s.num_requests; ++i) tiles += ceil_div(uint32_t(starts[i + 1] - starts[i]), c.tokens_per_tile);
+  for (size_t i = 0; i < starts.size() && i < s.num_requests; ++i)
+    tiles += ceil_div(uint32_t(starts[i + 1] - starts[i]), c.tokens_per_tile);
+  if (starts.empty()) tiles = std::max<uint64_t>(s.num_requests, ceil_div(s.num_query_tokens, c.tokens_per_tile));
   const uint64_t workgroups = tiles * s.num_kv_heads * c.groups_per_kv_head;
   uint32_t tokens = o.partition_tokens;
   bool split = false;
@@ -118,19 +121,55 @@ size_t attention_shared_bytes(uint32_t rows, uint32_t head_size, uint32_t workgr
   return 4ull * (size_t(rows) * head_size + size_t(rows) * workgroup + 2ull * workgroup + 4ull * rows + 1);
 }
 
-AttentionChoice plan_attention(const AttentionDeviceProperties& dev, const AttentionShape& s,
-                               std::span<const int32_t> starts, const AttentionOptions& o) {
-  validate_attention_shape(s);
-  const QueryStartsSummary summary = validate_query_starts(s, starts);
+namespace {
+
+// What a bucket's steps may bring (AttentionPlan::create_bucket): requests of up to
+// max_query_tokens new tokens (0 = T), T in all; the decode kernels where every step's requests
+// have one token row each (max 1, T = S).
+QueryStartsSummary bucket_summary(const AttentionShape& s, uint32_t max_query_tokens) {
+  if (s.num_requests == 0) throw Error(ErrorCode::invalid_argument, "num_requests: a bucket holds at least one request, got 0");
+  const uint32_t q = max_query_tokens ? max_query_tokens : s.num_query_tokens;
+  if (q > s.num_query_tokens)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("max_query_tokens: {} exceeds T = num_query_tokens = {}", q, s.num_query_tokens));
+  const uint64_t longest = longest_context(s);
+  if (q > longest)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("max_query_tokens: {} new tokens exceed the {} positions a context may hold ({})", q, longest,
+                            s.max_context_len ? "max_context_len" : "M * B"));
+  QueryStartsSummary summary;
+  summary.max_query_tokens = q;
+  summary.single_tokens = q == 1 && s.num_query_tokens == s.num_requests;
+  // The largest sum of q_s^2 over at most S requests of at most q of the T tokens: as many whole
+  // requests of q as there are, then one of what is left.
+  const uint64_t whole = std::min<uint64_t>(s.num_requests, s.num_query_tokens / q);
+  const uint64_t rest = whole < s.num_requests ? s.num_query_tokens - whole * q : 0;
+  summary.tree_mask_bytes = s.tree_mask ? whole * q * q + rest * rest : 0;
+  if (summary.tree_mask_bytes > 0xffffffffull)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("tree_mask: a step of {} requests of {} new tokens takes {} bytes of masks, past 2^32 - 1",
+                            whole, q, summary.tree_mask_bytes));
+  return summary;
+}
+
+AttentionChoice plan_from_summary(const AttentionDeviceProperties& dev, const AttentionShape& s,
+                                  const QueryStartsSummary& summary, std::span<const int32_t> starts, bool bucket,
+                                  const AttentionOptions& o) {
   if (o.partition_tokens % kPartitionQuantum != 0)
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("partition_tokens: {} is not a multiple of {}", o.partition_tokens, kPartitionQuantum));
   if (o.partition_tokens != 0 && o.split == SplitMode::single_pass)
     throw Error(ErrorCode::invalid_argument, "partition_tokens: given with split = single_pass");
   AttentionChoice c;
+  c.bucket = bucket;
   c.max_query_tokens = summary.max_query_tokens;
   c.tree_mask_bytes = size_t(summary.tree_mask_bytes);
   const bool decode_ok = decode_kernels_take(s, summary.single_tokens);
+  if (o.kernel == AttentionKernel::decode && !decode_ok && bucket && !s.tree_mask)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("kernel: decode takes a bucket whose steps give every request one token row "
+                            "(max_query_tokens = 1 and T = S); this one has max_query_tokens {}, T = {}, S = {}",
+                            summary.max_query_tokens, s.num_query_tokens, s.num_requests));
   if (o.kernel == AttentionKernel::decode && !decode_ok)
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("kernel: decode takes batches of single tokens (every q_s = 1; the longest here is {}) "
@@ -179,6 +218,20 @@ AttentionChoice plan_attention(const AttentionDeviceProperties& dev, const Atten
                             s.num_kv_heads));
   choose_split(c, dev, s, starts, o);
   return c;
+}
+
+}  // namespace
+
+AttentionChoice plan_attention(const AttentionDeviceProperties& dev, const AttentionShape& s,
+                               std::span<const int32_t> starts, const AttentionOptions& o) {
+  validate_attention_shape(s);
+  return plan_from_summary(dev, s, validate_query_starts(s, starts), starts, false, o);
+}
+
+AttentionChoice plan_attention_bucket(const AttentionDeviceProperties& dev, const AttentionShape& s,
+                                      uint32_t max_query_tokens, const AttentionOptions& o) {
+  validate_attention_shape(s);
+  return plan_from_summary(dev, s, bucket_summary(s, max_query_tokens), {}, true, o);
 }
 
 }  // namespace vkpaged::detail

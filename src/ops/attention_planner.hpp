@@ -47,6 +47,7 @@ struct AttentionDeviceProperties {
 // Every choice of a plan on the attention kernel (shaders/attention*.comp).
 struct AttentionChoice {
   AttentionKernel kernel = AttentionKernel::scalar;  // decode, scalar or matrix, never automatic
+  bool bucket = false;  // planned for a bucket of steps (plan_attention_bucket)
   uint32_t max_query_tokens = 0;
   size_t tree_mask_bytes = 0;
   // The rest describes the attention kernels (a decode plan makes its own choices).
@@ -96,5 +97,13 @@ void plan_matrix_attention(AttentionChoice& choice, const AttentionDevicePropert
 // device cannot run (the error names the argument and the limit).
 AttentionChoice plan_attention(const AttentionDeviceProperties& device, const AttentionShape& shape,
                                std::span<const int32_t> query_starts, const AttentionOptions& options);
+
+// The same for a bucket of steps (AttentionPlan::create_bucket): S, T and max_context_len are its
+// maxima and max_query_tokens its longest request (0 = T). What the query starts would tell is
+// sized for the bucket's worst step: the rows for max_query_tokens, the tree masks for T tokens
+// in requests of max_query_tokens, the split for a full step (T tokens, every request at least
+// one tile). The decode kernels where max_query_tokens = 1 and T = S.
+AttentionChoice plan_attention_bucket(const AttentionDeviceProperties& device, const AttentionShape& shape,
+                                      uint32_t max_query_tokens, const AttentionOptions& options);
 
 }  // namespace vkpaged::detail

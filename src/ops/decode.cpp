@@ -127,7 +127,9 @@ DecodeTuning decode_tuning(Context& context) { return context_tuning(context); }
 
 // ---- DecodePlan ----
 
-DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const DecodeOptions& options) {
+namespace detail {
+
+DecodeChoice decode_choice(Context& context, const DecodeShape& shape, const DecodeOptions& options) {
   const detail::DecodeTuning& tuning = context_tuning(context);
   detail::DecodeDeviceProperties device = decode_device_properties(context);
   // A layout probe runs a dispatch: only where the matrix kernel could take this plan through
@@ -138,14 +140,12 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
     else if (k.needs_khr_fragment_layout) device.khr_fragment_layout_mismatch = detail::khr_matrix_fragment_mismatch(context);
     else break;
   }
-  auto p = std::make_unique<DecodePlanData>();
-  p->shape = shape;
-  p->options = options;
-  p->choice = detail::plan_decode(device, shape, options, tuning);
-  const DecodeChoice& c = p->choice;
+  return detail::plan_decode(device, shape, options, tuning);
+}
 
-  auto& impl = context.impl();
-  std::array<uint32_t, DECODE_SC_COUNT> spec{};
+DecodePipelineRequests decode_pipeline_requests(const DecodeShape& shape, const DecodeChoice& c) {
+  DecodePipelineRequests r;
+  std::vector<uint32_t> spec(DECODE_SC_COUNT);
   spec[DECODE_SC_WORKGROUP] = c.workgroup;
   spec[DECODE_SC_HEAD_SIZE] = shape.head_size;
   spec[DECODE_SC_BLOCK_SIZE] = shape.block_size;
@@ -165,22 +165,46 @@ DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const 
                                    (c.f16_keys ? DECODE_SCALAR_F16_KEYS : 0u) |
                                    (c.f16_values ? DECODE_SCALAR_F16_VALUES : 0u) |
                                    (c.value_loads > 1 ? c.value_loads << DECODE_SCALAR_VALUE_LOADS_SHIFT : 0u);
-  p->decode = &impl.pipeline(decode_shader(c.module), spec, DECODE_BINDING_COUNT, sizeof(sh::DecodePush));
+  r.decode = {&decode_shader(c.module), std::move(spec), DECODE_BINDING_COUNT, sizeof(sh::DecodePush)};
   if (c.reduce_workgroup != 0) {
-    std::array<uint32_t, REDUCE_SC_COUNT> rspec{};
+    std::vector<uint32_t> rspec(REDUCE_SC_COUNT);
     rspec[REDUCE_SC_WORKGROUP] = c.reduce_workgroup;
     rspec[REDUCE_SC_HEAD_SIZE] = shape.head_size;
     rspec[REDUCE_SC_QUERY_DTYPE] = uint32_t(shape.query_dtype);
     rspec[REDUCE_SC_FEATURES] = c.features;
-    p->reduce = &impl.pipeline(vk::shader_decode_reduce(), rspec, REDUCE_BINDING_COUNT, sizeof(sh::DecodePush));
+    r.reduce = vk::PipelineRequest{&vk::shader_decode_reduce(), std::move(rspec), REDUCE_BINDING_COUNT,
+                                   sizeof(sh::DecodePush)};
   }
   if (c.longest_first) {
-    std::array<uint32_t, ORDER_SC_COUNT> ospec{};
+    std::vector<uint32_t> ospec(ORDER_SC_COUNT);
     ospec[ORDER_SC_FEATURES] = c.features;
-    p->order = &impl.pipeline(vk::shader_decode_order(), ospec, ORDER_BINDING_COUNT, sizeof(sh::DecodePush));
+    r.order = vk::PipelineRequest{&vk::shader_decode_order(), std::move(ospec), ORDER_BINDING_COUNT,
+                                  sizeof(sh::DecodePush)};
   }
+  return r;
+}
+
+std::vector<vk::PipelineRequest> DecodePipelineRequests::all() const {
+  std::vector<vk::PipelineRequest> all{decode};
+  if (reduce) all.push_back(*reduce);
+  if (order) all.push_back(*order);
+  return all;
+}
+
+}  // namespace detail
+
+DecodePlan DecodePlan::create(Context& context, const DecodeShape& shape, const DecodeOptions& options) {
+  auto p = std::make_unique<DecodePlanData>();
+  p->shape = shape;
+  p->options = options;
+  p->choice = detail::decode_choice(context, shape, options);
+  const detail::DecodePipelineRequests r = detail::decode_pipeline_requests(shape, p->choice);
+  auto& impl = context.impl();
+  p->decode = &impl.pipeline(r.decode);
+  if (r.reduce) p->reduce = &impl.pipeline(*r.reduce);
+  if (r.order) p->order = &impl.pipeline(*r.order);
   if (shape.csr_page_table)
-    p->csr = detail::plan_csr_expansion(impl, shape.num_seqs, shape.max_blocks_per_seq, c.scratch_bytes);
+    p->csr = detail::plan_csr_expansion(impl, shape.num_seqs, shape.max_blocks_per_seq, p->choice.scratch_bytes);
   return DecodePlan(std::move(p));
 }
 

@@ -3,6 +3,9 @@
 // A DecodePlan's data: the shape and options it was made for, the planner's choice
 // (ops/decode_planner.hpp) and the pipelines created from it (ops/decode.cpp), which
 // ops/decode_record.cpp records.
+#include <optional>
+#include <vector>
+
 #include "ops/csr_page_table.hpp"
 #include "ops/decode_planner.hpp"
 #include "vk/context_impl.hpp"
@@ -15,6 +18,17 @@ namespace vkpaged::detail {
 // the tuning it uses now.
 void set_decode_tuning(Context& context, const DecodeTuning& tuning);
 DecodeTuning decode_tuning(Context& context);
+
+// The choice DecodePlan::create makes for a shape and options on this context (the matrix
+// kernel's fragment layout probed first where it could run), and the pipelines it names.
+DecodeChoice decode_choice(Context& context, const DecodeShape& shape, const DecodeOptions& options);
+struct DecodePipelineRequests {
+  vk::PipelineRequest decode;
+  std::optional<vk::PipelineRequest> reduce;  // when choice.reduce_workgroup != 0
+  std::optional<vk::PipelineRequest> order;   // when choice.longest_first
+  std::vector<vk::PipelineRequest> all() const;
+};
+DecodePipelineRequests decode_pipeline_requests(const DecodeShape& shape, const DecodeChoice& choice);
 
 struct DecodePlanData {
   DecodeShape shape;

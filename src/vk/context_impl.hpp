@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "vk/fence_wait.hpp"
 #include "vk/instance.hpp"
 #include "vk/operator_state.hpp"
+#include "vk/pipeline_request.hpp"
 #include "vk/shader_registry.hpp"
 #include "vk/unique_handle.hpp"
 #include "vkpaged/context.hpp"
@@ -125,8 +127,12 @@ struct ContextImpl {
   std::vector<std::pair<vk::UniqueBuffer, vk::UniqueMemory>> retired;
   // BufferImpl's destructor: keeps its buffer and memory alive while `pending` exists.
   void retire(BufferImpl& buffer);
-  std::mutex pipeline_mutex;
+  std::mutex pipeline_mutex;  // the registry below
+  // Builds share pipeline_cache (Vulkan synchronises them); a merge into it excludes them.
+  std::shared_mutex pipeline_cache_mutex;
   OperatorStates operator_states;  // what operators keep per context, defined by each (vk/operator_state.hpp)
+  // The pipeline registry (vk/pipeline_registry.cpp), by PipelineRequest::key(): pipelines are
+  // never removed, so what a plan points to stays valid.
   std::map<std::string, std::unique_ptr<ComputePipeline>> pipelines;
 
   // What both constructors do once the device exists: entry points, queue, caches.
@@ -138,6 +144,15 @@ struct ContextImpl {
   // Finds or creates a pipeline for a shader and its specialization values.
   const ComputePipeline& pipeline(const vk::ShaderRegistration& shader, std::span<const uint32_t> spec,
                                   uint32_t num_bindings, uint32_t push_bytes);
+  const ComputePipeline& pipeline(const vk::PipelineRequest& request);
+  // Builds every requested pipeline the registry lacks, on several threads (Context::prepare).
+  struct PreparedPipelines {
+    size_t pipelines = 0;  // distinct pipelines requested
+    size_t created = 0;    // of them, built by this call
+  };
+  PreparedPipelines prepare_pipelines(std::span<const vk::PipelineRequest> requests);
+  // The pipeline and its layouts, built outside the registry's lock.
+  std::unique_ptr<ComputePipeline> build_pipeline(const vk::PipelineRequest& request);
 
   // Binds views (an empty view binds the dummy buffer) and the push constants, then dispatches.
   BoundView bind_view(const BufferView& view) const;

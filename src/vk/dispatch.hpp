@@ -47,6 +47,7 @@
   X(vkCreatePipelineCache)                \
   X(vkDestroyPipelineCache)               \
   X(vkGetPipelineCacheData)               \
+  X(vkMergePipelineCaches)                \
   X(vkCreateComputePipelines)             \
   X(vkDestroyPipeline)                    \
   X(vkCreateCommandPool)                  \

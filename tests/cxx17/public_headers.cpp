@@ -14,6 +14,7 @@
 #include <vkpaged/kv_layout.hpp>
 #include <vkpaged/log.hpp>
 #include <vkpaged/merge.hpp>
+#include <vkpaged/prepare.hpp>
 #include <vkpaged/reference.hpp>
 #include <vkpaged/rotary.hpp>
 #include <vkpaged/span.hpp>

@@ -114,8 +114,9 @@ vkp_status step_resume(vkp_block_manager* blocks, engine_step* step, uint64_t se
 }
 /* [/doc:c-preempt] */
 
-vkp_status engine_buffers_create(vkp_context* ctx, engine_buffers* buf) {
+vkp_status engine_buffers_create(vkp_context* ctx, uint64_t scratch_bytes, engine_buffers* buf) {
   memset(buf, 0, sizeof(*buf));
+  if (scratch_bytes > 0) TRY(vkp_buffer_create(ctx, (size_t)scratch_bytes, VKP_MEMORY_DEVICE, &buf->scratch));
   const size_t f16 = sizeof(uint16_t);
   const vkp_memory_kind host = VKP_MEMORY_HOST_VISIBLE, device = VKP_MEMORY_DEVICE;
   TRY(vkp_buffer_create(ctx, ENGINE_MAX_STEP_TOKENS * sizeof(int64_t), host, &buf->slots));
@@ -161,27 +162,44 @@ void engine_buffers_destroy(engine_buffers* buf) {
 }
 
 /* [doc:c-plan] */
-/* Once per step, on the host: the cache fills in what it knows (heads, head size, block size,
- * blocks, dtype, layout); the plan checks the query starts, picks the kernels (a step of decode
- * requests only runs on the decode kernels, in every layout) and sizes the scratch. One plan
- * serves every layer. */
-vkp_status engine_plan_step(vkp_context* ctx, const vkp_kv_cache* cache, const engine_step* step,
-                            vkp_attention_plan** plan) {
+/* Once, at start-up: a plan for a bucket of up to ENGINE_MAX_REQUESTS requests and `tokens` new
+ * tokens, max_query_tokens at most per request, contexts of up to M * B; the cache fills in what
+ * it knows (heads, head size, block size, blocks, dtype, layout). *scratch_bytes becomes the
+ * larger of its value and the plan's scratch. */
+static vkp_status plan_bucket(vkp_context* ctx, const vkp_kv_cache* cache, uint32_t tokens, uint32_t max_query_tokens,
+                              vkp_attention_plan** plan, uint64_t* scratch_bytes) {
   vkp_attention_shape batch, shape;
+  vkp_attention_plan_info info;
   TRY(vkp_attention_shape_init(&batch));
   TRY(vkp_attention_shape_init(&shape));
-  batch.num_requests = step->num_requests;
-  batch.num_query_tokens = step->num_tokens;
+  TRY(vkp_attention_plan_info_init(&info));
+  batch.num_requests = ENGINE_MAX_REQUESTS;
+  batch.num_query_tokens = tokens;
   batch.num_heads = ENGINE_HEADS;
   batch.max_blocks_per_seq = ENGINE_MAX_BLOCKS_PER_SEQ;
-  for (uint32_t s = 0; s < step->num_requests; ++s)
-    if ((uint32_t)step->context_lens[s] > batch.max_context_len)
-      batch.max_context_len = (uint32_t)step->context_lens[s];
   batch.query_dtype = VKP_DTYPE_F16;
   TRY(vkp_kv_cache_attention_shape(cache, &batch, &shape));
-  return vkp_attention_plan_create(ctx, &shape, step->query_starts, step->num_requests + 1, NULL, plan);
+  TRY(vkp_attention_plan_create_bucket(ctx, &shape, max_query_tokens, NULL, plan));
+  TRY(vkp_attention_plan_info_get(*plan, &info));
+  if (info.scratch_bytes > *scratch_bytes) *scratch_bytes = info.scratch_bytes;
+  return VKP_OK;
+}
+
+/* Decode-only steps (each request one new token) on the decode kernels, steps with prompt chunks
+ * on the attention kernels: every step of a bucket runs its plan, so the scratch is allocated
+ * once (engine_buffers_create), for the larger. One plan serves every layer. */
+vkp_status engine_plans_create(vkp_context* ctx, const vkp_kv_cache* cache, engine_plans* plans) {
+  memset(plans, 0, sizeof(*plans));
+  TRY(plan_bucket(ctx, cache, ENGINE_MAX_REQUESTS, 1, &plans->decode, &plans->scratch_bytes));
+  return plan_bucket(ctx, cache, ENGINE_MAX_STEP_TOKENS, ENGINE_MAX_STEP_TOKENS, &plans->mixed, &plans->scratch_bytes);
 }
 /* [/doc:c-plan] */
+
+void engine_plans_destroy(engine_plans* plans) {
+  vkp_attention_plan_destroy(plans->decode);
+  vkp_attention_plan_destroy(plans->mixed);
+  memset(plans, 0, sizeof(*plans));
+}
 
 /* [doc:c-record] */
 /* Makes src_access of src_stage available and visible to dst_access of dst_stage. */
@@ -205,7 +223,10 @@ static vkp_status tensor(const vkp_buffer* buffer, vkp_dtype dtype, int32_t rank
 vkp_status engine_record_step(VkCommandBuffer cmd, const vkp_kv_cache* cache, const engine_step* step,
                        const vkp_attention_plan* plan, const engine_buffers* buf, engine_project_qkv project_qkv,
                        void* user_data) {
-  const int64_t S = step->num_requests, T = step->num_tokens;
+  vkp_attention_shape bucket;  /* the plan's: every view is its S requests and T tokens */
+  TRY(vkp_attention_shape_init(&bucket));
+  TRY(vkp_attention_plan_shape_get(plan, &bucket));
+  const int64_t S = bucket.num_requests, T = bucket.num_query_tokens;
   /* The previous step's cache writes and reads finish before this step's copies touch blocks. */
   barrier(cmd, COMPUTE, VK_ACCESS_SHADER_WRITE_BIT, TRANSFER, TRANSFER_RW);
   /* 1. Swaps, out before in: a block a swap-out frees may be where a swap-in lands. */
@@ -276,41 +297,51 @@ static vkp_status VKP_CALL record(VkCommandBuffer cmd, void* user_data) {
   return engine_record_step(cmd, r->cache, r->step, r->plan, r->buf, r->project_qkv, r->user_data);
 }
 
-static void put(const vkp_buffer* buffer, const void* data, size_t bytes) {
-  memcpy(vkp_buffer_mapped(buffer), data, bytes);
+/* The step's arrays, padded to the plan's bucket: its requests first, then requests of no new
+ * tokens and length 0; its tokens first, then tokens of no slot (skipped) at position 0. Written
+ * before the submission (a step in flight keeps its own). */
+static vkp_status write_arrays(const engine_step* step, const vkp_attention_plan* plan, const engine_buffers* buf) {
+  vkp_attention_shape bucket;
+  TRY(vkp_attention_shape_init(&bucket));
+  TRY(vkp_attention_plan_shape_get(plan, &bucket));
+  int64_t* slots = vkp_buffer_mapped(buf->slots);
+  int64_t* positions = vkp_buffer_mapped(buf->positions);
+  int32_t* tables = vkp_buffer_mapped(buf->block_tables);
+  int32_t* lens = vkp_buffer_mapped(buf->context_lens);
+  int32_t* starts = vkp_buffer_mapped(buf->query_starts);
+  for (uint32_t t = 0; t < bucket.num_query_tokens; ++t) {
+    slots[t] = t < step->num_tokens ? step->slots[t] : -1;
+    positions[t] = t < step->num_tokens ? step->positions[t] : 0;
+  }
+  starts[0] = 0;
+  for (uint32_t s = 0; s < bucket.num_requests; ++s) {
+    const int real = s < step->num_requests;
+    lens[s] = real ? step->context_lens[s] : 0;
+    starts[s + 1] = real ? step->query_starts[s + 1] : (int32_t)step->num_tokens;
+    for (uint32_t m = 0; m < ENGINE_MAX_BLOCKS_PER_SEQ; ++m)
+      tables[s * ENGINE_MAX_BLOCKS_PER_SEQ + m] = real ? step->block_tables[s * ENGINE_MAX_BLOCKS_PER_SEQ + m] : 0;
+  }
+  return VKP_OK;
 }
 
-vkp_status engine_run_step(vkp_context* ctx, const vkp_kv_cache* cache, const engine_step* step, engine_buffers* buf,
-                    engine_project_qkv project_qkv, void* user_data, char* error, size_t error_bytes) {
-  vkp_attention_plan* plan = NULL;
-  vkp_attention_plan_info info;
-  vkp_status status = engine_plan_step(ctx, cache, step, &plan);
-  if (status == VKP_OK) status = vkp_attention_plan_info_init(&info);
-  if (status == VKP_OK) status = vkp_attention_plan_info_get(plan, &info);
-  if (status == VKP_OK && info.scratch_bytes > 0 &&
-      (buf->scratch == NULL || vkp_buffer_size(buf->scratch) < info.scratch_bytes)) {
-    vkp_buffer_destroy(buf->scratch);
-    buf->scratch = NULL;
-    status = vkp_buffer_create(ctx, info.scratch_bytes, VKP_MEMORY_DEVICE, &buf->scratch);
-  }
+vkp_status engine_run_step(vkp_context* ctx, const vkp_kv_cache* cache, const engine_plans* plans,
+                           const engine_step* step, engine_buffers* buf, engine_project_qkv project_qkv,
+                           void* user_data, char* error, size_t error_bytes) {
+  /* The step's bucket: decode-only steps (each request one new token), else prompt chunks. */
+  const vkp_attention_plan* plan = step->num_tokens == step->num_requests ? plans->decode : plans->mixed;
+  vkp_status status = write_arrays(step, plan, buf);
   if (status == VKP_OK) {
-    /* The arrays the step reads, written before its submission (a step in flight keeps its own). */
-    put(buf->slots, step->slots, step->num_tokens * sizeof(int64_t));
-    put(buf->positions, step->positions, step->num_tokens * sizeof(int64_t));
-    put(buf->block_tables, step->block_tables, step->num_requests * ENGINE_MAX_BLOCKS_PER_SEQ * sizeof(int32_t));
-    put(buf->context_lens, step->context_lens, step->num_requests * sizeof(int32_t));
-    put(buf->query_starts, step->query_starts, (step->num_requests + 1) * sizeof(int32_t));
     /* An engine records the step into its own command buffer, between the model's other kernels,
-     * and submits it to its own queue; here the context's convenience records, submits and waits. */
+     * and submits it to its own queue (or replays one recorded before, as the C++ section 8
+     * shows); here the context's convenience records, submits and waits. */
     const struct recording r = {cache, step, plan, buf, project_qkv, user_data};
     status = vkp_run_and_wait(ctx, record, (void*)&r);
   }
-  /* The message first: the next vkpaged call (a destroy too) clears it. */
+  /* The message first: the next vkpaged call clears it. */
   if (status != VKP_OK && error_bytes > 0) {
     strncpy(error, vkp_last_error(), error_bytes - 1);
     error[error_bytes - 1] = '\0';
   }
-  vkp_attention_plan_destroy(plan);  /* once recorded: the pipelines are the context's */
   return status;
 }
 /* [/doc:c-run] */

@@ -52,6 +52,13 @@ typedef struct engine_buffers {
 /* The model's kernels that write a layer's queries, keys and values for the step's tokens. */
 typedef vkp_status (*engine_project_qkv)(VkCommandBuffer cmd, uint32_t layer, const vkp_tensor_view* query,
                                          const vkp_tensor_view* key, const vkp_tensor_view* value, void* user_data);
+
+/* A plan per bucket of steps, made once (the C++ section's EnginePlans), and the scratch the
+ * larger of them needs. */
+typedef struct engine_plans {
+  vkp_attention_plan *decode, *mixed;  /* decode-only steps; steps with prompt chunks */
+  uint64_t scratch_bytes;
+} engine_plans;
 /* [/doc:c-model] */
 
 /* Every function returns VKP_OK or the status of the first call that failed; vkp_last_error()
@@ -63,21 +70,23 @@ vkp_status step_add_decode(vkp_block_manager* blocks, engine_step* step, uint64_
 vkp_status step_preempt(vkp_block_manager* blocks, engine_step* step, uint64_t victim, vkp_bool32* swapped);
 vkp_status step_resume(vkp_block_manager* blocks, engine_step* step, uint64_t seq, vkp_bool32* resumed);
 
-/* The buffers of every step (zeroed status word, the cos/sin cache uploaded). Whether it
- * succeeded or not, engine_buffers_destroy destroys what it made (after a failure, read
- * vkp_last_error() first: every vkpaged call clears it). */
-vkp_status engine_buffers_create(vkp_context* ctx, engine_buffers* buf);
+/* The buffers of every step (zeroed status word, the cos/sin cache uploaded, the scratch once).
+ * Whether it succeeded or not, engine_buffers_destroy destroys what it made (after a failure,
+ * read vkp_last_error() first: every vkpaged call clears it). */
+vkp_status engine_buffers_create(vkp_context* ctx, uint64_t scratch_bytes, engine_buffers* buf);
 void engine_buffers_destroy(engine_buffers* buf);
 
-vkp_status engine_plan_step(vkp_context* ctx, const vkp_kv_cache* cache, const engine_step* step,
-                            vkp_attention_plan** plan);
+/* The buckets' plans; engine_plans_destroy destroys what it made, whether it succeeded or not. */
+vkp_status engine_plans_create(vkp_context* ctx, const vkp_kv_cache* cache, engine_plans* plans);
+void engine_plans_destroy(engine_plans* plans);
 vkp_status engine_record_step(VkCommandBuffer cmd, const vkp_kv_cache* cache, const engine_step* step,
                        const vkp_attention_plan* plan, const engine_buffers* buf, engine_project_qkv project_qkv,
                        void* user_data);
-/* Plans, writes the arrays, records, submits and waits; error (error_bytes > 0) receives the
- * message of a failure. */
-vkp_status engine_run_step(vkp_context* ctx, const vkp_kv_cache* cache, const engine_step* step, engine_buffers* buf,
-                    engine_project_qkv project_qkv, void* user_data, char* error, size_t error_bytes);
+/* Picks the step's bucket, writes its arrays padded to it, records, submits and waits; error
+ * (error_bytes > 0) receives the message of a failure. */
+vkp_status engine_run_step(vkp_context* ctx, const vkp_kv_cache* cache, const engine_plans* plans,
+                           const engine_step* step, engine_buffers* buf, engine_project_qkv project_qkv,
+                           void* user_data, char* error, size_t error_bytes);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -25,14 +25,17 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "c_api/c_api_test_helpers.hpp"
+#include "vk/context_impl.hpp"
 #include "docs/integration_step.h"
 #include "support/decode_case.hpp"
 #include "support/test_context.hpp"
@@ -43,6 +46,7 @@
 #include "vkpaged/error.hpp"
 #include "vkpaged/kv_cache.hpp"
 #include "vkpaged/log.hpp"
+#include "vkpaged/prepare.hpp"
 #include "vkpaged/reference.hpp"
 #include "vkpaged/rotary.hpp"
 #include "vkpaged/utilities.hpp"
@@ -163,16 +167,18 @@ bool resume(BlockManager& blocks, StepPlan& step, uint64_t seq) {
 // [/doc:preempt]
 
 // [doc:buffers]
-// What a step's calls read and write. The arrays are host-visible: the host writes them before
-// the submission, so a step in flight keeps its own (an engine alternates two sets, or waits for
-// the step's fence before writing the next). The activations are per layer here so that the
-// test can read every layer's; an engine reuses one set across layers.
+// What a step's calls read and write, sized for the largest step. The arrays are host-visible:
+// the host writes them before the submission, so a step in flight keeps its own (an engine
+// alternates two sets, or waits for the step's fence before writing the next). The activations
+// are per layer here so that the test can read every layer's; an engine reuses one set across
+// layers. The scratch is allocated once, for the largest any step needs (section 3): replacing it
+// with a larger one would free a buffer that a step in flight may still read.
 struct StepBuffers {
   DeviceBuffer slots, positions, block_tables, context_lens, query_starts;  // host-visible
   std::vector<DeviceBuffer> query, key, value, output;                      // [T, H or Hkv, D] per layer
   DeviceBuffer cos_sin, scratch, status;
 
-  explicit StepBuffers(Context& ctx) {
+  StepBuffers(Context& ctx, size_t scratch_bytes) {
     auto host = [&](size_t bytes) { return ctx.create_buffer(bytes, MemoryKind::host_visible); };
     slots = host(kMaxStepTokens * sizeof(int64_t));
     positions = host(kMaxStepTokens * sizeof(int64_t));
@@ -192,15 +198,23 @@ struct StepBuffers {
     status = ctx.create_buffer(4);
     const uint32_t zero = 0;
     ctx.upload(status.view(), &zero, sizeof(zero));
+    if (scratch_bytes > 0) scratch = ctx.create_buffer(scratch_bytes);
   }
 
-  void write(const StepPlan& step) const {
-    auto put = [](const DeviceBuffer& b, const auto& v) { std::memcpy(b.mapped(), v.data(), v.size() * sizeof(v[0])); };
-    put(slots, step.slots);
-    put(positions, step.positions);
-    put(block_tables, step.block_tables);
-    put(context_lens, step.context_lens);
-    put(query_starts, step.query_starts);
+  // The step's arrays, padded to its plan's bucket (section 8): its requests first, then
+  // requests of no new tokens and length 0; its tokens first, then tokens of no slot (skipped)
+  // at position 0.
+  void write(const StepPlan& step, const AttentionPlan& plan) const {
+    const size_t S = plan.shape().num_requests, T = plan.shape().num_query_tokens;
+    auto put = [](const DeviceBuffer& b, auto v, size_t n, auto pad) {
+      v.resize(n, pad);
+      std::memcpy(b.mapped(), v.data(), n * sizeof(v[0]));
+    };
+    put(slots, step.slots, T, int64_t(-1));
+    put(positions, step.positions, T, int64_t(0));
+    put(block_tables, step.block_tables, S * kMaxBlocksPerSeq, 0);
+    put(context_lens, step.context_lens, S, 0);
+    put(query_starts, step.query_starts, S + 1, step.query_starts.back());
   }
 };
 // [/doc:buffers]
@@ -219,18 +233,27 @@ constexpr VkAccessFlags kTransferRW = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TR
 // [/doc:barriers]
 
 // [doc:plan]
-// Once per step, on the host: the plan checks the query starts, picks the kernels (a step of
-// decode requests only runs on the decode kernels, in every layout) and sizes the scratch. One
-// plan serves every layer.
-AttentionPlan plan_step(Context& ctx, const KvCache& cache, const StepPlan& step) {
-  AttentionShape batch{.num_requests = uint32_t(step.seqs.size()),
-                       .num_query_tokens = uint32_t(step.slots.size()),
-                       .num_heads = kHeads,
-                       .max_blocks_per_seq = kMaxBlocksPerSeq,
-                       .max_context_len = uint32_t(*std::max_element(step.context_lens.begin(), step.context_lens.end())),
-                       .query_dtype = DType::f16};
-  return AttentionPlan::create(ctx, cache.attention_shape(batch), step.query_starts);
-}
+// Once, at start-up: a plan per bucket of steps, which every step inside it runs (section 8):
+// decode-only steps (each request one new token) on the decode kernels, steps with prompt chunks
+// on the attention kernels. Each is sized for its bucket's largest step (S requests, T new
+// tokens, contexts of M * B), so the scratch is allocated once, the larger of the two. One plan
+// serves every layer; its pipelines are built now, not in the first step.
+struct EnginePlans {
+  AttentionPlan decode, mixed;
+
+  EnginePlans(Context& ctx, const KvCache& cache)
+      : decode(AttentionPlan::create_bucket(ctx, cache.attention_shape(bucket(kMaxRequests)), 1)),
+        mixed(AttentionPlan::create_bucket(ctx, cache.attention_shape(bucket(kMaxStepTokens)), kMaxStepTokens)) {}
+
+  static AttentionShape bucket(uint32_t tokens) {
+    return {.num_requests = kMaxRequests, .num_query_tokens = tokens, .num_heads = kHeads,
+            .max_blocks_per_seq = kMaxBlocksPerSeq, .query_dtype = DType::f16};
+  }
+  const AttentionPlan& for_step(const StepPlan& step) const {
+    return step.slots.size() == step.seqs.size() ? decode : mixed;  // every request one new token: decode
+  }
+  size_t scratch_bytes() const { return std::max(decode.scratch_bytes(), mixed.scratch_bytes()); }
+};
 // [/doc:plan]
 
 // [doc:record]
@@ -238,9 +261,8 @@ AttentionPlan plan_step(Context& ctx, const KvCache& cache, const StepPlan& step
 using ProjectQkv = std::function<void(VkCommandBuffer, uint32_t layer, const TensorView& query,
                                       const TensorView& key, const TensorView& value)>;
 
-void record_step(VkCommandBuffer cmd, const KvCache& cache, const StepPlan& step, const AttentionPlan& plan,
-                 const StepBuffers& buf, const ProjectQkv& project_qkv) {
-  const int64_t S = int64_t(step.seqs.size()), T = int64_t(step.slots.size());
+// The step's block moves: swaps and copy-on-write copies, every layer's pools.
+void record_moves(VkCommandBuffer cmd, const KvCache& cache, const StepPlan& step) {
   // The previous step's cache writes and reads finish before this step's copies touch blocks.
   barrier(cmd, kCompute, VK_ACCESS_SHADER_WRITE_BIT, kTransfer, kTransferRW);
   // 1. Swaps, out before in: a block a swap-out frees may be where a swap-in lands.
@@ -255,9 +277,14 @@ void record_step(VkCommandBuffer cmd, const KvCache& cache, const StepPlan& step
   // 2. Copy-on-write copies, before a new token is written into a copy.
   if (!step.copies.empty()) cache.record_copy_blocks(cmd, step.copies);
   barrier(cmd, kTransfer, VK_ACCESS_TRANSFER_WRITE_BIT, kCompute, kShaderRW);
+}
 
-  // 3. Layer by layer: the new tokens' keys and values into the cache, the keys rotated on their
-  //    way in and the queries in place (one dispatch); then attention of every request at once.
+// 3. Layer by layer: the new tokens' keys and values into the cache, the keys rotated on their
+//    way in and the queries in place (one dispatch); then attention of every request at once.
+//    Every view is the plan's bucket's (S requests, T tokens): the step's arrays are padded to it.
+void record_layers(VkCommandBuffer cmd, const KvCache& cache, const AttentionPlan& plan, const StepBuffers& buf,
+                   const ProjectQkv& project_qkv) {
+  const int64_t S = plan.shape().num_requests, T = plan.shape().num_query_tokens;
   const TensorView slots = buf.slots.tensor(DType::i64, Shape{T});
   const TensorView positions = buf.positions.tensor(DType::i64, Shape{T});
   const TensorView cos_sin = buf.cos_sin.tensor(DType::f32, Shape{kMaxPosition, kHeadSize});
@@ -286,19 +313,115 @@ void record_step(VkCommandBuffer cmd, const KvCache& cache, const StepPlan& step
   barrier(cmd, kCompute, VK_ACCESS_SHADER_WRITE_BIT, kTransfer | VK_PIPELINE_STAGE_HOST_BIT,
           VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_HOST_READ_BIT);
 }
+
+void record_step(VkCommandBuffer cmd, const KvCache& cache, const StepPlan& step, const AttentionPlan& plan,
+                 const StepBuffers& buf, const ProjectQkv& project_qkv) {
+  record_moves(cmd, cache, step);
+  record_layers(cmd, cache, plan, buf, project_qkv);
+}
 // [/doc:record]
 
 // [doc:run]
-void run_step(Context& ctx, const KvCache& cache, const StepPlan& step, StepBuffers& buf,
+void run_step(Context& ctx, const KvCache& cache, const EnginePlans& plans, const StepPlan& step, StepBuffers& buf,
               const ProjectQkv& project_qkv) {
-  const AttentionPlan plan = plan_step(ctx, cache, step);
-  if (plan.scratch_bytes() > buf.scratch.size()) buf.scratch = ctx.create_buffer(plan.scratch_bytes());
-  buf.write(step);
+  const AttentionPlan& plan = plans.for_step(step);
+  buf.write(step, plan);
   // An engine records the step into its own command buffer, between the model's other kernels,
-  // and submits it to its own queue; here the Context's convenience records, submits and waits.
+  // and submits it to its own queue (or replays one recorded before: section 8); here the
+  // Context's convenience records, submits and waits.
   ctx.run_and_wait([&](VkCommandBuffer cmd) { record_step(cmd, cache, step, plan, buf, project_qkv); });
 }
 // [/doc:run]
+
+// [doc:replay]
+// A bucket's step recorded once into the engine's own command buffer and submitted for every
+// step of the bucket, as a CUDA graph is captured once and replayed: the layers read the step's
+// lengths, block tables and query starts from the device, so only those arrays change between
+// submissions. The block moves differ from step to step: they go first, in a small command
+// buffer recorded per step, in the same submission.
+class ReplayedStep {
+ public:
+  ReplayedStep(Context& ctx, const KvCache& cache, const AttentionPlan& plan, const StepBuffers& buf,
+               const ProjectQkv& project_qkv)
+      : device_(ctx.device()), queue_(ctx.queue()), plan_(plan) {
+    try {
+      VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+      pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;  // the moves are recorded again
+      pool_info.queueFamilyIndex = ctx.queue_family();
+      check(vkCreateCommandPool(device_, &pool_info, nullptr, &pool_));
+      VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, nullptr, pool_,
+                                        VK_COMMAND_BUFFER_LEVEL_PRIMARY, 2};
+      check(vkAllocateCommandBuffers(device_, &alloc, cmds_));
+      VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, nullptr, VK_FENCE_CREATE_SIGNALED_BIT};
+      check(vkCreateFence(device_, &fence_info, nullptr, &fence_));
+      const VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};  // not one-time: replayed
+      check(vkBeginCommandBuffer(cmds_[1], &begin));
+      record_layers(cmds_[1], cache, plan, buf, project_qkv);
+      check(vkEndCommandBuffer(cmds_[1]));
+    } catch (...) {
+      release();  // what was made before the failure
+      throw;
+    }
+  }
+  ~ReplayedStep() { release(); }
+  ReplayedStep(const ReplayedStep&) = delete;
+  ReplayedStep& operator=(const ReplayedStep&) = delete;
+
+  // A step of the bucket: once the previous replay is done (its arrays are rewritten here), the
+  // step's moves and the recorded layers in one submission.
+  void submit(const KvCache& cache, const StepPlan& step, const StepBuffers& buf) {
+    check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX));
+    check(vkResetFences(device_, 1, &fence_));
+    buf.write(step, plan_);
+    const VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, nullptr,
+                                         VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    check(vkBeginCommandBuffer(cmds_[0], &begin));  // resets it
+    record_moves(cmds_[0], cache, step);
+    check(vkEndCommandBuffer(cmds_[0]));
+    VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    submit.commandBufferCount = 2;
+    submit.pCommandBuffers = cmds_;
+    check(vkQueueSubmit(queue_, 1, &submit, fence_));
+  }
+  void wait() const { check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX)); }
+
+ private:
+  static void check(VkResult r) {
+    if (r != VK_SUCCESS) throw std::runtime_error("Vulkan error " + std::to_string(int(r)));
+  }
+  void release() noexcept {
+    if (fence_ != VK_NULL_HANDLE) vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX);  // the last replay's
+    vkDestroyFence(device_, fence_, nullptr);  // VK_NULL_HANDLE: nothing
+    vkDestroyCommandPool(device_, pool_, nullptr);  // and its command buffers
+  }
+  VkDevice device_;
+  VkQueue queue_;
+  const AttentionPlan& plan_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmds_[2] = {};  // the step's moves, the recorded layers
+  VkFence fence_ = VK_NULL_HANDLE;
+};
+// [/doc:replay]
+
+// [doc:startup]
+// At start-up, before the first step: every pipeline of the buckets' plans and of the cache
+// write built at once, on several threads, from the last run's pipeline cache where it holds
+// them. Returns the cache to save for the next run.
+std::vector<uint8_t> start_up(Context& ctx, const KvCache& cache, const std::vector<uint8_t>& saved,
+                              std::string& refused) {
+  PipelineSet set;
+  set.attention.push_back({cache.attention_shape(EnginePlans::bucket(kMaxRequests)), 1});
+  set.attention.push_back({cache.attention_shape(EnginePlans::bucket(kMaxStepTokens)), kMaxStepTokens});
+  set.cache_writes.push_back(CacheWriteKind::of(cache, DType::f16, RotaryWrite{.rotary_dim = kHeadSize}));
+  try {
+    if (!saved.empty()) ctx.load_pipeline_cache(saved);
+  } catch (const Error& e) {
+    refused = e.what();  // another device or driver (an update), or a damaged file: built afresh
+  }
+  ctx.prepare(set);
+  return ctx.pipeline_cache_data();
+}
+// [/doc:startup]
 
 // [doc:external]
 // An engine that keeps its own cache uses it in place: vLLM V1's flash-attention cache of one
@@ -653,19 +776,10 @@ std::vector<int32_t> tokens(int32_t first, int32_t count) {
   return t;
 }
 
-TEST_P(IntegrationTest, ThreeEngineStepsMatchTheReference) {
-  const KvLayout layout = GetParam();
-  EngineCache engine(ctx(), layout, 16, 8);
-  StepBuffers buf(ctx());
-  uint32_t seed = 1;
-  const ProjectQkv random_qkv = [&](VkCommandBuffer cmd, uint32_t, const TensorView& q, const TensorView& k,
-                                    const TensorView& v) {
-    record_fill_random(ctx(), cmd, q, seed++);
-    record_fill_random(ctx(), cmd, k, seed++);
-    record_fill_random(ctx(), cmd, v, seed++);
-  };
+// The walk-through's three steps, each run by the step function it gives: `run(step)`, then read
+// back and checked.
+void three_steps(EngineCache& engine, Mirror& mirror, const std::function<void(const StepPlan&, const char*)>& run) {
   BlockManager& blocks = engine.blocks;
-  Mirror& mirror = checker_.mirror();
   const std::vector<int32_t> p1 = tokens(1000, 40), p2 = tokens(2000, 20);
   std::vector<int32_t> p4(p1.begin(), p1.begin() + 32);  // shares two blocks with p1
   for (int32_t t : tokens(4000, 10)) p4.push_back(t);
@@ -674,8 +788,7 @@ TEST_P(IntegrationTest, ThreeEngineStepsMatchTheReference) {
   StepPlan step1;
   ASSERT_EQ(admit(blocks, step1, 1, p1, 64), 40);
   ASSERT_EQ(admit(blocks, step1, 2, p2, 64), 20);
-  run_step(ctx(), engine.cache, step1, buf, random_qkv);
-  remember_and_check(step1, buf, "step 1");
+  run(step1, "step 1");
 
   // Step 2: sequence 1 forks into a second sample (3); both decode, the first append copying the
   // shared last block on write. Sequence 2 is preempted by swapping out. Prompt 4 finds its first
@@ -692,16 +805,58 @@ TEST_P(IntegrationTest, ThreeEngineStepsMatchTheReference) {
   ASSERT_EQ(admit(blocks, step2, 4, p4, 64), 10);
   EXPECT_EQ(step2.positions.back(), 41);
   mirror[4].assign(mirror[1].begin(), mirror[1].begin() + 32);
-  run_step(ctx(), engine.cache, step2, buf, random_qkv);
-  remember_and_check(step2, buf, "step 2");
+  run(step2, "step 2");
 
   // Step 3: sequence 2 back in (to other device blocks); everyone decodes.
   StepPlan step3;
   ASSERT_TRUE(resume(blocks, step3, 2));
   ASSERT_EQ(step3.swap_in.size(), 2u);
   for (const uint64_t seq : {1, 2, 3, 4}) add_decode(blocks, step3, seq, 11);
-  run_step(ctx(), engine.cache, step3, buf, random_qkv);
-  remember_and_check(step3, buf, "step 3");
+  run(step3, "step 3");
+}
+
+TEST_P(IntegrationTest, ThreeEngineStepsMatchTheReference) {
+  EngineCache engine(ctx(), GetParam(), 16, 8);
+  const EnginePlans plans(ctx(), engine.cache);
+  StepBuffers buf(ctx(), plans.scratch_bytes());
+  uint32_t seed = 1;
+  const ProjectQkv random_qkv = [&](VkCommandBuffer cmd, uint32_t, const TensorView& q, const TensorView& k,
+                                    const TensorView& v) {
+    record_fill_random(ctx(), cmd, q, seed++);
+    record_fill_random(ctx(), cmd, k, seed++);
+    record_fill_random(ctx(), cmd, v, seed++);
+  };
+  three_steps(engine, checker_.mirror(), [&](const StepPlan& step, const char* label) {
+    run_step(ctx(), engine.cache, plans, step, buf, random_qkv);
+    remember_and_check(step, buf, label);
+  });
+}
+
+// The same steps replayed (section 8): each bucket's layers recorded once, before any step; steps
+// 1 and 2 (prompt chunks, then decode requests beside a chunk after a cached prefix) replay the
+// mixed bucket's recording with other requests, tokens, lengths and block tables, step 3 the
+// decode bucket's. The model's kernels were recorded once too: their random values repeat.
+TEST_P(IntegrationTest, ReplayedStepsMatchTheReference) {
+  EngineCache engine(ctx(), GetParam(), 16, 8);
+  const EnginePlans plans(ctx(), engine.cache);
+  StepBuffers buf(ctx(), plans.scratch_bytes());
+  uint32_t seed = 1;
+  const ProjectQkv random_qkv = [&](VkCommandBuffer cmd, uint32_t, const TensorView& q, const TensorView& k,
+                                    const TensorView& v) {
+    record_fill_random(ctx(), cmd, q, seed++);
+    record_fill_random(ctx(), cmd, k, seed++);
+    record_fill_random(ctx(), cmd, v, seed++);
+  };
+  ReplayedStep decode(ctx(), engine.cache, plans.decode, buf, random_qkv);
+  ReplayedStep mixed(ctx(), engine.cache, plans.mixed, buf, random_qkv);
+  const uint32_t recorded_seed = seed;
+  three_steps(engine, checker_.mirror(), [&](const StepPlan& step, const char* label) {
+    ReplayedStep& replay = &plans.for_step(step) == &plans.decode ? decode : mixed;
+    replay.submit(engine.cache, step, buf);
+    replay.wait();
+    remember_and_check(step, buf, label);
+  });
+  EXPECT_EQ(seed, recorded_seed) << "the steps recorded nothing: they replayed";
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, IntegrationTest, ::testing::Values(KvLayout::vllm, KvLayout::nhd, KvLayout::hnd),
@@ -749,12 +904,16 @@ class IntegrationCTest : public GpuTest, public ::testing::WithParamInterface<Kv
     vkp_block_manager_options_init(&manager_options);
     manager_options.num_host_blocks = 8;
     ASSERT_VKP_OK(vkp_block_manager_create(16, ENGINE_BLOCK_SIZE, &manager_options, &blocks_));
-    const vkp_status made = engine_buffers_create(ctx_, &buf_);
+    const vkp_status planned = engine_plans_create(ctx_, cache_, &plans_);
+    EXPECT_VKP_OK(planned);
+    ASSERT_EQ(planned, VKP_OK);
+    const vkp_status made = engine_buffers_create(ctx_, plans_.scratch_bytes, &buf_);
     EXPECT_VKP_OK(made);
     ASSERT_EQ(made, VKP_OK);
   }
   void TearDown() override {
     engine_buffers_destroy(&buf_);
+    engine_plans_destroy(&plans_);
     vkp_block_manager_destroy(blocks_);
     vkp_kv_cache_destroy(cache_);
     GpuTest::TearDown();
@@ -770,7 +929,8 @@ class IntegrationCTest : public GpuTest, public ::testing::WithParamInterface<Kv
   // Runs the step through C, then reads it back, remembers what it wrote and checks its attention.
   void run_and_check(const engine_step& step, const std::string& label) {
     char error[256] = "";
-    ASSERT_EQ(engine_run_step(ctx_, cache_, &step, &buf_, random_qkv, &qkv_, error, sizeof(error)), VKP_OK) << error;
+    ASSERT_EQ(engine_run_step(ctx_, cache_, &plans_, &step, &buf_, random_qkv, &qkv_, error, sizeof(error)), VKP_OK)
+        << error;
     const size_t S = step.num_requests, T = step.num_tokens;
     StepRecord r;
     r.seqs.assign(step.seqs, step.seqs + S);
@@ -793,6 +953,7 @@ class IntegrationCTest : public GpuTest, public ::testing::WithParamInterface<Kv
   vkp_context* ctx_ = nullptr;
   vkp_kv_cache* cache_ = nullptr;
   vkp_block_manager* blocks_ = nullptr;
+  engine_plans plans_{};
   engine_buffers buf_{};
   RandomQkv qkv_{nullptr, 1};
   StepChecker checker_;
@@ -850,19 +1011,18 @@ TEST_P(IntegrationCTest, RefusalsEndTheStepWithTheirMessage) {
   int32_t prefill = 0;
   const std::vector<int32_t> prompt = tokens(0, 5);
   ASSERT_VKP_OK(step_add_prompt(blocks_, step.get(), 1, prompt.data(), 5, 64, &prefill));
-  step->query_starts[1] = 7;  // past T = 5
+  engine_plans missing = plans_;
+  missing.mixed = nullptr;  // a bucket never planned
   char error[256] = "";
-  EXPECT_EQ(engine_run_step(ctx_, cache_, step.get(), &buf_, random_qkv, &qkv_, error, sizeof(error)),
+  EXPECT_EQ(engine_run_step(ctx_, cache_, &missing, step.get(), &buf_, random_qkv, &qkv_, error, sizeof(error)),
             VKP_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(error).find("vkp_attention_plan_create: "), std::string::npos) << error;
-  EXPECT_NE(std::string(error).find("query_starts"), std::string::npos) << error;
+  EXPECT_EQ(std::string(error), "vkp_attention_plan_shape_get: plan is NULL");
   EXPECT_EQ(qkv_.seed, 1u) << "nothing was recorded";
 
   // A failure inside the recording: the model's kernels refused (a view outside its buffer).
-  step->query_starts[1] = 5;
   const auto refuse = [](VkCommandBuffer, uint32_t, const vkp_tensor_view*, const vkp_tensor_view*,
                          const vkp_tensor_view*, void*) -> vkp_status { return VKP_ERROR_UNSUPPORTED; };
-  EXPECT_EQ(engine_run_step(ctx_, cache_, step.get(), &buf_, refuse, nullptr, error, sizeof(error)),
+  EXPECT_EQ(engine_run_step(ctx_, cache_, &plans_, step.get(), &buf_, refuse, nullptr, error, sizeof(error)),
             VKP_ERROR_UNSUPPORTED);
 
   // Full: no room for a 17th request; the manager is left as it was.
@@ -960,13 +1120,59 @@ TEST_F(IntegrationDocTest, EngineCacheUsedInPlace) {
   EXPECT_LE(max_abs_diff(got, reference::batch_attention(in).output), tolerance(DType::f16, DType::f16));
 }
 
+// Start-up builds every pipeline the steps use: a step after it builds none (the context's
+// registry does not grow). Its cache loads into the next run's context; a damaged one is refused,
+// and that context builds its pipelines afresh.
+TEST(IntegrationStartUpTest, StartUpBuildsWhatTheStepsUseAndItsCacheLoadsNextTime) {
+  ContextOptions options;
+  options.validation = validation_wanted();
+  auto registry = [](Context& ctx) {
+    std::lock_guard lock(ctx.impl().pipeline_mutex);
+    return ctx.impl().pipelines.size();
+  };
+  std::vector<uint8_t> saved;
+  {
+    Context ctx(options);
+    EngineCache engine(ctx, KvLayout::vllm, 16, 0);
+    std::string refused;
+    saved = start_up(ctx, engine.cache, {}, refused);
+    EXPECT_EQ(refused, "");
+    // The model's kernels stand in as record_fill_random, which is no part of the step's set:
+    // its pipeline is built before counting.
+    const DeviceBuffer model = ctx.create_buffer(16);
+    ctx.run_and_wait([&](VkCommandBuffer cmd) { record_fill_random(ctx, cmd, model.tensor(DType::f32, Shape{4}), 1); });
+    const size_t built = registry(ctx);
+    const EnginePlans plans(ctx, engine.cache);
+    StepBuffers buf(ctx, plans.scratch_bytes());
+    StepPlan step;
+    ASSERT_EQ(admit(engine.blocks, step, 1, tokens(0, 20), 64), 20);
+    uint32_t seed = 1;
+    run_step(ctx, engine.cache, plans, step, buf, [&](VkCommandBuffer cmd, uint32_t, const TensorView& q,
+                                                      const TensorView& k, const TensorView& v) {
+      for (const TensorView* t : {&q, &k, &v}) record_fill_random(ctx, cmd, *t, seed++);
+    });
+    EXPECT_EQ(registry(ctx), built) << "the plans and the step found every pipeline built";
+    EXPECT_EQ(ctx.validation_message_count(), 0u);
+  }
+  Context next(options);
+  EngineCache engine(next, KvLayout::vllm, 16, 0);
+  std::string refused;
+  EXPECT_FALSE(start_up(next, engine.cache, saved, refused).empty());
+  EXPECT_EQ(refused, "");
+  std::vector<uint8_t> damaged(saved.begin(), saved.begin() + 20);
+  start_up(next, engine.cache, damaged, refused);
+  EXPECT_EQ(refused, "pipeline_cache: 20 bytes are fewer than the 32 of a VkPipelineCacheHeaderVersionOne (not a "
+                     "pipeline cache, or a truncated one)");
+}
+
 // A refused call names what it refused and leaves the command buffer usable; the log callback
 // receives the engine's lines until it is replaced.
 TEST_F(IntegrationDocTest, RefusalsAndTheLog) {
   EngineCache engine(ctx(), KvLayout::vllm, 8, 0);
   StepPlan step;
   ASSERT_EQ(admit(engine.blocks, step, 1, tokens(0, 5), 64), 5);
-  const AttentionPlan plan = plan_step(ctx(), engine.cache, step);
+  const EnginePlans plans(ctx(), engine.cache);
+  const AttentionPlan& plan = plans.for_step(step);
   AttentionViews views;
   std::string refused;
   ctx().run_and_wait([&](VkCommandBuffer cmd) {

@@ -435,3 +435,47 @@ TEST(AttentionPlanner, MatrixKernelRefusalsNameWhy) {
 
 }  // namespace
 }  // namespace vkpaged::test
+
+namespace vkpaged::test {
+namespace {
+
+// A bucket is planned for its largest step: the decode kernels only for decode steps (one token
+// row per request), the rows for its longest request, the grid for T tokens and S requests, the
+// split for a full step, the same choice as the plan of a full step's query starts.
+TEST(AttentionPlanner, BucketsPlanForTheirLargestStep) {
+  using detail::plan_attention_bucket;
+  const AttentionChoice decode = plan_attention_bucket(h200(), shape_of(64, 1, 4096), 1, {});
+  EXPECT_EQ(decode.kernel, AttentionKernel::decode);
+  EXPECT_TRUE(decode.bucket);
+  AttentionShape fewer_tokens = shape_of(64, 1, 4096);
+  fewer_tokens.num_query_tokens = 32;
+  fewer_tokens.num_requests = 32;
+  AttentionShape padded = fewer_tokens;
+  padded.num_requests = 16;  // T > S with one token at most: requests of no token pad, on the attention kernels
+  padded.num_query_tokens = 32;
+  EXPECT_EQ(plan_attention_bucket(h200(), fewer_tokens, 1, {}).kernel, AttentionKernel::decode);
+  EXPECT_EQ(plan_attention_bucket(h200(), padded, 1, {}).kernel, AttentionKernel::scalar);
+
+  // Chunks of up to 64 among 8 requests, 512 tokens: as a full step of 8 x 64.
+  const AttentionShape mixed = shape_of(8, 64, 2048);
+  const AttentionChoice bucket = plan_attention_bucket(lavapipe(), mixed, 64, {});
+  const AttentionChoice full = plan_attention(lavapipe(), mixed, uniform_starts(8, 64), {});
+  EXPECT_EQ(bucket.kernel, AttentionKernel::scalar);
+  EXPECT_EQ(bucket.rows, full.rows);
+  EXPECT_EQ(bucket.tile_slots, full.tile_slots);
+  EXPECT_EQ(bucket.split, full.split);
+  EXPECT_EQ(bucket.scratch_bytes, full.scratch_bytes);
+  EXPECT_EQ(bucket.context_cap, full.context_cap);
+  EXPECT_EQ(bucket.max_query_tokens, 64u);
+  // Few tokens on long contexts split, as a step of them would.
+  const AttentionChoice verify = plan_attention_bucket(h200(), shape_of(4, 8, 16384), 8, {});
+  EXPECT_TRUE(verify.split);
+  EXPECT_GE(uint64_t(verify.num_partitions) * verify.partition_tokens, 16384u);
+  EXPECT_EQ(verify.scratch_bytes, 4ull * 32 * 32 * verify.num_partitions * (128 + 2));
+
+  expect_refused([&] { plan_attention_bucket(h200(), shape_of(1, 64, 2048), 65, {}); },
+                 "max_query_tokens: 65 exceeds T = num_query_tokens = 64");
+}
+
+}  // namespace
+}  // namespace vkpaged::test

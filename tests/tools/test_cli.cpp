@@ -560,6 +560,12 @@ TEST_F(CliTest, DemoRunsPromptsInChunksThenDecodesAndPassesItsChecks) {
   EXPECT_NE(r.out.find("decode: 14 tokens in decode-only steps"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rotary neox"), std::string::npos) << r.out;
+  // The steps ran on the two buckets' plans; the first step's time, three ways.
+  EXPECT_NE(r.out.find("plan of the first step: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plan of the first decode-only step: decode kernels"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first step, building its pipelines as it needs them: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first step after Context::prepare: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first step after loading this run's pipeline cache ("), std::string::npos) << r.out;
   // Not a terminal: one line per check, no carriage returns.
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 3) << r.err;
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;

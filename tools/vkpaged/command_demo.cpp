@@ -4,7 +4,10 @@
 // brings a chunk of its prompt (while it lasts) or its next decode token, whose keys and values
 // go into the paged cache with rotary embedding, the block tables growing as blocks fill; one
 // multi-query attention call then attends them all, prompt chunks and decode requests in one
-// batch. Every few steps the step is checked against the CPU reference.
+// batch. Every few steps the step is checked against the CPU reference. Then the first step
+// again on new contexts, to show what start-up costs: building its pipelines as it needs them,
+// after Context::prepare, and after loading this run's pipeline cache and preparing from it
+// (each after the run, so that none pays the process's first compilation alone).
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -79,6 +82,29 @@ std::string check_text(uint32_t step, uint32_t steps, const DemoCheck& c) {
   if (c.rotary_error > c.tolerance) text += fmt::format(", rotated queries or keys off by {:.2e}", c.rotary_error);
   if (c.status) text += fmt::format(", shader status {:#x}", c.status);
   return text;
+}
+
+// The first step of a new context and session: without prepare, or after it (and after loading a
+// cache, where given).
+struct FirstStep {
+  double prepare_ms = 0;
+  PrepareReport prepared;
+  double step_ms = 0;
+};
+
+enum class StartUp { none, prepare, load_and_prepare };
+
+FirstStep first_step(const ContextOptions& options, const DemoShape& shape, const DemoArgs& args, StartUp start_up,
+                     const std::vector<uint8_t>& cache) {
+  Context context(options);
+  DemoSession session(context, shape, prompt_lengths(args), args.steps, args.seed);
+  FirstStep f;
+  const auto start = std::chrono::steady_clock::now();
+  if (start_up == StartUp::load_and_prepare) context.load_pipeline_cache(cache);
+  if (start_up != StartUp::none) f.prepared = context.prepare(session.pipelines());
+  f.prepare_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  f.step_ms = session.step().wall_ns * 1e-6;
+  return f;
 }
 
 std::string rate(double value, const char* unit) {
@@ -166,6 +192,21 @@ int run_demo(const DemoArgs& args, std::ostream& out, std::ostream& progress, bo
   }
   fmt::print(out, "wall time of the steps: {:.2f} s (cache writes, attention, checks)\n", wall_s);
   fmt::print(out, "blocks in use at the end: {} of {}\n", session.blocks_in_use(), session.num_blocks());
+
+  // Start-up: the first step's host time (plans, records, submission, wait) on new contexts: one
+  // that builds its pipelines as the step needs them, then ones that built them first.
+  out << std::flush;
+  const std::vector<uint8_t> cache = context.pipeline_cache_data();
+  const FirstStep cold = first_step(options, shape, args, StartUp::none, cache);
+  const FirstStep prepared = first_step(options, shape, args, StartUp::prepare, cache);
+  const FirstStep loaded = first_step(options, shape, args, StartUp::load_and_prepare, cache);
+  fmt::print(out, "first step, building its pipelines as it needs them: {:.1f} ms\n", cold.step_ms);
+  fmt::print(out, "first step after Context::prepare: {:.1f} ms (prepare: {} pipelines created in {:.1f} ms)\n",
+             prepared.step_ms, prepared.prepared.created, prepared.prepare_ms);
+  fmt::print(out,
+             "first step after loading this run's pipeline cache ({} bytes) and prepare: {:.1f} ms (load and prepare: "
+             "{} pipelines created in {:.1f} ms)\n",
+             cache.size(), loaded.step_ms, loaded.prepared.created, loaded.prepare_ms);
   return failed == 0 ? kExitSuccess : kExitFailure;
 }
 

@@ -104,6 +104,46 @@ DemoSession::DemoSession(Context& context, const DemoShape& shape, const std::ve
   status_ = ctx_.create_buffer(16);
   const uint32_t zeros[4] = {0, 0, 0, 0};
   ctx_.upload(status_.view(), zeros, sizeof(zeros));
+  // Rows past a step's tokens are the buckets' padding: zeros, rotated and never attended.
+  for (const DeviceBuffer* b : {&new_keys_, &new_values_, &query_}) std::memset(b->mapped(), 0, b->size());
+  // The scratch the steps can need, once: the larger of the two buckets' (their plans come later).
+  size_t scratch = 0;
+  for (const bool decode_only : {true, false}) {
+    const AttentionBucket b = bucket(decode_only);
+    scratch = std::max(scratch, AttentionPlan::max_scratch_bytes(ctx_, b.shape, b.max_query_tokens, b.options));
+  }
+  if (scratch > 0) scratch_ = ctx_.create_buffer(scratch);
+}
+
+AttentionBucket DemoSession::bucket(bool decode_only) const {
+  const auto& s = shape_;
+  const uint32_t longest = std::min(std::max(1u, s.max_len), max_blocks_per_seq_ * s.block_size);
+  AttentionShape b;
+  b.num_requests = s.num_seqs;
+  b.num_query_tokens = decode_only ? s.num_seqs : max_step_tokens_;
+  b.num_heads = s.num_heads;
+  b.max_blocks_per_seq = max_blocks_per_seq_;
+  b.max_context_len = longest;
+  b.query_dtype = s.dtype;
+  return {cache_.attention_shape(b), decode_only ? 1u : std::min(s.chunk, longest), {}};
+}
+
+const AttentionPlan& DemoSession::plan(bool decode_only) {
+  std::optional<AttentionPlan>& plan = decode_only ? decode_plan_ : mixed_plan_;
+  if (!plan) {
+    const AttentionBucket b = bucket(decode_only);
+    plan = AttentionPlan::create_bucket(ctx_, b.shape, b.max_query_tokens, b.options);
+  }
+  return *plan;
+}
+
+PipelineSet DemoSession::pipelines() const {
+  PipelineSet set;
+  set.attention = {bucket(true), bucket(false)};
+  std::optional<RotaryWrite> rotary;
+  if (shape_.rotary) rotary = RotaryWrite{*shape_.rotary, shape_.head_size};
+  set.cache_writes.push_back(CacheWriteKind::of(cache_, shape_.dtype, rotary));
+  return set;
 }
 
 bool DemoSession::done() const {
@@ -147,6 +187,10 @@ DemoStep DemoSession::step() {
   }
   const int64_t S = int64_t(ids.size()), T = starts.back();
   if (S == 0) throw Error(ErrorCode::internal, "demo: a step with nothing to run");
+  const auto started = std::chrono::steady_clock::now();
+  // The step's bucket: its plan serves every step of the kind; the arrays are padded to it.
+  const AttentionPlan& plan = this->plan(result.prompt_tokens == 0);
+  const int64_t Sb = plan.shape().num_requests, Tb = plan.shape().num_query_tokens;
 
   // The step's new tokens (random: there is no model) and the batch arrays.
   last_query_ = random_tensor(Shape{T, s.num_heads, s.head_size});
@@ -155,35 +199,31 @@ DemoStep DemoSession::step() {
   std::memcpy(query_.mapped(), last_query_.data(), last_query_.bytes());
   std::memcpy(new_keys_.mapped(), last_keys_.data(), last_keys_.bytes());
   std::memcpy(new_values_.mapped(), values.data(), values.bytes());
-  std::memcpy(slots_.mapped(), slots.data(), slots.size() * sizeof(int64_t));
-  std::memcpy(positions_.mapped(), positions.data(), positions.size() * sizeof(int64_t));
   last_positions_ = host_ints(DType::i64, positions.data(), T);
   std::vector<int32_t> tables(static_cast<size_t>(S) * M), manager_lens(static_cast<size_t>(S));
   blocks_.write_batch(ids, M, tables.data(), manager_lens.data());  // its lengths count whole prompts
+  // Padding to the bucket: tokens of no slot (skipped) at position 0, then requests of no new
+  // tokens and length 0 (their table rows are not read).
+  slots.resize(size_t(Tb), -1);
+  positions.resize(size_t(Tb), 0);
+  tables.resize(size_t(Sb) * M, 0);
+  lens.resize(size_t(Sb), 0);
+  starts.resize(size_t(Sb) + 1, int32_t(T));
+  std::memcpy(slots_.mapped(), slots.data(), slots.size() * sizeof(int64_t));
+  std::memcpy(positions_.mapped(), positions.data(), positions.size() * sizeof(int64_t));
   std::memcpy(block_tables_.mapped(), tables.data(), tables.size() * sizeof(int32_t));
   std::memcpy(context_lens_.mapped(), lens.data(), lens.size() * sizeof(int32_t));
   std::memcpy(query_starts_.mapped(), starts.data(), starts.size() * sizeof(int32_t));
-
-  // One plan per step: it sees the step's query starts (decode-only steps take the decode kernels).
-  AttentionShape batch;
-  batch.num_requests = uint32_t(S);
-  batch.num_query_tokens = uint32_t(T);
-  batch.num_heads = s.num_heads;
-  batch.max_blocks_per_seq = M;
-  batch.max_context_len = uint32_t(*std::max_element(lens.begin(), lens.end()));
-  batch.query_dtype = s.dtype;
-  const AttentionPlan plan = AttentionPlan::create(ctx_, cache_.attention_shape(batch), starts);
   result.plan = plan.describe();
-  if (plan.scratch_bytes() > scratch_.size()) scratch_ = ctx_.create_buffer(plan.scratch_bytes());
 
-  const Shape kv_rows{T, s.num_kv_heads, s.head_size}, q_rows{T, s.num_heads, s.head_size};
+  const Shape kv_rows{Tb, s.num_kv_heads, s.head_size}, q_rows{Tb, s.num_heads, s.head_size};
   const NewTokens tokens{new_keys_.tensor(s.dtype, kv_rows), new_values_.tensor(s.dtype, kv_rows),
-                         slots_.tensor(DType::i64, Shape{T}), status_.view(0, 4)};
+                         slots_.tensor(DType::i64, Shape{Tb}), status_.view(0, 4)};
   AttentionViews v;
   v.query = query_.tensor(s.dtype, q_rows);
-  v.block_tables = block_tables_.tensor(DType::i32, Shape{S, M});
-  v.context_lens = context_lens_.tensor(DType::i32, Shape{S});
-  v.query_starts = query_starts_.tensor(DType::i32, Shape{S + 1});
+  v.block_tables = block_tables_.tensor(DType::i32, Shape{Sb, M});
+  v.context_lens = context_lens_.tensor(DType::i32, Shape{Sb});
+  v.query_starts = query_starts_.tensor(DType::i32, Shape{Sb + 1});
   v.output = output_.tensor(s.dtype, q_rows);
   if (plan.scratch_bytes() > 0) v.scratch = scratch_.view(0, plan.scratch_bytes());
   v.status = status_.view(0, 4);
@@ -193,7 +233,7 @@ DemoStep DemoSession::step() {
     if (s.rotary)
       cache_.record_reshape_and_cache(
           cmd, 0, tokens,
-          RotaryInputs{v.query, positions_.tensor(DType::i64, Shape{T}),
+          RotaryInputs{v.query, positions_.tensor(DType::i64, Shape{Tb}),
                        cos_sin_.tensor(DType::f32, Shape{std::max(1u, s.max_len), s.head_size}), *s.rotary});
     else
       cache_.record_reshape_and_cache(cmd, 0, tokens);
@@ -211,16 +251,19 @@ DemoStep DemoSession::step() {
     ctx_.run_and_wait(attend);
     result.attention_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
   }
+  result.wall_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started).count();
+  lens.resize(size_t(S));  // the step's own requests from here on
+  slots.resize(size_t(T));
   for (int32_t len : lens)
     result.kv_bytes += 2ull * uint64_t(len) * s.num_kv_heads * s.head_size * dtype_size(stored_dtype(s.cache_dtype));
 
   // What the cache must hold now: the values as given, the keys as the GPU rotated them.
-  last_rotated_keys_ = download(ctx_, tokens.key, s.dtype);
+  last_rotated_keys_ = download(ctx_, new_keys_.tensor(s.dtype, Shape{T, s.num_kv_heads, s.head_size}), s.dtype);
   mirror(slots, last_rotated_keys_, values);
   last_ = AttentionInputs{};
-  last_.query = download(ctx_, v.query, s.dtype);  // rotated in place
+  last_.query = download(ctx_, query_.tensor(s.dtype, Shape{T, s.num_heads, s.head_size}), s.dtype);  // rotated in place
   last_.block_tables = HostTensor(DType::i32, Shape{S, M});
-  std::memcpy(last_.block_tables.data(), tables.data(), last_.block_tables.bytes());
+  std::memcpy(last_.block_tables.data(), tables.data(), last_.block_tables.bytes());  // the first S rows
   last_.context_lens = host_ints(DType::i32, lens.data(), S);
   last_.query_starts = host_ints(DType::i32, starts.data(), S + 1);
   last_.cache_dtype = s.cache_dtype;

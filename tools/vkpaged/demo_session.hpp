@@ -5,7 +5,10 @@
 // per decode step. Their keys and values go into the cache by record_reshape_and_cache with
 // rotary embedding (keys rotated on their way in, queries in place), then one multi-query
 // attention call attends every new token over its sequence's paged context (prompt chunks and
-// decode requests in one batch). Host copies let a step be checked against the CPU reference.
+// decode requests in one batch). The steps run on two bucket plans (AttentionPlan::create_bucket:
+// decode-only steps, and steps with prompt chunks), each made when a step first needs it, their
+// arrays padded to the bucket; the scratch is the buckets' largest, allocated once. Host copies
+// let a step be checked against the CPU reference.
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -16,6 +19,7 @@
 #include "vkpaged/attention.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/kv_cache.hpp"
+#include "vkpaged/prepare.hpp"
 #include "vkpaged/rotary.hpp"
 
 namespace vkpaged::cli {
@@ -37,6 +41,7 @@ struct DemoShape {
 // What one step ran.
 struct DemoStep {
   double attention_ns = 0;      // the attention call (GPU timestamps where the device has them, else wall clock)
+  double wall_ns = 0;           // the whole step on the host: plan (when first needed), record, submit, wait
   uint32_t prompt_tokens = 0;   // new tokens of prompt chunks
   uint32_t decode_tokens = 0;   // new tokens of decode requests
   uint64_t kv_bytes = 0;        // keys and values of the contexts attended (each request's once)
@@ -66,6 +71,8 @@ class DemoSession {
   // The last step's output against the CPU reference on the cache as stored, its rotation
   // against the reference rotation, and every slot written so far against what it must hold.
   DemoCheck check();
+  // Every pipeline the steps use (both buckets' plans, the cache write), for Context::prepare.
+  PipelineSet pipelines() const;
 
   uint32_t num_blocks() const { return cache_.num_blocks(); }
   uint32_t blocks_in_use() const { return blocks_.blocks_in_use(); }
@@ -80,6 +87,9 @@ class DemoSession {
   };
   // Keys and values of the step's tokens as the cache must hold them (keys as the GPU rotated them).
   void mirror(const std::vector<int64_t>& slots, const HostTensor& keys, const HostTensor& values);
+  // The bucket of decode-only steps (one token per request) or of steps with prompt chunks.
+  AttentionBucket bucket(bool decode_only) const;
+  const AttentionPlan& plan(bool decode_only);
   HostTensor random_tensor(Shape shape);
 
   Context& ctx_;
@@ -97,6 +107,7 @@ class DemoSession {
   DeviceBuffer new_keys_, new_values_, query_, slots_, positions_;  // host-visible, [T] rows
   DeviceBuffer block_tables_, context_lens_, query_starts_;         // host-visible
   DeviceBuffer cos_sin_, output_, scratch_, status_;                // device
+  std::optional<AttentionPlan> decode_plan_, mixed_plan_;            // made when first needed
 
   HostTensor key_mirror_, value_mirror_;  // what the pools must hold (written slots only)
   std::vector<int64_t> written_slots_;

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+// Context::prepare (vkpaged/prepare.hpp): the pipelines of every bucket's plan and every cache
+// write an engine's steps will record, as the plans and the records would name them, built at
+// once by the context's registry (vk/pipeline_registry.cpp).
+#include "vkpaged/prepare.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/shader_interface.h"
+#include "embedded_shaders.hpp"
+#include "ops/attention_plan.hpp"
+#include "ops/decode_plan.hpp"
+#include "ops/rotary_checks.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged {
+
+namespace {
+
+// Runs `body`, prefixing what it refuses with `where` ("attention[2]: ...").
+template <typename Body>
+auto naming(const std::string& where, Body&& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    throw Error(e.code(), where + ": " + e.what());
+  }
+}
+
+[[noreturn]] void refuse(const std::string& message) { throw Error(ErrorCode::invalid_argument, message); }
+
+// The pipeline record_reshape_and_cache (or its rotary form) builds for a write of this kind
+// (reshape_and_cache.cpp's cache_write_spec, reshape_and_cache_rotary.cpp's spec), its checks
+// of the kind's fields first.
+vk::PipelineRequest cache_write_request(const detail::ContextImpl& impl, const CacheWriteKind& w, const std::string& at) {
+  KvCacheShape cache = w.cache;
+  cache.num_layers = 1;  // not read
+  naming(at + ".cache", [&] { KvCache::validate(cache); });
+  if (w.num_blocks == 0) refuse(at + ".num_blocks: the pools hold no block");
+  if (!is_float_dtype(w.token_dtype))
+    refuse(fmt::format("{}.token_dtype: {} is not f32, f16 or bf16", at, dtype_name(w.token_dtype)));
+  if (w.slot_dtype != DType::i64 && w.slot_dtype != DType::i32)
+    refuse(fmt::format("{}.slot_dtype: {} is not i64 or i32", at, dtype_name(w.slot_dtype)));
+  const uint64_t element = is_fp8_dtype(cache.dtype) ? 1 : dtype_size(cache.dtype);
+  const uint64_t pool_bytes = uint64_t(w.num_blocks) * cache.num_kv_heads * cache.head_size * cache.block_size * element;
+  // A pool past the range is written by device address (cache_pool_access.cpp).
+  const bool address = pool_bytes > impl.info.max_storage_buffer_range;
+  std::vector<uint32_t> spec(w.rotary ? RESHAPE_ROTARY_SC_COUNT : RESHAPE_SC_COUNT);
+  spec[RESHAPE_SC_INPUT_DTYPE] = uint32_t(w.token_dtype);
+  spec[RESHAPE_SC_CACHE_DTYPE] = uint32_t(cache.dtype);
+  spec[RESHAPE_SC_SLOT_I64] = w.slot_dtype == DType::i64 ? 1u : 0u;
+  spec[RESHAPE_SC_LAYOUT] = uint32_t(cache.layout);
+  if (!w.rotary)
+    return {address ? &vk::shader_reshape_and_cache_address() : &vk::shader_reshape_and_cache(), std::move(spec),
+            RESHAPE_BINDING_COUNT, sizeof(shader::ReshapeAndCachePush)};
+  const RotaryWrite& r = *w.rotary;
+  // The rotary checks of a call with these dtypes and shapes: one token, the cache's kv heads.
+  const int64_t d = cache.head_size, hkv = cache.num_kv_heads;
+  const detail::RotaryGeometry g = naming(at + ".rotary", [&] {
+    return detail::check_rotary_inputs(r.style, {}, {true, w.token_dtype, Shape{1, hkv, d}},
+                                       {true, r.position_dtype, Shape{1}},
+                                       {true, r.cos_sin_dtype, Shape{1, int64_t(r.rotary_dim)}});
+  });
+  spec[RESHAPE_SC_ROTARY_STYLE] = uint32_t(r.style);
+  spec[RESHAPE_SC_COS_SIN_DTYPE] = uint32_t(g.cos_sin_dtype);
+  spec[RESHAPE_SC_POSITION_I64] = g.position_i64 ? 1u : 0u;
+  spec[RESHAPE_SC_TILE_FLOATS] = detail::rotary_tiles(g).tile_floats();
+  return {address ? &vk::shader_reshape_and_cache_rotary_address() : &vk::shader_reshape_and_cache_rotary(),
+          std::move(spec), RESHAPE_ROTARY_BINDING_COUNT,
+          uint32_t(sizeof(shader::ReshapeAndCachePush) + sizeof(shader::RotaryPush))};
+}
+
+}  // namespace
+
+CacheWriteKind CacheWriteKind::of(const KvCache& cache, DType token_dtype, std::optional<RotaryWrite> rotary,
+                                  DType slot_dtype) {
+  return {cache.shape(), cache.num_blocks(), token_dtype, slot_dtype, rotary};
+}
+
+PrepareReport Context::prepare(const PipelineSet& set) {
+  // Every request first (every refusal before anything is built), then one build of them all.
+  std::vector<vk::PipelineRequest> requests;
+  auto add = [&](std::vector<vk::PipelineRequest> more) {
+    requests.insert(requests.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  };
+  for (size_t i = 0; i < set.attention.size(); ++i) {
+    const AttentionBucket& b = set.attention[i];
+    add(naming(fmt::format("attention[{}]", i),
+               [&] { return detail::attention_bucket_requests(*this, b.shape, b.max_query_tokens, b.options); }));
+  }
+  for (size_t i = 0; i < set.decode.size(); ++i) {
+    const DecodeBucket& b = set.decode[i];
+    add(naming(fmt::format("decode[{}]", i), [&] {
+      return detail::decode_pipeline_requests(b.shape, detail::decode_choice(*this, b.shape, b.options)).all();
+    }));
+  }
+  for (size_t i = 0; i < set.cache_writes.size(); ++i)
+    requests.push_back(cache_write_request(*impl_, set.cache_writes[i], fmt::format("cache_writes[{}]", i)));
+  const auto built = impl_->prepare_pipelines(requests);
+  return {built.pipelines, built.created};
+}
+
+}  // namespace vkpaged

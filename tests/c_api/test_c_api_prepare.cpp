@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: Apache-2.0
+// Bucket plans and start-up through the C API: vkp_attention_plan_create_bucket and the scratch
+// query (what the C++ API answers), a pipeline set prepared by vkp_prepare (the plans made after
+// it build nothing), the context's pipeline cache saved and loaded, and refusals that name the
+// argument.
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "c_api/c_api_handles.hpp"
+#include "c_api/c_api_test_helpers.hpp"
+#include "vkpaged/attention.hpp"
+#include "vkpaged/prepare.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+using namespace c_api_helpers;
+
+using AttentionPlanPtr = std::unique_ptr<vkp_attention_plan, decltype(&vkp_attention_plan_destroy)>;
+using PipelineSetPtr = std::unique_ptr<vkp_pipeline_set, decltype(&vkp_pipeline_set_destroy)>;
+using KvCachePtr = std::unique_ptr<vkp_kv_cache, decltype(&vkp_kv_cache_destroy)>;
+
+vkp_attention_shape bucket(uint32_t requests, uint32_t tokens) {
+  vkp_attention_shape s;
+  vkp_attention_shape_init(&s);
+  s.num_requests = requests;
+  s.num_query_tokens = tokens;
+  s.num_heads = 8;
+  s.num_kv_heads = 2;
+  s.head_size = 64;
+  s.block_size = 16;
+  s.num_blocks = 32;
+  s.max_blocks_per_seq = 8;
+  return s;
+}
+
+size_t pipelines_built(vkp_context* ctx) {
+  auto& impl = ctx->context.impl();
+  std::lock_guard lock(impl.pipeline_mutex);
+  return impl.pipelines.size();
+}
+
+class CApiBucketTest : public GpuTest {};
+
+TEST_F(CApiBucketTest, ABucketPlanSaysSoAndItsScratchIsKnownBeforeIt) {
+  vkp_context* ctx = c_context();
+  const vkp_attention_shape shape = bucket(4, 32);
+  vkp_attention_options options;
+  vkp_attention_options_init(&options);
+  options.split = VKP_SPLIT_SPLIT;
+  options.partition_tokens = 256;
+  uint64_t scratch = 0;
+  ASSERT_VKP_OK(vkp_attention_bucket_scratch_bytes(ctx, &shape, 16, &options, &scratch));
+  vkp_attention_plan* raw = nullptr;
+  ASSERT_VKP_OK(vkp_attention_plan_create_bucket(ctx, &shape, 16, &options, &raw));
+  const AttentionPlanPtr plan(raw, &vkp_attention_plan_destroy);
+  vkp_attention_plan_info info;
+  vkp_attention_plan_info_init(&info);
+  ASSERT_VKP_OK(vkp_attention_plan_info_get(plan.get(), &info));
+  EXPECT_EQ(info.bucket, VKP_TRUE);
+  EXPECT_EQ(info.max_query_tokens, 16u);
+  EXPECT_EQ(info.scratch_bytes, scratch);
+  EXPECT_GT(scratch, 0u);
+  EXPECT_EQ(info.reserved1, 0u);
+  // What the C++ API answers for the same bucket.
+  const AttentionShape cpp{.num_requests = 4, .num_query_tokens = 32, .num_heads = 8, .num_kv_heads = 2, .head_size = 64,
+                           .block_size = 16, .num_blocks = 32, .max_blocks_per_seq = 8};
+  EXPECT_EQ(scratch, AttentionPlan::max_scratch_bytes(ctx->context, cpp, 16, {.split = SplitMode::split,
+                                                                                .partition_tokens = 256}));
+  // A plan from query starts is none.
+  const int32_t starts[] = {0, 8, 16, 24, 32};
+  ASSERT_VKP_OK(vkp_attention_plan_create(ctx, &shape, starts, 5, &options, &raw));
+  const AttentionPlanPtr step(raw, &vkp_attention_plan_destroy);
+  ASSERT_VKP_OK(vkp_attention_plan_info_get(step.get(), &info));
+  EXPECT_EQ(info.bucket, VKP_FALSE);
+
+  expect_refused(vkp_attention_plan_create_bucket(ctx, &shape, 33, nullptr, &raw),
+                 "vkp_attention_plan_create_bucket: max_query_tokens: 33 exceeds T = num_query_tokens = 32");
+  EXPECT_EQ(raw, nullptr);
+  expect_refused(vkp_attention_bucket_scratch_bytes(ctx, &shape, 1, nullptr, nullptr), "bytes is NULL");
+  vkp_attention_shape zeroed{};
+  expect_refused(vkp_attention_plan_create_bucket(ctx, &zeroed, 1, nullptr, &raw), "shape: vkp_attention_shape.struct_size: 0");
+}
+
+TEST_F(CApiBucketTest, PrepareBuildsWhatThePlansThenFind) {
+  vkp_context* ctx = c_context();
+  vkp_kv_cache_shape cshape;
+  vkp_kv_cache_shape_init(&cshape);
+  cshape.num_kv_heads = 2;
+  cshape.head_size = 64;
+  cshape.block_size = 16;
+  vkp_kv_cache_options copts;
+  vkp_kv_cache_options_init(&copts);
+  copts.num_blocks = 32;
+  vkp_kv_cache* raw_cache = nullptr;
+  ASSERT_VKP_OK(vkp_kv_cache_create(ctx, &cshape, &copts, &raw_cache));
+  const KvCachePtr cache(raw_cache, &vkp_kv_cache_destroy);
+
+  vkp_pipeline_set* raw = nullptr;
+  ASSERT_VKP_OK(vkp_pipeline_set_create(&raw));
+  const PipelineSetPtr set(raw, &vkp_pipeline_set_destroy);
+  vkp_attention_shape decode = bucket(4, 4), mixed = bucket(4, 32);
+  ASSERT_VKP_OK(vkp_pipeline_set_add_attention(set.get(), &decode, 1, nullptr));
+  ASSERT_VKP_OK(vkp_pipeline_set_add_attention(set.get(), &mixed, 16, nullptr));
+  vkp_cache_write_kind kind;
+  vkp_cache_write_kind_init(&kind);
+  EXPECT_EQ(kind.block_size, 16u);
+  EXPECT_EQ(kind.slot_dtype, VKP_DTYPE_I64);
+  EXPECT_EQ(kind.cos_sin_dtype, VKP_DTYPE_F32);
+  kind.rotary = VKP_TRUE;
+  kind.rotary_dim = 64;
+  ASSERT_VKP_OK(vkp_kv_cache_write_kind(cache.get(), &kind));
+  EXPECT_EQ(kind.num_blocks, 32u);
+  EXPECT_EQ(kind.num_kv_heads, 2u);
+  EXPECT_EQ(kind.rotary, VKP_TRUE) << "the fields the cache does not know stay";
+  EXPECT_EQ(kind.rotary_dim, 64u);
+  ASSERT_VKP_OK(vkp_pipeline_set_add_cache_write(set.get(), &kind));
+
+  vkp_prepare_report report;
+  vkp_prepare_report_init(&report);
+  ASSERT_VKP_OK(vkp_prepare(ctx, set.get(), &report));
+  EXPECT_GE(report.pipelines, 3u);
+  EXPECT_LE(report.created, report.pipelines);
+  ASSERT_VKP_OK(vkp_prepare(ctx, set.get(), &report));
+  EXPECT_EQ(report.created, 0u);
+  ASSERT_VKP_OK(vkp_prepare(ctx, set.get(), nullptr));
+  const size_t built = pipelines_built(ctx);
+  vkp_attention_plan* plan = nullptr;
+  ASSERT_VKP_OK(vkp_attention_plan_create_bucket(ctx, &mixed, 16, nullptr, &plan));
+  vkp_attention_plan_destroy(plan);
+  ASSERT_VKP_OK(vkp_attention_plan_create_bucket(ctx, &decode, 1, nullptr, &plan));
+  vkp_attention_plan_destroy(plan);
+  EXPECT_EQ(pipelines_built(ctx), built) << "the bucket plans found their pipelines built";
+
+  // Refusals: planning's, named by entry; the structs' as they are added.
+  vkp_pipeline_set* bad = nullptr;
+  ASSERT_VKP_OK(vkp_pipeline_set_create(&bad));
+  const PipelineSetPtr bad_set(bad, &vkp_pipeline_set_destroy);
+  ASSERT_VKP_OK(vkp_pipeline_set_add_attention(bad, &mixed, 33, nullptr));
+  expect_refused(vkp_prepare(ctx, bad, &report),
+                 "vkp_prepare: attention[0]: max_query_tokens: 33 exceeds T = num_query_tokens = 32");
+  kind.token_dtype = VKP_DTYPE_U8;
+  ASSERT_VKP_OK(vkp_pipeline_set_add_cache_write(set.get(), &kind));
+  expect_refused(vkp_prepare(ctx, set.get(), &report), "vkp_prepare: cache_writes[1].token_dtype: u8 is not f32, f16 or bf16");
+  kind.rotary = 2;
+  expect_refused(vkp_pipeline_set_add_cache_write(set.get(), &kind), "kind.rotary: 2 is not 0 or 1");
+  kind.rotary = VKP_TRUE;
+  kind.slot_dtype = vkp_dtype(77);
+  expect_refused(vkp_pipeline_set_add_cache_write(set.get(), &kind), "kind.slot_dtype: 77");
+  kind.struct_size = 0;
+  expect_refused(vkp_pipeline_set_add_cache_write(set.get(), &kind), "kind: vkp_cache_write_kind.struct_size: 0");
+  expect_refused(vkp_prepare(ctx, nullptr, nullptr), "set is NULL");
+  expect_refused(vkp_pipeline_set_add_decode(nullptr, nullptr, nullptr), "set is NULL");
+  vkp_pipeline_set* dead = nullptr;
+  ASSERT_VKP_OK(vkp_pipeline_set_create(&dead));
+  vkp_pipeline_set_destroy(dead);
+  expect_refused(vkp_prepare(ctx, dead, nullptr), "is not a live vkp_pipeline_set");
+  vkp_pipeline_set_destroy(dead);  // a second destroy is harmless
+  expect_refused(vkp_pipeline_set_create(nullptr), "out is NULL");
+}
+
+TEST_F(CApiBucketTest, ThePipelineCacheIsSavedAndLoadedAndAForeignOneRefused) {
+  vkp_context* ctx = c_context();
+  size_t size = 0;
+  ASSERT_VKP_OK(vkp_context_pipeline_cache_data(ctx, nullptr, &size));
+  ASSERT_GE(size, 32u);
+  std::vector<uint8_t> blob(size + 64);
+  size_t small = 8;
+  expect_refused(vkp_context_pipeline_cache_data(ctx, blob.data(), &small), "size: 8 is less than the cache's");
+  EXPECT_EQ(small, 8u);
+  size_t room = blob.size();
+  ASSERT_VKP_OK(vkp_context_pipeline_cache_data(ctx, blob.data(), &room));
+  ASSERT_GE(room, 32u);
+  blob.resize(room);
+  EXPECT_VKP_OK(vkp_context_load_pipeline_cache(ctx, blob.data(), blob.size()));
+
+  std::vector<uint8_t> foreign = blob;
+  foreign[16] ^= 0xff;  // pipelineCacheUUID's first byte
+  expect_refused(vkp_context_load_pipeline_cache(ctx, foreign.data(), foreign.size()),
+                 "vkp_context_load_pipeline_cache: pipeline_cache: pipelineCacheUUID ");
+  expect_refused(vkp_context_load_pipeline_cache(ctx, blob.data(), 10),
+                 "pipeline_cache: 10 bytes are fewer than the 32 of a VkPipelineCacheHeaderVersionOne");
+  expect_refused(vkp_context_load_pipeline_cache(ctx, nullptr, 40), "data is NULL");
+  expect_refused(vkp_context_pipeline_cache_data(ctx, nullptr, nullptr), "size is NULL");
+  expect_refused(vkp_context_load_pipeline_cache(nullptr, blob.data(), blob.size()), "context is NULL");
+}
+
+}  // namespace
+}  // namespace vkpaged::test

@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: Apache-2.0
+// The replay contract (docs/integration.md, "Replaying a recorded step"): a plan made for a
+// bucket serves every step inside it, recorded once into a command buffer that is submitted
+// again and again while the host rewrites only the device arrays (query, block tables, context
+// lengths, query starts, tree masks) between submissions. Each replay's output is checked
+// against the CPU reference of the step's own requests: steps of fewer requests and tokens than
+// the bucket (padding requests of no new tokens and length 0 fill the rest), lengths up to the
+// bucket's longest, block tables drawn afresh. Decode steps and mixed steps, on every kernel the
+// device runs (the matrix kernels skip, saying why, where it has no cooperative matrices).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/decode_case.hpp"
+#include "support/test_context.hpp"
+#include "vkpaged/attention.hpp"
+#include "vkpaged/decode.hpp"
+#include "vkpaged/dtype.hpp"
+#include "vkpaged/error.hpp"
+#include "vkpaged/reference.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+// The engine's side: one command buffer, recorded once, submitted and waited for per step.
+class Replayer {
+ public:
+  explicit Replayer(Context& ctx) : ctx_(ctx) {
+    VkCommandPoolCreateInfo pinfo{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pinfo.queueFamilyIndex = ctx.queue_family();
+    EXPECT_EQ(vkCreateCommandPool(ctx.device(), &pinfo, nullptr, &pool_), VK_SUCCESS);
+    VkCommandBufferAllocateInfo ainfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ainfo.commandPool = pool_;
+    ainfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ainfo.commandBufferCount = 1;
+    EXPECT_EQ(vkAllocateCommandBuffers(ctx.device(), &ainfo, &cmd_), VK_SUCCESS);
+    VkFenceCreateInfo finfo{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    EXPECT_EQ(vkCreateFence(ctx.device(), &finfo, nullptr, &fence_), VK_SUCCESS);
+  }
+  ~Replayer() {
+    vkQueueWaitIdle(ctx_.queue());
+    vkDestroyFence(ctx_.device(), fence_, nullptr);
+    vkDestroyCommandPool(ctx_.device(), pool_, nullptr);
+  }
+  Replayer(const Replayer&) = delete;
+  Replayer& operator=(const Replayer&) = delete;
+
+  // Records the step once (no ONE_TIME_SUBMIT: it is submitted again). The previous replay's
+  // writes come before this one's reads and writes; the outputs go to the host after.
+  void record(const std::function<void(VkCommandBuffer)>& step) {
+    VkCommandBufferBeginInfo binfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    ASSERT_EQ(vkBeginCommandBuffer(cmd_, &binfo), VK_SUCCESS);
+    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    step(cmd_);
+    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+            VK_ACCESS_HOST_READ_BIT);
+    ASSERT_EQ(vkEndCommandBuffer(cmd_), VK_SUCCESS);
+  }
+
+  void replay() {
+    VkSubmitInfo sinfo{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    sinfo.commandBufferCount = 1;
+    sinfo.pCommandBuffers = &cmd_;
+    ASSERT_EQ(vkResetFences(ctx_.device(), 1, &fence_), VK_SUCCESS);
+    ASSERT_EQ(vkQueueSubmit(ctx_.queue(), 1, &sinfo, fence_), VK_SUCCESS);
+    ASSERT_EQ(vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, 60'000'000'000ull), VK_SUCCESS);
+  }
+
+ private:
+  void barrier(VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst, VkAccessFlags dst_access) {
+    const VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER, nullptr, src_access, dst_access};
+    vkCmdPipelineBarrier(cmd_, src, dst, 0, 1, &b, 0, nullptr, 0, nullptr);
+  }
+
+  Context& ctx_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+};
+
+// The bucket every test replays: GQA groups of 4 (the matrix decode kernel takes them), contexts
+// of up to 300 positions in blocks of 16, a cache of 48 blocks.
+constexpr uint32_t kHeads = 8, kKvHeads = 2, kHeadSize = 64, kBlockSize = 16, kBlocks = 48;
+constexpr uint32_t kMaxBlocksPerSeq = 20, kMaxContext = 300;
+
+// One step inside the bucket: its own requests (the padding is the replay's).
+struct Step {
+  std::vector<uint32_t> new_tokens, lens;
+  std::vector<int32_t> tables;  // [S', M]
+  std::vector<uint8_t> tree_mask;  // the requests' q_s x q_s masks, one after another
+  uint32_t tokens() const {
+    uint32_t t = 0;
+    for (uint32_t q : new_tokens) t += q;
+    return t;
+  }
+};
+
+// A step of `requests` requests (at most the bucket's S) sharing up to `tokens` new tokens, each
+// at most `max_query` of them; lengths from its new tokens to the bucket's longest (the first
+// request's is the longest, so that every step reaches it); tables drawn over the whole cache.
+Step random_step(std::mt19937& rng, uint32_t requests, uint32_t tokens, uint32_t max_query, bool tree_mask) {
+  Step s;
+  uint32_t left = tokens;
+  for (uint32_t r = 0; r < requests; ++r) {
+    const uint32_t most = std::min(max_query, left - (requests - r - 1));
+    const uint32_t q = r + 1 == requests ? most : std::uniform_int_distribution<uint32_t>(1, most)(rng);
+    left -= q;
+    s.new_tokens.push_back(q);
+    s.lens.push_back(r == 0 ? kMaxContext : std::uniform_int_distribution<uint32_t>(q, kMaxContext)(rng));
+    for (uint32_t b = 0; b < kMaxBlocksPerSeq; ++b)
+      s.tables.push_back(int32_t(std::uniform_int_distribution<uint32_t>(0, kBlocks - 1)(rng)));
+    for (uint32_t j = 0; tree_mask && j < q; ++j)
+      for (uint32_t k = 0; k < q; ++k) s.tree_mask.push_back(k == j || (k < j && rng() % 2 == 0) ? 1 : 0);
+  }
+  return s;
+}
+
+HostTensor random_cache(Shape shape, std::mt19937& rng) {
+  HostTensor t(DType::f16, shape);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t i = 0; i < size_t(t.numel()); ++i) t.set(i, u(rng));
+  return t;
+}
+
+// The device arrays of a bucket, host-visible: the host rewrites them before each replay.
+struct BucketBuffers {
+  DeviceBuffer query, tables, lens, starts, tree_mask, output, status, key_cache, value_cache, scratch, order;
+  HostTensor key_host, value_host;
+  uint32_t S = 0, T = 0;
+
+  BucketBuffers(Context& ctx, uint32_t requests, uint32_t tokens, size_t tree_mask_bytes, size_t scratch_bytes,
+                size_t order_bytes, std::mt19937& rng)
+      : S(requests), T(tokens) {
+    auto host = [&](size_t bytes) { return ctx.create_buffer(bytes, MemoryKind::host_visible); };
+    query = host(size_t(T) * kHeads * kHeadSize * 2);
+    tables = host(size_t(S) * kMaxBlocksPerSeq * 4);
+    lens = host(size_t(S) * 4);
+    starts = host(size_t(S + 1) * 4);
+    tree_mask = host(std::max<size_t>(4, (tree_mask_bytes + 3) / 4 * 4));
+    output = host(size_t(T) * kHeads * kHeadSize * 2);
+    status = host(4);
+    std::memset(status.mapped(), 0, 4);
+    key_host = random_cache(Shape{kBlocks, kKvHeads, kHeadSize / 8, kBlockSize, 8}, rng);
+    value_host = random_cache(Shape{kBlocks, kKvHeads, kHeadSize, kBlockSize}, rng);
+    key_cache = ctx.create_buffer(key_host.bytes());
+    value_cache = ctx.create_buffer(value_host.bytes());
+    ctx.upload(key_cache.view(), key_host.data(), key_host.bytes());
+    ctx.upload(value_cache.view(), value_host.data(), value_host.bytes());
+    if (scratch_bytes > 0) scratch = ctx.create_buffer(scratch_bytes);
+    if (order_bytes > 0) order = ctx.create_buffer(order_bytes);
+  }
+
+  // The step and its padding: requests of no new tokens and length 0 after its own, query rows
+  // past its tokens random (they are no request's).
+  HostTensor write(const Step& step, std::mt19937& rng) {
+    const uint32_t n = uint32_t(step.new_tokens.size());
+    auto* q = static_cast<uint16_t*>(query.mapped());
+    for (size_t i = 0; i < size_t(T) * kHeads * kHeadSize; ++i)
+      q[i] = f32_to_f16(std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng));
+    auto* t = static_cast<int32_t*>(tables.mapped());
+    auto* l = static_cast<int32_t*>(lens.mapped());
+    auto* st = static_cast<int32_t*>(starts.mapped());
+    st[0] = 0;
+    for (uint32_t r = 0; r < S; ++r) {
+      l[r] = r < n ? int32_t(step.lens[r]) : 0;
+      st[r + 1] = st[r] + (r < n ? int32_t(step.new_tokens[r]) : 0);
+      for (uint32_t b = 0; b < kMaxBlocksPerSeq; ++b) t[r * kMaxBlocksPerSeq + b] = r < n ? step.tables[r * kMaxBlocksPerSeq + b] : 0;
+    }
+    if (!step.tree_mask.empty()) std::memcpy(tree_mask.mapped(), step.tree_mask.data(), step.tree_mask.size());
+    HostTensor rows(DType::f16, Shape{step.tokens(), kHeads, kHeadSize});
+    std::memcpy(rows.data(), q, rows.bytes());
+    return rows;
+  }
+
+  // The reference of the step's own requests, against this replay's output rows.
+  void check(const Step& step, const HostTensor& query_rows, const std::string& label) const {
+    const int64_t n = int64_t(step.new_tokens.size()), t = step.tokens();
+    AttentionInputs in;
+    in.query = query_rows;
+    in.key_cache = key_host;
+    in.value_cache = value_host;
+    in.block_tables = HostTensor(DType::i32, Shape{n, kMaxBlocksPerSeq});
+    std::memcpy(in.block_tables.data(), step.tables.data(), in.block_tables.bytes());
+    in.context_lens = HostTensor(DType::i32, Shape{n});
+    in.query_starts = HostTensor(DType::i32, Shape{n + 1});
+    in.query_starts.as<int32_t>()[0] = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      in.context_lens.as<int32_t>()[r] = int32_t(step.lens[size_t(r)]);
+      in.query_starts.as<int32_t>()[r + 1] = in.query_starts.as<int32_t>()[r] + int32_t(step.new_tokens[size_t(r)]);
+    }
+    if (!step.tree_mask.empty()) {
+      in.tree_mask = HostTensor(DType::u8, Shape{int64_t(step.tree_mask.size())});
+      std::memcpy(in.tree_mask.data(), step.tree_mask.data(), step.tree_mask.size());
+    }
+    const AttentionResult want = reference::batch_attention(in);
+    HostTensor got(DType::f16, Shape{t, kHeads, kHeadSize});
+    std::memcpy(got.data(), output.mapped(), got.bytes());
+    EXPECT_LE(max_abs_diff(got, want.output), tolerance(DType::f16, DType::f16)) << label;
+    uint32_t flags = 0;
+    std::memcpy(&flags, status.mapped(), 4);
+    EXPECT_EQ(flags, 0u) << label << ": padding requests and lengths within the bucket flag nothing";
+  }
+};
+
+AttentionShape bucket_shape(uint32_t requests, uint32_t tokens, bool tree_mask) {
+  AttentionShape s;
+  s.num_requests = requests;
+  s.num_query_tokens = tokens;
+  s.num_heads = kHeads;
+  s.num_kv_heads = kKvHeads;
+  s.head_size = kHeadSize;
+  s.block_size = kBlockSize;
+  s.num_blocks = kBlocks;
+  s.max_blocks_per_seq = kMaxBlocksPerSeq;
+  s.max_context_len = kMaxContext;
+  s.tree_mask = tree_mask;
+  return s;
+}
+
+// A plan, or nullopt where the device cannot run the kernel asked for (the test skips then).
+std::optional<AttentionPlan> bucket_plan_or_skip(Context& ctx, const AttentionShape& s, uint32_t max_query,
+                                                 const AttentionOptions& o, std::string& why) {
+  try {
+    return AttentionPlan::create_bucket(ctx, s, max_query, o);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::unsupported) throw;
+    why = e.what();
+    return std::nullopt;
+  }
+}
+
+struct AttentionReplayCase {
+  std::string name;
+  AttentionKernel kernel;
+  SplitMode split;
+  uint32_t requests, tokens, max_query;  // the bucket
+  bool tree_mask = false;
+};
+
+class AttentionReplayTest : public GpuTest, public ::testing::WithParamInterface<AttentionReplayCase> {};
+
+// Six steps of one recorded command buffer: the bucket's full step first, then fewer requests
+// and tokens, other lengths and tables, each checked against the reference.
+TEST_P(AttentionReplayTest, OneRecordingServesEveryStepOfTheBucket) {
+  const AttentionReplayCase& c = GetParam();
+  const AttentionShape shape = bucket_shape(c.requests, c.tokens, c.tree_mask);
+  AttentionOptions options;
+  options.kernel = c.kernel;
+  options.split = c.split;
+  if (c.split == SplitMode::split) options.partition_tokens = 256;
+  std::string why;
+  const auto plan = bucket_plan_or_skip(ctx(), shape, c.max_query, options, why);
+  if (!plan) GTEST_SKIP() << why;
+  EXPECT_TRUE(plan->bucket());
+  EXPECT_EQ(plan->split(), c.split == SplitMode::split) << plan->describe();
+  // The shape query answers the plan's scratch before any plan exists.
+  EXPECT_EQ(AttentionPlan::max_scratch_bytes(ctx(), shape, c.max_query, options), plan->scratch_bytes());
+
+  std::mt19937 rng(7);
+  BucketBuffers buf(ctx(), c.requests, c.tokens, plan->tree_mask_bytes(), plan->scratch_bytes(), 0, rng);
+  AttentionViews v;
+  v.query = buf.query.tensor(DType::f16, Shape{c.tokens, kHeads, kHeadSize});
+  v.key_cache = buf.key_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize / 8, kBlockSize, 8});
+  v.value_cache = buf.value_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize, kBlockSize});
+  v.block_tables = buf.tables.tensor(DType::i32, Shape{c.requests, kMaxBlocksPerSeq});
+  v.context_lens = buf.lens.tensor(DType::i32, Shape{c.requests});
+  v.query_starts = buf.starts.tensor(DType::i32, Shape{c.requests + 1});
+  v.output = buf.output.tensor(DType::f16, Shape{c.tokens, kHeads, kHeadSize});
+  if (c.tree_mask) {
+    v.tree_mask = buf.tree_mask.tensor(DType::u8, Shape{int64_t(plan->tree_mask_bytes())});
+    v.tree_mask.memory.size = (v.tree_mask.memory.size + 3) / 4 * 4;  // whole words
+  }
+  if (plan->scratch_bytes() > 0) v.scratch = buf.scratch.view();
+  v.status = buf.status.view();
+  Replayer replayer(ctx());
+  replayer.record([&](VkCommandBuffer cmd) { record_attention(ctx(), cmd, *plan, v); });
+
+  const std::vector<std::pair<uint32_t, uint32_t>> steps{  // (requests, tokens)
+      {c.requests, c.tokens}, {1, std::min(c.tokens, c.max_query)}, {c.requests, c.requests},
+      {std::max(1u, c.requests / 2), c.tokens - 1}, {c.requests - 1, c.tokens / 2}, {c.requests, c.tokens}};
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const auto [requests, tokens] = steps[k];
+    const Step step = random_step(rng, requests, std::max(tokens, requests), c.max_query, c.tree_mask);
+    const HostTensor rows = buf.write(step, rng);
+    replayer.replay();
+    buf.check(step, rows, c.name + " step " + std::to_string(k));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Buckets, AttentionReplayTest,
+    ::testing::Values(
+        // Decode steps: every request one token row (T = S), on the decode kernels.
+        AttentionReplayCase{"decode", AttentionKernel::automatic, SplitMode::single_pass, 6, 6, 1},
+        AttentionReplayCase{"decode_split", AttentionKernel::automatic, SplitMode::split, 6, 6, 1},
+        // Mixed steps: prompt chunks and decode requests, on the attention kernels.
+        AttentionReplayCase{"scalar", AttentionKernel::scalar, SplitMode::single_pass, 5, 40, 16},
+        AttentionReplayCase{"scalar_split", AttentionKernel::scalar, SplitMode::split, 5, 40, 16},
+        AttentionReplayCase{"scalar_tree_mask", AttentionKernel::scalar, SplitMode::single_pass, 4, 24, 8, true},
+        AttentionReplayCase{"matrix", AttentionKernel::matrix, SplitMode::single_pass, 5, 40, 16},
+        AttentionReplayCase{"matrix_split", AttentionKernel::matrix, SplitMode::split, 5, 40, 16}),
+    [](const auto& info) { return info.param.name; });
+
+// DecodePlan directly (a DecodeShape is a bucket: S and the longest context), longest first so
+// that the order list is made on the device from each replay's lengths, on each kernel.
+class DecodeReplayTest : public GpuTest, public ::testing::WithParamInterface<DecodeKernel> {};
+
+TEST_P(DecodeReplayTest, OneRecordingServesEveryStepOfTheBucket) {
+  constexpr uint32_t S = 6;
+  DecodeShape shape;
+  shape.num_seqs = S;
+  shape.num_heads = kHeads;
+  shape.num_kv_heads = kKvHeads;
+  shape.head_size = kHeadSize;
+  shape.block_size = kBlockSize;
+  shape.num_blocks = kBlocks;
+  shape.max_blocks_per_seq = kMaxBlocksPerSeq;
+  shape.max_context_len = kMaxContext;
+  DecodeOptions options;
+  options.kernel = GetParam();
+  options.order = DecodeOrder::longest_first;
+  options.split = SplitMode::split;
+  options.partition_tokens = 256;
+  std::optional<DecodePlan> plan;
+  try {
+    plan = DecodePlan::create(ctx(), shape, options);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::unsupported) throw;
+    GTEST_SKIP() << e.what();
+  }
+  std::mt19937 rng(11);
+  BucketBuffers buf(ctx(), S, S, 0, plan->scratch_bytes(), plan->order_bytes(), rng);
+  DecodeViews v;
+  v.query = buf.query.tensor(DType::f16, Shape{S, kHeads, kHeadSize});
+  v.key_cache = buf.key_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize / 8, kBlockSize, 8});
+  v.value_cache = buf.value_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize, kBlockSize});
+  v.block_tables = buf.tables.tensor(DType::i32, Shape{S, kMaxBlocksPerSeq});
+  v.context_lens = buf.lens.tensor(DType::i32, Shape{S});
+  v.output = buf.output.tensor(DType::f16, Shape{S, kHeads, kHeadSize});
+  v.scratch = buf.scratch.view();
+  v.order = buf.order.view();
+  v.status = buf.status.view();
+  Replayer replayer(ctx());
+  replayer.record([&](VkCommandBuffer cmd) {
+    record_decode_order(ctx(), cmd, *plan, v.context_lens, v.order);
+    const VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER, nullptr, VK_ACCESS_SHADER_WRITE_BIT,
+                            VK_ACCESS_SHADER_READ_BIT};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &b, 0,
+                         nullptr, 0, nullptr);
+    record_decode(ctx(), cmd, *plan, v);
+  });
+  for (const uint32_t requests : {S, 2u, 5u, 1u, S}) {
+    const Step step = random_step(rng, requests, requests, 1, false);
+    const HostTensor rows = buf.write(step, rng);
+    replayer.replay();
+    buf.check(step, rows, std::string(GetParam() == DecodeKernel::scalar ? "scalar" : "matrix") + ", " +
+                              std::to_string(requests) + " requests");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, DecodeReplayTest, ::testing::Values(DecodeKernel::scalar, DecodeKernel::matrix),
+                         [](const auto& info) { return info.param == DecodeKernel::scalar ? "scalar" : "matrix"; });
+
+class AttentionBucketTest : public GpuTest {};
+
+// What a bucket refuses, naming the argument.
+TEST_F(AttentionBucketTest, RefusesWhatNoStepOfItCouldHold) {
+  auto message = [&](const AttentionShape& s, uint32_t max_query, AttentionOptions o = {}) -> std::string {
+    try {
+      AttentionPlan::create_bucket(ctx(), s, max_query, o);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message(bucket_shape(4, 8, false), 9), "max_query_tokens: 9 exceeds T = num_query_tokens = 8");
+  AttentionShape short_context = bucket_shape(4, 40, false);
+  short_context.max_context_len = 16;
+  EXPECT_EQ(message(short_context, 20), "max_query_tokens: 20 new tokens exceed the 16 positions a context may hold "
+                                        "(max_context_len)");
+  EXPECT_EQ(message(bucket_shape(0, 0, false), 1), "num_requests: a bucket holds at least one request, got 0");
+  AttentionOptions decode;
+  decode.kernel = AttentionKernel::decode;
+  EXPECT_NE(message(bucket_shape(4, 8, false), 1, decode).find("kernel: decode takes a bucket whose steps give every "
+                                                                 "request one token row"),
+            std::string::npos);
+}
+
+// A bucket's tree masks are sized for its worst step: as many whole requests of max_query_tokens
+// as the tokens and requests allow, then one of the rest.
+TEST_F(AttentionBucketTest, SizesTreeMasksForItsWorstStep) {
+  const AttentionPlan a = AttentionPlan::create_bucket(ctx(), bucket_shape(4, 24, true), 8);
+  EXPECT_EQ(a.tree_mask_bytes(), 3u * 64u);  // three requests of 8
+  const AttentionPlan b = AttentionPlan::create_bucket(ctx(), bucket_shape(2, 24, true), 8);
+  EXPECT_EQ(b.tree_mask_bytes(), 2u * 64u);  // two requests hold at most 16 of the 24 tokens
+  const AttentionPlan c = AttentionPlan::create_bucket(ctx(), bucket_shape(4, 20, true), 8);
+  EXPECT_EQ(c.tree_mask_bytes(), 2u * 64u + 16u);  // 8 + 8 + 4
+  EXPECT_EQ(c.max_query_tokens(), 8u);
+}
+
+}  // namespace
+}  // namespace vkpaged::test
