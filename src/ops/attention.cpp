@@ -158,6 +158,7 @@ std::vector<vk::PipelineRequest> attention_bucket_requests(Context& context, con
   const AttentionPipelineRequests r = attention_pipeline_requests(shape, c);
   std::vector<vk::PipelineRequest> all{r.attention};
   if (r.merge) all.push_back(*r.merge);
+  if (shape.csr_page_table) all.push_back(csr_pipeline_request());
   return all;
 }
 
@@ -208,9 +209,14 @@ size_t AttentionPlan::max_scratch_bytes(Context& context, const AttentionShape& 
                                         const AttentionOptions& options) {
   const auto c =
       detail::plan_attention_bucket(detail::attention_device_properties(context.impl()), shape, max_query_tokens, options);
-  if (c.kernel != AttentionKernel::decode) return c.scratch_bytes;
-  const DecodeShape d = detail::attention_decode_shape(shape);
-  return detail::decode_choice(context, d, detail::attention_decode_options(shape, options)).scratch_bytes;
+  const size_t split_bytes =
+      c.kernel != AttentionKernel::decode
+          ? c.scratch_bytes
+          : detail::decode_choice(context, detail::attention_decode_shape(shape), detail::attention_decode_options(shape, options))
+                .scratch_bytes;
+  // CSR page tables are expanded after the split's part, as the plan will place them.
+  if (!shape.csr_page_table) return split_bytes;
+  return detail::csr_expansion_layout(shape.num_requests, shape.max_blocks_per_seq, split_bytes).end();
 }
 
 AttentionPlan::AttentionPlan(std::unique_ptr<AttentionPlanData> data) : data_(std::move(data)) {}

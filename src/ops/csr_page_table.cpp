@@ -30,19 +30,28 @@ const char* first_csr_view(const PageTableViews& v) {
 
 }  // namespace
 
-CsrExpansion plan_csr_expansion(ContextImpl& impl, uint32_t num_seqs, uint32_t max_blocks_per_seq, size_t split_bytes) {
+vk::PipelineRequest csr_pipeline_request() {
+  return {&vk::shader_csr_page_table(), {}, CSR_BINDING_COUNT, sizeof(shader::CsrPageTablePush)};
+}
+
+CsrExpansion csr_expansion_layout(uint32_t num_seqs, uint32_t max_blocks_per_seq, size_t split_bytes) {
   CsrExpansion e;
   e.offset = round16(split_bytes);
   e.table_bytes = round16(std::max<size_t>(size_t(num_seqs) * max_blocks_per_seq * 4, 4));
   e.bytes = num_seqs == 0 ? 0 : e.table_bytes + round16(size_t(num_seqs) * 4);
   if (num_seqs == 0) e.table_bytes = 0;
+  return e;
+}
+
+CsrExpansion plan_csr_expansion(ContextImpl& impl, uint32_t num_seqs, uint32_t max_blocks_per_seq, size_t split_bytes) {
+  CsrExpansion e = csr_expansion_layout(num_seqs, max_blocks_per_seq, split_bytes);
   // The kernels bind the expanded table as one descriptor, as they would the caller's.
   if (e.table_bytes > impl.info.max_storage_buffer_range)
     throw Error(ErrorCode::unsupported,
                 fmt::format("max_blocks_per_seq: the expanded CSR page tables, S * M * 4 = {} * {} * 4 bytes, exceed the "
                             "device's maxStorageBufferRange of {} bytes",
                             num_seqs, max_blocks_per_seq, impl.info.max_storage_buffer_range));
-  e.pipeline = &impl.pipeline(vk::shader_csr_page_table(), {}, CSR_BINDING_COUNT, sizeof(shader::CsrPageTablePush));
+  e.pipeline = &impl.pipeline(csr_pipeline_request());
   return e;
 }
 

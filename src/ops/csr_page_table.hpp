@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "vk/context_impl.hpp"
+#include "vk/pipeline_request.hpp"
 #include "vkpaged/tensor.hpp"
 
 namespace vkpaged::detail {
@@ -23,6 +24,14 @@ struct CsrExpansion {
   bool planned() const noexcept { return pipeline != nullptr; }
   size_t end() const noexcept { return offset + bytes; }
 };
+
+// The expansion's pipeline (one for every plan: its sizes are push constants), which
+// Context::prepare builds with a plan's others.
+vk::PipelineRequest csr_pipeline_request();
+
+// Where the expansion of a plan of S requests and M columns goes, after the split's first
+// `split_bytes` of the scratch, without a pipeline (a bucket's scratch before its plan).
+CsrExpansion csr_expansion_layout(uint32_t num_seqs, uint32_t max_blocks_per_seq, size_t split_bytes);
 
 // The expansion of a plan of S requests and M columns whose split takes the scratch's first
 // `split_bytes`. Throws unsupported when the dense table would not fit one descriptor

@@ -181,6 +181,7 @@ DecodePipelineRequests decode_pipeline_requests(const DecodeShape& shape, const 
     r.order = vk::PipelineRequest{&vk::shader_decode_order(), std::move(ospec), ORDER_BINDING_COUNT,
                                   sizeof(sh::DecodePush)};
   }
+  if (shape.csr_page_table) r.csr = csr_pipeline_request();
   return r;
 }
 
@@ -188,6 +189,7 @@ std::vector<vk::PipelineRequest> DecodePipelineRequests::all() const {
   std::vector<vk::PipelineRequest> all{decode};
   if (reduce) all.push_back(*reduce);
   if (order) all.push_back(*order);
+  if (csr) all.push_back(*csr);
   return all;
 }
 

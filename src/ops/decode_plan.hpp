@@ -26,6 +26,7 @@ struct DecodePipelineRequests {
   vk::PipelineRequest decode;
   std::optional<vk::PipelineRequest> reduce;  // when choice.reduce_workgroup != 0
   std::optional<vk::PipelineRequest> order;   // when choice.longest_first
+  std::optional<vk::PipelineRequest> csr;     // when shape.csr_page_table (the tables' expansion)
   std::vector<vk::PipelineRequest> all() const;
 };
 DecodePipelineRequests decode_pipeline_requests(const DecodeShape& shape, const DecodeChoice& choice);

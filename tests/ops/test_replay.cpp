@@ -15,6 +15,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/decode_case.hpp"
@@ -404,6 +405,23 @@ TEST_F(AttentionBucketTest, SizesTreeMasksForItsWorstStep) {
   const AttentionPlan c = AttentionPlan::create_bucket(ctx(), bucket_shape(4, 20, true), 8);
   EXPECT_EQ(c.tree_mask_bytes(), 2u * 64u + 16u);  // 8 + 8 + 4
   EXPECT_EQ(c.max_query_tokens(), 8u);
+}
+
+// A bucket that takes CSR page tables: the scratch sized before the plan holds the expansion
+// too, where the plan places it (after a split's part), on the decode and the attention kernels.
+TEST_F(AttentionBucketTest, ScratchBeforeThePlanHoldsTheCsrExpansion) {
+  for (const auto& [requests, tokens, max_query] : {std::tuple{6u, 6u, 1u}, std::tuple{5u, 40u, 16u}})
+    for (SplitMode split : {SplitMode::single_pass, SplitMode::split}) {
+      AttentionShape shape = bucket_shape(requests, tokens, false);
+      shape.csr_page_table = true;
+      AttentionOptions options;
+      options.split = split;
+      const AttentionPlan plan = AttentionPlan::create_bucket(ctx(), shape, max_query, options);
+      EXPECT_EQ(AttentionPlan::max_scratch_bytes(ctx(), shape, max_query, options), plan.scratch_bytes())
+          << plan.describe();
+      shape.csr_page_table = false;
+      EXPECT_GT(plan.scratch_bytes(), AttentionPlan::max_scratch_bytes(ctx(), shape, max_query, options));
+    }
 }
 
 }  // namespace

@@ -118,7 +118,8 @@ std::string rate(double value, const char* unit) {
 
 int run_demo(const DemoArgs& args, std::ostream& out, std::ostream& progress, bool progress_is_tty) {
   const DemoShape shape = demo_shape(args);
-  Context context(cli_context_options(args.device));
+  const ContextOptions options = cli_context_options(args.device);
+  Context context(options);
   DemoSession session(context, shape, prompt_lengths(args), args.steps, args.seed);
 
   fmt::print(out,
