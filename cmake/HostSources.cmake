@@ -34,6 +34,7 @@ function(vkpaged_host_sources out_var root)
     src/reference/decode_reference.cpp
     src/reference/merge_reference.cpp
     src/reference/rotary_reference.cpp
+    src/vk/device_capabilities.cpp
     tools/vkpaged/atomic_file.cpp
     tools/vkpaged/npy.cpp)
   list(TRANSFORM files PREPEND ${root}/)

@@ -261,6 +261,7 @@ void ContextImpl::finish_setup(uint32_t queue_index) {
   command_pool = vk::UniqueCommandPool(&d, device, pool);
 
   dummy = create_buffer(256, MemoryKind::device);
+  capabilities = device_capabilities(*this);
 }
 
 ContextImpl::~ContextImpl() {
