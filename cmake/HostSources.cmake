@@ -20,6 +20,7 @@ function(vkpaged_host_sources out_var root)
     src/cache/prefix_cache.cpp
     src/ops/attention_matrix_planner.cpp
     src/ops/attention_planner.cpp
+    src/ops/attention_problem.cpp
     src/ops/attention_validation.cpp
     src/ops/cache_geometry.cpp
     src/ops/decode_planner.cpp

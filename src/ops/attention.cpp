@@ -13,6 +13,7 @@
 #include "embedded_shaders.hpp"
 #include "ops/attention_plan.hpp"
 #include "ops/attention_validation.hpp"
+#include "ops/attention_problem.hpp"
 #include "ops/csr_page_table.hpp"
 #include "ops/decode_plan.hpp"
 #include "ops/view_checks.hpp"
@@ -29,41 +30,6 @@ static_assert(uint32_t(KvLayout::vllm) == KV_LAYOUT_VLLM && uint32_t(KvLayout::n
 
 using detail::AttentionPlanData;
 namespace sh = vkpaged::shader;
-
-namespace detail {
-
-// A batch of single tokens as the decode plan it runs as. The per-call values travel when
-// recording (record_attention); the plan only needs to know that a soft cap will come.
-DecodeShape attention_decode_shape(const AttentionShape& s) {
-  DecodeShape d;
-  d.num_seqs = s.num_requests;
-  d.num_heads = s.num_heads;
-  d.num_kv_heads = s.num_kv_heads;
-  d.head_size = s.head_size;
-  d.block_size = s.block_size;
-  d.num_blocks = s.num_blocks;
-  d.max_blocks_per_seq = s.max_blocks_per_seq;
-  d.max_context_len = s.max_context_len;
-  d.query_dtype = s.query_dtype;
-  d.cache_dtype = s.cache_dtype;
-  d.kv_layout = s.kv_layout;
-  d.alibi = s.alibi;
-  d.sinks = s.sinks;
-  d.lse = s.lse;
-  d.softcap = s.softcap;
-  d.csr_page_table = s.csr_page_table;
-  return d;
-}
-
-DecodeOptions attention_decode_options(const AttentionShape& s, const AttentionOptions& o) {
-  DecodeOptions options;
-  options.sliding_window = s.sliding_window;
-  options.split = o.split;
-  options.partition_tokens = o.partition_tokens;
-  return options;
-}
-
-}  // namespace detail
 
 namespace {
 

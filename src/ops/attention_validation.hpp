@@ -11,8 +11,9 @@
 
 namespace vkpaged::detail {
 
-// Shape-level checks (dtypes, divisibility, head and block sizes, layout, T >= S). head_size 512
-// passes here: only the decode kernels take it (the planner refuses it elsewhere).
+// The problem's checks (dtypes, divisibility, head and block sizes, layout, T >= S), for every
+// batch, decode's included (decode_problem). head_size 512 passes here: only the decode kernels
+// take it (the planner refuses it elsewhere).
 void validate_attention_shape(const AttentionShape& shape);
 
 // What the host copy of query_starts tells: the longest request and the tree masks' size.
@@ -25,12 +26,9 @@ struct QueryStartsSummary {
 // shape allows; the tree masks within 2^32 - 1 bytes.
 QueryStartsSummary validate_query_starts(const AttentionShape& shape, std::span<const int32_t> query_starts);
 
-// Per-call values: scale, soft cap (on exactly when shape.softcap), fp8 scales.
+// Per-call values: scale, soft cap (on exactly when shape.softcap), fp8 scales (the contract's
+// scale rule, ops/scale_validation.hpp).
 void validate_attention_params(const AttentionParams& params, const AttentionShape& shape);
-
-// The contract's scale rule: finite and > 0, and for an fp8 cache's k_scale and v_scale small
-// enough that the format's largest value times it stays finite in f32.
-void check_attention_scale(const char* name, float value, DType cache_dtype);
 
 // The key and value cache shapes of `layout` (x = 16 / element bytes).
 Shape key_cache_shape(KvLayout layout, int64_t num_blocks, int64_t kv_heads, int64_t head_size, int64_t block_size,

@@ -5,10 +5,9 @@
 
 #include <cmath>
 
-#include "ops/attention_validation.hpp"  // the caches' shapes per layout
-#include "ops/block_size_rule.hpp"
+#include "ops/attention_problem.hpp"
+#include "ops/attention_validation.hpp"
 #include "ops/host_page_tables.hpp"
-#include "ops/scale_validation.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
@@ -24,33 +23,10 @@ void check_index_dtype(const HostTensor& t, const char* name) {
 
 }  // namespace
 
+// Decode names its requests num_seqs; the problem's own checks would name them num_requests.
 void validate_decode_shape(const DecodeShape& s) {
-  if (!is_float_dtype(s.query_dtype))
-    refuse(fmt::format("query: dtype {} is not f32, f16 or bf16", dtype_name(s.query_dtype)));
-  if (!is_float_dtype(s.cache_dtype) && !is_fp8_dtype(s.cache_dtype))
-    refuse(fmt::format("kv_dtype: {} is not a cache dtype (f32, f16, bf16, fp8_e4m3, fp8_e5m2)", dtype_name(s.cache_dtype)));
-  if (s.kv_layout != KvLayout::vllm && s.kv_layout != KvLayout::nhd && s.kv_layout != KvLayout::hnd)
-    refuse(fmt::format("kv_layout: {} is not a cache layout (vllm, nhd, hnd)", uint32_t(s.kv_layout)));
-  // Which kernels read which layout is the planner's (decode_planner.cpp).
-  if (s.num_heads == 0) refuse("num_heads: must be at least 1, got 0");
-  if (s.num_kv_heads == 0) refuse("num_kv_heads: must be at least 1, got 0");
-  if (s.num_heads % s.num_kv_heads != 0)
-    refuse(fmt::format("num_heads: {} is not a multiple of num_kv_heads {}", s.num_heads, s.num_kv_heads));
-  const bool head_ok = (s.head_size >= 32 && s.head_size <= 256 && s.head_size % 8 == 0) || s.head_size == 512;
-  if (!head_ok)
-    refuse(fmt::format("head_size: {} is not supported (multiples of 8 from 32 to 256, and 512)", s.head_size));
-  const uint32_t x = cache_pack_factor(s.cache_dtype);
-  if (s.head_size % x != 0)
-    refuse(fmt::format("head_size: D = {} is not a multiple of x = {} for the {} cache", s.head_size, x,
-                       dtype_name(s.cache_dtype)));
-  if (!is_supported_block_size(s.block_size))
-    refuse(fmt::format("block_size: {} is not {}", s.block_size, kBlockSizeRule));
-  if (s.num_blocks == 0 && s.num_seqs > 0) refuse("num_blocks: the cache has no blocks (N = 0)");
-  const uint64_t cap = uint64_t(s.max_blocks_per_seq) * s.block_size;
-  if (cap > 0x7fffffffu)
-    refuse(fmt::format("max_blocks_per_seq: M * B = {} exceeds 2^31 - 1 positions", cap));
-  if (s.max_context_len > cap)
-    refuse(fmt::format("max_context_len: {} exceeds M * B = {}", s.max_context_len, cap));
+  if (s.num_seqs > 0x7fffffffu) refuse(fmt::format("num_seqs: S = {} exceeds 2^31 - 1", s.num_seqs));
+  validate_attention_shape(decode_problem(s));
 }
 
 void validate_decode_options(const DecodeOptions& o) {
@@ -61,16 +37,7 @@ void validate_decode_options(const DecodeOptions& o) {
 }
 
 void validate_decode_params(const DecodeParams& p, const DecodeShape& s) {
-  if (p.scale) check_scale("scale", *p.scale);
-  if (!std::isfinite(p.softcap) || p.softcap < 0.0f)
-    refuse(fmt::format("softcap: {} must be finite and >= 0 (0 = off)", p.softcap));
-  if (s.softcap && p.softcap == 0.0f)
-    refuse("softcap: 0 (off), but the plan's shape.softcap is true: give the cap (> 0), or plan without shape.softcap");
-  if (!s.softcap && p.softcap > 0.0f)
-    refuse(fmt::format("softcap: {}, but the plan's shape.softcap is false: plan with shape.softcap to apply a cap",
-                       p.softcap));
-  check_scale("k_scale", p.k_scale, s.cache_dtype);
-  check_scale("v_scale", p.v_scale, s.cache_dtype);
+  validate_attention_params(p, decode_problem(s));
 }
 
 std::vector<int64_t> host_index_values(const HostTensor& t, const char* name) {
