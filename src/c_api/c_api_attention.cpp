@@ -183,7 +183,7 @@ VKP_API vkp_status VKP_CALL vkp_record_attention(vkp_context* context, VkCommand
     const AttentionPlan& p = plan_on(context, plan);
     const vkp_attention_views v = read_struct(views, "views");
     const AttentionParams cpp_params = to_params(params);
-    record_attention(ctx, cmd, p, to_cpp(v), cpp_params);
+    record_attention(ctx, cmd, p, to_cpp(v, "views"), cpp_params);
   });
 }
 

@@ -27,8 +27,7 @@ std::vector<LayerCacheViews> to_layers(const vkp_layer_cache_views* layers, size
   size_t i = 0;
   for (const auto& l : read_struct_array(layers, count, name)) {
     const std::string element = fmt::format("{}[{}]", name, i++);
-    v.push_back({to_cpp(l.key_cache, element + ".key_cache"), to_cpp(l.value_cache, element + ".value_cache"),
-                 to_kv_layout(l.layout, element + ".layout")});
+    v.push_back(to_cpp(l, element));
   }
   return v;
 }
@@ -116,17 +115,7 @@ VKP_API vkp_status VKP_CALL vkp_record_gather(vkp_context* context, VkCommandBuf
   return guarded("vkp_record_gather", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const vkp_gather_views v = read_struct(views, "views");
-    GatherViews d;
-    d.key_cache = to_cpp(v.key_cache, "key_cache");
-    d.value_cache = to_cpp(v.value_cache, "value_cache");
-    d.block_tables = to_cpp(v.block_tables, "block_tables");
-    d.seq_starts = to_cpp(v.seq_starts, "seq_starts");
-    d.key_out = to_cpp(v.key_out, "key_out");
-    d.value_out = to_cpp(v.value_out, "value_out");
-    d.status = to_cpp(v.status);
-    d.layout = to_kv_layout(v.layout, "views.layout");
-    record_gather(ctx, cmd, d, c_api::to_cpp(scales));
+    record_gather(ctx, cmd, c_api::to_cpp(views), c_api::to_cpp(scales));
   });
 }
 

@@ -163,7 +163,7 @@ VKP_API vkp_status VKP_CALL vkp_record_decode(vkp_context* context, VkCommandBuf
     const DecodePlan& p = plan_on(context, plan);
     const vkp_decode_views v = read_struct(views, "views");
     const DecodeParams cpp_params = to_params(params);
-    record_decode(ctx, cmd, p, to_cpp(v), cpp_params);
+    record_decode(ctx, cmd, p, to_cpp(v, "views"), cpp_params);
   });
 }
 

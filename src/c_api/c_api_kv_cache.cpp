@@ -250,7 +250,7 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_decode(const vkp_kv_cache* cache
     const DecodePlan& p = plan_for(cache, plan);
     const vkp_decode_views v = read_struct(views, "views");
     const DecodeParams cpp_params = to_params(params);
-    c.record_decode(cmd, layer, p, c_api::to_cpp(v), cpp_params);
+    c.record_decode(cmd, layer, p, c_api::to_cpp(v, "views"), cpp_params);
   });
 }
 
@@ -264,7 +264,7 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_attention(const vkp_kv_cache* ca
     const AttentionPlan& p = plan_for(cache, plan);
     const vkp_attention_views v = read_struct(views, "views");
     const AttentionParams cpp_params = to_params(params);
-    c.record_attention(cmd, layer, p, c_api::to_cpp(v), cpp_params);
+    c.record_attention(cmd, layer, p, c_api::to_cpp(v, "views"), cpp_params);
   });
 }
 

@@ -39,15 +39,7 @@ VKP_API vkp_status VKP_CALL vkp_record_rotary_embedding(vkp_context* context, Vk
   return guarded("vkp_record_rotary_embedding", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const vkp_rotary_views v = read_struct(views, "views");
-    RotaryViews d;
-    d.query = to_cpp(v.query, "query");
-    d.key = to_cpp(v.key, "key");
-    d.positions = to_cpp(v.positions, "positions");
-    d.cos_sin_cache = to_cpp(v.cos_sin_cache, "cos_sin_cache");
-    d.status = to_cpp(v.status);
-    d.style = to_rotary_style(v.style, "views.style");
-    record_rotary_embedding(ctx, cmd, d);
+    record_rotary_embedding(ctx, cmd, to_cpp(views));
   });
 }
 
