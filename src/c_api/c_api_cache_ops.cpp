@@ -58,26 +58,6 @@ const StreamingRead& read_on(vkp_context* context, const vkp_streaming_read* rea
 
 extern "C" {
 
-VKP_API vkp_status VKP_CALL vkp_cache_scales_init_sized(vkp_cache_scales* scales, uint32_t struct_size) {
-  return init_struct("vkp_cache_scales_init_sized", scales, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_reshape_and_cache_views_init_sized(vkp_reshape_and_cache_views* views, uint32_t struct_size) {
-  return init_struct("vkp_reshape_and_cache_views_init_sized", views, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_layer_cache_views_init_sized(vkp_layer_cache_views* views, uint32_t struct_size) {
-  return init_struct("vkp_layer_cache_views_init_sized", views, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_gather_views_init_sized(vkp_gather_views* views, uint32_t struct_size) {
-  return init_struct("vkp_gather_views_init_sized", views, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_bandwidth_init_sized(vkp_bandwidth* bandwidth, uint32_t struct_size) {
-  return init_struct("vkp_bandwidth_init_sized", bandwidth, struct_size);
-}
-
 VKP_API vkp_status VKP_CALL vkp_record_reshape_and_cache(vkp_context* context, VkCommandBuffer cmd,
                                                 const vkp_reshape_and_cache_views* views,
                                                 const vkp_cache_scales* scales) {

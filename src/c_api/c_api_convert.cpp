@@ -88,6 +88,11 @@ vkp_decode_merge to_c(DecodeMerge merge) noexcept {
   return merge == DecodeMerge::in_dispatch ? VKP_MERGE_IN_DISPATCH : VKP_MERGE_REDUCE_PASS;
 }
 
+static_assert(int(MemorySource::none) == VKP_MEMORY_SOURCE_NONE && int(MemorySource::heap_size) == VKP_MEMORY_SOURCE_HEAP_SIZE &&
+              int(MemorySource::memory_budget) == VKP_MEMORY_SOURCE_MEMORY_BUDGET);
+
+vkp_memory_source to_c(MemorySource source) noexcept { return vkp_memory_source(source); }
+
 vkp_decode_order to_c(DecodeOrder order) noexcept {
   switch (order) {
     case DecodeOrder::grid: return VKP_ORDER_GRID;
@@ -161,30 +166,20 @@ vkp_external_device defaults_of<vkp_external_device>() {
   return c;
 }
 
-template <>
-vkp_decode_shape defaults_of<vkp_decode_shape>() {
-  return to_c(DecodeShape{});
-}
-
-template <>
-vkp_decode_options defaults_of<vkp_decode_options>() {
-  return to_c(DecodeOptions{});
-}
-
-template <>
-vkp_decode_params defaults_of<vkp_decode_params>() {
-  return to_c(DecodeParams{});
-}
-
-template <>
-vkp_attention_shape defaults_of<vkp_attention_shape>() {
-  return to_c(AttentionShape{});
-}
-
-template <>
-vkp_attention_options defaults_of<vkp_attention_options>() {
-  return to_c(AttentionOptions{});
-}
+// The structs whose defaults are their C++ twins'.
+#define VKP_DEFAULTS_FROM_CPP(CType, CppType) \
+  template <>                                 \
+  CType defaults_of<CType>() {                \
+    return to_c(CppType{});                   \
+  }
+VKP_DEFAULTS_FROM_CPP(vkp_decode_shape, DecodeShape)
+VKP_DEFAULTS_FROM_CPP(vkp_decode_options, DecodeOptions)
+VKP_DEFAULTS_FROM_CPP(vkp_decode_params, DecodeParams)
+VKP_DEFAULTS_FROM_CPP(vkp_attention_shape, AttentionShape)
+VKP_DEFAULTS_FROM_CPP(vkp_attention_options, AttentionOptions)
+VKP_DEFAULTS_FROM_CPP(vkp_kv_cache_shape, KvCacheShape)
+VKP_DEFAULTS_FROM_CPP(vkp_block_manager_options, BlockManagerOptions)
+#undef VKP_DEFAULTS_FROM_CPP
 
 template <>
 vkp_attention_inputs defaults_of<vkp_attention_inputs>() {
@@ -333,7 +328,8 @@ template <class C, class Cpp>
 void field_to_cpp(const C& c, Cpp& d, const std::string& name) {
   if constexpr (std::is_same_v<C, Cpp>) d = c;
   else if constexpr (std::is_same_v<Cpp, bool>) d = to_bool(c, name);
-  else if constexpr (std::is_same_v<Cpp, std::string>) d.assign(c, strnlen(c, sizeof(c)));
+  else if constexpr (std::is_same_v<Cpp, std::string> && std::is_array_v<C>) d.assign(c, strnlen(c, sizeof(c)));
+  else if constexpr (std::is_same_v<Cpp, std::string>) d = c != nullptr ? c : "";  // a C string, NULL = ""
   else if constexpr (std::is_same_v<Cpp, DType>) d = to_dtype(c, name);
   else if constexpr (std::is_same_v<Cpp, KvLayout>) d = to_kv_layout(c, name);
   else if constexpr (std::is_same_v<Cpp, RotaryStyle>) d = to_rotary_style(c, name);
@@ -344,6 +340,7 @@ void field_to_cpp(const C& c, Cpp& d, const std::string& name) {
   else if constexpr (std::is_same_v<Cpp, AttentionKernel>) d = to_attention_kernel(c, name);
   else if constexpr (std::is_same_v<Cpp, TensorView>) d = to_cpp(c, name);
   else if constexpr (std::is_same_v<Cpp, BufferView>) d = to_cpp(c);
+  else if constexpr (std::is_same_v<Cpp, HostTensor>) d = to_host(c, name);
   else static_assert(sizeof(C) == 0, "a field type without a conversion: add it here");
 }
 
@@ -382,22 +379,35 @@ VKP_CONVERT_TO_CPP(vkp_attention_options, AttentionOptions, VKP_ATTENTION_OPTION
 VKP_CONVERT_TO_C(vkp_attention_options, AttentionOptions, VKP_ATTENTION_OPTIONS_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_decode_views, DecodeViews, VKP_DECODE_VIEWS_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_attention_views, AttentionViews, VKP_ATTENTION_VIEWS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_decode_inputs, DecodeInputs, VKP_DECODE_INPUTS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_attention_inputs, AttentionInputs, VKP_ATTENTION_INPUTS_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_cache_scales, CacheScales, VKP_CACHE_SCALES_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_reshape_and_cache_views, ReshapeAndCacheViews, VKP_RESHAPE_AND_CACHE_VIEWS_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_gather_views, GatherViews, VKP_GATHER_VIEWS_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_layer_cache_views, LayerCacheViews, VKP_LAYER_CACHE_VIEWS_FIELDS)
+VKP_CONVERT_TO_C(vkp_layer_cache_views, LayerCacheViews, VKP_LAYER_CACHE_VIEWS_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_rotary_views, RotaryViews, VKP_ROTARY_VIEWS_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_rotary_inputs, RotaryInputs, VKP_ROTARY_INPUTS_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_merge_views, MergeViews, VKP_MERGE_VIEWS_FIELDS)
 VKP_CONVERT_TO_C(vkp_cooperative_matrix_shape, CooperativeMatrixShape, VKP_COOPERATIVE_MATRIX_SHAPE_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_device_info, DeviceInfo, VKP_DEVICE_INFO_FIELDS)
 VKP_CONVERT_TO_C(vkp_device_info, DeviceInfo, VKP_DEVICE_INFO_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_context_options, ContextOptions, VKP_CONTEXT_OPTIONS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_external_device, ExternalDevice, VKP_EXTERNAL_DEVICE_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_kv_cache_shape, KvCacheShape, VKP_KV_CACHE_SHAPE_FIELDS)
+VKP_CONVERT_TO_C(vkp_kv_cache_shape, KvCacheShape, VKP_KV_CACHE_SHAPE_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_kv_cache_options, KvCacheOptions, VKP_KV_CACHE_OPTIONS_FIELDS)
+VKP_CONVERT_TO_C(vkp_kv_cache_sizing, KvCacheSizing, VKP_KV_CACHE_SIZING_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_block_manager_options, BlockManagerOptions, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)
+VKP_CONVERT_TO_C(vkp_block_manager_options, BlockManagerOptions, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)
 
 #undef VKP_CONVERT_TO_C
 #undef VKP_CONVERT_TO_CPP
 #undef VKP_FIELD_TO_C
 #undef VKP_FIELD_TO_CPP
 
+DecodeInputs to_cpp(const vkp_decode_inputs* inputs) { return to_cpp(read_struct(inputs, "inputs"), "inputs"); }
+AttentionInputs to_cpp(const vkp_attention_inputs* inputs) { return to_cpp(read_struct(inputs, "inputs"), "inputs"); }
 CacheScales to_cpp(const vkp_cache_scales* scales) { return to_cpp(read_optional_struct(scales, "scales"), "scales"); }
 ReshapeAndCacheViews to_cpp(const vkp_reshape_and_cache_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
 GatherViews to_cpp(const vkp_gather_views* views) { return to_cpp(read_struct(views, "views"), "views"); }

@@ -30,6 +30,15 @@
   X(query) X(key_cache) X(value_cache) X(block_tables) X(context_lens) X(query_starts) X(output) X(lse)          \
   X(tree_mask) X(alibi_slopes) X(sinks) X(scratch) X(status) X(kv_indptr) X(kv_indices) X(kv_last_page_len)
 
+#define VKP_DECODE_INPUTS_FIELDS(X)                                                                             \
+  X(cache_dtype) X(query) X(key_cache) X(value_cache) X(block_tables) X(context_lens) X(alibi_slopes) X(sinks)   \
+  X(kv_indptr) X(kv_indices) X(kv_last_page_len) X(max_blocks_per_seq)
+
+#define VKP_ATTENTION_INPUTS_FIELDS(X)                                                                          \
+  X(cache_dtype) X(query) X(key_cache) X(value_cache) X(block_tables) X(context_lens) X(query_starts)           \
+  X(tree_mask) X(alibi_slopes) X(sinks) X(kv_layout) X(sliding_window) X(kv_indptr) X(kv_indices)               \
+  X(kv_last_page_len) X(max_blocks_per_seq)
+
 #define VKP_CACHE_SCALES_FIELDS(X) X(k_scale) X(v_scale)
 
 #define VKP_RESHAPE_AND_CACHE_VIEWS_FIELDS(X) \
@@ -58,6 +67,22 @@
   X(device_local_free_bytes) X(cooperative_matrix) X(cooperative_matrix_khr) X(max_memory_allocation_size)      \
   X(vulkan_memory_model) X(vulkan_memory_model_device_scope)
 
+#define VKP_CONTEXT_OPTIONS_FIELDS(X) X(validation) X(device) X(disable_subgroup_arithmetic) X(fence_timeout_ms) X(read_environment)
+
+#define VKP_EXTERNAL_DEVICE_FIELDS(X)                                                                           \
+  X(queue_family) X(instance) X(physical_device) X(device) X(get_instance_proc_addr) X(queue_index)             \
+  X(buffer_device_address) X(cooperative_matrix) X(vulkan_memory_model) X(vulkan_memory_model_device_scope)     \
+  X(cooperative_matrix_khr) X(fence_timeout_ms)
+
+#define VKP_KV_CACHE_SHAPE_FIELDS(X) X(num_layers) X(num_kv_heads) X(head_size) X(block_size) X(dtype) X(layout)
+
+#define VKP_KV_CACHE_OPTIONS_FIELDS(X) X(num_blocks) X(budget_bytes) X(budget_fraction) X(num_host_blocks)
+
+#define VKP_KV_CACHE_SIZING_FIELDS(X) \
+  X(num_blocks) X(num_tokens) X(block_bytes) X(bytes_per_block) X(pool_bytes) X(total_bytes) X(fraction_of) X(fraction_of_bytes)
+
+#define VKP_BLOCK_MANAGER_OPTIONS_FIELDS(X) X(enable_prefix_caching) X(watermark) X(hash_salt) X(num_host_blocks)
+
 // Every list above with its C struct, for the ABI test: X(c_struct, LIST).
 #define VKP_FIELD_LISTS(X)                                                                                      \
   X(vkp_decode_shape, VKP_DECODE_SHAPE_FIELDS)                                                                 \
@@ -66,6 +91,8 @@
   X(vkp_attention_options, VKP_ATTENTION_OPTIONS_FIELDS)                                                       \
   X(vkp_decode_views, VKP_DECODE_VIEWS_FIELDS)                                                                 \
   X(vkp_attention_views, VKP_ATTENTION_VIEWS_FIELDS)                                                           \
+  X(vkp_decode_inputs, VKP_DECODE_INPUTS_FIELDS)                                                               \
+  X(vkp_attention_inputs, VKP_ATTENTION_INPUTS_FIELDS)                                                         \
   X(vkp_cache_scales, VKP_CACHE_SCALES_FIELDS)                                                                 \
   X(vkp_reshape_and_cache_views, VKP_RESHAPE_AND_CACHE_VIEWS_FIELDS)                                           \
   X(vkp_gather_views, VKP_GATHER_VIEWS_FIELDS)                                                                 \
@@ -74,4 +101,10 @@
   X(vkp_rotary_inputs, VKP_ROTARY_INPUTS_FIELDS)                                                               \
   X(vkp_merge_views, VKP_MERGE_VIEWS_FIELDS)                                                                   \
   X(vkp_cooperative_matrix_shape, VKP_COOPERATIVE_MATRIX_SHAPE_FIELDS)                                         \
-  X(vkp_device_info, VKP_DEVICE_INFO_FIELDS)
+  X(vkp_device_info, VKP_DEVICE_INFO_FIELDS)                                                                   \
+  X(vkp_context_options, VKP_CONTEXT_OPTIONS_FIELDS)                                                           \
+  X(vkp_external_device, VKP_EXTERNAL_DEVICE_FIELDS)                                                           \
+  X(vkp_kv_cache_shape, VKP_KV_CACHE_SHAPE_FIELDS)                                                             \
+  X(vkp_kv_cache_options, VKP_KV_CACHE_OPTIONS_FIELDS)                                                         \
+  X(vkp_kv_cache_sizing, VKP_KV_CACHE_SIZING_FIELDS)                                                           \
+  X(vkp_block_manager_options, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)

@@ -33,10 +33,6 @@ void hand_back(const DecodeResult& merged, vkp_host_tensor* output, vkp_host_ten
 
 extern "C" {
 
-VKP_API vkp_status VKP_CALL vkp_merge_views_init_sized(vkp_merge_views* views, uint32_t struct_size) {
-  return init_struct("vkp_merge_views_init_sized", views, struct_size);
-}
-
 VKP_API vkp_status VKP_CALL vkp_record_merge_attention(vkp_context* context, VkCommandBuffer cmd, const vkp_merge_views* views) {
   return guarded("vkp_record_merge_attention", [&] {
     auto& ctx = require(context, "context")->context;

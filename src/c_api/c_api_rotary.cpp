@@ -26,14 +26,6 @@ static_assert(VKP_STATUS_BAD_POSITION == kStatusBadPosition);
 
 extern "C" {
 
-VKP_API vkp_status VKP_CALL vkp_rotary_views_init_sized(vkp_rotary_views* views, uint32_t struct_size) {
-  return init_struct("vkp_rotary_views_init_sized", views, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_rotary_inputs_init_sized(vkp_rotary_inputs* rotary, uint32_t struct_size) {
-  return init_struct("vkp_rotary_inputs_init_sized", rotary, struct_size);
-}
-
 VKP_API vkp_status VKP_CALL vkp_record_rotary_embedding(vkp_context* context, VkCommandBuffer cmd,
                                                         const vkp_rotary_views* views) {
   return guarded("vkp_record_rotary_embedding", [&] {

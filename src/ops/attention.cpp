@@ -14,6 +14,7 @@
 #include "ops/attention_plan.hpp"
 #include "ops/attention_validation.hpp"
 #include "ops/attention_problem.hpp"
+#include "ops/shared_fields.hpp"
 #include "ops/csr_page_table.hpp"
 #include "ops/decode_plan.hpp"
 #include "ops/view_checks.hpp"
@@ -248,20 +249,7 @@ void check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, co
 void record_as_decode(Context& context, VkCommandBuffer cmd, const AttentionPlanData& p, const AttentionViews& v,
                       const AttentionParams& params) {
   DecodeViews d;
-  d.query = v.query;
-  d.key_cache = v.key_cache;
-  d.value_cache = v.value_cache;
-  d.block_tables = v.block_tables;
-  d.context_lens = v.context_lens;
-  d.output = v.output;
-  d.alibi_slopes = v.alibi_slopes;
-  d.sinks = v.sinks;
-  d.lse = v.lse;
-  d.scratch = v.scratch;
-  d.status = v.status;
-  d.kv_indptr = v.kv_indptr;
-  d.kv_indices = v.kv_indices;
-  d.kv_last_page_len = v.kv_last_page_len;
+  VKP_COPY_FIELDS(VKP_SHARED_VIEW_FIELDS, d, v);
   record_decode(context, cmd, *p.decode, d, params);
 }
 
