@@ -139,10 +139,9 @@ VKP_API vkp_status VKP_CALL vkp_record_attention(vkp_context* context, VkCommand
   return guarded("vkp_record_attention", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const AttentionPlan& p = plan_on(context, plan);
-    const vkp_attention_views v = read_struct(views, "views");
-    const AttentionParams cpp_params = to_params(params);
-    record_attention(ctx, cmd, p, to_cpp(v, "views"), cpp_params);
+    const AttentionPlan& p = plan_on(context, plan);  // checked in the order of the arguments
+    const AttentionViews v = to_cpp(views);
+    record_attention(ctx, cmd, p, v, to_params(params));
   });
 }
 

@@ -411,6 +411,8 @@ AttentionInputs to_cpp(const vkp_attention_inputs* inputs) { return to_cpp(read_
 CacheScales to_cpp(const vkp_cache_scales* scales) { return to_cpp(read_optional_struct(scales, "scales"), "scales"); }
 ReshapeAndCacheViews to_cpp(const vkp_reshape_and_cache_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
 GatherViews to_cpp(const vkp_gather_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
+DecodeViews to_cpp(const vkp_decode_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
+AttentionViews to_cpp(const vkp_attention_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
 RotaryViews to_cpp(const vkp_rotary_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
 MergeViews to_cpp(const vkp_merge_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
 RotaryInputs to_cpp(const vkp_rotary_inputs* rotary) { return to_cpp(read_struct(rotary, "rotary"), "rotary"); }

@@ -64,6 +64,8 @@ ReshapeAndCacheViews to_cpp(const vkp_reshape_and_cache_views* views);
 GatherViews to_cpp(const vkp_gather_views* views);
 RotaryInputs to_cpp(const vkp_rotary_inputs* rotary);
 RotaryViews to_cpp(const vkp_rotary_views* views);
+DecodeViews to_cpp(const vkp_decode_views* views);
+AttentionViews to_cpp(const vkp_attention_views* views);
 MergeViews to_cpp(const vkp_merge_views* views);
 // Structs already read, converted field by field as c_api_fields.hpp lists them; `name`
 // prefixes each field's name in errors.

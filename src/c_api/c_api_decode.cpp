@@ -119,10 +119,9 @@ VKP_API vkp_status VKP_CALL vkp_record_decode(vkp_context* context, VkCommandBuf
   return guarded("vkp_record_decode", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const DecodePlan& p = plan_on(context, plan);
-    const vkp_decode_views v = read_struct(views, "views");
-    const DecodeParams cpp_params = to_params(params);
-    record_decode(ctx, cmd, p, to_cpp(v, "views"), cpp_params);
+    const DecodePlan& p = plan_on(context, plan);  // checked in the order of the arguments
+    const DecodeViews v = to_cpp(views);
+    record_decode(ctx, cmd, p, v, to_params(params));
   });
 }
 

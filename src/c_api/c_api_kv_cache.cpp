@@ -189,10 +189,9 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_decode(const vkp_kv_cache* cache
   return guarded("vkp_kv_cache_record_decode", [&] {
     const KvCache& c = require(cache, "cache")->cache;
     require(cmd, "cmd");
-    const DecodePlan& p = plan_for(cache, plan);
-    const vkp_decode_views v = read_struct(views, "views");
-    const DecodeParams cpp_params = to_params(params);
-    c.record_decode(cmd, layer, p, c_api::to_cpp(v, "views"), cpp_params);
+    const DecodePlan& p = plan_for(cache, plan);  // checked in the order of the arguments
+    const DecodeViews v = c_api::to_cpp(views);
+    c.record_decode(cmd, layer, p, v, to_params(params));
   });
 }
 
@@ -203,10 +202,9 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_attention(const vkp_kv_cache* ca
   return guarded("vkp_kv_cache_record_attention", [&] {
     const KvCache& c = require(cache, "cache")->cache;
     require(cmd, "cmd");
-    const AttentionPlan& p = plan_for(cache, plan);
-    const vkp_attention_views v = read_struct(views, "views");
-    const AttentionParams cpp_params = to_params(params);
-    c.record_attention(cmd, layer, p, c_api::to_cpp(v, "views"), cpp_params);
+    const AttentionPlan& p = plan_for(cache, plan);  // checked in the order of the arguments
+    const AttentionViews v = c_api::to_cpp(views);
+    c.record_attention(cmd, layer, p, v, to_params(params));
   });
 }
 

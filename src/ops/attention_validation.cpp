@@ -113,6 +113,41 @@ Shape value_cache_shape(KvLayout layout, int64_t n, int64_t hkv, int64_t d, int6
   return Shape{n, hkv, d, b};
 }
 
+void check_host_cache_dtypes(const HostTensor& key_cache, const HostTensor& value_cache, DType cache) {
+  for (const auto& [name, t] : {std::pair{"key_cache", &key_cache}, std::pair{"value_cache", &value_cache}}) {
+    const DType stored = t->dtype();
+    if (is_fp8_dtype(cache) ? (stored != DType::u8 && stored != cache) : stored != cache)
+      refuse(fmt::format("{}: dtype {} does not hold a {} cache", name, dtype_name(stored), dtype_name(cache)));
+  }
+}
+
+void check_host_per_head(const HostTensor& alibi_slopes, const HostTensor& sinks, int64_t num_heads) {
+  for (const auto& [name, t] : {std::pair{"alibi_slopes", &alibi_slopes}, std::pair{"sinks", &sinks}}) {
+    if (t->empty()) continue;
+    if (t->dtype() != DType::f32) refuse(fmt::format("{}: dtype {} is not f32", name, dtype_name(t->dtype())));
+    if (t->shape().rank() != 1 || t->shape()[0] != num_heads)
+      refuse(fmt::format("{}: shape {} is not [H] = [{}]", name, t->shape().str(), num_heads));
+  }
+}
+
+int64_t check_host_page_tables(std::span<const int64_t> tables, std::span<const int64_t> lens, const AttentionShape& s) {
+  const int64_t cap = int64_t(s.max_blocks_per_seq) * s.block_size;
+  int64_t max_len = 0;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    if (lens[i] < 0 || lens[i] > cap) refuse(fmt::format("context_lens[{}]: {} is outside [0, M * B = {}]", i, lens[i], cap));
+    max_len = std::max(max_len, lens[i]);
+  }
+  for (size_t i = 0; i < lens.size(); ++i) {
+    const int64_t used = (lens[i] + s.block_size - 1) / s.block_size;
+    for (int64_t j = 0; j < used; ++j) {
+      const int64_t id = tables[i * s.max_blocks_per_seq + size_t(j)];
+      if (id < 0 || id >= int64_t(s.num_blocks))
+        refuse(fmt::format("block_tables[{}][{}]: block id {} is outside [0, N = {})", i, j, id, s.num_blocks));
+    }
+  }
+  return max_len;
+}
+
 std::vector<int32_t> host_query_starts(const HostTensor& t) {
   if (t.shape().rank() != 1) refuse(fmt::format("query_starts: shape {} is not [S + 1]", t.shape().str()));
   const auto values = host_index_values(t, "query_starts");
@@ -163,11 +198,7 @@ AttentionShape attention_shape_of(const AttentionInputs& in, const AttentionPara
                        form.csr ? " (S from kv_indptr)" : ""));
 
   const DType cache = in.cache_dtype;
-  auto cache_dtype_ok = [&](DType stored) { return is_fp8_dtype(cache) ? (stored == DType::u8 || stored == cache) : stored == cache; };
-  if (!cache_dtype_ok(in.key_cache.dtype()))
-    refuse(fmt::format("key_cache: dtype {} does not hold a {} cache", dtype_name(in.key_cache.dtype()), dtype_name(cache)));
-  if (!cache_dtype_ok(in.value_cache.dtype()))
-    refuse(fmt::format("value_cache: dtype {} does not hold a {} cache", dtype_name(in.value_cache.dtype()), dtype_name(cache)));
+  detail::check_host_cache_dtypes(in.key_cache, in.value_cache, cache);
 
   AttentionShape s;
   s.num_requests = uint32_t(S);
@@ -206,24 +237,12 @@ AttentionShape attention_shape_of(const AttentionInputs& in, const AttentionPara
                        want_k.str(), q[2], x));
   if (!(in.value_cache.shape() == want_v))
     refuse(fmt::format("value_cache: shape {} does not match {}", in.value_cache.shape().str(), want_v.str()));
-  for (const auto* opt : {&in.alibi_slopes, &in.sinks}) {
-    if (opt->empty()) continue;
-    const char* name = opt == &in.alibi_slopes ? "alibi_slopes" : "sinks";
-    if (opt->dtype() != DType::f32) refuse(fmt::format("{}: dtype {} is not f32", name, dtype_name(opt->dtype())));
-    if (opt->shape().rank() != 1 || opt->shape()[0] != q[1])
-      refuse(fmt::format("{}: shape {} is not [H] = [{}]", name, opt->shape().str(), q[1]));
-  }
+  detail::check_host_per_head(in.alibi_slopes, in.sinks, q[1]);
 
   const std::vector<int32_t> starts = detail::host_query_starts(in.query_starts);
   // The CSR form's own rules are checked here; what follows holds for its expansion by construction.
   const auto [tables, lens] = detail::dense_page_tables(page_tables, form, s.block_size, s.num_blocks);
-  const int64_t cap = int64_t(s.max_blocks_per_seq) * s.block_size;
-  int64_t max_len = 0;
-  for (size_t i = 0; i < lens.size(); ++i) {
-    if (lens[i] < 0 || lens[i] > cap) refuse(fmt::format("context_lens[{}]: {} is outside [0, M * B = {}]", i, lens[i], cap));
-    max_len = std::max(max_len, lens[i]);
-  }
-  s.max_context_len = uint32_t(max_len);
+  s.max_context_len = uint32_t(detail::check_host_page_tables(tables, lens, s));
   const auto summary = detail::validate_query_starts(s, starts);
   for (size_t i = 0; i < lens.size(); ++i) {
     const int64_t new_tokens = int64_t(starts[i + 1]) - starts[i];
@@ -231,12 +250,6 @@ AttentionShape attention_shape_of(const AttentionInputs& in, const AttentionPara
       refuse(fmt::format("context_lens[{}]: {} is less than the request's q_s = {} new tokens (query_starts), whose keys "
                          "and values the cache must already hold",
                          i, lens[i], new_tokens));
-    const int64_t used = (lens[i] + s.block_size - 1) / s.block_size;
-    for (int64_t j = 0; j < used; ++j) {
-      const int64_t id = tables[i * s.max_blocks_per_seq + size_t(j)];
-      if (id < 0 || id >= int64_t(s.num_blocks))
-        refuse(fmt::format("block_tables[{}][{}]: block id {} is outside [0, N = {})", i, j, id, s.num_blocks));
-    }
   }
   if (s.tree_mask) {
     const auto& m = in.tree_mask;

@@ -35,6 +35,15 @@ Shape key_cache_shape(KvLayout layout, int64_t num_blocks, int64_t kv_heads, int
                       int64_t pack);
 Shape value_cache_shape(KvLayout layout, int64_t num_blocks, int64_t kv_heads, int64_t head_size, int64_t block_size);
 
+// ---- host inputs (attention_shape_of, decode_shape_of) ----
+// The cache arrays hold a `cache` cache: its dtype, or u8 for an fp8 cache.
+void check_host_cache_dtypes(const HostTensor& key_cache, const HostTensor& value_cache, DType cache);
+// ALiBi slopes and sinks, when given: [H] f32.
+void check_host_per_head(const HostTensor& alibi_slopes, const HostTensor& sinks, int64_t num_heads);
+// Dense page tables' values: each length in [0, M * B] and the blocks it uses in [0, N).
+// Returns the longest length.
+int64_t check_host_page_tables(std::span<const int64_t> tables, std::span<const int64_t> lens, const AttentionShape& shape);
+
 // query_starts of host inputs as int32 (i32, u32 or i64 values in [0, 2^31)).
 std::vector<int32_t> host_query_starts(const HostTensor& query_starts);
 

@@ -84,12 +84,7 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
 
   const DType cache = in.cache_dtype;
   const size_t cache_bytes = is_fp8_dtype(cache) ? 1 : dtype_size(cache);
-  const DType stored_k = in.key_cache.dtype(), stored_v = in.value_cache.dtype();
-  auto cache_dtype_ok = [&](DType stored) { return is_fp8_dtype(cache) ? (stored == DType::u8 || stored == cache) : stored == cache; };
-  if (!cache_dtype_ok(stored_k))
-    refuse(fmt::format("key_cache: dtype {} does not hold a {} cache", dtype_name(stored_k), dtype_name(cache)));
-  if (!cache_dtype_ok(stored_v))
-    refuse(fmt::format("value_cache: dtype {} does not hold a {} cache", dtype_name(stored_v), dtype_name(cache)));
+  detail::check_host_cache_dtypes(in.key_cache, in.value_cache, cache);
 
   DecodeShape s;
   s.query_dtype = in.query.dtype();
@@ -127,30 +122,11 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
     refuse(fmt::format("block_tables: {} rows, but the query has S = {} sequences", in.block_tables.shape()[0], q[0]));
   if (!form.csr && in.context_lens.shape()[0] != q[0])
     refuse(fmt::format("context_lens: {} entries, but the query has S = {} sequences", in.context_lens.shape()[0], q[0]));
-  for (const auto* opt : {&in.alibi_slopes, &in.sinks}) {
-    if (opt->empty()) continue;
-    const char* name = opt == &in.alibi_slopes ? "alibi_slopes" : "sinks";
-    if (opt->dtype() != DType::f32) refuse(fmt::format("{}: dtype {} is not f32", name, dtype_name(opt->dtype())));
-    if (opt->shape().rank() != 1 || opt->shape()[0] != q[1])
-      refuse(fmt::format("{}: shape {} is not [H] = [{}]", name, opt->shape().str(), q[1]));
-  }
+  detail::check_host_per_head(in.alibi_slopes, in.sinks, q[1]);
 
   // The CSR form's own rules are checked here; what follows holds for its expansion by construction.
   const auto [tables, lens] = detail::dense_page_tables(page_tables, form, s.block_size, s.num_blocks);
-  const int64_t cap = int64_t(s.max_blocks_per_seq) * s.block_size;
-  int64_t max_len = 0;
-  for (size_t i = 0; i < lens.size(); ++i) {
-    if (lens[i] < 0 || lens[i] > cap)
-      refuse(fmt::format("context_lens[{}]: {} is outside [0, M * B = {}]", i, lens[i], cap));
-    max_len = std::max(max_len, lens[i]);
-    const int64_t used = (lens[i] + s.block_size - 1) / s.block_size;
-    for (int64_t j = 0; j < used; ++j) {
-      const int64_t id = tables[i * s.max_blocks_per_seq + size_t(j)];
-      if (id < 0 || id >= int64_t(s.num_blocks))
-        refuse(fmt::format("block_tables[{}][{}]: block id {} is outside [0, N = {})", i, j, id, s.num_blocks));
-    }
-  }
-  s.max_context_len = uint32_t(max_len);
+  s.max_context_len = uint32_t(detail::check_host_page_tables(tables, lens, detail::decode_problem(s)));
   return s;
 }
 
