@@ -28,7 +28,7 @@ namespace vkpaged::shader {
 #define MLA_RESHAPE_BINDING_K_PE 1
 #define MLA_RESHAPE_BINDING_SLOT_MAPPING 2
 #define MLA_RESHAPE_BINDING_CACHE 3      // the one pool, or ckv
-#define MLA_RESHAPE_BINDING_KPE_CACHE 4  // kpe (one pool: the one pool again, not written through)
+#define MLA_RESHAPE_BINDING_KPE_CACHE 4  // kpe (one pool: the one pool again, not written through it)
 #define MLA_RESHAPE_BINDING_STATUS 5
 #define MLA_RESHAPE_BINDING_COUNT 6
 #define MLA_RESHAPE_BINDING_POSITIONS 6  // rope variant

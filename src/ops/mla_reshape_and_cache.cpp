@@ -83,7 +83,10 @@ void record_mla_reshape_and_cache(Context& context, VkCommandBuffer cmd, const M
   bound[MLA_RESHAPE_BINDING_K_PE] = impl.bind_view(v.k_pe.memory);
   bound[MLA_RESHAPE_BINDING_SLOT_MAPPING] = impl.bind_view(v.slot_mapping.memory);
   bound[MLA_RESHAPE_BINDING_CACHE] = impl.bind_view(two ? v.cache.ckv_cache.memory : v.cache.mla_cache.memory);
-  bound[MLA_RESHAPE_BINDING_KPE_CACHE] = impl.bind_view(two ? v.cache.kpe_cache.memory : BufferView{});
+  // One pool: the pool again, never written through this binding (the dummy buffer here would
+  // be a write that the synchronization validation sees between dispatches).
+  bound[MLA_RESHAPE_BINDING_KPE_CACHE] = bound[MLA_RESHAPE_BINDING_CACHE];
+  if (two) bound[MLA_RESHAPE_BINDING_KPE_CACHE] = impl.bind_view(v.cache.kpe_cache.memory);
   bound[MLA_RESHAPE_BINDING_STATUS] = impl.bind_view(v.status);
 
   struct Push {
