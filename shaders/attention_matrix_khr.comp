@@ -265,23 +265,18 @@ void softmax_tile(uint sub, uint s_base, uint p_base, uint tile, vec2 score_fact
         float logit = VKP_NEG_INF;  // not attended
         if (valid && in_span(t) && attention_visible(range, t, first_new, row)) logit = attention_logit(x[h] * score_factors.x * score_factors.y, p, t, pc.softcap, slope);
         x[h] = logit;
-        if (nan_bits(logit)) poisoned = true;
-        else tile_max = max(tile_max, logit);
+        tile_max_add(tile_max, poisoned, logit);
       }
       set_shared_float(s_base, i, x.x);
       set_shared_float(s_base, i + 1u, x.y);
     }
-    s_part_max[sub * sg + lane] = poisoned ? VKP_NAN : tile_max;
+    s_part_max[sub * sg + lane] = row_state_max(tile_max, poisoned);
     subgroup_barrier();
     tile_max = VKP_NEG_INF;
     poisoned = false;
-    for (uint k = 0u; k < lanes_per_row; ++k) {
-      const float x = s_part_max[first_lane + k];
-      if (nan_bits(x)) poisoned = true;
-      else tile_max = max(tile_max, x);
-    }
-    const float old_max = s_row_max[row];
-    const float new_max = max(old_max, tile_max);
+    for (uint k = 0u; k < lanes_per_row; ++k) tile_max_add(tile_max, poisoned, s_part_max[first_lane + k]);
+    float new_max = s_row_max[row];
+    const float alpha = row_state_rescale(new_max, tile_max);
     // P in f16 pairs; -0 marks a position the row does not attend.
     float tile_sum = 0.0;
     for (uint q = part; q < TK / 2u; q += lanes_per_row) {
@@ -299,7 +294,6 @@ void softmax_tile(uint sub, uint s_base, uint p_base, uint tile, vec2 score_fact
     if (part == 0u) {
       float total = 0.0;
       for (uint k = 0u; k < lanes_per_row; ++k) total += s_part_sum[first_lane + k];
-      const float alpha = softmax_rescale(old_max, new_max);
       s_row_sum[row] = s_row_sum[row] * alpha + total;
       s_row_max[row] = new_max;
       if (poisoned) s_row_poisoned[row] = 1u;
@@ -543,12 +537,12 @@ void main() {
   for (uint r = lane; r < MM; r += sg) {
     const uint row = sub * MM + r;
     if (!row_valid(row)) continue;
-    const float m = s_row_poisoned[row] != 0u ? VKP_NAN : s_row_max[row];
+    const float m = row_state_max(s_row_max[row], s_row_poisoned[row] != 0u);
     const float l = s_row_sum[row];
     if (SPLIT) {
       // scratch, in floats: value sums [T][H][P][D], then (max, sum) pairs [T][H][P][2]
-      const uint ml = pc.scratch_offset + pc.num_tokens * pc.num_heads * pc.num_partitions * D +
-                      (row_index(row) * pc.num_partitions + part) * 2u;
+      const uint ml = pc.scratch_offset + split_state_word(row_index(row), part, pc.num_tokens * pc.num_heads,
+                                                           pc.num_partitions, D);
       scratch[ml] = m;
       scratch[ml + 1u] = l;
       s_row_factor[row] = out_scale;
@@ -572,7 +566,7 @@ void main() {
       const float a = shared_float(s_base, e);
       const float b = shared_float(s_base, e + 1u);
       if (SPLIT) {
-        const uint base = pc.scratch_offset + (row_index(row) * pc.num_partitions + part) * D + d;
+        const uint base = pc.scratch_offset + split_sums_word(row_index(row), part, pc.num_partitions, D) + d;
         scratch[base] = a * f;
         scratch[base + 1u] = b * f;
       } else {

@@ -280,22 +280,13 @@ void main() {
     // ---- softmax phase: the tile's max per row, the rescale, the probabilities ----
     float tile_max = VKP_NEG_INF;
     bool tile_poisoned = false;
-    for (uint c = lane; c < TK; c += LANES) {
-      const float x = s_score[(my_row * TK + c) / 4u][c % 4u];
-      if (nan_bits(x)) tile_poisoned = true;
-      else tile_max = max(tile_max, x);
-    }
-    s_part[tid] = tile_poisoned ? VKP_NAN : tile_max;
+    for (uint c = lane; c < TK; c += LANES) tile_max_add(tile_max, tile_poisoned, s_score[(my_row * TK + c) / 4u][c % 4u]);
+    s_part[tid] = row_state_max(tile_max, tile_poisoned);
     barrier();
     tile_max = VKP_NEG_INF;
-    for (uint i = 0u; i < LANES; ++i) {
-      const float x = s_part[my_row * LANES + i];
-      if (nan_bits(x)) row_poisoned = true;
-      else tile_max = max(tile_max, x);
-    }
-    const float new_max = max(row_max, tile_max);
-    const float alpha = softmax_rescale(row_max, new_max);
-    row_max = new_max;
+    for (uint i = 0u; i < LANES; ++i) tile_max_add(tile_max, row_poisoned, s_part[my_row * LANES + i]);
+    const float alpha = row_state_rescale(row_max, tile_max);
+    const float new_max = row_max;
     float tile_sum = 0.0;
     for (uint c = lane; c < TK; c += LANES) {
       const float x = s_score[(my_row * TK + c) / 4u][c % 4u];
@@ -344,7 +335,7 @@ void main() {
     float total = 0.0;
     for (uint i = 0u; i < LANES; ++i) total += s_part[my_row * LANES + i];
     s_row_sum[my_row] = total;
-    s_row_max[my_row] = row_poisoned ? VKP_NAN : row_max;
+    s_row_max[my_row] = row_state_max(row_max, row_poisoned);
   }
   barrier();
 

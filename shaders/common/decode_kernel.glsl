@@ -343,9 +343,8 @@ void finish_decode(uint seq, uint part, uint head0, uint heads, float running_ma
       const uint ml = pc.scratch_offset + split_state_word(seq * pc.num_heads + head0 + tid, part, rows, pc.num_partitions, D);
       for (uint g = 0u; g < GROUP; ++g)
         if (g == tid) {
-          const bool bad = poisoned[g] > 0.0;  // NaN max and sum: the merges make the head NaN
-          scratch[ml] = bad ? VKP_NAN : running_max[g];
-          scratch[ml + 1u] = bad ? VKP_NAN : thread_sum[g];
+          scratch[ml] = row_state_max(running_max[g], poisoned[g] > 0.0);  // NaN: the merges make the head NaN
+          scratch[ml + 1u] = thread_sum[g];
         }
     }
     return;
@@ -355,7 +354,7 @@ void finish_decode(uint seq, uint part, uint head0, uint heads, float running_ma
   float out_factor[GROUP];
   for (uint g = 0u; g < GROUP; ++g) {
     const float z = SINKS && g < heads ? sinks[pc.sinks_offset + head0 + g] : 0.0;
-    const RowFinish f = finish_row(poisoned[g] > 0.0 ? VKP_NAN : running_max[g], thread_sum[g], SINKS, z);
+    const RowFinish f = finish_row(row_state_max(running_max[g], poisoned[g] > 0.0), thread_sum[g], SINKS, z);
     out_factor[g] = f.factor * out_scale;
     if (WRITE_LSE && g < heads && tid == 0u) lse[pc.lse_offset + seq * pc.num_heads + head0 + g] = f.lse;
   }
@@ -493,8 +492,8 @@ void main() {
     for (uint g = 0u; g < GROUP; ++g) tile_max[g] = logit[g];
     workgroup_reduce(tile_max, true);
     for (uint g = 0u; g < GROUP; ++g) {
-      const float new_max = max(running_max[g], tile_max[g]);
-      const float alpha = softmax_rescale(running_max[g], new_max);
+      const float alpha = row_state_rescale(running_max[g], tile_max[g]);
+      const float new_max = running_max[g];
       const float weight = softmax_rescale(logit[g], new_max);  // 0 where not attended
       thread_sum[g] = thread_sum[g] * alpha + weight;
 #if VKP_F16_MATH
@@ -503,7 +502,6 @@ void main() {
 #endif
       s_prob[g * TILE + tid] = weight;
       for (uint j = 0u; j < ACC_DIMS; ++j) acc[j * GROUP + g] *= alpha;
-      running_max[g] = new_max;
     }
     barrier();
 

@@ -37,6 +37,29 @@ vec2 softmax_merge(inout float m, inout float l, float m2, float l2) {
   return w;
 }
 
+// ---- a row's state while a kernel walks its keys ----
+// Every kernel keeps, per row, the running max m, its share of the sum l, and whether the row
+// attended a NaN logit (poisoned). The one poison rule: a poisoned state is stored, merged and
+// finished as max NaN (row_state_max); its sum stays as it is, unread.
+
+// A logit, or a share's tile max, into a tile's max: NaN poisons and stays out of the max.
+void tile_max_add(inout float tile_max, inout bool poisoned, float x) {
+  if (nan_bits(x)) poisoned = true;
+  else tile_max = max(tile_max, x);
+}
+
+// A tile's max into the running max m: returns the factor of the sums made so far (the caller
+// takes the tile's exps against the new m, then l = l * factor + tile sum).
+float row_state_rescale(inout float m, float tile_max) {
+  const float m_new = max(m, tile_max);
+  const float factor = softmax_rescale(m, m_new);
+  m = m_new;
+  return factor;
+}
+
+// A row's max as its partial state is stored, merged and finished.
+float row_state_max(float m, bool poisoned) { return poisoned ? VKP_NAN : m; }
+
 // ---- a split's partial states in its scratch ----
 // f32 words from the scratch's first: every row's partial value sums [rows][P][D], then their
 // states (m, l) [rows][P][2], for `rows` rows (a row is a (query token or sequence, head) pair,
