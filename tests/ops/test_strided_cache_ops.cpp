@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <numeric>
 #include <random>
@@ -17,6 +18,7 @@
 
 #include "ops/cache_test_helpers.hpp"
 #include "support/strided_views.hpp"
+#include "vkpaged/kv_cache.hpp"
 #include "vkpaged/merge.hpp"
 #include "vkpaged/rotary.hpp"
 
@@ -184,6 +186,75 @@ TEST_P(StridedCacheWriteTest, GatherIntoSlicesOfOneBuffer) {
   EXPECT_TRUE(same_bits(out.get(values, c.input, out_shape), want.value)) << "value_out";
   EXPECT_TRUE(out.outside({{keys, c.input, out_shape}, {values, c.input, out_shape}}) == before)
       << "bytes outside the output rows changed";
+}
+
+// KvCache::record_reshape_and_cache (NewTokens and RotaryInputs, the docs' engine step) with q,
+// k and v of one projection: the cache's pools and the rotated queries those of the same call on
+// contiguous views, the values and every other byte of the projection unchanged.
+TEST_P(StridedCacheWriteTest, KvCacheNewTokensFromTheFusedProjection) {
+  const WriteCase c = GetParam();
+  std::mt19937 rng(uint32_t(int(c.input) * 13 + int(c.cache) * 3 + int(c.layout) + 300));
+  const Shape kv_shape{kTokens, kKvHeads, kHeadSize}, q_shape{kTokens, kHeads, kHeadSize};
+  const HostTensor query = random_tensor(c.input, q_shape, rng()), key = random_tensor(c.input, kv_shape, rng()),
+                   value = random_tensor(c.input, kv_shape, rng());
+  const int64_t max_position = 32;
+  const HostTensor slots = slots_of(rng), positions = positions_of(rng, max_position);
+  const HostTensor cos_sin = rotary_cos_sin_cache(uint32_t(max_position), uint32_t(kHeadSize), 10000.0, DType::f32);
+  DeviceTensor d_slots = upload(ctx(), slots), d_positions = upload(ctx(), positions), d_cos_sin = upload(ctx(), cos_sin);
+  KvCacheShape shape;
+  shape.num_kv_heads = uint32_t(kKvHeads);
+  shape.head_size = uint32_t(kHeadSize);
+  shape.block_size = uint32_t(kBlockSize);
+  shape.dtype = c.cache;
+  shape.layout = c.layout;
+  KvCacheOptions options;
+  options.num_blocks = uint32_t(kBlocks);
+  // Both caches start from the same bytes.
+  const HostTensor key_pool = random_tensor(c.cache, key_cache_shape(c.layout, c.cache, kBlocks, kKvHeads, kHeadSize, kBlockSize), rng());
+  const HostTensor value_pool = random_tensor(c.cache, value_cache_shape(c.layout, kBlocks, kKvHeads, kHeadSize, kBlockSize), rng());
+  auto make_cache = [&] {
+    KvCache cache(ctx(), shape, options);
+    ctx().upload(cache.key_cache(0).memory, key_pool.data(), key_pool.bytes());
+    ctx().upload(cache.value_cache(0).memory, value_pool.data(), value_pool.bytes());
+    return cache;
+  };
+  auto pool = [&](const TensorView& t) {
+    std::vector<uint8_t> bytes(t.memory.size);
+    ctx().download(t.memory, bytes.data(), bytes.size());
+    return bytes;
+  };
+
+  const KvCache contiguous_cache = make_cache();
+  DeviceTensor cq = upload(ctx(), query), ck = upload(ctx(), key), cv = upload(ctx(), value);
+  ctx().run_and_wait([&](VkCommandBuffer cmd) {
+    contiguous_cache.record_reshape_and_cache(cmd, 0, NewTokens{ck.view, cv.view, d_slots.view, {}},
+                                              RotaryInputs{cq.view, d_positions.view, d_cos_sin.view, RotaryStyle::gptj},
+                                              scales_of(c.cache));
+  });
+
+  const KvCache strided_cache = make_cache();
+  const FusedProjection f = fused_projection(kTokens, kHeads, kKvHeads, kHeadSize, c.input, 8);
+  DeviceImage fused(ctx(), f.bytes + 12);
+  fused.put(f.q, query);
+  fused.put(f.k, key);
+  fused.put(f.v, value);
+  fused.upload();
+  const std::vector<uint8_t> before = fused.outside({{f.q, c.input, q_shape}, {f.k, c.input, kv_shape}});
+  ctx().run_and_wait([&](VkCommandBuffer cmd) {
+    strided_cache.record_reshape_and_cache(
+        cmd, 0, NewTokens{fused.view(f.k, c.input, kv_shape), fused.view(f.v, c.input, kv_shape), d_slots.view, {}},
+        RotaryInputs{fused.view(f.q, c.input, q_shape), d_positions.view, d_cos_sin.view, RotaryStyle::gptj},
+        scales_of(c.cache));
+  });
+  fused.download();
+  EXPECT_TRUE(pool(strided_cache.key_cache(0)) == pool(contiguous_cache.key_cache(0))) << "key pool";
+  EXPECT_TRUE(pool(strided_cache.value_cache(0)) == pool(contiguous_cache.value_cache(0))) << "value pool";
+  EXPECT_NE(std::memcmp(pool(strided_cache.key_cache(0)).data(), key_pool.data(), key_pool.bytes()), 0)
+      << "the call wrote no key";
+  EXPECT_TRUE(same_bits(fused.get(f.q, c.input, q_shape), download(ctx(), cq))) << "queries";
+  EXPECT_TRUE(same_bits(fused.get(f.k, c.input, kv_shape), download(ctx(), ck))) << "keys";
+  EXPECT_TRUE(fused.outside({{f.q, c.input, q_shape}, {f.k, c.input, kv_shape}}) == before)
+      << "bytes outside the queries' and keys' rows changed";
 }
 
 INSTANTIATE_TEST_SUITE_P(
