@@ -20,6 +20,7 @@ function(vkpaged_host_sources out_var root)
     src/cache/prefix_cache.cpp
     src/ops/attention_matrix_planner.cpp
     src/ops/attention_planner.cpp
+    src/ops/attention_problem.cpp
     src/ops/attention_validation.cpp
     src/ops/cache_geometry.cpp
     src/ops/decode_planner.cpp
@@ -34,6 +35,7 @@ function(vkpaged_host_sources out_var root)
     src/reference/decode_reference.cpp
     src/reference/merge_reference.cpp
     src/reference/rotary_reference.cpp
+    src/vk/device_capabilities.cpp
     tools/vkpaged/atomic_file.cpp
     tools/vkpaged/npy.cpp)
   list(TRANSFORM files PREPEND ${root}/)

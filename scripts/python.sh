@@ -3,8 +3,9 @@
 # Builds the Python package (python/) and installs it into a virtual environment in
 # build/python-venv, which sees the system's site-packages (Debian's numpy, pytest, pybind11),
 # offline (pip --no-index --no-build-isolation); then runs its tests (python/tests) and the
-# package's example (examples/python/engine_step.py, every cache layout). Installs what is
-# missing first, like scripts/install-deps.sh.
+# package's examples (examples/python/engine_step.py and replay_step.py, every cache layout; the
+# replays share one pipeline cache file, each run loading what the one before saved). Installs
+# what is missing first, like scripts/install-deps.sh.
 #
 # The package compiles the library from this checkout, unless VKPAGED_PREFIX names an installed
 # vkpaged (cmake --install) whose static library it then links: scripts/test.sh passes the one
@@ -31,6 +32,9 @@ echo "vkpaged: Python package built and installed in $((SECONDS - start)) s" >&2
 
 # From the checkout's root, so that `import vkpaged` finds the installed package, not python/vkpaged.
 "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+pipelines="$venv/pipeline-cache.bin"
+rm -f "$pipelines"
 for layout in vllm nhd hnd; do
   "$venv/bin/python" examples/python/engine_step.py --layout "$layout"
+  "$venv/bin/python" examples/python/replay_step.py --layout "$layout" --pipeline-cache "$pipelines"
 done

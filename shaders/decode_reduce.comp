@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #version 450
-// Merges the partitions of a split decode (decode.comp with DECODE_FEATURE_SPLIT): one
+// Merges the partitions of a split decode (a decode module with DECODE_FEATURE_SPLIT): one
 // workgroup per (query head, sequence). Each partition left an unnormalised output o_p with
 // its max m_p and sum l_p; out = sum_p e^(m_p - M) o_p / (sum_p e^(m_p - M) l_p [+ e^(z - M)]).
 // Sinks are counted once, here. Partitions outside [window start, len) were never written.

@@ -123,14 +123,18 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
                           info.name)
             : fmt::format("device {} lacks vulkanMemoryModel", info.name);
   }
+  // Puts a feature struct at the front of the features' pNext chain (the order does not matter).
+  auto chain = [&features](auto& feature) {
+    feature.pNext = features.pNext;
+    features.pNext = &feature;
+  };
   // Matrix units for the decode where the device has them (shaders/common/decode_coopmat_kernel.glsl).
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   cooperative_matrix = info.cooperative_matrix;
   shader_float16 = info.shader_float16;
   if (cooperative_matrix) {
     coopmat.cooperativeMatrix = VK_TRUE;
-    coopmat.pNext = features.pNext;
-    features.pNext = &coopmat;
+    chain(coopmat);
     extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   }
   // The cross-vendor matrix units, and full subgroups for their pipelines (a KHR cooperative
@@ -146,9 +150,8 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   if (cooperative_matrix_khr) {
     coopmat_khr.cooperativeMatrix = VK_TRUE;
     full_subgroups.computeFullSubgroups = VK_TRUE;
-    coopmat_khr.pNext = &full_subgroups;
-    full_subgroups.pNext = features.pNext;
-    features.pNext = &coopmat_khr;
+    chain(full_subgroups);
+    chain(coopmat_khr);
     extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
     extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
     max_subgroup_size = full.max_subgroup_size;
@@ -160,9 +163,8 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   if (decode_timeline) {
     clock.shaderDeviceClock = VK_TRUE;
     sm_builtins.shaderSMBuiltins = VK_TRUE;
-    clock.pNext = &sm_builtins;
-    sm_builtins.pNext = features.pNext;
-    features.pNext = &clock;
+    chain(sm_builtins);
+    chain(clock);
     extensions.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
     extensions.push_back(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
   }
@@ -172,8 +174,7 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
                                                                                     VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   if (pipeline_statistics) {
     executable_info.pipelineExecutableInfo = VK_TRUE;
-    executable_info.pNext = features.pNext;
-    features.pNext = &executable_info;
+    chain(executable_info);
     extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   }
   VkDeviceCreateInfo dinfo{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
@@ -261,6 +262,7 @@ void ContextImpl::finish_setup(uint32_t queue_index) {
   command_pool = vk::UniqueCommandPool(&d, device, pool);
 
   dummy = create_buffer(256, MemoryKind::device);
+  capabilities = device_capabilities(*this);
 }
 
 ContextImpl::~ContextImpl() {

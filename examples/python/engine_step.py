@@ -104,7 +104,7 @@ def main():
                                                      "first discrete GPU, integrated, virtual, CPU)")
     parser.add_argument("--layout", default="vllm", choices=["vllm", "nhd", "hnd"])
     args = parser.parse_args()
-    ctx = vkpaged.Context(int(args.device) if args.device.isdigit() else args.device)
+    ctx = vkpaged.Context(int(args.device) if args.device.isdigit() else args.device, read_environment=True)
     engine = Engine(ctx, args.layout)
     blocks = engine.blocks
     blocks.add_sequence(1, list(range(1000, 1030)))  # a 30-token prompt, all in step 1

@@ -13,6 +13,7 @@
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/error.hpp"
+#include "vkpaged/kv_cache.hpp"
 #include "vkpaged/tensor.hpp"
 
 namespace vkpaged::python {
@@ -47,6 +48,12 @@ struct PyTensorView {
   TensorView view;
 };
 
+// A KvCache and the Context it was made on.
+struct PyKvCache {
+  py::object context;
+  KvCache cache;
+};
+
 [[noreturn]] inline void refuse(const std::string& message) { throw Error(ErrorCode::invalid_argument, message); }
 
 // (src, dst) pairs as the cache's copies take them: BlockCopy objects, 2-tuples, an [n, 2] array.
@@ -60,9 +67,11 @@ void bind_context(py::module_& m);
 void bind_buffers(py::module_& m);
 void bind_command_buffer(py::module_& m);
 void bind_host_ops(py::module_& m);
+void bind_shapes(py::module_& m);
 void bind_plans(py::module_& m);
 void bind_cache_ops(py::module_& m);
 void bind_kv_cache(py::module_& m);
 void bind_block_manager(py::module_& m);
+void bind_prepare(py::module_& m);  // Context.prepare and the pipeline cache: after Context and KvCache
 
 }  // namespace vkpaged::python

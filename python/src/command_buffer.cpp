@@ -55,26 +55,46 @@ PyCommandBuffer::~PyCommandBuffer() {
 }
 
 void PyCommandBuffer::begin() {
+  // Not ONE_TIME_SUBMIT: an ended recording is submitted again and again.
   VkCommandBufferBeginInfo binfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  binfo.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(vkBeginCommandBuffer(cmd_, &binfo), "vkBeginCommandBuffer");
 }
 
-void PyCommandBuffer::finish_in_flight() {
-  if (!in_flight_) return;
-  const VkResult r = vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ns(context_of(context_).fence_timeout_ms));
-  if (r == VK_TIMEOUT)
-    throw Error(ErrorCode::device_error, "the previous submission of this command buffer has still not finished");
-  check(r, "vkWaitForFences");
-  in_flight_ = false;
-  in_flight_keep_.clear();
-  check(vkResetFences(device_, 1, &fence_), "vkResetFences");
+void PyCommandBuffer::reset() {
+  keep_.clear();
+  ended_ = false;
   check(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
   begin();
 }
 
+void PyCommandBuffer::end_recording() {
+  // What the work wrote, visible to the host (mapped buffers) once the fence has signalled.
+  VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  b.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
+  check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+}
+
+VkResult PyCommandBuffer::wait_fence() {
+  return vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ns(context_of(context_).fence_timeout_ms));
+}
+
+void PyCommandBuffer::wait_submission() {
+  if (!in_flight_) return;
+  const VkResult r = wait_fence();
+  if (r == VK_TIMEOUT)
+    throw Error(ErrorCode::device_error, "the previous submission of this command buffer has still not finished");
+  check(r, "vkWaitForFences");
+  in_flight_ = false;
+  check(vkResetFences(device_, 1, &fence_), "vkResetFences");
+  if (drop_after_) reset();
+}
+
 VkCommandBuffer PyCommandBuffer::recording() {
-  finish_in_flight();
+  wait_submission();
+  if (ended_) refuse("cmd: the recording was ended (end()) and is only replayed now; discard() it to record anew");
   return cmd_;
 }
 
@@ -96,30 +116,28 @@ BufferView PyCommandBuffer::use(const PyBufferView* view, const char* argument) 
 
 void PyCommandBuffer::barrier() { record_compute_barrier(context(), recording()); }
 
+void PyCommandBuffer::end() {
+  recording();  // refuses a second end()
+  end_recording();
+  ended_ = true;
+}
+
 void PyCommandBuffer::submit() {
-  VkCommandBuffer cmd = recording();
-  // What the work wrote, visible to the host (mapped buffers) once the fence has signalled.
-  VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  b.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
-  check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+  wait_submission();
+  const bool one_shot = !ended_;
+  if (one_shot) end_recording();
   VkSubmitInfo sinfo{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   sinfo.commandBufferCount = 1;
-  sinfo.pCommandBuffers = &cmd;
+  sinfo.pCommandBuffers = &cmd_;
   const VkResult submitted = vkQueueSubmit(context().queue(), 1, &sinfo, fence_);
   if (submitted != VK_SUCCESS) {
-    // Nothing runs: back to an empty recording, then report.
-    keep_.clear();
-    vkResetCommandBuffer(cmd_, 0);
-    begin();
+    // Nothing runs: a one-shot recording is dropped, an ended one stays to be submitted again.
+    if (one_shot) reset();
     check(submitted, "vkQueueSubmit");
   }
   in_flight_ = true;
-  in_flight_keep_ = std::move(keep_);
-  keep_.clear();
-  const VkResult r = vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ns(context_of(context_).fence_timeout_ms));
+  drop_after_ = one_shot;
+  const VkResult r = wait_fence();
   if (r == VK_TIMEOUT)
     throw Error(ErrorCode::device_error,
                 "the device did not finish the command buffer within " +
@@ -127,14 +145,12 @@ void PyCommandBuffer::submit() {
                     " ms (Context fence_timeout_ms); it is still in flight, and its buffers stay alive until the "
                     "next use of this command buffer finds it finished");
   check(r, "vkWaitForFences");
-  finish_in_flight();
+  wait_submission();
 }
 
 void PyCommandBuffer::discard() {
-  finish_in_flight();
-  keep_.clear();
-  check(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
-  begin();
+  wait_submission();
+  reset();
 }
 
 void bind_command_buffer(py::module_& m) {
@@ -142,23 +158,33 @@ void bind_command_buffer(py::module_& m) {
       m, "CommandBuffer",
       "A command buffer on a Context's device, recording from creation. The record_* calls record into it (each "
       "checked first: a refused call raises and records nothing); barrier() orders what follows after what came "
-      "before; submit() runs it on the Context's queue, waits, and starts an empty recording. As a context manager "
-      "it submits on a normal exit and discards on an exception.")
+      "before. submit() runs the recording on the Context's queue and waits: a recording still open is ended, run "
+      "once and dropped (an empty recording follows); end() makes it final instead, and every submit() then replays "
+      "it, the engine rewriting the device arrays between submissions (bucket plans: AttentionPlan.create_bucket). "
+      "As a context manager it submits a recording still open on a normal exit and discards on an exception.")
       .def(py::init<py::object>(), py::arg("context"))
       .def_property_readonly("context", &PyCommandBuffer::context_object)
+      .def_property_readonly("ended", &PyCommandBuffer::ended,
+                             "Whether end() made the recording final (each submit() replays it).")
       .def("barrier", &PyCommandBuffer::barrier,
            "A compute/transfer barrier: every shader and transfer write recorded so far is visible to what is "
-           "recorded after (the barrier the host conveniences place between operators).")
+           "recorded after (the barrier the host conveniences place between operators). At the start of a "
+           "recording that is replayed, it orders each replay after the previous one.")
+      .def("end", &PyCommandBuffer::end,
+           "Ends the recording for replay: record calls are refused from now on, and each submit() runs it again "
+           "(the buffers it uses stay alive) until discard().")
       .def("submit", &PyCommandBuffer::submit,
-           "Ends the recording, submits it, waits (DeviceError past the Context's fence_timeout_ms), and starts a "
-           "new recording. Host-visible buffers then hold what the work wrote.")
-      .def("discard", &PyCommandBuffer::discard, "Drops what was recorded and starts a new recording.")
+           "Runs the recording and waits (DeviceError past the Context's fence_timeout_ms). An ended recording stays "
+           "and may be submitted again; one still open is ended first and dropped after (a new recording starts). "
+           "Host-visible buffers then hold what the work wrote.")
+      .def("discard", &PyCommandBuffer::discard,
+           "Drops the recording, ended or not, and starts a new one.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyCommandBuffer& self, const py::object& type, const py::object&, const py::object&) {
-        if (type.is_none())
-          self.submit();
-        else
+        if (!type.is_none())
           self.discard();
+        else if (!self.ended())  // an ended recording ran when the engine submitted it
+          self.submit();
         return false;
       });
 }

@@ -25,12 +25,13 @@ std::string device_arg(const py::object& device) {
 }
 
 std::unique_ptr<PyContext> make_context(const py::object& device, bool validation, bool disable_subgroup_arithmetic,
-                                        uint32_t fence_timeout_ms) {
+                                        uint32_t fence_timeout_ms, bool read_environment) {
   ContextOptions options;
   options.device = device_arg(device);
   options.validation = validation;
   options.disable_subgroup_arithmetic = disable_subgroup_arithmetic;
   options.fence_timeout_ms = fence_timeout_ms;
+  options.read_environment = read_environment;
   return std::make_unique<PyContext>(options);
 }
 
@@ -112,10 +113,14 @@ void bind_context(py::module_& m) {
                         "it alive. Not to be used from several Python threads at once.")
       .def(py::init(&make_context), py::arg("device") = "", py::kw_only(), py::arg("validation") = false,
            py::arg("disable_subgroup_arithmetic") = false, py::arg("fence_timeout_ms") = 60000,
-           "device: an index (int), a name substring ('llvmpipe', 'H200') or '' for VKPAGED_DEVICE, else the "
-           "default choice. validation: the Khronos validation layer (also VKPAGED_VALIDATION=1); its messages go "
-           "to stderr and are counted (validation_message_count). fence_timeout_ms: how long the calls that wait "
-           "wait before they raise DeviceError (0: no limit).")
+           py::arg("read_environment") = false,
+           "device: an index (int), a name substring ('llvmpipe', 'H200') or '' for the default choice (discrete, "
+           "integrated, virtual, CPU). validation: the Khronos validation layer; its messages go to stderr and are "
+           "counted (validation_message_count). fence_timeout_ms: how long the calls that wait wait before they "
+           "raise DeviceError (0: no limit). read_environment: whether this Context reads vkpaged's environment "
+           "variables (docs/environment.md: VKPAGED_DEVICE where device is '', VKPAGED_VALIDATION, "
+           "VKPAGED_PIPELINE_STATS, VKPAGED_DECODE_TUNE); off, it follows its arguments alone, whatever the "
+           "process inherited.")
       .def_property_readonly(
           "device_info", [](const PyContext& c) { return c.context.device_info(); }, "The device's DeviceInfo.")
       .def_property_readonly(

@@ -8,6 +8,7 @@
 
 #include "bindings.hpp"
 #include "host_array.hpp"
+#include "host_inputs.hpp"
 #include "names.hpp"
 #include "record_args.hpp"
 #include "vkpaged/attention.hpp"
@@ -20,88 +21,19 @@ namespace vkpaged::python {
 
 namespace {
 
-using OptStr = std::optional<std::string>;
-
-std::optional<DType> optional_dtype(const OptStr& name, const char* argument) {
-  if (!name || *name == "auto") return std::nullopt;
-  return parse_dtype_arg(argument, *name);
-}
-
-// A cache array: of `dtype` where given, else its own (uint8 bytes need their fp8 format said).
-HostTensor cache_tensor(const py::object& array, const char* argument, std::optional<DType> dtype) {
-  HostTensor t = to_host_tensor(array, argument, dtype);
-  if (!dtype && t.dtype() == DType::u8)
-    refuse(std::string(argument) +
-           ": a uint8 array: say cache_dtype 'fp8_e4m3' or 'fp8_e5m2' (fp8 caches are raw "
-           "bytes)");
-  return t;
-}
-
-// The arrays and names both paths share.
-struct CacheInputs {
-  HostTensor query, key_cache, value_cache, block_tables, context_lens, alibi_slopes, sinks;
-  DType cache_dtype = DType::f16;
-  KvLayout layout = KvLayout::vllm;
-};
-
-CacheInputs cache_inputs(const py::object& query, const py::object& key_cache, const py::object& value_cache,
-                         const py::object& block_tables, const py::object& context_lens, const py::object& alibi_slopes,
-                         const py::object& sinks, const OptStr& query_dtype, const OptStr& cache_dtype,
-                         const std::string& kv_layout) {
-  CacheInputs in;
-  in.query = to_host_tensor(query, "query", optional_dtype(query_dtype, "query_dtype"));
-  const std::optional<DType> cache = optional_dtype(cache_dtype, "cache_dtype");
-  in.key_cache = cache_tensor(key_cache, "key_cache", cache);
-  in.value_cache = cache_tensor(value_cache, "value_cache", cache);
-  in.cache_dtype = cache.value_or(in.key_cache.dtype());
-  in.block_tables = to_host_tensor(block_tables, "block_tables");
-  in.context_lens = to_host_tensor(context_lens, "context_lens");
-  in.alibi_slopes = to_optional_host_tensor(alibi_slopes, "alibi_slopes");
-  in.sinks = to_optional_host_tensor(sinks, "sinks");
-  in.layout = parse_layout_arg("kv_layout", kv_layout);
-  return in;
-}
-
-DecodeInputs decode_inputs(CacheInputs&& c) {
-  DecodeInputs in;
-  in.query = std::move(c.query);
-  in.key_cache = std::move(c.key_cache);
-  in.value_cache = std::move(c.value_cache);
-  in.block_tables = std::move(c.block_tables);
-  in.context_lens = std::move(c.context_lens);
-  in.alibi_slopes = std::move(c.alibi_slopes);
-  in.sinks = std::move(c.sinks);
-  in.cache_dtype = c.cache_dtype;
-  in.kv_layout = c.layout;
-  return in;
-}
-
-AttentionInputs attention_inputs(CacheInputs&& c, const py::object& query_starts, const py::object& tree_mask,
-                                 uint32_t sliding_window) {
-  AttentionInputs in;
-  in.query = std::move(c.query);
-  in.key_cache = std::move(c.key_cache);
-  in.value_cache = std::move(c.value_cache);
-  in.block_tables = std::move(c.block_tables);
-  in.context_lens = std::move(c.context_lens);
-  in.alibi_slopes = std::move(c.alibi_slopes);
-  in.sinks = std::move(c.sinks);
-  in.cache_dtype = c.cache_dtype;
-  in.kv_layout = c.layout;
-  in.query_starts = to_host_tensor(query_starts, "query_starts");
-  in.tree_mask = to_optional_host_tensor(tree_mask, "tree_mask");
-  in.sliding_window = sliding_window;
-  return in;
-}
-
 py::object result(const HostTensor& output, const HostTensor& lse, bool return_lse) {
   if (!return_lse) return to_numpy(output);
   return py::make_tuple(to_numpy(output), to_numpy(lse));
 }
 
 // The keyword arguments every attention entry point takes, in one place for the four of them.
-#define VKPAGED_CACHE_ARGS \
-  py::arg("query"), py::arg("key_cache"), py::arg("value_cache"), py::arg("block_tables"), py::arg("context_lens")
+// The dense page tables may be left out for the CSR form's keywords.
+#define VKPAGED_CACHE_ARGS                                                                                      \
+  py::arg("query"), py::arg("key_cache"), py::arg("value_cache"), py::arg("block_tables") = py::none(), \
+      py::arg("context_lens") = py::none()
+#define VKPAGED_CSR_KWARGS                                                                         \
+  py::arg("kv_indptr") = py::none(), py::arg("kv_indices") = py::none(),                           \
+      py::arg("kv_last_page_len") = py::none(), py::arg("max_blocks_per_seq") = 0
 #define VKPAGED_COMMON_KWARGS                                                                                     \
   py::arg("query_dtype") = py::none(), py::arg("cache_dtype") = py::none(), py::arg("kv_layout") = "vllm",        \
   py::arg("alibi_slopes") = py::none(), py::arg("sinks") = py::none(), py::arg("sliding_window") = 0,             \
@@ -114,7 +46,10 @@ constexpr const char* kArrays =
     "[N, Hkv, D, B]; nhd [N, B, Hkv, D]; hnd [N, Hkv, B, D]) of cache_dtype: float32/float16 arrays as they are, "
     "uint16 raw bits for 'bf16', uint8 raw bytes for 'fp8_e4m3'/'fp8_e5m2' (read as byte value * k_scale or "
     "v_scale); block_tables [S, M] and context_lens [S] int32 (uint32, int64 accepted); alibi_slopes and sinks [H] "
-    "float32. The output has the query's dtype (bf16 as uint16); with return_lse, (output, lse) with lse float32. "
+    "float32; or, for block_tables and context_lens, FlashInfer's CSR page tables: kv_indptr [S + 1], kv_indices "
+    "[kv_indptr[S]] and kv_last_page_len [S] int32 (request s holds blocks kv_indices[kv_indptr[s]:kv_indptr[s + "
+    "1]], its length (pages - 1) * B + kv_last_page_len[s]), max_blocks_per_seq their M (0: the most pages of any "
+    "request). The output has the query's dtype (bf16 as uint16); with return_lse, (output, lse) with lse float32. "
     "scale defaults to 1/sqrt(D); softcap 0 is off; sliding_window 0 is off.";
 
 std::string doc(const char* what) { return std::string(what) + "\n\n" + kArrays; }
@@ -125,25 +60,22 @@ void bind_host_ops(py::module_& m) {
   m.def(
       "decode_attention",
       [](PyContext& ctx, const py::object& query, const py::object& key_cache, const py::object& value_cache,
-         const py::object& block_tables, const py::object& context_lens, const OptStr& query_dtype,
-         const OptStr& cache_dtype, const std::string& kv_layout, const py::object& alibi_slopes,
-         const py::object& sinks, uint32_t sliding_window, std::optional<float> scale, float softcap, float k_scale,
-         float v_scale, bool return_lse, const std::string& kernel, const std::string& split, uint32_t partition_tokens,
-         const std::string& order, const std::string& merge) {
-        DecodeInputs in = decode_inputs(cache_inputs(query, key_cache, value_cache, block_tables, context_lens,
-                                                     alibi_slopes, sinks, query_dtype, cache_dtype, kv_layout));
-        DecodeOptions o;
-        o.sliding_window = sliding_window;
-        o.kernel = parse_decode_kernel_arg("kernel", kernel);
-        o.split = parse_split_arg("split", split);
-        o.partition_tokens = partition_tokens;
-        o.order = parse_decode_order_arg("order", order);
-        o.merge = parse_decode_merge_arg("merge", merge);
+         const py::object& block_tables, const py::object& context_lens, const py::object& kv_indptr,
+         const py::object& kv_indices, const py::object& kv_last_page_len, uint32_t max_blocks_per_seq,
+         const OptStr& query_dtype, const OptStr& cache_dtype, const std::string& kv_layout,
+         const py::object& alibi_slopes, const py::object& sinks, uint32_t sliding_window, std::optional<float> scale,
+         float softcap, float k_scale, float v_scale, bool return_lse, const std::string& kernel,
+         const std::string& split, uint32_t partition_tokens, const std::string& order, const std::string& merge) {
+        DecodeInputs in = decode_inputs(
+            cache_inputs(query, key_cache, value_cache, alibi_slopes, sinks, query_dtype, cache_dtype, kv_layout),
+            page_tables(block_tables, context_lens, kv_indptr, kv_indices, kv_last_page_len, max_blocks_per_seq));
+        const DecodeOptions o = decode_options(sliding_window, split, partition_tokens, kernel, order, merge);
         const DecodeResult r =
             decode_attention(ctx.context, in, o, decode_params(scale, softcap, k_scale, v_scale), return_lse);
         return result(r.output, r.lse, return_lse);
       },
-      py::arg("context"), VKPAGED_CACHE_ARGS, py::kw_only(), VKPAGED_COMMON_KWARGS, py::arg("kernel") = "auto",
+      py::arg("context"), VKPAGED_CACHE_ARGS, py::kw_only(), VKPAGED_CSR_KWARGS, VKPAGED_COMMON_KWARGS,
+      py::arg("kernel") = "auto",
       py::arg("split") = "auto", py::arg("partition_tokens") = 0, py::arg("order") = "auto",
       py::arg("merge") = "reduce_pass",
       doc("Decode attention on the device, one query token per sequence (vkpaged::decode_attention: uploads, "
@@ -155,26 +87,28 @@ void bind_host_ops(py::module_& m) {
       "batch_attention",
       [](PyContext& ctx, const py::object& query, const py::object& key_cache, const py::object& value_cache,
          const py::object& block_tables, const py::object& context_lens, const py::object& query_starts,
-         const py::object& tree_mask, const OptStr& query_dtype, const OptStr& cache_dtype,
-         const std::string& kv_layout, const py::object& alibi_slopes, const py::object& sinks, uint32_t sliding_window,
-         std::optional<float> scale, float softcap, float k_scale, float v_scale, bool return_lse,
-         const std::string& kernel, const std::string& split, uint32_t partition_tokens) {
-        AttentionInputs in = attention_inputs(cache_inputs(query, key_cache, value_cache, block_tables, context_lens,
-                                                           alibi_slopes, sinks, query_dtype, cache_dtype, kv_layout),
-                                              query_starts, tree_mask, sliding_window);
-        AttentionOptions o;
-        o.kernel = parse_attention_kernel_arg("kernel", kernel);
-        o.split = parse_split_arg("split", split);
-        o.partition_tokens = partition_tokens;
+         const py::object& tree_mask, const py::object& kv_indptr, const py::object& kv_indices,
+         const py::object& kv_last_page_len, uint32_t max_blocks_per_seq, const OptStr& query_dtype,
+         const OptStr& cache_dtype, const std::string& kv_layout, const py::object& alibi_slopes,
+         const py::object& sinks, uint32_t sliding_window, std::optional<float> scale, float softcap, float k_scale,
+         float v_scale, bool return_lse, const std::string& kernel, const std::string& split,
+         uint32_t partition_tokens) {
+        AttentionInputs in = attention_inputs(
+            cache_inputs(query, key_cache, value_cache, alibi_slopes, sinks, query_dtype, cache_dtype, kv_layout),
+            page_tables(block_tables, context_lens, kv_indptr, kv_indices, kv_last_page_len, max_blocks_per_seq),
+            query_starts, tree_mask, sliding_window);
+        const AttentionOptions o = attention_options(kernel, split, partition_tokens);
         const AttentionResult r =
             batch_attention(ctx.context, in, decode_params(scale, softcap, k_scale, v_scale), o, return_lse);
         return result(r.output, r.lse, return_lse);
       },
-      py::arg("context"), VKPAGED_CACHE_ARGS, py::arg("query_starts"), py::kw_only(), py::arg("tree_mask") = py::none(),
-      VKPAGED_COMMON_KWARGS, py::arg("kernel") = "auto", py::arg("split") = "auto", py::arg("partition_tokens") = 0,
+      py::arg("context"), VKPAGED_CACHE_ARGS, py::arg("query_starts") = py::none(), py::kw_only(),
+      py::arg("tree_mask") = py::none(), VKPAGED_CSR_KWARGS, VKPAGED_COMMON_KWARGS, py::arg("kernel") = "auto",
+      py::arg("split") = "auto", py::arg("partition_tokens") = 0,
       doc("Multi-query attention for a whole engine step on the device (vkpaged::batch_attention): request s "
           "brings query rows [query_starts[s], query_starts[s + 1]) at the last positions of its context_lens[s] "
-          "(docs/contract.md, 'Multi-query attention'). query_starts [S + 1] int32; tree_mask: optional uint8 (or "
+          "(docs/contract.md, 'Multi-query attention'). query_starts [S + 1] int32, always given (by keyword after "
+          "CSR page tables); tree_mask: optional uint8 (or "
           "bool) [sum of q_s^2], each request's q_s x q_s matrix row by row. kernel: 'auto', 'decode', 'scalar', "
           "'matrix'; split: 'auto', 'single', 'split'.")
           .c_str());
@@ -230,36 +164,41 @@ void bind_host_ops(py::module_& m) {
   ref.def(
       "decode_attention",
       [](const py::object& query, const py::object& key_cache, const py::object& value_cache,
-         const py::object& block_tables, const py::object& context_lens, const OptStr& query_dtype,
-         const OptStr& cache_dtype, const std::string& kv_layout, const py::object& alibi_slopes,
-         const py::object& sinks, uint32_t sliding_window, std::optional<float> scale, float softcap, float k_scale,
-         float v_scale, bool return_lse) {
-        DecodeInputs in = decode_inputs(cache_inputs(query, key_cache, value_cache, block_tables, context_lens,
-                                                     alibi_slopes, sinks, query_dtype, cache_dtype, kv_layout));
+         const py::object& block_tables, const py::object& context_lens, const py::object& kv_indptr,
+         const py::object& kv_indices, const py::object& kv_last_page_len, uint32_t max_blocks_per_seq,
+         const OptStr& query_dtype, const OptStr& cache_dtype, const std::string& kv_layout,
+         const py::object& alibi_slopes, const py::object& sinks, uint32_t sliding_window, std::optional<float> scale,
+         float softcap, float k_scale, float v_scale, bool return_lse) {
+        DecodeInputs in = decode_inputs(
+            cache_inputs(query, key_cache, value_cache, alibi_slopes, sinks, query_dtype, cache_dtype, kv_layout),
+            page_tables(block_tables, context_lens, kv_indptr, kv_indices, kv_last_page_len, max_blocks_per_seq));
         DecodeOptions o;
         o.sliding_window = sliding_window;
         const DecodeResult r =
             reference::decode_attention(in, o, decode_params(scale, softcap, k_scale, v_scale), return_lse);
         return result(r.output, r.lse, return_lse);
       },
-      VKPAGED_CACHE_ARGS, py::kw_only(), VKPAGED_COMMON_KWARGS,
+      VKPAGED_CACHE_ARGS, py::kw_only(), VKPAGED_CSR_KWARGS, VKPAGED_COMMON_KWARGS,
       doc("vkpaged::reference::decode_attention: decode attention on the CPU, as vkpaged.decode_attention.").c_str());
   ref.def(
       "batch_attention",
       [](const py::object& query, const py::object& key_cache, const py::object& value_cache,
          const py::object& block_tables, const py::object& context_lens, const py::object& query_starts,
-         const py::object& tree_mask, const OptStr& query_dtype, const OptStr& cache_dtype,
-         const std::string& kv_layout, const py::object& alibi_slopes, const py::object& sinks, uint32_t sliding_window,
-         std::optional<float> scale, float softcap, float k_scale, float v_scale, bool return_lse) {
-        AttentionInputs in = attention_inputs(cache_inputs(query, key_cache, value_cache, block_tables, context_lens,
-                                                           alibi_slopes, sinks, query_dtype, cache_dtype, kv_layout),
-                                              query_starts, tree_mask, sliding_window);
+         const py::object& tree_mask, const py::object& kv_indptr, const py::object& kv_indices,
+         const py::object& kv_last_page_len, uint32_t max_blocks_per_seq, const OptStr& query_dtype,
+         const OptStr& cache_dtype, const std::string& kv_layout, const py::object& alibi_slopes,
+         const py::object& sinks, uint32_t sliding_window, std::optional<float> scale, float softcap, float k_scale,
+         float v_scale, bool return_lse) {
+        AttentionInputs in = attention_inputs(
+            cache_inputs(query, key_cache, value_cache, alibi_slopes, sinks, query_dtype, cache_dtype, kv_layout),
+            page_tables(block_tables, context_lens, kv_indptr, kv_indices, kv_last_page_len, max_blocks_per_seq),
+            query_starts, tree_mask, sliding_window);
         const AttentionResult r =
             reference::batch_attention(in, decode_params(scale, softcap, k_scale, v_scale), return_lse);
         return result(r.output, r.lse, return_lse);
       },
-      VKPAGED_CACHE_ARGS, py::arg("query_starts"), py::kw_only(), py::arg("tree_mask") = py::none(),
-      VKPAGED_COMMON_KWARGS,
+      VKPAGED_CACHE_ARGS, py::arg("query_starts") = py::none(), py::kw_only(), py::arg("tree_mask") = py::none(),
+      VKPAGED_CSR_KWARGS, VKPAGED_COMMON_KWARGS,
       doc("vkpaged::reference::batch_attention: multi-query attention on the CPU, as vkpaged.batch_attention.")
           .c_str());
 }

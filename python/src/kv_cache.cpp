@@ -16,11 +16,6 @@ namespace vkpaged::python {
 
 namespace {
 
-struct PyKvCache {
-  py::object context;
-  KvCache cache;
-};
-
 KvCacheOptions options_of(uint32_t num_blocks, uint64_t budget_bytes, double budget_fraction,
                           uint32_t num_host_blocks) {
   KvCacheOptions o;
@@ -120,40 +115,48 @@ void bind_ops(py::class_<PyKvCache>& cls) {
   cls.def(
       "record_decode",
       [](const py::object& self, PyCommandBuffer& cmd, uint32_t layer, const PyDecodePlan& plan, View query,
-         View block_tables, View context_lens, View output, View alibi_slopes, View sinks, View lse, Bytes scratch,
-         Bytes order, Bytes status, Bytes merge_counters, std::optional<float> scale, float softcap, float k_scale,
-         float v_scale) {
+         View block_tables, View context_lens, View output, View kv_indptr, View kv_indices, View kv_last_page_len,
+         View alibi_slopes, View sinks, View lse, Bytes scratch, Bytes order, Bytes status, Bytes merge_counters,
+         std::optional<float> scale, float softcap, float k_scale, float v_scale) {
         const PyKvCache& c = recorded(cmd, self);
         check_plan_context(cmd, plan.context);
-        const DecodeViews v = decode_views(cmd, query, nullptr, nullptr, block_tables, context_lens, output,
-                                           alibi_slopes, sinks, lse, scratch, order, status, merge_counters);
+        DecodeViews v = decode_views(cmd, query, nullptr, nullptr, block_tables, context_lens, output, alibi_slopes,
+                                     sinks, lse, scratch, order, status, merge_counters);
+        use_csr(cmd, v, kv_indptr, kv_indices, kv_last_page_len);
         c.cache.record_decode(cmd.recording(), layer, plan.plan, v, decode_params(scale, softcap, k_scale, v_scale));
       },
-      py::arg("cmd"), py::arg("layer"), py::arg("plan"), py::kw_only(), py::arg("query"), py::arg("block_tables"),
-      py::arg("context_lens"), py::arg("output"), py::arg("alibi_slopes") = py::none(), py::arg("sinks") = py::none(),
-      py::arg("lse") = py::none(), py::arg("scratch") = py::none(), py::arg("order") = py::none(),
-      py::arg("status") = py::none(), py::arg("merge_counters") = py::none(), py::arg("scale") = py::none(),
-      py::arg("softcap") = 0.0f, py::arg("k_scale") = 1.0f, py::arg("v_scale") = 1.0f,
-      "record_decode over layer `layer`'s pools; the plan from decode_shape.");
+      py::arg("cmd"), py::arg("layer"), py::arg("plan"), py::kw_only(), py::arg("query"),
+      py::arg("block_tables") = py::none(), py::arg("context_lens") = py::none(), py::arg("output"),
+      py::arg("kv_indptr") = py::none(), py::arg("kv_indices") = py::none(), py::arg("kv_last_page_len") = py::none(),
+      py::arg("alibi_slopes") = py::none(), py::arg("sinks") = py::none(), py::arg("lse") = py::none(),
+      py::arg("scratch") = py::none(), py::arg("order") = py::none(), py::arg("status") = py::none(),
+      py::arg("merge_counters") = py::none(), py::arg("scale") = py::none(), py::arg("softcap") = 0.0f,
+      py::arg("k_scale") = 1.0f, py::arg("v_scale") = 1.0f,
+      "record_decode over layer `layer`'s pools; the plan from decode_shape. Page tables dense (block_tables, "
+      "context_lens) or CSR (kv_indptr, kv_indices, kv_last_page_len; a plan with csr_page_table).");
 
   cls.def(
       "record_attention",
       [](const py::object& self, PyCommandBuffer& cmd, uint32_t layer, const PyAttentionPlan& plan, View query,
-         View block_tables, View context_lens, View query_starts, View output, View lse, View tree_mask,
-         View alibi_slopes, View sinks, Bytes scratch, Bytes status, std::optional<float> scale, float softcap,
-         float k_scale, float v_scale) {
+         View block_tables, View context_lens, View query_starts, View output, View kv_indptr, View kv_indices,
+         View kv_last_page_len, View lse, View tree_mask, View alibi_slopes, View sinks, Bytes scratch, Bytes status,
+         std::optional<float> scale, float softcap, float k_scale, float v_scale) {
         const PyKvCache& c = recorded(cmd, self);
         check_plan_context(cmd, plan.context);
-        const AttentionViews v = attention_views(cmd, query, nullptr, nullptr, block_tables, context_lens, query_starts,
-                                                 output, lse, tree_mask, alibi_slopes, sinks, scratch, status);
+        AttentionViews v = attention_views(cmd, query, nullptr, nullptr, block_tables, context_lens, query_starts,
+                                           output, lse, tree_mask, alibi_slopes, sinks, scratch, status);
+        use_csr(cmd, v, kv_indptr, kv_indices, kv_last_page_len);
         c.cache.record_attention(cmd.recording(), layer, plan.plan, v, decode_params(scale, softcap, k_scale, v_scale));
       },
-      py::arg("cmd"), py::arg("layer"), py::arg("plan"), py::kw_only(), py::arg("query"), py::arg("block_tables"),
-      py::arg("context_lens"), py::arg("query_starts"), py::arg("output"), py::arg("lse") = py::none(),
-      py::arg("tree_mask") = py::none(), py::arg("alibi_slopes") = py::none(), py::arg("sinks") = py::none(),
-      py::arg("scratch") = py::none(), py::arg("status") = py::none(), py::arg("scale") = py::none(),
-      py::arg("softcap") = 0.0f, py::arg("k_scale") = 1.0f, py::arg("v_scale") = 1.0f,
-      "record_attention over layer `layer`'s pools; the plan from attention_shape.");
+      py::arg("cmd"), py::arg("layer"), py::arg("plan"), py::kw_only(), py::arg("query"),
+      py::arg("block_tables") = py::none(), py::arg("context_lens") = py::none(), py::arg("query_starts"),
+      py::arg("output"), py::arg("kv_indptr") = py::none(), py::arg("kv_indices") = py::none(),
+      py::arg("kv_last_page_len") = py::none(), py::arg("lse") = py::none(), py::arg("tree_mask") = py::none(),
+      py::arg("alibi_slopes") = py::none(), py::arg("sinks") = py::none(), py::arg("scratch") = py::none(),
+      py::arg("status") = py::none(), py::arg("scale") = py::none(), py::arg("softcap") = 0.0f,
+      py::arg("k_scale") = 1.0f, py::arg("v_scale") = 1.0f,
+      "record_attention over layer `layer`'s pools; the plan from attention_shape. Page tables dense "
+      "(block_tables, context_lens) or CSR (kv_indptr, kv_indices, kv_last_page_len; a plan with csr_page_table).");
 
   cls.def(
       "record_gather",

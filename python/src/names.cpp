@@ -81,6 +81,7 @@ DecodeMerge parse_decode_merge_arg(std::string_view argument, std::string_view n
 
 std::string name_of(DType dtype) { return name(kDType, dtype); }
 std::string name_of(KvLayout layout) { return name(kLayout, layout); }
+std::string name_of(RotaryStyle style) { return name(kRotary, style); }
 std::string name_of(SplitMode split) { return name(kSplit, split); }
 std::string name_of(DecodeKernel kernel) { return name(kDecodeKernel, kernel); }
 std::string name_of(AttentionKernel kernel) { return name(kAttentionKernel, kernel); }

@@ -27,6 +27,7 @@ DecodeMerge parse_decode_merge_arg(std::string_view argument, std::string_view n
 
 std::string name_of(DType dtype);
 std::string name_of(KvLayout layout);
+std::string name_of(RotaryStyle style);
 std::string name_of(SplitMode split);
 std::string name_of(DecodeKernel kernel);
 std::string name_of(AttentionKernel kernel);

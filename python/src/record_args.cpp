@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "record_args.hpp"
 
+#include "names.hpp"
+
 namespace vkpaged::python {
 
 void check_plan_context(const PyCommandBuffer& cmd, const py::object& plan_context) {
@@ -54,6 +56,26 @@ DecodeParams decode_params(std::optional<float> scale, float softcap, float k_sc
   p.k_scale = k_scale;
   p.v_scale = v_scale;
   return p;
+}
+
+DecodeOptions decode_options(uint32_t sliding_window, const std::string& split, uint32_t partition_tokens,
+                             const std::string& kernel, const std::string& order, const std::string& merge) {
+  DecodeOptions o;
+  o.sliding_window = sliding_window;
+  o.split = parse_split_arg("split", split);
+  o.partition_tokens = partition_tokens;
+  o.kernel = parse_decode_kernel_arg("kernel", kernel);
+  o.order = parse_decode_order_arg("order", order);
+  o.merge = parse_decode_merge_arg("merge", merge);
+  return o;
+}
+
+AttentionOptions attention_options(const std::string& kernel, const std::string& split, uint32_t partition_tokens) {
+  AttentionOptions o;
+  o.kernel = parse_attention_kernel_arg("kernel", kernel);
+  o.split = parse_split_arg("split", split);
+  o.partition_tokens = partition_tokens;
+  return o;
 }
 
 }  // namespace vkpaged::python

@@ -5,6 +5,7 @@
 // finishes), and the plans, which remember the Context they were made on. Shared by the free
 // record_* functions and KvCache's, which take the same views but the pools.
 #include <optional>
+#include <string>
 
 #include "bindings.hpp"
 #include "command_buffer.hpp"
@@ -36,5 +37,18 @@ AttentionViews attention_views(PyCommandBuffer& cmd, View query, View key_cache,
                                View context_lens, View query_starts, View output, View lse, View tree_mask,
                                View alibi_slopes, View sinks, Bytes scratch, Bytes status);
 DecodeParams decode_params(std::optional<float> scale, float softcap, float k_scale, float v_scale);
+// The options as the plans, buckets and host calls take them: keywords, enums by name.
+DecodeOptions decode_options(uint32_t sliding_window, const std::string& split, uint32_t partition_tokens,
+                             const std::string& kernel, const std::string& order, const std::string& merge);
+AttentionOptions attention_options(const std::string& kernel, const std::string& split, uint32_t partition_tokens);
+
+// FlashInfer's CSR page tables (kv_indptr, kv_indices, kv_last_page_len) into DecodeViews or
+// AttentionViews, in place of block_tables and context_lens.
+template <typename Views>
+void use_csr(PyCommandBuffer& cmd, Views& v, View kv_indptr, View kv_indices, View kv_last_page_len) {
+  v.kv_indptr = cmd.use(kv_indptr, "kv_indptr");
+  v.kv_indices = cmd.use(kv_indices, "kv_indices");
+  v.kv_last_page_len = cmd.use(kv_last_page_len, "kv_last_page_len");
+}
 
 }  // namespace vkpaged::python

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""One Context for the session, on the default device (VKPAGED_DEVICE chooses another) with the
-Khronos validation layer on, as the C++ suite runs (VKPAGED_PYTHON_VALIDATION=0 turns it off):
-the session fails when the layer reported anything."""
+"""One Context for the session, on the default device (VKPAGED_DEVICE chooses another: it reads the
+environment, as the C++ suite's Contexts do) with the Khronos validation layer on, as the C++ suite
+runs (VKPAGED_PYTHON_VALIDATION=0 turns it off): the session fails when the layer reported
+anything."""
 import os
 import sys
 import zlib
@@ -16,7 +17,8 @@ sys.path.insert(0, os.path.dirname(__file__))  # contract_math, steps
 
 @pytest.fixture(scope="session")
 def ctx():
-    context = vkpaged.Context(validation=os.environ.get("VKPAGED_PYTHON_VALIDATION", "1") != "0")
+    context = vkpaged.Context(validation=os.environ.get("VKPAGED_PYTHON_VALIDATION", "1") != "0",
+                              read_environment=True)
     yield context
     assert context.validation_message_count == 0, "the validation layer reported messages (on stderr)"
 

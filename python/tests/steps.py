@@ -61,3 +61,15 @@ def build_step(rng, requests, layout="vllm", query_dtype="f16", cache_dtype="f16
     masks = [random_tree(rng, qs) for _, qs in requests] if tree else []
     return Step(query, key_cache, value_cache, tables.astype(np.int32), np.array(lens, np.int32), starts, q, k, v,
                 masks)
+
+
+def csr_of(block_tables, context_lens, block_size):
+    """FlashInfer's CSR page tables of dense ones: (kv_indptr [S + 1], kv_indices [nnz],
+    kv_last_page_len [S]), int32; request s holds its first ceil(L_s / B) blocks, the last of them
+    filled to L_s - (pages - 1) * B (0 without pages)."""
+    pages = [(int(L) + block_size - 1) // block_size for L in context_lens]
+    indptr = np.concatenate([[0], np.cumsum(pages)]).astype(np.int32)
+    indices = np.concatenate([np.asarray(block_tables)[s, :n] for s, n in enumerate(pages)] +
+                             [np.zeros(0)]).astype(np.int32)
+    last = np.array([int(L) - (n - 1) * block_size if n else 0 for L, n in zip(context_lens, pages)], np.int32)
+    return indptr, indices, last

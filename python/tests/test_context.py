@@ -1,5 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Devices, the Context, device buffers and the element conversions."""
+"""Devices, the Context (the environment read only when asked), the version, device buffers and
+the element conversions."""
+import importlib.metadata
+import re
+
 import numpy as np
 import pytest
 
@@ -18,6 +22,22 @@ def test_devices_are_listed_and_chosen_by_index_or_name():
     assert by_index.device_info.name == chosen.name and by_index.device_info.push_descriptor
     assert vkpaged.Context(chosen.name).device_info.index == chosen.index
     assert vkpaged.Context(str(chosen.index), fence_timeout_ms=5000).fence_timeout_ms == 5000
+
+
+def test_the_environment_is_read_only_when_asked(monkeypatch):
+    monkeypatch.setenv("VKPAGED_DEVICE", "no-such-vulkan-device")
+    default = vkpaged.list_devices()
+    assert vkpaged.Context().device_info.index == default.default_index  # the variable is ignored
+    with pytest.raises(vkpaged.InvalidArgumentError) as caught:
+        vkpaged.Context(read_environment=True)
+    assert str(caught.value) == 'VKPAGED_DEVICE: no Vulkan device name contains "no-such-vulkan-device"'
+    # A device given wins over the variable: it is read only where device is ''.
+    assert vkpaged.Context(default.default_index, read_environment=True).device_info.index == default.default_index
+
+
+def test_the_version_is_the_librarys_and_the_packages():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", vkpaged.__version__)
+    assert vkpaged.__version__ == vkpaged._core.__version__ == importlib.metadata.version("vkpaged")
 
 
 def test_a_validated_context_counts_no_message_for_correct_work(rng):

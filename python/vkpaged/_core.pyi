@@ -21,6 +21,8 @@ Admission = Literal["ok", "later", "never"]
 HostArray = Any
 Pairs = Sequence[Union["BlockCopy", Tuple[int, int]]]
 
+__version__: str  # the linked library's "major.minor.patch"
+
 def error_code_name(code: int) -> str: ...
 
 # ---- element types ----
@@ -88,7 +90,8 @@ def list_devices() -> DeviceList: ...
 
 class Context:
     def __init__(self, device: Union[int, str] = "", *, validation: bool = False,
-                 disable_subgroup_arithmetic: bool = False, fence_timeout_ms: int = 60000) -> None: ...
+                 disable_subgroup_arithmetic: bool = False, fence_timeout_ms: int = 60000,
+                 read_environment: bool = False) -> None: ...
     @property
     def device_info(self) -> DeviceInfo: ...
     @property
@@ -98,6 +101,10 @@ class Context:
     def create_buffer(self, nbytes: int, *, host_visible: bool = False) -> DeviceBuffer: ...
     def tensor_from(self, array: HostArray, *, dtype: Optional[DType] = None,
                     host_visible: bool = False) -> TensorView: ...
+    def prepare(self, *, attention: Sequence[AttentionBucket] = ..., decode: Sequence[DecodeBucket] = ...,
+                cache_writes: Sequence[CacheWriteKind] = ...) -> PrepareReport: ...
+    def pipeline_cache_data(self) -> bytes: ...
+    def load_pipeline_cache(self, data: Union[bytes, bytearray, memoryview, np.ndarray]) -> None: ...
 
 # ---- device memory ----
 class BufferView:
@@ -140,7 +147,10 @@ class CommandBuffer:
     def __init__(self, context: Context) -> None: ...
     @property
     def context(self) -> Context: ...
+    @property
+    def ended(self) -> bool: ...
     def barrier(self) -> None: ...
+    def end(self) -> None: ...
     def submit(self) -> None: ...
     def discard(self) -> None: ...
     def __enter__(self) -> CommandBuffer: ...
@@ -150,7 +160,10 @@ class CommandBuffer:
 # ---- the host path ----
 @overload
 def decode_attention(context: Context, query: HostArray, key_cache: HostArray, value_cache: HostArray,
-                     block_tables: HostArray, context_lens: HostArray, *, query_dtype: Optional[DType] = None,
+                     block_tables: Optional[HostArray] = None, context_lens: Optional[HostArray] = None, *,
+                     kv_indptr: Optional[HostArray] = None, kv_indices: Optional[HostArray] = None,
+                     kv_last_page_len: Optional[HostArray] = None, max_blocks_per_seq: int = 0,
+                     query_dtype: Optional[DType] = None,
                      cache_dtype: Optional[str] = None, kv_layout: KvLayout = "vllm",
                      alibi_slopes: Optional[HostArray] = None, sinks: Optional[HostArray] = None,
                      sliding_window: int = 0, scale: Optional[float] = None, softcap: float = 0.0,
@@ -159,7 +172,10 @@ def decode_attention(context: Context, query: HostArray, key_cache: HostArray, v
                      order: DecodeOrder = "auto", merge: DecodeMerge = "reduce_pass") -> np.ndarray: ...
 @overload
 def decode_attention(context: Context, query: HostArray, key_cache: HostArray, value_cache: HostArray,
-                     block_tables: HostArray, context_lens: HostArray, *, query_dtype: Optional[DType] = None,
+                     block_tables: Optional[HostArray] = None, context_lens: Optional[HostArray] = None, *,
+                     kv_indptr: Optional[HostArray] = None, kv_indices: Optional[HostArray] = None,
+                     kv_last_page_len: Optional[HostArray] = None, max_blocks_per_seq: int = 0,
+                     query_dtype: Optional[DType] = None,
                      cache_dtype: Optional[str] = None, kv_layout: KvLayout = "vllm",
                      alibi_slopes: Optional[HostArray] = None, sinks: Optional[HostArray] = None,
                      sliding_window: int = 0, scale: Optional[float] = None, softcap: float = 0.0,
@@ -169,8 +185,11 @@ def decode_attention(context: Context, query: HostArray, key_cache: HostArray, v
                      merge: DecodeMerge = "reduce_pass") -> Tuple[np.ndarray, npt.NDArray[np.float32]]: ...
 @overload
 def batch_attention(context: Context, query: HostArray, key_cache: HostArray, value_cache: HostArray,
-                    block_tables: HostArray, context_lens: HostArray, query_starts: HostArray, *,
-                    tree_mask: Optional[HostArray] = None, query_dtype: Optional[DType] = None,
+                    block_tables: Optional[HostArray] = None, context_lens: Optional[HostArray] = None,
+                    query_starts: Optional[HostArray] = None, *, tree_mask: Optional[HostArray] = None,
+                    kv_indptr: Optional[HostArray] = None, kv_indices: Optional[HostArray] = None,
+                    kv_last_page_len: Optional[HostArray] = None, max_blocks_per_seq: int = 0,
+                    query_dtype: Optional[DType] = None,
                     cache_dtype: Optional[str] = None, kv_layout: KvLayout = "vllm",
                     alibi_slopes: Optional[HostArray] = None, sinks: Optional[HostArray] = None,
                     sliding_window: int = 0, scale: Optional[float] = None, softcap: float = 0.0,
@@ -179,8 +198,11 @@ def batch_attention(context: Context, query: HostArray, key_cache: HostArray, va
                     partition_tokens: int = 0) -> np.ndarray: ...
 @overload
 def batch_attention(context: Context, query: HostArray, key_cache: HostArray, value_cache: HostArray,
-                    block_tables: HostArray, context_lens: HostArray, query_starts: HostArray, *,
-                    tree_mask: Optional[HostArray] = None, query_dtype: Optional[DType] = None,
+                    block_tables: Optional[HostArray] = None, context_lens: Optional[HostArray] = None,
+                    query_starts: Optional[HostArray] = None, *, tree_mask: Optional[HostArray] = None,
+                    kv_indptr: Optional[HostArray] = None, kv_indices: Optional[HostArray] = None,
+                    kv_last_page_len: Optional[HostArray] = None, max_blocks_per_seq: int = 0,
+                    query_dtype: Optional[DType] = None,
                     cache_dtype: Optional[str] = None, kv_layout: KvLayout = "vllm",
                     alibi_slopes: Optional[HostArray] = None, sinks: Optional[HostArray] = None,
                     sliding_window: int = 0, scale: Optional[float] = None, softcap: float = 0.0,
@@ -214,10 +236,12 @@ class DecodeShape:
     softcap: bool
     sinks: bool
     lse: bool
+    csr_page_table: bool
     def __init__(self, *, num_seqs: int = 0, num_heads: int = 0, num_kv_heads: int = 0, head_size: int = 0,
                  block_size: int = 0, num_blocks: int = 0, max_blocks_per_seq: int = 0, max_context_len: int = 0,
                  query_dtype: DType = "f16", cache_dtype: DType = "f16", kv_layout: KvLayout = "vllm",
-                 alibi: bool = False, softcap: bool = False, sinks: bool = False, lse: bool = False) -> None: ...
+                 alibi: bool = False, softcap: bool = False, sinks: bool = False, lse: bool = False,
+                 csr_page_table: bool = False) -> None: ...
 
 class AttentionShape:
     num_requests: int
@@ -238,12 +262,13 @@ class AttentionShape:
     sinks: bool
     lse: bool
     tree_mask: bool
+    csr_page_table: bool
     def __init__(self, *, num_requests: int = 0, num_query_tokens: int = 0, num_heads: int = 0,
                  num_kv_heads: int = 0, head_size: int = 0, block_size: int = 0, num_blocks: int = 0,
                  max_blocks_per_seq: int = 0, max_context_len: int = 0, query_dtype: DType = "f16",
                  cache_dtype: DType = "f16", kv_layout: KvLayout = "vllm", sliding_window: int = 0,
                  softcap: bool = False, alibi: bool = False, sinks: bool = False, lse: bool = False,
-                 tree_mask: bool = False) -> None: ...
+                 tree_mask: bool = False, csr_page_table: bool = False) -> None: ...
 
 class DecodePlan:
     def __init__(self, context: Context, shape: DecodeShape, *, sliding_window: int = 0, split: SplitMode = "auto",
@@ -270,8 +295,18 @@ class DecodePlan:
 class AttentionPlan:
     def __init__(self, context: Context, shape: AttentionShape, query_starts: HostArray, *,
                  kernel: AttentionKernel = "auto", split: SplitMode = "auto", partition_tokens: int = 0) -> None: ...
+    @staticmethod
+    def create_bucket(context: Context, shape: AttentionShape, max_query_tokens: int = 0, *,
+                      kernel: AttentionKernel = "auto", split: SplitMode = "auto",
+                      partition_tokens: int = 0) -> AttentionPlan: ...
+    @staticmethod
+    def max_scratch_bytes(context: Context, shape: AttentionShape, max_query_tokens: int = 0, *,
+                          kernel: AttentionKernel = "auto", split: SplitMode = "auto",
+                          partition_tokens: int = 0) -> int: ...
     @property
     def shape(self) -> AttentionShape: ...
+    @property
+    def bucket(self) -> bool: ...
     @property
     def kernel(self) -> Literal["decode", "scalar", "matrix"]: ...
     @property
@@ -287,16 +322,21 @@ class AttentionPlan:
     def describe(self) -> str: ...
 
 def record_decode(cmd: CommandBuffer, plan: DecodePlan, *, query: TensorView, key_cache: TensorView,
-                  value_cache: TensorView, block_tables: TensorView, context_lens: TensorView, output: TensorView,
-                  alibi_slopes: Optional[TensorView] = None, sinks: Optional[TensorView] = None,
-                  lse: Optional[TensorView] = None, scratch: Optional[BufferView] = None,
-                  order: Optional[BufferView] = None, status: Optional[BufferView] = None,
-                  merge_counters: Optional[BufferView] = None, scale: Optional[float] = None, softcap: float = 0.0,
-                  k_scale: float = 1.0, v_scale: float = 1.0) -> None: ...
+                  value_cache: TensorView, block_tables: Optional[TensorView] = None,
+                  context_lens: Optional[TensorView] = None, output: TensorView,
+                  kv_indptr: Optional[TensorView] = None, kv_indices: Optional[TensorView] = None,
+                  kv_last_page_len: Optional[TensorView] = None, alibi_slopes: Optional[TensorView] = None,
+                  sinks: Optional[TensorView] = None, lse: Optional[TensorView] = None,
+                  scratch: Optional[BufferView] = None, order: Optional[BufferView] = None,
+                  status: Optional[BufferView] = None, merge_counters: Optional[BufferView] = None,
+                  scale: Optional[float] = None, softcap: float = 0.0, k_scale: float = 1.0,
+                  v_scale: float = 1.0) -> None: ...
 def record_decode_order(cmd: CommandBuffer, plan: DecodePlan, context_lens: TensorView, order: BufferView) -> None: ...
 def record_attention(cmd: CommandBuffer, plan: AttentionPlan, *, query: TensorView, key_cache: TensorView,
-                     value_cache: TensorView, block_tables: TensorView, context_lens: TensorView,
-                     query_starts: TensorView, output: TensorView, lse: Optional[TensorView] = None,
+                     value_cache: TensorView, block_tables: Optional[TensorView] = None,
+                     context_lens: Optional[TensorView] = None, query_starts: TensorView, output: TensorView,
+                     kv_indptr: Optional[TensorView] = None, kv_indices: Optional[TensorView] = None,
+                     kv_last_page_len: Optional[TensorView] = None, lse: Optional[TensorView] = None,
                      tree_mask: Optional[TensorView] = None, alibi_slopes: Optional[TensorView] = None,
                      sinks: Optional[TensorView] = None, scratch: Optional[BufferView] = None,
                      status: Optional[BufferView] = None, scale: Optional[float] = None, softcap: float = 0.0,
@@ -375,15 +415,19 @@ class KvCache:
                                  cos_sin_cache: Optional[TensorView] = None, rotary_style: RotaryStyle = "neox",
                                  k_scale: float = 1.0, v_scale: float = 1.0) -> None: ...
     def record_decode(self, cmd: CommandBuffer, layer: int, plan: DecodePlan, *, query: TensorView,
-                      block_tables: TensorView, context_lens: TensorView, output: TensorView,
+                      block_tables: Optional[TensorView] = None, context_lens: Optional[TensorView] = None,
+                      output: TensorView, kv_indptr: Optional[TensorView] = None,
+                      kv_indices: Optional[TensorView] = None, kv_last_page_len: Optional[TensorView] = None,
                       alibi_slopes: Optional[TensorView] = None, sinks: Optional[TensorView] = None,
                       lse: Optional[TensorView] = None, scratch: Optional[BufferView] = None,
                       order: Optional[BufferView] = None, status: Optional[BufferView] = None,
                       merge_counters: Optional[BufferView] = None, scale: Optional[float] = None,
                       softcap: float = 0.0, k_scale: float = 1.0, v_scale: float = 1.0) -> None: ...
     def record_attention(self, cmd: CommandBuffer, layer: int, plan: AttentionPlan, *, query: TensorView,
-                         block_tables: TensorView, context_lens: TensorView, query_starts: TensorView,
-                         output: TensorView, lse: Optional[TensorView] = None, tree_mask: Optional[TensorView] = None,
+                         block_tables: Optional[TensorView] = None, context_lens: Optional[TensorView] = None,
+                         query_starts: TensorView, output: TensorView, kv_indptr: Optional[TensorView] = None,
+                         kv_indices: Optional[TensorView] = None, kv_last_page_len: Optional[TensorView] = None,
+                         lse: Optional[TensorView] = None, tree_mask: Optional[TensorView] = None,
                          alibi_slopes: Optional[TensorView] = None, sinks: Optional[TensorView] = None,
                          scratch: Optional[BufferView] = None, status: Optional[BufferView] = None,
                          scale: Optional[float] = None, softcap: float = 0.0, k_scale: float = 1.0,
@@ -394,6 +438,75 @@ class KvCache:
     def record_copy_blocks(self, cmd: CommandBuffer, pairs: Pairs) -> None: ...
     def record_swap_out(self, cmd: CommandBuffer, pairs: Pairs) -> None: ...
     def record_swap_in(self, cmd: CommandBuffer, pairs: Pairs) -> None: ...
+
+# ---- start-up: Context.prepare's descriptions ----
+class AttentionBucket:
+    def __init__(self, shape: AttentionShape, max_query_tokens: int = 0, *, kernel: AttentionKernel = "auto",
+                 split: SplitMode = "auto", partition_tokens: int = 0) -> None: ...
+    @property
+    def shape(self) -> AttentionShape: ...
+    @property
+    def max_query_tokens(self) -> int: ...
+    @property
+    def kernel(self) -> AttentionKernel: ...
+    @property
+    def split(self) -> SplitMode: ...
+    @property
+    def partition_tokens(self) -> int: ...
+
+class DecodeBucket:
+    def __init__(self, shape: DecodeShape, *, sliding_window: int = 0, split: SplitMode = "auto",
+                 partition_tokens: int = 0, kernel: DecodeKernel = "auto", order: DecodeOrder = "auto",
+                 merge: DecodeMerge = "reduce_pass") -> None: ...
+    @property
+    def shape(self) -> DecodeShape: ...
+    @property
+    def sliding_window(self) -> int: ...
+    @property
+    def split(self) -> SplitMode: ...
+    @property
+    def partition_tokens(self) -> int: ...
+    @property
+    def kernel(self) -> DecodeKernel: ...
+    @property
+    def order(self) -> DecodeOrder: ...
+    @property
+    def merge(self) -> DecodeMerge: ...
+
+class RotaryWrite:
+    def __init__(self, rotary_dim: int, *, style: RotaryStyle = "neox", cos_sin_dtype: DType = "f32",
+                 position_dtype: Literal["i64", "i32"] = "i64") -> None: ...
+    @property
+    def rotary_dim(self) -> int: ...
+    @property
+    def style(self) -> RotaryStyle: ...
+    @property
+    def cos_sin_dtype(self) -> DType: ...
+    @property
+    def position_dtype(self) -> DType: ...
+
+class CacheWriteKind:
+    def __init__(self, cache: KvCacheShape, num_blocks: int, *, token_dtype: DType = "f16",
+                 slot_dtype: Literal["i64", "i32"] = "i64", rotary: Optional[RotaryWrite] = None) -> None: ...
+    @staticmethod
+    def of(cache: KvCache, token_dtype: DType = "f16", rotary: Optional[RotaryWrite] = None,
+           slot_dtype: Literal["i64", "i32"] = "i64") -> CacheWriteKind: ...
+    @property
+    def cache(self) -> KvCacheShape: ...
+    @property
+    def num_blocks(self) -> int: ...
+    @property
+    def token_dtype(self) -> DType: ...
+    @property
+    def slot_dtype(self) -> DType: ...
+    @property
+    def rotary(self) -> Optional[RotaryWrite]: ...
+
+class PrepareReport:
+    @property
+    def pipelines(self) -> int: ...
+    @property
+    def created(self) -> int: ...
 
 # ---- the block manager ----
 class BlockCopy:

@@ -4,8 +4,8 @@
 // matrix kernel on a device whose fragment layout the context verified (decode.cpp,
 // src/ops/fragment_layout*.cpp). The products take f16 operands, so bf16 elements are
 // converted in registers (below, "bf16 range").
-// Two extensions, one source: VK_NV_cooperative_matrix (decode_coopmat*.comp, glslc) and the
-// cross-vendor VK_KHR_cooperative_matrix (decode_coopmat*_khr.comp, VKP_KHR 1, compiled by the
+// Two extensions, one source: VK_NV_cooperative_matrix (the matrix* modules of shaders/decode_variants.def, glslc) and the
+// cross-vendor VK_KHR_cooperative_matrix (the *_khr modules, VKP_KHR 1, compiled by the
 // KHR compiler, docs/toolchain.md). The matrix types and the two calls that differ are the
 // macros MatA, MatB, MatC, MAT_MUL_ADD and MAT_LOAD_COLUMNS, so the NV modules' SPIR-V is what
 // it was before the KHR twins existed (NVIDIA's driver compiles the kernel differently after
@@ -42,7 +42,7 @@
 //           follow: row g + 8h of tile i is token 8 (g / 2) + 4i + 2h + g % 2 (fp8: 8 (g / 2)
 //           + 4i + 2 (g % 2) + h, key_row_offset).
 // Token-major layouts (KvLayout nhd and hnd: a token's D dims are contiguous; VKP_TOKEN_MAJOR 1,
-// the decode_coopmat_token_major*.comp modules, KV_LAYOUT a specialization constant; the vllm
+// the matrix_token_major* modules, KV_LAYOUT a specialization constant; the vllm
 // modules are compiled without this code): a key chunk is the same 16 bytes of a token, at
 // another address. A 16-byte value load holds 8 dims of one token, where the fragments want a
 // token pair per register, so the value products' M rows (dims) are permuted instead: lane
@@ -53,7 +53,7 @@
 // operand (two tokens of one row) is then two tokens' halves (a byte permute), the loads stay
 // whole 32-byte sectors across each row's 8 lanes, and the outputs are written to their dims
 // (value_dim). Head sizes are multiples of 64.
-// Head slices (VKP_HEAD_SLICES 1, the decode_coopmat_slices*.comp modules, SLICES a
+// Head slices (VKP_HEAD_SLICES 1, the matrix_slices* modules, SLICES a
 // specialization constant; the other modules are compiled without this code): a GQA group of
 // more than 8 heads (up to 8 SLICES) runs in one workgroup instead of one workgroup per 8 heads,
 // each of which read every key and value. Subgroup sub takes the 8 heads of slice sub % SLICES
@@ -85,7 +85,7 @@
 // the subgroup reads its units again to find where (nan_outputs): a NaN key of a token in
 // [lo, hi) makes every output of the group NaN, a NaN value of such a token its dim's outputs,
 // as the exact conversion would. (A vote per unit measured 2 % slower on an H200.) This code is
-// compiled in where VKP_E4M3_NAN is 1: the E4M3 module (decode_coopmat_e4m3.comp) and the
+// compiled in where VKP_E4M3_NAN is 1: the E4M3 modules (matrix*_e4m3*) and the
 // timeline's. Dead in the shared module, it still changed the driver's compile of the bf16
 // kernel there (2 % slower on an H200), so that module goes without it and never runs E4M3.
 // Non-finite inputs (contract, Decode step 9; common/non_finite.glsl): a NaN or infinite query
@@ -99,7 +99,7 @@
 // outputs turn any non-finite element into NaN.
 #extension GL_GOOGLE_include_directive : require
 #if VKP_TIMELINE && (VKP_KHR || VKP_TOKEN_MAJOR || VKP_HEAD_SLICES)
-#error "the timeline is recorded by the NV module of the vllm layout only (decode_coopmat_timeline.comp)"
+#error "the timeline is recorded by the NV module of the vllm layout only (module matrix_timeline)"
 #endif
 #if VKP_KHR
 #extension GL_KHR_cooperative_matrix : require
@@ -114,7 +114,7 @@
 #extension GL_KHR_shader_subgroup_vote : require
 #extension GL_EXT_control_flow_attributes : require
 #if VKP_TIMELINE
-// decode_coopmat_timeline.comp: each subgroup writes when it passed a few points (below).
+// The matrix_timeline module: each subgroup writes when it passed a few points (below).
 #extension GL_EXT_shader_realtime_clock : require
 #extension GL_NV_shader_sm_builtins : require
 #extension GL_EXT_buffer_reference : require

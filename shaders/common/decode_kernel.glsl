@@ -25,7 +25,7 @@
 //                NaN (which that conversion leaves finite) is found by a probe on the raw words:
 //                a key word with one poisons its token's logits, a value load with one is
 //                converted again exactly.
-//   f16 keys (f16math bit 1, f16 query and cache, modules decode*_f16.comp): the products of a
+//   f16 keys (f16math bit 1, f16 query and cache, the *_f16 modules): the products of a
 //                16-byte key chunk in packed f16 (f16vec2 fma, the chunk's 8 products summed in
 //                f16), the chunks' sums in f32.
 //   f16 values (f16math bit 2, vllm layout): the 8 tokens of a value load times their
@@ -49,7 +49,7 @@
 // is NaN too), and the outputs turn any non-finite element into NaN.
 #extension GL_GOOGLE_include_directive : require
 #ifndef VKP_F16_MATH
-#define VKP_F16_MATH 0  // decode*_f16.comp: packed f16 arithmetic (needs shaderFloat16)
+#define VKP_F16_MATH 0  // the *_f16 modules: packed f16 arithmetic (needs shaderFloat16)
 #endif
 #if VKP_F16_MATH
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require

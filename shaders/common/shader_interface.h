@@ -63,20 +63,20 @@ struct StridedRows {
 #define DECODE_SC_CACHE_DTYPE 5
 #define DECODE_SC_FEATURES 6
 #define DECODE_SC_LANES_PER_ROW 7
-#define DECODE_SC_MATRIX_PREFETCH 8         // decode_coopmat.comp only
-#define DECODE_SC_MATRIX_QUERY_REGISTERS 9  // decode_coopmat.comp only
-#define DECODE_SC_MATRIX_PIPELINE 10        // decode_coopmat.comp only
-#define DECODE_SC_MATRIX_SHARE_QUERY 11     // decode_coopmat.comp only
-#define DECODE_SC_KV_LAYOUT 12              // KV_LAYOUT_*: the scalar kernel, decode_coopmat_token_major*.comp
-#define DECODE_SC_MATRIX_HEAD_SLICES 13     // decode_coopmat_slices*.comp only
+#define DECODE_SC_MATRIX_PREFETCH 8         // the matrix modules only
+#define DECODE_SC_MATRIX_QUERY_REGISTERS 9  // the matrix modules only
+#define DECODE_SC_MATRIX_PIPELINE 10        // the matrix modules only
+#define DECODE_SC_MATRIX_SHARE_QUERY 11     // the matrix modules only
+#define DECODE_SC_KV_LAYOUT 12              // KV_LAYOUT_*: the scalar kernel, the matrix_token_major* modules
+#define DECODE_SC_MATRIX_HEAD_SLICES 13     // the matrix_slices* modules only
 #define DECODE_SC_VALUE_DIMS 14             // scalar kernel, nhd and hnd: dims per value load (0 on vllm)
 #define DECODE_SC_SCALAR_VARIANT 15         // scalar kernel: DECODE_SCALAR_* bits (VKPAGED_DECODE_TUNE)
 #define DECODE_SC_COUNT 16
 
 // DECODE_SC_SCALAR_VARIANT bits (shaders/common/decode_kernel.glsl's header).
 #define DECODE_SCALAR_FP8_PAIRS 1u    // fp8 caches: f16 pairs from alternate bytes, E4M3's NaN by a probe
-#define DECODE_SCALAR_F16_KEYS 2u     // f16 query and cache: key products in packed f16 (decode*_f16.comp)
-#define DECODE_SCALAR_F16_VALUES 4u   // f16 cache, vllm layout: value products in packed f16 (decode*_f16.comp)
+#define DECODE_SCALAR_F16_KEYS 2u     // f16 query and cache: key products in packed f16 (the *_f16 modules)
+#define DECODE_SCALAR_F16_VALUES 4u   // f16 cache, vllm layout: value products in packed f16 (the *_f16 modules)
 #define DECODE_SCALAR_VALUE_LOADS_SHIFT 8u  // bits 8-15: value loads issued together (0 or 1: one at a time)
 
 // ---- fragment_layout.comp: component slots written per lane and fragment, and the mark of
@@ -139,12 +139,12 @@ struct DecodePush {
   float k_scale;
   float v_scale;
   uvec2 key_address;    // address variant: device addresses of the caches (else unused;
-  uvec2 value_address;  // decode_coopmat_timeline.comp takes its records' address in key_address)
+  uvec2 value_address;  // the matrix_timeline module takes its records' address in key_address)
   uint order_offset;    // DECODE_FEATURE_ORDERED: the item list's first word
   uint merge_counters_offset;  // DECODE_FEATURE_MERGE_IN_DISPATCH: the counters' first word
 };
 
-// decode_coopmat_timeline.comp: each subgroup's record (include/vkpaged/decode.hpp, decode_timeline).
+// The matrix_timeline module: each subgroup's record (include/vkpaged/decode.hpp, decode_timeline).
 #define DECODE_TIMELINE_SM 0
 #define DECODE_TIMELINE_WORKGROUP 1
 #define DECODE_TIMELINE_SUBGROUP 2

@@ -18,27 +18,6 @@ using namespace vkpaged::c_api;
 
 namespace {
 
-AttentionInputs to_inputs(const vkp_attention_inputs* inputs) {
-  const vkp_attention_inputs in = read_struct(inputs, "inputs");
-  AttentionInputs a;
-  a.query = to_host(in.query, "inputs.query");
-  a.key_cache = to_host(in.key_cache, "inputs.key_cache");
-  a.value_cache = to_host(in.value_cache, "inputs.value_cache");
-  a.block_tables = to_host(in.block_tables, "inputs.block_tables");
-  a.context_lens = to_host(in.context_lens, "inputs.context_lens");
-  a.query_starts = to_host(in.query_starts, "inputs.query_starts");
-  a.tree_mask = to_host(in.tree_mask, "inputs.tree_mask");
-  a.alibi_slopes = to_host(in.alibi_slopes, "inputs.alibi_slopes");
-  a.sinks = to_host(in.sinks, "inputs.sinks");
-  a.cache_dtype = to_dtype(in.cache_dtype, "inputs.cache_dtype");
-  a.kv_layout = to_kv_layout(in.kv_layout, "inputs.kv_layout");
-  a.sliding_window = in.sliding_window;
-  a.kv_indptr = to_host(in.kv_indptr, "inputs.kv_indptr");
-  a.kv_indices = to_host(in.kv_indices, "inputs.kv_indices");
-  a.kv_last_page_len = to_host(in.kv_last_page_len, "inputs.kv_last_page_len");
-  a.max_blocks_per_seq = in.max_blocks_per_seq;
-  return a;
-}
 
 // The caller's output arrays against the shape, before any work: a refusal leaves them as they were.
 void check_outputs(const AttentionShape& s, const void* output, size_t output_bytes, const float* lse,
@@ -70,26 +49,6 @@ const AttentionPlan& plan_on(const vkp_context* context, const vkp_attention_pla
 static_assert(VKP_STATUS_BAD_QUERY_STARTS == kStatusBadQueryStarts);
 
 extern "C" {
-
-VKP_API vkp_status VKP_CALL vkp_attention_shape_init_sized(vkp_attention_shape* shape, uint32_t struct_size) {
-  return init_struct("vkp_attention_shape_init_sized", shape, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_attention_options_init_sized(vkp_attention_options* options, uint32_t struct_size) {
-  return init_struct("vkp_attention_options_init_sized", options, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_attention_plan_info_init_sized(vkp_attention_plan_info* info, uint32_t struct_size) {
-  return init_struct("vkp_attention_plan_info_init_sized", info, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_attention_views_init_sized(vkp_attention_views* views, uint32_t struct_size) {
-  return init_struct("vkp_attention_views_init_sized", views, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_attention_inputs_init_sized(vkp_attention_inputs* inputs, uint32_t struct_size) {
-  return init_struct("vkp_attention_inputs_init_sized", inputs, struct_size);
-}
 
 VKP_API vkp_status VKP_CALL vkp_attention_plan_create(vkp_context* context, const vkp_attention_shape* shape,
                                                       const int32_t* query_starts, size_t num_query_starts,
@@ -180,17 +139,16 @@ VKP_API vkp_status VKP_CALL vkp_record_attention(vkp_context* context, VkCommand
   return guarded("vkp_record_attention", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const AttentionPlan& p = plan_on(context, plan);
-    const vkp_attention_views v = read_struct(views, "views");
-    const AttentionParams cpp_params = to_params(params);
-    record_attention(ctx, cmd, p, to_cpp(v), cpp_params);
+    const AttentionPlan& p = plan_on(context, plan);  // checked in the order of the arguments
+    const AttentionViews v = to_cpp(views);
+    record_attention(ctx, cmd, p, v, to_params(params));
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_attention_shape_of(const vkp_attention_inputs* inputs, const vkp_decode_params* params,
                                                    vkp_bool32 want_lse, vkp_attention_shape* out) {
   return guarded("vkp_attention_shape_of", [&] {
-    const AttentionInputs in = to_inputs(inputs);
+    const AttentionInputs in = to_cpp(inputs);
     const AttentionParams p = to_params(params);
     const bool lse = to_bool(want_lse, "want_lse");
     const StructOut result(out, "out");
@@ -203,7 +161,7 @@ VKP_API vkp_status VKP_CALL vkp_batch_attention(vkp_context* context, const vkp_
                                                 void* output, size_t output_bytes, float* lse, size_t lse_count) {
   return guarded("vkp_batch_attention", [&] {
     auto& ctx = require(context, "context")->context;
-    const AttentionInputs in = to_inputs(inputs);
+    const AttentionInputs in = to_cpp(inputs);
     const AttentionOptions o = to_cpp(read_optional_struct(options, "options"), "options");
     const AttentionParams p = to_params(params);
     check_outputs(attention_shape_of(in, p, lse != nullptr), output, output_bytes, lse, lse_count);
@@ -215,7 +173,7 @@ VKP_API vkp_status VKP_CALL vkp_reference_batch_attention(const vkp_attention_in
                                                           const vkp_decode_params* params, void* output,
                                                           size_t output_bytes, float* lse, size_t lse_count) {
   return guarded("vkp_reference_batch_attention", [&] {
-    const AttentionInputs in = to_inputs(inputs);
+    const AttentionInputs in = to_cpp(inputs);
     const AttentionParams p = to_params(params);
     check_outputs(attention_shape_of(in, p, lse != nullptr), output, output_bytes, lse, lse_count);
     copy_result(reference::batch_attention(in, p, lse != nullptr), output, lse);

@@ -38,50 +38,14 @@ void hand_out_table(vkp_block_manager& m, std::vector<int32_t> table, const int3
 
 }  // namespace
 
-namespace vkpaged::c_api {
-template <>
-vkp_block_manager_options defaults_of<vkp_block_manager_options>() {
-  const BlockManagerOptions d;
-  vkp_block_manager_options c;
-  std::memset(&c, 0, sizeof(c));
-  c.struct_size = sizeof(c);
-  c.enable_prefix_caching = to_c_bool(d.enable_prefix_caching);
-  c.watermark = d.watermark;
-  c.hash_salt = d.hash_salt;
-  c.num_host_blocks = d.num_host_blocks;
-  return c;
-}
-}  // namespace vkpaged::c_api
-
 extern "C" {
-
-VKP_API vkp_status VKP_CALL vkp_block_manager_options_init_sized(vkp_block_manager_options* options, uint32_t struct_size) {
-  return init_struct("vkp_block_manager_options_init_sized", options, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_append_result_init_sized(vkp_append_result* result, uint32_t struct_size) {
-  return init_struct("vkp_append_result_init_sized", result, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_block_usage_init_sized(vkp_block_usage* usage, uint32_t struct_size) {
-  return init_struct("vkp_block_usage_init_sized", usage, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_prefix_cache_stats_init_sized(vkp_prefix_cache_stats* stats, uint32_t struct_size) {
-  return init_struct("vkp_prefix_cache_stats_init_sized", stats, struct_size);
-}
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_create(int32_t num_blocks, int32_t block_size,
                                             const vkp_block_manager_options* options, vkp_block_manager** out) {
   return guarded("vkp_block_manager_create", [&] {
     require(out, "out");
     *out = nullptr;
-    const vkp_block_manager_options c = read_optional_struct(options, "options");
-    BlockManagerOptions o;
-    o.watermark = c.watermark;
-    o.enable_prefix_caching = to_bool(c.enable_prefix_caching, "options.enable_prefix_caching");
-    o.hash_salt = c.hash_salt;
-    o.num_host_blocks = c.num_host_blocks;
+    const BlockManagerOptions o = to_cpp(read_optional_struct(options, "options"), "options");
     *out = adopt(new vkp_block_manager{BlockManager(num_blocks, block_size, o), {}, {}});
   });
 }

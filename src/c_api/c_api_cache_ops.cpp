@@ -27,8 +27,7 @@ std::vector<LayerCacheViews> to_layers(const vkp_layer_cache_views* layers, size
   size_t i = 0;
   for (const auto& l : read_struct_array(layers, count, name)) {
     const std::string element = fmt::format("{}[{}]", name, i++);
-    v.push_back({to_cpp(l.key_cache, element + ".key_cache"), to_cpp(l.value_cache, element + ".value_cache"),
-                 to_kv_layout(l.layout, element + ".layout")});
+    v.push_back(to_cpp(l, element));
   }
   return v;
 }
@@ -58,26 +57,6 @@ const StreamingRead& read_on(vkp_context* context, const vkp_streaming_read* rea
 }  // namespace
 
 extern "C" {
-
-VKP_API vkp_status VKP_CALL vkp_cache_scales_init_sized(vkp_cache_scales* scales, uint32_t struct_size) {
-  return init_struct("vkp_cache_scales_init_sized", scales, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_reshape_and_cache_views_init_sized(vkp_reshape_and_cache_views* views, uint32_t struct_size) {
-  return init_struct("vkp_reshape_and_cache_views_init_sized", views, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_layer_cache_views_init_sized(vkp_layer_cache_views* views, uint32_t struct_size) {
-  return init_struct("vkp_layer_cache_views_init_sized", views, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_gather_views_init_sized(vkp_gather_views* views, uint32_t struct_size) {
-  return init_struct("vkp_gather_views_init_sized", views, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_bandwidth_init_sized(vkp_bandwidth* bandwidth, uint32_t struct_size) {
-  return init_struct("vkp_bandwidth_init_sized", bandwidth, struct_size);
-}
 
 VKP_API vkp_status VKP_CALL vkp_record_reshape_and_cache(vkp_context* context, VkCommandBuffer cmd,
                                                 const vkp_reshape_and_cache_views* views,
@@ -116,17 +95,7 @@ VKP_API vkp_status VKP_CALL vkp_record_gather(vkp_context* context, VkCommandBuf
   return guarded("vkp_record_gather", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const vkp_gather_views v = read_struct(views, "views");
-    GatherViews d;
-    d.key_cache = to_cpp(v.key_cache, "key_cache");
-    d.value_cache = to_cpp(v.value_cache, "value_cache");
-    d.block_tables = to_cpp(v.block_tables, "block_tables");
-    d.seq_starts = to_cpp(v.seq_starts, "seq_starts");
-    d.key_out = to_cpp(v.key_out, "key_out");
-    d.value_out = to_cpp(v.value_out, "value_out");
-    d.status = to_cpp(v.status);
-    d.layout = to_kv_layout(v.layout, "views.layout");
-    record_gather(ctx, cmd, d, c_api::to_cpp(scales));
+    record_gather(ctx, cmd, c_api::to_cpp(views), c_api::to_cpp(scales));
   });
 }
 

@@ -61,10 +61,6 @@ vkp_status run_with_callback(const char* function, vkp_context* context, RecordC
 
 extern "C" {
 
-VKP_API vkp_status VKP_CALL vkp_device_info_init_sized(vkp_device_info* info, uint32_t struct_size) {
-  return init_struct("vkp_device_info_init_sized", info, struct_size);
-}
-
 VKP_API vkp_status VKP_CALL vkp_list_devices(vkp_device_info* infos, uint32_t* count, uint32_t* default_index) {
   return guarded("vkp_list_devices", [&] {
     require(count, "count");
@@ -81,34 +77,11 @@ VKP_API vkp_status VKP_CALL vkp_list_devices(vkp_device_info* infos, uint32_t* c
   });
 }
 
-VKP_API vkp_status VKP_CALL vkp_cooperative_matrix_shape_init_sized(vkp_cooperative_matrix_shape* shape,
-                                                                    uint32_t struct_size) {
-  return init_struct("vkp_cooperative_matrix_shape_init_sized", shape, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_context_options_init_sized(vkp_context_options* options, uint32_t struct_size) {
-  return init_struct("vkp_context_options_init_sized", options, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_external_device_init_sized(vkp_external_device* external, uint32_t struct_size) {
-  return init_struct("vkp_external_device_init_sized", external, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_vulkan_handles_init_sized(vkp_vulkan_handles* handles, uint32_t struct_size) {
-  return init_struct("vkp_vulkan_handles_init_sized", handles, struct_size);
-}
-
 VKP_API vkp_status VKP_CALL vkp_context_create(const vkp_context_options* options, vkp_context** out) {
   return guarded("vkp_context_create", [&] {
     require(out, "out");
     *out = nullptr;
-    const vkp_context_options c = read_optional_struct(options, "options");
-    ContextOptions o;
-    o.device = c.device != nullptr ? c.device : "";
-    o.validation = to_bool(c.validation, "options.validation");
-    o.disable_subgroup_arithmetic = to_bool(c.disable_subgroup_arithmetic, "options.disable_subgroup_arithmetic");
-    o.fence_timeout_ms = c.fence_timeout_ms;
-    o.read_environment = to_bool(c.read_environment, "options.read_environment");
+    const ContextOptions o = to_cpp(read_optional_struct(options, "options"), "options");
     *out = adopt(new vkp_context{Context(o)});
   });
 }
@@ -117,21 +90,7 @@ VKP_API vkp_status VKP_CALL vkp_context_create_external(const vkp_external_devic
   return guarded("vkp_context_create_external", [&] {
     require(out, "out");
     *out = nullptr;
-    const vkp_external_device c = read_struct(external, "external");
-    ExternalDevice e;
-    e.instance = c.instance;
-    e.physical_device = c.physical_device;
-    e.device = c.device;
-    e.queue_family = c.queue_family;
-    e.queue_index = c.queue_index;
-    e.get_instance_proc_addr = c.get_instance_proc_addr;
-    e.buffer_device_address = to_bool(c.buffer_device_address, "external.buffer_device_address");
-    e.cooperative_matrix = to_bool(c.cooperative_matrix, "external.cooperative_matrix");
-    e.vulkan_memory_model = to_bool(c.vulkan_memory_model, "external.vulkan_memory_model");
-    e.vulkan_memory_model_device_scope =
-        to_bool(c.vulkan_memory_model_device_scope, "external.vulkan_memory_model_device_scope");
-    e.cooperative_matrix_khr = to_bool(c.cooperative_matrix_khr, "external.cooperative_matrix_khr");
-    e.fence_timeout_ms = c.fence_timeout_ms;
+    const ExternalDevice e = to_cpp(read_struct(external, "external"), "external");
     *out = adopt(new vkp_context{Context(e)});
   });
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "c_api/c_api_fields.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::c_api {
@@ -34,7 +35,7 @@ SplitMode to_split(vkp_split_mode mode, const std::string& name) {
     case VKP_SPLIT_SINGLE_PASS: return SplitMode::single_pass;
     case VKP_SPLIT_SPLIT: return SplitMode::split;
   }
-  refuse(fmt::format("{}.split: {} is not a vkp_split_mode", name, value_of(mode)));
+  refuse(fmt::format("{}: {} is not a vkp_split_mode", name, value_of(mode)));
 }
 
 vkp_split_mode to_c(SplitMode mode) noexcept {
@@ -57,7 +58,7 @@ DecodeKernel to_kernel(vkp_decode_kernel kernel, const std::string& name) {
     case VKP_KERNEL_MATRIX: return DecodeKernel::matrix;
     case VKP_KERNEL_MATRIX_KHR: return DecodeKernel::matrix_khr;
   }
-  refuse(fmt::format("{}.kernel: {} is not a vkp_decode_kernel", name, value_of(kernel)));
+  refuse(fmt::format("{}: {} is not a vkp_decode_kernel", name, value_of(kernel)));
 }
 
 static_assert(int(VKP_ORDER_AUTOMATIC) == int(DecodeOrder::automatic) && int(VKP_ORDER_GRID) == int(DecodeOrder::grid) &&
@@ -69,7 +70,7 @@ DecodeOrder to_order(vkp_decode_order order, const std::string& name) {
     case VKP_ORDER_GRID: return DecodeOrder::grid;
     case VKP_ORDER_LONGEST_FIRST: return DecodeOrder::longest_first;
   }
-  refuse(fmt::format("{}.order: {} is not a vkp_decode_order", name, value_of(order)));
+  refuse(fmt::format("{}: {} is not a vkp_decode_order", name, value_of(order)));
 }
 
 static_assert(int(VKP_MERGE_REDUCE_PASS) == int(DecodeMerge::reduce_pass) &&
@@ -80,8 +81,17 @@ DecodeMerge to_merge(vkp_decode_merge merge, const std::string& name) {
     case VKP_MERGE_REDUCE_PASS: return DecodeMerge::reduce_pass;
     case VKP_MERGE_IN_DISPATCH: return DecodeMerge::in_dispatch;
   }
-  refuse(fmt::format("{}.merge: {} is not a vkp_decode_merge", name, value_of(merge)));
+  refuse(fmt::format("{}: {} is not a vkp_decode_merge", name, value_of(merge)));
 }
+
+vkp_decode_merge to_c(DecodeMerge merge) noexcept {
+  return merge == DecodeMerge::in_dispatch ? VKP_MERGE_IN_DISPATCH : VKP_MERGE_REDUCE_PASS;
+}
+
+static_assert(int(MemorySource::none) == VKP_MEMORY_SOURCE_NONE && int(MemorySource::heap_size) == VKP_MEMORY_SOURCE_HEAP_SIZE &&
+              int(MemorySource::memory_budget) == VKP_MEMORY_SOURCE_MEMORY_BUDGET);
+
+vkp_memory_source to_c(MemorySource source) noexcept { return vkp_memory_source(source); }
 
 vkp_decode_order to_c(DecodeOrder order) noexcept {
   switch (order) {
@@ -120,7 +130,7 @@ AttentionKernel to_attention_kernel(vkp_attention_kernel kernel, const std::stri
     case VKP_ATTENTION_KERNEL_SCALAR: return AttentionKernel::scalar;
     case VKP_ATTENTION_KERNEL_MATRIX: return AttentionKernel::matrix;
   }
-  refuse(fmt::format("{}.kernel: {} is not a vkp_attention_kernel", name, value_of(kernel)));
+  refuse(fmt::format("{}: {} is not a vkp_attention_kernel", name, value_of(kernel)));
 }
 
 void copy_string(char* dst, size_t capacity, const std::string& src) noexcept {
@@ -156,30 +166,20 @@ vkp_external_device defaults_of<vkp_external_device>() {
   return c;
 }
 
-template <>
-vkp_decode_shape defaults_of<vkp_decode_shape>() {
-  return to_c(DecodeShape{});
-}
-
-template <>
-vkp_decode_options defaults_of<vkp_decode_options>() {
-  return to_c(DecodeOptions{});
-}
-
-template <>
-vkp_decode_params defaults_of<vkp_decode_params>() {
-  return to_c(DecodeParams{});
-}
-
-template <>
-vkp_attention_shape defaults_of<vkp_attention_shape>() {
-  return to_c(AttentionShape{});
-}
-
-template <>
-vkp_attention_options defaults_of<vkp_attention_options>() {
-  return to_c(AttentionOptions{});
-}
+// The structs whose defaults are their C++ twins'.
+#define VKP_DEFAULTS_FROM_CPP(CType, CppType) \
+  template <>                                 \
+  CType defaults_of<CType>() {                \
+    return to_c(CppType{});                   \
+  }
+VKP_DEFAULTS_FROM_CPP(vkp_decode_shape, DecodeShape)
+VKP_DEFAULTS_FROM_CPP(vkp_decode_options, DecodeOptions)
+VKP_DEFAULTS_FROM_CPP(vkp_decode_params, DecodeParams)
+VKP_DEFAULTS_FROM_CPP(vkp_attention_shape, AttentionShape)
+VKP_DEFAULTS_FROM_CPP(vkp_attention_options, AttentionOptions)
+VKP_DEFAULTS_FROM_CPP(vkp_kv_cache_shape, KvCacheShape)
+VKP_DEFAULTS_FROM_CPP(vkp_block_manager_options, BlockManagerOptions)
+#undef VKP_DEFAULTS_FROM_CPP
 
 template <>
 vkp_attention_inputs defaults_of<vkp_attention_inputs>() {
@@ -328,59 +328,101 @@ void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const std::str
   if (result.bytes() > 0) std::memcpy(tensor.data, result.data(), result.bytes());
 }
 
-DecodeShape to_cpp(const vkp_decode_shape& s, const std::string& name) {
-  DecodeShape d;
-  d.num_seqs = s.num_seqs;
-  d.num_heads = s.num_heads;
-  d.num_kv_heads = s.num_kv_heads;
-  d.head_size = s.head_size;
-  d.block_size = s.block_size;
-  d.num_blocks = s.num_blocks;
-  d.max_blocks_per_seq = s.max_blocks_per_seq;
-  d.max_context_len = s.max_context_len;
-  d.query_dtype = to_dtype(s.query_dtype, name + ".query_dtype");
-  d.cache_dtype = to_dtype(s.cache_dtype, name + ".cache_dtype");
-  d.kv_layout = to_kv_layout(s.kv_layout, name + ".kv_layout");
-  d.alibi = to_bool(s.alibi, name + ".alibi");
-  d.softcap = to_bool(s.softcap, name + ".softcap");
-  d.sinks = to_bool(s.sinks, name + ".sinks");
-  d.lse = to_bool(s.lse, name + ".lse");
-  d.csr_page_table = to_bool(s.csr_page_table, name + ".csr_page_table");
-  return d;
+// ---- One field: a C member to its C++ twin and back, by the two types ----
+// (Outside the anonymous namespace, so that both its to_c overloads and the header's are seen.)
+
+template <class C, class Cpp>
+void field_to_cpp(const C& c, Cpp& d, const std::string& name) {
+  if constexpr (std::is_same_v<C, Cpp>) d = c;
+  else if constexpr (std::is_same_v<Cpp, bool>) d = to_bool(c, name);
+  else if constexpr (std::is_same_v<Cpp, std::string> && std::is_array_v<C>) d.assign(c, strnlen(c, sizeof(c)));
+  else if constexpr (std::is_same_v<Cpp, std::string>) d = c != nullptr ? c : "";  // a C string, NULL = ""
+  else if constexpr (std::is_same_v<Cpp, DType>) d = to_dtype(c, name);
+  else if constexpr (std::is_same_v<Cpp, KvLayout>) d = to_kv_layout(c, name);
+  else if constexpr (std::is_same_v<Cpp, RotaryStyle>) d = to_rotary_style(c, name);
+  else if constexpr (std::is_same_v<Cpp, SplitMode>) d = to_split(c, name);
+  else if constexpr (std::is_same_v<Cpp, DecodeKernel>) d = to_kernel(c, name);
+  else if constexpr (std::is_same_v<Cpp, DecodeOrder>) d = to_order(c, name);
+  else if constexpr (std::is_same_v<Cpp, DecodeMerge>) d = to_merge(c, name);
+  else if constexpr (std::is_same_v<Cpp, AttentionKernel>) d = to_attention_kernel(c, name);
+  else if constexpr (std::is_same_v<Cpp, TensorView>) d = to_cpp(c, name);
+  else if constexpr (std::is_same_v<Cpp, BufferView>) d = to_cpp(c);
+  else if constexpr (std::is_same_v<Cpp, HostTensor>) d = to_host(c, name);
+  else static_assert(sizeof(C) == 0, "a field type without a conversion: add it here");
 }
 
-vkp_decode_shape to_c(const DecodeShape& s) noexcept {
-  vkp_decode_shape c{};
-  c.struct_size = sizeof(c);
-  c.num_seqs = s.num_seqs;
-  c.num_heads = s.num_heads;
-  c.num_kv_heads = s.num_kv_heads;
-  c.head_size = s.head_size;
-  c.block_size = s.block_size;
-  c.num_blocks = s.num_blocks;
-  c.max_blocks_per_seq = s.max_blocks_per_seq;
-  c.max_context_len = s.max_context_len;
-  c.query_dtype = to_c(s.query_dtype);
-  c.cache_dtype = to_c(s.cache_dtype);
-  c.kv_layout = to_c(s.kv_layout);
-  c.alibi = to_c_bool(s.alibi);
-  c.softcap = to_c_bool(s.softcap);
-  c.sinks = to_c_bool(s.sinks);
-  c.lse = to_c_bool(s.lse);
-  c.csr_page_table = to_c_bool(s.csr_page_table);
-  return c;
+template <class Cpp, class C>
+void field_to_c(const Cpp& d, C& c) noexcept {
+  if constexpr (std::is_same_v<C, Cpp>) c = d;
+  else if constexpr (std::is_same_v<Cpp, bool>) c = to_c_bool(d);
+  else if constexpr (std::is_same_v<Cpp, std::string>) copy_string(c, sizeof(c), d);
+  else c = to_c(d);  // enums and views
 }
 
-DecodeOptions to_cpp(const vkp_decode_options& o, const std::string& name) {
-  DecodeOptions d;
-  d.sliding_window = o.sliding_window;
-  d.split = to_split(o.split, name);
-  d.partition_tokens = o.partition_tokens;
-  d.kernel = to_kernel(o.kernel, name);
-  d.order = to_order(o.order, name);
-  d.merge = to_merge(o.merge, name);
-  return d;
-}
+// Each list of c_api_fields.hpp expanded: `name` prefixes the fields' names in errors.
+#define VKP_FIELD_TO_CPP(f) field_to_cpp(c.f, d.f, name + "." #f);
+#define VKP_FIELD_TO_C(f) field_to_c(d.f, c.f);
+#define VKP_CONVERT_TO_CPP(CType, CppType, LIST)                 \
+  CppType to_cpp(const CType& c, const std::string& name) {      \
+    CppType d;                                                   \
+    LIST(VKP_FIELD_TO_CPP)                                       \
+    return d;                                                    \
+  }
+#define VKP_CONVERT_TO_C(CType, CppType, LIST) \
+  CType to_c(const CppType& d) noexcept {      \
+    CType c{};                                 \
+    c.struct_size = sizeof(c);                 \
+    LIST(VKP_FIELD_TO_C)                       \
+    return c;                                  \
+  }
+
+VKP_CONVERT_TO_CPP(vkp_decode_shape, DecodeShape, VKP_DECODE_SHAPE_FIELDS)
+VKP_CONVERT_TO_C(vkp_decode_shape, DecodeShape, VKP_DECODE_SHAPE_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_decode_options, DecodeOptions, VKP_DECODE_OPTIONS_FIELDS)
+VKP_CONVERT_TO_C(vkp_decode_options, DecodeOptions, VKP_DECODE_OPTIONS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_attention_shape, AttentionShape, VKP_ATTENTION_SHAPE_FIELDS)
+VKP_CONVERT_TO_C(vkp_attention_shape, AttentionShape, VKP_ATTENTION_SHAPE_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_attention_options, AttentionOptions, VKP_ATTENTION_OPTIONS_FIELDS)
+VKP_CONVERT_TO_C(vkp_attention_options, AttentionOptions, VKP_ATTENTION_OPTIONS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_decode_views, DecodeViews, VKP_DECODE_VIEWS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_attention_views, AttentionViews, VKP_ATTENTION_VIEWS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_decode_inputs, DecodeInputs, VKP_DECODE_INPUTS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_attention_inputs, AttentionInputs, VKP_ATTENTION_INPUTS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_cache_scales, CacheScales, VKP_CACHE_SCALES_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_reshape_and_cache_views, ReshapeAndCacheViews, VKP_RESHAPE_AND_CACHE_VIEWS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_gather_views, GatherViews, VKP_GATHER_VIEWS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_layer_cache_views, LayerCacheViews, VKP_LAYER_CACHE_VIEWS_FIELDS)
+VKP_CONVERT_TO_C(vkp_layer_cache_views, LayerCacheViews, VKP_LAYER_CACHE_VIEWS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_rotary_views, RotaryViews, VKP_ROTARY_VIEWS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_rotary_inputs, RotaryInputs, VKP_ROTARY_INPUTS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_merge_views, MergeViews, VKP_MERGE_VIEWS_FIELDS)
+VKP_CONVERT_TO_C(vkp_cooperative_matrix_shape, CooperativeMatrixShape, VKP_COOPERATIVE_MATRIX_SHAPE_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_device_info, DeviceInfo, VKP_DEVICE_INFO_FIELDS)
+VKP_CONVERT_TO_C(vkp_device_info, DeviceInfo, VKP_DEVICE_INFO_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_context_options, ContextOptions, VKP_CONTEXT_OPTIONS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_external_device, ExternalDevice, VKP_EXTERNAL_DEVICE_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_kv_cache_shape, KvCacheShape, VKP_KV_CACHE_SHAPE_FIELDS)
+VKP_CONVERT_TO_C(vkp_kv_cache_shape, KvCacheShape, VKP_KV_CACHE_SHAPE_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_kv_cache_options, KvCacheOptions, VKP_KV_CACHE_OPTIONS_FIELDS)
+VKP_CONVERT_TO_C(vkp_kv_cache_sizing, KvCacheSizing, VKP_KV_CACHE_SIZING_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_block_manager_options, BlockManagerOptions, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)
+VKP_CONVERT_TO_C(vkp_block_manager_options, BlockManagerOptions, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)
+
+#undef VKP_CONVERT_TO_C
+#undef VKP_CONVERT_TO_CPP
+#undef VKP_FIELD_TO_C
+#undef VKP_FIELD_TO_CPP
+
+DecodeInputs to_cpp(const vkp_decode_inputs* inputs) { return to_cpp(read_struct(inputs, "inputs"), "inputs"); }
+AttentionInputs to_cpp(const vkp_attention_inputs* inputs) { return to_cpp(read_struct(inputs, "inputs"), "inputs"); }
+CacheScales to_cpp(const vkp_cache_scales* scales) { return to_cpp(read_optional_struct(scales, "scales"), "scales"); }
+ReshapeAndCacheViews to_cpp(const vkp_reshape_and_cache_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
+GatherViews to_cpp(const vkp_gather_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
+DecodeViews to_cpp(const vkp_decode_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
+AttentionViews to_cpp(const vkp_attention_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
+RotaryViews to_cpp(const vkp_rotary_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
+MergeViews to_cpp(const vkp_merge_views* views) { return to_cpp(read_struct(views, "views"), "views"); }
+RotaryInputs to_cpp(const vkp_rotary_inputs* rotary) { return to_cpp(read_struct(rotary, "rotary"), "rotary"); }
 
 DecodeParams to_params(const vkp_decode_params* params, const char* name) {
   const vkp_decode_params p = read_optional_struct(params, name);
@@ -403,75 +445,6 @@ vkp_decode_params to_c(const DecodeParams& p) noexcept {
   return c;
 }
 
-vkp_decode_options to_c(const DecodeOptions& o) noexcept {
-  vkp_decode_options c{};
-  c.struct_size = sizeof(c);
-  c.sliding_window = o.sliding_window;
-  c.split = to_c(o.split);
-  c.partition_tokens = o.partition_tokens;
-  c.kernel = to_c(o.kernel);
-  c.order = to_c(o.order);
-  c.merge = o.merge == DecodeMerge::in_dispatch ? VKP_MERGE_IN_DISPATCH : VKP_MERGE_REDUCE_PASS;
-  return c;
-}
-
-AttentionShape to_cpp(const vkp_attention_shape& s, const std::string& name) {
-  AttentionShape a;
-  a.num_requests = s.num_requests;
-  a.num_query_tokens = s.num_query_tokens;
-  a.num_heads = s.num_heads;
-  a.num_kv_heads = s.num_kv_heads;
-  a.head_size = s.head_size;
-  a.block_size = s.block_size;
-  a.num_blocks = s.num_blocks;
-  a.max_blocks_per_seq = s.max_blocks_per_seq;
-  a.max_context_len = s.max_context_len;
-  a.query_dtype = to_dtype(s.query_dtype, name + ".query_dtype");
-  a.cache_dtype = to_dtype(s.cache_dtype, name + ".cache_dtype");
-  a.kv_layout = to_kv_layout(s.kv_layout, name + ".kv_layout");
-  a.sliding_window = s.sliding_window;
-  a.softcap = to_bool(s.softcap, name + ".softcap");
-  a.alibi = to_bool(s.alibi, name + ".alibi");
-  a.sinks = to_bool(s.sinks, name + ".sinks");
-  a.lse = to_bool(s.lse, name + ".lse");
-  a.tree_mask = to_bool(s.tree_mask, name + ".tree_mask");
-  a.csr_page_table = to_bool(s.csr_page_table, name + ".csr_page_table");
-  return a;
-}
-
-vkp_attention_shape to_c(const AttentionShape& s) noexcept {
-  vkp_attention_shape c{};
-  c.struct_size = sizeof(c);
-  c.num_requests = s.num_requests;
-  c.num_query_tokens = s.num_query_tokens;
-  c.num_heads = s.num_heads;
-  c.num_kv_heads = s.num_kv_heads;
-  c.head_size = s.head_size;
-  c.block_size = s.block_size;
-  c.num_blocks = s.num_blocks;
-  c.max_blocks_per_seq = s.max_blocks_per_seq;
-  c.max_context_len = s.max_context_len;
-  c.query_dtype = to_c(s.query_dtype);
-  c.cache_dtype = to_c(s.cache_dtype);
-  c.kv_layout = to_c(s.kv_layout);
-  c.sliding_window = s.sliding_window;
-  c.softcap = to_c_bool(s.softcap);
-  c.alibi = to_c_bool(s.alibi);
-  c.sinks = to_c_bool(s.sinks);
-  c.lse = to_c_bool(s.lse);
-  c.tree_mask = to_c_bool(s.tree_mask);
-  c.csr_page_table = to_c_bool(s.csr_page_table);
-  return c;
-}
-
-AttentionOptions to_cpp(const vkp_attention_options& o, const std::string& name) {
-  AttentionOptions a;
-  a.kernel = to_attention_kernel(o.kernel, name);
-  a.split = to_split(o.split, name);
-  a.partition_tokens = o.partition_tokens;
-  return a;
-}
-
 vkp_attention_kernel to_c(AttentionKernel kernel) noexcept {
   switch (kernel) {
     case AttentionKernel::automatic: return VKP_ATTENTION_KERNEL_AUTOMATIC;
@@ -480,85 +453,6 @@ vkp_attention_kernel to_c(AttentionKernel kernel) noexcept {
     case AttentionKernel::matrix: return VKP_ATTENTION_KERNEL_MATRIX;
   }
   return VKP_ATTENTION_KERNEL_AUTOMATIC;
-}
-
-vkp_attention_options to_c(const AttentionOptions& o) noexcept {
-  vkp_attention_options c{};
-  c.struct_size = sizeof(c);
-  c.kernel = to_c(o.kernel);
-  c.split = to_c(o.split);
-  c.partition_tokens = o.partition_tokens;
-  return c;
-}
-
-CacheScales to_cpp(const vkp_cache_scales* scales) {
-  const vkp_cache_scales s = read_optional_struct(scales, "scales");
-  return {s.k_scale, s.v_scale};
-}
-
-ReshapeAndCacheViews to_cpp(const vkp_reshape_and_cache_views* views) {
-  const vkp_reshape_and_cache_views v = read_struct(views, "views");
-  ReshapeAndCacheViews d;
-  d.key = to_cpp(v.key, "key");
-  d.value = to_cpp(v.value, "value");
-  d.slot_mapping = to_cpp(v.slot_mapping, "slot_mapping");
-  d.key_cache = to_cpp(v.key_cache, "key_cache");
-  d.value_cache = to_cpp(v.value_cache, "value_cache");
-  d.status = to_cpp(v.status);
-  d.layout = to_kv_layout(v.layout, "views.layout");
-  return d;
-}
-
-RotaryInputs to_cpp(const vkp_rotary_inputs* rotary) {
-  const vkp_rotary_inputs r = read_struct(rotary, "rotary");
-  RotaryInputs d;
-  d.query = to_cpp(r.query, "rotary.query");
-  d.positions = to_cpp(r.positions, "rotary.positions");
-  d.cos_sin_cache = to_cpp(r.cos_sin_cache, "rotary.cos_sin_cache");
-  d.style = to_rotary_style(r.style, "rotary.style");
-  return d;
-}
-
-DecodeViews to_cpp(const vkp_decode_views& v) {
-  DecodeViews d;
-  d.query = to_cpp(v.query, "query");
-  d.key_cache = to_cpp(v.key_cache, "key_cache");
-  d.value_cache = to_cpp(v.value_cache, "value_cache");
-  d.block_tables = to_cpp(v.block_tables, "block_tables");
-  d.context_lens = to_cpp(v.context_lens, "context_lens");
-  d.output = to_cpp(v.output, "output");
-  d.alibi_slopes = to_cpp(v.alibi_slopes, "alibi_slopes");
-  d.sinks = to_cpp(v.sinks, "sinks");
-  d.lse = to_cpp(v.lse, "lse");
-  d.scratch = to_cpp(v.scratch);
-  d.status = to_cpp(v.status);
-  d.order = to_cpp(v.order);
-  d.merge_counters = to_cpp(v.merge_counters);
-  d.kv_indptr = to_cpp(v.kv_indptr, "kv_indptr");
-  d.kv_indices = to_cpp(v.kv_indices, "kv_indices");
-  d.kv_last_page_len = to_cpp(v.kv_last_page_len, "kv_last_page_len");
-  return d;
-}
-
-AttentionViews to_cpp(const vkp_attention_views& v) {
-  AttentionViews a;
-  a.query = to_cpp(v.query, "query");
-  a.key_cache = to_cpp(v.key_cache, "key_cache");
-  a.value_cache = to_cpp(v.value_cache, "value_cache");
-  a.block_tables = to_cpp(v.block_tables, "block_tables");
-  a.context_lens = to_cpp(v.context_lens, "context_lens");
-  a.query_starts = to_cpp(v.query_starts, "query_starts");
-  a.output = to_cpp(v.output, "output");
-  a.lse = to_cpp(v.lse, "lse");
-  a.tree_mask = to_cpp(v.tree_mask, "tree_mask");
-  a.alibi_slopes = to_cpp(v.alibi_slopes, "alibi_slopes");
-  a.sinks = to_cpp(v.sinks, "sinks");
-  a.scratch = to_cpp(v.scratch);
-  a.status = to_cpp(v.status);
-  a.kv_indptr = to_cpp(v.kv_indptr, "kv_indptr");
-  a.kv_indices = to_cpp(v.kv_indices, "kv_indices");
-  a.kv_last_page_len = to_cpp(v.kv_last_page_len, "kv_last_page_len");
-  return a;
 }
 
 std::vector<BlockCopy> to_pairs(const vkp_block_copy* pairs, size_t count) {
@@ -577,88 +471,6 @@ vkp_admission to_c(AdmissionStatus status) noexcept {
     case AdmissionStatus::later: return VKP_ADMISSION_LATER;
     default: return VKP_ADMISSION_NEVER;
   }
-}
-
-namespace {
-
-// The fields DeviceInfo and vkp_device_info share by name (all but the strings and the
-// booleans), in either direction, so that a field added to both is copied both ways or neither.
-template <class From, class To>
-void copy_device_numbers(const From& i, To& o) noexcept {
-  o.index = i.index;
-  o.vendor_id = i.vendor_id;
-  o.api_version = i.api_version;
-  o.subgroup_size = i.subgroup_size;
-  o.max_storage_buffer_range = i.max_storage_buffer_range;
-  o.max_shared_memory = i.max_shared_memory;
-  o.max_workgroup_invocations = i.max_workgroup_invocations;
-  o.max_push_constants = i.max_push_constants;
-  o.min_storage_buffer_offset_alignment = i.min_storage_buffer_offset_alignment;
-  o.compute_units = i.compute_units;
-  o.timestamp_period_ns = i.timestamp_period_ns;
-  o.timestamp_valid_bits = i.timestamp_valid_bits;
-  o.device_local_bytes = i.device_local_bytes;
-  o.device_local_free_bytes = i.device_local_free_bytes;
-  o.max_memory_allocation_size = i.max_memory_allocation_size;
-}
-
-// The booleans, by name: `convert` maps one field of `From` to `To`'s type.
-template <class From, class To, class Convert>
-void copy_device_flags(const From& i, To& o, Convert&& convert) {
-  o.subgroup_arithmetic = convert(i.subgroup_arithmetic, "subgroup_arithmetic");
-  o.storage_16bit = convert(i.storage_16bit, "storage_16bit");
-  o.storage_8bit = convert(i.storage_8bit, "storage_8bit");
-  o.shader_float16 = convert(i.shader_float16, "shader_float16");
-  o.shader_int64 = convert(i.shader_int64, "shader_int64");
-  o.buffer_device_address = convert(i.buffer_device_address, "buffer_device_address");
-  o.push_descriptor = convert(i.push_descriptor, "push_descriptor");
-  o.timestamps = convert(i.timestamps, "timestamps");
-  o.compute_units_reported = convert(i.compute_units_reported, "compute_units_reported");
-  o.subgroup_shuffle = convert(i.subgroup_shuffle, "subgroup_shuffle");
-  o.memory_budget = convert(i.memory_budget, "memory_budget");
-  o.cooperative_matrix = convert(i.cooperative_matrix, "cooperative_matrix");
-  o.cooperative_matrix_khr = convert(i.cooperative_matrix_khr, "cooperative_matrix_khr");
-  o.vulkan_memory_model = convert(i.vulkan_memory_model, "vulkan_memory_model");
-  o.vulkan_memory_model_device_scope = convert(i.vulkan_memory_model_device_scope, "vulkan_memory_model_device_scope");
-}
-
-}  // namespace
-
-vkp_device_info to_c(const DeviceInfo& i) noexcept {
-  vkp_device_info o;
-  std::memset(&o, 0, sizeof(o));
-  o.struct_size = sizeof(o);
-  copy_string(o.name, sizeof(o.name), i.name);
-  copy_string(o.type, sizeof(o.type), i.type);
-  copy_string(o.driver, sizeof(o.driver), i.driver);
-  copy_device_numbers(i, o);
-  copy_device_flags(i, o, [](bool b, const char*) { return to_c_bool(b); });
-  return o;
-}
-
-DeviceInfo to_cpp(const vkp_device_info& i, const std::string& name) {
-  DeviceInfo o;
-  o.name = std::string(i.name, strnlen(i.name, sizeof(i.name)));
-  o.type = std::string(i.type, strnlen(i.type, sizeof(i.type)));
-  o.driver = std::string(i.driver, strnlen(i.driver, sizeof(i.driver)));
-  copy_device_numbers(i, o);
-  copy_device_flags(i, o, [&](vkp_bool32 b, const char* field) { return to_bool(b, name + "." + field); });
-  return o;
-}
-
-vkp_cooperative_matrix_shape to_c(const CooperativeMatrixShape& m) noexcept {
-  vkp_cooperative_matrix_shape c{};
-  c.struct_size = sizeof(c);
-  c.m = m.m;
-  c.n = m.n;
-  c.k = m.k;
-  c.a_type = m.a_type;
-  c.b_type = m.b_type;
-  c.c_type = m.c_type;
-  c.result_type = m.result_type;
-  c.saturating_accumulation = to_c_bool(m.saturating_accumulation);
-  c.scope = m.scope;
-  return c;
 }
 
 }  // namespace vkpaged::c_api

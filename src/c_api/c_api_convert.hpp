@@ -15,8 +15,10 @@
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/error.hpp"
+#include "vkpaged/kv_cache.hpp"
 #include "vkpaged/kv_layout.hpp"
 #include "vkpaged/log.hpp"
+#include "vkpaged/merge.hpp"
 #include "vkpaged/rotary.hpp"
 #include "vkpaged/tensor.hpp"
 #include "vkpaged/vkpaged.h"
@@ -53,12 +55,32 @@ vkp_decode_options to_c(const DecodeOptions& options) noexcept;
 DecodeParams to_params(const vkp_decode_params* params, const char* name = "params");
 vkp_decode_params to_c(const DecodeParams& params) noexcept;
 CacheScales to_cpp(const vkp_cache_scales* scales);  // NULL = 1, 1
-// An operator's views struct, read (struct_size) and converted, every view and field named.
+// The host path's inputs, read and converted ("inputs.query").
+DecodeInputs to_cpp(const vkp_decode_inputs* inputs);
+AttentionInputs to_cpp(const vkp_attention_inputs* inputs);
+// An operator's views struct, read (struct_size) and converted, every view and field named
+// ("views.key", "rotary.style").
 ReshapeAndCacheViews to_cpp(const vkp_reshape_and_cache_views* views);
+GatherViews to_cpp(const vkp_gather_views* views);
 RotaryInputs to_cpp(const vkp_rotary_inputs* rotary);
-// The views of record_decode and record_attention, already read, each view named by its field.
-DecodeViews to_cpp(const vkp_decode_views& views);
-AttentionViews to_cpp(const vkp_attention_views& views);
+RotaryViews to_cpp(const vkp_rotary_views* views);
+DecodeViews to_cpp(const vkp_decode_views* views);
+AttentionViews to_cpp(const vkp_attention_views* views);
+MergeViews to_cpp(const vkp_merge_views* views);
+// Structs already read, converted field by field as c_api_fields.hpp lists them; `name`
+// prefixes each field's name in errors.
+DecodeViews to_cpp(const vkp_decode_views& views, const std::string& name);
+AttentionViews to_cpp(const vkp_attention_views& views, const std::string& name);
+CacheScales to_cpp(const vkp_cache_scales& scales, const std::string& name);
+DecodeInputs to_cpp(const vkp_decode_inputs& inputs, const std::string& name);
+AttentionInputs to_cpp(const vkp_attention_inputs& inputs, const std::string& name);
+ReshapeAndCacheViews to_cpp(const vkp_reshape_and_cache_views& views, const std::string& name);
+GatherViews to_cpp(const vkp_gather_views& views, const std::string& name);
+RotaryInputs to_cpp(const vkp_rotary_inputs& rotary, const std::string& name);
+RotaryViews to_cpp(const vkp_rotary_views& views, const std::string& name);
+MergeViews to_cpp(const vkp_merge_views& views, const std::string& name);
+LayerCacheViews to_cpp(const vkp_layer_cache_views& views, const std::string& name);
+vkp_layer_cache_views to_c(const LayerCacheViews& views) noexcept;
 
 AttentionShape to_cpp(const vkp_attention_shape& shape, const std::string& name);
 vkp_attention_shape to_c(const AttentionShape& shape) noexcept;
@@ -74,6 +96,14 @@ vkp_block_copy to_c(const BlockCopy& pair) noexcept;
 vkp_admission to_c(AdmissionStatus status) noexcept;
 
 vkp_device_info to_c(const DeviceInfo& info) noexcept;
+ContextOptions to_cpp(const vkp_context_options& options, const std::string& name);
+ExternalDevice to_cpp(const vkp_external_device& external, const std::string& name);
+KvCacheShape to_cpp(const vkp_kv_cache_shape& shape, const std::string& name);
+vkp_kv_cache_shape to_c(const KvCacheShape& shape) noexcept;
+KvCacheOptions to_cpp(const vkp_kv_cache_options& options, const std::string& name);
+vkp_kv_cache_sizing to_c(const KvCacheSizing& sizing) noexcept;
+BlockManagerOptions to_cpp(const vkp_block_manager_options& options, const std::string& name);
+vkp_block_manager_options to_c(const BlockManagerOptions& options) noexcept;
 DeviceInfo to_cpp(const vkp_device_info& info, const std::string& name);
 vkp_cooperative_matrix_shape to_c(const CooperativeMatrixShape& shape) noexcept;
 

@@ -17,23 +17,6 @@ using namespace vkpaged::c_api;
 
 namespace {
 
-DecodeInputs to_inputs(const vkp_decode_inputs* inputs) {
-  const vkp_decode_inputs in = read_struct(inputs, "inputs");
-  DecodeInputs d;
-  d.query = to_host(in.query, "inputs.query");
-  d.key_cache = to_host(in.key_cache, "inputs.key_cache");
-  d.value_cache = to_host(in.value_cache, "inputs.value_cache");
-  d.block_tables = to_host(in.block_tables, "inputs.block_tables");
-  d.context_lens = to_host(in.context_lens, "inputs.context_lens");
-  d.alibi_slopes = to_host(in.alibi_slopes, "inputs.alibi_slopes");
-  d.sinks = to_host(in.sinks, "inputs.sinks");
-  d.cache_dtype = to_dtype(in.cache_dtype, "inputs.cache_dtype");
-  d.kv_indptr = to_host(in.kv_indptr, "inputs.kv_indptr");
-  d.kv_indices = to_host(in.kv_indices, "inputs.kv_indices");
-  d.kv_last_page_len = to_host(in.kv_last_page_len, "inputs.kv_last_page_len");
-  d.max_blocks_per_seq = in.max_blocks_per_seq;
-  return d;
-}
 
 
 // Checks the caller's output arrays against the shape before any work, so that a refusal
@@ -68,30 +51,6 @@ static_assert(VKP_STATUS_BAD_BLOCK_ID == kStatusBadBlockId && VKP_STATUS_BAD_CON
               VKP_STATUS_BAD_PAGE_TABLE == kStatusBadPageTable);
 
 extern "C" {
-
-VKP_API vkp_status VKP_CALL vkp_decode_shape_init_sized(vkp_decode_shape* shape, uint32_t struct_size) {
-  return init_struct("vkp_decode_shape_init_sized", shape, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_decode_options_init_sized(vkp_decode_options* options, uint32_t struct_size) {
-  return init_struct("vkp_decode_options_init_sized", options, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_decode_params_init_sized(vkp_decode_params* params, uint32_t struct_size) {
-  return init_struct("vkp_decode_params_init_sized", params, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_decode_plan_info_init_sized(vkp_decode_plan_info* info, uint32_t struct_size) {
-  return init_struct("vkp_decode_plan_info_init_sized", info, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_decode_views_init_sized(vkp_decode_views* views, uint32_t struct_size) {
-  return init_struct("vkp_decode_views_init_sized", views, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_decode_inputs_init_sized(vkp_decode_inputs* inputs, uint32_t struct_size) {
-  return init_struct("vkp_decode_inputs_init_sized", inputs, struct_size);
-}
 
 VKP_API vkp_status VKP_CALL vkp_decode_plan_create(vkp_context* context, const vkp_decode_shape* shape,
                                                    const vkp_decode_options* options, vkp_decode_plan** out) {
@@ -160,10 +119,9 @@ VKP_API vkp_status VKP_CALL vkp_record_decode(vkp_context* context, VkCommandBuf
   return guarded("vkp_record_decode", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const DecodePlan& p = plan_on(context, plan);
-    const vkp_decode_views v = read_struct(views, "views");
-    const DecodeParams cpp_params = to_params(params);
-    record_decode(ctx, cmd, p, to_cpp(v), cpp_params);
+    const DecodePlan& p = plan_on(context, plan);  // checked in the order of the arguments
+    const DecodeViews v = to_cpp(views);
+    record_decode(ctx, cmd, p, v, to_params(params));
   });
 }
 
@@ -182,7 +140,7 @@ VKP_API vkp_status VKP_CALL vkp_record_decode_order(vkp_context* context, VkComm
 VKP_API vkp_status VKP_CALL vkp_decode_shape_of(const vkp_decode_inputs* inputs, vkp_bool32 want_lse,
                                                 vkp_decode_shape* out) {
   return guarded("vkp_decode_shape_of", [&] {
-    const DecodeInputs in = to_inputs(inputs);
+    const DecodeInputs in = to_cpp(inputs);
     const bool lse = to_bool(want_lse, "want_lse");
     const StructOut result(out, "out");
     result.set(to_c(decode_shape_of(in, lse)));
@@ -194,7 +152,7 @@ VKP_API vkp_status VKP_CALL vkp_decode_attention(vkp_context* context, const vkp
                                                  void* output, size_t output_bytes, float* lse, size_t lse_count) {
   return guarded("vkp_decode_attention", [&] {
     auto& ctx = require(context, "context")->context;
-    const DecodeInputs in = to_inputs(inputs);
+    const DecodeInputs in = to_cpp(inputs);
     const DecodeOptions opt = to_cpp(read_optional_struct(options, "options"), "options");
     const DecodeParams cpp_params = to_params(params);
     check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);
@@ -207,7 +165,7 @@ VKP_API vkp_status VKP_CALL vkp_reference_decode_attention(const vkp_decode_inpu
                                                            const vkp_decode_params* params, void* output,
                                                            size_t output_bytes, float* lse, size_t lse_count) {
   return guarded("vkp_reference_decode_attention", [&] {
-    const DecodeInputs in = to_inputs(inputs);
+    const DecodeInputs in = to_cpp(inputs);
     const DecodeOptions opt = to_cpp(read_optional_struct(options, "options"), "options");
     const DecodeParams cpp_params = to_params(params);
     check_outputs(decode_shape_of(in, lse != nullptr), output, output_bytes, lse, lse_count);

@@ -12,38 +12,19 @@
 using namespace vkpaged;
 using namespace vkpaged::c_api;
 
-static_assert(int(MemorySource::none) == VKP_MEMORY_SOURCE_NONE && int(MemorySource::heap_size) == VKP_MEMORY_SOURCE_HEAP_SIZE &&
-              int(MemorySource::memory_budget) == VKP_MEMORY_SOURCE_MEMORY_BUDGET);
-
 namespace {
 
-KvCacheShape to_cpp(const vkp_kv_cache_shape* shape) {
-  const vkp_kv_cache_shape s = read_struct(shape, "shape");
-  return {s.num_layers,  s.num_kv_heads, s.head_size, s.block_size, to_dtype(s.dtype, "shape.dtype"),
-          to_kv_layout(s.layout, "shape.layout")};
-}
+KvCacheShape to_cpp(const vkp_kv_cache_shape* shape) { return c_api::to_cpp(read_struct(shape, "shape"), "shape"); }
+KvCacheOptions to_cpp(const vkp_kv_cache_options* options) { return c_api::to_cpp(read_struct(options, "options"), "options"); }
 
-vkp_kv_cache_shape to_c(const KvCacheShape& s) noexcept {
-  return {sizeof(vkp_kv_cache_shape), s.num_layers,        s.num_kv_heads, s.head_size,
-          s.block_size,               c_api::to_c(s.dtype), c_api::to_c(s.layout)};
-}
-
-KvCacheOptions to_cpp(const vkp_kv_cache_options* options) {
-  const vkp_kv_cache_options o = read_struct(options, "options");
-  return {o.num_blocks, o.budget_bytes, o.budget_fraction, o.num_host_blocks};
-}
-
-vkp_kv_cache_sizing to_c(const KvCacheSizing& s) noexcept {
-  vkp_kv_cache_sizing c = defaults_of<vkp_kv_cache_sizing>();
-  c.num_blocks = s.num_blocks;
-  c.num_tokens = s.num_tokens;
-  c.block_bytes = s.block_bytes;
-  c.bytes_per_block = s.bytes_per_block;
-  c.pool_bytes = s.pool_bytes;
-  c.total_bytes = s.total_bytes;
-  c.fraction_of = vkp_memory_source(s.fraction_of);
-  c.fraction_of_bytes = s.fraction_of_bytes;
-  return c;
+// Whole-block copies recorded by one of the cache's functions (copy, swap out, swap in).
+vkp_status record_block_pairs(const char* function, const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                              const vkp_block_copy* pairs, size_t num_pairs,
+                              void (KvCache::*record)(VkCommandBuffer, Span<const BlockCopy>) const) {
+  return guarded(function, [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    (c.*record)(require(cmd, "cmd"), to_pairs(pairs, num_pairs));
+  });
 }
 
 // The plan behind a handle, which must have been made on the cache's context (its pipelines
@@ -58,34 +39,7 @@ const auto& plan_for(const vkp_kv_cache* cache, const Plan* plan) {
 
 }  // namespace
 
-namespace vkpaged::c_api {
-template <>
-vkp_kv_cache_shape defaults_of<vkp_kv_cache_shape>() {
-  return ::to_c(KvCacheShape{});
-}
-}  // namespace vkpaged::c_api
-
 extern "C" {
-
-VKP_API vkp_status VKP_CALL vkp_kv_cache_shape_init_sized(vkp_kv_cache_shape* shape, uint32_t struct_size) {
-  return init_struct("vkp_kv_cache_shape_init_sized", shape, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_kv_cache_options_init_sized(vkp_kv_cache_options* options, uint32_t struct_size) {
-  return init_struct("vkp_kv_cache_options_init_sized", options, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_init_sized(vkp_kv_cache_sizing* sizing, uint32_t struct_size) {
-  return init_struct("vkp_kv_cache_sizing_init_sized", sizing, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_kv_cache_info_init_sized(vkp_kv_cache_info* info, uint32_t struct_size) {
-  return init_struct("vkp_kv_cache_info_init_sized", info, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_new_tokens_init_sized(vkp_new_tokens* tokens, uint32_t struct_size) {
-  return init_struct("vkp_new_tokens_init_sized", tokens, struct_size);
-}
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_of(const vkp_kv_cache_shape* shape, uint32_t num_blocks,
                                           vkp_kv_cache_sizing* out) {
@@ -169,37 +123,25 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_layer(const vkp_kv_cache* cache, uint32
   return guarded("vkp_kv_cache_layer", [&] {
     const KvCache& c = require(cache, "cache")->cache;
     const bool on_host = to_bool(host, "host");
-    const StructOut result(out, "out");
-    vkp_layer_cache_views views = result.blank();
-    views.key_cache = c_api::to_c(on_host ? c.host_key_cache(layer) : c.key_cache(layer));
-    views.value_cache = c_api::to_c(on_host ? c.host_value_cache(layer) : c.value_cache(layer));
-    views.layout = c_api::to_c(c.shape().layout);
-    result.set(views);
+    StructOut(out, "out").set(to_c(LayerCacheViews{on_host ? c.host_key_cache(layer) : c.key_cache(layer),
+                                                    on_host ? c.host_value_cache(layer) : c.value_cache(layer),
+                                                    c.shape().layout}));
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_record_copy_blocks(const vkp_kv_cache* cache, VkCommandBuffer cmd,
                                                    const vkp_block_copy* pairs, size_t num_pairs) {
-  return guarded("vkp_kv_cache_record_copy_blocks", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    c.record_copy_blocks(require(cmd, "cmd"), to_pairs(pairs, num_pairs));
-  });
+  return record_block_pairs("vkp_kv_cache_record_copy_blocks", cache, cmd, pairs, num_pairs, &KvCache::record_copy_blocks);
 }
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_record_swap_out(const vkp_kv_cache* cache, VkCommandBuffer cmd,
-                                                const vkp_block_copy* pairs, size_t num_pairs) {
-  return guarded("vkp_kv_cache_record_swap_out", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    c.record_swap_out(require(cmd, "cmd"), to_pairs(pairs, num_pairs));
-  });
+                                                   const vkp_block_copy* pairs, size_t num_pairs) {
+  return record_block_pairs("vkp_kv_cache_record_swap_out", cache, cmd, pairs, num_pairs, &KvCache::record_swap_out);
 }
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_record_swap_in(const vkp_kv_cache* cache, VkCommandBuffer cmd,
-                                               const vkp_block_copy* pairs, size_t num_pairs) {
-  return guarded("vkp_kv_cache_record_swap_in", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    c.record_swap_in(require(cmd, "cmd"), to_pairs(pairs, num_pairs));
-  });
+                                                   const vkp_block_copy* pairs, size_t num_pairs) {
+  return record_block_pairs("vkp_kv_cache_record_swap_in", cache, cmd, pairs, num_pairs, &KvCache::record_swap_in);
 }
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_record_reshape_and_cache(const vkp_kv_cache* cache, VkCommandBuffer cmd,
@@ -247,10 +189,9 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_decode(const vkp_kv_cache* cache
   return guarded("vkp_kv_cache_record_decode", [&] {
     const KvCache& c = require(cache, "cache")->cache;
     require(cmd, "cmd");
-    const DecodePlan& p = plan_for(cache, plan);
-    const vkp_decode_views v = read_struct(views, "views");
-    const DecodeParams cpp_params = to_params(params);
-    c.record_decode(cmd, layer, p, c_api::to_cpp(v), cpp_params);
+    const DecodePlan& p = plan_for(cache, plan);  // checked in the order of the arguments
+    const DecodeViews v = c_api::to_cpp(views);
+    c.record_decode(cmd, layer, p, v, to_params(params));
   });
 }
 
@@ -261,10 +202,9 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_attention(const vkp_kv_cache* ca
   return guarded("vkp_kv_cache_record_attention", [&] {
     const KvCache& c = require(cache, "cache")->cache;
     require(cmd, "cmd");
-    const AttentionPlan& p = plan_for(cache, plan);
-    const vkp_attention_views v = read_struct(views, "views");
-    const AttentionParams cpp_params = to_params(params);
-    c.record_attention(cmd, layer, p, c_api::to_cpp(v), cpp_params);
+    const AttentionPlan& p = plan_for(cache, plan);  // checked in the order of the arguments
+    const AttentionViews v = c_api::to_cpp(views);
+    c.record_attention(cmd, layer, p, v, to_params(params));
   });
 }
 

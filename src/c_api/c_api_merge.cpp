@@ -33,23 +33,11 @@ void hand_back(const DecodeResult& merged, vkp_host_tensor* output, vkp_host_ten
 
 extern "C" {
 
-VKP_API vkp_status VKP_CALL vkp_merge_views_init_sized(vkp_merge_views* views, uint32_t struct_size) {
-  return init_struct("vkp_merge_views_init_sized", views, struct_size);
-}
-
 VKP_API vkp_status VKP_CALL vkp_record_merge_attention(vkp_context* context, VkCommandBuffer cmd, const vkp_merge_views* views) {
   return guarded("vkp_record_merge_attention", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const vkp_merge_views v = read_struct(views, "views");
-    MergeViews m;
-    m.output_a = to_cpp(v.output_a, "output_a");
-    m.lse_a = to_cpp(v.lse_a, "lse_a");
-    m.output_b = to_cpp(v.output_b, "output_b");
-    m.lse_b = to_cpp(v.lse_b, "lse_b");
-    m.output = to_cpp(v.output, "output");
-    m.lse = to_cpp(v.lse, "lse");
-    record_merge_attention(ctx, cmd, m);
+    record_merge_attention(ctx, cmd, to_cpp(views));
   });
 }
 

@@ -99,10 +99,6 @@ VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_decode(vkp_pipeline_set* set, c
   });
 }
 
-VKP_API vkp_status VKP_CALL vkp_cache_write_kind_init_sized(vkp_cache_write_kind* kind, uint32_t struct_size) {
-  return init_struct("vkp_cache_write_kind_init_sized", kind, struct_size);
-}
-
 VKP_API vkp_status VKP_CALL vkp_kv_cache_write_kind(const vkp_kv_cache* cache, vkp_cache_write_kind* kind) {
   return guarded("vkp_kv_cache_write_kind", [&] {
     const KvCache& c = require(cache, "cache")->cache;
@@ -124,10 +120,6 @@ VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_cache_write(vkp_pipeline_set* s
     auto& s = require(set, "set")->set;
     s.cache_writes.push_back(::to_cpp(read_struct(kind, "kind")));
   });
-}
-
-VKP_API vkp_status VKP_CALL vkp_prepare_report_init_sized(vkp_prepare_report* report, uint32_t struct_size) {
-  return init_struct("vkp_prepare_report_init_sized", report, struct_size);
 }
 
 VKP_API vkp_status VKP_CALL vkp_prepare(vkp_context* context, const vkp_pipeline_set* set, vkp_prepare_report* report) {

@@ -26,28 +26,12 @@ static_assert(VKP_STATUS_BAD_POSITION == kStatusBadPosition);
 
 extern "C" {
 
-VKP_API vkp_status VKP_CALL vkp_rotary_views_init_sized(vkp_rotary_views* views, uint32_t struct_size) {
-  return init_struct("vkp_rotary_views_init_sized", views, struct_size);
-}
-
-VKP_API vkp_status VKP_CALL vkp_rotary_inputs_init_sized(vkp_rotary_inputs* rotary, uint32_t struct_size) {
-  return init_struct("vkp_rotary_inputs_init_sized", rotary, struct_size);
-}
-
 VKP_API vkp_status VKP_CALL vkp_record_rotary_embedding(vkp_context* context, VkCommandBuffer cmd,
                                                         const vkp_rotary_views* views) {
   return guarded("vkp_record_rotary_embedding", [&] {
     auto& ctx = require(context, "context")->context;
     require(cmd, "cmd");
-    const vkp_rotary_views v = read_struct(views, "views");
-    RotaryViews d;
-    d.query = to_cpp(v.query, "query");
-    d.key = to_cpp(v.key, "key");
-    d.positions = to_cpp(v.positions, "positions");
-    d.cos_sin_cache = to_cpp(v.cos_sin_cache, "cos_sin_cache");
-    d.status = to_cpp(v.status);
-    d.style = to_rotary_style(v.style, "views.style");
-    record_rotary_embedding(ctx, cmd, d);
+    record_rotary_embedding(ctx, cmd, to_cpp(views));
   });
 }
 

@@ -280,55 +280,58 @@ void check_no_pools(const char* what, const TensorView& key_cache, const TensorV
                                name));
 }
 
+// A plan's views with the layer's pools, after checking that the plan fits the cache and that
+// the caller gave no pools of its own.
+template <class Plan, class Views>
+Views with_layer_pools(const char* what, const LayerCacheViews& pools, const PoolGeometry& cache, const Plan& plan,
+                       const Views& views) {
+  const auto& s = plan.shape();
+  check_plan_fits(what, {s.num_kv_heads, s.head_size, s.block_size, s.num_blocks, s.cache_dtype, s.kv_layout}, cache);
+  check_no_pools(what, views.key_cache, views.value_cache);
+  Views v = views;
+  v.key_cache = pools.key_cache;
+  v.value_cache = pools.value_cache;
+  return v;
+}
+
 }  // namespace
 
 void KvCache::record_decode(VkCommandBuffer cmd, uint32_t layer, const DecodePlan& plan, const DecodeViews& views,
                             const DecodeParams& params) const {
   const LayerCacheViews& pools = impl_->device_views[impl_->check_layer("record_decode", layer)];
-  const DecodeShape& s = plan.shape();
-  check_plan_fits("record_decode", {s.num_kv_heads, s.head_size, s.block_size, s.num_blocks, s.cache_dtype, s.kv_layout},
-                  impl_->pool_geometry());
-  check_no_pools("record_decode", views.key_cache, views.value_cache);
-  DecodeViews v = views;
-  v.key_cache = pools.key_cache;
-  v.value_cache = pools.value_cache;
-  vkpaged::record_decode(*impl_->context, cmd, plan, v, params);
+  vkpaged::record_decode(*impl_->context, cmd, plan,
+                         with_layer_pools("record_decode", pools, impl_->pool_geometry(), plan, views), params);
 }
 
 void KvCache::record_attention(VkCommandBuffer cmd, uint32_t layer, const AttentionPlan& plan,
                                const AttentionViews& views, const AttentionParams& params) const {
   const LayerCacheViews& pools = impl_->device_views[impl_->check_layer("record_attention", layer)];
-  const AttentionShape& s = plan.shape();
-  check_plan_fits("record_attention",
-                  {s.num_kv_heads, s.head_size, s.block_size, s.num_blocks, s.cache_dtype, s.kv_layout},
-                  impl_->pool_geometry());
-  check_no_pools("record_attention", views.key_cache, views.value_cache);
-  AttentionViews v = views;
-  v.key_cache = pools.key_cache;
-  v.value_cache = pools.value_cache;
-  vkpaged::record_attention(*impl_->context, cmd, plan, v, params);
+  vkpaged::record_attention(*impl_->context, cmd, plan,
+                            with_layer_pools("record_attention", pools, impl_->pool_geometry(), plan, views), params);
 }
 
+namespace {
+
+// A batch's shape with the cache's part filled in from the cache.
+template <class BatchShape>
+BatchShape with_cache_fields(BatchShape batch, const KvCacheShape& shape, uint32_t num_blocks) {
+  batch.num_kv_heads = shape.num_kv_heads;
+  batch.head_size = shape.head_size;
+  batch.block_size = shape.block_size;
+  batch.num_blocks = num_blocks;
+  batch.cache_dtype = shape.dtype;
+  batch.kv_layout = shape.layout;
+  return batch;
+}
+
+}  // namespace
+
 AttentionShape KvCache::attention_shape(const AttentionShape& batch) const noexcept {
-  AttentionShape s = batch;
-  s.num_kv_heads = impl_->shape.num_kv_heads;
-  s.head_size = impl_->shape.head_size;
-  s.block_size = impl_->shape.block_size;
-  s.num_blocks = impl_->sizing.num_blocks;
-  s.cache_dtype = impl_->shape.dtype;
-  s.kv_layout = impl_->shape.layout;
-  return s;
+  return with_cache_fields(batch, impl_->shape, impl_->sizing.num_blocks);
 }
 
 DecodeShape KvCache::decode_shape(const DecodeShape& batch) const noexcept {
-  DecodeShape s = batch;
-  s.num_kv_heads = impl_->shape.num_kv_heads;
-  s.head_size = impl_->shape.head_size;
-  s.block_size = impl_->shape.block_size;
-  s.num_blocks = impl_->sizing.num_blocks;
-  s.cache_dtype = impl_->shape.dtype;
-  s.kv_layout = impl_->shape.layout;
-  return s;
+  return with_cache_fields(batch, impl_->shape, impl_->sizing.num_blocks);
 }
 
 }  // namespace vkpaged

@@ -13,12 +13,13 @@
 #include "embedded_shaders.hpp"
 #include "ops/attention_plan.hpp"
 #include "ops/attention_validation.hpp"
+#include "ops/attention_problem.hpp"
+#include "ops/shared_fields.hpp"
 #include "ops/csr_page_table.hpp"
 #include "ops/decode_plan.hpp"
 #include "ops/strided_rows.hpp"
 #include "ops/view_checks.hpp"
 #include "vk/cooperative_matrix_khr.hpp"
-#include "vk/matrix_features.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged {
@@ -31,65 +32,6 @@ static_assert(uint32_t(KvLayout::vllm) == KV_LAYOUT_VLLM && uint32_t(KvLayout::n
 
 using detail::AttentionPlanData;
 namespace sh = vkpaged::shader;
-
-namespace detail {
-
-AttentionDeviceProperties attention_device_properties(const ContextImpl& impl) {
-  detail::AttentionDeviceProperties d;
-  d.name = impl.info.name;
-  d.compute_units = impl.info.compute_units;
-  d.max_workgroup_invocations = impl.info.max_workgroup_invocations;
-  d.max_shared_memory = impl.info.max_shared_memory;
-  d.max_storage_buffer_range = impl.info.max_storage_buffer_range;
-  d.buffer_device_address = impl.buffer_device_address;
-  // The matrix kernel: what the context enabled, whether the build has the shader, the products.
-  d.matrix_refusal = detail::missing_khr_matrix_features(impl);
-  if (d.matrix_refusal.empty() && vk::shader_attention_matrix_khr().words == 0)
-    d.matrix_refusal = "vkpaged was built without a GLSL compiler that knows GL_KHR_cooperative_matrix "
-                       "(shaders/attention_matrix_khr.comp is left out; docs/toolchain.md)";
-  d.max_subgroup_size = impl.max_subgroup_size;
-  for (const CooperativeMatrixShape& m : impl.info.cooperative_matrix_khr_shapes)
-    if (m.a_type == VK_COMPONENT_TYPE_FLOAT16_KHR && m.b_type == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-        m.c_type == VK_COMPONENT_TYPE_FLOAT32_KHR && m.result_type == VK_COMPONENT_TYPE_FLOAT32_KHR &&
-        !m.saturating_accumulation && m.scope == VK_SCOPE_SUBGROUP_KHR)
-      d.f16_products.push_back({m.m, m.n, m.k});
-  // Mesa's llvmpipe (lavapipe) runs every control barrier as a workgroup barrier.
-  d.workgroup_sync = impl.info.vendor_id == 0x10005 && impl.info.type == "cpu";
-  return d;
-}
-
-// A batch of single tokens as the decode plan it runs as. The per-call values travel when
-// recording (record_attention); the plan only needs to know that a soft cap will come.
-DecodeShape attention_decode_shape(const AttentionShape& s) {
-  DecodeShape d;
-  d.num_seqs = s.num_requests;
-  d.num_heads = s.num_heads;
-  d.num_kv_heads = s.num_kv_heads;
-  d.head_size = s.head_size;
-  d.block_size = s.block_size;
-  d.num_blocks = s.num_blocks;
-  d.max_blocks_per_seq = s.max_blocks_per_seq;
-  d.max_context_len = s.max_context_len;
-  d.query_dtype = s.query_dtype;
-  d.cache_dtype = s.cache_dtype;
-  d.kv_layout = s.kv_layout;
-  d.alibi = s.alibi;
-  d.sinks = s.sinks;
-  d.lse = s.lse;
-  d.softcap = s.softcap;
-  d.csr_page_table = s.csr_page_table;
-  return d;
-}
-
-DecodeOptions attention_decode_options(const AttentionShape& s, const AttentionOptions& o) {
-  DecodeOptions options;
-  options.sliding_window = s.sliding_window;
-  options.split = o.split;
-  options.partition_tokens = o.partition_tokens;
-  return options;
-}
-
-}  // namespace detail
 
 namespace {
 
@@ -151,7 +93,7 @@ AttentionPipelineRequests attention_pipeline_requests(const AttentionShape& shap
 std::vector<vk::PipelineRequest> attention_bucket_requests(Context& context, const AttentionShape& shape,
                                                            uint32_t max_query_tokens, const AttentionOptions& options) {
   const AttentionChoice c =
-      plan_attention_bucket(attention_device_properties(context.impl()), shape, max_query_tokens, options);
+      plan_attention_bucket(context.impl().capabilities, shape, max_query_tokens, options);
   if (c.kernel == AttentionKernel::decode) {
     const DecodeShape d = attention_decode_shape(shape);
     return decode_pipeline_requests(d, decode_choice(context, d, attention_decode_options(shape, options))).all();
@@ -195,21 +137,21 @@ std::unique_ptr<AttentionPlanData> plan_data(Context& context, const AttentionSh
 AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shape, Span<const int32_t> query_starts,
                                     const AttentionOptions& options) {
   const auto choice =
-      detail::plan_attention(detail::attention_device_properties(context.impl()), shape, query_starts, options);
+      detail::plan_attention(context.impl().capabilities, shape, query_starts, options);
   return AttentionPlan(plan_data(context, shape, options, choice));
 }
 
 AttentionPlan AttentionPlan::create_bucket(Context& context, const AttentionShape& shape, uint32_t max_query_tokens,
                                            const AttentionOptions& options) {
   const auto choice =
-      detail::plan_attention_bucket(detail::attention_device_properties(context.impl()), shape, max_query_tokens, options);
+      detail::plan_attention_bucket(context.impl().capabilities, shape, max_query_tokens, options);
   return AttentionPlan(plan_data(context, shape, options, choice));
 }
 
 size_t AttentionPlan::max_scratch_bytes(Context& context, const AttentionShape& shape, uint32_t max_query_tokens,
                                         const AttentionOptions& options) {
   const auto c =
-      detail::plan_attention_bucket(detail::attention_device_properties(context.impl()), shape, max_query_tokens, options);
+      detail::plan_attention_bucket(context.impl().capabilities, shape, max_query_tokens, options);
   const size_t split_bytes =
       c.kernel != AttentionKernel::decode
           ? c.scratch_bytes
@@ -315,20 +257,7 @@ AttentionRows check_views(const detail::ContextImpl& impl, const AttentionPlanDa
 void record_as_decode(Context& context, VkCommandBuffer cmd, const AttentionPlanData& p, const AttentionViews& v,
                       const AttentionParams& params) {
   DecodeViews d;
-  d.query = v.query;
-  d.key_cache = v.key_cache;
-  d.value_cache = v.value_cache;
-  d.block_tables = v.block_tables;
-  d.context_lens = v.context_lens;
-  d.output = v.output;
-  d.alibi_slopes = v.alibi_slopes;
-  d.sinks = v.sinks;
-  d.lse = v.lse;
-  d.scratch = v.scratch;
-  d.status = v.status;
-  d.kv_indptr = v.kv_indptr;
-  d.kv_indices = v.kv_indices;
-  d.kv_last_page_len = v.kv_last_page_len;
+  VKP_COPY_FIELDS(VKP_SHARED_VIEW_FIELDS, d, v);
   record_decode(context, cmd, *p.decode, d, params);
 }
 

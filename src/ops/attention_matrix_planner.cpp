@@ -38,9 +38,9 @@ bool usable(const MatrixProductShape& p) {
 }
 
 // The largest usable product (fewest instructions per FLOP), the first listed among equals.
-std::optional<MatrixProductShape> choose_product(const AttentionDeviceProperties& d) {
+std::optional<MatrixProductShape> choose_product(const DeviceCapabilities& d) {
   std::optional<MatrixProductShape> best;
-  for (const auto& p : d.f16_products)
+  for (const auto& p : d.f16_products())
     if (usable(p) && (!best || p.m * p.n * p.k > best->m * best->n * best->k)) best = p;
   return best;
 }
@@ -55,7 +55,7 @@ struct MatrixTiles {
 
 // The most rows the request needs (up to kMaxRowBlocks blocks), then the longest key tile, that
 // fit the device's shared memory and workgroup.
-std::optional<MatrixTiles> fit_tiles(const AttentionDeviceProperties& d, const AttentionShape& s,
+std::optional<MatrixTiles> fit_tiles(const DeviceCapabilities& d, const AttentionShape& s,
                                      const MatrixProductShape& p, uint64_t wanted_rows) {
   const uint32_t sg = d.max_subgroup_size;
   MatrixTiles t;
@@ -98,8 +98,8 @@ size_t attention_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& pr
   return size_t(16 * mem_words + 4 * (5ull * rows + 3ull * workgroup + 6));
 }
 
-std::string matrix_attention_refusal(const AttentionDeviceProperties& d, const AttentionShape& s) {
-  if (!d.matrix_refusal.empty()) return d.matrix_refusal;
+std::string matrix_attention_refusal(const DeviceCapabilities& d, const AttentionShape& s) {
+  if (!d.khr_matrix_refusal.empty()) return d.khr_matrix_refusal;
   if (s.query_dtype != DType::f16 && s.query_dtype != DType::bf16)
     return fmt::format("query: dtype {} (the matrix kernel takes f16 and bf16 queries; the scalar kernel takes f32)",
                        dtype_name(s.query_dtype));
@@ -117,7 +117,7 @@ std::string matrix_attention_refusal(const AttentionDeviceProperties& d, const A
   const auto product = choose_product(d);
   if (!product) {
     std::vector<std::string> listed;
-    for (const auto& p : d.f16_products) listed.push_back(fmt::format("{}x{}x{}", p.m, p.n, p.k));
+    for (const auto& p : d.f16_products()) listed.push_back(fmt::format("{}x{}x{}", p.m, p.n, p.k));
     return fmt::format("device {} lists no f16 x f16 + f32 product at subgroup scope with M of 8, 16 or 32 and N and K "
                        "of 8 or 16 (it lists [{}])",
                        d.name, fmt::join(listed, ", "));
@@ -136,7 +136,7 @@ std::string matrix_attention_refusal(const AttentionDeviceProperties& d, const A
   return "";
 }
 
-void plan_matrix_attention(AttentionChoice& c, const AttentionDeviceProperties& d, const AttentionShape& s) {
+void plan_matrix_attention(AttentionChoice& c, const DeviceCapabilities& d, const AttentionShape& s) {
   const MatrixProductShape product = *choose_product(d);
   const uint32_t group = s.num_heads / s.num_kv_heads;
   const uint64_t wanted = uint64_t(c.max_query_tokens) * group;

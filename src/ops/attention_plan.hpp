@@ -15,12 +15,6 @@
 
 namespace vkpaged::detail {
 
-// What the planner reads off a context.
-AttentionDeviceProperties attention_device_properties(const ContextImpl& impl);
-// A batch of single tokens as the decode plan it runs as: its shape and options.
-DecodeShape attention_decode_shape(const AttentionShape& shape);
-DecodeOptions attention_decode_options(const AttentionShape& shape, const AttentionOptions& options);
-
 // The attention pipelines a choice on the attention kernels names.
 struct AttentionPipelineRequests {
   vk::PipelineRequest attention;

@@ -36,7 +36,7 @@ uint32_t longest_context(const AttentionShape& s) {
 
 // The workgroup rows: enough for the longest request's tokens times the group's heads (up to
 // kMaxRows), halved while the device's shared memory is short.
-void choose_rows(AttentionChoice& c, const AttentionDeviceProperties& dev, const AttentionShape& s) {
+void choose_rows(AttentionChoice& c, const DeviceCapabilities& dev, const AttentionShape& s) {
   const uint32_t group = s.num_heads / s.num_kv_heads;
   const uint64_t wanted = uint64_t(c.max_query_tokens) * group;
   c.workgroup = kWorkgroup;
@@ -58,7 +58,7 @@ void choose_rows(AttentionChoice& c, const AttentionDeviceProperties& dev, const
 }
 
 // `starts` empty: a bucket, whose full steps (T tokens, every request at least one tile) size the split.
-void choose_split(AttentionChoice& c, const AttentionDeviceProperties& dev, const AttentionShape& s,
+void choose_split(AttentionChoice& c, const DeviceCapabilities& dev, const AttentionShape& s,
                   std::span<const int32_t> starts, const AttentionOptions& o) {
   const uint32_t max_len = longest_context(s);
   uint64_t tiles = 0;  // workgroups of one pass: the requests' tiles times the kv-head groups
@@ -153,7 +153,7 @@ QueryStartsSummary bucket_summary(const AttentionShape& s, uint32_t max_query_to
   return summary;
 }
 
-AttentionChoice plan_from_summary(const AttentionDeviceProperties& dev, const AttentionShape& s,
+AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const AttentionShape& s,
                                   const QueryStartsSummary& summary, std::span<const int32_t> starts, bool bucket,
                                   const AttentionOptions& o) {
   if (o.partition_tokens % kPartitionQuantum != 0)
@@ -223,13 +223,13 @@ AttentionChoice plan_from_summary(const AttentionDeviceProperties& dev, const At
 
 }  // namespace
 
-AttentionChoice plan_attention(const AttentionDeviceProperties& dev, const AttentionShape& s,
+AttentionChoice plan_attention(const DeviceCapabilities& dev, const AttentionShape& s,
                                std::span<const int32_t> starts, const AttentionOptions& o) {
   validate_attention_shape(s);
   return plan_from_summary(dev, s, validate_query_starts(s, starts), starts, false, o);
 }
 
-AttentionChoice plan_attention_bucket(const AttentionDeviceProperties& dev, const AttentionShape& s,
+AttentionChoice plan_attention_bucket(const DeviceCapabilities& dev, const AttentionShape& s,
                                       uint32_t max_query_tokens, const AttentionOptions& o) {
   validate_attention_shape(s);
   return plan_from_summary(dev, s, bucket_summary(s, max_query_tokens), {}, true, o);

@@ -13,36 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "vk/device_capabilities.hpp"
 #include "vkpaged/attention.hpp"
 
 namespace vkpaged::detail {
-
-// One product shape a device lists for VK_KHR_cooperative_matrix with f16 A and B, f32
-// accumulators and results, at subgroup scope, without saturation: A is m x k, B k x n.
-struct MatrixProductShape {
-  uint32_t m = 0, n = 0, k = 0;
-};
-
-// What planning reads off a device, and nothing else.
-struct AttentionDeviceProperties {
-  std::string name;                       // for messages
-  uint32_t compute_units = 1;             // SMs / CUs, or an estimate: sizes the split
-  uint32_t max_workgroup_invocations = 128;
-  uint32_t max_shared_memory = 16384;     // bytes per workgroup
-  uint64_t max_storage_buffer_range = 0;  // a pool past it is read by device address
-  bool buffer_device_address = false;     // enabled on the context
-  // The matrix kernel (shaders/attention_matrix_khr.comp): why the context cannot run KHR
-  // matrix kernels ("" where it can: VK_KHR_cooperative_matrix and what it needs enabled, the
-  // shader built), the subgroup size its workgroups are multiples of, and the f16 products
-  // the device lists, in its order.
-  std::string matrix_refusal = "VK_KHR_cooperative_matrix is not enabled";
-  uint32_t max_subgroup_size = 0;
-  std::vector<MatrixProductShape> f16_products;
-  // The device runs a subgroup-scope control barrier as a workgroup barrier (Mesa's llvmpipe):
-  // the matrix kernel's workgroups then hold only computing subgroups, synchronised by
-  // workgroup barriers.
-  bool workgroup_sync = false;
-};
 
 // Every choice of a plan on the attention kernel (shaders/attention*.comp).
 struct AttentionChoice {
@@ -72,7 +46,7 @@ struct AttentionChoice {
   MatrixProductShape product;
   uint32_t key_tile = 0;
   bool query_registers = false;
-  bool workgroup_sync = false;  // AttentionDeviceProperties::workgroup_sync
+  bool workgroup_sync = false;  // DeviceCapabilities::workgroup_sync
 };
 
 // Whether the decode kernels take this batch (every q_s = 1, no tree mask; any layout).
@@ -86,16 +60,16 @@ size_t attention_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& pr
                                      uint32_t key_tile, KvLayout layout, bool query_registers, uint32_t workgroup);
 
 // Why the matrix kernel cannot run this shape on this device ("" where it can).
-std::string matrix_attention_refusal(const AttentionDeviceProperties& device, const AttentionShape& shape);
+std::string matrix_attention_refusal(const DeviceCapabilities& device, const AttentionShape& shape);
 
 // The matrix kernel's rows, tiles and product for a shape it takes (matrix_attention_refusal
 // gave ""): fills the kernel's fields of `choice` (its max_query_tokens set).
-void plan_matrix_attention(AttentionChoice& choice, const AttentionDeviceProperties& device, const AttentionShape& shape);
+void plan_matrix_attention(AttentionChoice& choice, const DeviceCapabilities& device, const AttentionShape& shape);
 
 // Checks the shape and the query starts (vkpaged::Error naming the field) and makes every
 // choice. Throws invalid_argument for what the contract refuses, unsupported for what this
 // device cannot run (the error names the argument and the limit).
-AttentionChoice plan_attention(const AttentionDeviceProperties& device, const AttentionShape& shape,
+AttentionChoice plan_attention(const DeviceCapabilities& device, const AttentionShape& shape,
                                std::span<const int32_t> query_starts, const AttentionOptions& options);
 
 // The same for a bucket of steps (AttentionPlan::create_bucket): S, T and max_context_len are its
@@ -103,7 +77,7 @@ AttentionChoice plan_attention(const AttentionDeviceProperties& device, const At
 // sized for the bucket's worst step: the rows for max_query_tokens, the tree masks for T tokens
 // in requests of max_query_tokens, the split for a full step (T tokens, every request at least
 // one tile). The decode kernels where max_query_tokens = 1 and T = S.
-AttentionChoice plan_attention_bucket(const AttentionDeviceProperties& device, const AttentionShape& shape,
+AttentionChoice plan_attention_bucket(const DeviceCapabilities& device, const AttentionShape& shape,
                                       uint32_t max_query_tokens, const AttentionOptions& options);
 
 }  // namespace vkpaged::detail

@@ -7,8 +7,10 @@
 #include <cfloat>
 #include <cmath>
 
+#include "ops/block_size_rule.hpp"
 #include "ops/decode_validation.hpp"
 #include "ops/host_page_tables.hpp"
+#include "ops/scale_validation.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
@@ -27,25 +29,24 @@ void validate_attention_shape(const AttentionShape& s) {
   if (!is_float_dtype(s.cache_dtype) && !is_fp8_dtype(s.cache_dtype))
     refuse(fmt::format("kv_dtype: {} is not a cache dtype (f32, f16, bf16, fp8_e4m3, fp8_e5m2)", dtype_name(s.cache_dtype)));
   if (s.kv_layout != KvLayout::vllm && s.kv_layout != KvLayout::nhd && s.kv_layout != KvLayout::hnd)
-    refuse(fmt::format("kv_layout: {} is not vllm (0), nhd (1) or hnd (2)", uint32_t(s.kv_layout)));
+    refuse(fmt::format("kv_layout: {} is not a cache layout (vllm, nhd, hnd)", uint32_t(s.kv_layout)));
   if (s.num_heads == 0) refuse("num_heads: must be at least 1, got 0");
   if (s.num_kv_heads == 0) refuse("num_kv_heads: must be at least 1, got 0");
   if (s.num_heads % s.num_kv_heads != 0)
     refuse(fmt::format("num_heads: {} is not a multiple of num_kv_heads {}", s.num_heads, s.num_kv_heads));
   const bool head_ok = (s.head_size >= 32 && s.head_size <= 256 && s.head_size % 8 == 0) || s.head_size == 512;
   if (!head_ok)
-    refuse(fmt::format("head_size: {} is not supported (multiples of 8 from 32 to 256; 512 for single-token batches)",
-                       s.head_size));
+    refuse(fmt::format("head_size: {} is not supported (multiples of 8 from 32 to 256, and 512)", s.head_size));
   const uint32_t x = cache_pack_factor(s.cache_dtype);
   if (s.head_size % x != 0)
     refuse(fmt::format("head_size: D = {} is not a multiple of x = {} for the {} cache", s.head_size, x,
                        dtype_name(s.cache_dtype)));
-  if (!is_power_of_two(s.block_size) || s.block_size > 128)
-    refuse(fmt::format("block_size: {} is not a power of two from 1 to 128", s.block_size));
+  if (!is_supported_block_size(s.block_size)) refuse(fmt::format("block_size: {} is not {}", s.block_size, kBlockSizeRule));
   if (s.num_blocks == 0 && s.num_requests > 0) refuse("num_blocks: the cache has no blocks (N = 0)");
   const uint64_t cap = uint64_t(s.max_blocks_per_seq) * s.block_size;
   if (cap > 0x7fffffffu) refuse(fmt::format("max_blocks_per_seq: M * B = {} exceeds 2^31 - 1 positions", cap));
   if (s.max_context_len > cap) refuse(fmt::format("max_context_len: {} exceeds M * B = {}", s.max_context_len, cap));
+  if (s.num_requests > 0x7fffffffu) refuse(fmt::format("num_requests: S = {} exceeds 2^31 - 1", s.num_requests));
   if (s.num_query_tokens < s.num_requests)
     refuse(fmt::format("num_query_tokens: T = {} is less than S = {} requests of at least one token each",
                        s.num_query_tokens, s.num_requests));
@@ -81,24 +82,17 @@ QueryStartsSummary validate_query_starts(const AttentionShape& s, std::span<cons
   return summary;
 }
 
-void check_attention_scale(const char* name, float value, DType cache_dtype) {
-  if (!std::isfinite(value) || !(value > 0.0f)) refuse(fmt::format("{}: {} is not a finite scale > 0", name, value));
-  if (!is_fp8_dtype(cache_dtype)) return;
-  const double largest = double(dtype_max(cache_dtype));
-  if (largest * double(value) > double(FLT_MAX))
-    refuse(fmt::format("{}: {} is too large for an {} cache: {} * scale must stay finite in f32 (scale <= {})", name,
-                       value, dtype_name(cache_dtype), largest, double(FLT_MAX) / largest));
-}
-
 void validate_attention_params(const AttentionParams& p, const AttentionShape& s) {
-  if (p.scale) check_attention_scale("scale", *p.scale, DType::f32);
+  if (p.scale) check_scale("scale", *p.scale);
   if (!std::isfinite(p.softcap) || p.softcap < 0.0f)
     refuse(fmt::format("softcap: {} must be finite and >= 0 (0 = off)", p.softcap));
-  if (s.softcap && p.softcap == 0.0f) refuse("softcap: 0 given to a plan made with a soft cap (shape.softcap)");
+  if (s.softcap && p.softcap == 0.0f)
+    refuse("softcap: 0 (off), but the plan's shape.softcap is true: give the cap (> 0), or plan without shape.softcap");
   if (!s.softcap && p.softcap > 0.0f)
-    refuse(fmt::format("softcap: {} given to a plan made without a soft cap (shape.softcap is false)", p.softcap));
-  check_attention_scale("k_scale", p.k_scale, s.cache_dtype);
-  check_attention_scale("v_scale", p.v_scale, s.cache_dtype);
+    refuse(fmt::format("softcap: {}, but the plan's shape.softcap is false: plan with shape.softcap to apply a cap",
+                       p.softcap));
+  check_scale("k_scale", p.k_scale, s.cache_dtype);
+  check_scale("v_scale", p.v_scale, s.cache_dtype);
 }
 
 Shape key_cache_shape(KvLayout layout, int64_t n, int64_t hkv, int64_t d, int64_t b, int64_t x) {
@@ -117,6 +111,41 @@ Shape value_cache_shape(KvLayout layout, int64_t n, int64_t hkv, int64_t d, int6
     case KvLayout::vllm: break;
   }
   return Shape{n, hkv, d, b};
+}
+
+void check_host_cache_dtypes(const HostTensor& key_cache, const HostTensor& value_cache, DType cache) {
+  for (const auto& [name, t] : {std::pair{"key_cache", &key_cache}, std::pair{"value_cache", &value_cache}}) {
+    const DType stored = t->dtype();
+    if (is_fp8_dtype(cache) ? (stored != DType::u8 && stored != cache) : stored != cache)
+      refuse(fmt::format("{}: dtype {} does not hold a {} cache", name, dtype_name(stored), dtype_name(cache)));
+  }
+}
+
+void check_host_per_head(const HostTensor& alibi_slopes, const HostTensor& sinks, int64_t num_heads) {
+  for (const auto& [name, t] : {std::pair{"alibi_slopes", &alibi_slopes}, std::pair{"sinks", &sinks}}) {
+    if (t->empty()) continue;
+    if (t->dtype() != DType::f32) refuse(fmt::format("{}: dtype {} is not f32", name, dtype_name(t->dtype())));
+    if (t->shape().rank() != 1 || t->shape()[0] != num_heads)
+      refuse(fmt::format("{}: shape {} is not [H] = [{}]", name, t->shape().str(), num_heads));
+  }
+}
+
+int64_t check_host_page_tables(std::span<const int64_t> tables, std::span<const int64_t> lens, const AttentionShape& s) {
+  const int64_t cap = int64_t(s.max_blocks_per_seq) * s.block_size;
+  int64_t max_len = 0;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    if (lens[i] < 0 || lens[i] > cap) refuse(fmt::format("context_lens[{}]: {} is outside [0, M * B = {}]", i, lens[i], cap));
+    max_len = std::max(max_len, lens[i]);
+  }
+  for (size_t i = 0; i < lens.size(); ++i) {
+    const int64_t used = (lens[i] + s.block_size - 1) / s.block_size;
+    for (int64_t j = 0; j < used; ++j) {
+      const int64_t id = tables[i * s.max_blocks_per_seq + size_t(j)];
+      if (id < 0 || id >= int64_t(s.num_blocks))
+        refuse(fmt::format("block_tables[{}][{}]: block id {} is outside [0, N = {})", i, j, id, s.num_blocks));
+    }
+  }
+  return max_len;
 }
 
 std::vector<int32_t> host_query_starts(const HostTensor& t) {
@@ -169,11 +198,7 @@ AttentionShape attention_shape_of(const AttentionInputs& in, const AttentionPara
                        form.csr ? " (S from kv_indptr)" : ""));
 
   const DType cache = in.cache_dtype;
-  auto cache_dtype_ok = [&](DType stored) { return is_fp8_dtype(cache) ? (stored == DType::u8 || stored == cache) : stored == cache; };
-  if (!cache_dtype_ok(in.key_cache.dtype()))
-    refuse(fmt::format("key_cache: dtype {} does not hold a {} cache", dtype_name(in.key_cache.dtype()), dtype_name(cache)));
-  if (!cache_dtype_ok(in.value_cache.dtype()))
-    refuse(fmt::format("value_cache: dtype {} does not hold a {} cache", dtype_name(in.value_cache.dtype()), dtype_name(cache)));
+  detail::check_host_cache_dtypes(in.key_cache, in.value_cache, cache);
 
   AttentionShape s;
   s.num_requests = uint32_t(S);
@@ -212,24 +237,12 @@ AttentionShape attention_shape_of(const AttentionInputs& in, const AttentionPara
                        want_k.str(), q[2], x));
   if (!(in.value_cache.shape() == want_v))
     refuse(fmt::format("value_cache: shape {} does not match {}", in.value_cache.shape().str(), want_v.str()));
-  for (const auto* opt : {&in.alibi_slopes, &in.sinks}) {
-    if (opt->empty()) continue;
-    const char* name = opt == &in.alibi_slopes ? "alibi_slopes" : "sinks";
-    if (opt->dtype() != DType::f32) refuse(fmt::format("{}: dtype {} is not f32", name, dtype_name(opt->dtype())));
-    if (opt->shape().rank() != 1 || opt->shape()[0] != q[1])
-      refuse(fmt::format("{}: shape {} is not [H] = [{}]", name, opt->shape().str(), q[1]));
-  }
+  detail::check_host_per_head(in.alibi_slopes, in.sinks, q[1]);
 
   const std::vector<int32_t> starts = detail::host_query_starts(in.query_starts);
   // The CSR form's own rules are checked here; what follows holds for its expansion by construction.
   const auto [tables, lens] = detail::dense_page_tables(page_tables, form, s.block_size, s.num_blocks);
-  const int64_t cap = int64_t(s.max_blocks_per_seq) * s.block_size;
-  int64_t max_len = 0;
-  for (size_t i = 0; i < lens.size(); ++i) {
-    if (lens[i] < 0 || lens[i] > cap) refuse(fmt::format("context_lens[{}]: {} is outside [0, M * B = {}]", i, lens[i], cap));
-    max_len = std::max(max_len, lens[i]);
-  }
-  s.max_context_len = uint32_t(max_len);
+  s.max_context_len = uint32_t(detail::check_host_page_tables(tables, lens, s));
   const auto summary = detail::validate_query_starts(s, starts);
   for (size_t i = 0; i < lens.size(); ++i) {
     const int64_t new_tokens = int64_t(starts[i + 1]) - starts[i];
@@ -237,12 +250,6 @@ AttentionShape attention_shape_of(const AttentionInputs& in, const AttentionPara
       refuse(fmt::format("context_lens[{}]: {} is less than the request's q_s = {} new tokens (query_starts), whose keys "
                          "and values the cache must already hold",
                          i, lens[i], new_tokens));
-    const int64_t used = (lens[i] + s.block_size - 1) / s.block_size;
-    for (int64_t j = 0; j < used; ++j) {
-      const int64_t id = tables[i * s.max_blocks_per_seq + size_t(j)];
-      if (id < 0 || id >= int64_t(s.num_blocks))
-        refuse(fmt::format("block_tables[{}][{}]: block id {} is outside [0, N = {})", i, j, id, s.num_blocks));
-    }
   }
   if (s.tree_mask) {
     const auto& m = in.tree_mask;

@@ -11,8 +11,9 @@
 
 namespace vkpaged::detail {
 
-// Shape-level checks (dtypes, divisibility, head and block sizes, layout, T >= S). head_size 512
-// passes here: only the decode kernels take it (the planner refuses it elsewhere).
+// The problem's checks (dtypes, divisibility, head and block sizes, layout, T >= S), for every
+// batch, decode's included (decode_problem). head_size 512 passes here: only the decode kernels
+// take it (the planner refuses it elsewhere).
 void validate_attention_shape(const AttentionShape& shape);
 
 // What the host copy of query_starts tells: the longest request and the tree masks' size.
@@ -25,17 +26,23 @@ struct QueryStartsSummary {
 // shape allows; the tree masks within 2^32 - 1 bytes.
 QueryStartsSummary validate_query_starts(const AttentionShape& shape, std::span<const int32_t> query_starts);
 
-// Per-call values: scale, soft cap (on exactly when shape.softcap), fp8 scales.
+// Per-call values: scale, soft cap (on exactly when shape.softcap), fp8 scales (the contract's
+// scale rule, ops/scale_validation.hpp).
 void validate_attention_params(const AttentionParams& params, const AttentionShape& shape);
-
-// The contract's scale rule: finite and > 0, and for an fp8 cache's k_scale and v_scale small
-// enough that the format's largest value times it stays finite in f32.
-void check_attention_scale(const char* name, float value, DType cache_dtype);
 
 // The key and value cache shapes of `layout` (x = 16 / element bytes).
 Shape key_cache_shape(KvLayout layout, int64_t num_blocks, int64_t kv_heads, int64_t head_size, int64_t block_size,
                       int64_t pack);
 Shape value_cache_shape(KvLayout layout, int64_t num_blocks, int64_t kv_heads, int64_t head_size, int64_t block_size);
+
+// ---- host inputs (attention_shape_of, decode_shape_of) ----
+// The cache arrays hold a `cache` cache: its dtype, or u8 for an fp8 cache.
+void check_host_cache_dtypes(const HostTensor& key_cache, const HostTensor& value_cache, DType cache);
+// ALiBi slopes and sinks, when given: [H] f32.
+void check_host_per_head(const HostTensor& alibi_slopes, const HostTensor& sinks, int64_t num_heads);
+// Dense page tables' values: each length in [0, M * B] and the blocks it uses in [0, N).
+// Returns the longest length.
+int64_t check_host_page_tables(std::span<const int64_t> tables, std::span<const int64_t> lens, const AttentionShape& shape);
 
 // query_starts of host inputs as int32 (i32, u32 or i64 values in [0, 2^31)).
 std::vector<int32_t> host_query_starts(const HostTensor& query_starts);

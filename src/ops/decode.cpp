@@ -57,59 +57,15 @@ const detail::DecodeTuning& context_tuning(Context& context) {
   return *state.tuning;
 }
 
-// What the planner reads off the context, in one place. The fragment layouts are left unknown:
-// DecodePlan::create probes one only for plans that could take the matrix kernel through it.
-detail::DecodeDeviceProperties decode_device_properties(const Context& context) {
-  const auto& impl = context.impl();
-  detail::DecodeDeviceProperties p;
-  p.name = impl.info.name;
-  p.compute_units = impl.info.compute_units;
-  p.subgroup_size = impl.info.subgroup_size;
-  p.subgroup_arithmetic = impl.info.subgroup_arithmetic;
-  p.max_workgroup_invocations = impl.info.max_workgroup_invocations;
-  p.max_shared_memory = impl.info.max_shared_memory;
-  p.max_storage_buffer_range = impl.info.max_storage_buffer_range;
-  p.buffer_device_address = impl.buffer_device_address;
-  p.cooperative_matrix = impl.cooperative_matrix;
-  p.decode_timeline = impl.decode_timeline;
-  // The KHR kernel runs where the context enabled the extension and the build has its modules.
-  const bool khr_built = vk::shader_decode_coopmat_khr().words != 0 && vk::shader_decode_coopmat_e4m3_khr().words != 0 &&
-                         vk::shader_decode_coopmat_token_major_khr().words != 0 &&
-                         vk::shader_decode_coopmat_token_major_e4m3_khr().words != 0 &&
-                         vk::shader_decode_coopmat_slices_khr().words != 0 && vk::shader_decode_coopmat_slices_e4m3_khr().words != 0;
-  p.cooperative_matrix_khr = impl.cooperative_matrix_khr && khr_built;
-  p.cooperative_matrix_khr_absent =
-      !impl.cooperative_matrix_khr ? impl.cooperative_matrix_khr_absent
-      : !khr_built ? "vkpaged was built without a GLSL compiler that knows GL_KHR_cooperative_matrix "
-                     "(shaders/decode_coopmat*_khr.comp are left out; docs/toolchain.md)"
-                   : "";
-  p.max_subgroup_size = impl.max_subgroup_size;
-  p.cooperative_matrix_khr_shapes = impl.info.cooperative_matrix_khr_shapes;
-  p.shader_float16 = impl.shader_float16;
-  return p;
-}
-
 const vk::ShaderRegistration& decode_shader(DecodeModule module) {
   switch (module) {
-    case DecodeModule::scalar: return vk::shader_decode();
-    case DecodeModule::scalar_subgroup: return vk::shader_decode_subgroup();
-    case DecodeModule::address: return vk::shader_decode_address();
-    case DecodeModule::address_subgroup: return vk::shader_decode_address_subgroup();
-    case DecodeModule::scalar_f16: return vk::shader_decode_f16();
-    case DecodeModule::scalar_subgroup_f16: return vk::shader_decode_subgroup_f16();
-    case DecodeModule::matrix: return vk::shader_decode_coopmat();
-    case DecodeModule::matrix_e4m3: return vk::shader_decode_coopmat_e4m3();
-    case DecodeModule::matrix_timeline: return vk::shader_decode_coopmat_timeline();
-    case DecodeModule::matrix_khr: return vk::shader_decode_coopmat_khr();
-    case DecodeModule::matrix_e4m3_khr: return vk::shader_decode_coopmat_e4m3_khr();
-    case DecodeModule::matrix_token_major: return vk::shader_decode_coopmat_token_major();
-    case DecodeModule::matrix_token_major_e4m3: return vk::shader_decode_coopmat_token_major_e4m3();
-    case DecodeModule::matrix_token_major_khr: return vk::shader_decode_coopmat_token_major_khr();
-    case DecodeModule::matrix_token_major_e4m3_khr: return vk::shader_decode_coopmat_token_major_e4m3_khr();
-    case DecodeModule::matrix_slices: return vk::shader_decode_coopmat_slices();
-    case DecodeModule::matrix_slices_e4m3: return vk::shader_decode_coopmat_slices_e4m3();
-    case DecodeModule::matrix_slices_khr: return vk::shader_decode_coopmat_slices_khr();
-    case DecodeModule::matrix_slices_e4m3_khr: return vk::shader_decode_coopmat_slices_e4m3_khr();
+#define VKP_DECODE_SCALAR_VARIANT(name, ...) \
+  case DecodeModule::name: return vk::shader_decode_##name();
+#define VKP_DECODE_MATRIX_VARIANT(name, ...) \
+  case DecodeModule::name: return vk::shader_decode_##name();
+#include "decode_variants.def"
+#undef VKP_DECODE_SCALAR_VARIANT
+#undef VKP_DECODE_MATRIX_VARIANT
   }
   throw Error(ErrorCode::internal, fmt::format("decode: module {} has no shader", int(module)));
 }
@@ -131,7 +87,8 @@ namespace detail {
 
 DecodeChoice decode_choice(Context& context, const DecodeShape& shape, const DecodeOptions& options) {
   const detail::DecodeTuning& tuning = context_tuning(context);
-  detail::DecodeDeviceProperties device = decode_device_properties(context);
+  // The context's capabilities, with the fragment layouts probed where a plan needs one.
+  detail::DeviceCapabilities device = context.impl().capabilities;
   // A layout probe runs a dispatch: only where the matrix kernel could take this plan through
   // that extension (NV's first; KHR's where NV cannot run it, or matrix_khr is asked for).
   for (;;) {

@@ -17,6 +17,56 @@ namespace vkpaged::detail {
 
 namespace {
 
+struct ScalarModuleRow {
+  DecodeModule module;
+  bool subgroup, address, f16_math;
+};
+constexpr ScalarModuleRow kScalarModules[] = {
+#define VKP_DECODE_SCALAR_VARIANT(name, subgroup, address, f16_math) {DecodeModule::name, subgroup, address, f16_math},
+#define VKP_DECODE_MATRIX_VARIANT(...)
+#include "decode_variants.def"
+#undef VKP_DECODE_SCALAR_VARIANT
+#undef VKP_DECODE_MATRIX_VARIANT
+};
+
+struct MatrixModuleRow {
+  DecodeModule module;
+  bool khr, token_major, head_slices, timeline, e4m3_nan;
+};
+constexpr MatrixModuleRow kMatrixModules[] = {
+#define VKP_DECODE_SCALAR_VARIANT(...)
+#define VKP_DECODE_MATRIX_VARIANT(name, khr, token_major, head_slices, timeline, e4m3_nan) \
+  {DecodeModule::name, khr, token_major, head_slices, timeline, e4m3_nan},
+#include "decode_variants.def"
+#undef VKP_DECODE_SCALAR_VARIANT
+#undef VKP_DECODE_MATRIX_VARIANT
+};
+
+}  // namespace
+
+DecodeModule decode_scalar_module(bool subgroup, bool address, bool f16_math) {
+  for (const ScalarModuleRow& r : kScalarModules)
+    if (r.subgroup == subgroup && r.address == address && r.f16_math == f16_math) return r.module;
+  throw Error(ErrorCode::internal, fmt::format("decode: shaders/decode_variants.def has no scalar module with subgroup {}, "
+                                               "address {}, f16_math {}",
+                                               subgroup, address, f16_math));
+}
+
+DecodeModule decode_matrix_module(bool khr, bool token_major, bool head_slices, bool timeline, bool e4m3_nan) {
+  // The timeline's module carries the NaN search for every dtype.
+  const bool nan_search = e4m3_nan || timeline;
+  for (const MatrixModuleRow& r : kMatrixModules)
+    if (r.khr == khr && r.token_major == token_major && r.head_slices == head_slices && r.timeline == timeline &&
+        r.e4m3_nan == nan_search)
+      return r.module;
+  throw Error(ErrorCode::internal,
+              fmt::format("decode: shaders/decode_variants.def has no matrix module with khr {}, token_major {}, "
+                          "head_slices {}, timeline {}, e4m3_nan {}",
+                          khr, token_major, head_slices, timeline, nan_search));
+}
+
+namespace {
+
 uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
 
 // ---- shared by both kernel families ----
@@ -38,13 +88,13 @@ bool wants_longest_first(const DecodeOptions& o, const DecodeTuning& tuning) {
 uint64_t one_pass_workgroups(const DecodeShape& s, uint32_t groups_per_kv_head) {
   return uint64_t(s.num_seqs) * s.num_kv_heads * groups_per_kv_head;
 }
-uint64_t wanted_workgroups(const DecodeDeviceProperties& dev, const DecodeTuning& tuning) {
+uint64_t wanted_workgroups(const DeviceCapabilities& dev, const DecodeTuning& tuning) {
   return uint64_t(tuning.units) * std::max(1u, dev.compute_units);
 }
 
 // Whether a one-pass grid would fill less than half of the wanted workgroups: the batch is then
 // too small to keep the device's memory busy without help.
-bool small_batch(uint64_t one_pass, const DecodeDeviceProperties& dev, const DecodeTuning& tuning) {
+bool small_batch(uint64_t one_pass, const DeviceCapabilities& dev, const DecodeTuning& tuning) {
   return one_pass * 2 < wanted_workgroups(dev, tuning);
 }
 
@@ -84,7 +134,7 @@ std::optional<Split> split_asked(const DecodeShape& s, const DecodeOptions& o) {
 
 // A small batch's partitions (a multiple of 256 tokens) that bring the grid's workgroups up to
 // about the wanted count: decode is bound by memory latency as much as bandwidth.
-uint32_t small_batch_partition_tokens(const DecodeShape& s, uint64_t one_pass, const DecodeDeviceProperties& dev,
+uint32_t small_batch_partition_tokens(const DecodeShape& s, uint64_t one_pass, const DeviceCapabilities& dev,
                                       const DecodeTuning& tuning) {
   const uint32_t parts = ceil_div(wanted_workgroups(dev, tuning), std::max<uint64_t>(one_pass, 1));
   return std::max<uint32_t>(256, ceil_div(ceil_div(longest_context(s), parts), 256) * 256);
@@ -122,12 +172,12 @@ uint32_t feature_bits(const DecodeShape& s, const DecodeOptions& o, bool split, 
 
 // The reduce pass's invocations, side by side over the output words and the partitions
 // (decode_reduce.comp); 0 when the plan has no reduce pass.
-uint32_t reduce_workgroup(const DecodeDeviceProperties& dev, bool split, bool merge_in_dispatch) {
+uint32_t reduce_workgroup(const DeviceCapabilities& dev, bool split, bool merge_in_dispatch) {
   return split && !merge_in_dispatch ? std::min(256u, dev.max_workgroup_invocations) : 0u;
 }
 
 // A pool past maxStorageBufferRange cannot be one descriptor: it is read by device address.
-bool reads_caches_by_address(const DecodeDeviceProperties& dev, const DecodeShape& s) {
+bool reads_caches_by_address(const DeviceCapabilities& dev, const DecodeShape& s) {
   const uint64_t pool_bytes = uint64_t(s.num_blocks) * s.num_kv_heads * s.head_size * s.block_size *
                               (is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype));
   return pool_bytes + 256 > dev.max_storage_buffer_range;
@@ -152,7 +202,7 @@ size_t scalar_shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b, 
 // The variants the tuning asks for, where they apply: fp8 pairs for fp8 caches; packed f16 for
 // an f16 query and cache on a device with shaderFloat16, caches not read by address (no module
 // has both), values on the vllm layout with blocks of 8 tokens or more.
-ScalarVariant scalar_variant(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tuning,
+ScalarVariant scalar_variant(const DeviceCapabilities& dev, const DecodeShape& s, const DecodeTuning& tuning,
                              bool address) {
   ScalarVariant v;
   v.fp8_pairs = tuning.fp8conv != 0 && is_fp8_dtype(s.cache_dtype);
@@ -172,7 +222,7 @@ struct ScalarWorkgroup {
 
 // The workgroup shape: heads per workgroup (a GQA group or a slice of it), invocations, lanes
 // per value row. A tile is one token per invocation.
-ScalarWorkgroup scalar_workgroup(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tune,
+ScalarWorkgroup scalar_workgroup(const DeviceCapabilities& dev, const DecodeShape& s, const DecodeTuning& tune,
                                  const ScalarVariant& variant) {
   ScalarWorkgroup w;
   const uint32_t group = s.num_heads / s.num_kv_heads;
@@ -211,7 +261,7 @@ ScalarWorkgroup scalar_workgroup(const DecodeDeviceProperties& dev, const Decode
 constexpr uint32_t kLongContextTokens = 4096;
 constexpr uint32_t kLongContextParts = 8;
 
-Split scalar_split(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
+Split scalar_split(const DeviceCapabilities& dev, const DecodeShape& s, const DecodeOptions& o,
                    const DecodeTuning& tuning, uint64_t one_pass) {
   if (auto asked = split_asked(s, o)) return *asked;
   const uint32_t max_len = longest_context(s);
@@ -243,10 +293,8 @@ uint32_t scalar_value_dims(const DecodeShape& s, const DecodeTuning& tuning) {
 }
 
 DecodeModule scalar_module(bool address, bool subgroup_reduce, const ScalarVariant& variant) {
-  if (address) return subgroup_reduce ? DecodeModule::address_subgroup : DecodeModule::address;
-  if (variant.f16_keys || variant.f16_values)
-    return subgroup_reduce ? DecodeModule::scalar_subgroup_f16 : DecodeModule::scalar_f16;
-  return subgroup_reduce ? DecodeModule::scalar_subgroup : DecodeModule::scalar;
+  // The address modules have no packed-f16 variant.
+  return decode_scalar_module(subgroup_reduce, address, !address && (variant.f16_keys || variant.f16_values));
 }
 
 // ---- the matrix kernel (shaders/common/decode_coopmat_kernel.glsl) ----
@@ -270,7 +318,7 @@ size_t matrix_shared_bytes(uint32_t subgroups, uint32_t d, bool share_query, con
 
 // Whether the matrix kernel can run `walkers` subgroups per slice of heads (`slices` x 8 heads
 // per workgroup) on this device.
-bool matrix_subgroups_fit(uint32_t walkers, uint32_t head_size, const DecodeDeviceProperties& dev,
+bool matrix_subgroups_fit(uint32_t walkers, uint32_t head_size, const DeviceCapabilities& dev,
                           const DecodeTuning& tuning, uint32_t slices = 1) {
   return matrix_shared_bytes(walkers * slices, head_size, false, tuning, slices) <= dev.max_shared_memory &&
          walkers * slices * kMatrixSubgroup <= dev.max_workgroup_invocations;
@@ -317,7 +365,7 @@ constexpr uint32_t kMatrixWideSubgroupsPerComputeUnit = 7;
 constexpr uint32_t kMatrixWideUnits = 8;
 
 // The subgroups of such a one pass (0: none fits, or the tuning moved DecodeTuning::units).
-uint32_t wide_one_pass_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeTuning& tuning,
+uint32_t wide_one_pass_subgroups(const DeviceCapabilities& dev, const DecodeShape& s, const DecodeTuning& tuning,
                                  uint64_t one_pass, uint32_t slices) {
   if (tuning.units != DecodeTuning{}.units) return 0;
   const uint64_t wanted = uint64_t(kMatrixWideSubgroupsPerComputeUnit) * std::max(1u, dev.compute_units);
@@ -337,7 +385,7 @@ struct MatrixSplit {
   uint32_t wide_subgroups = 0;  // a small batch's one pass on 4 or 8 subgroups (wide_one_pass_subgroups); 0: no
 };
 
-MatrixSplit matrix_split(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
+MatrixSplit matrix_split(const DeviceCapabilities& dev, const DecodeShape& s, const DecodeOptions& o,
                          const DecodeTuning& tuning, uint64_t one_pass, uint32_t slices) {
   if (auto asked = split_asked(s, o)) return {*asked, 0};
   if (!small_batch(one_pass, dev, tuning)) return {split_of(s, false, 0), 0};
@@ -369,7 +417,7 @@ constexpr uint32_t kOrderedFourSubgroupsTokens = 2048;
 // (bench/experiments/matrix-kernel-history.md#what-was-tried-on-the-rebuilt-kernel; later
 // sweeps in bench/experiments/matrix-kernel-subgroups.md); small batches that reach enough
 // subgroups in one pass take what matrix_split found.
-uint32_t matrix_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
+uint32_t matrix_subgroups(const DeviceCapabilities& dev, const DecodeShape& s, const DecodeOptions& o,
                           const DecodeTuning& tuning, const MatrixSplit& ms, uint64_t one_pass, uint32_t slices) {
   const bool long_ordered = wants_longest_first(o, tuning) && longest_context(s) > kOrderedFourSubgroupsTokens;
   const bool four = ms.split.split ? ms.split.partition_tokens >= 1024 : small_batch(one_pass, dev, tuning) || long_ordered;
@@ -388,7 +436,7 @@ uint32_t matrix_subgroups(const DecodeDeviceProperties& dev, const DecodeShape& 
 constexpr uint32_t kMatrixMostSlices = 4;
 
 uint32_t matrix_head_slices(const DecodeShape& s, const DecodeOptions& o, const DecodeTuning& tuning,
-                            const DecodeDeviceProperties& dev) {
+                            const DeviceCapabilities& dev) {
   const uint32_t group = s.num_heads / s.num_kv_heads;
   if (tuning.slices == 0 || group <= kMatrixHeads || s.kv_layout != KvLayout::vllm || o.timeline) return 1;
   uint32_t slices = std::min(ceil_div(group, kMatrixHeads), kMatrixMostSlices);
@@ -405,20 +453,11 @@ constexpr uint64_t kMergeInDispatchFloats = 4096;
 
 }  // namespace
 
-bool lists_f16_product(const std::vector<CooperativeMatrixShape>& shapes, uint32_t m, uint32_t n, uint32_t k) {
-  return std::any_of(shapes.begin(), shapes.end(), [&](const CooperativeMatrixShape& s) {
-    return s.m == m && s.n == n && s.k == k && s.a_type == uint32_t(VK_COMPONENT_TYPE_FLOAT16_KHR) &&
-           s.b_type == uint32_t(VK_COMPONENT_TYPE_FLOAT16_KHR) && s.c_type == uint32_t(VK_COMPONENT_TYPE_FLOAT32_KHR) &&
-           s.result_type == uint32_t(VK_COMPONENT_TYPE_FLOAT32_KHR) && !s.saturating_accumulation &&
-           s.scope == uint32_t(VK_SCOPE_SUBGROUP_KHR);
-  });
-}
-
 namespace {
 
 // Why the device cannot run the matrix kernel through the extension, its fragment layout aside
 // ("" when it can).
-std::string matrix_extension_refusal(const DecodeDeviceProperties& dev, bool khr) {
+std::string matrix_extension_refusal(const DeviceCapabilities& dev, bool khr) {
   if (!khr) {
     if (!dev.cooperative_matrix)
       return fmt::format("device {} has no VK_NV_cooperative_matrix enabled with 16x8x16 f16 products, f16 "
@@ -426,14 +465,13 @@ std::string matrix_extension_refusal(const DecodeDeviceProperties& dev, bool khr
                          dev.name);
     return "";
   }
-  if (!dev.cooperative_matrix_khr) {
-    const std::string& why = dev.cooperative_matrix_khr_absent;  // the Context's words, which name the device
-    if (why.empty()) return fmt::format("device {}: VK_KHR_cooperative_matrix is not enabled", dev.name);
+  if (!dev.khr_matrix()) {
+    const std::string& why = dev.khr_matrix_refusal;  // the Context's words, which name the device
     return why.rfind("device ", 0) == 0 ? why : fmt::format("device {}: {}", dev.name, why);
   }
   // The kernel's products are 16x8x16 with f16 operands and f32 accumulators: the tile shape it
   // is written for, which the device must list.
-  if (!lists_f16_product(dev.cooperative_matrix_khr_shapes, 16, 8, 16))
+  if (!dev.lists_f16_product(16, 8, 16))
     return fmt::format("device {} does not list the 16x8x16 product with f16 A and B and f32 accumulators at "
                        "subgroup scope (VK_KHR_cooperative_matrix), the matrix kernel's tile",
                        dev.name);
@@ -446,7 +484,7 @@ std::string matrix_extension_refusal(const DecodeDeviceProperties& dev, bool khr
 }
 
 // Why the shape cannot run on the matrix kernel, on a device that has its extension ("" when it can).
-std::string matrix_shape_refusal(const DecodeDeviceProperties& dev, const DecodeShape& s, bool address) {
+std::string matrix_shape_refusal(const DeviceCapabilities& dev, const DecodeShape& s, bool address) {
   if (dev.subgroup_size != kMatrixSubgroup)
     return fmt::format("device {} has subgroups of {}, and the matrix kernel is written for {}", dev.name,
                        dev.subgroup_size, kMatrixSubgroup);
@@ -475,11 +513,11 @@ std::string matrix_shape_refusal(const DecodeDeviceProperties& dev, const Decode
 
 // The fragment layout's verdict for the extension: std::nullopt before the probe, "" where the
 // layout is the kernel's, else the difference.
-const std::optional<std::string>& layout_mismatch(const DecodeDeviceProperties& dev, bool khr) {
+const std::optional<std::string>& layout_mismatch(const DeviceCapabilities& dev, bool khr) {
   return khr ? dev.khr_fragment_layout_mismatch : dev.fragment_layout_mismatch;
 }
 
-std::string layout_refusal(const DecodeDeviceProperties& dev, bool khr) {
+std::string layout_refusal(const DeviceCapabilities& dev, bool khr) {
   const auto& mismatch = layout_mismatch(dev, khr);
   const char* which = khr ? "VK_KHR_cooperative_matrix's 16x8x16" : "its";
   if (!mismatch) return fmt::format("device {}: the layout of {} matrix fragments has not been checked", dev.name, which);
@@ -490,13 +528,13 @@ std::string layout_refusal(const DecodeDeviceProperties& dev, bool khr) {
 
 }  // namespace
 
-std::string matrix_kernel_refusal(const DecodeDeviceProperties& dev, const DecodeShape& s, bool address, bool khr) {
+std::string matrix_kernel_refusal(const DeviceCapabilities& dev, const DecodeShape& s, bool address, bool khr) {
   if (std::string why = matrix_extension_refusal(dev, khr); !why.empty()) return why;
   if (std::string why = matrix_shape_refusal(dev, s, address); !why.empty()) return why;
   return layout_refusal(dev, khr);
 }
 
-DecodeKernelChoice choose_decode_kernel(const DecodeDeviceProperties& dev, const DecodeShape& shape,
+DecodeKernelChoice choose_decode_kernel(const DeviceCapabilities& dev, const DecodeShape& shape,
                                         const DecodeOptions& options, const DecodeTuning& tuning) {
   validate_decode_shape(shape);
   validate_decode_options(options);
@@ -548,7 +586,7 @@ DecodeKernelChoice choose_decode_kernel(const DecodeDeviceProperties& dev, const
   return k;
 }
 
-DecodeChoice plan_scalar_decode(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
+DecodeChoice plan_scalar_decode(const DeviceCapabilities& dev, const DecodeShape& s, const DecodeOptions& o,
                                 const DecodeTuning& tuning, bool address) {
   DecodeChoice c;
   c.kernel = DecodeKernel::scalar;
@@ -582,7 +620,7 @@ DecodeChoice plan_scalar_decode(const DecodeDeviceProperties& dev, const DecodeS
   return c;
 }
 
-DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeShape& s, const DecodeOptions& o,
+DecodeChoice plan_matrix_decode(const DeviceCapabilities& dev, const DecodeShape& s, const DecodeOptions& o,
                                 const DecodeTuning& tuning, bool khr) {
   DecodeChoice c;
   c.kernel = DecodeKernel::matrix;
@@ -599,20 +637,13 @@ DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeS
   c.pipeline = matrix_pipeline(s, tuning);
   c.share_query = matrix_share_query(s, o, tuning);
   c.query_registers = tuning.qregs != 0;
-  // E4M3 caches take the module with the NaN search compiled in; the other dtypes' goes without it.
-  // Token-major layouts take their own modules (the vllm ones are compiled without that code).
-  const bool e4m3 = s.cache_dtype == DType::fp8_e4m3;
-  if (s.kv_layout != KvLayout::vllm) {
-    if (khr) c.module = e4m3 ? DecodeModule::matrix_token_major_e4m3_khr : DecodeModule::matrix_token_major_khr;
-    else c.module = e4m3 ? DecodeModule::matrix_token_major_e4m3 : DecodeModule::matrix_token_major;
-  } else if (c.head_slices > 1) {
-    if (khr) c.module = e4m3 ? DecodeModule::matrix_slices_e4m3_khr : DecodeModule::matrix_slices_khr;
-    else c.module = e4m3 ? DecodeModule::matrix_slices_e4m3 : DecodeModule::matrix_slices;
-  } else if (khr) {
-    c.module = e4m3 ? DecodeModule::matrix_e4m3_khr : DecodeModule::matrix_khr;
-  } else {
-    c.module = o.timeline ? DecodeModule::matrix_timeline : e4m3 ? DecodeModule::matrix_e4m3 : DecodeModule::matrix;
-  }
+  // E4M3 caches take a module with the NaN search compiled in; the other dtypes' go without it.
+  // Token-major layouts take their own modules, head slices are the vllm layout's, and the
+  // timeline is recorded by NV's module of the vllm layout without slices.
+  const bool token_major = s.kv_layout != KvLayout::vllm;
+  const bool sliced = !token_major && c.head_slices > 1;
+  c.module = decode_matrix_module(khr, token_major, sliced, o.timeline && !khr && !token_major && !sliced,
+                                  s.cache_dtype == DType::fp8_e4m3);
 
   const uint64_t one_pass = one_pass_workgroups(s, c.groups_per_kv_head);
   const MatrixSplit ms = matrix_split(dev, s, o, tuning, one_pass, c.head_slices);
@@ -638,13 +669,13 @@ DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& dev, const DecodeS
   return c;
 }
 
-DecodeChoice plan_decode(const DecodeDeviceProperties& dev, const DecodeShape& shape, const DecodeOptions& options,
+DecodeChoice plan_decode(const DeviceCapabilities& dev, const DecodeShape& shape, const DecodeOptions& options,
                          const DecodeTuning& tuning) {
   const DecodeKernelChoice k = choose_decode_kernel(dev, shape, options, tuning);
   if (k.needs_fragment_layout || k.needs_khr_fragment_layout)
     throw Error(ErrorCode::internal,
                 fmt::format("kernel: device {}: the matrix kernel's fragment layout must be probed before planning "
-                            "(DecodeDeviceProperties::{})",
+                            "(DeviceCapabilities::{})",
                             dev.name, k.needs_khr_fragment_layout ? "khr_fragment_layout_mismatch" : "fragment_layout_mismatch"));
   if (options.timeline && !k.matrix)
     throw Error(ErrorCode::unsupported,

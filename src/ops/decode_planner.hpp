@@ -13,67 +13,25 @@
 #include <vector>
 
 #include "ops/decode_tuning.hpp"
+#include "vk/device_capabilities.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"
 
 namespace vkpaged::detail {
 
-// What planning reads off a device, and nothing else.
-struct DecodeDeviceProperties {
-  std::string name;                       // for messages
-  uint32_t compute_units = 1;             // SMs / CUs, or an estimate: sizes the split
-  uint32_t subgroup_size = 0;
-  bool subgroup_arithmetic = false;       // the scalar kernel reduces with subgroup operations (else shared memory)
-  uint32_t max_workgroup_invocations = 0;
-  uint32_t max_shared_memory = 0;         // bytes per workgroup
-  uint64_t max_storage_buffer_range = 0;  // a pool past it is read by device address
-  bool buffer_device_address = false;     // enabled on the context
-  // VK_NV_cooperative_matrix enabled with what the matrix kernel needs (16x8x16 f16 products,
-  // f16 storage and arithmetic, subgroup shuffles and votes).
-  bool cooperative_matrix = false;
-  // Whether the device's matrix fragments keep their elements where the matrix kernel writes
-  // them (shaders/fragment_layout.comp, probed once per context): std::nullopt until probed,
-  // "" where they do, else what differs. See DecodeKernelChoice::needs_fragment_layout.
-  std::optional<std::string> fragment_layout_mismatch;
-  // VK_KHR_cooperative_matrix enabled with what its kernels need (computeFullSubgroups, the
-  // memory model, f16 arithmetic and 16-bit storage) and the KHR matrix kernel's modules built;
-  // where not, why not (cooperative_matrix_khr_absent).
-  bool cooperative_matrix_khr = false;
-  std::string cooperative_matrix_khr_absent;
-  uint32_t max_subgroup_size = 0;  // full-subgroup (KHR) dispatches are a multiple of it wide
-  std::vector<CooperativeMatrixShape> cooperative_matrix_khr_shapes;  // the products KHR lists
-  // Whether the KHR 16x8x16 fragments have the layout the matrix kernel writes
-  // (shaders/fragment_layout_16x8x16_khr.comp): as fragment_layout_mismatch, for KHR. See
-  // DecodeKernelChoice::needs_khr_fragment_layout.
-  std::optional<std::string> khr_fragment_layout_mismatch;
-  bool decode_timeline = false;  // DeviceInfo::decode_timeline's features are enabled
-  bool shader_float16 = false;   // shaderFloat16 enabled: the scalar kernel's packed-f16 variants can run
+// The shader module a plan's decode dispatch runs: one per row of shaders/decode_variants.def,
+// which says what each is compiled with.
+enum class DecodeModule {
+#define VKP_DECODE_SCALAR_VARIANT(name, ...) name,
+#define VKP_DECODE_MATRIX_VARIANT(name, ...) name,
+#include "decode_variants.def"
+#undef VKP_DECODE_SCALAR_VARIANT
+#undef VKP_DECODE_MATRIX_VARIANT
 };
 
-// The shader module a plan's decode dispatch runs.
-enum class DecodeModule {
-  scalar,            // decode.comp: shared-memory reductions
-  scalar_subgroup,   // decode_subgroup.comp
-  address,           // decode_address.comp: caches read by device address
-  address_subgroup,  // decode_address_subgroup.comp
-  scalar_f16,        // decode_f16.comp: packed f16 variants (DECODE_SCALAR_F16_*)
-  scalar_subgroup_f16,  // decode_subgroup_f16.comp
-  matrix,            // decode_coopmat.comp
-  matrix_e4m3,       // decode_coopmat_e4m3.comp: with the E4M3 NaN search
-  matrix_timeline,   // decode_coopmat_timeline.comp: DecodeOptions::timeline
-  matrix_khr,        // decode_coopmat_khr.comp: the matrix kernel on VK_KHR_cooperative_matrix
-  matrix_e4m3_khr,   // decode_coopmat_e4m3_khr.comp
-  // The matrix kernel on token-major caches (KvLayout nhd and hnd, DECODE_SC_KV_LAYOUT):
-  matrix_token_major,           // decode_coopmat_token_major.comp
-  matrix_token_major_e4m3,      // decode_coopmat_token_major_e4m3.comp
-  matrix_token_major_khr,       // decode_coopmat_token_major_khr.comp
-  matrix_token_major_e4m3_khr,  // decode_coopmat_token_major_e4m3_khr.comp
-  // The matrix kernel with head slices (DecodeChoice::head_slices > 1; the vllm layout):
-  matrix_slices,           // decode_coopmat_slices.comp
-  matrix_slices_e4m3,      // decode_coopmat_slices_e4m3.comp
-  matrix_slices_khr,       // decode_coopmat_slices_khr.comp
-  matrix_slices_e4m3_khr,  // decode_coopmat_slices_e4m3_khr.comp
-};
+// The module of the table with these switches (shaders/decode_variants.def's columns).
+DecodeModule decode_scalar_module(bool subgroup, bool address, bool f16_math);
+DecodeModule decode_matrix_module(bool khr, bool token_major, bool head_slices, bool timeline, bool e4m3_nan);
 
 // Every choice of a plan: what the pipelines are specialised for, the grid and the buffers.
 struct DecodeChoice {
@@ -138,29 +96,25 @@ struct DecodeKernelChoice {
 // else VK_KHR_cooperative_matrix) and matrix_khr (KHR only), and for automatic on GQA groups
 // where it can run (DecodeTuning::matrix); refuses DecodeKernel::matrix and matrix_khr where
 // they cannot run, and pools past the storage-buffer range without buffer device addresses.
-DecodeKernelChoice choose_decode_kernel(const DecodeDeviceProperties& device, const DecodeShape& shape,
+DecodeKernelChoice choose_decode_kernel(const DeviceCapabilities& device, const DecodeShape& shape,
                                         const DecodeOptions& options, const DecodeTuning& tuning);
 
 // Why the matrix kernel cannot run `shape` on `device` (caches read by address or not) through
 // VK_NV_cooperative_matrix (khr false) or VK_KHR_cooperative_matrix (true), or "". An unprobed
 // fragment layout is a refusal here (choose_decode_kernel asks for the probe instead).
-std::string matrix_kernel_refusal(const DecodeDeviceProperties& device, const DecodeShape& shape, bool address,
+std::string matrix_kernel_refusal(const DeviceCapabilities& device, const DecodeShape& shape, bool address,
                                   bool khr = false);
 
-// Whether `shapes` lists the m x n x k product with f16 A and B, f32 C and result, at subgroup
-// scope, without saturation (what the KHR matrix kernel and the layout probes use).
-bool lists_f16_product(const std::vector<CooperativeMatrixShape>& shapes, uint32_t m, uint32_t n, uint32_t k);
-
 // The two kernel families' plans, for a shape and options choose_decode_kernel accepted for them.
-DecodeChoice plan_scalar_decode(const DecodeDeviceProperties& device, const DecodeShape& shape,
+DecodeChoice plan_scalar_decode(const DeviceCapabilities& device, const DecodeShape& shape,
                                 const DecodeOptions& options, const DecodeTuning& tuning, bool address);
-DecodeChoice plan_matrix_decode(const DecodeDeviceProperties& device, const DecodeShape& shape,
+DecodeChoice plan_matrix_decode(const DeviceCapabilities& device, const DecodeShape& shape,
                                 const DecodeOptions& options, const DecodeTuning& tuning, bool khr = false);
 
 // The whole plan: checks, the kernel, its family's plan, and the limits every device has
 // (grid, scratch within the storage-buffer range). Throws vkpaged::Error: invalid_argument for
 // a bad shape or options, unsupported for what this device cannot run.
-DecodeChoice plan_decode(const DecodeDeviceProperties& device, const DecodeShape& shape, const DecodeOptions& options,
+DecodeChoice plan_decode(const DeviceCapabilities& device, const DecodeShape& shape, const DecodeOptions& options,
                          const DecodeTuning& tuning);
 
 }  // namespace vkpaged::detail

@@ -5,10 +5,9 @@
 
 #include <cmath>
 
-#include "ops/attention_validation.hpp"  // the caches' shapes per layout
-#include "ops/block_size_rule.hpp"
+#include "ops/attention_problem.hpp"
+#include "ops/attention_validation.hpp"
 #include "ops/host_page_tables.hpp"
-#include "ops/scale_validation.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
@@ -24,33 +23,10 @@ void check_index_dtype(const HostTensor& t, const char* name) {
 
 }  // namespace
 
+// Decode names its requests num_seqs; the problem's own checks would name them num_requests.
 void validate_decode_shape(const DecodeShape& s) {
-  if (!is_float_dtype(s.query_dtype))
-    refuse(fmt::format("query: dtype {} is not f32, f16 or bf16", dtype_name(s.query_dtype)));
-  if (!is_float_dtype(s.cache_dtype) && !is_fp8_dtype(s.cache_dtype))
-    refuse(fmt::format("kv_dtype: {} is not a cache dtype (f32, f16, bf16, fp8_e4m3, fp8_e5m2)", dtype_name(s.cache_dtype)));
-  if (s.kv_layout != KvLayout::vllm && s.kv_layout != KvLayout::nhd && s.kv_layout != KvLayout::hnd)
-    refuse(fmt::format("kv_layout: {} is not a cache layout (vllm, nhd, hnd)", uint32_t(s.kv_layout)));
-  // Which kernels read which layout is the planner's (decode_planner.cpp).
-  if (s.num_heads == 0) refuse("num_heads: must be at least 1, got 0");
-  if (s.num_kv_heads == 0) refuse("num_kv_heads: must be at least 1, got 0");
-  if (s.num_heads % s.num_kv_heads != 0)
-    refuse(fmt::format("num_heads: {} is not a multiple of num_kv_heads {}", s.num_heads, s.num_kv_heads));
-  const bool head_ok = (s.head_size >= 32 && s.head_size <= 256 && s.head_size % 8 == 0) || s.head_size == 512;
-  if (!head_ok)
-    refuse(fmt::format("head_size: {} is not supported (multiples of 8 from 32 to 256, and 512)", s.head_size));
-  const uint32_t x = cache_pack_factor(s.cache_dtype);
-  if (s.head_size % x != 0)
-    refuse(fmt::format("head_size: D = {} is not a multiple of x = {} for the {} cache", s.head_size, x,
-                       dtype_name(s.cache_dtype)));
-  if (!is_supported_block_size(s.block_size))
-    refuse(fmt::format("block_size: {} is not {}", s.block_size, kBlockSizeRule));
-  if (s.num_blocks == 0 && s.num_seqs > 0) refuse("num_blocks: the cache has no blocks (N = 0)");
-  const uint64_t cap = uint64_t(s.max_blocks_per_seq) * s.block_size;
-  if (cap > 0x7fffffffu)
-    refuse(fmt::format("max_blocks_per_seq: M * B = {} exceeds 2^31 - 1 positions", cap));
-  if (s.max_context_len > cap)
-    refuse(fmt::format("max_context_len: {} exceeds M * B = {}", s.max_context_len, cap));
+  if (s.num_seqs > 0x7fffffffu) refuse(fmt::format("num_seqs: S = {} exceeds 2^31 - 1", s.num_seqs));
+  validate_attention_shape(decode_problem(s));
 }
 
 void validate_decode_options(const DecodeOptions& o) {
@@ -61,16 +37,7 @@ void validate_decode_options(const DecodeOptions& o) {
 }
 
 void validate_decode_params(const DecodeParams& p, const DecodeShape& s) {
-  if (p.scale) check_scale("scale", *p.scale);
-  if (!std::isfinite(p.softcap) || p.softcap < 0.0f)
-    refuse(fmt::format("softcap: {} must be finite and >= 0 (0 = off)", p.softcap));
-  if (s.softcap && p.softcap == 0.0f)
-    refuse("softcap: 0 (off), but the plan's shape.softcap is true: give the cap (> 0), or plan without shape.softcap");
-  if (!s.softcap && p.softcap > 0.0f)
-    refuse(fmt::format("softcap: {}, but the plan's shape.softcap is false: plan with shape.softcap to apply a cap",
-                       p.softcap));
-  check_scale("k_scale", p.k_scale, s.cache_dtype);
-  check_scale("v_scale", p.v_scale, s.cache_dtype);
+  validate_attention_params(p, decode_problem(s));
 }
 
 std::vector<int64_t> host_index_values(const HostTensor& t, const char* name) {
@@ -117,12 +84,7 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
 
   const DType cache = in.cache_dtype;
   const size_t cache_bytes = is_fp8_dtype(cache) ? 1 : dtype_size(cache);
-  const DType stored_k = in.key_cache.dtype(), stored_v = in.value_cache.dtype();
-  auto cache_dtype_ok = [&](DType stored) { return is_fp8_dtype(cache) ? (stored == DType::u8 || stored == cache) : stored == cache; };
-  if (!cache_dtype_ok(stored_k))
-    refuse(fmt::format("key_cache: dtype {} does not hold a {} cache", dtype_name(stored_k), dtype_name(cache)));
-  if (!cache_dtype_ok(stored_v))
-    refuse(fmt::format("value_cache: dtype {} does not hold a {} cache", dtype_name(stored_v), dtype_name(cache)));
+  detail::check_host_cache_dtypes(in.key_cache, in.value_cache, cache);
 
   DecodeShape s;
   s.query_dtype = in.query.dtype();
@@ -160,30 +122,11 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
     refuse(fmt::format("block_tables: {} rows, but the query has S = {} sequences", in.block_tables.shape()[0], q[0]));
   if (!form.csr && in.context_lens.shape()[0] != q[0])
     refuse(fmt::format("context_lens: {} entries, but the query has S = {} sequences", in.context_lens.shape()[0], q[0]));
-  for (const auto* opt : {&in.alibi_slopes, &in.sinks}) {
-    if (opt->empty()) continue;
-    const char* name = opt == &in.alibi_slopes ? "alibi_slopes" : "sinks";
-    if (opt->dtype() != DType::f32) refuse(fmt::format("{}: dtype {} is not f32", name, dtype_name(opt->dtype())));
-    if (opt->shape().rank() != 1 || opt->shape()[0] != q[1])
-      refuse(fmt::format("{}: shape {} is not [H] = [{}]", name, opt->shape().str(), q[1]));
-  }
+  detail::check_host_per_head(in.alibi_slopes, in.sinks, q[1]);
 
   // The CSR form's own rules are checked here; what follows holds for its expansion by construction.
   const auto [tables, lens] = detail::dense_page_tables(page_tables, form, s.block_size, s.num_blocks);
-  const int64_t cap = int64_t(s.max_blocks_per_seq) * s.block_size;
-  int64_t max_len = 0;
-  for (size_t i = 0; i < lens.size(); ++i) {
-    if (lens[i] < 0 || lens[i] > cap)
-      refuse(fmt::format("context_lens[{}]: {} is outside [0, M * B = {}]", i, lens[i], cap));
-    max_len = std::max(max_len, lens[i]);
-    const int64_t used = (lens[i] + s.block_size - 1) / s.block_size;
-    for (int64_t j = 0; j < used; ++j) {
-      const int64_t id = tables[i * s.max_blocks_per_seq + size_t(j)];
-      if (id < 0 || id >= int64_t(s.num_blocks))
-        refuse(fmt::format("block_tables[{}][{}]: block id {} is outside [0, N = {})", i, j, id, s.num_blocks));
-    }
-  }
-  s.max_context_len = uint32_t(max_len);
+  s.max_context_len = uint32_t(detail::check_host_page_tables(tables, lens, detail::decode_problem(s)));
   return s;
 }
 

@@ -103,7 +103,7 @@ KhrFragmentShape probe_shape(Context& context, const vk::ShaderRegistration& sha
   s.m = m;
   s.n = n;
   s.k = k;
-  if (!lists_f16_product(impl.info, m, n, k)) {
+  if (!impl.capabilities.lists_f16_product(m, n, k)) {
     s.not_probed = fmt::format("device {} does not list the {}x{}x{} product with f16 A and B and f32 accumulators "
                                "at subgroup scope",
                                impl.info.name, m, n, k);
@@ -144,10 +144,6 @@ struct KhrFragmentLayoutState {
 };
 
 }  // namespace
-
-bool lists_f16_product(const DeviceInfo& info, uint32_t m, uint32_t n, uint32_t k) {
-  return lists_f16_product(info.cooperative_matrix_khr_shapes, m, n, k);
-}
 
 std::string khr_matrix_fragment_mismatch(Context& context) {
   const KhrFragmentLayout& layout = khr_fragment_layout(context);
@@ -199,7 +195,7 @@ std::vector<float> khr_matrix_product_16x16x16(Context& context, std::span<const
   auto& impl = context.impl();
   const auto& shader = vk::shader_matrix_product_16x16x16_khr();
   if (std::string why = khr_unavailable(impl, shader); !why.empty()) throw Error(ErrorCode::unsupported, why);
-  if (!lists_f16_product(impl.info, 16, 16, 16))
+  if (!impl.capabilities.lists_f16_product(16, 16, 16))
     throw Error(ErrorCode::unsupported,
                 fmt::format("device {} does not list the 16x16x16 product with f16 A and B and f32 accumulators",
                             impl.info.name));

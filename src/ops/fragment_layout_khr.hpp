@@ -50,10 +50,6 @@ struct KhrFragmentLayout {
 // built with its shaders; otherwise says why not in `unavailable`, with no device work.
 const KhrFragmentLayout& khr_fragment_layout(Context& context);
 
-// Whether the device lists the product m x n x k with f16 A and B, f32 C and result, at
-// subgroup scope and without saturation: the shapes the probes and the product below use
-// (the planner's lists_f16_product over DeviceInfo::cooperative_matrix_khr_shapes).
-bool lists_f16_product(const DeviceInfo& info, uint32_t m, uint32_t n, uint32_t k);
 
 // For the matrix decode kernel on VK_KHR_cooperative_matrix: "" where the probed 16x8x16
 // fragments have the layout the kernel writes (KhrFragmentShape::matches_nv_kernel), else why

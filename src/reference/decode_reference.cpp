@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU reference of decode attention, straight from docs/contract.md, in double precision, over
-// every cache layout (read through KvBlockGeometry).
-// Non-finite inputs (step 9) are found on the inputs themselves, not through the arithmetic:
-// a NaN or infinite element of the query or of an attended key makes its head's outputs and
-// LSE NaN; one of an attended value makes that dim's outputs NaN.
-#include <fmt/format.h>
-
-#include <cmath>
+// CPU reference of decode attention: the one-token case of the multi-query reference
+// (attention_reference.cpp), the only place the contract's math is written. Each sequence of
+// length L > 0 is a request of one new token at position L - 1; a sequence of length 0 attends
+// nothing (outputs 0, LSE the sink's logit or -inf), which a request of the multi-query form
+// cannot express, so it stays out of the batch.
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -16,94 +14,60 @@
 
 namespace vkpaged::reference {
 
-namespace {
-
-// Reads element i of a cache tensor as the contract says: decode(byte) * scale for fp8.
-double cache_element(const HostTensor& t, DType cache, uint64_t i, double fp8_scale) {
-  if (is_fp8_dtype(cache)) return double(load_element(t.data(), cache, size_t(i))) * fp8_scale;
-  return t.get(size_t(i));
-}
-
-}  // namespace
-
 DecodeResult decode_attention(const DecodeInputs& in, const DecodeOptions& options, const DecodeParams& params,
                               bool want_lse) {
   DecodeShape s = decode_shape_of(in, want_lse);
   s.softcap = params.softcap != 0.0f;
   detail::validate_decode_options(options);
   detail::validate_decode_params(params, s);
-  const size_t S = s.num_seqs, H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_size, B = s.block_size;
-  const size_t M = s.max_blocks_per_seq;
-  const KvBlockGeometry geometry{s.num_kv_heads, s.head_size, s.block_size, cache_pack_factor(s.cache_dtype)};
-  const uint64_t block_elements = geometry.block_elements();
-  const double scale = params.scale ? double(*params.scale) : 1.0 / std::sqrt(double(D));
+  const int64_t S = s.num_seqs, H = s.num_heads, D = s.head_size, M = s.max_blocks_per_seq;
   // Either form, as the dense values it stands for (the CSR form's, its expansion).
   const auto page_tables = detail::page_table_inputs(in);
   const auto [tables, lens] =
       detail::dense_page_tables(page_tables, detail::page_table_form(page_tables), s.block_size, s.num_blocks);
 
-  DecodeResult r;
-  r.output = HostTensor(in.query.dtype(), in.query.shape());
-  if (want_lse) r.lse = HostTensor(DType::f32, Shape{int64_t(S), int64_t(H)});
-  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-  std::vector<double> logits, out(D);
-  std::vector<bool> value_non_finite(D);
+  std::vector<int64_t> rows;  // the sequences that attend something, in order
+  for (int64_t seq = 0; seq < S; ++seq)
+    if (lens[size_t(seq)] > 0) rows.push_back(seq);
+  const int64_t T = int64_t(rows.size());
 
-  for (size_t seq = 0; seq < S; ++seq) {
-    const size_t len = size_t(lens[seq]);
-    const size_t t0 = options.sliding_window > 0 && len > options.sliding_window ? len - options.sliding_window : 0;
-    for (size_t h = 0; h < H; ++h) {
-      const size_t g = h / (H / Hkv);
-      logits.assign(len, 0.0);
-      double m = -std::numeric_limits<double>::infinity();
-      // Step 9: the query reaches the outputs through the logits, so only where some position
-      // is attended; a key, through its position's logit.
-      bool poisoned = false;
-      for (size_t d = 0; d < D && t0 < len; ++d) poisoned = poisoned || !std::isfinite(in.query.get((seq * H + h) * D + d));
-      for (size_t t = t0; t < len; ++t) {
-        const size_t block = size_t(tables[seq * M + t / B]);
-        const size_t off = t % B;
-        double dot = 0.0;
-        for (size_t d = 0; d < D; ++d) {
-          const uint64_t ki = block * block_elements + geometry.key_offset(s.kv_layout, uint32_t(g), uint32_t(d), uint32_t(off));
-          const double k = cache_element(in.key_cache, s.cache_dtype, ki, params.k_scale);
-          poisoned = poisoned || !std::isfinite(k);
-          dot += in.query.get((seq * H + h) * D + d) * k;
-        }
-        double l = scale * dot;
-        if (params.softcap > 0.0f) l = params.softcap * std::tanh(l / params.softcap);
-        if (s.alibi) l += in.alibi_slopes.get(h) * (double(t) - double(len) + 1.0);
-        logits[t] = l;
-        m = std::max(m, l);
-      }
-      if (poisoned) {
-        for (size_t d = 0; d < D; ++d) r.output.set((seq * H + h) * D + d, kNaN);
-        if (want_lse) r.lse.set(seq * H + h, kNaN);
-        continue;
-      }
-      const bool sink = s.sinks;
-      const double z = sink ? in.sinks.get(h) : 0.0;
-      if (sink) m = std::max(m, z);
-      double den = sink ? std::exp(z - m) : 0.0;
-      std::fill(out.begin(), out.end(), 0.0);
-      std::fill(value_non_finite.begin(), value_non_finite.end(), false);
-      for (size_t t = t0; t < len; ++t) {
-        const double p = std::exp(logits[t] - m);
-        den += p;
-        const size_t block = size_t(tables[seq * M + t / B]);
-        for (size_t d = 0; d < D; ++d) {
-          const uint64_t vi =
-              block * block_elements + geometry.value_offset(s.kv_layout, uint32_t(g), uint32_t(d), uint32_t(t % B));
-          const double v = cache_element(in.value_cache, s.cache_dtype, vi, params.v_scale);
-          value_non_finite[d] = value_non_finite[d] || !std::isfinite(v);  // whatever its probability
-          out[d] += p * v;
-        }
-      }
-      for (size_t d = 0; d < D; ++d)
-        r.output.set((seq * H + h) * D + d, value_non_finite[d] ? kNaN : den > 0.0 ? out[d] / den : 0.0);
-      if (want_lse)
-        r.lse.set(seq * H + h, den > 0.0 ? m + std::log(den) : -std::numeric_limits<double>::infinity());
-    }
+  DecodeResult r;
+  r.output = HostTensor(in.query.dtype(), in.query.shape());  // zero: the empty sequences' outputs
+  if (want_lse) {  // an empty sequence's LSE: its head's sink logit (step 6), else -inf
+    r.lse = HostTensor(DType::f32, Shape{S, H});
+    for (int64_t i = 0; i < S * H; ++i)
+      r.lse.set(size_t(i), s.sinks ? in.sinks.get(size_t(i % H)) : -std::numeric_limits<double>::infinity());
+  }
+  if (T == 0) return r;
+
+  AttentionInputs a;
+  a.query = HostTensor(in.query.dtype(), Shape{T, H, D});
+  a.key_cache = in.key_cache;
+  a.value_cache = in.value_cache;
+  a.block_tables = HostTensor(DType::i32, Shape{T, M});
+  a.context_lens = HostTensor(DType::i32, Shape{T});
+  a.query_starts = HostTensor(DType::i32, Shape{T + 1});
+  a.alibi_slopes = in.alibi_slopes;
+  a.sinks = in.sinks;
+  a.cache_dtype = in.cache_dtype;
+  a.kv_layout = in.kv_layout;
+  a.sliding_window = options.sliding_window;
+  const size_t row_bytes = size_t(H * D) * dtype_size(in.query.dtype());
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t seq = rows[size_t(t)];
+    std::memcpy(a.query.as<uint8_t>() + size_t(t) * row_bytes, in.query.as<uint8_t>() + size_t(seq) * row_bytes, row_bytes);
+    for (int64_t j = 0; j < M; ++j) a.block_tables.as<int32_t>()[t * M + j] = int32_t(tables[size_t(seq * M + j)]);
+    a.context_lens.as<int32_t>()[t] = int32_t(lens[size_t(seq)]);
+    a.query_starts.as<int32_t>()[t] = int32_t(t);
+  }
+  a.query_starts.as<int32_t>()[T] = int32_t(T);
+
+  const AttentionResult batch = batch_attention(a, params, want_lse);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t seq = rows[size_t(t)];
+    std::memcpy(r.output.as<uint8_t>() + size_t(seq) * row_bytes, batch.output.as<uint8_t>() + size_t(t) * row_bytes, row_bytes);
+    if (want_lse)
+      for (int64_t h = 0; h < H; ++h) r.lse.set(size_t(seq * H + h), batch.lse.get(size_t(t * H + h)));
   }
   return r;
 }

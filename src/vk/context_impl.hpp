@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "vk/buffer_registry.hpp"
+#include "vk/device_capabilities.hpp"
 #include "vk/dispatch.hpp"
 #include "vk/fence_wait.hpp"
 #include "vk/instance.hpp"
@@ -97,6 +98,8 @@ struct ContextImpl {
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   DeviceInfo info;
+  // What the planners read off this context (info and what it enabled), made once at setup.
+  DeviceCapabilities capabilities;
   VkPhysicalDeviceMemoryProperties memory_properties{};
 
   vk::UniquePipelineCache pipeline_cache;

@@ -9,7 +9,7 @@
 
 namespace vkpaged::detail {
 
-// The VK_NV_cooperative_matrix kernels (decode_coopmat*.comp, fragment_layout.comp): their
+// The VK_NV_cooperative_matrix kernels (the decode matrix modules, fragment_layout.comp): their
 // SPIR-V declares the VulkanMemoryModel capability and their atomics use QueueFamily scope, so
 // they need vulkanMemoryModel. "" when nothing is missing, else what is and why.
 std::string missing_matrix_features(const ContextImpl& impl);

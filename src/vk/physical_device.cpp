@@ -97,7 +97,7 @@ bool query_cooperative_matrix_khr(const Dispatch& d, VkPhysicalDevice device, st
          !out.empty();
 }
 
-// The device clock and the SM id of shaders/decode_coopmat_timeline.comp (call only where the
+// The device clock and the SM id of the decode module matrix_timeline (shaders/decode_variants.def; call only where the
 // device has VK_KHR_shader_clock and VK_NV_shader_sm_builtins).
 bool has_timeline_features(const Dispatch& d, VkPhysicalDevice device) {
   VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "c_api/c_api_fields.hpp"
 #include "c_api/c_api_structs.hpp"
 #include "c_api/c_api_test_helpers.hpp"
 
@@ -127,6 +128,34 @@ TEST(CApiAbiTest, StructLayoutsMatchTheCommittedTable) {
     EXPECT_EQ(e.actual_size, 4u) << e.name << ": enums are 32 bits (a _MAX_ENUM = 0x7FFFFFFF member)";
   }
   EXPECT_EQ(t.enums.size(), 13u) << "an enum was added to or removed from abi_table.inc";
+}
+
+// The field lists the C conversions expand (src/c_api/c_api_fields.hpp) name every field of
+// their struct's rows in the table, in order: a field added to a C struct and not to its list
+// (so never converted) fails here, as does a list entry the struct lacks or moved.
+TEST(CApiAbiTest, FieldListsNameEveryFieldOfTheirStructs) {
+  const Table t = committed_table();
+  struct Listed {
+    std::string type;
+    std::vector<std::string> fields;
+  };
+  std::vector<Listed> lists;
+#define VKP_LIST_FIELD(f) lists.back().fields.push_back(#f);
+#define VKP_LIST(T, LIST)        \
+  lists.push_back({#T, {}});     \
+  LIST(VKP_LIST_FIELD)
+  VKP_FIELD_LISTS(VKP_LIST)
+#undef VKP_LIST
+#undef VKP_LIST_FIELD
+  EXPECT_EQ(lists.size(), 23u) << "a list was added to or removed from VKP_FIELD_LISTS";
+  for (const Listed& l : lists) {
+    SCOPED_TRACE(l.type);
+    std::vector<std::string> table_fields;
+    for (const FieldRow& f : t.fields)
+      if (f.type == l.type && f.field != "struct_size" && f.field.rfind("reserved", 0) != 0) table_fields.push_back(f.field);
+    ASSERT_FALSE(table_fields.empty()) << l.type << " has no rows in abi_table.inc";
+    EXPECT_EQ(l.fields, table_fields);
+  }
 }
 
 // ---- memory that ends where a struct ends: a read or write past it faults ----

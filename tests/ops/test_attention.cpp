@@ -295,10 +295,6 @@ TEST_P(AttentionTest, SingleTokenBatchesRunOnTheDecodeKernels) {
     const AttentionResult kernel_result = batch_attention(ctx(), a, p, options(), true);
     expect_decode_near({kernel_result.output, kernel_result.lse, {}}, want, tolerance(dc.query_dtype, dc.cache_dtype),
                        true, kernel_name() + " kernel against decode");
-    // And the reference of each operator agrees with the other.
-    const DecodeResult decode_ref = reference::decode_attention(d, dopt, dparams, true);
-    const AttentionResult attention_ref = reference::batch_attention(a, p, true);
-    EXPECT_LE(max_abs_diff(decode_ref.output, attention_ref.output), 1e-6);
   }
 }
 
@@ -470,7 +466,7 @@ TEST_P(AttentionTest, RecordRefusesParamsAndViewsThatDisagreeWithThePlan) {
     expect_refused([&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { record_attention(ctx(), cmd, plan, views, p); }); },
                    needle);
   };
-  refused([](AttentionViews&, AttentionParams& p) { p.softcap = 1.0f; }, "softcap: 1 given to a plan made without");
+  refused([](AttentionViews&, AttentionParams& p) { p.softcap = 1.0f; }, "softcap: 1, but the plan's shape.softcap is false");
   refused([](AttentionViews&, AttentionParams& p) { p.v_scale = -1.0f; }, "v_scale: -1");
   refused([](AttentionViews&, AttentionParams& p) { p.k_scale = 1e36f; }, "k_scale: 1e+36 is too large");
   refused([](AttentionViews& v, AttentionParams&) { v.key_cache.shape = Shape{v.key_cache.shape[0], 2, 16, 2, 16}; },

@@ -11,56 +11,13 @@
 
 #include "ops/attention_planner.hpp"
 #include "support/expect_error.hpp"
+#include "support/fabricated_devices.hpp"
 
 namespace vkpaged::test {
 namespace {
 
 using detail::AttentionChoice;
-using detail::AttentionDeviceProperties;
 using detail::plan_attention;
-
-AttentionDeviceProperties h200() {
-  AttentionDeviceProperties d;
-  d.name = "NVIDIA H200";
-  d.compute_units = 132;
-  d.max_workgroup_invocations = 1024;
-  d.max_shared_memory = 49152;
-  d.max_storage_buffer_range = 4294967295ull;
-  d.buffer_device_address = true;
-  return d;
-}
-
-// An H200 as its driver reports VK_KHR_cooperative_matrix (f16 products, in its order).
-AttentionDeviceProperties h200_khr() {
-  AttentionDeviceProperties d = h200();
-  d.matrix_refusal = "";
-  d.max_subgroup_size = 32;
-  d.f16_products = {{16, 16, 16}, {16, 8, 16}, {16, 8, 8}};
-  return d;
-}
-
-AttentionDeviceProperties lavapipe() {
-  AttentionDeviceProperties d;
-  d.name = "llvmpipe";
-  d.compute_units = 2;
-  d.max_workgroup_invocations = 1024;
-  d.max_shared_memory = 32768;
-  d.max_storage_buffer_range = 128ull << 20;
-  d.buffer_device_address = true;
-  return d;
-}
-
-// The least a Vulkan device may offer: 16 KiB of shared memory, 128 invocations.
-AttentionDeviceProperties minimal() {
-  AttentionDeviceProperties d;
-  d.name = "minimal";
-  d.compute_units = 8;
-  d.max_workgroup_invocations = 128;
-  d.max_shared_memory = 16384;
-  d.max_storage_buffer_range = 128ull << 20;
-  d.buffer_device_address = false;
-  return d;
-}
 
 // S requests of q new tokens each, contexts up to `context` positions, H = 32 on 8 kv heads.
 AttentionShape shape_of(uint32_t requests, uint32_t q, uint32_t context, uint32_t heads = 32, uint32_t kv_heads = 8,
@@ -84,7 +41,7 @@ std::vector<int32_t> uniform_starts(uint32_t requests, uint32_t q) {
   return starts;
 }
 
-AttentionChoice plan(const AttentionDeviceProperties& dev, const AttentionShape& s, const std::vector<int32_t>& starts,
+AttentionChoice plan(const DeviceCapabilities& dev, const AttentionShape& s, const std::vector<int32_t>& starts,
                      const AttentionOptions& o = {}) {
   return plan_attention(dev, s, starts, o);
 }
@@ -182,7 +139,7 @@ TEST(AttentionPlanner, SplitsThatDoNotFitFallBackOrAreRefused) {
   expect_refused([&] { plan(lavapipe(), s, uniform_starts(1, 60000), forced); }, ErrorCode::unsupported,
                  {"partition_tokens: 8 partitions of 8192"});
   // Automatic: a split whose scratch does not fit runs in one pass instead.
-  AttentionDeviceProperties wide = h200();
+  DeviceCapabilities wide = h200();
   wide.compute_units = 10000;
   const AttentionShape spec = shape_of(8, 4, 4096);
   wide.max_storage_buffer_range = 1ull << 30;
@@ -255,25 +212,25 @@ AttentionOptions matrix_kernel(SplitMode split = SplitMode::automatic) {
 
 TEST(AttentionPlanner, AutomaticTakesTheMatrixKernelWhereItRuns) {
   const AttentionShape prefill = shape_of(1, 4096, 4096);
-  EXPECT_EQ(plan(h200_khr(), prefill, uniform_starts(1, 4096)).kernel, AttentionKernel::matrix);
+  EXPECT_EQ(plan(h200_with_khr(), prefill, uniform_starts(1, 4096)).kernel, AttentionKernel::matrix);
   EXPECT_EQ(plan(h200(), prefill, uniform_starts(1, 4096)).kernel, AttentionKernel::scalar);  // no KHR
   AttentionShape f32 = prefill;
   f32.query_dtype = DType::f32;
-  EXPECT_EQ(plan(h200_khr(), f32, uniform_starts(1, 4096)).kernel, AttentionKernel::scalar);
+  EXPECT_EQ(plan(h200_with_khr(), f32, uniform_starts(1, 4096)).kernel, AttentionKernel::scalar);
   // Decode batches stay on the decode kernels; forced, the scalar kernel stays forced.
-  EXPECT_EQ(plan(h200_khr(), shape_of(64, 1, 4096), uniform_starts(64, 1)).kernel, AttentionKernel::decode);
+  EXPECT_EQ(plan(h200_with_khr(), shape_of(64, 1, 4096), uniform_starts(64, 1)).kernel, AttentionKernel::decode);
   AttentionOptions scalar;
   scalar.kernel = AttentionKernel::scalar;
-  EXPECT_EQ(plan(h200_khr(), prefill, uniform_starts(1, 4096), scalar).kernel, AttentionKernel::scalar);
+  EXPECT_EQ(plan(h200_with_khr(), prefill, uniform_starts(1, 4096), scalar).kernel, AttentionKernel::scalar);
   // A decode batch forced onto the matrix kernel runs there.
-  EXPECT_EQ(plan(h200_khr(), shape_of(64, 1, 4096), uniform_starts(64, 1), matrix_kernel()).kernel,
+  EXPECT_EQ(plan(h200_with_khr(), shape_of(64, 1, 4096), uniform_starts(64, 1), matrix_kernel()).kernel,
             AttentionKernel::matrix);
 }
 
 TEST(AttentionPlanner, MatrixTilesFollowTheDeviceAndTheRequests) {
   // A long prefill, D 128: the 16x16x16 product, 64 rows (16 tokens x 4 heads) in 4 subgroups,
   // key tiles of 32 (64 do not fit 48 KiB), the query in registers, one pass.
-  const auto p4k = plan(h200_khr(), shape_of(1, 4096, 4096), uniform_starts(1, 4096));
+  const auto p4k = plan(h200_with_khr(), shape_of(1, 4096, 4096), uniform_starts(1, 4096));
   EXPECT_EQ(p4k.product.m, 16u);
   EXPECT_EQ(p4k.product.n, 16u);
   EXPECT_EQ(p4k.product.k, 16u);
@@ -289,14 +246,14 @@ TEST(AttentionPlanner, MatrixTilesFollowTheDeviceAndTheRequests) {
   EXPECT_EQ(p4k.shared_bytes, detail::attention_matrix_shared_bytes(64, p4k.product, 128, 32, KvLayout::vllm, true, 128));
   EXPECT_GT(detail::attention_matrix_shared_bytes(64, p4k.product, 128, 64, KvLayout::vllm, true, 128), 49152u);
   // D 256: the query in shared memory, 32 rows and key tiles of 16 fit.
-  const auto d256 = plan(h200_khr(), shape_of(1, 4096, 4096, 16, 8, 256), uniform_starts(1, 4096));
+  const auto d256 = plan(h200_with_khr(), shape_of(1, 4096, 4096, 16, 8, 256), uniform_starts(1, 4096));
   EXPECT_FALSE(d256.query_registers);
   EXPECT_EQ(d256.rows, 32u);
   EXPECT_EQ(d256.key_tile, 16u);
   EXPECT_LE(d256.shared_bytes, 49152u);
   // Speculative verification (4 tokens x a group of 4): one row block, longer key tiles, a
   // workgroup of 128 invocations to stage them.
-  const auto spec = plan(h200_khr(), shape_of(64, 4, 4096), uniform_starts(64, 4));
+  const auto spec = plan(h200_with_khr(), shape_of(64, 4, 4096), uniform_starts(64, 4));
   EXPECT_EQ(spec.kernel, AttentionKernel::matrix);
   EXPECT_EQ(spec.rows, 16u);
   EXPECT_EQ(spec.tokens_per_tile, 4u);
@@ -304,28 +261,28 @@ TEST(AttentionPlanner, MatrixTilesFollowTheDeviceAndTheRequests) {
   EXPECT_EQ(spec.workgroup, 128u);
   EXPECT_FALSE(spec.split);  // 512 workgroups fill the device
   // Fewer requests split, with the portable kernel's partitions and scratch.
-  const auto few = plan(h200_khr(), shape_of(8, 4, 4096), uniform_starts(8, 4));
+  const auto few = plan(h200_with_khr(), shape_of(8, 4, 4096), uniform_starts(8, 4));
   EXPECT_TRUE(few.split);
   EXPECT_EQ(few.partition_tokens % few.key_tile, 0u);
   EXPECT_EQ(few.scratch_bytes, 4ull * 32 * 32 * few.num_partitions * (128 + 2));
   // MQA groups past 64 heads are sliced.
-  const auto mqa = plan(h200_khr(), shape_of(2, 3, 100, 80, 1), uniform_starts(2, 3));
+  const auto mqa = plan(h200_with_khr(), shape_of(2, 3, 100, 80, 1), uniform_starts(2, 3));
   EXPECT_EQ(mqa.rows, 64u);
   EXPECT_EQ(mqa.groups_per_kv_head, 2u);
   EXPECT_EQ(mqa.heads_per_workgroup, 40u);
   EXPECT_EQ(mqa.tokens_per_tile, 1u);
   // A device listing only 16x8 products, with 64-wide subgroups (AMD-like): n = 8, and
   // workgroups of whole subgroups.
-  AttentionDeviceProperties wide = h200_khr();
+  DeviceCapabilities wide = h200_with_khr();
   wide.max_subgroup_size = 64;
-  wide.f16_products = {{16, 8, 8}, {16, 8, 16}, {32, 32, 8}};  // 32x32x8: n past 16, not usable
+  wide.cooperative_matrix_khr_shapes = f16_products({{16, 8, 8}, {16, 8, 16}, {32, 32, 8}});  // 32x32x8: n past 16, not usable
   const auto w = plan(wide, shape_of(1, 4096, 4096), uniform_starts(1, 4096));
   EXPECT_EQ(w.product.n, 8u);
   EXPECT_EQ(w.product.k, 16u);
   EXPECT_EQ(w.workgroup % 64, 0u);
   EXPECT_EQ(w.workgroup, 4u * 64);
   // The least shared memory Vulkan allows: one row block of short tiles.
-  AttentionDeviceProperties small = h200_khr();
+  DeviceCapabilities small = h200_with_khr();
   small.max_shared_memory = 16384;
   small.max_workgroup_invocations = 128;
   const auto least = plan(small, shape_of(1, 512, 512), uniform_starts(1, 512));
@@ -339,41 +296,27 @@ TEST(AttentionPlanner, MatrixTilesFollowTheDeviceAndTheRequests) {
 // it plans fits the device, for prefill, speculative and decode-sized requests and every head
 // size. No tile shape is assumed to be NVIDIA's.
 TEST(AttentionPlanner, MatrixKernelPlansEveryVendorsTileList) {
-  struct Vendor {
-    const char* name;
-    uint32_t subgroup;
-    std::vector<detail::MatrixProductShape> products;
-    uint32_t shared;
-  };
-  const std::vector<Vendor> vendors = {
-      {"NVIDIA (H200)", 32, {{16, 16, 16}, {16, 8, 16}, {16, 8, 8}}, 49152},
-      {"AMD RDNA 3, wave32", 32, {{16, 16, 16}}, 65536},
-      {"AMD RDNA 3, wave64", 64, {{16, 16, 16}}, 65536},
-      {"Intel Xe", 16, {{8, 8, 16}}, 65536},
-      {"Mesa's lavapipe", 8, {{8, 8, 8}}, 32768},
-  };
-  for (const Vendor& v : vendors) {
-    AttentionDeviceProperties d = h200_khr();
-    d.name = v.name;
-    d.max_subgroup_size = v.subgroup;
-    d.f16_products = v.products;
-    d.max_shared_memory = v.shared;
+  for (const DeviceCapabilities& d : {h200_with_khr(), amd_rdna3(32), amd_rdna3(64), intel_xe(),
+                                      lavapipe_with_cooperative_matrices()}) {
+    const std::vector<MatrixProductShape> products = d.f16_products();
     for (uint32_t head_size : {64u, 128u, 256u})
       for (uint32_t q : {4096u, 4u, 1u}) {
-        const uint32_t requests = q == 4096 ? 1 : 16;
-        SCOPED_TRACE(fmt::format("{}, D {}, {} x {} new tokens", v.name, head_size, requests, q));
-        const auto c = plan(d, shape_of(requests, q, 4096, 32, 8, head_size), uniform_starts(requests, q), matrix_kernel());
+        // Pools within lavapipe's 128 MiB storage-buffer range, read through one descriptor.
+        const uint32_t requests = q == 4096 ? 1 : 16, context = q == 4096 ? 4096 : 1024;
+        SCOPED_TRACE(fmt::format("{}, D {}, {} x {} new tokens", d.name, head_size, requests, q));
+        const auto c =
+            plan(d, shape_of(requests, q, context, 32, 8, head_size), uniform_starts(requests, q), matrix_kernel());
         EXPECT_EQ(c.kernel, AttentionKernel::matrix);
-        EXPECT_NE(std::find_if(v.products.begin(), v.products.end(),
-                               [&](const detail::MatrixProductShape& p) {
+        EXPECT_NE(std::find_if(products.begin(), products.end(),
+                               [&](const MatrixProductShape& p) {
                                  return p.m == c.product.m && p.n == c.product.n && p.k == c.product.k;
                                }),
-                  v.products.end());
-        EXPECT_EQ(c.workgroup % v.subgroup, 0u);
+                  products.end());
+        EXPECT_EQ(c.workgroup % d.max_subgroup_size, 0u);
         EXPECT_EQ(c.rows % c.product.m, 0u);
         EXPECT_EQ(c.key_tile % c.product.n, 0u);
         EXPECT_EQ(c.key_tile % c.product.k, 0u);
-        EXPECT_LE(c.shared_bytes, v.shared);
+        EXPECT_LE(c.shared_bytes, d.max_shared_memory);
         EXPECT_EQ(c.shared_bytes, detail::attention_matrix_shared_bytes(c.rows, c.product, head_size, c.key_tile,
                                                                         KvLayout::vllm, c.query_registers, c.workgroup));
       }
@@ -383,10 +326,10 @@ TEST(AttentionPlanner, MatrixKernelPlansEveryVendorsTileList) {
 TEST(AttentionPlanner, MatrixKernelOnDevicesWhoseSubgroupBarriersSyncTheWorkgroup) {
   // Mesa 26's lavapipe: 8x8x8 products, subgroups of 8, control barriers that wait for the whole
   // workgroup. The workgroup holds just the computing subgroups.
-  AttentionDeviceProperties d = lavapipe();
-  d.matrix_refusal = "";
+  DeviceCapabilities d = lavapipe();
+  d.khr_matrix_refusal = "";
   d.max_subgroup_size = 8;
-  d.f16_products = {{8, 8, 8}};
+  d.cooperative_matrix_khr_shapes = f16_products({{8, 8, 8}});
   d.workgroup_sync = true;
   const auto c = plan(d, shape_of(1, 256, 256, 8, 2, 64), uniform_starts(1, 256));
   EXPECT_EQ(c.kernel, AttentionKernel::matrix);
@@ -403,34 +346,34 @@ TEST(AttentionPlanner, MatrixKernelOnDevicesWhoseSubgroupBarriersSyncTheWorkgrou
 TEST(AttentionPlanner, MatrixKernelRefusalsNameWhy) {
   const AttentionShape s = shape_of(2, 8, 512);
   const auto starts = uniform_starts(2, 8);
-  AttentionDeviceProperties no_khr = h200();
-  no_khr.matrix_refusal = "device X has no VK_KHR_cooperative_matrix in compute shaders";
+  DeviceCapabilities no_khr = h200();
+  no_khr.khr_matrix_refusal = "device X has no VK_KHR_cooperative_matrix in compute shaders";
   expect_refused([&] { plan(no_khr, s, starts, matrix_kernel()); }, ErrorCode::unsupported,
                  {"kernel: matrix: device X has no VK_KHR_cooperative_matrix"});
   AttentionShape f32 = s;
   f32.query_dtype = DType::f32;
-  expect_refused([&] { plan(h200_khr(), f32, starts, matrix_kernel()); }, ErrorCode::unsupported,
+  expect_refused([&] { plan(h200_with_khr(), f32, starts, matrix_kernel()); }, ErrorCode::unsupported,
                  {"kernel: matrix: query: dtype f32"});
   AttentionShape f32_cache = s;
   f32_cache.cache_dtype = DType::f32;
-  expect_refused([&] { plan(h200_khr(), f32_cache, starts, matrix_kernel()); }, ErrorCode::unsupported,
+  expect_refused([&] { plan(h200_with_khr(), f32_cache, starts, matrix_kernel()); }, ErrorCode::unsupported,
                  {"kernel: matrix: kv_dtype: f32"});
-  AttentionDeviceProperties short_range = h200_khr();
+  DeviceCapabilities short_range = h200_with_khr();
   short_range.max_storage_buffer_range = 1u << 20;  // pools read by address: scalar only
   expect_refused([&] { plan(short_range, s, starts, matrix_kernel()); }, ErrorCode::unsupported,
                  {"kernel: matrix: num_blocks: a pool of"});
   EXPECT_EQ(plan(short_range, s, starts).kernel, AttentionKernel::scalar);
   EXPECT_TRUE(plan(short_range, s, starts).address);
-  AttentionDeviceProperties odd = h200_khr();
-  odd.f16_products = {{32, 32, 8}};
+  DeviceCapabilities odd = h200_with_khr();
+  odd.cooperative_matrix_khr_shapes = f16_products({{32, 32, 8}});
   expect_refused([&] { plan(odd, s, starts, matrix_kernel()); }, ErrorCode::unsupported,
                  {"kernel: matrix: device NVIDIA H200 lists no f16 x f16 + f32 product", "[32x32x8]"});
-  AttentionDeviceProperties tiny = h200_khr();
+  DeviceCapabilities tiny = h200_with_khr();
   tiny.max_shared_memory = 8192;
   expect_refused([&] { plan(tiny, shape_of(2, 8, 512, 8, 8, 256), starts, matrix_kernel()); }, ErrorCode::unsupported,
                  {"kernel: matrix: head_size: 256 needs", "more than device NVIDIA H200 has (8192)"});
   // Head sizes that are multiples of 8 but not of 16 run (padded with zero dims).
-  EXPECT_EQ(plan(h200_khr(), shape_of(2, 8, 512, 8, 8, 40), starts, matrix_kernel()).kernel, AttentionKernel::matrix);
+  EXPECT_EQ(plan(h200_with_khr(), shape_of(2, 8, 512, 8, 8, 40), starts, matrix_kernel()).kernel, AttentionKernel::matrix);
 }
 
 }  // namespace

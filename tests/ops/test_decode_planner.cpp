@@ -17,7 +17,7 @@
 namespace vkpaged::test {
 namespace {
 
-DecodeChoice plan(const DecodeDeviceProperties& d, const DecodeShape& s, const DecodeOptions& o = {},
+DecodeChoice plan(const DeviceCapabilities& d, const DecodeShape& s, const DecodeOptions& o = {},
                   const DecodeTuning& t = {}) {
   return plan_decode(d, s, o, t);
 }
@@ -108,7 +108,7 @@ TEST(DecodePlannerH200, SmallBatchesRunInOnePassOnMoreSubgroups) {
   EXPECT_FALSE(c.split);
   EXPECT_EQ(c.subgroups, 8u);
   // Where 8 subgroups do not fit the shared memory, a batch that needs them splits.
-  DecodeDeviceProperties small = h200();
+  DeviceCapabilities small = h200();
   small.max_shared_memory = 32768;
   c = plan(small, planner_shape(17, 32, 8, 128, 16384));
   EXPECT_TRUE(c.split);
@@ -195,7 +195,7 @@ TEST(DecodePlannerH200, MatrixSubgroups) {
   // 32 subgroups: 1024 invocations, but 8 subgroups' outputs are what 48 KiB holds at D = 128.
   EXPECT_EQ(plan(h200(), planner_shape(64, 32, 8, 128, 4096), {}, tuned("subgroups=32")).subgroups, 8u);
   EXPECT_EQ(plan(h200(), planner_shape(64, 32, 8, 256, 4096), {}, tuned("subgroups=32")).subgroups, 4u);
-  DecodeDeviceProperties narrow = h200();
+  DeviceCapabilities narrow = h200();
   narrow.max_workgroup_invocations = 64;
   EXPECT_EQ(plan(narrow, planner_shape(64, 32, 8, 128, 4096), longest_first()).subgroups, 2u);
 }
@@ -226,7 +226,7 @@ TEST(DecodePlannerH200, MergeInDispatchUpTo4096Floats) {
   EXPECT_EQ(c.reduce_workgroup, 256u);
   EXPECT_FALSE(plan(h200(), planner_shape(64, 32, 8, 128, 4096), merged_in_dispatch()).merge_in_dispatch);
   // The reduce pass takes at most the device's invocations.
-  DecodeDeviceProperties narrow = lavapipe();
+  DeviceCapabilities narrow = lavapipe();
   narrow.max_workgroup_invocations = 128;
   EXPECT_EQ(plan(narrow, planner_shape(1, 2, 2, 64, 4096)).reduce_workgroup, 128u);
 }
@@ -357,7 +357,7 @@ TEST(DecodePlannerScalar, Workgroups) {
   }
   // Without subgroup arithmetic: shared-memory reductions. A small shared memory halves the
   // workgroup (not below 128), then slices the group.
-  DecodeDeviceProperties plain = lavapipe();
+  DeviceCapabilities plain = lavapipe();
   plain.subgroup_arithmetic = false;
   plain.max_shared_memory = 16384;
   DecodeChoice p = plan(plain, planner_shape(256, 32, 8, 512, 1024));
@@ -373,7 +373,7 @@ TEST(DecodePlannerScalar, Workgroups) {
   plain.max_shared_memory = 2048;
   expect_error([&] { plan(plain, planner_shape(256, 32, 8, 512, 1024)); }, ErrorCode::unsupported,
                {"head_size 512 with block_size 16", "llvmpipe"});
-  DecodeDeviceProperties few = lavapipe();
+  DeviceCapabilities few = lavapipe();
   few.max_workgroup_invocations = 64;
   DecodeShape b128 = planner_shape(256, 4, 4, 64, 1024);
   b128.block_size = 128;
@@ -404,7 +404,7 @@ TEST(DecodePlanner, CachesPastTheStorageBufferRange) {
   EXPECT_FALSE(plan(lavapipe(), s).address);
   s.num_blocks += 1;
   EXPECT_TRUE(plan(lavapipe(), s).address);
-  DecodeDeviceProperties plain = lavapipe();
+  DeviceCapabilities plain = lavapipe();
   plain.subgroup_arithmetic = false;
   EXPECT_EQ(plan(plain, s).module, DecodeModule::address);
   plain.buffer_device_address = false;
@@ -439,7 +439,7 @@ TEST(DecodePlanner, KernelChoice) {
     expect_error([&] { plan(device, gqa, kernel_option(Kernel::matrix)); }, ErrorCode::unsupported,
                  {"kernel: matrix: device " + device.name + " has no VK_NV_cooperative_matrix"});
   }
-  DecodeDeviceProperties wide = h200();
+  DeviceCapabilities wide = h200();
   wide.subgroup_size = 64;
   EXPECT_EQ(plan(wide, gqa).kernel, Kernel::scalar);
   expect_error([&] { plan(wide, gqa, kernel_option(Kernel::matrix)); }, ErrorCode::unsupported,
@@ -463,7 +463,7 @@ TEST(DecodePlanner, KernelChoice) {
     expect_error([&] { plan(h200(), s, kernel_option(Kernel::matrix)); }, ErrorCode::unsupported,
                  {std::string("kernel: matrix: ") + r.why});
   }
-  DecodeDeviceProperties tiny = h200();
+  DeviceCapabilities tiny = h200();
   tiny.max_shared_memory = 4096;
   expect_error([&] { plan(tiny, gqa, kernel_option(Kernel::matrix)); }, ErrorCode::unsupported,
                {"head_size: 128 needs more shared memory than device NVIDIA H200 has"});
@@ -538,7 +538,7 @@ TEST(DecodePlanner, ScalarVariants) {
   const DecodeChoice values = plan(h200(), f16, scalar, tuned("f16math=2"));
   EXPECT_FALSE(values.f16_keys);
   EXPECT_TRUE(values.f16_values);
-  DecodeDeviceProperties shared_reduce = lavapipe();
+  DeviceCapabilities shared_reduce = lavapipe();
   shared_reduce.subgroup_arithmetic = false;
   EXPECT_EQ(plan(shared_reduce, f16, scalar, tuned("f16math=1")).module, DecodeModule::scalar_f16);
   // Where packed f16 does not apply: other dtypes, values on nhd and hnd or blocks under 8
@@ -557,7 +557,7 @@ TEST(DecodePlanner, ScalarVariants) {
   small_blocks.block_size = 4;
   small_blocks.max_blocks_per_seq = small_blocks.num_blocks = 1024;
   EXPECT_FALSE(plan(h200(), small_blocks, scalar, tuned("f16math=3")).f16_values);
-  DecodeDeviceProperties small_range = lavapipe();
+  DeviceCapabilities small_range = lavapipe();
   small_range.max_storage_buffer_range = 1u << 20;  // the pool is read by address
   const DecodeChoice by_address = plan(small_range, f16, {}, tuned("f16math=3,fp8conv=1"));
   EXPECT_TRUE(by_address.address);
@@ -581,12 +581,12 @@ TEST(DecodePlanner, ScalarVariants) {
 // whether the probe is needed, and planning without it is refused.
 TEST(DecodePlanner, FragmentLayout) {
   const DecodeShape gqa = planner_shape(8, 32, 8, 128, 4096);
-  DecodeDeviceProperties other = h200();
+  DeviceCapabilities other = h200();
   other.fragment_layout_mismatch = "fragment A [16 x 16]: lane 0 holds element codes 1 0";
   EXPECT_EQ(plan(other, gqa).kernel, Kernel::scalar);
   expect_error([&] { plan(other, gqa, kernel_option(Kernel::matrix)); }, ErrorCode::unsupported,
                {"kernel: matrix: device NVIDIA H200: fragment A [16 x 16]: lane 0 holds"});
-  DecodeDeviceProperties unknown = h200();
+  DeviceCapabilities unknown = h200();
   unknown.fragment_layout_mismatch.reset();
   EXPECT_TRUE(detail::choose_decode_kernel(unknown, gqa, {}, {}).needs_fragment_layout);
   EXPECT_TRUE(detail::choose_decode_kernel(unknown, gqa, kernel_option(Kernel::matrix), {}).needs_fragment_layout);
@@ -595,7 +595,7 @@ TEST(DecodePlanner, FragmentLayout) {
   EXPECT_FALSE(detail::choose_decode_kernel(unknown, planner_shape(8, 32, 8, 128, 4096, DType::f32, DType::f32), {}, {})
                    .needs_fragment_layout);
   EXPECT_FALSE(detail::choose_decode_kernel(unknown, gqa, {}, tuned("matrix=0")).needs_fragment_layout);
-  DecodeDeviceProperties no_matrix = lavapipe();
+  DeviceCapabilities no_matrix = lavapipe();
   no_matrix.fragment_layout_mismatch.reset();
   EXPECT_FALSE(detail::choose_decode_kernel(no_matrix, gqa, {}, {}).needs_fragment_layout);
   EXPECT_EQ(plan(no_matrix, gqa).kernel, Kernel::scalar);
@@ -610,7 +610,7 @@ TEST(DecodePlanner, FragmentLayout) {
 // Automatic and matrix take NV where it runs the plan; matrix_khr takes KHR there, with the
 // same plan (only the module differs), the E4M3 module's twin for E4M3 caches.
 TEST(DecodePlannerKhr, NvAndKhrOnAnH200) {
-  const DecodeDeviceProperties d = h200_with_khr();
+  const DeviceCapabilities d = h200_with_khr();
   for (const char* name : {"long1", "mid8", "batch64", "batch256", "mha32", "gqa8x", "d64", "batch64-bf16-bf16",
                            "batch64-f16-fp8_e4m3", "batch256-f16-fp8_e5m2", "batch64-b32"}) {
     SCOPED_TRACE(name);
@@ -647,7 +647,7 @@ TEST(DecodePlannerKhr, NvAndKhrOnAnH200) {
 // A device with KHR 16x8x16 products in the NV kernel's layout and no NV extension: automatic
 // and matrix run the matrix kernel through KHR.
 TEST(DecodePlannerKhr, KhrWhereNvIsAbsent) {
-  const DecodeDeviceProperties d = khr_only_16x8x16();
+  const DeviceCapabilities d = khr_only_16x8x16();
   const DecodeShape gqa = planner_shape(8, 32, 8, 128, 4096);
   for (const Kernel k : {Kernel::automatic, Kernel::matrix, Kernel::matrix_khr}) {
     const DecodeChoice c = plan(d, gqa, kernel_option(k));
@@ -667,7 +667,7 @@ TEST(DecodePlannerKhr, KhrWhereNvIsAbsent) {
   timeline.timeline = true;
   expect_error([&] { plan(d, gqa, timeline); }, ErrorCode::unsupported, {"timeline: the matrix kernel records one through"});
   // Subgroups that may be wider than 32 (a full-subgroup dispatch is a multiple of the widest).
-  DecodeDeviceProperties wide = d;
+  DeviceCapabilities wide = d;
   wide.max_subgroup_size = 64;
   EXPECT_EQ(plan(wide, gqa).kernel, Kernel::scalar);
   expect_error([&] { plan(wide, gqa, kernel_option(Kernel::matrix_khr)); }, ErrorCode::unsupported,
@@ -677,7 +677,7 @@ TEST(DecodePlannerKhr, KhrWhereNvIsAbsent) {
 // KHR 16x16x16 products only: not the kernel's tile, so the scalar kernel runs, and both matrix
 // kernels are refused, saying so; the layout is never probed.
 TEST(DecodePlannerKhr, Only16x16x16IsRefused) {
-  const DecodeDeviceProperties d = khr_only_16x16x16();
+  const DeviceCapabilities d = khr_only_16x16x16();
   const DecodeShape gqa = planner_shape(8, 32, 8, 128, 4096);
   const detail::DecodeKernelChoice k = detail::choose_decode_kernel(d, gqa, {}, {});
   EXPECT_FALSE(k.matrix);
@@ -694,8 +694,8 @@ TEST(DecodePlannerKhr, Only16x16x16IsRefused) {
 // NV only (the Context left KHR off, e.g. under an old validation layer): matrix_khr is refused
 // with the Context's reason; automatic and matrix take NV.
 TEST(DecodePlannerKhr, NvOnly) {
-  DecodeDeviceProperties d = h200();
-  d.cooperative_matrix_khr_absent = "the Khronos validation layer 1.3.239 predates VK_KHR_cooperative_matrix";
+  DeviceCapabilities d = h200();
+  d.khr_matrix_refusal = "the Khronos validation layer 1.3.239 predates VK_KHR_cooperative_matrix";
   const DecodeShape gqa = planner_shape(8, 32, 8, 128, 4096);
   EXPECT_FALSE(plan(d, gqa).khr);
   EXPECT_FALSE(plan(d, gqa, kernel_option(Kernel::matrix)).khr);
@@ -711,7 +711,7 @@ TEST(DecodePlannerKhr, NvOnly) {
 // a different layout falls back to the scalar kernel (automatic) or is refused, naming it.
 TEST(DecodePlannerKhr, FragmentLayout) {
   const DecodeShape gqa = planner_shape(8, 32, 8, 128, 4096);
-  DecodeDeviceProperties unknown = khr_only_16x8x16();
+  DeviceCapabilities unknown = khr_only_16x8x16();
   unknown.khr_fragment_layout_mismatch.reset();
   detail::DecodeKernelChoice k = detail::choose_decode_kernel(unknown, gqa, {}, {});
   EXPECT_TRUE(k.needs_khr_fragment_layout);
@@ -719,7 +719,7 @@ TEST(DecodePlannerKhr, FragmentLayout) {
   expect_error([&] { plan(unknown, gqa); }, ErrorCode::internal, {"khr_fragment_layout_mismatch"});
   EXPECT_FALSE(detail::choose_decode_kernel(unknown, planner_shape(8, 32, 32, 128, 4096), {}, {}).needs_khr_fragment_layout);
   // On an H200 with both, automatic and matrix need NV's layout only; matrix_khr KHR's only.
-  DecodeDeviceProperties both = h200_with_khr();
+  DeviceCapabilities both = h200_with_khr();
   both.fragment_layout_mismatch.reset();
   both.khr_fragment_layout_mismatch.reset();
   k = detail::choose_decode_kernel(both, gqa, {}, {});
@@ -735,7 +735,7 @@ TEST(DecodePlannerKhr, FragmentLayout) {
   both.khr_fragment_layout_mismatch = "";
   EXPECT_TRUE(plan(both, gqa).khr);
   // KHR's differs too: the scalar kernel, or both reasons.
-  DecodeDeviceProperties other = khr_only_16x8x16();
+  DeviceCapabilities other = khr_only_16x8x16();
   other.khr_fragment_layout_mismatch = "fragment B [16 x 8]: lane 1 component 0 holds element code 9";
   EXPECT_EQ(plan(other, gqa).kernel, Kernel::scalar);
   expect_error([&] { plan(other, gqa, kernel_option(Kernel::matrix_khr)); }, ErrorCode::unsupported,
@@ -803,7 +803,7 @@ TEST(DecodePlannerH200, HeadSlices) {
   EXPECT_EQ(c.head_slices, 2u);
   EXPECT_EQ(c.heads_per_workgroup, 16u);
   EXPECT_EQ(c.groups_per_kv_head, 2u);
-  DecodeDeviceProperties small = h200();
+  DeviceCapabilities small = h200();
   small.max_shared_memory = 16384;  // 2 slices (one subgroup each: 12.4 KiB), not 3
   EXPECT_EQ(plan(small, mqa, {}, on).head_slices, 2u);
   small.max_shared_memory = 12288;
@@ -817,7 +817,7 @@ TEST(DecodePlannerH200, HeadSlices) {
 // vllm plan's every other choice, the layout its specialization; head sizes must be multiples
 // of 64 there.
 TEST(DecodePlanner, TokenMajorLayoutsOnTheMatrixKernel) {
-  const DecodeDeviceProperties d = h200_with_khr();
+  const DeviceCapabilities d = h200_with_khr();
   for (const KvLayout layout : {KvLayout::nhd, KvLayout::hnd}) {
     SCOPED_TRACE(std::string(kv_layout_name(layout)));
     for (const char* name : {"long1", "mid8", "batch64", "batch256", "gqa8x", "d64", "batch64-bf16-bf16",
@@ -881,7 +881,7 @@ TEST(DecodePlanner, Timeline) {
                {"timeline: only the matrix kernel records one", "(kernel: scalar, or an MHA shape)"});
   expect_error([&] { plan(lavapipe(), planner_shape(64, 32, 8, 128, 4096), o); }, ErrorCode::unsupported,
                {"timeline: only the matrix kernel", "has no VK_NV_cooperative_matrix"});
-  DecodeDeviceProperties no_clock = h200();
+  DeviceCapabilities no_clock = h200();
   no_clock.decode_timeline = false;
   expect_error([&] { plan(no_clock, planner_shape(64, 32, 8, 128, 4096), o); }, ErrorCode::unsupported,
                {"timeline: device NVIDIA H200 lacks VK_KHR_shader_clock"});
@@ -982,7 +982,7 @@ TEST(DecodePlannerH200, MatrixKnobs) {
 TEST(DecodePlanner, SubgroupSizeDoesNotMoveTheScalarPlan) {
   for (const char* name : {"long1", "mid8", "batch64", "batch256", "mha32", "gqa8x", "d64", "q-mha"}) {
     SCOPED_TRACE(name);
-    DecodeDeviceProperties a = subgroups_of_64(), b = subgroups_of_64();
+    DeviceCapabilities a = subgroups_of_64(), b = subgroups_of_64();
     b.subgroup_size = 16;
     const DecodeChoice x = plan(a, bench_shape(name)), y = plan(b, bench_shape(name));
     EXPECT_EQ(x.kernel, Kernel::scalar);

@@ -1,70 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
-// The multi-query attention reference against other ways to the same numbers: the decode
-// reference (an independent implementation) row by row, the three cache layouts, a causal
-// tree mask against none; and the refusals of attention_shape_of and the params. No GPU.
+// The multi-query attention reference against other ways to the same numbers: the three cache
+// layouts, a causal tree mask against none, a window over a causal mask; and the refusals of
+// attention_shape_of and the params. No GPU. (The reference's independent check is the NumPy
+// implementation of docs/contract.md in tests/tools/contract_check*.py, run by ContractCheck*.)
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "support/attention_case.hpp"
-#include "support/decode_case.hpp"
+#include "support/decode_case.hpp"  // max_abs_diff
 #include "support/expect_error.hpp"
 #include "vkpaged/reference.hpp"
 
 namespace vkpaged::test {
 namespace {
-
-// Every row of a multi-query batch as its own decode request: token j of request s is a
-// decode of length p + 1 (p = L - q + j) over the same block table, which the decode
-// reference computes independently. Holds for causal batches (no tree mask).
-DecodeInputs as_decode_rows(const AttentionInputs& in) {
-  const int64_t S = in.block_tables.shape()[0], M = in.block_tables.shape()[1], T = in.query.shape()[0];
-  DecodeInputs d;
-  d.query = in.query;
-  d.key_cache = in.key_cache;
-  d.value_cache = in.value_cache;
-  d.alibi_slopes = in.alibi_slopes;
-  d.sinks = in.sinks;
-  d.cache_dtype = in.cache_dtype;
-  d.kv_layout = in.kv_layout;
-  d.block_tables = HostTensor(DType::i32, Shape{T, M});
-  d.context_lens = HostTensor(DType::i32, Shape{T});
-  for (int64_t s = 0; s < S; ++s) {
-    const int32_t q0 = in.query_starts.as<int32_t>()[s], q1 = in.query_starts.as<int32_t>()[s + 1];
-    const int32_t len = in.context_lens.as<int32_t>()[s];
-    for (int32_t t = q0; t < q1; ++t) {
-      d.context_lens.as<int32_t>()[t] = len - (q1 - q0) + (t - q0) + 1;
-      for (int64_t j = 0; j < M; ++j) d.block_tables.as<int32_t>()[t * M + j] = in.block_tables.as<int32_t>()[s * M + j];
-    }
-  }
-  return d;
-}
-
-TEST(AttentionReference, EveryRowIsADecodeOfItsPosition) {
-  AttentionCase c;
-  c.heads = 6;
-  c.kv_heads = 2;
-  c.lens = {1, 17, 40, 9};
-  c.new_tokens = {1, 17, 11, 4};
-  for (uint32_t mask = 0; mask < 16; ++mask) {
-    c.alibi = mask & 1;
-    c.sinks = mask & 2;
-    c.sliding_window = mask & 8 ? 7 : 0;
-    c.cache_dtype = mask & 4 ? DType::fp8_e5m2 : DType::f16;
-    std::mt19937 rng(mask);
-    const AttentionInputs in = make_attention_inputs(c, rng);
-    AttentionParams p = default_params(c);
-    p.scale = 0.4f;
-    p.softcap = mask & 4 ? 2.5f : 0.0f;
-    DecodeOptions o;
-    o.sliding_window = c.sliding_window;
-    const auto got = reference::batch_attention(in, p, true);
-    const auto want = reference::decode_attention(as_decode_rows(in), o, p, true);
-    EXPECT_LE(max_abs_diff(got.output, want.output), 1e-6) << c.str();
-    EXPECT_LE(max_abs_diff(got.lse, want.lse), 1e-6) << c.str();
-  }
-}
 
 TEST(AttentionReference, LayoutsHoldTheSameCache) {
   AttentionCase c;

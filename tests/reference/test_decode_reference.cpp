@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "support/attention_case.hpp"
 #include "support/decode_case.hpp"
 #include "support/expect_error.hpp"
 #include "vkpaged/reference.hpp"
@@ -80,6 +81,48 @@ TEST(DecodeReference, ShapesOfAnotherLayoutAreRefused) {
   DecodeInputs no_layout = vllm;
   no_layout.kv_layout = KvLayout(9);
   expect_refused([&] { decode_shape_of(no_layout); }, "kv_layout: 9 is not a cache layout");
+}
+
+// Decode is the one-token case of multi-query attention: each sequence's row is the batch
+// reference's row of a request of one new token at its last position, ALiBi, sinks, the soft cap
+// and the window included; a sequence of length 0 attends nothing (outputs 0, LSE the sink's
+// logit).
+TEST(DecodeReference, IsTheOneTokenCaseOfAttention) {
+  DecodeCase c;
+  c.heads = 8;
+  c.kv_heads = 2;
+  c.head_size = 64;
+  c.lens = {0, 1, 17, 300, 0, 64};
+  c.alibi = c.sinks = true;
+  std::mt19937 rng(11);
+  const DecodeInputs in = make_decode_inputs(c, rng);
+  DecodeOptions o;
+  o.sliding_window = 50;
+  DecodeParams p = default_params(c);
+  p.softcap = 4.0f;
+  const DecodeResult got = reference::decode_attention(in, o, p, true);
+  // The non-empty sequences as their own one-token batch.
+  const std::vector<int64_t> rows{1, 2, 3, 5};
+  DecodeInputs sub = in;
+  const int64_t H = c.heads, D = c.head_size, M = in.block_tables.shape()[1];
+  sub.query = HostTensor(in.query.dtype(), Shape{4, H, D});
+  sub.block_tables = HostTensor(DType::i32, Shape{4, M});
+  sub.context_lens = HostTensor(DType::i32, Shape{4});
+  for (int64_t t = 0; t < 4; ++t) {
+    for (int64_t i = 0; i < H * D; ++i) sub.query.set(size_t(t * H * D + i), in.query.get(size_t(rows[t] * H * D + i)));
+    for (int64_t j = 0; j < M; ++j) sub.block_tables.as<int32_t>()[t * M + j] = in.block_tables.as<int32_t>()[rows[t] * M + j];
+    sub.context_lens.as<int32_t>()[t] = in.context_lens.as<int32_t>()[rows[t]];
+  }
+  const AttentionResult want = reference::batch_attention(single_token_batch(sub, o.sliding_window), p, true);
+  for (int64_t t = 0; t < 4; ++t)
+    for (int64_t i = 0; i < H * D; ++i)
+      EXPECT_EQ(got.output.get(size_t(rows[t] * H * D + i)), want.output.get(size_t(t * H * D + i))) << t << " " << i;
+  for (int64_t t = 0; t < 4; ++t)
+    for (int64_t h = 0; h < H; ++h) EXPECT_EQ(got.lse.get(size_t(rows[t] * H + h)), want.lse.get(size_t(t * H + h)));
+  for (int64_t seq : {0, 4}) {
+    for (int64_t i = 0; i < H * D; ++i) EXPECT_EQ(got.output.get(size_t(seq * H * D + i)), 0.0);
+    for (int64_t h = 0; h < H; ++h) EXPECT_EQ(got.lse.get(size_t(seq * H + h)), in.sinks.get(size_t(h)));
+  }
 }
 
 }  // namespace

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// Fabricated devices and vkpaged bench's shapes for the decode planner's tests, which run
-// without a GPU (tests/ops/test_decode_planner*.cpp): an H200 as its driver reports it (the
-// device the plans were measured on), lavapipe (CI), a device with subgroups of 64 and no
-// cooperative matrices, and one with subgroups of 16; and the fields a plan is expected to have.
+// vkpaged bench's shapes for the decode planner's tests, which run without a GPU
+// (tests/ops/test_decode_planner*.cpp) on the devices of support/fabricated_devices.hpp, and the
+// fields a plan is expected to have.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -11,122 +10,15 @@
 #include <vector>
 
 #include "ops/decode_planner.hpp"
+#include "support/fabricated_devices.hpp"
 
 namespace vkpaged::test {
 
 using detail::DecodeChoice;
-using detail::DecodeDeviceProperties;
 using detail::DecodeModule;
 using detail::DecodeTuning;
 using detail::plan_decode;
 using Kernel = DecodeKernel;
-
-// ---- devices ----
-
-// An NVIDIA H200 (driver 580): 132 SMs, subgroups of 32 with arithmetic, 1024 invocations,
-// 48 KiB of shared memory per workgroup, a storage-buffer range of 2^32 - 1 bytes (the most a
-// uint32_t limit holds), VK_NV_cooperative_matrix with the matrix kernel's fragment layout, and
-// the timeline's features (bench/runs/*.txt, docs/architecture.md's device table).
-inline DecodeDeviceProperties h200() {
-  DecodeDeviceProperties d;
-  d.name = "NVIDIA H200";
-  d.compute_units = 132;
-  d.subgroup_size = 32;
-  d.subgroup_arithmetic = true;
-  d.max_workgroup_invocations = 1024;
-  d.max_shared_memory = 49152;
-  d.max_storage_buffer_range = 4294967295u;
-  d.buffer_device_address = true;
-  d.cooperative_matrix = true;
-  d.fragment_layout_mismatch = "";
-  d.decode_timeline = true;
-  d.shader_float16 = true;
-  return d;
-}
-
-// Mesa's lavapipe on CI's two cores (`vkpaged info`: compute units are the CPU count, an
-// estimate): subgroups of 8, 32 KiB of shared memory, 128 MiB storage buffers, no matrix units.
-inline DecodeDeviceProperties lavapipe() {
-  DecodeDeviceProperties d;
-  d.name = "llvmpipe";
-  d.compute_units = 2;
-  d.subgroup_size = 8;
-  d.subgroup_arithmetic = true;
-  d.max_workgroup_invocations = 1024;
-  d.max_shared_memory = 32768;
-  d.max_storage_buffer_range = 128u << 20;
-  d.buffer_device_address = true;
-  d.shader_float16 = true;
-  return d;
-}
-
-// A VK_KHR_cooperative_matrix product with f16 A and B and f32 C and result at subgroup scope.
-inline CooperativeMatrixShape f16_product(uint32_t m, uint32_t n, uint32_t k) {
-  return {m, n, k, /*a f16*/ 0, /*b f16*/ 0, /*c f32*/ 1, /*result f32*/ 1, false, /*subgroup*/ 3};
-}
-
-// The H200 with VK_KHR_cooperative_matrix enabled as well (a Context without a validation layer
-// older than it): its driver lists 16x8x16, 16x8x8 and 16x16x16 f16 products (and others), and
-// its KHR 16x8x16 fragments have the NV kernel's layout (tests/ops/test_fragment_layout_khr.cpp
-// prints them on the device).
-inline DecodeDeviceProperties h200_with_khr() {
-  DecodeDeviceProperties d = h200();
-  d.cooperative_matrix_khr = true;
-  d.max_subgroup_size = 32;
-  d.cooperative_matrix_khr_shapes = {f16_product(16, 16, 16), f16_product(16, 8, 16), f16_product(16, 8, 8)};
-  d.khr_fragment_layout_mismatch = "";
-  return d;
-}
-
-// A GPU of another vendor with VK_KHR_cooperative_matrix only: subgroups of 32, the 16x8x16 f16
-// product listed with the NV kernel's fragment layout, no VK_NV_cooperative_matrix, no timeline.
-inline DecodeDeviceProperties khr_only_16x8x16() {
-  DecodeDeviceProperties d = h200_with_khr();
-  d.name = "KHR 16x8x16";
-  d.cooperative_matrix = false;
-  d.fragment_layout_mismatch.reset();
-  d.decode_timeline = false;
-  return d;
-}
-
-// One whose VK_KHR_cooperative_matrix lists the 16x16x16 f16 product only (as AMD's RDNA 3 does).
-inline DecodeDeviceProperties khr_only_16x16x16() {
-  DecodeDeviceProperties d = khr_only_16x8x16();
-  d.name = "KHR 16x16x16";
-  d.cooperative_matrix_khr_shapes = {f16_product(16, 16, 16)};
-  d.khr_fragment_layout_mismatch.reset();
-  return d;
-}
-
-// A GPU of 60 compute units with subgroups of 64 (wave64), 64 KiB of shared memory, 4 GiB
-// storage buffers and no cooperative matrices.
-inline DecodeDeviceProperties subgroups_of_64() {
-  DecodeDeviceProperties d;
-  d.name = "wave64";
-  d.compute_units = 60;
-  d.subgroup_size = 64;
-  d.subgroup_arithmetic = true;
-  d.max_workgroup_invocations = 1024;
-  d.max_shared_memory = 65536;
-  d.max_storage_buffer_range = 4294967295u;
-  d.buffer_device_address = true;
-  return d;
-}
-
-// A GPU with subgroups of 16, 32 compute units (the estimate for a GPU that does not report
-// them), 64 KiB of shared memory and 1 GiB storage buffers, no cooperative matrices.
-inline DecodeDeviceProperties subgroups_of_16() {
-  DecodeDeviceProperties d;
-  d.name = "simd16";
-  d.compute_units = 32;
-  d.subgroup_size = 16;
-  d.subgroup_arithmetic = true;
-  d.max_workgroup_invocations = 1024;
-  d.max_shared_memory = 65536;
-  d.max_storage_buffer_range = 1u << 30;
-  d.buffer_device_address = true;
-  return d;
-}
 
 // ---- shapes ----
 
@@ -283,7 +175,7 @@ struct Row {
   Want want;
 };
 
-inline void expect_rows(const DecodeDeviceProperties& device, const std::vector<Row>& rows) {
+inline void expect_rows(const DeviceCapabilities& device, const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     SCOPED_TRACE(::testing::Message() << device.name << ", " << r.name << ", order " << int(r.options.order) << ", merge "
                                       << int(r.options.merge));
