@@ -18,6 +18,19 @@ namespace detail {
 
 namespace {
 
+// A device both constructors can use (push descriptors), its memory types and queue families.
+std::vector<VkQueueFamilyProperties> queue_families(const vk::Dispatch& d, VkPhysicalDevice physical_device,
+                                                    const DeviceInfo& info, VkPhysicalDeviceMemoryProperties& memory) {
+  if (!info.push_descriptor)
+    throw Error(ErrorCode::unsupported, fmt::format("device {} lacks VK_KHR_push_descriptor, which vkpaged needs", info.name));
+  d.vkGetPhysicalDeviceMemoryProperties(physical_device, &memory);
+  uint32_t family_count = 0;
+  d.vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &family_count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(family_count);
+  d.vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &family_count, families.data());
+  return families;
+}
+
 uint32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& mem, uint32_t type_bits, VkMemoryPropertyFlags want,
                           VkMemoryPropertyFlags prefer) {
   int fallback = -1;
@@ -71,14 +84,8 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   if (info.api_version < VK_API_VERSION_1_2)
     throw Error(ErrorCode::unsupported, fmt::format("device {} supports only Vulkan {}.{}; vkpaged needs 1.2", info.name,
                                                     VK_API_VERSION_MAJOR(info.api_version), VK_API_VERSION_MINOR(info.api_version)));
-  if (!info.push_descriptor)
-    throw Error(ErrorCode::unsupported, fmt::format("device {} lacks VK_KHR_push_descriptor, which vkpaged needs", info.name));
-  d.vkGetPhysicalDeviceMemoryProperties(physical_device, &memory_properties);
-
-  uint32_t family_count = 0;
-  d.vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &family_count, nullptr);
-  std::vector<VkQueueFamilyProperties> families(family_count);
-  d.vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &family_count, families.data());
+  const std::vector<VkQueueFamilyProperties> families = queue_families(d, physical_device, info, memory_properties);
+  const uint32_t family_count = uint32_t(families.size());
   // Prefer a queue family with compute and timestamps (the universal queue on most GPUs).
   int family = -1;
   for (uint32_t i = 0; i < family_count && family < 0; ++i)
@@ -228,13 +235,8 @@ ContextImpl::ContextImpl(const ExternalDevice& external) {
           : cooperative_matrix_khr_refusal(info, "", vulkan_memory_model_device_scope, full);
   cooperative_matrix_khr = cooperative_matrix_khr_absent.empty();
   if (cooperative_matrix_khr) max_subgroup_size = full.max_subgroup_size;
-  if (!info.push_descriptor)
-    throw Error(ErrorCode::unsupported, fmt::format("device {} lacks VK_KHR_push_descriptor, which vkpaged needs", info.name));
-  d.vkGetPhysicalDeviceMemoryProperties(physical_device, &memory_properties);
-  uint32_t family_count = 0;
-  d.vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &family_count, nullptr);
-  std::vector<VkQueueFamilyProperties> families(family_count);
-  d.vkGetPhysicalDeviceQueueFamilyProperties(physical_device, &family_count, families.data());
+  const std::vector<VkQueueFamilyProperties> families = queue_families(d, physical_device, info, memory_properties);
+  const uint32_t family_count = uint32_t(families.size());
   if (external.queue_family >= family_count || !(families[external.queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT))
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("external device: queue_family {} is not a compute queue family of {} ({} families)",

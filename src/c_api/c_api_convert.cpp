@@ -29,108 +29,51 @@ int64_t value_of(E e) noexcept {
   return int64_t(std::underlying_type_t<E>(e));
 }
 
-SplitMode to_split(vkp_split_mode mode, const std::string& name) {
-  switch (value_of(mode)) {
-    case VKP_SPLIT_AUTOMATIC: return SplitMode::automatic;
-    case VKP_SPLIT_SINGLE_PASS: return SplitMode::single_pass;
-    case VKP_SPLIT_SPLIT: return SplitMode::split;
-  }
-  refuse(fmt::format("{}: {} is not a vkp_split_mode", name, value_of(mode)));
+// The C enums number their values as their C++ twins do (pinned below), from 0 to `last`:
+// a value in range converts as it is, any other is refused naming the field and the C type.
+template <class Cpp, class C>
+Cpp enum_to_cpp(C value, C last, const char* c_type, const std::string& name) {
+  if (value_of(value) < 0 || value_of(value) > value_of(last))
+    refuse(fmt::format("{}: {} is not a {}", name, value_of(value), c_type));
+  return Cpp(value_of(value));
 }
 
-vkp_split_mode to_c(SplitMode mode) noexcept {
-  switch (mode) {
-    case SplitMode::single_pass: return VKP_SPLIT_SINGLE_PASS;
-    case SplitMode::split: return VKP_SPLIT_SPLIT;
-    default: return VKP_SPLIT_AUTOMATIC;
-  }
-}
-
-// Same numbering on both sides (see decode.hpp and vkpaged.h).
+static_assert(int(VKP_SPLIT_AUTOMATIC) == int(SplitMode::automatic) &&
+              int(VKP_SPLIT_SINGLE_PASS) == int(SplitMode::single_pass) && int(VKP_SPLIT_SPLIT) == int(SplitMode::split));
 static_assert(int(VKP_KERNEL_AUTOMATIC) == int(DecodeKernel::automatic) &&
               int(VKP_KERNEL_SCALAR) == int(DecodeKernel::scalar) && int(VKP_KERNEL_MATRIX) == int(DecodeKernel::matrix) &&
               int(VKP_KERNEL_MATRIX_KHR) == int(DecodeKernel::matrix_khr));
-
-DecodeKernel to_kernel(vkp_decode_kernel kernel, const std::string& name) {
-  switch (value_of(kernel)) {
-    case VKP_KERNEL_AUTOMATIC: return DecodeKernel::automatic;
-    case VKP_KERNEL_SCALAR: return DecodeKernel::scalar;
-    case VKP_KERNEL_MATRIX: return DecodeKernel::matrix;
-    case VKP_KERNEL_MATRIX_KHR: return DecodeKernel::matrix_khr;
-  }
-  refuse(fmt::format("{}: {} is not a vkp_decode_kernel", name, value_of(kernel)));
-}
-
 static_assert(int(VKP_ORDER_AUTOMATIC) == int(DecodeOrder::automatic) && int(VKP_ORDER_GRID) == int(DecodeOrder::grid) &&
               int(VKP_ORDER_LONGEST_FIRST) == int(DecodeOrder::longest_first));
-
-DecodeOrder to_order(vkp_decode_order order, const std::string& name) {
-  switch (value_of(order)) {
-    case VKP_ORDER_AUTOMATIC: return DecodeOrder::automatic;
-    case VKP_ORDER_GRID: return DecodeOrder::grid;
-    case VKP_ORDER_LONGEST_FIRST: return DecodeOrder::longest_first;
-  }
-  refuse(fmt::format("{}: {} is not a vkp_decode_order", name, value_of(order)));
-}
-
 static_assert(int(VKP_MERGE_REDUCE_PASS) == int(DecodeMerge::reduce_pass) &&
               int(VKP_MERGE_IN_DISPATCH) == int(DecodeMerge::in_dispatch));
-
-DecodeMerge to_merge(vkp_decode_merge merge, const std::string& name) {
-  switch (value_of(merge)) {
-    case VKP_MERGE_REDUCE_PASS: return DecodeMerge::reduce_pass;
-    case VKP_MERGE_IN_DISPATCH: return DecodeMerge::in_dispatch;
-  }
-  refuse(fmt::format("{}: {} is not a vkp_decode_merge", name, value_of(merge)));
-}
-
-vkp_decode_merge to_c(DecodeMerge merge) noexcept {
-  return merge == DecodeMerge::in_dispatch ? VKP_MERGE_IN_DISPATCH : VKP_MERGE_REDUCE_PASS;
-}
-
-static_assert(int(MemorySource::none) == VKP_MEMORY_SOURCE_NONE && int(MemorySource::heap_size) == VKP_MEMORY_SOURCE_HEAP_SIZE &&
-              int(MemorySource::memory_budget) == VKP_MEMORY_SOURCE_MEMORY_BUDGET);
-
-vkp_memory_source to_c(MemorySource source) noexcept { return vkp_memory_source(source); }
-
-vkp_decode_order to_c(DecodeOrder order) noexcept {
-  switch (order) {
-    case DecodeOrder::grid: return VKP_ORDER_GRID;
-    case DecodeOrder::longest_first: return VKP_ORDER_LONGEST_FIRST;
-    default: return VKP_ORDER_AUTOMATIC;
-  }
-}
-
-vkp_decode_kernel to_c(DecodeKernel kernel) noexcept {
-  switch (kernel) {
-    case DecodeKernel::scalar: return VKP_KERNEL_SCALAR;
-    case DecodeKernel::matrix: return VKP_KERNEL_MATRIX;
-    case DecodeKernel::matrix_khr: return VKP_KERNEL_MATRIX_KHR;
-    case DecodeKernel::automatic: return VKP_KERNEL_AUTOMATIC;
-  }
-  return VKP_KERNEL_AUTOMATIC;
-}
-
 static_assert(int(VKP_KV_LAYOUT_VLLM) == int(KvLayout::vllm) && int(VKP_KV_LAYOUT_NHD) == int(KvLayout::nhd) &&
               int(VKP_KV_LAYOUT_HND) == int(KvLayout::hnd));
 static_assert(int(VKP_ROTARY_NEOX) == int(RotaryStyle::neox) && int(VKP_ROTARY_GPTJ) == int(RotaryStyle::gptj));
 static_assert(int(VKP_LOG_DEBUG) == int(LogLevel::debug) && int(VKP_LOG_INFO) == int(LogLevel::info) &&
               int(VKP_LOG_WARNING) == int(LogLevel::warning) && int(VKP_LOG_ERROR) == int(LogLevel::error));
-// The C values follow AttentionKernel's; a kernel added there gets the next C value and a case
-// in both functions below (-Wswitch points at to_c).
+// A kernel added to AttentionKernel gets the next C value, and `last` below moves to it.
 static_assert(int(VKP_ATTENTION_KERNEL_AUTOMATIC) == int(AttentionKernel::automatic) &&
               int(VKP_ATTENTION_KERNEL_DECODE) == int(AttentionKernel::decode) &&
               int(VKP_ATTENTION_KERNEL_SCALAR) == int(AttentionKernel::scalar) &&
               int(VKP_ATTENTION_KERNEL_MATRIX) == int(AttentionKernel::matrix));
+static_assert(int(MemorySource::none) == VKP_MEMORY_SOURCE_NONE && int(MemorySource::heap_size) == VKP_MEMORY_SOURCE_HEAP_SIZE &&
+              int(MemorySource::memory_budget) == VKP_MEMORY_SOURCE_MEMORY_BUDGET);
 
+SplitMode to_split(vkp_split_mode mode, const std::string& name) {
+  return enum_to_cpp<SplitMode>(mode, VKP_SPLIT_SPLIT, "vkp_split_mode", name);
+}
+DecodeKernel to_kernel(vkp_decode_kernel kernel, const std::string& name) {
+  return enum_to_cpp<DecodeKernel>(kernel, VKP_KERNEL_MATRIX_KHR, "vkp_decode_kernel", name);
+}
+DecodeOrder to_order(vkp_decode_order order, const std::string& name) {
+  return enum_to_cpp<DecodeOrder>(order, VKP_ORDER_LONGEST_FIRST, "vkp_decode_order", name);
+}
+DecodeMerge to_merge(vkp_decode_merge merge, const std::string& name) {
+  return enum_to_cpp<DecodeMerge>(merge, VKP_MERGE_IN_DISPATCH, "vkp_decode_merge", name);
+}
 AttentionKernel to_attention_kernel(vkp_attention_kernel kernel, const std::string& name) {
-  switch (value_of(kernel)) {
-    case VKP_ATTENTION_KERNEL_AUTOMATIC: return AttentionKernel::automatic;
-    case VKP_ATTENTION_KERNEL_DECODE: return AttentionKernel::decode;
-    case VKP_ATTENTION_KERNEL_SCALAR: return AttentionKernel::scalar;
-    case VKP_ATTENTION_KERNEL_MATRIX: return AttentionKernel::matrix;
-  }
-  refuse(fmt::format("{}: {} is not a vkp_attention_kernel", name, value_of(kernel)));
+  return enum_to_cpp<AttentionKernel>(kernel, VKP_ATTENTION_KERNEL_MATRIX, "vkp_attention_kernel", name);
 }
 
 void copy_string(char* dst, size_t capacity, const std::string& src) noexcept {
@@ -226,32 +169,23 @@ DType to_dtype(vkp_dtype dtype, const std::string& name) {
 vkp_dtype to_c(DType dtype) noexcept { return vkp_dtype(dtype); }
 
 KvLayout to_kv_layout(vkp_kv_layout layout, const std::string& name) {
-  switch (value_of(layout)) {
-    case VKP_KV_LAYOUT_VLLM: return KvLayout::vllm;
-    case VKP_KV_LAYOUT_NHD: return KvLayout::nhd;
-    case VKP_KV_LAYOUT_HND: return KvLayout::hnd;
-  }
-  refuse(fmt::format("{}: {} is not a vkp_kv_layout", name, value_of(layout)));
+  return enum_to_cpp<KvLayout>(layout, VKP_KV_LAYOUT_HND, "vkp_kv_layout", name);
 }
 
 vkp_kv_layout to_c(KvLayout layout) noexcept { return vkp_kv_layout(layout); }
+vkp_split_mode to_c(SplitMode mode) noexcept { return vkp_split_mode(mode); }
+vkp_decode_kernel to_c(DecodeKernel kernel) noexcept { return vkp_decode_kernel(kernel); }
+vkp_decode_order to_c(DecodeOrder order) noexcept { return vkp_decode_order(order); }
+vkp_decode_merge to_c(DecodeMerge merge) noexcept { return vkp_decode_merge(merge); }
+vkp_attention_kernel to_c(AttentionKernel kernel) noexcept { return vkp_attention_kernel(kernel); }
+vkp_memory_source to_c(MemorySource source) noexcept { return vkp_memory_source(source); }
 
 RotaryStyle to_rotary_style(vkp_rotary_style style, const std::string& name) {
-  switch (value_of(style)) {
-    case VKP_ROTARY_NEOX: return RotaryStyle::neox;
-    case VKP_ROTARY_GPTJ: return RotaryStyle::gptj;
-  }
-  refuse(fmt::format("{}: {} is not a vkp_rotary_style", name, value_of(style)));
+  return enum_to_cpp<RotaryStyle>(style, VKP_ROTARY_GPTJ, "vkp_rotary_style", name);
 }
 
 LogLevel to_log_level(vkp_log_level level, const std::string& name) {
-  switch (value_of(level)) {
-    case VKP_LOG_DEBUG: return LogLevel::debug;
-    case VKP_LOG_INFO: return LogLevel::info;
-    case VKP_LOG_WARNING: return LogLevel::warning;
-    case VKP_LOG_ERROR: return LogLevel::error;
-  }
-  refuse(fmt::format("{}: {} is not a vkp_log_level", name, value_of(level)));
+  return enum_to_cpp<LogLevel>(level, VKP_LOG_ERROR, "vkp_log_level", name);
 }
 
 HostTensor to_host_or_empty(const vkp_host_tensor* tensor, const std::string& name) {
@@ -445,15 +379,6 @@ vkp_decode_params to_c(const DecodeParams& p) noexcept {
   return c;
 }
 
-vkp_attention_kernel to_c(AttentionKernel kernel) noexcept {
-  switch (kernel) {
-    case AttentionKernel::automatic: return VKP_ATTENTION_KERNEL_AUTOMATIC;
-    case AttentionKernel::decode: return VKP_ATTENTION_KERNEL_DECODE;
-    case AttentionKernel::scalar: return VKP_ATTENTION_KERNEL_SCALAR;
-    case AttentionKernel::matrix: return VKP_ATTENTION_KERNEL_MATRIX;
-  }
-  return VKP_ATTENTION_KERNEL_AUTOMATIC;
-}
 
 std::vector<BlockCopy> to_pairs(const vkp_block_copy* pairs, size_t count) {
   std::vector<BlockCopy> v;

@@ -23,35 +23,16 @@ AttentionResult batch_attention(Context& ctx, const AttentionInputs& in, const A
   const AttentionPlan plan = AttentionPlan::create(ctx, shape, starts, options);
 
   std::vector<DeviceBuffer> keep;
-  const DType cache_elem = is_fp8_dtype(in.cache_dtype) ? DType::u8 : in.cache_dtype;
   AttentionViews v;
-  v.query = detail::upload_kept(ctx, keep, in.query, in.query.dtype());
-  v.key_cache = detail::upload_kept(ctx, keep, in.key_cache, cache_elem);
-  v.value_cache = detail::upload_kept(ctx, keep, in.value_cache, cache_elem);
-  detail::upload_page_tables(ctx, keep, in, v);
+  AttentionResult result;
+  detail::stage_shared_inputs(ctx, keep, in, shape, want_lse, int64_t(shape.num_query_tokens), v, result);
   v.query_starts = detail::upload_kept(ctx, keep, detail::index_words(in.query_starts, "query_starts"), DType::i32);
   if (shape.tree_mask) {
     v.tree_mask = detail::upload_kept(ctx, keep, in.tree_mask, DType::u8);
     v.tree_mask.memory.size = (v.tree_mask.memory.size + 3) / 4 * 4;  // whole words (AttentionViews::tree_mask)
   }
-  if (shape.alibi) v.alibi_slopes = detail::upload_kept(ctx, keep, in.alibi_slopes, DType::f32);
-  if (shape.sinks) v.sinks = detail::upload_kept(ctx, keep, in.sinks, DType::f32);
-
-  AttentionResult result;
-  result.output = HostTensor(in.query.dtype(), in.query.shape());
-  v.output = detail::output_kept(ctx, keep, in.query.dtype(), in.query.shape());
-  if (want_lse) {
-    result.lse = HostTensor(DType::f32, Shape{int64_t(shape.num_query_tokens), int64_t(shape.num_heads)});
-    v.lse = detail::output_kept(ctx, keep, DType::f32, result.lse.shape());
-  }
-  if (plan.scratch_bytes()) {
-    keep.push_back(ctx.create_buffer(plan.scratch_bytes()));
-    v.scratch = keep.back().view();
-  }
-  keep.push_back(ctx.create_buffer(16));
-  v.status = keep.back().view(0, 4);
-  const uint32_t zero = 0;
-  ctx.upload(v.status, &zero, 4);
+  v.scratch = detail::buffer_kept(ctx, keep, plan.scratch_bytes());
+  v.status = detail::status_kept(ctx, keep);
 
   ctx.run_and_wait([&](VkCommandBuffer cmd) {
     // Scratch starts as NaN words: a partition the attention should have written but did not,

@@ -24,12 +24,9 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
   detail::validate_decode_params(params, shape);  // before anything is uploaded
 
   std::vector<DeviceBuffer> keep;
-  const DType cache_elem = is_fp8_dtype(in.cache_dtype) ? DType::u8 : in.cache_dtype;
   DecodeViews v;
-  v.query = detail::upload_kept(ctx, keep, in.query, in.query.dtype());
-  v.key_cache = detail::upload_kept(ctx, keep, in.key_cache, cache_elem);
-  v.value_cache = detail::upload_kept(ctx, keep, in.value_cache, cache_elem);
-  detail::upload_page_tables(ctx, keep, in, v);
+  DecodeResult result;
+  detail::stage_shared_inputs(ctx, keep, in, shape, want_lse, int64_t(shape.num_seqs), v, result);
   // Longest first lists the items by their lengths: the CSR form's, expanded on the host.
   TensorView order_lens = v.context_lens;
   if (plan.longest_first() && shape.csr_page_table) {
@@ -38,36 +35,11 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
     const auto dense = detail::dense_tensors(detail::dense_page_tables(tables, form, shape.block_size, shape.num_blocks), form);
     order_lens = detail::upload_kept(ctx, keep, dense.context_lens, DType::i32);
   }
-  if (shape.alibi) v.alibi_slopes = detail::upload_kept(ctx, keep, in.alibi_slopes, DType::f32);
-  if (shape.sinks) v.sinks = detail::upload_kept(ctx, keep, in.sinks, DType::f32);
-
-  DecodeResult result;
-  result.output = HostTensor(in.query.dtype(), in.query.shape());
-  v.output = detail::output_kept(ctx, keep, in.query.dtype(), in.query.shape());
-  if (want_lse) {
-    result.lse = HostTensor(DType::f32, Shape{int64_t(shape.num_seqs), int64_t(shape.num_heads)});
-    v.lse = detail::output_kept(ctx, keep, DType::f32, result.lse.shape());
-  }
-  if (plan.scratch_bytes()) {
-    keep.push_back(ctx.create_buffer(plan.scratch_bytes()));
-    v.scratch = keep.back().view();
-  }
-  if (plan.order_bytes()) {
-    keep.push_back(ctx.create_buffer(plan.order_bytes()));
-    v.order = keep.back().view();
-  }
-  if (plan.timeline_bytes()) {
-    keep.push_back(ctx.create_buffer(plan.timeline_bytes()));
-    v.timeline = keep.back().view();
-  }
-  if (plan.merge_counter_bytes()) {
-    keep.push_back(ctx.create_buffer(plan.merge_counter_bytes()));
-    v.merge_counters = keep.back().view();
-  }
-  keep.push_back(ctx.create_buffer(16));
-  v.status = keep.back().view(0, 4);
-  const uint32_t zero = 0;
-  ctx.upload(v.status, &zero, 4);
+  v.scratch = detail::buffer_kept(ctx, keep, plan.scratch_bytes());
+  v.order = detail::buffer_kept(ctx, keep, plan.order_bytes());
+  v.timeline = detail::buffer_kept(ctx, keep, plan.timeline_bytes());
+  v.merge_counters = detail::buffer_kept(ctx, keep, plan.merge_counter_bytes());
+  v.status = detail::status_kept(ctx, keep);
 
   ctx.run_and_wait([&](VkCommandBuffer cmd) {
     // Scratch starts as NaN words: a partition the decode should have written but did not, or

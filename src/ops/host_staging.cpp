@@ -26,4 +26,18 @@ TensorView output_kept(Context& ctx, std::vector<DeviceBuffer>& keep, DType dtyp
   return keep.back().tensor(dtype, shape);
 }
 
+BufferView buffer_kept(Context& ctx, std::vector<DeviceBuffer>& keep, size_t bytes) {
+  if (bytes == 0) return {};
+  keep.push_back(ctx.create_buffer(bytes));
+  return keep.back().view();
+}
+
+BufferView status_kept(Context& ctx, std::vector<DeviceBuffer>& keep) {
+  keep.push_back(ctx.create_buffer(16));
+  const BufferView status = keep.back().view(0, 4);
+  const uint32_t zero = 0;
+  ctx.upload(status, &zero, 4);
+  return status;
+}
+
 }  // namespace vkpaged::detail

@@ -33,4 +33,30 @@ void upload_page_tables(Context& ctx, std::vector<DeviceBuffer>& keep, const Inp
   if (csr) views.kv_last_page_len = up(in.kv_last_page_len, "kv_last_page_len");
 }
 
+// A scratch-like device buffer of `bytes`, kept in `keep`; empty when `bytes` is 0.
+BufferView buffer_kept(Context& ctx, std::vector<DeviceBuffer>& keep, size_t bytes);
+
+// A status word, zeroed, kept in `keep`.
+BufferView status_kept(Context& ctx, std::vector<DeviceBuffer>& keep);
+
+// The inputs decode and attention share (query, caches, page tables, ALiBi slopes, sinks), and
+// the output and LSE buffers of `lse_rows` rows; the result's host tensors sized to match.
+template <typename Views, typename Inputs, typename Shape_, typename Result>
+void stage_shared_inputs(Context& ctx, std::vector<DeviceBuffer>& keep, const Inputs& in, const Shape_& shape,
+                         bool want_lse, int64_t lse_rows, Views& v, Result& result) {
+  const DType cache_elem = is_fp8_dtype(in.cache_dtype) ? DType::u8 : in.cache_dtype;
+  v.query = upload_kept(ctx, keep, in.query, in.query.dtype());
+  v.key_cache = upload_kept(ctx, keep, in.key_cache, cache_elem);
+  v.value_cache = upload_kept(ctx, keep, in.value_cache, cache_elem);
+  upload_page_tables(ctx, keep, in, v);
+  if (shape.alibi) v.alibi_slopes = upload_kept(ctx, keep, in.alibi_slopes, DType::f32);
+  if (shape.sinks) v.sinks = upload_kept(ctx, keep, in.sinks, DType::f32);
+  result.output = HostTensor(in.query.dtype(), in.query.shape());
+  v.output = output_kept(ctx, keep, in.query.dtype(), in.query.shape());
+  if (want_lse) {
+    result.lse = HostTensor(DType::f32, vkpaged::Shape{lse_rows, int64_t(shape.num_heads)});
+    v.lse = output_kept(ctx, keep, DType::f32, result.lse.shape());
+  }
+}
+
 }  // namespace vkpaged::detail

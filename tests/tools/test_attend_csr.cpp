@@ -5,6 +5,7 @@
 // incomplete forms, values that break the contract), each one line naming the option and the
 // value, with no output file left.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -28,7 +29,7 @@ constexpr uint32_t kB = 8;
 
 class CsrFiles {
  public:
-  explicit CsrFiles(const std::string& name) : dir_(fs::temp_directory_path() / ("vkpaged_attend_csr_" + name)) {
+  explicit CsrFiles(const std::string& name) : dir_(fs::temp_directory_path() / ("vkpaged_attend_csr_" + std::to_string(::getpid()) + "_" + name)) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

@@ -3,6 +3,7 @@
 // against the library's reference, its refusals, and contract_check_multi_query.py (an
 // independent NumPy implementation of the multi-query contract) run against the built CLI.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -29,7 +30,7 @@ using test::AttentionCase;
 // A scratch folder of .npy files for one test.
 class AttendFiles {
  public:
-  explicit AttendFiles(const std::string& name) : dir_(fs::temp_directory_path() / ("vkpaged_attend_mq_" + name)) {
+  explicit AttendFiles(const std::string& name) : dir_(fs::temp_directory_path() / ("vkpaged_attend_mq_" + std::to_string(::getpid()) + "_" + name)) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
