@@ -27,13 +27,18 @@ function(vkpaged_host_sources out_var root)
     src/ops/decode_tuning.cpp
     src/ops/decode_validation.cpp
     src/ops/host_page_tables.cpp
+    src/ops/mla_cache_checks.cpp
+    src/ops/mla_validation.cpp
     src/ops/scale_validation.cpp
     src/ops/rotary_checks.cpp
     src/ops/rotary_cos_sin_cache.cpp
+    src/reference/attention_math.cpp
     src/reference/attention_reference.cpp
     src/reference/cache_reference.cpp
     src/reference/decode_reference.cpp
     src/reference/merge_reference.cpp
+    src/reference/mla_cache_reference.cpp
+    src/reference/mla_reference.cpp
     src/reference/rotary_reference.cpp
     src/vk/device_capabilities.cpp
     tools/vkpaged/atomic_file.cpp

@@ -17,6 +17,12 @@
 //                                         .query_starts = qs, .output = out});  // the pools: the cache's
 //   cache.record_copy_blocks(cmd, copy_on_write_pairs);  // every layer, one copy batch
 //
+// An MLA cache (multi-head latent attention, mla.hpp) holds per layer one pool [N, B, Dv + R]
+// or two, ckv [N, B, Dv] and kpe [N, B, R], in place of the key and value pools:
+//   KvCacheShape mla{.num_layers = 61, .num_kv_heads = 1, .head_size = 512, .block_size = 64,
+//                    .layout = KvLayout::nhd, .kind = KvCacheKind::mla_one_pool, .rope_head_size = 64};
+//   cache.record_mla_reshape_and_cache(cmd, l, {.kv_c = c, .k_pe = pe, .slot_mapping = slots}, scale, &rope);
+//
 // The block ids are a BlockManager's (block_manager.hpp): its num_blocks is num_blocks() and
 // its num_host_blocks is num_host_blocks().
 #include <vulkan/vulkan.h>
@@ -32,19 +38,39 @@
 #include "vkpaged/decode.hpp"
 #include "vkpaged/export.hpp"
 #include "vkpaged/kv_layout.hpp"
+#include "vkpaged/mla.hpp"
+#include "vkpaged/mla_cache_ops.hpp"
 #include "vkpaged/rotary.hpp"
 #include "vkpaged/tensor.hpp"
 
 namespace vkpaged {
 
+// What a layer's pools hold.
+enum class KvCacheKind : uint32_t {
+  key_value = 0,      // a key pool and a value pool, in `layout`
+  mla_one_pool = 1,   // MLA: one pool [N, B, Dv + R], each row the latent then the rotary part
+  mla_two_pools = 2,  // MLA: ckv [N, B, Dv] and kpe [N, B, R] (FlashInfer's)
+};
+
 // What one cache holds per block. Every layer has the same pools.
 struct KvCacheShape {
   uint32_t num_layers = 1;
-  uint32_t num_kv_heads = 0;  // Hkv
-  uint32_t head_size = 0;     // D, a multiple of x = 16 / element bytes
+  uint32_t num_kv_heads = 0;  // Hkv (MLA: 1)
+  uint32_t head_size = 0;     // D, a multiple of x = 16 / element bytes (MLA: Dv, the latent)
   uint32_t block_size = 16;   // B, tokens per block
   DType dtype = DType::f16;   // f32, f16, bf16, fp8_e4m3, fp8_e5m2
-  KvLayout layout = KvLayout::vllm;  // of every pool, keys and values alike
+  KvLayout layout = KvLayout::vllm;  // of every pool, keys and values alike (MLA: nhd, rows [N, B, width])
+  KvCacheKind kind = KvCacheKind::key_value;
+  uint32_t rope_head_size = 0;  // MLA: R, a positive multiple of x; 0 for key_value
+};
+
+// One layer's new MLA tokens for KvCache::record_mla_reshape_and_cache (MlaReshapeAndCacheViews
+// without the pools, which the cache supplies).
+struct MlaNewTokens {
+  TensorView kv_c;          // [T, Dv] f32, f16 or bf16
+  TensorView k_pe;          // [T, R] of kv_c's dtype
+  TensorView slot_mapping;  // [T] i64 or i32; negative = padding
+  BufferView status;        // optional [1] u32 (kStatusBadSlot, kStatusBadPosition)
 };
 
 // One layer's new tokens for KvCache::record_reshape_and_cache (ReshapeAndCacheViews without
@@ -68,9 +94,11 @@ enum class MemorySource {
 struct KvCacheSizing {
   uint32_t num_blocks = 0;
   uint64_t num_tokens = 0;       // num_blocks * block_size
-  uint64_t block_bytes = 0;      // one block of one pool (the keys, or the values, of one layer)
-  uint64_t bytes_per_block = 0;  // one block of every pool: 2 * num_layers * block_bytes
-  uint64_t pool_bytes = 0;       // one pool: num_blocks * block_bytes
+  // One block of one pool (the keys, or the values, of one layer; MLA: of the layer's largest
+  // pool, the one pool or ckv).
+  uint64_t block_bytes = 0;
+  uint64_t bytes_per_block = 0;  // one block of every pool: 2 * num_layers * block_bytes (MLA: of its pools)
+  uint64_t pool_bytes = 0;       // one pool: num_blocks * block_bytes (MLA: the largest)
   uint64_t total_bytes = 0;      // every pool: num_blocks * bytes_per_block
   // budget_fraction only: which memory the fraction was of, and its bytes.
   MemorySource fraction_of = MemorySource::none;
@@ -89,7 +117,8 @@ struct KvCacheOptions {
 class VKPAGED_API KvCache {
  public:
   // ---- sizing, without a device or an allocation (vkpaged::Error for a bad shape) ----
-  // Checks the shape: layers, heads and block size > 0, a cache dtype, D a multiple of x.
+  // Checks the shape: layers, heads and block size > 0, a cache dtype, D a multiple of x; MLA:
+  // Hkv 1, layout nhd, R a positive multiple of x (rope_head_size 0 otherwise).
   static void validate(const KvCacheShape& shape);
   // Bytes one block costs over every layer, keys and values.
   static uint64_t bytes_per_block(const KvCacheShape& shape);
@@ -110,7 +139,8 @@ class VKPAGED_API KvCache {
   // host-visible ones). A budget_fraction is taken of the free memory queried now
   // (VK_EXT_memory_budget), else of the heaps' size. Pools larger than the device's
   // maxStorageBufferRange are allowed where the context has buffer device addresses: decode,
-  // reshape_and_cache and gather then reach them by address, copies need nothing. Refused
+  // reshape_and_cache and gather then reach them by address, copies need nothing (MLA pools,
+  // written by a shader that binds them whole, must fit maxStorageBufferRange). Refused
   // (vkpaged::Error, nothing allocated): a bad shape (invalid_argument); no block count or
   // budget, or one that holds no block (invalid_argument); a budget or block count over the
   // device-local memory or the host-visible heap (out_of_memory); a pool over
@@ -135,17 +165,23 @@ class VKPAGED_API KvCache {
   // Layer `layer`'s pools as the operators take them, dtype and layout the cache's (pass
   // shape().layout with them, or use the per-layer helpers below). Host views have
   // N = num_host_blocks() and exist only when there is a host pool. A layer out of range, or
-  // a host view without a host pool, is refused (invalid_argument).
+  // a host view without a host pool, is refused (invalid_argument), and so is any of them on an
+  // MLA cache (mla_cache below).
   TensorView key_cache(uint32_t layer) const;
   TensorView value_cache(uint32_t layer) const;
   TensorView host_key_cache(uint32_t layer) const;
   TensorView host_value_cache(uint32_t layer) const;
   // The device pools of every layer, and the host pools (empty without a host pool), for
-  // record_copy_blocks and record_swap_blocks.
+  // record_copy_blocks and record_swap_blocks; empty for an MLA cache.
   Span<const LayerCacheViews> layers() const noexcept;
   Span<const LayerCacheViews> host_layers() const noexcept;
+  // An MLA cache's pools of layer `layer` (mla_cache, or ckv_cache and kpe_cache), device or
+  // host; refused (invalid_argument) on a key_value cache, for a layer out of range, or a host
+  // view without a host pool.
+  MlaCacheViews mla_cache(uint32_t layer) const;
+  MlaCacheViews host_mla_cache(uint32_t layer) const;
 
-  // Whole blocks, keys and values, in every layer: one vkCmdCopyBuffer per pool, the checks
+  // Whole blocks, keys and values (MLA: every pool), in every layer: one vkCmdCopyBuffer per pool, the checks
   // of record_copy_blocks / record_swap_blocks first. Transfer stage; the caller places the
   // barriers (and a transfer -> host one before reading a host pool on the CPU).
   void record_copy_blocks(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const;
@@ -156,13 +192,20 @@ class VKPAGED_API KvCache {
 
   // ---- one layer's operators, from the cache's own geometry ----
   // record_reshape_and_cache into layer `layer`'s pools (the cache's layout). A layer out of
-  // range is refused (invalid_argument) before anything is recorded. Compute shader stage.
+  // range, or an MLA cache, is refused (invalid_argument) before anything is recorded. Compute
+  // shader stage.
   void record_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, const NewTokens& tokens,
                                 const CacheScales& scales = {}) const;
   // The same with the keys rotated on their way in (and the queries in place):
   // record_reshape_and_cache_rotary (rotary.hpp) into layer `layer`'s pools.
   void record_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, const NewTokens& tokens,
                                 const RotaryInputs& rotary, const CacheScales& scales = {}) const;
+
+  // record_mla_reshape_and_cache (mla_cache_ops.hpp) into layer `layer`'s MLA pools, k_pe
+  // rotated on its way in when `rope` is given. Refused (invalid_argument) before anything is
+  // recorded: a key_value cache, a layer out of range. Compute shader stage.
+  void record_mla_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, const MlaNewTokens& tokens,
+                                    float scale = 1.0f, const MlaRopeViews* rope = nullptr) const;
 
   // A DecodeShape for this cache: `batch`'s fields for what the batch brings (num_seqs,
   // num_heads, max_blocks_per_seq, max_context_len, query_dtype, alibi, sinks, lse), and the
@@ -180,7 +223,8 @@ class VKPAGED_API KvCache {
   // and leaves key_cache and value_cache empty; the cache fills them in. Refused
   // (invalid_argument) before anything is recorded: a layer out of range, a pool view given,
   // a plan whose shape is not of this cache (num_kv_heads, head_size, block_size, num_blocks,
-  // cache_dtype or kv_layout differ: make it from decode_shape / attention_shape); then
+  // cache_dtype or kv_layout differ: make it from decode_shape / attention_shape), an MLA cache
+  // (the attention kernels over MLA are not built yet); then
   // record_decode / record_attention check the rest. Compute shader stage, as those.
   void record_decode(VkCommandBuffer cmd, uint32_t layer, const DecodePlan& plan, const DecodeViews& views,
                      const DecodeParams& params = {}) const;

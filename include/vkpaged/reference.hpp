@@ -8,6 +8,7 @@
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/export.hpp"
+#include "vkpaged/mla.hpp"
 #include "vkpaged/rotary.hpp"
 #include "vkpaged/tensor.hpp"
 
@@ -22,6 +23,13 @@ VKPAGED_API DecodeResult decode_attention(const DecodeInputs& inputs, const Deco
 // cache layout. Validates as attention_shape_of does.
 VKPAGED_API AttentionResult batch_attention(const AttentionInputs& inputs, const AttentionParams& params = {},
                                             bool want_lse = false);
+
+// Multi-head latent attention over host inputs (docs/contract.md, "Multi-head latent
+// attention"), either cache form, every request form of batch_attention: output [T, H, Dv] in
+// the query's dtype, LSE [T, H]. The same math as batch_attention (one definition). Validates
+// as mla_shape_of does.
+VKPAGED_API AttentionResult mla_attention(const MlaInputs& inputs, const AttentionParams& params = {},
+                                          bool want_lse = false);
 
 // ---- cache operations (docs/contract.md, "Cache operations"; GPU paths in cache_ops.hpp) ----
 // Same checks and the same answers as the GPU paths, bit for bit; where the device flags a bad
@@ -65,6 +73,26 @@ VKPAGED_API void reshape_and_cache_rotary(HostTensor& query, HostTensor& key, co
                                           const HostTensor& cos_sin_cache, RotaryStyle style, HostTensor& key_cache,
                                           HostTensor& value_cache, const CacheScales& scales = {},
                                           KvLayout layout = KvLayout::vllm);
+// ---- reshape_and_cache for MLA (mla_cache_ops.hpp), bit for bit the GPU path's ----
+// One layer's MLA pools on the host: mla_cache [N, B, Dv + R], or ckv_cache [N, B, Dv] and
+// kpe_cache [N, B, R], of the cache dtype (fp8 pools: HostTensors of the fp8 dtype).
+struct MlaHostCache {
+  HostTensor mla_cache;
+  HostTensor ckv_cache;
+  HostTensor kpe_cache;
+};
+// RoPE on k_pe: positions [T], cos_sin_cache [max_position, rotary_dim], the style.
+struct MlaHostRope {
+  HostTensor positions;
+  HostTensor cos_sin_cache;
+  RotaryStyle style = RotaryStyle::neox;
+};
+// Writes kv_c [T, Dv] and k_pe [T, R] (rotated first by rotary_embedding's reference when
+// `rope` is given) into the pools at slot_mapping [T] (negative = padding); fp8 pools store
+// encode(x * (1 / scale)). Every check, the positions' and slots' included, before anything is
+// written.
+VKPAGED_API void mla_reshape_and_cache(const HostTensor& kv_c, const HostTensor& k_pe, const HostTensor& slot_mapping,
+                                       MlaHostCache& cache, float scale = 1.0f, const MlaHostRope* rope = nullptr);
 // max |x| (NaN if x holds one), as record_absmax.
 VKPAGED_API float absmax(const HostTensor& x);
 

@@ -1271,14 +1271,24 @@ VKP_API vkp_status VKP_CALL vkp_reference_reshape_and_cache_rotary(
  * pool of the same layout (see kv_cache.hpp). Block ids are a block manager's. */
 typedef struct vkp_kv_cache vkp_kv_cache;
 
+/* What a layer's pools hold (vkpaged::KvCacheKind). */
+typedef enum vkp_kv_cache_kind {
+  VKP_KV_CACHE_KEY_VALUE = 0,     /* a key pool and a value pool, in the shape's layout */
+  VKP_KV_CACHE_MLA_ONE_POOL = 1,  /* MLA: one pool [N, B, Dv + R], the latent then the rotary part */
+  VKP_KV_CACHE_MLA_TWO_POOLS = 2, /* MLA: ckv [N, B, Dv] and kpe [N, B, R] */
+  VKP_KV_CACHE_KIND_MAX_ENUM = 0x7FFFFFFF
+} vkp_kv_cache_kind;
+
 typedef struct vkp_kv_cache_shape {
   uint32_t struct_size;
   uint32_t num_layers;   /* default 1 */
-  uint32_t num_kv_heads; /* Hkv */
-  uint32_t head_size;    /* D, a multiple of x = 16 / element bytes */
+  uint32_t num_kv_heads; /* Hkv (MLA: 1) */
+  uint32_t head_size;    /* D, a multiple of x = 16 / element bytes (MLA: Dv, the latent) */
   uint32_t block_size;   /* B, default 16 */
   vkp_dtype dtype;       /* f32, f16 (default), bf16, fp8_e4m3, fp8_e5m2 */
-  vkp_kv_layout layout;  /* of every pool, keys and values alike; default vllm */
+  vkp_kv_layout layout;  /* of every pool, keys and values alike; default vllm (MLA: nhd) */
+  vkp_kv_cache_kind kind;  /* default VKP_KV_CACHE_KEY_VALUE */
+  uint32_t rope_head_size; /* MLA: R, a positive multiple of x; default 0 (key_value) */
 } vkp_kv_cache_shape;
 VKP_API vkp_status VKP_CALL vkp_kv_cache_shape_init_sized(vkp_kv_cache_shape* shape, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_kv_cache_shape_init(vkp_kv_cache_shape* shape) {
@@ -1364,7 +1374,8 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_info_get(const vkp_kv_cache* cache, vkp
 VKP_API vkp_status VKP_CALL vkp_kv_cache_shape_get(const vkp_kv_cache* cache, vkp_kv_cache_shape* out);
 VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_get(const vkp_kv_cache* cache, vkp_kv_cache_sizing* out);
 /* Layer `layer`'s device pools (host = 0) or host pools (host = 1) as the operators take them,
- * with the cache's layout. Errors: INVALID_ARGUMENT (layer out of range, no host pool). */
+ * with the cache's layout. Errors: INVALID_ARGUMENT (layer out of range, no host pool, an MLA
+ * cache: vkp_kv_cache_mla_layer). */
 VKP_API vkp_status VKP_CALL vkp_kv_cache_layer(const vkp_kv_cache* cache, uint32_t layer, vkp_bool32 host,
                                       vkp_layer_cache_views* out);
 /* copy_blocks over every layer; swap_out (device block, host block) and swap_in (host block,
@@ -1399,6 +1410,91 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_reshape_and_cache(const vkp_kv_c
                                                                   uint32_t layer, const vkp_new_tokens* tokens,
                                                                   const vkp_rotary_inputs* rotary,
                                                                   const vkp_cache_scales* scales);
+/* ---- multi-head latent attention (MLA) caches (mla.hpp, mla_cache_ops.hpp) ---- */
+
+/* One layer's MLA pools: mla_cache [N, B, Dv + R], or ckv_cache [N, B, Dv] and kpe_cache
+ * [N, B, R] (absent views for the other form). */
+typedef struct vkp_mla_cache_views {
+  uint32_t struct_size;
+  uint32_t reserved0; /* padding made explicit: ignored, written 0 */
+  vkp_tensor_view mla_cache;
+  vkp_tensor_view ckv_cache;
+  vkp_tensor_view kpe_cache;
+} vkp_mla_cache_views;
+/* Defaults: every view absent. */
+VKP_API vkp_status VKP_CALL vkp_mla_cache_views_init_sized(vkp_mla_cache_views* views, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_mla_cache_views_init(vkp_mla_cache_views* views) {
+  return vkp_mla_cache_views_init_sized(views, (uint32_t)sizeof(vkp_mla_cache_views));
+}
+
+/* reshape_and_cache for MLA (vLLM's concat_and_cache_mla): token i's kv_c and k_pe into the row
+ * of its slot; Dv and R multiples of x; pools 16-byte aligned, within maxStorageBufferRange. */
+typedef struct vkp_mla_reshape_and_cache_views {
+  uint32_t struct_size;
+  uint32_t reserved0;           /* padding made explicit: ignored */
+  vkp_tensor_view kv_c;         /* [T, Dv] f32, f16 or bf16 */
+  vkp_tensor_view k_pe;         /* [T, R] of kv_c's dtype */
+  vkp_tensor_view slot_mapping; /* [T] i64 or i32; negative = padding */
+  vkp_tensor_view mla_cache;    /* one pool [N, B, Dv + R], or */
+  vkp_tensor_view ckv_cache;    /* two pools: [N, B, Dv] */
+  vkp_tensor_view kpe_cache;    /*            [N, B, R] */
+  vkp_buffer_view status;       /* optional [1] u32: VKP_STATUS_BAD_SLOT, VKP_STATUS_BAD_POSITION */
+} vkp_mla_reshape_and_cache_views;
+/* Defaults: every view absent. */
+VKP_API vkp_status VKP_CALL vkp_mla_reshape_and_cache_views_init_sized(vkp_mla_reshape_and_cache_views* views,
+                                                                       uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_mla_reshape_and_cache_views_init(vkp_mla_reshape_and_cache_views* views) {
+  return vkp_mla_reshape_and_cache_views_init_sized(views, (uint32_t)sizeof(vkp_mla_reshape_and_cache_views));
+}
+
+/* RoPE on k_pe on its way in: positions [T] i64 or i32, cos_sin_cache [max_position,
+ * rotary_dim] f32 or k_pe's dtype (rotary_dim even, at most R). */
+typedef struct vkp_mla_rope_views {
+  uint32_t struct_size;
+  vkp_rotary_style style; /* default VKP_ROTARY_NEOX */
+  vkp_tensor_view positions;
+  vkp_tensor_view cos_sin_cache;
+} vkp_mla_rope_views;
+/* Defaults: both views absent, NeoX style. */
+VKP_API vkp_status VKP_CALL vkp_mla_rope_views_init_sized(vkp_mla_rope_views* rope, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_mla_rope_views_init(vkp_mla_rope_views* rope) {
+  return vkp_mla_rope_views_init_sized(rope, (uint32_t)sizeof(vkp_mla_rope_views));
+}
+
+/* Writes kv_c and k_pe (rotated first when rope is not NULL; k_pe itself is not written) into
+ * the MLA pools at their slots; fp8 pools store encode(x * (1 / scale)), one scale for both
+ * parts. Compute shader stage: reads kv_c, k_pe, slot_mapping, positions, cos_sin_cache; writes
+ * the pools; ORs status. Errors: INVALID_ARGUMENT naming the view, the scale or the style. */
+VKP_API vkp_status VKP_CALL vkp_record_mla_reshape_and_cache(vkp_context* context, VkCommandBuffer cmd,
+                                                             const vkp_mla_reshape_and_cache_views* views,
+                                                             float scale, const vkp_mla_rope_views* rope);
+
+/* Layer `layer`'s MLA pools, device (host = 0) or host (host = 1). Errors: INVALID_ARGUMENT
+ * (a key_value cache, layer out of range, no host pool). */
+VKP_API vkp_status VKP_CALL vkp_kv_cache_mla_layer(const vkp_kv_cache* cache, uint32_t layer, vkp_bool32 host,
+                                                   vkp_mla_cache_views* out);
+
+/* One layer's new MLA tokens for vkp_kv_cache_record_mla_reshape_and_cache
+ * (vkp_mla_reshape_and_cache_views without the pools, which the cache supplies). */
+typedef struct vkp_mla_new_tokens {
+  uint32_t struct_size;
+  uint32_t reserved0;           /* padding made explicit: ignored */
+  vkp_tensor_view kv_c;         /* [T, Dv] f32, f16 or bf16 */
+  vkp_tensor_view k_pe;         /* [T, R] of kv_c's dtype */
+  vkp_tensor_view slot_mapping; /* [T] i64 or i32; negative = padding */
+  vkp_buffer_view status;       /* optional [1] u32 */
+} vkp_mla_new_tokens;
+/* Defaults: every view absent. */
+VKP_API vkp_status VKP_CALL vkp_mla_new_tokens_init_sized(vkp_mla_new_tokens* tokens, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_mla_new_tokens_init(vkp_mla_new_tokens* tokens) {
+  return vkp_mla_new_tokens_init_sized(tokens, (uint32_t)sizeof(vkp_mla_new_tokens));
+}
+/* vkp_record_mla_reshape_and_cache into layer `layer`'s MLA pools. Errors: INVALID_ARGUMENT (a
+ * key_value cache, layer out of range, and as that call). */
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_mla_reshape_and_cache(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                                                                      uint32_t layer, const vkp_mla_new_tokens* tokens,
+                                                                      float scale, const vkp_mla_rope_views* rope);
+
 /* A decode shape for this cache: batch's fields for what the batch brings (num_seqs, num_heads,
  * max_blocks_per_seq, max_context_len, query_dtype, alibi, softcap, sinks, lse), the cache's
  * for what it knows (num_kv_heads, head_size, block_size, num_blocks, cache_dtype, kv_layout),

@@ -113,21 +113,7 @@ void store_value(PoolBlock block, uint index, uint bits) {
   }
 }
 
-// The slot of `token`, or NO_SLOT: padding (negative), or a slot at or past N * B (flagged
-// when `report`; num_slots < 2^32, so no valid slot is NO_SLOT).
-const uint NO_SLOT = 0xffffffffu;
-uint token_slot(uint token, bool report) {
-  // int64 as (low, high) words, or int32 sign-extended.
-  const uint low = slot_words[pc.slot_offset + token * (SLOT_I64 != 0u ? 2u : 1u)];
-  const uint sign_extension = (low >> 31) != 0u ? 0xffffffffu : 0u;
-  const uint high = SLOT_I64 != 0u ? slot_words[pc.slot_offset + token * 2u + 1u] : sign_extension;
-  if ((high >> 31) != 0u) return NO_SLOT;
-  if (high != 0u || low >= pc.num_slots) {
-    if (report) atomicOr(status[pc.status_offset], STATUS_BAD_SLOT);
-    return NO_SLOT;
-  }
-  return low;
-}
+#include "common/slot_mapping.glsl"
 
 // Writes chunk `chunk` of kv head `head` of one token into `slot`: the key's x elements given
 // as f32 bits, the value's read from the value row that starts at word `value_row`.

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "c_api/c_api_fields.hpp"
+#include "c_api/c_api_mla.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::c_api {
@@ -279,6 +280,7 @@ void field_to_cpp(const C& c, Cpp& d, const std::string& name) {
   else if constexpr (std::is_same_v<Cpp, DecodeOrder>) d = to_order(c, name);
   else if constexpr (std::is_same_v<Cpp, DecodeMerge>) d = to_merge(c, name);
   else if constexpr (std::is_same_v<Cpp, AttentionKernel>) d = to_attention_kernel(c, name);
+  else if constexpr (std::is_same_v<Cpp, KvCacheKind>) d = to_kv_cache_kind(c, name);
   else if constexpr (std::is_same_v<Cpp, TensorView>) d = to_cpp(c, name);
   else if constexpr (std::is_same_v<Cpp, BufferView>) d = to_cpp(c);
   else if constexpr (std::is_same_v<Cpp, HostTensor>) d = to_host(c, name);

@@ -74,7 +74,8 @@
   X(buffer_device_address) X(cooperative_matrix) X(vulkan_memory_model) X(vulkan_memory_model_device_scope)     \
   X(cooperative_matrix_khr) X(fence_timeout_ms)
 
-#define VKP_KV_CACHE_SHAPE_FIELDS(X) X(num_layers) X(num_kv_heads) X(head_size) X(block_size) X(dtype) X(layout)
+#define VKP_KV_CACHE_SHAPE_FIELDS(X) \
+  X(num_layers) X(num_kv_heads) X(head_size) X(block_size) X(dtype) X(layout) X(kind) X(rope_head_size)
 
 #define VKP_KV_CACHE_OPTIONS_FIELDS(X) X(num_blocks) X(budget_bytes) X(budget_fraction) X(num_host_blocks)
 

@@ -6,6 +6,7 @@
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
+#include "c_api/c_api_mla.hpp"
 #include "vkpaged/kv_cache.hpp"
 #include "vkpaged/vkpaged.h"
 
@@ -162,6 +163,37 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_reshape_and_cache(const vkp_kv_c
       c.record_reshape_and_cache(cmd, layer, d, c_api::to_cpp(rotary), s);
     else
       c.record_reshape_and_cache(cmd, layer, d, s);
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_mla_layer(const vkp_kv_cache* cache, uint32_t layer, vkp_bool32 host,
+                                                   vkp_mla_cache_views* out) {
+  return guarded("vkp_kv_cache_mla_layer", [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    const bool on_host = to_bool(host, "host");
+    const StructOut result(out, "out");
+    result.set(c_api::to_c(on_host ? c.host_mla_cache(layer) : c.mla_cache(layer), result.blank()));
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_mla_reshape_and_cache(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                                                                      uint32_t layer, const vkp_mla_new_tokens* tokens,
+                                                                      float scale, const vkp_mla_rope_views* rope) {
+  return guarded("vkp_kv_cache_record_mla_reshape_and_cache", [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    require(cmd, "cmd");
+    const vkp_mla_new_tokens t = read_struct(tokens, "tokens");
+    MlaNewTokens d;
+    d.kv_c = c_api::to_cpp(t.kv_c, "kv_c");
+    d.k_pe = c_api::to_cpp(t.k_pe, "k_pe");
+    d.slot_mapping = c_api::to_cpp(t.slot_mapping, "slot_mapping");
+    d.status = c_api::to_cpp(t.status);
+    if (!rope) {
+      c.record_mla_reshape_and_cache(cmd, layer, d, scale);
+      return;
+    }
+    const MlaRopeViews r = c_api::to_cpp(rope);
+    c.record_mla_reshape_and_cache(cmd, layer, d, scale, &r);
   });
 }
 

@@ -10,7 +10,7 @@
 // A size no release had is refused naming the argument, the struct and the value.
 //
 // A new field is appended to its struct; the size the struct had in the last release goes
-// into its VKP_STRUCT_ABI line (oldest first), and defaults_of<T> gives the field's default.
+// into its VKP_EXTENSIBLE_STRUCTS line (oldest first), and defaults_of<T> gives the field's default.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -35,42 +35,51 @@ struct StructAbi;
     static constexpr uint32_t sizes[] = {__VA_ARGS__ __VA_OPT__(, ) uint32_t(sizeof(type))}; \
   };
 
-// 0.2.0 is the first release with struct_size: each struct has one known size.
-VKP_STRUCT_ABI(vkp_device_info)
-VKP_STRUCT_ABI(vkp_cooperative_matrix_shape)
-VKP_STRUCT_ABI(vkp_context_options)
-VKP_STRUCT_ABI(vkp_external_device)
-VKP_STRUCT_ABI(vkp_vulkan_handles)
-VKP_STRUCT_ABI(vkp_decode_shape)
-VKP_STRUCT_ABI(vkp_decode_options)
-VKP_STRUCT_ABI(vkp_decode_params)
-VKP_STRUCT_ABI(vkp_decode_plan_info)
-VKP_STRUCT_ABI(vkp_decode_views)
-VKP_STRUCT_ABI(vkp_decode_inputs)
-VKP_STRUCT_ABI(vkp_attention_shape)
-VKP_STRUCT_ABI(vkp_attention_options)
-VKP_STRUCT_ABI(vkp_attention_plan_info)
-VKP_STRUCT_ABI(vkp_attention_views)
-VKP_STRUCT_ABI(vkp_attention_inputs)
-VKP_STRUCT_ABI(vkp_cache_scales)
-VKP_STRUCT_ABI(vkp_reshape_and_cache_views)
-VKP_STRUCT_ABI(vkp_layer_cache_views)
-VKP_STRUCT_ABI(vkp_gather_views)
-VKP_STRUCT_ABI(vkp_rotary_views)
-VKP_STRUCT_ABI(vkp_rotary_inputs)
-VKP_STRUCT_ABI(vkp_bandwidth)
-VKP_STRUCT_ABI(vkp_merge_views)
-VKP_STRUCT_ABI(vkp_kv_cache_shape)
-VKP_STRUCT_ABI(vkp_kv_cache_options)
-VKP_STRUCT_ABI(vkp_kv_cache_sizing)
-VKP_STRUCT_ABI(vkp_kv_cache_info)
-VKP_STRUCT_ABI(vkp_new_tokens)
-VKP_STRUCT_ABI(vkp_block_manager_options)
-VKP_STRUCT_ABI(vkp_append_result)
-VKP_STRUCT_ABI(vkp_block_usage)
-VKP_STRUCT_ABI(vkp_prefix_cache_stats)
-VKP_STRUCT_ABI(vkp_cache_write_kind)
-VKP_STRUCT_ABI(vkp_prepare_report)
+// Every extensible struct, X(type, sizes of earlier releases...): the sizes (StructAbi, below)
+// and the vkp_<struct>_init_sized functions (c_api_init.cpp) come from this one list. 0.2.0 is
+// the first release with struct_size: each struct has one known size.
+#define VKP_EXTENSIBLE_STRUCTS(X) \
+  X(vkp_device_info) \
+  X(vkp_cooperative_matrix_shape) \
+  X(vkp_context_options) \
+  X(vkp_external_device) \
+  X(vkp_vulkan_handles) \
+  X(vkp_decode_shape) \
+  X(vkp_decode_options) \
+  X(vkp_decode_params) \
+  X(vkp_decode_plan_info) \
+  X(vkp_decode_views) \
+  X(vkp_decode_inputs) \
+  X(vkp_attention_shape) \
+  X(vkp_attention_options) \
+  X(vkp_attention_plan_info) \
+  X(vkp_attention_views) \
+  X(vkp_attention_inputs) \
+  X(vkp_cache_scales) \
+  X(vkp_reshape_and_cache_views) \
+  X(vkp_layer_cache_views) \
+  X(vkp_gather_views) \
+  X(vkp_rotary_views) \
+  X(vkp_rotary_inputs) \
+  X(vkp_bandwidth) \
+  X(vkp_merge_views) \
+  X(vkp_kv_cache_shape) \
+  X(vkp_kv_cache_options) \
+  X(vkp_kv_cache_sizing) \
+  X(vkp_kv_cache_info) \
+  X(vkp_new_tokens) \
+  X(vkp_mla_cache_views) \
+  X(vkp_mla_reshape_and_cache_views) \
+  X(vkp_mla_rope_views) \
+  X(vkp_mla_new_tokens) \
+  X(vkp_block_manager_options) \
+  X(vkp_append_result) \
+  X(vkp_block_usage) \
+  X(vkp_prefix_cache_stats) \
+  X(vkp_cache_write_kind) \
+  X(vkp_prepare_report)
+
+VKP_EXTENSIBLE_STRUCTS(VKP_STRUCT_ABI)
 
 // Sizes strictly increase and end at sizeof(T) (a field that fits an older size's tail padding
 // would make two versions indistinguishable); struct_size comes first.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/kv_cache_sizing.hpp"
+#include "ops/block_transfer.hpp"
 #include "ops/cache_geometry.hpp"
 #include "vk/context_impl.hpp"
 #include "vk/memory_budget.hpp"
@@ -55,13 +56,10 @@ struct PoolGeometry {
   KvLayout layout;
 };
 
-// One pool: one buffer of num_blocks blocks.
-struct Pool {
-  DeviceBuffer buffer;
-};
-
+// A layer's pools, one buffer of num_blocks blocks each: key and value, the one MLA pool, or
+// ckv and kpe (detail::layer_pool_block_bytes's order).
 struct Layer {
-  Pool key, value;
+  std::vector<DeviceBuffer> pools;
 };
 
 // The memory heap behind host-visible, coherent memory (where the swap pool goes), as the
@@ -106,10 +104,40 @@ struct KvCache::Impl {
     return {blocks, shape.num_kv_heads, shape.head_size, shape.block_size, shape.dtype, shape.layout};
   }
 
+  bool mla() const noexcept { return shape.kind != KvCacheKind::key_value; }
+
   LayerCacheViews views_of(const Layer& layer, uint32_t blocks) const {
     const detail::CacheGeometry g = geometry(blocks);
-    return {layer.key.buffer.tensor(shape.dtype, g.key_shape()),
-            layer.value.buffer.tensor(shape.dtype, g.value_shape()), shape.layout};
+    return {layer.pools[0].tensor(shape.dtype, g.key_shape()), layer.pools[1].tensor(shape.dtype, g.value_shape()),
+            shape.layout};
+  }
+
+  MlaCacheViews mla_views_of(const Layer& layer, uint32_t blocks) const {
+    const int64_t n = blocks, b = shape.block_size, dv = shape.head_size, r = shape.rope_head_size;
+    if (shape.kind == KvCacheKind::mla_one_pool) return {layer.pools[0].tensor(shape.dtype, Shape{n, b, dv + r}), {}, {}};
+    return {{}, layer.pools[0].tensor(shape.dtype, Shape{n, b, dv}), layer.pools[1].tensor(shape.dtype, Shape{n, b, r})};
+  }
+
+  // Allocates a layer's pools of `blocks` blocks each.
+  Layer allocate_layer(Context& context, const char* what, uint32_t blocks, MemoryKind kind) const {
+    Layer layer;
+    for (uint64_t block_bytes : detail::layer_pool_block_bytes(shape))
+      layer.pools.push_back(allocate_pool(context, what, blocks, block_bytes * blocks, kind));
+    return layer;
+  }
+
+  // The key_value views, refused on an MLA cache; the MLA ones, refused on a key_value cache.
+  void check_key_value(const char* what) const {
+    if (mla())
+      refuse_cache(ErrorCode::invalid_argument,
+                   fmt::format("{}: the cache holds MLA pools (kind {}), not key and value pools: use mla_cache or "
+                               "record_mla_reshape_and_cache",
+                               what, uint32_t(shape.kind)));
+  }
+  void check_mla(const char* what) const {
+    if (!mla())
+      refuse_cache(ErrorCode::invalid_argument,
+                   fmt::format("{}: the cache holds key and value pools (kind key_value), not MLA pools", what));
   }
 
   PoolGeometry pool_geometry() const {
@@ -144,7 +172,9 @@ KvCache::KvCache(Context& context, const KvCacheShape& shape, const KvCacheOptio
       refuse_cache(ErrorCode::invalid_argument, fmt::format("num_host_blocks {} is above {} (block ids are int32)",
                                                             options.num_host_blocks, kMaxCacheBlocks));
     const KvCacheSizing h = sizing(shape, options.num_host_blocks);
-    check_pool_reach(device, "num_host_blocks", "host key or value pool", h);
+    if (shape.kind == KvCacheKind::key_value)
+      check_pool_reach(device, "num_host_blocks", "host key or value pool", h);
+    // (MLA host pools are only copied to and from: no range applies to them.)
     const HostHeap heap = host_heap(context_impl.memory_properties);
     // Where host-visible memory is device-local too, both pools come out of that one heap.
     const uint64_t needed = h.total_bytes + (heap.device_local ? z.total_bytes : 0);
@@ -168,18 +198,17 @@ KvCache::KvCache(Context& context, const KvCacheShape& shape, const KvCacheOptio
   impl->host_bytes = host_bytes;
   impl->device.reserve(shape.num_layers);
   for (uint32_t l = 0; l < shape.num_layers; ++l)
-    impl->device.push_back({{allocate_pool(context, "num_blocks", z.num_blocks, z.pool_bytes, MemoryKind::device)},
-                            {allocate_pool(context, "num_blocks", z.num_blocks, z.pool_bytes, MemoryKind::device)}});
+    impl->device.push_back(impl->allocate_layer(context, "num_blocks", z.num_blocks, MemoryKind::device));
   if (options.num_host_blocks > 0) {
-    const uint64_t pool = z.block_bytes * options.num_host_blocks;
     impl->host.reserve(shape.num_layers);
     for (uint32_t l = 0; l < shape.num_layers; ++l)
       impl->host.push_back(
-          {{allocate_pool(context, "num_host_blocks", options.num_host_blocks, pool, MemoryKind::host_visible)},
-           {allocate_pool(context, "num_host_blocks", options.num_host_blocks, pool, MemoryKind::host_visible)}});
+          impl->allocate_layer(context, "num_host_blocks", options.num_host_blocks, MemoryKind::host_visible));
   }
-  for (const Layer& layer : impl->device) impl->device_views.push_back(impl->views_of(layer, z.num_blocks));
-  for (const Layer& layer : impl->host) impl->host_views.push_back(impl->views_of(layer, options.num_host_blocks));
+  if (!impl->mla()) {  // MLA pools are not key and value pools: mla_cache gives their views
+    for (const Layer& layer : impl->device) impl->device_views.push_back(impl->views_of(layer, z.num_blocks));
+    for (const Layer& layer : impl->host) impl->host_views.push_back(impl->views_of(layer, options.num_host_blocks));
+  }
   impl_ = std::move(impl);
 }
 
@@ -195,34 +224,81 @@ const KvCacheSizing& KvCache::sizing() const noexcept { return impl_->sizing; }
 uint64_t KvCache::host_bytes() const noexcept { return impl_->host_bytes; }
 
 TensorView KvCache::key_cache(uint32_t layer) const {
+  impl_->check_key_value("key_cache");
   return impl_->device_views[impl_->check_layer("key_cache", layer)].key_cache;
 }
 TensorView KvCache::value_cache(uint32_t layer) const {
+  impl_->check_key_value("value_cache");
   return impl_->device_views[impl_->check_layer("value_cache", layer)].value_cache;
 }
 TensorView KvCache::host_key_cache(uint32_t layer) const {
+  impl_->check_key_value("host_key_cache");
   impl_->check_host("host_key_cache");
   return impl_->host_views[impl_->check_layer("host_key_cache", layer)].key_cache;
 }
 TensorView KvCache::host_value_cache(uint32_t layer) const {
+  impl_->check_key_value("host_value_cache");
   impl_->check_host("host_value_cache");
   return impl_->host_views[impl_->check_layer("host_value_cache", layer)].value_cache;
+}
+
+MlaCacheViews KvCache::mla_cache(uint32_t layer) const {
+  impl_->check_mla("mla_cache");
+  return impl_->mla_views_of(impl_->device[impl_->check_layer("mla_cache", layer)], impl_->sizing.num_blocks);
+}
+MlaCacheViews KvCache::host_mla_cache(uint32_t layer) const {
+  impl_->check_mla("host_mla_cache");
+  impl_->check_host("host_mla_cache");
+  return impl_->mla_views_of(impl_->host[impl_->check_layer("host_mla_cache", layer)], impl_->num_host_blocks);
 }
 
 Span<const LayerCacheViews> KvCache::layers() const noexcept { return impl_->device_views; }
 Span<const LayerCacheViews> KvCache::host_layers() const noexcept { return impl_->host_views; }
 
+namespace {
+
+// Whole blocks of every pool of every layer, src layers' to dst layers' (MLA caches; the
+// key_value ones go through record_copy_blocks / record_swap_blocks and their view checks).
+void copy_mla_blocks(const detail::ContextImpl& impl, VkCommandBuffer cmd, const KvCacheShape& shape,
+                     const std::vector<Layer>& src, uint32_t src_blocks, const std::vector<Layer>& dst,
+                     uint32_t dst_blocks, Span<const BlockCopy> pairs) {
+  detail::check_block_pairs(pairs, src_blocks, dst_blocks, &src == &dst);
+  const std::vector<uint64_t> block_bytes = detail::layer_pool_block_bytes(shape);
+  std::vector<VkBufferCopy> regions;
+  for (size_t l = 0; l < src.size(); ++l)
+    for (size_t p = 0; p < block_bytes.size(); ++p)
+      detail::record_block_copies(impl, cmd, src[l].pools[p].view(), dst[l].pools[p].view(), block_bytes[p], pairs,
+                                  regions);
+}
+
+}  // namespace
+
 void KvCache::record_copy_blocks(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const {
+  if (impl_->mla()) {
+    copy_mla_blocks(impl_->context->impl(), cmd, impl_->shape, impl_->device, num_blocks(), impl_->device,
+                    num_blocks(), pairs);
+    return;
+  }
   vkpaged::record_copy_blocks(*impl_->context, cmd, impl_->device_views, pairs);
 }
 
 void KvCache::record_swap_out(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const {
   impl_->check_host("record_swap_out");
+  if (impl_->mla()) {
+    copy_mla_blocks(impl_->context->impl(), cmd, impl_->shape, impl_->device, num_blocks(), impl_->host,
+                    num_host_blocks(), pairs);
+    return;
+  }
   record_swap_blocks(*impl_->context, cmd, impl_->device_views, impl_->host_views, pairs);
 }
 
 void KvCache::record_swap_in(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const {
   impl_->check_host("record_swap_in");
+  if (impl_->mla()) {
+    copy_mla_blocks(impl_->context->impl(), cmd, impl_->shape, impl_->host, num_host_blocks(), impl_->device,
+                    num_blocks(), pairs);
+    return;
+  }
   record_swap_blocks(*impl_->context, cmd, impl_->host_views, impl_->device_views, pairs);
 }
 
@@ -237,14 +313,24 @@ ReshapeAndCacheViews cache_write_views(const LayerCacheViews& layer, const NewTo
 
 void KvCache::record_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, const NewTokens& tokens,
                                        const CacheScales& scales) const {
+  impl_->check_key_value("record_reshape_and_cache");
   const LayerCacheViews& pools = impl_->device_views[impl_->check_layer("record_reshape_and_cache", layer)];
   vkpaged::record_reshape_and_cache(*impl_->context, cmd, cache_write_views(pools, tokens), scales);
 }
 
 void KvCache::record_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, const NewTokens& tokens,
                                        const RotaryInputs& rotary, const CacheScales& scales) const {
+  impl_->check_key_value("record_reshape_and_cache");
   const LayerCacheViews& pools = impl_->device_views[impl_->check_layer("record_reshape_and_cache", layer)];
   record_reshape_and_cache_rotary(*impl_->context, cmd, cache_write_views(pools, tokens), rotary, scales);
+}
+
+void KvCache::record_mla_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, const MlaNewTokens& tokens,
+                                           float scale, const MlaRopeViews* rope) const {
+  impl_->check_mla("record_mla_reshape_and_cache");
+  const MlaCacheViews pools = mla_cache(impl_->check_layer("record_mla_reshape_and_cache", layer));
+  const MlaReshapeAndCacheViews views{tokens.kv_c, tokens.k_pe, tokens.slot_mapping, pools, tokens.status};
+  vkpaged::record_mla_reshape_and_cache(*impl_->context, cmd, views, scale, rope);
 }
 
 namespace {
@@ -298,6 +384,7 @@ Views with_layer_pools(const char* what, const LayerCacheViews& pools, const Poo
 
 void KvCache::record_decode(VkCommandBuffer cmd, uint32_t layer, const DecodePlan& plan, const DecodeViews& views,
                             const DecodeParams& params) const {
+  impl_->check_key_value("record_decode");
   const LayerCacheViews& pools = impl_->device_views[impl_->check_layer("record_decode", layer)];
   vkpaged::record_decode(*impl_->context, cmd, plan,
                          with_layer_pools("record_decode", pools, impl_->pool_geometry(), plan, views), params);
@@ -305,6 +392,7 @@ void KvCache::record_decode(VkCommandBuffer cmd, uint32_t layer, const DecodePla
 
 void KvCache::record_attention(VkCommandBuffer cmd, uint32_t layer, const AttentionPlan& plan,
                                const AttentionViews& views, const AttentionParams& params) const {
+  impl_->check_key_value("record_attention");
   const LayerCacheViews& pools = impl_->device_views[impl_->check_layer("record_attention", layer)];
   vkpaged::record_attention(*impl_->context, cmd, plan,
                             with_layer_pools("record_attention", pools, impl_->pool_geometry(), plan, views), params);

@@ -4,8 +4,10 @@
 // arguments (no Vulkan calls), so the sanitizer build and the fuzzers run them too.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "cache/kv_cache_sizing.hpp"
 #include "ops/block_size_rule.hpp"
@@ -31,6 +33,17 @@ void check_pool_reach(const DeviceInfo& device, const char* what, const char* po
                   "it); at most {} blocks fit one pool",
                   what, z.num_blocks, pool, z.num_blocks, z.block_bytes, z.pool_bytes, mib(z.pool_bytes), range,
                   mib(range), device.name, range / z.block_bytes));
+}
+
+void check_mla_pool_reach(const DeviceInfo& device, const char* what, const KvCacheSizing& z) {
+  const uint64_t range = device.max_storage_buffer_range;
+  if (z.pool_bytes <= range) return;
+  refuse_cache(ErrorCode::unsupported,
+               fmt::format("{} {}: a layer's largest MLA pool of {} blocks x {} bytes = {} bytes ({}) exceeds the "
+                           "device's maxStorageBufferRange of {} bytes ({}), which MLA pools must fit (the MLA "
+                           "cache write binds them whole); at most {} blocks fit one pool",
+                           what, z.num_blocks, z.num_blocks, z.block_bytes, z.pool_bytes, mib(z.pool_bytes), range,
+                           mib(range), range / z.block_bytes));
 }
 
 }  // namespace detail
@@ -74,20 +87,66 @@ void KvCache::validate(const KvCacheShape& s) {
     refuse_cache(ErrorCode::invalid_argument,
                  fmt::format("head size D = {} is not a positive multiple of x = {} for dtype {}", s.head_size, x,
                              dtype_name(s.dtype)));
+  if (s.kind == KvCacheKind::key_value) {
+    if (s.rope_head_size != 0)
+      refuse_cache(ErrorCode::invalid_argument,
+                   fmt::format("rope_head_size {} is for MLA caches: a key_value cache takes 0", s.rope_head_size));
+    return;
+  }
+  if (s.kind != KvCacheKind::mla_one_pool && s.kind != KvCacheKind::mla_two_pools)
+    refuse_cache(ErrorCode::invalid_argument,
+                 fmt::format("kind {} is not key_value (0), mla_one_pool (1) or mla_two_pools (2)", uint32_t(s.kind)));
+  // MLA: one shared kv head, rows [N, B, width] (nhd's with Hkv = 1), both parts written 16 bytes at a time.
+  if (s.num_kv_heads != 1)
+    refuse_cache(ErrorCode::invalid_argument,
+                 fmt::format("num_kv_heads {} for an MLA cache: MLA has one shared kv head (Hkv = 1)", s.num_kv_heads));
+  if (s.layout != KvLayout::nhd)
+    refuse_cache(ErrorCode::invalid_argument,
+                 fmt::format("layout {} for an MLA cache: its pools are rows [N, B, width], layout nhd",
+                             kv_layout_name(s.layout)));
+  if (s.rope_head_size == 0 || s.rope_head_size % x != 0)
+    refuse_cache(ErrorCode::invalid_argument,
+                 fmt::format("rope_head_size R = {} is not a positive multiple of x = {} for dtype {}",
+                             s.rope_head_size, x, dtype_name(s.dtype)));
 }
 
 namespace {
 
-uint64_t block_bytes_of(const KvCacheShape& s) {
-  const uint64_t elements = checked_mul(checked_mul(s.num_kv_heads, s.head_size, "a block"), s.block_size, "a block");
+uint64_t pool_block_bytes(const KvCacheShape& s, uint64_t width) {
+  const uint64_t elements = checked_mul(checked_mul(s.num_kv_heads, width, "a block"), s.block_size, "a block");
   return checked_mul(elements, dtype_size(s.dtype), "a block");
 }
+
+// One block of the largest pool of a layer.
+uint64_t block_bytes_of(const KvCacheShape& s) {
+  if (s.kind == KvCacheKind::mla_one_pool) return pool_block_bytes(s, uint64_t(s.head_size) + s.rope_head_size);
+  return pool_block_bytes(s, std::max(s.head_size, s.rope_head_size));
+}
+
+}  // namespace
+
+namespace detail {
+
+std::vector<uint64_t> layer_pool_block_bytes(const KvCacheShape& s) {
+  switch (s.kind) {
+    case KvCacheKind::mla_one_pool: return {pool_block_bytes(s, uint64_t(s.head_size) + s.rope_head_size)};
+    case KvCacheKind::mla_two_pools: return {pool_block_bytes(s, s.head_size), pool_block_bytes(s, s.rope_head_size)};
+    case KvCacheKind::key_value: break;
+  }
+  return {pool_block_bytes(s, s.head_size), pool_block_bytes(s, s.head_size)};
+}
+
+}  // namespace detail
+
+namespace {
 
 }  // namespace
 
 uint64_t KvCache::bytes_per_block(const KvCacheShape& shape) {
   validate(shape);
-  return checked_mul(block_bytes_of(shape), 2ull * shape.num_layers, "a block over every layer");
+  uint64_t layer = 0;
+  for (uint64_t b : detail::layer_pool_block_bytes(shape)) layer += b;  // each below 2^62: no overflow
+  return checked_mul(layer, shape.num_layers, "a block over every layer");
 }
 
 uint32_t KvCache::blocks_for_budget(const KvCacheShape& shape, uint64_t bytes) {
@@ -170,7 +229,11 @@ KvCacheSizing KvCache::plan(const DeviceInfo& device, const KvCacheShape& shape,
     refuse_cache(ErrorCode::out_of_memory,
                  fmt::format("{} blocks need {} bytes ({}), more than the {} bytes ({}) of device-local memory of {}",
                              blocks, z.total_bytes, mib(z.total_bytes), memory, mib(memory), device.name));
-  check_pool_reach(device, "num_blocks", "key or value pool", z);
+  if (shape.kind == KvCacheKind::key_value) {
+    check_pool_reach(device, "num_blocks", "key or value pool", z);
+  } else {
+    detail::check_mla_pool_reach(device, "num_blocks", z);
+  }
   return z;
 }
 

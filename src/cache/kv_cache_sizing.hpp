@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "vkpaged/error.hpp"
 #include "vkpaged/kv_cache.hpp"
@@ -23,5 +24,12 @@ std::string mib(uint64_t bytes);
 // which the device must offer (the constructor passes whether its context enabled it). `what`
 // names the size argument ("num_blocks", "num_host_blocks").
 void check_pool_reach(const DeviceInfo& device, const char* what, const char* pool, const KvCacheSizing& z);
+
+// MLA pools are bound whole by the MLA cache write: the largest must fit maxStorageBufferRange.
+void check_mla_pool_reach(const DeviceInfo& device, const char* what, const KvCacheSizing& z);
+
+// Bytes of one block of each pool of a layer, in allocation order: key and value, the one MLA
+// pool, or ckv and kpe. The shape is validated.
+std::vector<uint64_t> layer_pool_block_bytes(const KvCacheShape& shape);
 
 }  // namespace vkpaged::detail

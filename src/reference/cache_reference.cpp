@@ -10,6 +10,7 @@
 #include "ops/cache_geometry.hpp"
 #include "ops/decode_validation.hpp"
 #include "ops/scale_validation.hpp"
+#include "reference/cache_store.hpp"
 #include "vkpaged/reference.hpp"
 
 namespace vkpaged::reference {
@@ -18,18 +19,12 @@ namespace {
 
 using detail::CacheGeometry;
 using detail::refuse_cache_argument;
+using detail::store_cache_element;
 
 CacheGeometry geometry_of(const char* prefix, KvLayout layout, const HostTensor& key_cache,
                           const HostTensor& value_cache, std::initializer_list<DType> dtypes = detail::kCacheDtypes) {
   return detail::cache_geometry(prefix, layout, key_cache.dtype(), key_cache.shape(), value_cache.dtype(),
                                 value_cache.shape(), dtypes);
-}
-
-// What a cache stores for an input value: fp8 encode(|v| * inv_scale) with v's sign, others v
-// rounded to the cache dtype (store_element rounds as the contract says).
-void store_cache_element(HostTensor& cache, size_t i, float v, float inv_scale) {
-  if (is_fp8_dtype(cache.dtype())) v = std::copysign(std::fabs(v) * inv_scale, v);
-  store_element(cache.data(), cache.dtype(), i, v);
 }
 
 void copy_block(const HostTensor& src, HostTensor& dst, int32_t src_block, int32_t dst_block, uint64_t block_bytes) {

@@ -14,6 +14,8 @@
 #include <vkpaged/kv_layout.hpp>
 #include <vkpaged/log.hpp>
 #include <vkpaged/merge.hpp>
+#include <vkpaged/mla.hpp>
+#include <vkpaged/mla_cache_ops.hpp>
 #include <vkpaged/prepare.hpp>
 #include <vkpaged/reference.hpp>
 #include <vkpaged/rotary.hpp>

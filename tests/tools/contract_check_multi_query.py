@@ -12,7 +12,14 @@ hnd layouts. About a third of the steps give their page tables in FlashInfer's C
 (--kv-indptr, --kv-indices, --kv-last-page-len), which the reference reads itself. Bad inputs must give a non-zero exit, one line on stderr naming the option, and no
 output file.
 
-    /usr/bin/python3 contract_check_multi_query.py path/to/vkpaged [--count N] [--seed S] [--device D]
+Multi-head latent attention ("Multi-head latent attention", --mla N): mla_attention below is MLA
+as the contract defines it, multi-query attention over one kv head whose key is a cache row of
+Dk = Dv + R entries and whose value is the row's first Dv entries. The CLI has no MLA cache yet
+(it comes with the MLA kernels), so each MLA case runs `vkpaged attend` on the problem MLA
+reduces to (nhd, one kv head of Dk, the value cache the rows with their rotary part zeroed, one
+fp8 scale for both): its output's first Dv dims must be mla_attention's, the rest 0.
+
+    /usr/bin/python3 contract_check_multi_query.py path/to/vkpaged [--count N] [--seed S] [--device D] [--mla N]
 """
 import argparse
 import os
@@ -92,11 +99,11 @@ def as_nhbd(layout, k, v, x):
 # ---- the contract ----
 
 def attention(q, k, v, tables, lens, starts, masks, scale, softcap, alibi, sinks, window):
-    """q [T, H, D]; k, v [N, Hkv, B, D]; masks: per request a q_s x q_s 0/1 array or None.
-    Returns output [T, H, D] and LSE [T, H]."""
+    """q [T, H, D]; k [N, Hkv, B, D], v [N, Hkv, B, Dv] (Dv = D but for MLA); masks: per request a
+    q_s x q_s 0/1 array or None. Returns output [T, H, Dv] and LSE [T, H]."""
     T, H, D = q.shape
     Hkv, B = k.shape[1], k.shape[2]
-    out, lse = np.zeros((T, H, D)), np.full((T, H), -np.inf)
+    out, lse = np.zeros((T, H, v.shape[3])), np.full((T, H), -np.inf)
     for s in range(len(lens)):
         L, q0, q1 = int(lens[s]), int(starts[s]), int(starts[s + 1])
         n = q1 - q0
@@ -129,6 +136,14 @@ def attention(q, k, v, tables, lens, starts, masks, scale, softcap, alibi, sinks
                 out[q0 + j, h] = weights @ v[blocks, g, t % B, :] / den
                 lse[q0 + j, h] = m + np.log(den)
     return out, lse
+
+
+def mla_attention(q, rows, Dv, tables, lens, starts, masks, scale, softcap, alibi, sinks, window):
+    """MLA: q [T, H, Dk]; rows [N, B, Dk] (one pool, or ckv and kpe side by side), each position's
+    key its whole row and its value the row's first Dv entries, one kv head for every query head.
+    Returns output [T, H, Dv] and LSE [T, H]."""
+    k = rows[:, None, :, :]
+    return attention(q, k, k[..., :Dv], tables, lens, starts, masks, scale, softcap, alibi, sinks, window)
 
 
 def read_csr(indptr, indices, last, B):
@@ -176,6 +191,22 @@ def random_case(rng, index):
     c["k_scale"] = float(rng.choice([0.5, 0.125, 2.0])) if c["kv_dtype"] != "auto" else 1.0
     c["v_scale"] = float(rng.choice([0.25, 1.0, 4.0])) if c["kv_dtype"] != "auto" else 1.0
     c["csr"] = bool(rng.random() < 0.35)  # FlashInfer's page tables instead of the dense ones
+    return c
+
+
+def random_mla_case(rng, index):
+    """An engine step of an MLA model: one kv head of Dk = Dv + R (within the multi-query head
+    sizes the reduction runs on), any number of query heads, one fp8 scale."""
+    c = random_case(rng, 1)  # layout nhd
+    c["decode_only"] = index % 4 == 3
+    if c["decode_only"]:  # one new token per request, no --query-starts
+        c["tree"] = False
+        c["lens"] = [L - n + 1 for L, n in zip(c["lens"], c["new"])]
+        c["new"] = [1] * len(c["new"])
+    c["latent"], c["rope"] = [(32, 16), (48, 16), (64, 32), (96, 32), (128, 64), (192, 64)][index % 6]
+    c["head_size"], c["kv_heads"] = c["latent"] + c["rope"], 1
+    c["heads"] = int(rng.choice([1, 3, 8, 16]))
+    c["v_scale"] = c["k_scale"]
     return c
 
 
@@ -315,6 +346,44 @@ BAD = ["starts_not_zero", "starts_fall", "starts_past_t", "context_below_q", "ma
        "mask_without_starts", "layout_name", "csr_indptr_start", "csr_past_indices", "csr_last_page_len"]
 
 
+def check_mla(cli, rng, c, directory, flags):
+    """An MLA case through the multi-query problem it reduces to (the module docstring)."""
+    files, ref = build(rng, c)
+    Dv = c["latent"]
+    rows = ref["k"][:, 0]  # [N, B, Dk]: the nhd key cache of one kv head, as float64
+    files["value_cache"] = files["key_cache"].copy()
+    files["value_cache"][..., Dv:] = 0  # the code of +0 in every dtype
+    paths = write(directory, files)
+    out, lse_path = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
+    run = subprocess.run(command(cli, c, paths, out, lse_path, flags), capture_output=True, text=True, timeout=300)
+    if run.returncode == 1 and "--kernel" in flags and run.stderr.startswith("vkpaged: --kernel:"):
+        return NOT_TAKEN
+    if run.returncode != 0:
+        return f"exit {run.returncode}: {run.stderr.strip()}"
+    got, got_lse = np.load(out), np.load(lse_path)
+    got = from_bf16_bits(got) if c["dtype"] == "bf16" else got.astype(np.float64)
+    scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(c["head_size"])  # 1 / sqrt(Dk)
+    want, want_lse = mla_attention(ref["q"], rows, Dv, ref["tables"], ref["lens"], ref["starts"], ref["masks"],
+                                   scale, c["softcap"], ref["alibi"], ref["sinks"], c["window"])
+    if got.shape != ref["q"].shape or not np.all(np.isfinite(got)):
+        return f"output {got.shape}, expected finite [T, H, Dk] {ref['q'].shape}"
+    tol = TOLERANCE[c["dtype"]]
+    err = float(np.abs(got[..., :Dv] - want).max()) if want.size else 0.0
+    if err > tol:
+        return f"max |output error| {err:.3e} > {tol:.0e}"
+    if got[..., Dv:].size and float(np.abs(got[..., Dv:]).max()) > 0:
+        return "the rotary dims of the output are not 0"
+    empty = np.isinf(want_lse)
+    if not np.array_equal(np.isinf(got_lse) & (got_lse < 0), empty):
+        return "LSE is -inf where the range is not empty, or the other way"
+    lse_err = float(np.abs(got_lse[~empty] - want_lse[~empty]).max()) if (~empty).any() else 0.0
+    return None if lse_err <= 1e-3 + tol else f"max |LSE error| {lse_err:.3e}"
+
+
+def describe_mla(c):
+    return f"MLA Dv {c['latent']} R {c['rope']}, " + describe(c)
+
+
 def check_bad(cli, rng, kind, directory, flags):
     c = random_case(rng, 0)
     c.update(dtype="f32", kv_dtype="auto", layout="nchw" if kind == "layout_name" else "vllm", decode_only=False,
@@ -377,6 +446,7 @@ def main():
     parser.add_argument("--device", default="", help="passed to --device (default: the CLI's default)")
     parser.add_argument("--bad", type=int, default=len(BAD), help="bad-input cases (default: one of each kind)")
     parser.add_argument("--kernel", default="", help="passed to --kernel (default: the CLI's choice); cases the forced kernel refuses are counted apart")
+    parser.add_argument("--mla", type=int, default=0, help="MLA engine steps after the others (default 0)")
     parser.add_argument("--verbose", action="store_true", help="print every case")
     args = parser.parse_args()
 
@@ -386,6 +456,7 @@ def main():
     work = tempfile.mkdtemp(prefix="vkpaged_multi_query_")
     try:
         cases = [("good", i) for i in range(args.count)] + [("bad", BAD[i % len(BAD)]) for i in range(args.bad)]
+        cases += [("mla", i) for i in range(args.mla)]
         for n, (kind, what) in enumerate(cases):
             directory = os.path.join(work, str(n))
             os.makedirs(directory)
@@ -393,6 +464,10 @@ def main():
                 c = random_case(rng, what)
                 label = describe(c)
                 problem = check_good(args.cli, rng, c, directory, flags)
+            elif kind == "mla":
+                c = random_mla_case(rng, what)
+                label = describe_mla(c)
+                problem = check_mla(args.cli, rng, c, directory, flags)
             else:
                 label = f"bad input: {what}"
                 problem = check_bad(args.cli, rng, what, directory, flags)
@@ -412,8 +487,8 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"contract_check_multi_query: {passed} passed, {failed} failed" + (f", {not_taken} refused by --kernel {args.kernel}" if not_taken else ""))
-    if args.kernel and args.count and not_taken == args.count:
-        print(f"--kernel {args.kernel} took none of the {args.count} cases")
+    if args.kernel and args.count + args.mla and not_taken == args.count + args.mla:
+        print(f"--kernel {args.kernel} took none of the {args.count + args.mla} cases")
         return 1
     return 1 if failed else 0
 

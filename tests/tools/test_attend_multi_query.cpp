@@ -223,6 +223,15 @@ TEST_F(ContractCheckMultiQuery, DeviceMatchesTheIndependentImplementation) {
   EXPECT_NE(output.find("contract_check_multi_query: 17 passed, 0 failed"), std::string::npos) << output;
 }
 
+// MLA (the script's mla_attention, from the contract) through the multi-query problem it reduces
+// to, on the reference (the CLI has no MLA cache before the MLA kernels).
+TEST_F(ContractCheckMultiQuery, MlaMatchesTheIndependentImplementationThroughItsReduction) {
+  int status = -1;
+  const std::string output = run_script("--count 0 --bad 0 --mla 12 --seed 5 --device cpu", status);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("contract_check_multi_query: 12 passed, 0 failed"), std::string::npos) << output;
+}
+
 TEST_F(ContractCheckMultiQuery, ReferenceMatchesTheIndependentImplementation) {
   int status = -1;
   const std::string output = run_script("--count 40 --seed 4 --bad 0 --device cpu", status);

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shared by C++ and GLSL, as shader_interface.h (which it extends): the MLA cache write.
+// mla_reshape_and_cache (shaders/mla_reshape_and_cache*.comp, common/mla_reshape_and_cache.glsl)
+// writes token t's kv_c [Dv] and k_pe [R] into the MLA pools, one pool [N, B, Dv + R] or ckv
+// [N, B, Dv] and kpe [N, B, R], 16 bytes (x elements) per invocation. The rope variant works in
+// rotary tiles of tokens (common/rotary.glsl; RotaryPush after MlaReshapePush, with num_heads 0,
+// num_kv_heads 1 and head_size R).
+#ifndef VKPAGED_MLA_INTERFACE_H
+#define VKPAGED_MLA_INTERFACE_H
+
+#include "common/shader_interface.h"
+
+#ifdef __cplusplus
+namespace vkpaged::shader {
+#endif
+
+#define MLA_RESHAPE_SC_INPUT_DTYPE 0   // DT_F32, DT_F16 or DT_BF16 (kv_c and k_pe)
+#define MLA_RESHAPE_SC_CACHE_DTYPE 1   // any cache DT_*
+#define MLA_RESHAPE_SC_SLOT_I64 2      // 1: slot_mapping holds int64 (two words), 0: int32
+#define MLA_RESHAPE_SC_TWO_POOLS 3     // 1: ckv and kpe pools, 0: one pool
+#define MLA_RESHAPE_SC_COUNT 4
+#define MLA_RESHAPE_SC_ROTARY_STYLE 4  // rope variant: ROTARY_STYLE_*
+#define MLA_RESHAPE_SC_COS_SIN_DTYPE 5 // DT_F32 or k_pe's dtype
+#define MLA_RESHAPE_SC_POSITION_I64 6  // 1: positions hold int64, 0: int32
+#define MLA_RESHAPE_SC_TILE_FLOATS 7   // rows_per_tile * rotary_dim: the shared tile
+#define MLA_RESHAPE_ROPE_SC_COUNT 8
+#define MLA_RESHAPE_BINDING_KV_C 0
+#define MLA_RESHAPE_BINDING_K_PE 1
+#define MLA_RESHAPE_BINDING_SLOT_MAPPING 2
+#define MLA_RESHAPE_BINDING_CACHE 3      // the one pool, or ckv
+#define MLA_RESHAPE_BINDING_KPE_CACHE 4  // kpe (one pool: the one pool again, not written through it)
+#define MLA_RESHAPE_BINDING_STATUS 5
+#define MLA_RESHAPE_BINDING_COUNT 6
+#define MLA_RESHAPE_BINDING_POSITIONS 6  // rope variant
+#define MLA_RESHAPE_BINDING_COS_SIN 7
+#define MLA_RESHAPE_ROPE_BINDING_COUNT 8
+struct MlaReshapePush {
+  uint num_tokens;
+  uint latent_size;  // Dv
+  uint rope_size;    // R
+  uint block_size;
+  uint num_slots;    // N * B: slots at or past it are skipped and flagged STATUS_BAD_SLOT
+  uint groups_x;
+  uint kv_c_offset;  // word offsets into each bound range
+  uint k_pe_offset;
+  uint slot_offset;
+  uint cache_offset;
+  uint kpe_cache_offset;
+  uint status_offset;
+  float inv_scale;   // fp8 caches store encode(x * inv_scale), inv_scale = 1 / scale
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(MlaReshapePush) == 13 * 4);
+static_assert(sizeof(MlaReshapePush) + sizeof(RotaryPush) <= 128, "the rope variant pushes both");
+}  // namespace vkpaged::shader
+#endif
+
+#endif  // VKPAGED_MLA_INTERFACE_H

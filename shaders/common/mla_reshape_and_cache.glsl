@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: Apache-2.0
+// reshape_and_cache for MLA (docs/contract.md, "Multi-head latent attention"; vLLM's
+// concat_and_cache_mla): token t's latent kv_c [T, Dv] and rotary key part k_pe [T, R] into
+// its slot's row, one pool [N, B, Dv + R] (kv_c then k_pe) or ckv [N, B, Dv] and kpe [N, B, R].
+// Rows are contiguous and Dv and R are multiples of x, so each invocation writes one 16-byte
+// chunk (x elements) that no other token shares: plain stores, no atomics.
+//
+// Included by mla_reshape_and_cache.comp and, with VKP_ROPE 1, mla_reshape_and_cache_rope.comp,
+// which rotates k_pe on its way in with the rotary embedding's own code (common/rotary.glsl):
+// a workgroup takes a tile of tokens, stages their k_pe rows, then writes each chunk, the
+// rotated elements rounded to k_pe's dtype first (what rotary_embedding would leave), then to
+// the cache's. k_pe itself is left as it is.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+
+#include "common/mla_interface.h"
+#include "common/convert.glsl"
+
+layout(local_size_x = CACHE_OP_WORKGROUP) in;
+layout(constant_id = MLA_RESHAPE_SC_INPUT_DTYPE) const uint INPUT_DTYPE = DT_F16;
+layout(constant_id = MLA_RESHAPE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
+layout(constant_id = MLA_RESHAPE_SC_SLOT_I64) const uint SLOT_I64 = 1u;
+layout(constant_id = MLA_RESHAPE_SC_TWO_POOLS) const uint TWO_POOLS = 0u;
+
+#include "common/cache_element.glsl"
+const uint INPUT_PER_WORD = INPUT_DTYPE == DT_F32 ? 1u : 2u;
+
+#if VKP_ROPE
+layout(constant_id = MLA_RESHAPE_SC_ROTARY_STYLE) const uint ROTARY_STYLE = ROTARY_STYLE_NEOX;
+layout(constant_id = MLA_RESHAPE_SC_COS_SIN_DTYPE) const uint COS_SIN_DTYPE = DT_F32;
+layout(constant_id = MLA_RESHAPE_SC_POSITION_I64) const uint POSITION_I64 = 1u;
+layout(constant_id = MLA_RESHAPE_SC_TILE_FLOATS) const uint TILE_FLOATS = 256u;
+const uint ROTARY_DTYPE = INPUT_DTYPE;
+layout(push_constant) uniform PushBlock {
+  MlaReshapePush pc;
+  RotaryPush rp;
+};
+#else
+layout(push_constant) uniform PushBlock { MlaReshapePush pc; };
+#endif
+
+layout(set = 0, binding = MLA_RESHAPE_BINDING_KV_C) readonly buffer KvC { uint kv_c_words[]; };
+// Named key_words for common/rotary.glsl, whose in-place rotation (not called here) writes it.
+layout(set = 0, binding = MLA_RESHAPE_BINDING_K_PE) buffer KPe { uint key_words[]; };
+layout(set = 0, binding = MLA_RESHAPE_BINDING_SLOT_MAPPING) readonly buffer Slots { uint slot_words[]; };
+layout(set = 0, binding = MLA_RESHAPE_BINDING_CACHE) writeonly buffer Cache { uint cache_words[]; };
+layout(set = 0, binding = MLA_RESHAPE_BINDING_KPE_CACHE) writeonly buffer KpeCache { uint kpe_cache_words[]; };
+layout(set = 0, binding = MLA_RESHAPE_BINDING_STATUS) buffer Status { uint status[]; };
+
+#if VKP_ROPE
+layout(set = 0, binding = MLA_RESHAPE_BINDING_POSITIONS) readonly buffer Positions { uint position_words[]; };
+layout(set = 0, binding = MLA_RESHAPE_BINDING_COS_SIN) readonly buffer CosSin { uint cos_sin_words[]; };
+#define query_words key_words  // rotary.glsl's query rows: none here (rp.query_tiles is 0)
+#include "common/strided_rows.glsl"  // rotary.glsl's rows: k_pe's, one per token
+#include "common/rotary.glsl"
+#endif
+
+#include "common/slot_mapping.glsl"
+
+// Element i of a word of INPUT_DTYPE as f32 bits.
+uint input_bits(uint word, uint i) {
+  if (INPUT_DTYPE == DT_F32) return word;
+  return element_to_f32_bits(i % 2u == 0u ? (word & 0xffffu) : (word >> 16), INPUT_DTYPE);
+}
+uint kv_c_input(uint i) { return input_bits(kv_c_words[pc.kv_c_offset + i / INPUT_PER_WORD], i); }
+uint k_pe_input(uint i) { return input_bits(key_words[pc.k_pe_offset + i / INPUT_PER_WORD], i); }
+
+// f32 bits to the cache's element bits (fp8: scaled first).
+uint encode(uint x) {
+  if (FP8) return quantize_fp8(x, pc.inv_scale, CACHE_DTYPE);
+  return f32_bits_to_float_element(x, CACHE_DTYPE);
+}
+
+// Chunk `chunk` of the row (chunks [0, Dv / x) the latent's, then the rotary part's) into
+// `slot`, its x elements given as f32 bits.
+void store_chunk(uint slot, uint chunk, uint bits[16]) {
+  uvec4 packed = uvec4(0u);
+  for (uint e = 0u; e < X; ++e) packed[e / PER_WORD] |= encode(bits[e]) << ((e % PER_WORD) * ELEMENT_BITS);
+  const uint d0 = chunk * X;  // first element of the chunk in the row [Dv + R]
+  uint word;
+  if (TWO_POOLS == 0u) {
+    word = pc.cache_offset + (slot * (pc.latent_size + pc.rope_size) + d0) / PER_WORD;
+  } else if (d0 < pc.latent_size) {
+    word = pc.cache_offset + (slot * pc.latent_size + d0) / PER_WORD;
+  } else {
+    word = pc.kpe_cache_offset + (slot * pc.rope_size + d0 - pc.latent_size) / PER_WORD;
+    [[unroll]] for (uint w = 0u; w < 4u; ++w) kpe_cache_words[word + w] = packed[w];
+    return;
+  }
+  [[unroll]] for (uint w = 0u; w < 4u; ++w) cache_words[word + w] = packed[w];
+}
+
+// The chunk's x input elements as f32 bits: kv_c's, or k_pe's (rope variant: rotated below
+// rotary_dim, r being the token's row in the staged tile).
+void chunk_inputs(uint token, uint chunk, uint r, uint pos, out uint bits[16]) {
+  const uint d0 = chunk * X;
+  if (d0 < pc.latent_size) {
+    for (uint e = 0u; e < X; ++e) bits[e] = kv_c_input(token * pc.latent_size + d0 + e);
+    return;
+  }
+  const uint p0 = d0 - pc.latent_size;  // first element in the rotary part
+  for (uint e = 0u; e < X; e += INPUT_PER_WORD) {
+#if VKP_ROPE
+    if (p0 + e < rp.rotary_dim) {
+      const uint word = rotated_word(r, (p0 + e) / INPUT_PER_WORD, pos);
+      for (uint k = 0u; k < INPUT_PER_WORD; ++k) bits[e + k] = rotary_element_bits(word, k);
+      continue;
+    }
+#endif
+    for (uint k = 0u; k < INPUT_PER_WORD; ++k) bits[e + k] = k_pe_input(token * pc.rope_size + p0 + e + k);
+  }
+}
+
+#if VKP_ROPE
+// One tile of tokens per workgroup (rotary_tile_of: no query tiles, one "head" per token).
+void main() {
+  bool is_key;
+  uint first_row, count;
+  if (!rotary_tile_of(is_key, first_row, count)) return;
+  stage_rows(true, first_row, count);
+  const uint chunks = (pc.latent_size + pc.rope_size) / X;
+  for (uint u = gl_LocalInvocationID.x; u < count * chunks; u += CACHE_OP_WORKGROUP) {
+    const uint r = u / chunks, chunk = u % chunks, token = first_row + r;
+    const uint pos = rotary_position(token);
+    if (pos == NO_POSITION) {
+      report_bad_position(token, 1u, chunk);
+      continue;
+    }
+    const uint slot = token_slot(token, chunk == 0u);
+    if (slot == NO_SLOT) continue;
+    uint bits[16];
+    chunk_inputs(token, chunk, r, pos, bits);
+    store_chunk(slot, chunk, bits);
+  }
+}
+#else
+// One invocation per (token, chunk).
+void main() {
+  const uint id = (gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x) * CACHE_OP_WORKGROUP + gl_LocalInvocationID.x;
+  const uint chunks = (pc.latent_size + pc.rope_size) / X;
+  if (id >= pc.num_tokens * chunks) return;
+  const uint token = id / chunks, chunk = id % chunks;
+  const uint slot = token_slot(token, chunk == 0u);
+  if (slot == NO_SLOT) return;
+  uint bits[16];
+  chunk_inputs(token, chunk, 0u, 0u, bits);
+  store_chunk(slot, chunk, bits);
+}
+#endif
