@@ -58,6 +58,7 @@
 #include "common/dtype.glsl"
 #include "common/convert.glsl"
 #include "common/kv_layout.glsl"
+#include "common/strided_rows.glsl"
 
 layout(local_size_x_id = ATTN_SC_WORKGROUP) in;
 layout(constant_id = ATTN_SC_HEAD_SIZE) const uint D = 128u;
@@ -175,8 +176,11 @@ uint g_kv_head;
 KeyRange g_span;     // the key positions the workgroup walks
 
 bool row_valid(uint r) { return r / GROUP < g_tile_tokens && r % GROUP < g_heads; }
-// The row's index in [T, H] (query, output, LSE, scratch).
+// The row's index in [T, H] (LSE, scratch).
 uint row_index(uint r) { return (g_first_token + r / GROUP) * pc.num_heads + g_head0 + r % GROUP; }
+// The row's first word in the query and in the output (strided views).
+uint query_row_word(uint r) { return row_word(pc.query_rows, g_first_token + r / GROUP, g_head0 + r % GROUP); }
+uint output_row_word(uint r) { return row_word(pc.output_rows, g_first_token + r / GROUP, g_head0 + r % GROUP); }
 
 #define VKP_TREE_MASK_HOOK
 // Byte new_key of row j of the request's q_s x q_s mask (as the portable kernel).
@@ -385,7 +389,7 @@ void main() {
     uint largest = 0u;
     for (uint i = tid; i < ROWS * D / 2u; i += WG)
       if (row_valid(i / (D / 2u)))
-        largest = max(largest, bf16_largest(query_words[pc.query_offset + row_index(i / (D / 2u)) * (D / 2u) + i % (D / 2u)]));
+        largest = max(largest, bf16_largest(query_words[query_row_word(i / (D / 2u)) + i % (D / 2u)]));
     atomicMax(s_largest[0], largest);
     barrier();
   }
@@ -396,7 +400,7 @@ void main() {
     const uint w = i % (DPAD / 2u);
     uint word = 0u;
     if (row_valid(r) && 2u * w < D) {
-      word = query_words[pc.query_offset + row_index(r) * (D / 2u) + w];
+      word = query_words[query_row_word(r) + w];
       if (BF16_QUERY) word = bf16_pair_to_f16(word, query_factor);
     }
     const uint e = r * (DS / 2u) + w;  // 32-bit word in the query rows
@@ -570,7 +574,7 @@ void main() {
         scratch[base] = a * f;
         scratch[base + 1u] = b * f;
       } else {
-        output_words[pc.output_offset + (row_index(row) * D + d) / 2u] =
+        output_words[output_row_word(row) + d / 2u] =
             pack_output(finish_output(a, f), finish_output(b, f), QUERY_DTYPE);
       }
     }

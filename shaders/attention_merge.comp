@@ -9,6 +9,7 @@
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
 #include "common/convert.glsl"
+#include "common/strided_rows.glsl"
 
 layout(local_size_x_id = ATTN_MERGE_SC_WORKGROUP) in;
 layout(constant_id = ATTN_MERGE_SC_HEAD_SIZE) const uint D = 128u;
@@ -71,17 +72,17 @@ void main() {
   }
 
   const RowFinish f = finish_row(m, l, SINKS, SINKS ? sinks[pc.sinks_offset + head] : 0.0);
+  const uint out_row = row_word(pc.output_rows, token, head);  // the output row's first word (a strided view)
   for (uint i = 0u; i < PAIRS_PER_INVOCATION; ++i) {
     const uint pair = tid + WG * i;
     if (pair >= PAIRS) break;
     const float a = finish_output(o[2u * i], f.factor);
     const float b = finish_output(o[2u * i + 1u], f.factor);
-    const uint element = row * D + 2u * pair;
     if (QUERY_DTYPE == DT_F32) {
-      output_words[pc.output_offset + element] = floatBitsToUint(a);
-      output_words[pc.output_offset + element + 1u] = floatBitsToUint(b);
+      output_words[out_row + 2u * pair] = floatBitsToUint(a);
+      output_words[out_row + 2u * pair + 1u] = floatBitsToUint(b);
     } else {
-      output_words[pc.output_offset + element / 2u] = pack_output(a, b, QUERY_DTYPE);
+      output_words[out_row + pair] = pack_output(a, b, QUERY_DTYPE);
     }
   }
   if (WRITE_LSE && tid == 0u) lse[pc.lse_offset + row] = f.lse;

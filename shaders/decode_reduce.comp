@@ -18,6 +18,7 @@
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
 #include "common/convert.glsl"
+#include "common/strided_rows.glsl"
 
 layout(local_size_x_id = REDUCE_SC_WORKGROUP) in;
 layout(constant_id = REDUCE_SC_HEAD_SIZE) const uint D = 128u;
@@ -68,6 +69,7 @@ void main() {
 
   const uint row = seq * pc.num_heads + head;
   const uint rows = pc.num_seqs * pc.num_heads;
+  const uint out_row = row_word(pc.output_rows, seq, head);  // the output row's first word (a strided view)
   float m = VKP_NEG_INF;  // this slice's running state and (unnormalised) outputs
   float l = 0.0;
   float o[VALUES];
@@ -124,7 +126,7 @@ void main() {
     if (i >= WORDS) break;
     const float a = finish_output(merged[w * PER_WORD], f.factor);
     const float b = PER_WORD == 2u ? finish_output(merged[w * PER_WORD + 1u], f.factor) : 0.0;
-    output_words[pc.output_offset + (row * D) / PER_WORD + i] = pack_output(a, b, QUERY_DTYPE);
+    output_words[out_row + i] = pack_output(a, b, QUERY_DTYPE);
   }
   if (WRITE_LSE && lane == 0u) lse[pc.lse_offset + row] = f.lse;
 }

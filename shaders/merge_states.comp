@@ -11,6 +11,7 @@
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
 #include "common/convert.glsl"
+#include "common/strided_rows.glsl"
 #include "common/softmax_state.glsl"
 #include "common/attention_epilogue.glsl"
 
@@ -36,7 +37,11 @@ void state_of_lse(float lse_value, out float m, out float l) {
 }
 
 void main() {
-  const uint row = (pc.first_seq + gl_WorkGroupID.y) * pc.num_heads + gl_WorkGroupID.x;
+  const uint seq = pc.first_seq + gl_WorkGroupID.y, head = gl_WorkGroupID.x;
+  const uint row = seq * pc.num_heads + head;
+  // The row's first words in the three strided outputs.
+  const uint a_row = row_word(pc.output_a_rows, seq, head), b_row = row_word(pc.output_b_rows, seq, head);
+  const uint out_row = row_word(pc.output_rows, seq, head);
   const float la = lse_a[pc.lse_a_offset + row];
   const float lb = lse_b[pc.lse_b_offset + row];
   float m, l, mb, lb_sum;
@@ -46,12 +51,11 @@ void main() {
   const RowFinish f = finish_row(m, l, false, 0.0);
   const uint per_word = DTYPE == DT_F32 ? 1u : 2u;
   for (uint i = gl_LocalInvocationID.x; i < D / per_word; i += gl_WorkGroupSize.x) {
-    const uint word = row * D / per_word + i;
-    const vec4 a = unpack_word(output_a[pc.output_a_offset + word], DTYPE);
-    const vec4 b = unpack_word(output_b[pc.output_b_offset + word], DTYPE);
+    const vec4 a = unpack_word(output_a[a_row + i], DTYPE);
+    const vec4 b = unpack_word(output_b[b_row + i], DTYPE);
     // An empty side's outputs are not used (they may be anything).
     const vec2 o = (la == VKP_NEG_INF ? vec2(0.0) : w.x * a.xy) + (lb == VKP_NEG_INF ? vec2(0.0) : w.y * b.xy);
-    output_words[pc.output_offset + word] = pack_output(finish_output(o.x, f.factor), finish_output(o.y, f.factor), DTYPE);
+    output_words[out_row + i] = pack_output(finish_output(o.x, f.factor), finish_output(o.y, f.factor), DTYPE);
   }
   if (WRITE_LSE && gl_LocalInvocationID.x == 0u) lse_out[pc.lse_offset + row] = f.lse;
 }

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #version 450
-// rotary_embedding: rotates queries [T, H, D] and keys [T, Hkv, D] in place by their tokens'
-// positions (common/rotary.glsl), one tile of rows per workgroup.
+// rotary_embedding: rotates queries [T, H, D] and keys [T, Hkv, D] (strided views) in place by
+// their tokens' positions (common/rotary.glsl), one tile of rows per workgroup.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 
 #include "common/shader_interface.h"
 #include "common/convert.glsl"
+#include "common/strided_rows.glsl"
 
 layout(local_size_x = CACHE_OP_WORKGROUP) in;
 layout(constant_id = ROTARY_SC_STYLE) const uint ROTARY_STYLE = ROTARY_STYLE_NEOX;

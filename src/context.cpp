@@ -472,6 +472,30 @@ BufferView DeviceBuffer::view(size_t offset, size_t bytes) const {
                 fmt::format("view: {} bytes at offset {} lie outside the buffer's {} bytes", bytes, offset, size()));
   return {handle(), offset, bytes};
 }
+TensorView DeviceBuffer::strided_tensor(DType dtype, Shape shape, const Strides& strides, size_t offset) const {
+  TensorView t;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.strides = strides;
+  for (int i = 0; i < shape.rank(); ++i)
+    if (strides[size_t(i)] < 0)
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("strided_tensor: strides[{}] is negative ({})", i, strides[size_t(i)]));
+  const size_t bytes = t.bytes();
+  if (bytes == SIZE_MAX)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("strided_tensor: shape {} of {} with strides [{}] spans too many bytes", shape.str(), dtype_name(dtype),
+                            fmt::join(strides.begin(), strides.begin() + shape.rank(), ", ")));
+  if (offset > size() || bytes > size() - offset)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("strided_tensor: {} {} with strides [{}] ({} bytes from its first element to its last) at offset {} "
+                            "lies outside the buffer's {} bytes",
+                            dtype_name(dtype), shape.str(), fmt::join(strides.begin(), strides.begin() + shape.rank(), ", "),
+                            bytes, offset, size()));
+  t.memory = {handle(), offset, bytes};
+  return t;
+}
+
 TensorView DeviceBuffer::tensor(DType dtype, Shape shape, size_t offset) const {
   size_t bytes = dtype_size(dtype);
   for (int i = 0; i < shape.rank(); ++i)

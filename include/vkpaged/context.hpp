@@ -193,6 +193,11 @@ class VKPAGED_API DeviceBuffer {
   BufferView view(size_t offset, size_t bytes) const;
   // A tensor of `dtype` and `shape` at `offset`, sized to hold it; it must fit the buffer.
   TensorView tensor(DType dtype, Shape shape, size_t offset = 0) const;
+  // The same with strides (TensorView::strides), sized to its extent (TensorView::bytes(): from
+  // the first element to the end of the last), e.g. the keys of a fused projection
+  // [T, (H + 2 Hkv) * D] of f16: strided_tensor(DType::f16, {T, Hkv, D}, {(H + 2 * Hkv) * D}, H * D * 2).
+  // Refused: a negative stride, an extent past the buffer.
+  TensorView strided_tensor(DType dtype, Shape shape, const Strides& strides, size_t offset = 0) const;
 
  private:
   friend struct detail::ContextImpl;

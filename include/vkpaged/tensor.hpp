@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Views of memory the operators read and write. The library never needs to own an engine's
-// buffers: a BufferView names a range of a VkBuffer, a TensorView adds dtype and shape.
+// buffers: a BufferView names a range of a VkBuffer, a TensorView adds dtype, shape and strides.
 // HostTensor is plain host memory with the same description (reference, tests, CLI).
 #include <vulkan/vulkan.h>
 
 #include <array>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -47,12 +48,54 @@ struct BufferView {
   bool empty() const noexcept { return buffer == VK_NULL_HANDLE; }
 };
 
+// Per dimension, the elements from one index to the next. 0 stands for the row-major stride
+// (the product of the later dimensions), so the default, all zeros, is a contiguous view.
+using Strides = std::array<int64_t, kMaxRank>;
+
+// A typed view of device memory. Most views are contiguous; the operators' queries, new keys and
+// values, and outputs ([T, heads, D]) also take a token and a head stride, D staying contiguous
+// (docs/api.md, "Strided views"), so that an engine passes slices of one fused projection:
+//   TensorView key{slice, DType::f16, Shape{T, Hkv, D}, Strides{(H + 2 * Hkv) * D}};
 struct TensorView {
   BufferView memory;
   DType dtype = DType::f32;
   Shape shape;
+  Strides strides{};
   bool empty() const noexcept { return memory.empty(); }
-  size_t bytes() const noexcept { return size_t(shape.numel()) * dtype_size(dtype); }
+  // Dimension i's stride in elements, a 0 in `strides` resolved to the row-major one.
+  int64_t stride(int i) const noexcept {
+    if (strides[size_t(i)] != 0) return strides[size_t(i)];
+    int64_t s = 1;
+    for (int j = i + 1; j < shape.rank(); ++j) s *= shape[j];
+    return s;
+  }
+  // Whether the elements lie as a row-major view's: every dimension of more than one element at
+  // its row-major stride (a dimension of one element never moves, whatever its stride says).
+  bool contiguous() const noexcept {
+    int64_t s = 1;
+    for (int i = shape.rank() - 1; i >= 0; --i) {
+      if (shape[i] > 1 && strides[size_t(i)] != 0 && strides[size_t(i)] != s) return false;
+      s *= shape[i];
+    }
+    return true;
+  }
+  // The bytes from the first element to the end of the last, which memory.size must hold:
+  // numel * element size for a contiguous view, 0 without elements. (Strides that do not fit
+  // int64 are refused by every operator; this saturates at SIZE_MAX.)
+  size_t bytes() const noexcept {
+    if (shape.numel() == 0) return 0;
+    if (contiguous()) return size_t(shape.numel()) * dtype_size(dtype);
+    unsigned long long last = 0;  // the last element's index
+    for (int i = 0; i < shape.rank(); ++i) {
+      const int64_t s = stride(i);
+      const unsigned long long n = (unsigned long long)(shape[i] - 1);
+      if (s < 0) return SIZE_MAX;
+      if (n != 0 && (unsigned long long)s > (ULLONG_MAX - last) / n) return SIZE_MAX;
+      last += n * (unsigned long long)s;
+    }
+    if (last >= SIZE_MAX / dtype_size(dtype)) return SIZE_MAX;
+    return size_t(last + 1) * dtype_size(dtype);
+  }
 };
 
 // Host memory with dtype and shape; the CPU reference and the CLI work on these.

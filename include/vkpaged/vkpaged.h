@@ -32,7 +32,7 @@
  *   Arrays of extensible structs are laid out at the stride of their first element's
  *   struct_size; every element must carry the same one.
  * - Plain value structs (vkp_buffer_view, vkp_tensor_view, vkp_host_tensor, vkp_block_copy)
- *   never change; a different kind of view would be a new type.
+ *   carry no size: a change to one is an incompatible change of every struct that holds it.
  * - Enums are 32 bits wide (each has a _MAX_ENUM = 0x7FFFFFFF member); values outside the
  *   listed ones are refused naming the field. Booleans are vkp_bool32 (uint32_t, 0 or 1; other
  *   values are refused).
@@ -182,8 +182,8 @@ VKP_API uint8_t VKP_CALL vkp_f32_to_fp8_e5m2(float value);
 #define VKP_MAX_RANK 5
 
 /* A byte range of a VkBuffer (size is the real size; VK_WHOLE_SIZE is refused). A view whose
- * buffer is VK_NULL_HANDLE is "absent" (for optional arguments). A plain value struct: it never
- * changes (so are vkp_tensor_view, vkp_host_tensor and vkp_block_copy). A view of a buffer
+ * buffer is VK_NULL_HANDLE is "absent" (for optional arguments). A plain value struct, without a
+ * size (so are vkp_tensor_view, vkp_host_tensor and vkp_block_copy). A view of a buffer
  * vkpaged created (vkp_buffer_create, a KV cache's pools) must lie inside that buffer: every
  * call that takes a view refuses one that does not. */
 typedef struct vkp_buffer_view {
@@ -192,12 +192,19 @@ typedef struct vkp_buffer_view {
   VkDeviceSize size;
 } vkp_buffer_view;
 
-/* A buffer range with dtype and a row-major shape of `rank` dimensions. */
+/* A buffer range with dtype, a shape of `rank` dimensions and their strides (vkpaged::TensorView).
+ * strides[i]: elements from one index of dimension i to the next; 0 means the row-major stride
+ * (the product of the later dimensions), so a zero-filled strides (vkp_buffer_tensor's) is a
+ * contiguous view; negative strides are refused, and strides past `rank` are not read. Only the
+ * queries, new keys and values, and outputs ([T, heads, D]) take other strides: a token and a
+ * head stride that keep each row's start on 4 bytes, D contiguous (docs/api.md, "Strided views");
+ * memory.size then covers the view from its first element to the end of its last. */
 typedef struct vkp_tensor_view {
   vkp_buffer_view memory;
   vkp_dtype dtype;
   int32_t rank;
   int64_t shape[VKP_MAX_RANK];
+  int64_t strides[VKP_MAX_RANK];
 } vkp_tensor_view;
 
 /* Host memory with dtype and row-major shape. data holds shape's product of elements; it is

@@ -29,6 +29,7 @@
 #include "common/dtype.glsl"
 #include "common/convert.glsl"
 #include "common/kv_layout.glsl"
+#include "common/strided_rows.glsl"
 
 layout(local_size_x_id = ATTN_SC_WORKGROUP) in;
 layout(constant_id = ATTN_SC_HEAD_SIZE) const uint D = 128u;
@@ -70,9 +71,10 @@ uint block_bytes() { return pc.num_kv_heads * D * B * CACHE_BYTES; }
 #include "common/address.glsl"
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Words16 { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Words4 { uint v[]; };
-// Each block from its own 64-bit start: indices inside one block fit 32 bits.
-#define KEY16(block, i) Words16(address_of_block(pc.key_address, block, block_bytes())).v[i]
-#define VALUE4(block, i) Words4(address_of_block(pc.value_address, block, block_bytes())).v[i]
+// Each block from its own 64-bit start: indices inside one block fit 32 bits. The addresses'
+// low words travel in the offsets' words (shader_interface.h, AttentionPush).
+#define KEY16(block, i) Words16(address_of_block(uvec2(pc.key_offset, pc.key_address_high), block, block_bytes())).v[i]
+#define VALUE4(block, i) Words4(address_of_block(uvec2(pc.value_offset, pc.value_address_high), block, block_bytes())).v[i]
 #else
 layout(set = 0, binding = ATTN_BINDING_KEY_CACHE) readonly buffer KeyCache { uvec4 key16[]; };
 layout(set = 0, binding = ATTN_BINDING_VALUE_CACHE) readonly buffer ValueCache { uint value4[]; };
@@ -105,6 +107,8 @@ shared float s_row_factor[ROWS];  // per tile: the rows' rescale factors; at the
 shared float s_row_max[ROWS];
 shared float s_row_sum[ROWS];
 shared float s_row_slope[ROWS];   // ALiBi slope of each row's head
+shared uint s_query_row[ROWS];    // the first word of each row in the query and in the output (strided views)
+shared uint s_output_row[ROWS];
 shared uint s_mask_base;          // tree mask: the request's first byte
 
 // The workgroup's request and rows, set once in main.
@@ -116,7 +120,7 @@ uint g_heads;         // query heads of the group (<= GROUP)
 uint g_head0;
 
 bool row_valid(uint r) { return r / GROUP < g_tile_tokens && r % GROUP < g_heads; }
-// The row's index in [T, H] (query, output, LSE, scratch).
+// The row's index in [T, H] (LSE, scratch).
 uint row_index(uint r) { return (g_first_token + r / GROUP) * pc.num_heads + g_head0 + r % GROUP; }
 
 #define VKP_TREE_MASK_HOOK
@@ -135,9 +139,6 @@ bool tree_mask_allows(uint row, uint new_key) {
 #include "common/attention_logits.glsl"
 #include "common/attention_epilogue.glsl"
 
-float query_element(uint token, uint head, uint d) {
-  return VKP_LOAD_ELEMENT(query_words, pc.query_offset, (token * pc.num_heads + head) * D + d, QUERY_DTYPE);
-}
 
 // Value element (kv head g, dim d, in-block offset o) of `block`, any layout.
 float value_element(uint block, uint g, uint d, uint o) {
@@ -220,10 +221,16 @@ void main() {
   if (TREE_MASK) find_mask_base(request, tid);
 
   // ---- the rows' queries, with the scale (and an fp8 cache's k_scale and decode factor) ----
+  if (tid < ROWS) {  // each row's place in the strided query and output, found once
+    s_query_row[tid] = row_word(pc.query_rows, g_first_token + tid / GROUP, g_head0 + tid % GROUP);
+    s_output_row[tid] = row_word(pc.output_rows, g_first_token + tid / GROUP, g_head0 + tid % GROUP);
+  }
+  barrier();
   const float qscale = pc.scale * (FP8 ? pc.k_scale * fp8_scale_fix(CACHE_DTYPE) : 1.0);
   for (uint i = tid; i < ROWS * D; i += WG) {
     const uint r = i / D;
-    s_query[i / 4u][i % 4u] = row_valid(r) ? query_element(g_first_token + r / GROUP, g_head0 + r % GROUP, i % D) * qscale : 0.0;
+    s_query[i / 4u][i % 4u] =
+        row_valid(r) ? VKP_LOAD_ELEMENT(query_words, s_query_row[r], i % D, QUERY_DTYPE) * qscale : 0.0;
   }
   if (tid < ROWS) s_row_slope[tid] = ALIBI && row_valid(tid) ? alibi_slopes[pc.alibi_offset + g_head0 + tid % GROUP] : 0.0;
 
@@ -383,6 +390,6 @@ void main() {
     if (!row_valid(r)) continue;
     const vec4 quad = s_query[e / 4u];
     const float b = per_word == 2u ? quad[(e + 1u) % 4u] : 0.0;
-    output_words[pc.output_offset + (row_index(r) * D + e % D) / per_word] = pack_output(quad[e % 4u], b, QUERY_DTYPE);
+    output_words[s_output_row[r] + (e % D) / per_word] = pack_output(quad[e % 4u], b, QUERY_DTYPE);
   }
 }

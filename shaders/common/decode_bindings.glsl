@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The decode kernels' buffers other than the caches and the scratch, declared once for both
-// (decode_kernel.glsl, decode_coopmat_kernel.glsl); bindings from shader_interface.h.
+// (decode_kernel.glsl, decode_coopmat_kernel.glsl); bindings from shader_interface.h. The query
+// and the output are strided views (common/strided_rows.glsl).
+#include "common/strided_rows.glsl"
 layout(set = 0, binding = DECODE_BINDING_QUERY) readonly buffer Query { uint query_words[]; };
 layout(set = 0, binding = DECODE_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
 layout(set = 0, binding = DECODE_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };

@@ -314,9 +314,9 @@ vec2 query_pair(uint p, uint seq, uint head0, uint heads) {
   const uint i = 2u * p;
   const uint h = i / D;
   if (h >= heads) return vec2(0.0);
-  const uint row = (seq * pc.num_heads + head0 + h) * D;
-  return vec2(VKP_LOAD_ELEMENT(query_words, pc.query_offset, row + key_dim((i % D) / 16u, i % 16u), QUERY_DTYPE),
-              VKP_LOAD_ELEMENT(query_words, pc.query_offset, row + key_dim(((i + 1u) % D) / 16u, (i + 1u) % 16u), QUERY_DTYPE));
+  const uint row = row_word(pc.query_rows, seq, head0 + h);  // the row's first word (a strided view)
+  return vec2(VKP_LOAD_ELEMENT(query_words, row, key_dim((i % D) / 16u, i % 16u), QUERY_DTYPE),
+              VKP_LOAD_ELEMENT(query_words, row, key_dim(((i + 1u) % D) / 16u, (i + 1u) % 16u), QUERY_DTYPE));
 }
 
 // The token (from the lane's key group) of row g + 8h of tile i, r = 2i + h: the accumulator's
@@ -1069,7 +1069,7 @@ void main() {
       scratch[sums + d + 1u] = o.y;
     } else {
       // NaN where a non-finite value was attended; packed as the query's dtype (attention_epilogue.glsl).
-      output_words[pc.output_offset + ((seq * pc.num_heads + head0 + h) * D + d) / 2u] =
+      output_words[row_word(pc.output_rows, seq, head0 + h) + d / 2u] =
           pack_output(finish_output(o.x, s_factor[h]), finish_output(o.y, s_factor[h]), QUERY_DTYPE);
     }
   }

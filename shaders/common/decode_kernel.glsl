@@ -179,13 +179,13 @@ shared float16_t s_prob16[1u + F16_VALUES_BIT * (GROUP * TILE - 1u)];  // f16 va
 #endif
 shared float s_reduce[GROUP * WG];
 shared uint s_block[TILE_BLOCKS];      // physical block of each block slot of the tile
+shared uint s_query_row[GROUP];        // the first words of the group's query rows (strided views) ...
+shared uint s_output_row[GROUP];       // ... and of its output rows
 
 #include "common/reduce.glsl"
 
-float query_element(uint seq, uint head, uint d) {
-  const uint i = (seq * pc.num_heads + head) * D + d;
-  return VKP_LOAD_ELEMENT(query_words, pc.query_offset, i, QUERY_DTYPE);
-}
+// Element d of the query row of group head g (< heads).
+float query_element(uint g, uint d) { return VKP_LOAD_ELEMENT(query_words, s_query_row[g], d, QUERY_DTYPE); }
 
 // The elements of cache word w, in order: unpack_word's, or with FP8_PAIRS two f16 pairs made
 // of alternate bytes by a shift and masks (E4M3 reads as value / 256, as unpack_word's, and its
@@ -367,7 +367,7 @@ void finish_decode(uint seq, uint part, uint head0, uint heads, float running_ma
       if (gg == g) f = out_factor[gg];
     const float a = finish_output(s_query[e], f);
     const float b = per_word == 2u ? finish_output(s_query[e + 1u], f) : 0.0;
-    output_words[pc.output_offset + ((seq * pc.num_heads + head0) * D + e) / per_word] = pack_output(a, b, QUERY_DTYPE);
+    output_words[s_output_row[g] + (e % D) / per_word] = pack_output(a, b, QUERY_DTYPE);
   }
 }
 
@@ -397,20 +397,27 @@ void main() {
   const uint lo = range.lo;
   const uint hi = range.hi;
 
+  // The group's rows in the strided query and output, found once per row.
+  for (uint g = tid; g < heads; g += WG) {
+    s_query_row[g] = row_word(pc.query_rows, seq, head0 + g);
+    s_output_row[g] = row_word(pc.output_rows, seq, head0 + g);
+  }
+  barrier();
+
   // Queries of the group, with scale, k_scale and the fp8 decode factor folded in.
   const float qscale = pc.scale * pc.k_scale * fp8_scale_fix(CACHE_DTYPE);
 #if VKP_F16_MATH
   if (F16_KEYS)
     for (uint i = tid; i < GROUP * D / 2u; i += WG) {
       const uint g = (2u * i) / D, d = (2u * i) % D;
-      const vec2 q = g < heads ? vec2(query_element(seq, head0 + g, d), query_element(seq, head0 + g, d + 1u)) * qscale : vec2(0.0);
+      const vec2 q = g < heads ? vec2(query_element(g, d), query_element(g, d + 1u)) * qscale : vec2(0.0);
       s_query16[i] = packHalf2x16(q);
     }
   else
 #endif
   for (uint i = tid; i < GROUP * D; i += WG) {
     const uint g = i / D;
-    s_query[i] = g < heads ? query_element(seq, head0 + g, i % D) * qscale : 0.0;
+    s_query[i] = g < heads ? query_element(g, i % D) * qscale : 0.0;
   }
 
   float slope[GROUP];     // ALiBi slope of each head

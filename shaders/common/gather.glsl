@@ -23,6 +23,7 @@
 #include "common/shader_interface.h"
 #include "common/convert.glsl"
 #include "common/kv_layout.glsl"
+#include "common/strided_rows.glsl"
 
 layout(local_size_x = CACHE_OP_WORKGROUP) in;
 layout(constant_id = GATHER_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
@@ -69,13 +70,14 @@ uint sequence_of(uint row) {
   return found;
 }
 
-void write_output(bool is_key, uint first, uint elements[16]) {
+// Writes x elements from dim d0 of an output row that starts at word `row` (a strided view).
+void write_output(bool is_key, uint row, uint d0, uint elements[16]) {
   for (uint e = 0u; e < X; e += OUTPUT_PER_WORD) {
     uint w = elements[e];
     if (OUTPUT_PER_WORD == 2u) w |= elements[e + 1u] << 16;
-    const uint i = (first + e) / OUTPUT_PER_WORD;
-    if (is_key) key_out[pc.key_out_offset + i] = w;
-    else value_out[pc.value_out_offset + i] = w;
+    const uint i = row + (d0 + e) / OUTPUT_PER_WORD;
+    if (is_key) key_out[i] = w;
+    else value_out[i] = w;
   }
 }
 
@@ -102,15 +104,13 @@ void main() {
     return;
   }
   const uint offset = pos % pc.block_size;
-  const uint first = (row * pc.num_kv_heads + head) * pc.head_size + chunk * X;  // output element
-
   const uint d0 = chunk * X;
   uint elements[16];
   const uint key_at = kv_key_offset(LAYOUT, pc.num_kv_heads, pc.head_size, pc.block_size, X, head, d0, offset);
   const uvec4 k = KEY_CHUNK(key_block(block), key_at / X);
   for (uint e = 0u; e < X; ++e)
     elements[e] = convert((k[e / PER_WORD] >> ((e % PER_WORD) * ELEMENT_BITS)) & ELEMENT_MASK, pc.k_scale);
-  write_output(true, first, elements);
+  write_output(true, row_word(pc.key_out_rows, row, head), d0, elements);
 
   const PoolBlock values = value_block(block);
   if (LAYOUT == KV_LAYOUT_VLLM) {
@@ -125,5 +125,5 @@ void main() {
     for (uint e = 0u; e < X; ++e)
       elements[e] = convert((v[e / PER_WORD] >> ((e % PER_WORD) * ELEMENT_BITS)) & ELEMENT_MASK, pc.v_scale);
   }
-  write_output(false, first, elements);
+  write_output(false, row_word(pc.value_out_rows, row, head), d0, elements);
 }

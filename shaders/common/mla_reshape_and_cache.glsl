@@ -51,6 +51,7 @@ layout(set = 0, binding = MLA_RESHAPE_BINDING_STATUS) buffer Status { uint statu
 layout(set = 0, binding = MLA_RESHAPE_BINDING_POSITIONS) readonly buffer Positions { uint position_words[]; };
 layout(set = 0, binding = MLA_RESHAPE_BINDING_COS_SIN) readonly buffer CosSin { uint cos_sin_words[]; };
 #define query_words key_words  // rotary.glsl's query rows: none here (rp.query_tiles is 0)
+#include "common/strided_rows.glsl"  // rotary.glsl's rows: k_pe's, one per token
 #include "common/rotary.glsl"
 #endif
 

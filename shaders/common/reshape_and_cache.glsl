@@ -22,6 +22,9 @@
 // invocation writes the chunks of the tile as above, from the rotated keys, which it also
 // writes back to the key buffer (rounded to its dtype, as rotary_embedding would leave them, so
 // the cache holds what rotary_embedding then reshape_and_cache would store).
+//
+// The keys and values (and the queries) are strided views (common/strided_rows.glsl): each
+// invocation finds its rows' first words once and reads its chunk from there.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #if VKP_ADDRESS
@@ -32,6 +35,7 @@
 #include "common/shader_interface.h"
 #include "common/convert.glsl"
 #include "common/kv_layout.glsl"
+#include "common/strided_rows.glsl"
 
 layout(local_size_x = CACHE_OP_WORKGROUP) in;
 layout(constant_id = RESHAPE_SC_INPUT_DTYPE) const uint INPUT_DTYPE = DT_F16;
@@ -48,10 +52,8 @@ layout(constant_id = RESHAPE_SC_COS_SIN_DTYPE) const uint COS_SIN_DTYPE = DT_F32
 layout(constant_id = RESHAPE_SC_POSITION_I64) const uint POSITION_I64 = 1u;
 layout(constant_id = RESHAPE_SC_TILE_FLOATS) const uint TILE_FLOATS = 256u;
 const uint ROTARY_DTYPE = INPUT_DTYPE;
-layout(push_constant) uniform PushBlock {
-  ReshapeAndCachePush pc;
-  RotaryPush rp;
-};
+layout(push_constant) uniform PushBlock { ReshapeAndCacheRotaryPush pc; };
+#define rp pc  // common/rotary.glsl reads RotaryPush's names, which this block has too
 #define KEY_INPUT_ACCESS
 #else
 layout(push_constant) uniform PushBlock { ReshapeAndCachePush pc; };
@@ -74,6 +76,7 @@ layout(set = 0, binding = RESHAPE_BINDING_QUERY) buffer Query { uint query_words
 layout(set = 0, binding = RESHAPE_BINDING_POSITIONS) readonly buffer Positions { uint position_words[]; };
 layout(set = 0, binding = RESHAPE_BINDING_COS_SIN) readonly buffer CosSin { uint cos_sin_words[]; };
 #include "common/rotary.glsl"
+shared uint s_value_rows[ROTARY_MAX_TILE_ROWS];  // key tiles: the first word of each row's value
 #endif
 
 // Input element i (f32, f16 or bf16) as f32 bits.
@@ -82,8 +85,10 @@ uint input_bits(uint word, uint i) {
   const uint half_bits = (i % 2u == 0u) ? (word & 0xffffu) : (word >> 16);
   return element_to_f32_bits(half_bits, INPUT_DTYPE);
 }
-uint key_input(uint i) { return input_bits(key_words[pc.key_offset + i / INPUT_PER_WORD], i); }
-uint value_input(uint i) { return input_bits(value_words[pc.value_offset + i / INPUT_PER_WORD], i); }
+// Element d of the key or value row whose first word is `row` (rows start on a word, so d's
+// parity picks its half of a 16-bit pair).
+uint key_input(uint row, uint d) { return input_bits(key_words[row + d / INPUT_PER_WORD], d); }
+uint value_input(uint row, uint d) { return input_bits(value_words[row + d / INPUT_PER_WORD], d); }
 
 // f32 bits to the cache's element bits (fp8: scaled first).
 uint encode(uint x, float inv_scale) {
@@ -111,8 +116,8 @@ void store_value(PoolBlock block, uint index, uint bits) {
 #include "common/slot_mapping.glsl"
 
 // Writes chunk `chunk` of kv head `head` of one token into `slot`: the key's x elements given
-// as f32 bits, the value's read from input elements [first, first + x).
-void store_chunk(uint slot, uint head, uint chunk, uint key_bits[16], uint first) {
+// as f32 bits, the value's read from the value row that starts at word `value_row`.
+void store_chunk(uint slot, uint head, uint chunk, uint key_bits[16], uint value_row) {
   const uint block = slot / pc.block_size;
   const uint offset = slot % pc.block_size;
   const uint d0 = chunk * X;
@@ -129,14 +134,14 @@ void store_chunk(uint slot, uint head, uint chunk, uint key_bits[16], uint first
     // Value: x elements B apart, each into its word.
     for (uint e = 0u; e < X; ++e) {
       const uint at = kv_value_offset(LAYOUT, pc.num_kv_heads, pc.head_size, pc.block_size, X, head, d0 + e, offset);
-      store_value(values, at, encode(value_input(first + e), pc.inv_v_scale));
+      store_value(values, at, encode(value_input(value_row, d0 + e), pc.inv_v_scale));
     }
     return;
   }
   // Value (nhd, hnd): 16 contiguous bytes, as the key.
   packed = uvec4(0u);
   for (uint e = 0u; e < X; ++e)
-    packed[e / PER_WORD] |= encode(value_input(first + e), pc.inv_v_scale) << ((e % PER_WORD) * ELEMENT_BITS);
+    packed[e / PER_WORD] |= encode(value_input(value_row, d0 + e), pc.inv_v_scale) << ((e % PER_WORD) * ELEMENT_BITS);
   const uint value_at = kv_value_offset(LAYOUT, pc.num_kv_heads, pc.head_size, pc.block_size, X, head, d0, offset);
   VALUE_CHUNK(values, value_at / X) = packed;
 }
@@ -153,6 +158,9 @@ void main() {
     rotate_rows_in_place(false, first_row, count);
     return;
   }
+  // The tile's value rows, found once per row (stage_rows' barriers publish them with the keys').
+  for (uint r = gl_LocalInvocationID.x; r < count; r += CACHE_OP_WORKGROUP)
+    s_value_rows[r] = row_word(pc.value_rows, (first_row + r) / pc.num_kv_heads, (first_row + r) % pc.num_kv_heads);
   stage_rows(true, first_row, count);
   const uint chunks = pc.head_size / X;
   for (uint u = gl_LocalInvocationID.x; u < count * chunks; u += CACHE_OP_WORKGROUP) {
@@ -164,20 +172,20 @@ void main() {
       continue;
     }
     // The chunk's key: rotated below rotary_dim (and written back), as read past it.
-    const uint first = row * pc.head_size + chunk * X;  // input element
+    const uint key_row = rotary_rows[r];
     uint key_bits[16];
     for (uint e = 0u; e < X; e += INPUT_PER_WORD) {
       const uint d = chunk * X + e;
       if (d < rp.rotary_dim) {
         const uint word = rotated_word(r, d / INPUT_PER_WORD, pos);
-        key_words[pc.key_offset + (first + e) / INPUT_PER_WORD] = word;
+        key_words[key_row + d / INPUT_PER_WORD] = word;
         for (uint k = 0u; k < INPUT_PER_WORD; ++k) key_bits[e + k] = rotary_element_bits(word, k);
       } else {
-        for (uint k = 0u; k < INPUT_PER_WORD; ++k) key_bits[e + k] = key_input(first + e + k);
+        for (uint k = 0u; k < INPUT_PER_WORD; ++k) key_bits[e + k] = key_input(key_row, d + k);
       }
     }
     const uint slot = token_slot(token, head == 0u && chunk == 0u);
-    if (slot != NO_SLOT) store_chunk(slot, head, chunk, key_bits, first);
+    if (slot != NO_SLOT) store_chunk(slot, head, chunk, key_bits, s_value_rows[r]);
   }
 }
 #else
@@ -192,9 +200,9 @@ void main() {
 
   const uint slot = token_slot(token, head == 0u && chunk == 0u);
   if (slot == NO_SLOT) return;
-  const uint first = (token * pc.num_kv_heads + head) * pc.head_size + chunk * X;  // input element
+  const uint key_row = row_word(pc.key_rows, token, head);
   uint key_bits[16];
-  for (uint e = 0u; e < X; ++e) key_bits[e] = key_input(first + e);
-  store_chunk(slot, head, chunk, key_bits, first);
+  for (uint e = 0u; e < X; ++e) key_bits[e] = key_input(key_row, chunk * X + e);
+  store_chunk(slot, head, chunk, key_bits, row_word(pc.value_rows, token, head));
 }
 #endif

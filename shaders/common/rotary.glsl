@@ -15,8 +15,9 @@
 // The includer declares before including: the constants ROTARY_STYLE (ROTARY_STYLE_*),
 // ROTARY_DTYPE (the rows' dtype: DT_F32, DT_F16 or DT_BF16), COS_SIN_DTYPE (DT_F32 or
 // ROTARY_DTYPE), POSITION_I64 and TILE_FLOATS (the shared tile: rows_per_tile * rotary_dim);
-// push constants `rp` (RotaryPush); and the buffers query_words[] and key_words[] (written),
-// position_words[], cos_sin_words[] and status[].
+// push constants `rp` with RotaryPush's fields; and the buffers query_words[] and key_words[]
+// (written), position_words[], cos_sin_words[] and status[]; and common/strided_rows.glsl. The
+// queries and keys are strided views: a tile finds its rows' first words once (rotary_rows).
 #ifndef VKPAGED_ROTARY_GLSL
 #define VKPAGED_ROTARY_GLSL
 
@@ -24,6 +25,7 @@ const uint ROTARY_PER_WORD = ROTARY_DTYPE == DT_F32 ? 1u : 2u;
 const uint NO_POSITION = 0xffffffffu;
 
 shared float rotary_tile[TILE_FLOATS];
+shared uint rotary_rows[ROTARY_MAX_TILE_ROWS];  // the first word of each row of the tile
 
 // Element e of a word of ROTARY_DTYPE as f32 bits.
 uint rotary_element_bits(uint word, uint e) {
@@ -48,23 +50,26 @@ float cos_sin_at(uint pos, uint i) {
   return uintBitsToFloat(element_to_f32_bits(index % 2u == 0u ? (w & 0xffffu) : (w >> 16), COS_SIN_DTYPE));
 }
 
-// The first word of a row (head_size is even, so 16-bit rows start on a word).
-uint rotary_row_word(uint row) { return row * (rp.head_size / ROTARY_PER_WORD); }
-
 // Each invocation handles ROTARY_UNROLL words of a tile at once (the host sizes tiles to about
 // that many words per invocation), so that their loads are in flight together.
 const uint ROTARY_UNROLL = 4u;
 
 // Stages the first rotary_dim elements of rows [first, first + count) of the keys (is_key) or
-// the queries in rotary_tile, as f32, and waits for the workgroup: every invocation calls it.
+// the queries in rotary_tile, as f32, with each row's first word in rotary_rows, and waits for
+// the workgroup: every invocation calls it.
 void stage_rows(bool is_key, uint first, uint count) {
+  const uint heads = is_key ? rp.num_kv_heads : rp.num_heads;
+  for (uint r = gl_LocalInvocationID.x; r < count; r += CACHE_OP_WORKGROUP)
+    rotary_rows[r] = is_key ? row_word(rp.key_rows, (first + r) / heads, (first + r) % heads)
+                            : row_word(rp.query_rows, (first + r) / heads, (first + r) % heads);
+  barrier();
   const uint words = rp.rotary_dim / ROTARY_PER_WORD, total = count * words;
   for (uint base = gl_LocalInvocationID.x; base < total; base += CACHE_OP_WORKGROUP * ROTARY_UNROLL) {
     uint bits[ROTARY_UNROLL];
     [[unroll]] for (uint k = 0u; k < ROTARY_UNROLL; ++k) {
       const uint u = base + k * CACHE_OP_WORKGROUP;
-      const uint at = rotary_row_word(first + u / words) + u % words;
-      bits[k] = u >= total ? 0u : is_key ? key_words[rp.key_offset + at] : query_words[rp.query_offset + at];
+      bits[k] = u >= total ? 0u : is_key ? key_words[rotary_rows[u / words] + u % words]
+                                         : query_words[rotary_rows[u / words] + u % words];
     }
     [[unroll]] for (uint k = 0u; k < ROTARY_UNROLL; ++k) {
       const uint u = base + k * CACHE_OP_WORKGROUP;
@@ -142,12 +147,12 @@ void rotate_rows_in_place(bool is_key, uint first, uint count) {
       report_bad_position(row, heads, w);
       continue;
     }
-    const uint at = rotary_row_word(row) + w;
+    const uint at = rotary_rows[r] + w;
     const uint bits = rotated_word(r, w, pos);
     if (is_key)
-      key_words[rp.key_offset + at] = bits;
+      key_words[at] = bits;
     else
-      query_words[rp.query_offset + at] = bits;
+      query_words[at] = bits;
   }
 }
 

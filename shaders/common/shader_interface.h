@@ -36,6 +36,23 @@ struct uvec2 {
 #define STATUS_BAD_POSITION 64u  // rotary embedding: a position outside [0, max_position), the token left as it was
 #define STATUS_BAD_PAGE_TABLE 128u  // CSR page tables (csr_page_table.comp) that break the contract, clamped
 
+// ---- strided views (TensorView::strides; common/strided_rows.glsl) ----
+// The queries, new keys and values, and outputs are [tokens, heads, D] views whose token and
+// head strides are free and whose D elements are contiguous: row (token, head) starts at word
+//   offset + token * token_stride + head * head_stride
+// of the view's bound range, all in 4-byte words (the host refuses strides that would not keep
+// each row on a word: every kernel reads and writes these tensors a word at a time). One word
+// holds the head stride and the offset, so that a view costs two words where it had one and the
+// push blocks stay within 128 bytes: a view is bound from its offset rounded down to
+// minStorageBufferOffsetAlignment (at most 256 bytes), so the offset is below 64 words (the low
+// ROWS_OFFSET_BITS), and the host refuses head strides of 2^26 words or more.
+#define ROWS_OFFSET_BITS 6u
+#define ROWS_OFFSET_MASK 63u
+struct StridedRows {
+  uint token_stride;     // words
+  uint head_and_offset;  // head stride in words << ROWS_OFFSET_BITS | the offset in words
+};
+
 // ---- decode (shaders/decode*.comp) ----
 // Specialization constant ids, in the order the host passes them.
 #define DECODE_SC_WORKGROUP 0
@@ -94,7 +111,8 @@ struct uvec2 {
 #define DECODE_BINDING_COUNT 13
 
 // Offsets are in 4-byte words from the start of each bound range (the host binds each view
-// at an aligned offset and passes the rest here). Cache offsets are multiples of 4 words.
+// at an aligned offset and passes the rest here). Cache offsets are multiples of 4 words. The
+// query and the output are strided views (StridedRows).
 struct DecodePush {
   uint num_seqs;
   uint num_heads;
@@ -105,12 +123,12 @@ struct DecodePush {
   uint num_partitions;    // split: partitions per sequence in the scratch layout
   uint sliding_window;    // 0 = off
   uint context_cap;       // lengths above this are clamped (and flagged): M * B, or P * partition_tokens when split
-  uint query_offset;
+  StridedRows query_rows;
   uint key_offset;
   uint value_offset;
   uint block_tables_offset;
   uint context_lens_offset;
-  uint output_offset;
+  StridedRows output_rows;
   uint alibi_offset;
   uint sinks_offset;
   uint lse_offset;
@@ -215,7 +233,7 @@ struct ReadBandwidthPush {
 #define RESHAPE_SC_LAYOUT 3        // KV_LAYOUT_*
 #define RESHAPE_SC_COUNT 4
 // The rotary variants (reshape_and_cache_rotary*.comp) add the rotary constants, bindings and
-// push constants (RotaryPush after ReshapeAndCachePush) and work in tiles, as rotary_embedding.
+// push constants (ReshapeAndCacheRotaryPush) and work in tiles, as rotary_embedding.
 #define RESHAPE_SC_ROTARY_STYLE 4      // ROTARY_STYLE_*
 #define RESHAPE_SC_COS_SIN_DTYPE 5     // DT_F32 or the key's dtype
 #define RESHAPE_SC_POSITION_I64 6      // 1: positions hold int64, 0: int32
@@ -244,9 +262,9 @@ struct ReshapeAndCachePush {
   uint block_size;
   uint num_slots;  // N * B: slots at or past it are skipped and flagged STATUS_BAD_SLOT
   uint groups_x;
-  uint key_offset;          // word offsets into each bound range (caches: multiples of 4)
-  uint value_offset;
-  uint slot_offset;
+  StridedRows key_rows;          // the new tokens [T, Hkv, D], strided views
+  StridedRows value_rows;
+  uint slot_offset;         // word offsets into each bound range (caches: multiples of 4)
   uint key_cache_offset;
   uint value_cache_offset;
   uint status_offset;
@@ -282,8 +300,8 @@ struct GatherPush {
   uint value_cache_offset;
   uint block_tables_offset;
   uint seq_starts_offset;
-  uint key_out_offset;
-  uint value_out_offset;
+  StridedRows key_out_rows;  // [T, Hkv, D], strided views
+  StridedRows value_out_rows;
   uint status_offset;
   float k_scale;  // fp8 caches only
   float v_scale;
@@ -324,6 +342,7 @@ struct AbsmaxPush {
 #define ROTARY_STYLE_NEOX 0u  // pairs (i, i + rotary_dim / 2)
 #define ROTARY_STYLE_GPTJ 1u  // pairs (2i, 2i + 1)
 #define ROTARY_MAX_TILE_FLOATS 2048u  // the shared tile's bound (8 KiB): rotary_dim at most this
+#define ROTARY_MAX_TILE_ROWS 256u     // rows of a tile at most (about 4 words per invocation: rotary_checks.cpp)
 struct RotaryPush {
   uint num_tokens;
   uint num_heads;     // query heads; 0 when no query is rotated
@@ -334,19 +353,49 @@ struct RotaryPush {
   uint rows_per_tile;
   uint query_tiles;
   uint groups_x;
-  uint query_offset;  // word offsets into each bound range
-  uint key_offset;
-  uint positions_offset;
+  StridedRows query_rows;  // [T, H, D] and [T, Hkv, D], strided views
+  StridedRows key_rows;
+  uint positions_offset;  // word offsets into each bound range
   uint cos_sin_offset;
   uint status_offset;
 };
+// reshape_and_cache_rotary*.comp: ReshapeAndCachePush's fields, then those of RotaryPush it lacks
+// (the rotary code, common/rotary.glsl, reads RotaryPush's names from this block; the fields the
+// two share, the key's among them, are here once).
+struct ReshapeAndCacheRotaryPush {
+  uvec2 key_cache_address;
+  uvec2 value_cache_address;
+  uint num_tokens;
+  uint num_kv_heads;
+  uint head_size;
+  uint block_size;
+  uint num_slots;
+  uint groups_x;
+  StridedRows key_rows;
+  StridedRows value_rows;
+  uint slot_offset;
+  uint key_cache_offset;
+  uint value_cache_offset;
+  uint status_offset;
+  float inv_k_scale;
+  float inv_v_scale;
+  uint num_heads;
+  uint rotary_dim;
+  uint max_position;
+  uint rows_per_tile;
+  uint query_tiles;
+  StridedRows query_rows;
+  uint positions_offset;
+  uint cos_sin_offset;
+};
 
 #ifdef __cplusplus
-static_assert(sizeof(ReshapeAndCachePush) == 18 * 4 && sizeof(ReshapeAndCachePush) <= 128);
-static_assert(sizeof(GatherPush) == 21 * 4 && sizeof(GatherPush) <= 128);
+static_assert(sizeof(StridedRows) == 2 * 4);
+static_assert(sizeof(ReshapeAndCachePush) == 20 * 4 && sizeof(ReshapeAndCachePush) <= 128);
+static_assert(sizeof(GatherPush) == 23 * 4 && sizeof(GatherPush) <= 128);
 static_assert(sizeof(AbsmaxPush) == 4 * 4);
-static_assert(sizeof(RotaryPush) == 14 * 4);
-static_assert(sizeof(ReshapeAndCachePush) + sizeof(RotaryPush) <= 128, "the rotary variants push both");
+static_assert(sizeof(RotaryPush) == 16 * 4);
+static_assert(sizeof(ReshapeAndCacheRotaryPush) == 29 * 4 && sizeof(ReshapeAndCacheRotaryPush) <= 128);
 #endif
 // ==== end of cache operations ====
 
@@ -359,11 +408,11 @@ static_assert(sizeof(ReshapeAndCachePush) + sizeof(RotaryPush) <= 128, "the rota
 struct MergePush {
   uint num_heads;
   uint first_seq;  // the dispatch's first sequence: grids of more than 65535 rows take several
-  uint output_a_offset;
+  StridedRows output_a_rows;  // [S, H, D], strided views
   uint lse_a_offset;
-  uint output_b_offset;
+  StridedRows output_b_rows;
   uint lse_b_offset;
-  uint output_offset;
+  StridedRows output_rows;
   uint lse_offset;
 };
 
@@ -428,11 +477,12 @@ struct MergePush {
 #define ATTN_MERGE_BINDING_SINKS 4
 #define ATTN_MERGE_BINDING_LSE 5
 #define ATTN_MERGE_BINDING_COUNT 6
-// Offsets in 4-byte words from each bound range's start (cache offsets: multiples of 4 words).
-// 32 words: the whole 128 bytes every device offers.
+// Offsets in 4-byte words from each bound range's start (cache offsets: multiples of 4 words);
+// the query and the output are strided views (StridedRows). 32 words: the whole 128 bytes every
+// device offers, so the caches' addresses (the address variant only) share the words of their
+// offsets (which that variant does not use): key_offset holds the key cache's low 32 bits there,
+// key_address_high its high ones.
 struct AttentionPush {
-  uvec2 key_address;    // address variant: device addresses of the caches (else unused)
-  uvec2 value_address;
   uint num_requests;    // S
   uint num_tokens;      // T
   uint num_heads;
@@ -444,13 +494,13 @@ struct AttentionPush {
   uint partition_tokens;  // split: key positions per partition
   uint num_partitions;    // split: partitions per row in the scratch
   uint tree_mask_bytes;   // tree mask: its size (bytes past it are never read)
-  uint query_offset;
-  uint key_offset;
-  uint value_offset;
+  StridedRows query_rows;
+  uint key_offset;        // address variant: the low word of the key cache's device address
+  uint value_offset;      // ... and of the value cache's
   uint block_tables_offset;
   uint context_lens_offset;
   uint query_starts_offset;
-  uint output_offset;
+  StridedRows output_rows;
   uint alibi_offset;
   uint sinks_offset;
   uint lse_offset;
@@ -461,10 +511,12 @@ struct AttentionPush {
   float softcap;  // > 0 with ATTN_FEATURE_SOFTCAP
   float k_scale;  // fp8 caches only
   float v_scale;
+  uint key_address_high;    // address variant: the high words of the caches' device addresses
+  uint value_address_high;
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(DecodePush) == 30 * 4, "DecodePush must be plain 32-bit fields");
+static_assert(sizeof(DecodePush) == 32 * 4, "DecodePush must be plain 32-bit fields");
 static_assert(sizeof(DecodePush) <= 128, "push constants must fit the 128-byte minimum");
 static_assert(sizeof(AttentionPush) == 32 * 4, "AttentionPush: plain 32-bit fields within the 128-byte minimum");
 }  // namespace vkpaged::shader

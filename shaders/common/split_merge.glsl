@@ -20,7 +20,7 @@
 // pc.merge_counters_offset, one used per head group (its first head's). The merge and the finish
 // are the shared blocks' (merge_round.glsl, attention_epilogue.glsl).
 // Requires: D, WG, QUERY_DTYPE, SINKS, WRITE_LSE (const), the push block `pc`, the output_words,
-// sinks, lse and status buffers, and dtype.glsl.
+// sinks, lse and status buffers, dtype.glsl and strided_rows.glsl (the output is a strided view).
 #ifndef VKPAGED_SPLIT_MERGE_GLSL
 #define VKPAGED_SPLIT_MERGE_GLSL
 
@@ -68,13 +68,13 @@ void split_merge(uint seq, uint head0, uint heads, uvec2 parts) {
     }
     // merge_round keeps a poisoned head's m NaN, which finish_row turns into NaN outputs and LSE.
     const RowFinish f = finish_row(m, l, SINKS, SINKS ? sinks[pc.sinks_offset + head] : 0.0);
-    const uint element0 = row * D + dim0;
+    const uint out_row = row_word(pc.output_rows, seq, head);  // the row's first word (a strided view)
     if (QUERY_DTYPE == DT_F32) {
       for (uint j = 0u; j < MERGE_DIMS; ++j)
-        output_words[pc.output_offset + element0 + j] = pack_output(finish_output(o[j], f.factor), 0.0, DT_F32);
+        output_words[out_row + dim0 + j] = pack_output(finish_output(o[j], f.factor), 0.0, DT_F32);
     } else {
       for (uint j = 0u; j < MERGE_DIMS; j += 2u)
-        output_words[pc.output_offset + (element0 + j) / 2u] =
+        output_words[out_row + (dim0 + j) / 2u] =
             pack_output(finish_output(o[j], f.factor), finish_output(o[j + 1u], f.factor), QUERY_DTYPE);
     }
     if (WRITE_LSE && dim0 == 0u) lse[pc.lse_offset + row] = f.lse;

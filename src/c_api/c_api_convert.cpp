@@ -215,6 +215,10 @@ TensorView to_cpp(const vkp_tensor_view& view, const std::string& name) {
   t.memory = to_cpp(view.memory);
   t.dtype = to_dtype(view.dtype, name);
   t.shape = to_shape(view.shape, view.rank, name);
+  for (int32_t i = 0; i < view.rank; ++i) {
+    if (view.strides[i] < 0) refuse(fmt::format("{}: strides[{}] is negative ({})", name, i, view.strides[i]));
+    t.strides[size_t(i)] = view.strides[i];
+  }
   return t;
 }
 
@@ -223,7 +227,10 @@ vkp_tensor_view to_c(const TensorView& view) noexcept {
   t.memory = to_c(view.memory);
   t.dtype = to_c(view.dtype);
   t.rank = view.shape.rank();
-  for (int i = 0; i < view.shape.rank(); ++i) t.shape[i] = view.shape[i];
+  for (int i = 0; i < view.shape.rank(); ++i) {
+    t.shape[i] = view.shape[i];
+    t.strides[i] = view.strides[size_t(i)];
+  }
   return t;
 }
 

@@ -19,6 +19,7 @@ void record_absmax(Context& context, VkCommandBuffer cmd, const TensorView& x, c
   auto& impl = context.impl();
   if (!is_float_dtype(x.dtype))
     throw Error(ErrorCode::invalid_argument, fmt::format("x: dtype {} is not f32, f16 or bf16", dtype_name(x.dtype)));
+  detail::check_contiguous("x", x);  // streamed as whole words from the first to the last
   // The shader reads whole words: an odd count of 16-bit elements needs the padding word.
   const size_t words = (x.bytes() + 3) / 4;
   detail::check_buffer(impl, "x", x.memory, words * 4, 4);

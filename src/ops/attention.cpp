@@ -17,6 +17,7 @@
 #include "ops/shared_fields.hpp"
 #include "ops/csr_page_table.hpp"
 #include "ops/decode_plan.hpp"
+#include "ops/strided_rows.hpp"
 #include "ops/view_checks.hpp"
 #include "vk/cooperative_matrix_khr.hpp"
 #include "vkpaged/error.hpp"
@@ -208,7 +209,12 @@ detail::PageTableViews page_table_views(const AttentionViews& v) {
   return {v.block_tables, v.context_lens, v.kv_indptr, v.kv_indices, v.kv_last_page_len};
 }
 
-void check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, const AttentionViews& v) {
+// The strided views of a call, checked (the query and the output).
+struct AttentionRows {
+  detail::RowsView query, output;
+};
+
+AttentionRows check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, const AttentionViews& v) {
   using detail::check_view;
   const auto& s = p.shape;
   const int64_t S = s.num_requests, T = s.num_query_tokens, H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_size,
@@ -218,7 +224,8 @@ void check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, co
   // Caches read by device address need not fit one descriptor's range.
   const bool cache_range = !(p.choice.kernel == AttentionKernel::scalar && p.choice.address) &&
                            !(p.decode && p.decode->data().choice.address);
-  check_view(impl, "query", v.query, {s.query_dtype}, Shape{T, H, D}, 4);
+  AttentionRows rows;
+  rows.query = detail::check_rows_view(impl, "query", v.query, {s.query_dtype}, Shape{T, H, D}, false);
   check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype}, detail::key_cache_shape(s.kv_layout, N, Hkv, D, B, x),
              16, cache_range);
   check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype},
@@ -227,7 +234,7 @@ void check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, co
   const detail::CsrExpansion& expansion = p.decode ? p.decode->data().csr : p.csr;
   detail::check_page_table_views(impl, page_table_views(v), s.num_requests, s.max_blocks_per_seq, expansion);
   check_view(impl, "query_starts", v.query_starts, {DType::i32, DType::u32}, Shape{S + 1}, 4);
-  check_view(impl, "output", v.output, {s.query_dtype}, Shape{T, H, D}, 4);
+  rows.output = detail::check_rows_view(impl, "output", v.output, {s.query_dtype}, Shape{T, H, D}, true);
   if (s.lse) check_view(impl, "lse", v.lse, {DType::f32}, Shape{T, H}, 4);
   if (s.tree_mask) {
     const size_t bytes = p.choice.tree_mask_bytes;
@@ -242,6 +249,7 @@ void check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, co
   if (s.sinks) check_view(impl, "sinks", v.sinks, {DType::f32}, Shape{H}, 4);
   if (p.scratch_bytes()) detail::check_buffer(impl, "scratch", v.scratch, p.scratch_bytes(), 4);
   if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
+  return rows;
 }
 
 // A batch of single tokens on its decode plan. Until record_decode takes its per-call values
@@ -261,7 +269,7 @@ void record_attention(Context& context, VkCommandBuffer cmd, const AttentionPlan
   const auto& s = p.shape;
   auto& impl = context.impl();
   detail::validate_attention_params(params, s);
-  check_views(impl, p, v);
+  const AttentionRows rows = check_views(impl, p, v);
   if (s.num_requests == 0) return;
   if (p.decode) return record_as_decode(context, cmd, p, v, params);
 
@@ -298,13 +306,13 @@ void record_attention(Context& context, VkCommandBuffer cmd, const AttentionPlan
   push.partition_tokens = c.partition_tokens;
   push.num_partitions = c.num_partitions;
   push.tree_mask_bytes = uint32_t(c.tree_mask_bytes);
-  push.query_offset = bound[ATTN_BINDING_QUERY].word_offset;
+  push.query_rows = detail::rows_push(rows.query, bound[ATTN_BINDING_QUERY]);
   push.key_offset = bound[ATTN_BINDING_KEY_CACHE].word_offset;
   push.value_offset = bound[ATTN_BINDING_VALUE_CACHE].word_offset;
   push.block_tables_offset = bound[ATTN_BINDING_BLOCK_TABLES].word_offset;
   push.context_lens_offset = bound[ATTN_BINDING_CONTEXT_LENS].word_offset;
   push.query_starts_offset = bound[ATTN_BINDING_QUERY_STARTS].word_offset;
-  push.output_offset = bound[ATTN_BINDING_OUTPUT].word_offset;
+  push.output_rows = detail::rows_push(rows.output, bound[ATTN_BINDING_OUTPUT]);
   push.alibi_offset = bound[ATTN_BINDING_ALIBI].word_offset;
   push.sinks_offset = bound[ATTN_BINDING_SINKS].word_offset;
   push.lse_offset = bound[ATTN_BINDING_LSE].word_offset;
@@ -315,15 +323,17 @@ void record_attention(Context& context, VkCommandBuffer cmd, const AttentionPlan
   push.softcap = params.softcap;
   push.k_scale = params.k_scale;
   push.v_scale = params.v_scale;
-  if (c.address) {
+  if (c.address) {  // the addresses' low words in the offsets' (shader_interface.h, AttentionPush)
     auto address_of = [&](const BufferView& view) {
       VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
       info.buffer = view.buffer;
-      const uint64_t a = impl.d.vkGetBufferDeviceAddress(impl.device, &info) + view.offset;
-      return sh::uvec2{uint32_t(a), uint32_t(a >> 32)};
+      return uint64_t(impl.d.vkGetBufferDeviceAddress(impl.device, &info) + view.offset);
     };
-    push.key_address = address_of(v.key_cache.memory);
-    push.value_address = address_of(v.value_cache.memory);
+    const uint64_t key = address_of(v.key_cache.memory), value = address_of(v.value_cache.memory);
+    push.key_offset = uint32_t(key);
+    push.key_address_high = uint32_t(key >> 32);
+    push.value_offset = uint32_t(value);
+    push.value_address_high = uint32_t(value >> 32);
   }
   impl.dispatch(cmd, *p.attention, bound, &push, s.num_kv_heads * c.groups_per_kv_head, c.tile_slots, c.num_partitions);
   if (!c.split) return;

@@ -117,8 +117,9 @@ bool decode_kernels_take(const AttentionShape& s, bool single_tokens) {
 }
 
 size_t attention_shared_bytes(uint32_t rows, uint32_t head_size, uint32_t workgroup) {
-  // queries (rows x D), scores (rows x tile), lane partials, tile blocks, 4 per-row arrays, mask base
-  return 4ull * (size_t(rows) * head_size + size_t(rows) * workgroup + 2ull * workgroup + 4ull * rows + 1);
+  // queries (rows x D), scores (rows x tile), lane partials, tile blocks, 6 per-row arrays (factor,
+  // max, sum, slope, query and output row words), mask base
+  return 4ull * (size_t(rows) * head_size + size_t(rows) * workgroup + 2ull * workgroup + 6ull * rows + 1);
 }
 
 namespace {

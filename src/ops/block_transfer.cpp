@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "ops/view_checks.hpp"
+
 namespace vkpaged::detail {
 
 namespace {
@@ -20,6 +22,9 @@ void check_pool_view(const ContextImpl& impl, const std::string& name, const Buf
 CacheGeometry check_layer_views(const ContextImpl& impl, const std::string& prefix, const LayerCacheViews& layer) {
   const auto g = cache_geometry(prefix, layer.layout, layer.key_cache.dtype, layer.key_cache.shape,
                                 layer.value_cache.dtype, layer.value_cache.shape, kRawCacheDtypes);
+  // Whole blocks move: pools laid out as their shapes say, no strides.
+  check_contiguous((prefix + "key_cache").c_str(), layer.key_cache);
+  check_contiguous((prefix + "value_cache").c_str(), layer.value_cache);
   check_pool_view(impl, prefix + "key_cache", layer.key_cache.memory, g.pool_bytes());
   check_pool_view(impl, prefix + "value_cache", layer.value_cache.memory, g.pool_bytes());
   return g;

@@ -195,7 +195,8 @@ struct ScalarVariant {
 size_t scalar_shared_bytes(uint32_t wg, uint32_t heads, uint32_t d, uint32_t b, const ScalarVariant& v) {
   const size_t f16_keys = v.f16_keys ? 2ull * heads * d : 0;       // s_query16
   const size_t f16_values = v.f16_values ? 2ull * heads * wg : 0;  // s_prob16
-  return 4ull * (size_t(heads) * d + 2ull * heads * wg + wg / b) + f16_keys + f16_values;
+  // queries, probabilities and reduction (heads x wg each), tile blocks, query and output row words
+  return 4ull * (size_t(heads) * d + 2ull * heads * wg + wg / b + 2ull * heads) + f16_keys + f16_values;
 }
 
 // The variants the tuning asks for, where they apply: fp8 pairs for fp8 caches; packed f16 for

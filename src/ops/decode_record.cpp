@@ -11,6 +11,7 @@
 #include "ops/csr_page_table.hpp"
 #include "ops/decode_plan.hpp"
 #include "ops/decode_validation.hpp"
+#include "ops/strided_rows.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/error.hpp"
@@ -59,14 +60,14 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   const int64_t S = s.num_seqs, H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_size, B = s.block_size;
   const int64_t x = cache_pack_factor(s.cache_dtype);
   const DType cache_elem = is_fp8_dtype(s.cache_dtype) ? DType::u8 : s.cache_dtype;
-  check_view(impl, "query", v.query, {s.query_dtype}, Shape{S, H, D}, 4);
+  const detail::RowsView query = detail::check_rows_view(impl, "query", v.query, {s.query_dtype}, Shape{S, H, D}, false);
   check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype},
              detail::key_cache_shape(s.kv_layout, s.num_blocks, Hkv, D, B, x), 16, !c.address);
   check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype},
              detail::value_cache_shape(s.kv_layout, s.num_blocks, Hkv, D, B), 16, !c.address);
   const detail::PageTableViews page_tables{v.block_tables, v.context_lens, v.kv_indptr, v.kv_indices, v.kv_last_page_len};
   detail::check_page_table_views(impl, page_tables, s.num_seqs, s.max_blocks_per_seq, p.csr);
-  check_view(impl, "output", v.output, {s.query_dtype}, Shape{S, H, D}, 4);
+  const detail::RowsView output = detail::check_rows_view(impl, "output", v.output, {s.query_dtype}, Shape{S, H, D}, true);
   if (s.alibi) check_view(impl, "alibi_slopes", v.alibi_slopes, {DType::f32}, Shape{H}, 4);
   if (s.sinks) check_view(impl, "sinks", v.sinks, {DType::f32}, Shape{H}, 4);
   if (s.lse) check_view(impl, "lse", v.lse, {DType::f32}, Shape{S, H}, 4);
@@ -97,12 +98,12 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   bound[DECODE_BINDING_MERGE_COUNTERS] = impl.bind_view(c.merge_counter_bytes ? v.merge_counters : BufferView{});
 
   sh::DecodePush push = plan_push(p);
-  push.query_offset = bound[DECODE_BINDING_QUERY].word_offset;
+  push.query_rows = detail::rows_push(query, bound[DECODE_BINDING_QUERY]);
   push.key_offset = bound[DECODE_BINDING_KEY_CACHE].word_offset;
   push.value_offset = bound[DECODE_BINDING_VALUE_CACHE].word_offset;
   push.block_tables_offset = bound[DECODE_BINDING_BLOCK_TABLES].word_offset;
   push.context_lens_offset = bound[DECODE_BINDING_CONTEXT_LENS].word_offset;
-  push.output_offset = bound[DECODE_BINDING_OUTPUT].word_offset;
+  push.output_rows = detail::rows_push(output, bound[DECODE_BINDING_OUTPUT]);
   push.alibi_offset = bound[DECODE_BINDING_ALIBI].word_offset;
   push.sinks_offset = bound[DECODE_BINDING_SINKS].word_offset;
   push.lse_offset = bound[DECODE_BINDING_LSE].word_offset;

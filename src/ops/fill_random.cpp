@@ -14,6 +14,7 @@ namespace vkpaged {
 
 void record_fill_random(Context& context, VkCommandBuffer cmd, const TensorView& view, uint32_t seed) {
   auto& impl = context.impl();
+  detail::check_contiguous("fill_random", view);  // fills whole words from the first to the last
   const size_t bytes = view.bytes();
   if (bytes % 4 != 0)
     throw Error(ErrorCode::invalid_argument, fmt::format("fill_random: {} bytes is not a whole number of 32-bit words", bytes));

@@ -12,6 +12,7 @@
 #include "ops/cache_pool_access.hpp"
 #include "ops/linear_grid.hpp"
 #include "ops/scale_validation.hpp"
+#include "ops/strided_rows.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/cache_ops.hpp"
 #include "vkpaged/error.hpp"
@@ -30,12 +31,18 @@ void record_gather(Context& context, VkCommandBuffer cmd, const GatherViews& v, 
                                              v.value_out.shape);
   detail::check_scale("k_scale", scales.k_scale, cache.dtype);
   detail::check_scale("v_scale", scales.v_scale, cache.dtype);
+  // Only the outputs take strides; the caches and page tables are read as their shapes lay them out.
+  for (const auto& [name, view] : {std::pair{"key_cache", &v.key_cache}, std::pair{"value_cache", &v.value_cache},
+                                   std::pair{"block_tables", &v.block_tables}, std::pair{"seq_starts", &v.seq_starts}})
+    detail::check_contiguous(name, *view);
   const auto pools =
       detail::cache_pool_access(impl, v.key_cache.memory, v.value_cache.memory, cache.pool_bytes(), cache.block_bytes());
   detail::check_buffer(impl, "block_tables", v.block_tables.memory, v.block_tables.bytes(), 4);
   detail::check_buffer(impl, "seq_starts", v.seq_starts.memory, v.seq_starts.bytes(), 4);
-  detail::check_buffer(impl, "key_out", v.key_out.memory, v.key_out.bytes(), 4);
-  detail::check_buffer(impl, "value_out", v.value_out.memory, v.value_out.bytes(), 4);
+  // Written: rows that never overlap, in each output and between them.
+  const detail::RowsView key_out = detail::check_rows(impl, "key_out", v.key_out, true);
+  const detail::RowsView value_out = detail::check_rows(impl, "value_out", v.value_out, true);
+  detail::check_disjoint_rows("key_out", key_out, "value_out", value_out, "both are written");
   if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
   if (uint64_t(cache.num_blocks) > std::numeric_limits<uint32_t>::max())  // pools past 4 GiB only
     throw Error(ErrorCode::unsupported, fmt::format("value_cache: N = {} blocks is more than the shader's 32-bit "
@@ -79,8 +86,8 @@ void record_gather(Context& context, VkCommandBuffer cmd, const GatherViews& v, 
   push.value_cache_offset = bound[GATHER_BINDING_VALUE_CACHE].word_offset;
   push.block_tables_offset = bound[GATHER_BINDING_BLOCK_TABLES].word_offset;
   push.seq_starts_offset = bound[GATHER_BINDING_SEQ_STARTS].word_offset;
-  push.key_out_offset = bound[GATHER_BINDING_KEY_OUT].word_offset;
-  push.value_out_offset = bound[GATHER_BINDING_VALUE_OUT].word_offset;
+  push.key_out_rows = detail::rows_push(key_out, bound[GATHER_BINDING_KEY_OUT]);
+  push.value_out_rows = detail::rows_push(value_out, bound[GATHER_BINDING_VALUE_OUT]);
   push.status_offset = bound[GATHER_BINDING_STATUS].word_offset;
   push.k_scale = scales.k_scale;
   push.v_scale = scales.v_scale;

@@ -8,6 +8,7 @@
 #include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
 #include "ops/merge_validation.hpp"
+#include "ops/strided_rows.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/merge.hpp"
@@ -24,11 +25,17 @@ void record_merge_attention(Context& context, VkCommandBuffer cmd, const MergeVi
   const int64_t D = s[2];
   if (D % 2 != 0 || D == 0) throw Error(ErrorCode::invalid_argument, fmt::format("output_a: head size {} is not even", D));
   const Shape lse_shape{s[0], s[1]};
-  detail::check_view(impl, "output_a", v.output_a, {dt}, s, 4);
+  const detail::RowsView a = detail::check_rows_view(impl, "output_a", v.output_a, {dt}, s, false);
   detail::check_view(impl, "lse_a", v.lse_a, {DType::f32}, lse_shape, 4);
-  detail::check_view(impl, "output_b", v.output_b, {dt}, s, 4);
+  const detail::RowsView b = detail::check_rows_view(impl, "output_b", v.output_b, {dt}, s, false);
   detail::check_view(impl, "lse_b", v.lse_b, {DType::f32}, lse_shape, 4);
-  detail::check_view(impl, "output", v.output, {dt}, s, 4);
+  const detail::RowsView out = detail::check_rows_view(impl, "output", v.output, {dt}, s, true);
+  // Each element is read before it is written only within one row: output may be output_a's or
+  // output_b's view itself, and must otherwise keep off their rows.
+  if (!detail::same_rows(out, a))
+    detail::check_disjoint_rows("output_a", a, "output", out, "output is written; it may be output_a's view itself");
+  if (!detail::same_rows(out, b))
+    detail::check_disjoint_rows("output_b", b, "output", out, "output is written; it may be output_b's view itself");
   if (!v.lse.empty()) detail::check_view(impl, "lse", v.lse, {DType::f32}, lse_shape, 4);
   if (s.numel() == 0) return;
   // 65535 is the maxComputeWorkGroupCount every device has: heads are x, sequences y in chunks.
@@ -41,8 +48,14 @@ void record_merge_attention(Context& context, VkCommandBuffer cmd, const MergeVi
   const std::array<detail::BoundView, 6> bound{impl.bind_view(v.output_a.memory), impl.bind_view(v.lse_a.memory),
                                                impl.bind_view(v.output_b.memory), impl.bind_view(v.lse_b.memory),
                                                impl.bind_view(v.output.memory), impl.bind_view(v.lse.memory)};
-  shader::MergePush push{uint32_t(s[1]),        0, bound[0].word_offset, bound[1].word_offset, bound[2].word_offset,
-                         bound[3].word_offset, bound[4].word_offset, bound[5].word_offset};
+  shader::MergePush push{};
+  push.num_heads = uint32_t(s[1]);
+  push.output_a_rows = detail::rows_push(a, bound[0]);
+  push.lse_a_offset = bound[1].word_offset;
+  push.output_b_rows = detail::rows_push(b, bound[2]);
+  push.lse_b_offset = bound[3].word_offset;
+  push.output_rows = detail::rows_push(out, bound[4]);
+  push.lse_offset = bound[5].word_offset;
   for (int64_t first = 0; first < s[0]; first += 65535) {
     push.first_seq = uint32_t(first);
     impl.dispatch(cmd, pipeline, bound, &push, uint32_t(s[1]), uint32_t(std::min<int64_t>(65535, s[0] - first)), 1);

@@ -4,6 +4,7 @@
 // rope), then one dispatch: one invocation per (token, 16-byte chunk of its row), or, with the
 // rope, one workgroup per rotary tile of tokens.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <array>
 #include <cstddef>
@@ -37,6 +38,18 @@ MlaWrite check_write(const detail::ContextImpl& impl, const MlaReshapeAndCacheVi
   w.tokens = detail::check_mla_token_inputs(w.cache, spec_of(v.kv_c), spec_of(v.k_pe), spec_of(v.slot_mapping));
   detail::check_scale("scale", scale, w.cache.dtype);  // every cache dtype; only fp8 uses it
   if (is_fp8_dtype(w.cache.dtype)) w.inv_scale = 1.0f / scale;
+  // MLA's views are contiguous (its kernels do not take strides yet: docs/api.md, "Strided views").
+  for (const auto& [name, view] : {std::pair{"kv_c", &v.kv_c}, std::pair{"k_pe", &v.k_pe}})
+    if (!view->contiguous())
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("{}: strides [{}] are not a contiguous {} view's; record_mla_reshape_and_cache takes "
+                              "contiguous views only (docs/api.md, \"Strided views\")",
+                              name, fmt::join(view->strides.begin(), view->strides.begin() + view->shape.rank(), ", "),
+                              view->shape.str()));
+  detail::check_contiguous("slot_mapping", v.slot_mapping);
+  detail::check_contiguous("mla_cache", v.cache.mla_cache);
+  detail::check_contiguous("ckv_cache", v.cache.ckv_cache);
+  detail::check_contiguous("kpe_cache", v.cache.kpe_cache);
   detail::check_buffer(impl, "kv_c", v.kv_c.memory, v.kv_c.bytes(), 4);
   detail::check_buffer(impl, "k_pe", v.k_pe.memory, v.k_pe.bytes(), 4);
   detail::check_buffer(impl, "slot_mapping", v.slot_mapping.memory, v.slot_mapping.bytes(), 4);
@@ -68,6 +81,8 @@ void record_mla_reshape_and_cache(Context& context, VkCommandBuffer cmd, const M
   if (rope) {
     g = detail::check_mla_rope(rope->style, detail::spec_of(v.k_pe), detail::spec_of(rope->positions),
                                detail::spec_of(rope->cos_sin_cache));
+    detail::check_contiguous("positions", rope->positions);
+    detail::check_contiguous("cos_sin_cache", rope->cos_sin_cache);
     detail::check_buffer(impl, "positions", rope->positions.memory, rope->positions.bytes(), 4);
     detail::check_buffer(impl, "cos_sin_cache", rope->cos_sin_cache.memory, rope->cos_sin_cache.bytes(), 4);
   }
@@ -128,7 +143,9 @@ void record_mla_reshape_and_cache(Context& context, VkCommandBuffer cmd, const M
   push.cache.groups_x = grid.x;
   push.rotary = detail::rotary_push(g, tiles);
   push.rotary.groups_x = grid.x;
-  push.rotary.key_offset = push.cache.k_pe_offset;
+  // k_pe [T, R] as the rotary code's key rows: one row of R contiguous elements per token.
+  push.rotary.key_rows.token_stride = uint32_t(uint64_t(g.head_size) * dtype_size(g.dtype) / 4);
+  push.rotary.key_rows.head_and_offset = push.cache.k_pe_offset;
   push.rotary.positions_offset = bound[MLA_RESHAPE_BINDING_POSITIONS].word_offset;
   push.rotary.cos_sin_offset = bound[MLA_RESHAPE_BINDING_COS_SIN].word_offset;
   push.rotary.status_offset = push.cache.status_offset;

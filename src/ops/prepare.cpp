@@ -71,7 +71,7 @@ vk::PipelineRequest cache_write_request(const detail::ContextImpl& impl, const C
   spec[RESHAPE_SC_TILE_FLOATS] = detail::rotary_tiles(g).tile_floats();
   return {address ? &vk::shader_reshape_and_cache_rotary_address() : &vk::shader_reshape_and_cache_rotary(),
           std::move(spec), RESHAPE_ROTARY_BINDING_COUNT,
-          uint32_t(sizeof(shader::ReshapeAndCachePush) + sizeof(shader::RotaryPush))};
+          uint32_t(sizeof(shader::ReshapeAndCacheRotaryPush))};
 }
 
 }  // namespace

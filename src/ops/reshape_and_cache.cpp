@@ -20,7 +20,8 @@ static_assert(kStatusBadSlot == STATUS_BAD_SLOT);
 
 namespace detail {
 
-CacheWrite check_cache_write(const ContextImpl& impl, const ReshapeAndCacheViews& v, const CacheScales& scales) {
+CacheWrite check_cache_write(const ContextImpl& impl, const ReshapeAndCacheViews& v, const CacheScales& scales,
+                             bool keys_written) {
   CacheWrite w;
   w.cache =
       cache_geometry("", v.layout, v.key_cache.dtype, v.key_cache.shape, v.value_cache.dtype, v.value_cache.shape);
@@ -32,8 +33,12 @@ CacheWrite check_cache_write(const ContextImpl& impl, const ReshapeAndCacheViews
     w.inv_k_scale = 1.0f / scales.k_scale;
     w.inv_v_scale = 1.0f / scales.v_scale;
   }
-  check_buffer(impl, "key", v.key.memory, v.key.bytes(), 4);
-  check_buffer(impl, "value", v.value.memory, v.value.bytes(), 4);
+  w.key = check_rows(impl, "key", v.key, keys_written);
+  w.value = check_rows(impl, "value", v.value, false);
+  // Only the keys and values take strides.
+  check_contiguous("slot_mapping", v.slot_mapping);
+  check_contiguous("key_cache", v.key_cache);
+  check_contiguous("value_cache", v.value_cache);
   check_buffer(impl, "slot_mapping", v.slot_mapping.memory, v.slot_mapping.bytes(), 4);
   w.pools =
       cache_pool_access(impl, v.key_cache.memory, v.value_cache.memory, w.cache.pool_bytes(), w.cache.block_bytes());
@@ -66,8 +71,8 @@ shader::ReshapeAndCachePush cache_write_push(const CacheWrite& w, const BoundVie
   push.block_size = uint32_t(w.cache.block_size);
   push.num_slots = uint32_t(w.cache.num_slots());
   push.groups_x = groups_x;
-  push.key_offset = bound[RESHAPE_BINDING_KEY].word_offset;
-  push.value_offset = bound[RESHAPE_BINDING_VALUE].word_offset;
+  push.key_rows = rows_push(w.key, bound[RESHAPE_BINDING_KEY]);
+  push.value_rows = rows_push(w.value, bound[RESHAPE_BINDING_VALUE]);
   push.slot_offset = bound[RESHAPE_BINDING_SLOT_MAPPING].word_offset;
   push.key_cache_offset = bound[RESHAPE_BINDING_KEY_CACHE].word_offset;
   push.value_cache_offset = bound[RESHAPE_BINDING_VALUE_CACHE].word_offset;
@@ -89,7 +94,7 @@ void cache_write_spec(const ReshapeAndCacheViews& v, const CacheWrite& w, uint32
 void record_reshape_and_cache(Context& context, VkCommandBuffer cmd, const ReshapeAndCacheViews& v,
                               const CacheScales& scales) {
   auto& impl = context.impl();
-  const detail::CacheWrite w = detail::check_cache_write(impl, v, scales);
+  const detail::CacheWrite w = detail::check_cache_write(impl, v, scales, false);
   if (w.tokens == 0) return;
 
   std::array<uint32_t, RESHAPE_SC_COUNT> spec{};

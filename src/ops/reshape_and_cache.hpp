@@ -9,6 +9,7 @@
 #include "common/shader_interface.h"
 #include "ops/cache_geometry.hpp"
 #include "ops/cache_pool_access.hpp"
+#include "ops/strided_rows.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/cache_ops.hpp"
 
@@ -17,13 +18,16 @@ namespace vkpaged::detail {
 struct CacheWrite {
   CacheGeometry cache;
   int64_t tokens = 0;
+  RowsView key, value;  // the new tokens, strided views
   float inv_k_scale = 1.0f, inv_v_scale = 1.0f;
   CachePoolAccess pools;
 };
 
 // Checks every view and scale of a cache write (nothing recorded; vkpaged::Error naming the
-// argument otherwise) and picks how the pools are reached.
-CacheWrite check_cache_write(const ContextImpl& impl, const ReshapeAndCacheViews& views, const CacheScales& scales);
+// argument otherwise) and picks how the pools are reached. `keys_written`: the rotary form
+// rotates the keys in place, so their rows must not overlap.
+CacheWrite check_cache_write(const ContextImpl& impl, const ReshapeAndCacheViews& views, const CacheScales& scales,
+                             bool keys_written);
 
 // Binds the write's views into bindings [0, RESHAPE_BINDING_COUNT) of `bound`.
 void bind_cache_write(const ContextImpl& impl, const ReshapeAndCacheViews& views, const CacheWrite& write,

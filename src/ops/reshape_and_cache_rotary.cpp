@@ -2,11 +2,7 @@
 // Host side of shaders/reshape_and_cache_rotary.comp (and its _address variant): the cache
 // write's checks (reshape_and_cache.hpp) and the rotary ones (rotary_checks.hpp), then one
 // dispatch of tiles: query tiles rotate in place, key tiles rotate and write the cache.
-#include <fmt/format.h>
-
 #include <array>
-#include <cstddef>
-#include <utility>
 
 #include "embedded_shaders.hpp"
 #include "ops/linear_grid.hpp"
@@ -20,8 +16,34 @@ namespace vkpaged {
 
 namespace {
 
-bool overlap(const BufferView& a, const BufferView& b) {
-  return a.buffer == b.buffer && a.offset < b.offset + b.size && b.offset < a.offset + a.size;
+// One block of both: the cache write's fields and the rotary ones it lacks (shader_interface.h).
+shader::ReshapeAndCacheRotaryPush fused_push(const shader::ReshapeAndCachePush& c, const shader::RotaryPush& r) {
+  shader::ReshapeAndCacheRotaryPush p{};
+  p.key_cache_address = c.key_cache_address;
+  p.value_cache_address = c.value_cache_address;
+  p.num_tokens = c.num_tokens;
+  p.num_kv_heads = c.num_kv_heads;
+  p.head_size = c.head_size;
+  p.block_size = c.block_size;
+  p.num_slots = c.num_slots;
+  p.groups_x = c.groups_x;
+  p.key_rows = c.key_rows;
+  p.value_rows = c.value_rows;
+  p.slot_offset = c.slot_offset;
+  p.key_cache_offset = c.key_cache_offset;
+  p.value_cache_offset = c.value_cache_offset;
+  p.status_offset = c.status_offset;
+  p.inv_k_scale = c.inv_k_scale;
+  p.inv_v_scale = c.inv_v_scale;
+  p.num_heads = r.num_heads;
+  p.rotary_dim = r.rotary_dim;
+  p.max_position = r.max_position;
+  p.rows_per_tile = r.rows_per_tile;
+  p.query_tiles = r.query_tiles;
+  p.query_rows = r.query_rows;
+  p.positions_offset = r.positions_offset;
+  p.cos_sin_offset = r.cos_sin_offset;
+  return p;
 }
 
 }  // namespace
@@ -29,19 +51,20 @@ bool overlap(const BufferView& a, const BufferView& b) {
 void record_reshape_and_cache_rotary(Context& context, VkCommandBuffer cmd, const ReshapeAndCacheViews& v,
                                      const RotaryInputs& rotary, const CacheScales& scales) {
   auto& impl = context.impl();
-  const detail::CacheWrite w = detail::check_cache_write(impl, v, scales);
+  const detail::CacheWrite w = detail::check_cache_write(impl, v, scales, true);
   const auto g = detail::check_rotary_inputs(rotary.style, detail::spec_of(rotary.query), detail::spec_of(v.key),
                                              detail::spec_of(rotary.positions), detail::spec_of(rotary.cos_sin_cache));
-  // The keys and queries are written: no view may overlap them.
-  if (overlap(v.value.memory, v.key.memory))
-    throw Error(ErrorCode::invalid_argument, "value: its view overlaps key's in one buffer (the keys are rotated)");
+  // The keys and queries are written: no row of another view may share their elements (slices
+  // of one fused projection do not).
+  detail::check_disjoint_rows("key", w.key, "value", w.value, "the keys are rotated in place");
+  detail::RowsView query;
   if (!rotary.query.empty()) {
-    detail::check_buffer(impl, "query", rotary.query.memory, rotary.query.bytes(), 4);
-    for (const auto& [name, view] : {std::pair{"key", v.key.memory}, std::pair{"value", v.value.memory}})
-      if (overlap(rotary.query.memory, view))
-        throw Error(ErrorCode::invalid_argument,
-                    fmt::format("query: its view overlaps {}'s in one buffer (the queries are rotated)", name));
+    query = detail::check_rows(impl, "query", rotary.query, true);
+    detail::check_disjoint_rows("key", w.key, "query", query, "both are rotated in place");
+    detail::check_disjoint_rows("value", w.value, "query", query, "the queries are rotated in place");
   }
+  detail::check_contiguous("positions", rotary.positions);
+  detail::check_contiguous("cos_sin_cache", rotary.cos_sin_cache);
   detail::check_buffer(impl, "positions", rotary.positions.memory, rotary.positions.bytes(), 4);
   detail::check_buffer(impl, "cos_sin_cache", rotary.cos_sin_cache.memory, rotary.cos_sin_cache.bytes(), 4);
   if (w.tokens == 0) return;
@@ -53,15 +76,9 @@ void record_reshape_and_cache_rotary(Context& context, VkCommandBuffer cmd, cons
   spec[RESHAPE_SC_COS_SIN_DTYPE] = uint32_t(g.cos_sin_dtype);
   spec[RESHAPE_SC_POSITION_I64] = g.position_i64 ? 1u : 0u;
   spec[RESHAPE_SC_TILE_FLOATS] = tiles.tile_floats();
-  struct Push {
-    shader::ReshapeAndCachePush cache;
-    shader::RotaryPush rotary;
-  };
-  static_assert(sizeof(Push) == sizeof(shader::ReshapeAndCachePush) + sizeof(shader::RotaryPush) &&
-                offsetof(Push, rotary) == 72);
   const auto& pipeline = impl.pipeline(
       w.pools.address ? vk::shader_reshape_and_cache_rotary_address() : vk::shader_reshape_and_cache_rotary(), spec,
-      RESHAPE_ROTARY_BINDING_COUNT, sizeof(Push));
+      RESHAPE_ROTARY_BINDING_COUNT, sizeof(shader::ReshapeAndCacheRotaryPush));
 
   std::array<detail::BoundView, RESHAPE_ROTARY_BINDING_COUNT> bound;
   detail::bind_cache_write(impl, v, w, bound.data());
@@ -71,13 +88,11 @@ void record_reshape_and_cache_rotary(Context& context, VkCommandBuffer cmd, cons
 
   const auto grid =
       detail::linear_grid(uint64_t(tiles.query_tiles + tiles.key_tiles) * CACHE_OP_WORKGROUP, CACHE_OP_WORKGROUP);
-  Push push{detail::cache_write_push(w, bound.data(), grid.x), detail::rotary_push(g, tiles)};
-  push.rotary.groups_x = grid.x;
-  push.rotary.query_offset = bound[RESHAPE_BINDING_QUERY].word_offset;
-  push.rotary.key_offset = bound[RESHAPE_BINDING_KEY].word_offset;
-  push.rotary.positions_offset = bound[RESHAPE_BINDING_POSITIONS].word_offset;
-  push.rotary.cos_sin_offset = bound[RESHAPE_BINDING_COS_SIN].word_offset;
-  push.rotary.status_offset = bound[RESHAPE_BINDING_STATUS].word_offset;
+  shader::RotaryPush rotary_push = detail::rotary_push(g, tiles);
+  rotary_push.query_rows = detail::rows_push(query, bound[RESHAPE_BINDING_QUERY]);
+  rotary_push.positions_offset = bound[RESHAPE_BINDING_POSITIONS].word_offset;
+  rotary_push.cos_sin_offset = bound[RESHAPE_BINDING_COS_SIN].word_offset;
+  const shader::ReshapeAndCacheRotaryPush push = fused_push(detail::cache_write_push(w, bound.data(), grid.x), rotary_push);
   impl.dispatch(cmd, pipeline, bound, &push, grid.x, grid.y, 1);
 }
 

@@ -82,9 +82,12 @@ void check_positions(std::span<const int64_t> positions, int64_t max_position) {
 
 uint32_t RotaryTiles::tile_floats() const noexcept { return rows_per_tile * rotary_dim; }
 
+// The shaders keep each row's first word of a tile in shared memory (common/rotary.glsl).
+static_assert(4 * CACHE_OP_WORKGROUP <= ROTARY_MAX_TILE_ROWS);
+
 RotaryTiles rotary_tiles(const RotaryGeometry& g) {
-  // About 4 words per invocation of a CACHE_OP_WORKGROUP tile. Row counts fit 32 bits: the
-  // tensors were checked against maxStorageBufferRange.
+  // About 4 words per invocation of a CACHE_OP_WORKGROUP tile (so at most ROTARY_MAX_TILE_ROWS
+  // rows). Row counts fit 32 bits: the tensors were checked against maxStorageBufferRange.
   const uint32_t per_word = g.dtype == DType::f32 ? 1 : 2;
   const uint32_t words_per_row = uint32_t(g.rotary_dim) / per_word;
   RotaryTiles t;

@@ -12,28 +12,24 @@
 #include "ops/decode_validation.hpp"  // host_index_values
 #include "ops/linear_grid.hpp"
 #include "ops/rotary_checks.hpp"
+#include "ops/strided_rows.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/rotary.hpp"
 
 namespace vkpaged {
 
-namespace {
-
-bool overlap(const BufferView& a, const BufferView& b) {
-  return a.buffer == b.buffer && a.offset < b.offset + b.size && b.offset < a.offset + a.size;
-}
-
-}  // namespace
-
 void record_rotary_embedding(Context& context, VkCommandBuffer cmd, const RotaryViews& v) {
   auto& impl = context.impl();
   const auto g = detail::check_rotary_inputs(v.style, detail::spec_of(v.query), detail::spec_of(v.key),
                                              detail::spec_of(v.positions), detail::spec_of(v.cos_sin_cache));
-  if (!v.query.empty()) detail::check_buffer(impl, "query", v.query.memory, v.query.bytes(), 4);
-  if (!v.key.empty()) detail::check_buffer(impl, "key", v.key.memory, v.key.bytes(), 4);
-  if (!v.query.empty() && !v.key.empty() && overlap(v.query.memory, v.key.memory))
-    throw Error(ErrorCode::invalid_argument, "key: its view overlaps query's in one buffer (both are written)");
+  // Both are rotated in place: their rows (slices of one fused projection, say) must not overlap.
+  detail::RowsView query, key;
+  if (!v.query.empty()) query = detail::check_rows(impl, "query", v.query, true);
+  if (!v.key.empty()) key = detail::check_rows(impl, "key", v.key, true);
+  detail::check_disjoint_rows("query", query, "key", key, "both are rotated in place");
+  detail::check_contiguous("positions", v.positions);
+  detail::check_contiguous("cos_sin_cache", v.cos_sin_cache);
   detail::check_buffer(impl, "positions", v.positions.memory, v.positions.bytes(), 4);
   detail::check_buffer(impl, "cos_sin_cache", v.cos_sin_cache.memory, v.cos_sin_cache.bytes(), 4);
   if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
@@ -60,8 +56,8 @@ void record_rotary_embedding(Context& context, VkCommandBuffer cmd, const Rotary
       detail::linear_grid(uint64_t(tiles.query_tiles + tiles.key_tiles) * CACHE_OP_WORKGROUP, CACHE_OP_WORKGROUP);
   shader::RotaryPush push = detail::rotary_push(g, tiles);
   push.groups_x = grid.x;
-  push.query_offset = bound[ROTARY_BINDING_QUERY].word_offset;
-  push.key_offset = bound[ROTARY_BINDING_KEY].word_offset;
+  push.query_rows = detail::rows_push(query, bound[ROTARY_BINDING_QUERY]);
+  push.key_rows = detail::rows_push(key, bound[ROTARY_BINDING_KEY]);
   push.positions_offset = bound[ROTARY_BINDING_POSITIONS].word_offset;
   push.cos_sin_offset = bound[ROTARY_BINDING_COS_SIN].word_offset;
   push.status_offset = bound[ROTARY_BINDING_STATUS].word_offset;

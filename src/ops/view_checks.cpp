@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "vkpaged/error.hpp"
 
@@ -27,8 +28,7 @@ void check_buffer(const ContextImpl& impl, const char* name, const BufferView& v
                             view.size, impl.info.max_storage_buffer_range));
 }
 
-void check_view(const ContextImpl& impl, const char* name, const TensorView& view, std::initializer_list<DType> dtypes,
-                const Shape& shape, size_t alignment, bool check_range) {
+void check_view_type(const char* name, const TensorView& view, std::initializer_list<DType> dtypes, const Shape& shape) {
   if (std::find(dtypes.begin(), dtypes.end(), view.dtype) == dtypes.end()) {
     std::vector<std::string_view> names;
     for (DType t : dtypes) names.push_back(dtype_name(t));
@@ -38,6 +38,21 @@ void check_view(const ContextImpl& impl, const char* name, const TensorView& vie
   if (!(view.shape == shape))
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("{}: shape {} does not match the plan's {}", name, view.shape.str(), shape.str()));
+}
+
+void check_contiguous(const char* name, const TensorView& view) {
+  if (view.contiguous()) return;
+  std::vector<int64_t> strides(view.strides.begin(), view.strides.begin() + view.shape.rank());
+  throw Error(ErrorCode::invalid_argument,
+              fmt::format("{}: strides [{}] are not a contiguous {} view's; only the queries, new keys and values, "
+                          "and outputs take strides (docs/api.md, \"Strided views\")",
+                          name, fmt::join(strides, ", "), view.shape.str()));
+}
+
+void check_view(const ContextImpl& impl, const char* name, const TensorView& view, std::initializer_list<DType> dtypes,
+                const Shape& shape, size_t alignment, bool check_range) {
+  check_view_type(name, view, dtypes, shape);
+  check_contiguous(name, view);
   check_buffer(impl, name, view.memory, size_t(shape.numel()) * dtype_size(view.dtype), alignment, check_range);
 }
 

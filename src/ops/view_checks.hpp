@@ -13,7 +13,13 @@ namespace vkpaged::detail {
 // (views read through device addresses need not).
 void check_buffer(const ContextImpl& impl, const char* name, const BufferView& view, size_t min_bytes, size_t alignment,
                   bool check_range = true);
+// A contiguous view of one of `dtypes` and exactly `shape`, in a buffer as check_buffer checks it.
+// (The views that take strides are checked by strided_rows.hpp's check_rows_view.)
 void check_view(const ContextImpl& impl, const char* name, const TensorView& view, std::initializer_list<DType> dtypes,
                 const Shape& shape, size_t alignment, bool check_range = true);
+// check_view's dtype and shape checks alone.
+void check_view_type(const char* name, const TensorView& view, std::initializer_list<DType> dtypes, const Shape& shape);
+// Refuses a view whose strides are not a contiguous view's, naming it and its strides.
+void check_contiguous(const char* name, const TensorView& view);
 
 }  // namespace vkpaged::detail

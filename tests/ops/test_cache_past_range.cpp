@@ -332,8 +332,9 @@ TEST_F(CachePastRangeTest, SlotsAndBlocksPast32BitsAreRefused) {
   const int64_t n_blocks = (int64_t(1) << 32) + 1;
   const auto [key_cache1, value_cache1] = claim(DType::fp8_e4m3, n_blocks, 1);
   HostTensor tables(DType::i32, Shape{1, 1}), starts(DType::i32, Shape{2});
-  auto d_tables = upload(ctx(), tables), d_starts = upload(ctx(), starts), d_out = upload(ctx(), key);
-  const GatherViews gv{key_cache1, value_cache1, d_tables.view, d_starts.view, d_out.view, d_out.view, {}};
+  auto d_tables = upload(ctx(), tables), d_starts = upload(ctx(), starts), d_key_out = upload(ctx(), key),
+       d_value_out = upload(ctx(), key);  // both written: two buffers
+  const GatherViews gv{key_cache1, value_cache1, d_tables.view, d_starts.view, d_key_out.view, d_value_out.view, {}};
   ctx().run_and_wait([&](VkCommandBuffer cmd) {
     expect_refused([&] { record_gather(ctx(), cmd, gv); }, "N = " + std::to_string(n_blocks) + " blocks",
                    ErrorCode::unsupported);

@@ -6,7 +6,11 @@
 // against the CPU reference of the step's own requests: steps of fewer requests and tokens than
 // the bucket (padding requests of no new tokens and length 0 fill the rest), lengths up to the
 // bucket's longest, block tables drawn afresh. Decode steps and mixed steps, on every kernel the
-// device runs (the matrix kernels skip, saying why, where it has no cooperative matrices).
+// device runs (the matrix kernels skip, saying why, where it has no cooperative matrices); with
+// contiguous queries and outputs, and with strided ones (the query a slice of a fused projection
+// the host rewrites row by row, the output in part of each row of a larger buffer): a recording
+// holds the views' strides as it holds their offsets, and each replay reads and writes the rows
+// where they are.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -130,22 +134,41 @@ HostTensor random_cache(Shape shape, std::mt19937& rng) {
   return t;
 }
 
+// Where a bucket's queries and outputs lie: contiguous [T, H, D], or the query q of a fused
+// projection [T, (H + 2 Hkv) D] and the output in part of each row of a [T, (H + 2) D] buffer,
+// one head's width in (strides in elements, offsets in bytes).
+struct RowPlacement {
+  int64_t token_stride = kHeads * kHeadSize, head_stride = kHeadSize;
+  size_t offset = 0;
+  size_t at(int64_t t, int64_t h) const { return offset + size_t(t * token_stride + h * head_stride) * 2; }
+};
+constexpr RowPlacement kContiguous{};
+constexpr RowPlacement kFusedQuery{(kHeads + 2 * kKvHeads) * kHeadSize, kHeadSize, 0};
+constexpr RowPlacement kOutputSlice{(kHeads + 2) * kHeadSize, kHeadSize, kHeadSize * 2};
+
 // The device arrays of a bucket, host-visible: the host rewrites them before each replay.
 struct BucketBuffers {
   DeviceBuffer query, tables, lens, starts, tree_mask, output, status, key_cache, value_cache, scratch, order;
   HostTensor key_host, value_host;
   uint32_t S = 0, T = 0;
+  RowPlacement query_rows = kContiguous, output_rows = kContiguous;
 
   BucketBuffers(Context& ctx, uint32_t requests, uint32_t tokens, size_t tree_mask_bytes, size_t scratch_bytes,
-                size_t order_bytes, std::mt19937& rng)
+                size_t order_bytes, std::mt19937& rng, bool strided = false)
       : S(requests), T(tokens) {
     auto host = [&](size_t bytes) { return ctx.create_buffer(bytes, MemoryKind::host_visible); };
-    query = host(size_t(T) * kHeads * kHeadSize * 2);
+    if (strided) {
+      query_rows = kFusedQuery;
+      output_rows = kOutputSlice;
+    }
+    // The rows' extents and then some; 0xff (NaN) between them, which no replay may read.
+    query = host(query_rows.at(T, 0));
+    std::memset(query.mapped(), 0xff, query.size());
     tables = host(size_t(S) * kMaxBlocksPerSeq * 4);
     lens = host(size_t(S) * 4);
     starts = host(size_t(S + 1) * 4);
     tree_mask = host(std::max<size_t>(4, (tree_mask_bytes + 3) / 4 * 4));
-    output = host(size_t(T) * kHeads * kHeadSize * 2);
+    output = host(output_rows.at(T, 0));
     status = host(4);
     std::memset(status.mapped(), 0, 4);
     key_host = random_cache(Shape{kBlocks, kKvHeads, kHeadSize / 8, kBlockSize, 8}, rng);
@@ -158,13 +181,24 @@ struct BucketBuffers {
     if (order_bytes > 0) order = ctx.create_buffer(order_bytes);
   }
 
+  // The views of the bucket's [T, H, D] query and output.
+  TensorView query_view() const { return rows_view(query, query_rows); }
+  TensorView output_view() const { return rows_view(output, output_rows); }
+  TensorView rows_view(const DeviceBuffer& buffer, const RowPlacement& p) const {
+    return buffer.strided_tensor(DType::f16, Shape{T, kHeads, kHeadSize}, {p.token_stride, p.head_stride}, p.offset);
+  }
+
   // The step and its padding: requests of no new tokens and length 0 after its own, query rows
   // past its tokens random (they are no request's).
   HostTensor write(const Step& step, std::mt19937& rng) {
     const uint32_t n = uint32_t(step.new_tokens.size());
-    auto* q = static_cast<uint16_t*>(query.mapped());
-    for (size_t i = 0; i < size_t(T) * kHeads * kHeadSize; ++i)
-      q[i] = f32_to_f16(std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng));
+    HostTensor all(DType::f16, Shape{T, kHeads, kHeadSize});
+    for (size_t i = 0; i < size_t(all.numel()); ++i)
+      all.as<uint16_t>()[i] = f32_to_f16(std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < kHeads; ++h)
+        std::memcpy(static_cast<uint8_t*>(query.mapped()) + query_rows.at(t, h),
+                    all.as<uint16_t>() + (t * kHeads + h) * kHeadSize, kHeadSize * 2);
     auto* t = static_cast<int32_t*>(tables.mapped());
     auto* l = static_cast<int32_t*>(lens.mapped());
     auto* st = static_cast<int32_t*>(starts.mapped());
@@ -176,7 +210,7 @@ struct BucketBuffers {
     }
     if (!step.tree_mask.empty()) std::memcpy(tree_mask.mapped(), step.tree_mask.data(), step.tree_mask.size());
     HostTensor rows(DType::f16, Shape{step.tokens(), kHeads, kHeadSize});
-    std::memcpy(rows.data(), q, rows.bytes());
+    std::memcpy(rows.data(), all.data(), rows.bytes());
     return rows;
   }
 
@@ -202,7 +236,10 @@ struct BucketBuffers {
     }
     const AttentionResult want = reference::batch_attention(in);
     HostTensor got(DType::f16, Shape{t, kHeads, kHeadSize});
-    std::memcpy(got.data(), output.mapped(), got.bytes());
+    for (int64_t r = 0; r < t; ++r)
+      for (int64_t h = 0; h < kHeads; ++h)
+        std::memcpy(got.as<uint16_t>() + (r * kHeads + h) * kHeadSize,
+                    static_cast<const uint8_t*>(output.mapped()) + output_rows.at(r, h), kHeadSize * 2);
     EXPECT_LE(max_abs_diff(got, want.output), tolerance(DType::f16, DType::f16)) << label;
     uint32_t flags = 0;
     std::memcpy(&flags, status.mapped(), 4);
@@ -243,6 +280,7 @@ struct AttentionReplayCase {
   SplitMode split;
   uint32_t requests, tokens, max_query;  // the bucket
   bool tree_mask = false;
+  bool strided = false;  // the query a slice of a fused projection, the output a slice of larger rows
 };
 
 class AttentionReplayTest : public GpuTest, public ::testing::WithParamInterface<AttentionReplayCase> {};
@@ -265,15 +303,15 @@ TEST_P(AttentionReplayTest, OneRecordingServesEveryStepOfTheBucket) {
   EXPECT_EQ(AttentionPlan::max_scratch_bytes(ctx(), shape, c.max_query, options), plan->scratch_bytes());
 
   std::mt19937 rng(7);
-  BucketBuffers buf(ctx(), c.requests, c.tokens, plan->tree_mask_bytes(), plan->scratch_bytes(), 0, rng);
+  BucketBuffers buf(ctx(), c.requests, c.tokens, plan->tree_mask_bytes(), plan->scratch_bytes(), 0, rng, c.strided);
   AttentionViews v;
-  v.query = buf.query.tensor(DType::f16, Shape{c.tokens, kHeads, kHeadSize});
+  v.query = buf.query_view();
   v.key_cache = buf.key_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize / 8, kBlockSize, 8});
   v.value_cache = buf.value_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize, kBlockSize});
   v.block_tables = buf.tables.tensor(DType::i32, Shape{c.requests, kMaxBlocksPerSeq});
   v.context_lens = buf.lens.tensor(DType::i32, Shape{c.requests});
   v.query_starts = buf.starts.tensor(DType::i32, Shape{c.requests + 1});
-  v.output = buf.output.tensor(DType::f16, Shape{c.tokens, kHeads, kHeadSize});
+  v.output = buf.output_view();
   if (c.tree_mask) {
     v.tree_mask = buf.tree_mask.tensor(DType::u8, Shape{int64_t(plan->tree_mask_bytes())});
     v.tree_mask.memory.size = (v.tree_mask.memory.size + 3) / 4 * 4;  // whole words
@@ -306,12 +344,25 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionReplayCase{"scalar_split", AttentionKernel::scalar, SplitMode::split, 5, 40, 16},
         AttentionReplayCase{"scalar_tree_mask", AttentionKernel::scalar, SplitMode::single_pass, 4, 24, 8, true},
         AttentionReplayCase{"matrix", AttentionKernel::matrix, SplitMode::single_pass, 5, 40, 16},
-        AttentionReplayCase{"matrix_split", AttentionKernel::matrix, SplitMode::split, 5, 40, 16}),
+        AttentionReplayCase{"matrix_split", AttentionKernel::matrix, SplitMode::split, 5, 40, 16},
+        // Strided queries and outputs, recorded once like the rest.
+        AttentionReplayCase{"decode_strided", AttentionKernel::automatic, SplitMode::split, 6, 6, 1, false, true},
+        AttentionReplayCase{"scalar_strided", AttentionKernel::scalar, SplitMode::single_pass, 5, 40, 16, false, true},
+        AttentionReplayCase{"scalar_split_strided", AttentionKernel::scalar, SplitMode::split, 5, 40, 16, true, true},
+        AttentionReplayCase{"matrix_split_strided", AttentionKernel::matrix, SplitMode::split, 5, 40, 16, false, true}),
     [](const auto& info) { return info.param.name; });
 
 // DecodePlan directly (a DecodeShape is a bucket: S and the longest context), longest first so
-// that the order list is made on the device from each replay's lengths, on each kernel.
-class DecodeReplayTest : public GpuTest, public ::testing::WithParamInterface<DecodeKernel> {};
+// that the order list is made on the device from each replay's lengths, on each kernel, with
+// contiguous and with strided queries and outputs.
+struct DecodeReplayCase {
+  DecodeKernel kernel;
+  bool strided;
+  std::string name() const {
+    return std::string(kernel == DecodeKernel::scalar ? "scalar" : "matrix") + (strided ? "_strided" : "");
+  }
+};
+class DecodeReplayTest : public GpuTest, public ::testing::WithParamInterface<DecodeReplayCase> {};
 
 TEST_P(DecodeReplayTest, OneRecordingServesEveryStepOfTheBucket) {
   constexpr uint32_t S = 6;
@@ -325,7 +376,7 @@ TEST_P(DecodeReplayTest, OneRecordingServesEveryStepOfTheBucket) {
   shape.max_blocks_per_seq = kMaxBlocksPerSeq;
   shape.max_context_len = kMaxContext;
   DecodeOptions options;
-  options.kernel = GetParam();
+  options.kernel = GetParam().kernel;
   options.order = DecodeOrder::longest_first;
   options.split = SplitMode::split;
   options.partition_tokens = 256;
@@ -337,14 +388,14 @@ TEST_P(DecodeReplayTest, OneRecordingServesEveryStepOfTheBucket) {
     GTEST_SKIP() << e.what();
   }
   std::mt19937 rng(11);
-  BucketBuffers buf(ctx(), S, S, 0, plan->scratch_bytes(), plan->order_bytes(), rng);
+  BucketBuffers buf(ctx(), S, S, 0, plan->scratch_bytes(), plan->order_bytes(), rng, GetParam().strided);
   DecodeViews v;
-  v.query = buf.query.tensor(DType::f16, Shape{S, kHeads, kHeadSize});
+  v.query = buf.query_view();
   v.key_cache = buf.key_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize / 8, kBlockSize, 8});
   v.value_cache = buf.value_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize, kBlockSize});
   v.block_tables = buf.tables.tensor(DType::i32, Shape{S, kMaxBlocksPerSeq});
   v.context_lens = buf.lens.tensor(DType::i32, Shape{S});
-  v.output = buf.output.tensor(DType::f16, Shape{S, kHeads, kHeadSize});
+  v.output = buf.output_view();
   v.scratch = buf.scratch.view();
   v.order = buf.order.view();
   v.status = buf.status.view();
@@ -361,13 +412,16 @@ TEST_P(DecodeReplayTest, OneRecordingServesEveryStepOfTheBucket) {
     const Step step = random_step(rng, requests, requests, 1, false);
     const HostTensor rows = buf.write(step, rng);
     replayer.replay();
-    buf.check(step, rows, std::string(GetParam() == DecodeKernel::scalar ? "scalar" : "matrix") + ", " +
-                              std::to_string(requests) + " requests");
+    buf.check(step, rows, GetParam().name() + ", " + std::to_string(requests) + " requests");
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, DecodeReplayTest, ::testing::Values(DecodeKernel::scalar, DecodeKernel::matrix),
-                         [](const auto& info) { return info.param == DecodeKernel::scalar ? "scalar" : "matrix"; });
+INSTANTIATE_TEST_SUITE_P(Kernels, DecodeReplayTest,
+                         ::testing::Values(DecodeReplayCase{DecodeKernel::scalar, false},
+                                           DecodeReplayCase{DecodeKernel::matrix, false},
+                                           DecodeReplayCase{DecodeKernel::scalar, true},
+                                           DecodeReplayCase{DecodeKernel::matrix, true}),
+                         [](const auto& info) { return info.param.name(); });
 
 class AttentionBucketTest : public GpuTest {};
 

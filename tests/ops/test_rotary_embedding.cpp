@@ -232,7 +232,8 @@ TEST_F(RotaryDeviceTest, RefusesBadArgumentsBeforeRecording) {
   });
   refused("cos_sin_cache: buffer view of", [](auto& v) { v.cos_sin_cache.memory.size = 64; });
   refused("query, key: neither is given", [](auto& v) { v.query = v.key = {}; });
-  refused("key: its view overlaps query's", [](auto& v) { v.key.memory = v.query.memory; });
+  refused("key: row (token 0, head 0) overlaps query's row (token 0, head 0) in one buffer (both are rotated in place)",
+          [](auto& v) { v.key.memory = v.query.memory; });
   refused("style: 2 is not a rotary style", [](auto& v) { v.style = RotaryStyle(2); });
   refused("status: offset 2", [](auto& v) { v.status = {v.key.memory.buffer, 2, 4}; });
   EXPECT_TRUE(bytes_equal(download(ctx(), d_query), query)) << "a refused call wrote the queries";
@@ -461,10 +462,13 @@ TEST_F(ReshapeAndCacheRotaryDeviceTest, RefusesBadArgumentsBeforeRecording) {
   refused("key: dtype f16 differs from query's bf16", [](auto&, auto& r, auto&) { r.query.dtype = DType::bf16; });
   refused("positions: shape [3]", [](auto&, auto& r, auto&) { r.positions.shape = Shape{3}; });
   refused("cos_sin_cache: rotary_dim = 66", [](auto&, auto& r, auto&) { r.cos_sin_cache.shape = Shape{4, 66}; });
-  refused("query: its view overlaps key's", [](auto& v, auto& r, auto&) {
+  // Token 2's queries start 1024 bytes in, where the keys do.
+  refused("query: row (token 2, head 0) overlaps key's row (token 0, head 0) in one buffer (both are rotated in place)",
+          [](auto& v, auto& r, auto&) {
     v.key.memory = {r.query.memory.buffer, r.query.memory.offset + 1024, 1024};  // the keys inside the queries
   });
-  refused("value: its view overlaps key's", [](auto& v, auto&, auto&) { v.value = v.key; });
+  refused("value: row (token 0, head 0) overlaps key's row (token 0, head 0) in one buffer (the keys are rotated in place)",
+          [](auto& v, auto&, auto&) { v.value = v.key; });
   refused("the nhd layout", [](auto& v, auto&, auto&) { v.key_cache.shape = Shape{2, 2, 16, 64}; });
   refused("k_scale", [](auto&, auto&, auto& s) { s.k_scale = 0.0f; });
   refused("style: 7", [](auto&, auto& r, auto&) { r.style = RotaryStyle(7); });
