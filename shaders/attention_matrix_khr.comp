@@ -44,7 +44,7 @@
 // are multiplied by the power of two that brings the largest finite magnitude into
 // [2^14, 2^15) and become f16 (exact for magnitudes down to 2^-17 of the largest, the rest
 // rounded to f16's subnormals), and the products are scaled back in f32.
-// Split (ATTN_FEATURE_SPLIT): workgroup z takes partition z of the key positions and writes
+// Split (FEATURE_SPLIT): workgroup z takes partition z of the key positions and writes
 // its rows' unnormalised value sums with their max and sum to the scratch for
 // attention_merge.comp, as the portable kernel does.
 #extension GL_GOOGLE_include_directive : require
@@ -80,13 +80,8 @@ layout(constant_id = ATTN_SC_QUERY_REGISTERS) const bool QUERY_REGISTERS = true;
 // and they synchronise with workgroup barriers.
 layout(constant_id = ATTN_SC_WORKGROUP_SYNC) const bool WORKGROUP_SYNC = false;
 
-const bool ALIBI = (FEATURES & ATTN_FEATURE_ALIBI) != 0u;
-const bool SOFTCAP = (FEATURES & ATTN_FEATURE_SOFTCAP) != 0u;
-const bool SINKS = (FEATURES & ATTN_FEATURE_SINKS) != 0u;
-const bool WINDOW = (FEATURES & ATTN_FEATURE_WINDOW) != 0u;
-const bool WRITE_LSE = (FEATURES & ATTN_FEATURE_LSE) != 0u;
-const bool SPLIT = (FEATURES & ATTN_FEATURE_SPLIT) != 0u;
-const bool TREE_MASK = (FEATURES & ATTN_FEATURE_TREE_MASK) != 0u;
+#include "common/attention_features.glsl"  // ALIBI, SOFTCAP, SINKS, WINDOW, WRITE_LSE, SPLIT
+const bool TREE_MASK = (FEATURES & FEATURE_TREE_MASK) != 0u;
 
 #include "common/cache_element.glsl"
 const bool BF16_CACHE = CACHE_DTYPE == DT_BF16;  // tiles scaled into f16's range (bf16 range, above)

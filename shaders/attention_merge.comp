@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #version 450
 // Merges the partitions of a split multi-query attention (attention.comp with
-// ATTN_FEATURE_SPLIT): one workgroup per (query head, query token). The row's own key range
+// FEATURE_SPLIT): one workgroup per (query head, query token). The row's own key range
 // (common/attention_range.glsl, from the same device values the attention read) names the
 // partitions that hold its positions; the attention wrote each of them, with its value sums,
 // max and sum, and none other is read. Sinks and the LSE are counted once, here.
@@ -15,10 +15,10 @@ layout(local_size_x_id = ATTN_MERGE_SC_WORKGROUP) in;
 layout(constant_id = ATTN_MERGE_SC_HEAD_SIZE) const uint D = 128u;
 layout(constant_id = ATTN_MERGE_SC_QUERY_DTYPE) const uint QUERY_DTYPE = DT_F16;
 layout(constant_id = ATTN_MERGE_SC_FEATURES) const uint FEATURES = 0u;
-const bool SINKS = (FEATURES & ATTN_FEATURE_SINKS) != 0u;
-const bool WINDOW = (FEATURES & ATTN_FEATURE_WINDOW) != 0u;
-const bool WRITE_LSE = (FEATURES & ATTN_FEATURE_LSE) != 0u;
-const bool TREE_MASK = (FEATURES & ATTN_FEATURE_TREE_MASK) != 0u;
+const bool SINKS = (FEATURES & FEATURE_SINKS) != 0u;
+const bool WINDOW = (FEATURES & FEATURE_WINDOW) != 0u;
+const bool WRITE_LSE = (FEATURES & FEATURE_LSE) != 0u;
+const bool TREE_MASK = (FEATURES & FEATURE_TREE_MASK) != 0u;
 const uint WG = gl_WorkGroupSize.x;
 const uint PAIRS = D / 2u;  // output elements in pairs: one word of an f16 or bf16 output
 const uint PAIRS_PER_INVOCATION = (PAIRS + WG - 1u) / WG;

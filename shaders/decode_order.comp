@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #version 450
 // Lists the (sequence, partition) items of a decode in order of decreasing tokens, for a
-// decode with DECODE_FEATURE_ORDERED (common/decode_order.glsl): each of its workgroups takes
+// decode with FEATURE_ORDERED (common/decode_order.glsl): each of its workgroups takes
 // the item at its grid y.
 //
 // Why: the hardware starts workgroups in grid order and a decode's time is its last
@@ -22,8 +22,8 @@ layout(constant_id = ORDER_SC_FEATURES) const uint FEATURES = 0u;
 const uint WG = ORDER_WORKGROUP;
 const uint PER = ORDER_ITEMS_PER_INVOCATION;
 const uint BUCKETS = ORDER_BUCKETS;
-const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
-const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
+const bool WINDOW = (FEATURES & FEATURE_WINDOW) != 0u;
+const bool SPLIT = (FEATURES & FEATURE_SPLIT) != 0u;
 
 layout(push_constant) uniform PushBlock { DecodePush pc; };
 layout(set = 0, binding = ORDER_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };

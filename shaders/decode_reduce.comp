@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #version 450
-// Merges the partitions of a split decode (a decode module with DECODE_FEATURE_SPLIT): one
+// Merges the partitions of a split decode (a decode module with FEATURE_SPLIT): one
 // workgroup per (query head, sequence). Each partition left an unnormalised output o_p with
 // its max m_p and sum l_p; out = sum_p e^(m_p - M) o_p / (sum_p e^(m_p - M) l_p [+ e^(z - M)]).
 // Sinks are counted once, here. Partitions outside [window start, len) were never written.
@@ -25,9 +25,9 @@ layout(constant_id = REDUCE_SC_HEAD_SIZE) const uint D = 128u;
 layout(constant_id = REDUCE_SC_QUERY_DTYPE) const uint QUERY_DTYPE = DT_F16;
 layout(constant_id = REDUCE_SC_FEATURES) const uint FEATURES = 0u;
 const uint WG = gl_WorkGroupSize.x;
-const bool SINKS = (FEATURES & DECODE_FEATURE_SINKS) != 0u;
-const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
-const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
+const bool SINKS = (FEATURES & FEATURE_SINKS) != 0u;
+const bool WINDOW = (FEATURES & FEATURE_WINDOW) != 0u;
+const bool WRITE_LSE = (FEATURES & FEATURE_LSE) != 0u;
 
 const uint PER_WORD = QUERY_DTYPE == DT_F32 ? 1u : 2u;   // output elements per 32-bit word
 const uint WORDS = D / PER_WORD;                          // output words of a head

@@ -14,7 +14,7 @@
 //                  state and turn the logits into probabilities (-1: not attended);
 //   value phase:   invocation (row part, dim lane) owns ROWS / ROW_PARTS rows of some dims and
 //                  adds p * v for every position, each value read once per row part.
-// Split (ATTN_FEATURE_SPLIT): workgroup z takes partition z of the key positions and writes its
+// Split (FEATURE_SPLIT): workgroup z takes partition z of the key positions and writes its
 // rows' unnormalised value sums with their max and sum to the scratch for attention_merge.comp;
 // otherwise the rows are finished here (attention_epilogue.glsl).
 #extension GL_GOOGLE_include_directive : require
@@ -42,13 +42,8 @@ layout(constant_id = ATTN_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
 layout(constant_id = ATTN_SC_KV_LAYOUT) const uint KV_LAYOUT = KV_LAYOUT_VLLM;
 layout(constant_id = ATTN_SC_FEATURES) const uint FEATURES = 0u;
 
-const bool ALIBI = (FEATURES & ATTN_FEATURE_ALIBI) != 0u;
-const bool SOFTCAP = (FEATURES & ATTN_FEATURE_SOFTCAP) != 0u;
-const bool SINKS = (FEATURES & ATTN_FEATURE_SINKS) != 0u;
-const bool WINDOW = (FEATURES & ATTN_FEATURE_WINDOW) != 0u;
-const bool WRITE_LSE = (FEATURES & ATTN_FEATURE_LSE) != 0u;
-const bool SPLIT = (FEATURES & ATTN_FEATURE_SPLIT) != 0u;
-const bool TREE_MASK = (FEATURES & ATTN_FEATURE_TREE_MASK) != 0u;
+#include "common/attention_features.glsl"  // ALIBI, SOFTCAP, SINKS, WINDOW, WRITE_LSE, SPLIT
+const bool TREE_MASK = (FEATURES & FEATURE_TREE_MASK) != 0u;
 
 #include "common/cache_element.glsl"
 const uint WG = gl_WorkGroupSize.x;

@@ -196,14 +196,9 @@ const uint NO_BLOCK = 0xffffffffu;
 const float RESCALE_SLACK = 8.0;
 const float BF16_OVERFLOW = 65536.0;       // the smallest bf16 magnitude f16 cannot hold
 const float RANGE_LOW = 1.0 / 256.0;       // a unit whose largest element is below this is rescaled
-const bool ALIBI = (FEATURES & DECODE_FEATURE_ALIBI) != 0u;
-const bool SOFTCAP = (FEATURES & DECODE_FEATURE_SOFTCAP) != 0u;
-const bool SINKS = (FEATURES & DECODE_FEATURE_SINKS) != 0u;
-const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
-const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
-const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
-const bool ORDERED = (FEATURES & DECODE_FEATURE_ORDERED) != 0u;
-const bool MERGE_HERE = SPLIT && (FEATURES & DECODE_FEATURE_MERGE_IN_DISPATCH) != 0u;  // split_merge.glsl
+#include "common/attention_features.glsl"  // ALIBI, SOFTCAP, SINKS, WINDOW, WRITE_LSE, SPLIT
+const bool ORDERED = (FEATURES & FEATURE_ORDERED) != 0u;
+const bool MERGE_HERE = SPLIT && (FEATURES & FEATURE_MERGE_IN_DISPATCH) != 0u;  // split_merge.glsl
 #define NEG_INF uintBitsToFloat(0xff800000u)
 #define POS_INF uintBitsToFloat(0x7f800000u)
 #define QUIET_NAN uintBitsToFloat(0x7fc00000u)

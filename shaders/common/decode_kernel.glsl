@@ -84,13 +84,8 @@ layout(constant_id = DECODE_SC_VALUE_DIMS) const uint VALUE_DIMS = 0u;
 layout(constant_id = DECODE_SC_SCALAR_VARIANT) const uint VARIANT = 0u;
 
 const uint WG = gl_WorkGroupSize.x;
-const bool ALIBI = (FEATURES & DECODE_FEATURE_ALIBI) != 0u;
-const bool SOFTCAP = (FEATURES & DECODE_FEATURE_SOFTCAP) != 0u;
-const bool SINKS = (FEATURES & DECODE_FEATURE_SINKS) != 0u;
-const bool WINDOW = (FEATURES & DECODE_FEATURE_WINDOW) != 0u;
-const bool WRITE_LSE = (FEATURES & DECODE_FEATURE_LSE) != 0u;
-const bool SPLIT = (FEATURES & DECODE_FEATURE_SPLIT) != 0u;
-const bool ORDERED = (FEATURES & DECODE_FEATURE_ORDERED) != 0u;
+#include "common/attention_features.glsl"  // ALIBI, SOFTCAP, SINKS, WINDOW, WRITE_LSE, SPLIT
+const bool ORDERED = (FEATURES & FEATURE_ORDERED) != 0u;
 
 #include "common/cache_element.glsl"
 const uint KEY_CHUNKS = D / X;              // 16-byte key chunks per token

@@ -84,15 +84,18 @@ struct StridedRows {
 #define FRAGMENT_SLOTS 8u
 #define FRAGMENT_UNUSED 0xffffffffu
 
-// DECODE_SC_FEATURES bits.
-#define DECODE_FEATURE_ALIBI 1u
-#define DECODE_FEATURE_SOFTCAP 2u
-#define DECODE_FEATURE_SINKS 4u
-#define DECODE_FEATURE_WINDOW 8u
-#define DECODE_FEATURE_LSE 16u
-#define DECODE_FEATURE_SPLIT 32u
-#define DECODE_FEATURE_ORDERED 64u  // (sequence, partition) items from decode_order.comp's list
-#define DECODE_FEATURE_MERGE_IN_DISPATCH 128u  // split: merged by the last workgroup (split_merge.glsl)
+// FEATURE_* bits: the FEATURES specialization constant of the decode and attention kernels and
+// their merges (DECODE_SC_FEATURES, ATTN_SC_FEATURES). One list, so that a bit means one thing
+// in every kernel (common/attention_features.glsl reads the shared ones).
+#define FEATURE_ALIBI 1u
+#define FEATURE_SOFTCAP 2u
+#define FEATURE_SINKS 4u
+#define FEATURE_WINDOW 8u
+#define FEATURE_LSE 16u
+#define FEATURE_SPLIT 32u
+#define FEATURE_ORDERED 64u  // decode: (sequence, partition) items from decode_order.comp's list
+#define FEATURE_MERGE_IN_DISPATCH 128u  // decode, split: merged by the last workgroup (split_merge.glsl)
+#define FEATURE_TREE_MASK 256u  // multi-query: the new tokens' tree masks
 
 // Bindings of the decode shader.
 #define DECODE_BINDING_QUERY 0
@@ -106,8 +109,8 @@ struct StridedRows {
 #define DECODE_BINDING_LSE 8
 #define DECODE_BINDING_SCRATCH 9
 #define DECODE_BINDING_STATUS 10
-#define DECODE_BINDING_ORDER 11  // DECODE_FEATURE_ORDERED: the item list
-#define DECODE_BINDING_MERGE_COUNTERS 12  // DECODE_FEATURE_MERGE_IN_DISPATCH: a u32 per (sequence, head)
+#define DECODE_BINDING_ORDER 11  // FEATURE_ORDERED: the item list
+#define DECODE_BINDING_MERGE_COUNTERS 12  // FEATURE_MERGE_IN_DISPATCH: a u32 per (sequence, head)
 #define DECODE_BINDING_COUNT 13
 
 // Offsets are in 4-byte words from the start of each bound range (the host binds each view
@@ -140,8 +143,8 @@ struct DecodePush {
   float v_scale;
   uvec2 key_address;    // address variant: device addresses of the caches (else unused;
   uvec2 value_address;  // the matrix_timeline module takes its records' address in key_address)
-  uint order_offset;    // DECODE_FEATURE_ORDERED: the item list's first word
-  uint merge_counters_offset;  // DECODE_FEATURE_MERGE_IN_DISPATCH: the counters' first word
+  uint order_offset;    // FEATURE_ORDERED: the item list's first word
+  uint merge_counters_offset;  // FEATURE_MERGE_IN_DISPATCH: the counters' first word
 };
 
 // The matrix_timeline module: each subgroup's record (include/vkpaged/decode.hpp, decode_timeline).
@@ -442,14 +445,7 @@ struct MergePush {
 #define ATTN_SC_QUERY_REGISTERS 14
 #define ATTN_SC_WORKGROUP_SYNC 15  // every subgroup computes a row block and syncs with workgroup barriers
 #define ATTN_MATRIX_SC_COUNT 16
-// ATTN_SC_FEATURES bits (the merge pass takes the same).
-#define ATTN_FEATURE_ALIBI 1u
-#define ATTN_FEATURE_SOFTCAP 2u
-#define ATTN_FEATURE_SINKS 4u
-#define ATTN_FEATURE_WINDOW 8u
-#define ATTN_FEATURE_LSE 16u
-#define ATTN_FEATURE_SPLIT 32u
-#define ATTN_FEATURE_TREE_MASK 64u
+// ATTN_SC_FEATURES bits: FEATURE_* above (the merge pass takes the same).
 #define ATTN_BINDING_QUERY 0
 #define ATTN_BINDING_KEY_CACHE 1
 #define ATTN_BINDING_VALUE_CACHE 2
@@ -508,7 +504,7 @@ struct AttentionPush {
   uint status_offset;
   uint tree_mask_offset;
   float scale;
-  float softcap;  // > 0 with ATTN_FEATURE_SOFTCAP
+  float softcap;  // > 0 with FEATURE_SOFTCAP
   float k_scale;  // fp8 caches only
   float v_scale;
   uint key_address_high;    // address variant: the high words of the caches' device addresses

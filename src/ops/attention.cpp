@@ -37,13 +37,13 @@ namespace {
 
 uint32_t feature_bits(const AttentionShape& s, bool split) {
   uint32_t f = 0;
-  if (s.alibi) f |= ATTN_FEATURE_ALIBI;
-  if (s.softcap) f |= ATTN_FEATURE_SOFTCAP;
-  if (s.sinks) f |= ATTN_FEATURE_SINKS;
-  if (s.sliding_window > 0) f |= ATTN_FEATURE_WINDOW;
-  if (s.lse) f |= ATTN_FEATURE_LSE;
-  if (split) f |= ATTN_FEATURE_SPLIT;
-  if (s.tree_mask) f |= ATTN_FEATURE_TREE_MASK;
+  if (s.alibi) f |= FEATURE_ALIBI;
+  if (s.softcap) f |= FEATURE_SOFTCAP;
+  if (s.sinks) f |= FEATURE_SINKS;
+  if (s.sliding_window > 0) f |= FEATURE_WINDOW;
+  if (s.lse) f |= FEATURE_LSE;
+  if (split) f |= FEATURE_SPLIT;
+  if (s.tree_mask) f |= FEATURE_TREE_MASK;
   return f;
 }
 

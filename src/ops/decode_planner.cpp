@@ -159,14 +159,14 @@ Order order_of(const DecodeShape& s, const DecodeOptions& o, const DecodeTuning&
 
 uint32_t feature_bits(const DecodeShape& s, const DecodeOptions& o, bool split, bool longest_first, bool merge_in_dispatch) {
   uint32_t f = 0;
-  if (s.alibi) f |= DECODE_FEATURE_ALIBI;
-  if (s.softcap) f |= DECODE_FEATURE_SOFTCAP;
-  if (s.sinks) f |= DECODE_FEATURE_SINKS;
-  if (o.sliding_window > 0) f |= DECODE_FEATURE_WINDOW;
-  if (s.lse) f |= DECODE_FEATURE_LSE;
-  if (split) f |= DECODE_FEATURE_SPLIT;
-  if (longest_first) f |= DECODE_FEATURE_ORDERED;
-  if (merge_in_dispatch) f |= DECODE_FEATURE_MERGE_IN_DISPATCH;
+  if (s.alibi) f |= FEATURE_ALIBI;
+  if (s.softcap) f |= FEATURE_SOFTCAP;
+  if (s.sinks) f |= FEATURE_SINKS;
+  if (o.sliding_window > 0) f |= FEATURE_WINDOW;
+  if (s.lse) f |= FEATURE_LSE;
+  if (split) f |= FEATURE_SPLIT;
+  if (longest_first) f |= FEATURE_ORDERED;
+  if (merge_in_dispatch) f |= FEATURE_MERGE_IN_DISPATCH;
   return f;
 }
 

@@ -75,7 +75,7 @@ struct DecodeChoice {
   bool longest_first = false;      // DecodeOrder::longest_first: items from record_decode_order's list
   size_t order_bytes = 0;
   size_t timeline_bytes = 0;       // DecodeOptions::timeline
-  uint32_t features = 0;           // DECODE_FEATURE_* bits
+  uint32_t features = 0;           // FEATURE_* bits (shader_interface.h)
 };
 
 // Which kernel a plan takes and why not the matrix kernel (kernel_choice below).
