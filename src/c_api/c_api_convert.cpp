@@ -129,6 +129,8 @@ void copy_string(char* dst, size_t capacity, const std::string& src) noexcept {
 
 }  // namespace
 
+SplitMode split_mode_of(vkp_split_mode mode, const std::string& name) { return to_split(mode, name); }
+
 // ---- defaults of the extensible inputs (vkp_<struct>_init) ----
 
 template <>

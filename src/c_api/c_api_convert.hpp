@@ -51,6 +51,8 @@ DecodeOptions to_cpp(const vkp_decode_options& options, const std::string& name)
 vkp_decode_options to_c(const DecodeOptions& options) noexcept;
 // The per-call values of decode and attention (AttentionParams is DecodeParams); NULL = defaults.
 DecodeParams to_params(const vkp_decode_params* params, const char* name = "params");
+// A vkp_split_mode checked ("<name>.split: 7 is not a vkp_split_mode").
+SplitMode split_mode_of(vkp_split_mode mode, const std::string& name);
 vkp_decode_params to_c(const DecodeParams& params) noexcept;
 CacheScales to_cpp(const vkp_cache_scales* scales);  // NULL = 1, 1
 // An operator's views struct, read (struct_size) and converted, every view and field named.
