@@ -28,6 +28,7 @@ function(vkpaged_host_sources out_var root)
     src/ops/decode_validation.cpp
     src/ops/host_page_tables.cpp
     src/ops/mla_cache_checks.cpp
+    src/ops/mla_attention_planner.cpp
     src/ops/mla_validation.cpp
     src/ops/scale_validation.cpp
     src/ops/rotary_checks.cpp

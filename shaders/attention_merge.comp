@@ -5,6 +5,8 @@
 // (common/attention_range.glsl, from the same device values the attention read) names the
 // partitions that hold its positions; the attention wrote each of them, with its value sums,
 // max and sum, and none other is read. Sinks and the LSE are counted once, here.
+// The same pass merges MLA attention's partitions (mla_attention.comp): its head size D is then
+// the value width Dv, the width of the value sums and of the output.
 #extension GL_GOOGLE_include_directive : require
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
@@ -12,7 +14,7 @@
 #include "common/strided_rows.glsl"
 
 layout(local_size_x_id = ATTN_MERGE_SC_WORKGROUP) in;
-layout(constant_id = ATTN_MERGE_SC_HEAD_SIZE) const uint D = 128u;
+layout(constant_id = ATTN_MERGE_SC_HEAD_SIZE) const uint D = 128u;  // the value width
 layout(constant_id = ATTN_MERGE_SC_QUERY_DTYPE) const uint QUERY_DTYPE = DT_F16;
 layout(constant_id = ATTN_MERGE_SC_FEATURES) const uint FEATURES = 0u;
 const bool SINKS = (FEATURES & FEATURE_SINKS) != 0u;

@@ -7,7 +7,8 @@
 //   one pool   [N, B, Dk]                      (vLLM's concat_and_cache_mla)
 //   two pools  ckv [N, B, Dv] and kpe [N, B, R] (FlashInfer's ckv and kpe caches)
 // Every row is a token's; a block is B rows. The CPU reference (reference.hpp,
-// mla_attention) computes it; the attention kernels over MLA are not built yet.
+// mla_attention) computes it; on the device, MlaPlan and record_mla_attention
+// (mla_attention.hpp) do.
 #include <cstdint>
 
 #include "vkpaged/attention.hpp"

@@ -1495,6 +1495,96 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_mla_reshape_and_cache(const vkp_
                                                                       uint32_t layer, const vkp_mla_new_tokens* tokens,
                                                                       float scale, const vkp_mla_rope_views* rope);
 
+/* ---- multi-head latent attention (MLA) on the device (mla_attention.hpp) ---- */
+
+/* The MLA cache's form (vkpaged::MlaCacheForm). */
+typedef enum vkp_mla_cache_form {
+  VKP_MLA_ONE_POOL = 0,  /* [N, B, Dk]: each row the latent followed by the rotary part */
+  VKP_MLA_TWO_POOLS = 1, /* ckv [N, B, Dv] and kpe [N, B, R] */
+  VKP_MLA_CACHE_FORM_MAX_ENUM = 0x7FFFFFFF
+} vkp_mla_cache_form;
+
+/* How an MLA plan may run (vkpaged::MlaOptions). */
+typedef struct vkp_mla_options {
+  uint32_t struct_size;
+  vkp_split_mode split;      /* split the key positions into partitions merged after */
+  uint32_t partition_tokens; /* split: key positions per partition (a multiple of 256); 0 = auto */
+} vkp_mla_options;
+/* Defaults: automatic split. */
+VKP_API vkp_status VKP_CALL vkp_mla_options_init_sized(vkp_mla_options* options, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_mla_options_init(vkp_mla_options* options) {
+  return vkp_mla_options_init_sized(options, (uint32_t)sizeof(vkp_mla_options));
+}
+
+typedef struct vkp_mla_plan vkp_mla_plan;
+
+/* MlaPlan::create: `shape` holds the multi-query fields with num_kv_heads 1, kv_layout nhd and
+ * head_size Dk (a multiple of 8 up to 576); value_head_size is Dv (a multiple of 8 up to
+ * min(Dk, 512)); cache_form the pools' form (two pools: R = Dk - Dv >= 8). query_starts as
+ * vkp_attention_plan_create's; options NULL = defaults. The plan belongs to the context: destroy
+ * it first. Errors: INVALID_ARGUMENT naming the field and the value, UNSUPPORTED (a pool past
+ * maxStorageBufferRange), DEVICE. */
+VKP_API vkp_status VKP_CALL vkp_mla_plan_create(vkp_context* context, const vkp_attention_shape* shape,
+                                                uint32_t value_head_size, vkp_mla_cache_form cache_form,
+                                                const int32_t* query_starts, size_t num_query_starts,
+                                                const vkp_mla_options* options, vkp_mla_plan** out);
+VKP_API void VKP_CALL vkp_mla_plan_destroy(vkp_mla_plan* plan);
+
+/* What the MLA plan chose. */
+typedef struct vkp_mla_plan_info {
+  uint32_t struct_size;
+  vkp_bool32 split;
+  uint32_t num_partitions;  /* 1 when not split */
+  uint32_t reserved0;       /* padding made explicit: written 0 */
+  uint64_t tree_mask_bytes; /* sum of q_s^2: size of views.tree_mask; 0 without */
+  uint64_t scratch_bytes;   /* size of views.scratch; 0 when not split, without csr_page_table */
+} vkp_mla_plan_info;
+VKP_API vkp_status VKP_CALL vkp_mla_plan_info_init_sized(vkp_mla_plan_info* info, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_mla_plan_info_init(vkp_mla_plan_info* info) {
+  return vkp_mla_plan_info_init_sized(info, (uint32_t)sizeof(vkp_mla_plan_info));
+}
+VKP_API vkp_status VKP_CALL vkp_mla_plan_info_get(const vkp_mla_plan* plan, vkp_mla_plan_info* out);
+/* What the plan chose, in words; owned by the plan ("" for a NULL or dead plan). */
+VKP_API const char* VKP_CALL vkp_mla_plan_describe(const vkp_mla_plan* plan);
+
+/* The buffers of one MLA call (vkpaged::MlaViews): vkp_attention_views' request fields, the
+ * cache in the plan's form. Optional views are absent when their buffer is VK_NULL_HANDLE. */
+typedef struct vkp_mla_views {
+  uint32_t struct_size;
+  uint32_t reserved0;           /* padding made explicit: ignored */
+  vkp_tensor_view query;        /* [T, H, Dk] query dtype */
+  vkp_tensor_view mla_cache;    /* one pool [N, B, Dk] (cache dtype, u8 for fp8), or */
+  vkp_tensor_view ckv_cache;    /* two pools: [N, B, Dv] */
+  vkp_tensor_view kpe_cache;    /*            [N, B, R] */
+  vkp_tensor_view block_tables; /* [S, M] i32 or u32 (absent with the CSR form) */
+  vkp_tensor_view context_lens; /* [S] i32 or u32 */
+  vkp_tensor_view query_starts; /* [S + 1] i32 or u32: the plan's values */
+  vkp_tensor_view output;       /* [T, H, Dv] query dtype */
+  vkp_tensor_view lse;          /* [T, H] f32, when shape.lse */
+  vkp_tensor_view tree_mask;    /* u8 [tree_mask_bytes], whole 32-bit words, when shape.tree_mask */
+  vkp_tensor_view alibi_slopes; /* [H] f32, when shape.alibi */
+  vkp_tensor_view sinks;        /* [H] f32, when shape.sinks */
+  vkp_buffer_view scratch;      /* scratch_bytes, when not 0 */
+  vkp_buffer_view status;       /* optional [1] u32, the bits of vkp_attention_views.status */
+  vkp_tensor_view kv_indptr;    /* CSR page tables (shape.csr_page_table), as vkp_attention_views' */
+  vkp_tensor_view kv_indices;
+  vkp_tensor_view kv_last_page_len;
+} vkp_mla_views;
+/* Defaults: every view absent. */
+VKP_API vkp_status VKP_CALL vkp_mla_views_init_sized(vkp_mla_views* views, uint32_t struct_size);
+static inline vkp_status VKP_CALL vkp_mla_views_init(vkp_mla_views* views) {
+  return vkp_mla_views_init_sized(views, (uint32_t)sizeof(vkp_mla_views));
+}
+
+/* record_mla_attention: checks the params (NULL = defaults; scale default 1/sqrt(Dk)) and the
+ * views against the plan and records the MLA kernel (and the merge when split) into `cmd`,
+ * allocating and waiting for nothing; storage-buffer reads and writes in the compute shader
+ * stage, the barriers the caller's. Errors: INVALID_ARGUMENT naming the view or the value, a
+ * plan made on another context, NULL cmd. */
+VKP_API vkp_status VKP_CALL vkp_record_mla_attention(vkp_context* context, VkCommandBuffer cmd,
+                                                     const vkp_mla_plan* plan, const vkp_mla_views* views,
+                                                     const vkp_decode_params* params);
+
 /* A decode shape for this cache: batch's fields for what the batch brings (num_seqs, num_heads,
  * max_blocks_per_seq, max_context_len, query_dtype, alibi, softcap, sinks, lse), the cache's
  * for what it knows (num_kv_heads, head_size, block_size, num_blocks, cache_dtype, kv_layout),

@@ -118,19 +118,8 @@ bool row_valid(uint r) { return r / GROUP < g_tile_tokens && r % GROUP < g_heads
 // The row's index in [T, H] (LSE, scratch).
 uint row_index(uint r) { return (g_first_token + r / GROUP) * pc.num_heads + g_head0 + r % GROUP; }
 
-#define VKP_TREE_MASK_HOOK
-// Byte new_key of row j of the request's q_s x q_s mask; bytes past the mask are never read
-// (device query_starts that disagree with the plan's: flagged, seen as hidden).
-bool tree_mask_allows(uint row, uint new_key) {
-  const uint j = g_first_j + row / GROUP;
-  const uint index = j * g_new_tokens + new_key;  // < q_s^2 < 2^32 (q_s <= T, checked by the host)
-  if (s_mask_base > pc.tree_mask_bytes || index >= pc.tree_mask_bytes - s_mask_base) {
-    atomicOr(status[pc.status_offset], STATUS_BAD_QUERY_STARTS);
-    return false;
-  }
-  const uint byte_index = s_mask_base + index;
-  return ((tree_mask_words[pc.tree_mask_offset + byte_index / 4u] >> (8u * (byte_index % 4u))) & 0xffu) != 0u;
-}
+#define VKP_MASK_PARTIALS s_key_block
+#include "common/attention_tree_mask.glsl"
 #include "common/attention_logits.glsl"
 #include "common/attention_epilogue.glsl"
 
@@ -146,28 +135,6 @@ vec4 key_quad(uvec4 w, uint i) {
   if (PER_WORD == 1u) return uintBitsToFloat(w);
   if (PER_WORD == 2u) return vec4(unpack_word(w[2u * i], CACHE_DTYPE).xy, unpack_word(w[2u * i + 1u], CACHE_DTYPE).xy);
   return unpack_word(w[i], CACHE_DTYPE);
-}
-
-// Sum of q_{s'}^2 over the requests before `request`: where its tree mask starts. Saturates
-// instead of wrapping, so that device values past the plan's are caught by tree_mask_allows.
-void find_mask_base(uint request, uint tid) {
-  uint partial = 0u;
-  for (uint r = tid; r < request; r += WG) {
-    const uint q = min(query_start_at(r + 1u) - query_start_at(r), 0xffffu);
-    const uint sum = partial + q * q;
-    partial = sum < partial ? 0xffffffffu : sum;
-  }
-  s_key_block[tid] = partial;
-  barrier();
-  if (tid == 0u) {
-    uint total = 0u;
-    for (uint i = 0u; i < WG; ++i) {
-      const uint sum = total + s_key_block[i];
-      total = sum < total ? 0xffffffffu : sum;
-    }
-    s_mask_base = total;
-  }
-  barrier();
 }
 
 void main() {

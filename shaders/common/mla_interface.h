@@ -50,6 +50,26 @@ struct MlaReshapePush {
   float inv_scale;   // fp8 caches store encode(x * inv_scale), inv_scale = 1 / scale
 };
 
+
+// MLA attention (shaders/mla_attention.comp, common/mla_attention_kernel.glsl): the push
+// constants are AttentionPush's (num_kv_heads 1; key_offset the one pool or ckv, value_offset
+// kpe), and a split is merged by attention_merge.comp with its head size the value width Dv.
+#define MLA_ATTN_SC_WORKGROUP 0
+#define MLA_ATTN_SC_KEY_HEAD_SIZE 1      // Dk: the row's width
+#define MLA_ATTN_SC_VALUE_HEAD_SIZE 2    // Dv: the value is the row's first Dv entries
+#define MLA_ATTN_SC_BLOCK_SIZE 3
+#define MLA_ATTN_SC_ROWS 4               // (query token, head) rows of a workgroup
+#define MLA_ATTN_SC_HEADS_PER_WORKGROUP 5
+#define MLA_ATTN_SC_ROW_PARTS 6          // value phase: invocations side by side over the rows
+#define MLA_ATTN_SC_KEY_TILE 7           // positions staged in shared memory at a time
+#define MLA_ATTN_SC_QUERY_DTYPE 8
+#define MLA_ATTN_SC_CACHE_DTYPE 9
+#define MLA_ATTN_SC_FEATURES 10          // ATTN_FEATURE_* bits
+#define MLA_ATTN_SC_TWO_POOLS 11         // 1: ckv [N, B, Dv] and kpe [N, B, R]; 0: one pool [N, B, Dk]
+#define MLA_ATTN_SC_COUNT 12
+// Bindings: ATTN_BINDING_*, the one pool or ckv at ATTN_BINDING_KEY_CACHE and kpe at
+// ATTN_BINDING_VALUE_CACHE (one pool: the pool again, read through the first binding only).
+
 #ifdef __cplusplus
 static_assert(sizeof(MlaReshapePush) == 13 * 4);
 static_assert(sizeof(MlaReshapePush) + sizeof(RotaryPush) <= 128, "the rope variant pushes both");

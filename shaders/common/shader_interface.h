@@ -462,7 +462,7 @@ struct MergePush {
 #define ATTN_BINDING_COUNT 13
 // The merge of a split (attention_merge.comp): one workgroup per (head, query token).
 #define ATTN_MERGE_SC_WORKGROUP 0
-#define ATTN_MERGE_SC_HEAD_SIZE 1
+#define ATTN_MERGE_SC_HEAD_SIZE 1  // the value width: D, or MLA's Dv
 #define ATTN_MERGE_SC_QUERY_DTYPE 2
 #define ATTN_MERGE_SC_FEATURES 3
 #define ATTN_MERGE_SC_COUNT 4

@@ -83,6 +83,7 @@ void copy_string(char* dst, size_t capacity, const std::string& src) noexcept {
 
 }  // namespace
 
+
 // ---- defaults of the extensible inputs (vkp_<struct>_init) ----
 
 template <>
@@ -342,6 +343,7 @@ VKP_CONVERT_TO_C(vkp_kv_cache_shape, KvCacheShape, VKP_KV_CACHE_SHAPE_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_kv_cache_options, KvCacheOptions, VKP_KV_CACHE_OPTIONS_FIELDS)
 VKP_CONVERT_TO_C(vkp_kv_cache_sizing, KvCacheSizing, VKP_KV_CACHE_SIZING_FIELDS)
 VKP_CONVERT_TO_CPP(vkp_block_manager_options, BlockManagerOptions, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)
+VKP_CONVERT_TO_CPP(vkp_mla_options, MlaOptions, VKP_MLA_OPTIONS_FIELDS)
 VKP_CONVERT_TO_C(vkp_block_manager_options, BlockManagerOptions, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)
 
 #undef VKP_CONVERT_TO_C

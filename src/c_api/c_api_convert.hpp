@@ -19,6 +19,7 @@
 #include "vkpaged/kv_layout.hpp"
 #include "vkpaged/log.hpp"
 #include "vkpaged/merge.hpp"
+#include "vkpaged/mla_attention.hpp"
 #include "vkpaged/rotary.hpp"
 #include "vkpaged/tensor.hpp"
 #include "vkpaged/vkpaged.h"
@@ -53,6 +54,7 @@ DecodeOptions to_cpp(const vkp_decode_options& options, const std::string& name)
 vkp_decode_options to_c(const DecodeOptions& options) noexcept;
 // The per-call values of decode and attention (AttentionParams is DecodeParams); NULL = defaults.
 DecodeParams to_params(const vkp_decode_params* params, const char* name = "params");
+// A vkp_split_mode checked ("<name>.split: 7 is not a vkp_split_mode").
 vkp_decode_params to_c(const DecodeParams& params) noexcept;
 CacheScales to_cpp(const vkp_cache_scales* scales);  // NULL = 1, 1
 // The host path's inputs, read and converted ("inputs.query").
@@ -103,6 +105,7 @@ vkp_kv_cache_shape to_c(const KvCacheShape& shape) noexcept;
 KvCacheOptions to_cpp(const vkp_kv_cache_options& options, const std::string& name);
 vkp_kv_cache_sizing to_c(const KvCacheSizing& sizing) noexcept;
 BlockManagerOptions to_cpp(const vkp_block_manager_options& options, const std::string& name);
+MlaOptions to_cpp(const vkp_mla_options& options, const std::string& name);
 vkp_block_manager_options to_c(const BlockManagerOptions& options) noexcept;
 DeviceInfo to_cpp(const vkp_device_info& info, const std::string& name);
 vkp_cooperative_matrix_shape to_c(const CooperativeMatrixShape& shape) noexcept;

@@ -84,6 +84,8 @@
 
 #define VKP_BLOCK_MANAGER_OPTIONS_FIELDS(X) X(enable_prefix_caching) X(watermark) X(hash_salt) X(num_host_blocks)
 
+#define VKP_MLA_OPTIONS_FIELDS(X) X(split) X(partition_tokens)
+
 // Every list above with its C struct, for the ABI test: X(c_struct, LIST).
 #define VKP_FIELD_LISTS(X)                                                                                      \
   X(vkp_decode_shape, VKP_DECODE_SHAPE_FIELDS)                                                                 \
@@ -108,4 +110,5 @@
   X(vkp_kv_cache_shape, VKP_KV_CACHE_SHAPE_FIELDS)                                                             \
   X(vkp_kv_cache_options, VKP_KV_CACHE_OPTIONS_FIELDS)                                                         \
   X(vkp_kv_cache_sizing, VKP_KV_CACHE_SIZING_FIELDS)                                                           \
-  X(vkp_block_manager_options, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)
+  X(vkp_block_manager_options, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)                                               \
+  X(vkp_mla_options, VKP_MLA_OPTIONS_FIELDS)

@@ -33,6 +33,7 @@ const char* kind_name(HandleKind kind) {
     case HandleKind::buffer: return "vkp_buffer";
     case HandleKind::decode_plan: return "vkp_decode_plan";
     case HandleKind::attention_plan: return "vkp_attention_plan";
+    case HandleKind::mla_plan: return "vkp_mla_plan";
     case HandleKind::block_manager: return "vkp_block_manager";
     case HandleKind::kv_cache: return "vkp_kv_cache";
     case HandleKind::streaming_read: return "vkp_streaming_read";

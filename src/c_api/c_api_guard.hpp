@@ -56,6 +56,7 @@ enum class HandleKind {
   buffer,
   decode_plan,
   attention_plan,
+  mla_plan,
   block_manager,
   kv_cache,
   streaming_read,
@@ -77,6 +78,7 @@ VKP_C_API_HANDLE(vkp_context, context)
 VKP_C_API_HANDLE(vkp_buffer, buffer)
 VKP_C_API_HANDLE(vkp_decode_plan, decode_plan)
 VKP_C_API_HANDLE(vkp_attention_plan, attention_plan)
+VKP_C_API_HANDLE(vkp_mla_plan, mla_plan)
 VKP_C_API_HANDLE(vkp_block_manager, block_manager)
 VKP_C_API_HANDLE(vkp_kv_cache, kv_cache)
 VKP_C_API_HANDLE(vkp_streaming_read, streaming_read)

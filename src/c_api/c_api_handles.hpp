@@ -10,6 +10,7 @@
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/kv_cache.hpp"
+#include "vkpaged/mla_attention.hpp"
 #include "vkpaged/prepare.hpp"
 #include "vkpaged/utilities.hpp"
 #include "vkpaged/vkpaged.h"
@@ -31,6 +32,12 @@ struct vkp_decode_plan {
 
 struct vkp_attention_plan {
   vkpaged::AttentionPlan plan;
+  std::string description;
+  const vkp_context* context = nullptr;  // as vkp_decode_plan's
+};
+
+struct vkp_mla_plan {
+  vkpaged::MlaPlan plan;
   std::string description;
   const vkp_context* context = nullptr;  // as vkp_decode_plan's
 };

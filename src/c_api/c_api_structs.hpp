@@ -72,6 +72,9 @@ struct StructAbi;
   X(vkp_mla_reshape_and_cache_views) \
   X(vkp_mla_rope_views) \
   X(vkp_mla_new_tokens) \
+  X(vkp_mla_options) \
+  X(vkp_mla_plan_info) \
+  X(vkp_mla_views) \
   X(vkp_block_manager_options) \
   X(vkp_append_result) \
   X(vkp_block_usage) \

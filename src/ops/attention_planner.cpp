@@ -57,9 +57,18 @@ void choose_rows(AttentionChoice& c, const DeviceCapabilities& dev, const Attent
   while (c.row_parts * 2 <= c.rows && c.row_parts * 2 * s.head_size <= c.workgroup) c.row_parts *= 2;
 }
 
-// `starts` empty: a bucket, whose full steps (T tokens, every request at least one tile) size the split.
-void choose_split(AttentionChoice& c, const DeviceCapabilities& dev, const AttentionShape& s,
-                  std::span<const int32_t> starts, const AttentionOptions& o) {
+}  // namespace
+
+void validate_split_options(const AttentionOptions& o) {
+  if (o.partition_tokens % kPartitionQuantum != 0)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("partition_tokens: {} is not a multiple of {}", o.partition_tokens, kPartitionQuantum));
+  if (o.partition_tokens != 0 && o.split == SplitMode::single_pass)
+    throw Error(ErrorCode::invalid_argument, "partition_tokens: given with split = single_pass");
+}
+
+void choose_attention_split(AttentionChoice& c, const DeviceCapabilities& dev, const AttentionShape& s,
+                            uint32_t value_head_size, std::span<const int32_t> starts, const AttentionOptions& o) {
   const uint32_t max_len = longest_context(s);
   uint64_t tiles = 0;  // workgroups of one pass: the requests' tiles times the kv-head groups
   for (size_t i = 0; i < starts.size() && i < s.num_requests; ++i)
@@ -88,7 +97,7 @@ void choose_split(AttentionChoice& c, const DeviceCapabilities& dev, const Atten
     }
   }
   const uint64_t partitions = split ? ceil_div(max_len, tokens) : 1;
-  const uint64_t scratch = split ? 4ull * s.num_query_tokens * s.num_heads * partitions * (s.head_size + 2) : 0;
+  const uint64_t scratch = split ? 4ull * s.num_query_tokens * s.num_heads * partitions * (value_head_size + 2) : 0;
   const bool fits = partitions <= 65535 && scratch <= dev.max_storage_buffer_range && s.num_query_tokens <= 65535 &&
                     s.num_heads <= 65535;
   if (split && !fits) {
@@ -107,8 +116,6 @@ void choose_split(AttentionChoice& c, const DeviceCapabilities& dev, const Atten
   const uint64_t cap = uint64_t(s.max_blocks_per_seq) * s.block_size;
   c.context_cap = uint32_t(split ? std::min<uint64_t>(cap, uint64_t(c.num_partitions) * c.partition_tokens) : cap);
 }
-
-}  // namespace
 
 bool decode_kernels_take(const AttentionShape& s, bool single_tokens) {
   // Every layout: the scalar decode kernel reads each, and DecodePlan::create leaves the matrix
@@ -156,11 +163,7 @@ QueryStartsSummary bucket_summary(const AttentionShape& s, uint32_t max_query_to
 AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const AttentionShape& s,
                                   const QueryStartsSummary& summary, std::span<const int32_t> starts, bool bucket,
                                   const AttentionOptions& o) {
-  if (o.partition_tokens % kPartitionQuantum != 0)
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("partition_tokens: {} is not a multiple of {}", o.partition_tokens, kPartitionQuantum));
-  if (o.partition_tokens != 0 && o.split == SplitMode::single_pass)
-    throw Error(ErrorCode::invalid_argument, "partition_tokens: given with split = single_pass");
+  validate_split_options(o);
   AttentionChoice c;
   c.bucket = bucket;
   c.max_query_tokens = summary.max_query_tokens;
@@ -217,7 +220,7 @@ AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const Attention
   if (uint64_t(s.num_kv_heads) * c.groups_per_kv_head > 65535)
     unsupported(fmt::format("num_kv_heads: {} kv heads need more than 65535 workgroups along one grid dimension",
                             s.num_kv_heads));
-  choose_split(c, dev, s, starts, o);
+  choose_attention_split(c, dev, s, s.head_size, starts, o);
   return c;
 }
 

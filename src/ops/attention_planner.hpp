@@ -66,6 +66,18 @@ std::string matrix_attention_refusal(const DeviceCapabilities& device, const Att
 // gave ""): fills the kernel's fields of `choice` (its max_query_tokens set).
 void plan_matrix_attention(AttentionChoice& choice, const DeviceCapabilities& device, const AttentionShape& shape);
 
+// The options' split fields: partition_tokens a multiple of 256, not given with single_pass.
+void validate_split_options(const AttentionOptions& options);
+
+// The split of the key positions into partitions (split, num_partitions, partition_tokens,
+// scratch_bytes, context_cap, merge_workgroup), once the rows are chosen (tokens_per_tile,
+// groups_per_kv_head). The scratch holds value sums value_head_size wide (the head size; MLA's
+// Dv). `starts` empty: a bucket, whose full steps (T tokens, every request at least one tile)
+// size the split.
+void choose_attention_split(AttentionChoice& choice, const DeviceCapabilities& device, const AttentionShape& shape,
+                            uint32_t value_head_size, std::span<const int32_t> query_starts,
+                            const AttentionOptions& options);
+
 // Checks the shape and the query starts (vkpaged::Error naming the field) and makes every
 // choice. Throws invalid_argument for what the contract refuses, unsupported for what this
 // device cannot run (the error names the argument and the limit).

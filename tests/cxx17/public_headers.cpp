@@ -15,6 +15,7 @@
 #include <vkpaged/log.hpp>
 #include <vkpaged/merge.hpp>
 #include <vkpaged/mla.hpp>
+#include <vkpaged/mla_attention.hpp>
 #include <vkpaged/mla_cache_ops.hpp>
 #include <vkpaged/prepare.hpp>
 #include <vkpaged/reference.hpp>

@@ -14,10 +14,10 @@ output file.
 
 Multi-head latent attention ("Multi-head latent attention", --mla N): mla_attention below is MLA
 as the contract defines it, multi-query attention over one kv head whose key is a cache row of
-Dk = Dv + R entries and whose value is the row's first Dv entries. The CLI has no MLA cache yet
-(it comes with the MLA kernels), so each MLA case runs `vkpaged attend` on the problem MLA
-reduces to (nhd, one kv head of Dk, the value cache the rows with their rotary part zeroed, one
-fp8 scale for both): its output's first Dv dims must be mla_attention's, the rest 0.
+Dk = Dv + R entries and whose value is the row's first Dv entries. Each MLA case runs
+`vkpaged attend` on the MLA cache itself, half of them as one pool (--mla-cache with
+--value-head-size), half as two (--ckv-cache and --kpe-cache), with one fp8 scale for both
+parts; the output [T, H, Dv] must be mla_attention's.
 
     /usr/bin/python3 contract_check_multi_query.py path/to/vkpaged [--count N] [--seed S] [--device D] [--mla N]
 """
@@ -195,18 +195,20 @@ def random_case(rng, index):
 
 
 def random_mla_case(rng, index):
-    """An engine step of an MLA model: one kv head of Dk = Dv + R (within the multi-query head
-    sizes the reduction runs on), any number of query heads, one fp8 scale."""
+    """An engine step of an MLA model: one kv head of Dk = Dv + R, any number of query heads, one
+    fp8 scale, one pool or two."""
     c = random_case(rng, 1)  # layout nhd
     c["decode_only"] = index % 4 == 3
     if c["decode_only"]:  # one new token per request, no --query-starts
         c["tree"] = False
         c["lens"] = [L - n + 1 for L, n in zip(c["lens"], c["new"])]
         c["new"] = [1] * len(c["new"])
-    c["latent"], c["rope"] = [(32, 16), (48, 16), (64, 32), (96, 32), (128, 64), (192, 64)][index % 6]
+    c["latent"], c["rope"] = [(32, 16), (48, 16), (64, 32), (96, 32), (128, 64), (192, 64),
+                                (512, 64)][index % 7]
     c["head_size"], c["kv_heads"] = c["latent"] + c["rope"], 1
     c["heads"] = int(rng.choice([1, 3, 8, 16]))
     c["v_scale"] = c["k_scale"]
+    c["two_pools"] = index % 2 == 1
     return c
 
 
@@ -270,7 +272,8 @@ def build(rng, c):
 OPTIONS = {"query": "--query", "key_cache": "--key-cache", "value_cache": "--value-cache",
            "block_tables": "--block-tables", "context_lens": "--context-lens", "query_starts": "--query-starts",
            "tree_mask": "--tree-mask", "alibi_slopes": "--alibi-slopes", "sinks": "--sinks",
-           "kv_indptr": "--kv-indptr", "kv_indices": "--kv-indices", "kv_last_page_len": "--kv-last-page-len"}
+           "kv_indptr": "--kv-indptr", "kv_indices": "--kv-indices", "kv_last_page_len": "--kv-last-page-len",
+           "mla_cache": "--mla-cache", "ckv_cache": "--ckv-cache", "kpe_cache": "--kpe-cache"}
 
 
 # A good case that the kernel forced by --kernel refuses (the CLI says why): counted apart.
@@ -347,32 +350,41 @@ BAD = ["starts_not_zero", "starts_fall", "starts_past_t", "context_below_q", "ma
 
 
 def check_mla(cli, rng, c, directory, flags):
-    """An MLA case through the multi-query problem it reduces to (the module docstring)."""
+    """An MLA case on the CLI's MLA cache, one pool or two (the module docstring)."""
     files, ref = build(rng, c)
-    Dv = c["latent"]
+    Dv, N, B = c["latent"], ref["k"].shape[0], c["block_size"]
     rows = ref["k"][:, 0]  # [N, B, Dk]: the nhd key cache of one kv head, as float64
-    files["value_cache"] = files["key_cache"].copy()
-    files["value_cache"][..., Dv:] = 0  # the code of +0 in every dtype
+    pool = files.pop("key_cache").reshape(N, B, -1)  # [N, B, 1, Dk] -> [N, B, Dk], in the cache's codes
+    del files["value_cache"]
+    if c["two_pools"]:
+        files["ckv_cache"], files["kpe_cache"] = pool[..., :Dv], pool[..., Dv:]
+    else:
+        files["mla_cache"] = pool
     paths = write(directory, files)
     out, lse_path = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
-    run = subprocess.run(command(cli, c, paths, out, lse_path, flags), capture_output=True, text=True, timeout=300)
+    cmd = command(cli, c, paths, out, lse_path, flags)
+    if not c["two_pools"]:
+        cmd += ["--value-head-size", str(Dv)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if run.returncode == 1 and "--kernel" in flags and run.stderr.startswith("vkpaged: --kernel:"):
         return NOT_TAKEN
     if run.returncode != 0:
         return f"exit {run.returncode}: {run.stderr.strip()}"
     got, got_lse = np.load(out), np.load(lse_path)
+    descr = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}[c["dtype"]]
+    T, H = ref["q"].shape[:2]
+    if got.dtype.str != descr or got.shape != (T, H, Dv):
+        return f"output {got.dtype.str} {got.shape}, expected {descr} [T, H, Dv] {(T, H, Dv)}"
     got = from_bf16_bits(got) if c["dtype"] == "bf16" else got.astype(np.float64)
     scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(c["head_size"])  # 1 / sqrt(Dk)
     want, want_lse = mla_attention(ref["q"], rows, Dv, ref["tables"], ref["lens"], ref["starts"], ref["masks"],
                                    scale, c["softcap"], ref["alibi"], ref["sinks"], c["window"])
-    if got.shape != ref["q"].shape or not np.all(np.isfinite(got)):
-        return f"output {got.shape}, expected finite [T, H, Dk] {ref['q'].shape}"
+    if not np.all(np.isfinite(got)):
+        return "non-finite output"
     tol = TOLERANCE[c["dtype"]]
-    err = float(np.abs(got[..., :Dv] - want).max()) if want.size else 0.0
+    err = float(np.abs(got - want).max()) if want.size else 0.0
     if err > tol:
         return f"max |output error| {err:.3e} > {tol:.0e}"
-    if got[..., Dv:].size and float(np.abs(got[..., Dv:]).max()) > 0:
-        return "the rotary dims of the output are not 0"
     empty = np.isinf(want_lse)
     if not np.array_equal(np.isinf(got_lse) & (got_lse < 0), empty):
         return "LSE is -inf where the range is not empty, or the other way"
@@ -381,7 +393,8 @@ def check_mla(cli, rng, c, directory, flags):
 
 
 def describe_mla(c):
-    return f"MLA Dv {c['latent']} R {c['rope']}, " + describe(c)
+    form = "two pools" if c["two_pools"] else "one pool"
+    return f"MLA Dv {c['latent']} R {c['rope']} {form}, " + describe(c)
 
 
 def check_bad(cli, rng, kind, directory, flags):

@@ -223,13 +223,20 @@ TEST_F(ContractCheckMultiQuery, DeviceMatchesTheIndependentImplementation) {
   EXPECT_NE(output.find("contract_check_multi_query: 17 passed, 0 failed"), std::string::npos) << output;
 }
 
-// MLA (the script's mla_attention, from the contract) through the multi-query problem it reduces
-// to, on the reference (the CLI has no MLA cache before the MLA kernels).
-TEST_F(ContractCheckMultiQuery, MlaMatchesTheIndependentImplementationThroughItsReduction) {
+// MLA (the script's mla_attention, from the contract) on the CLI's MLA caches, one pool and two:
+// the reference, then a few steps on the device (DeepSeek's Dk 576 among them).
+TEST_F(ContractCheckMultiQuery, MlaMatchesTheIndependentImplementation) {
   int status = -1;
-  const std::string output = run_script("--count 0 --bad 0 --mla 12 --seed 5 --device cpu", status);
+  const std::string output = run_script("--count 0 --bad 0 --mla 14 --seed 5 --device cpu", status);
   EXPECT_EQ(status, 0) << output;
-  EXPECT_NE(output.find("contract_check_multi_query: 12 passed, 0 failed"), std::string::npos) << output;
+  EXPECT_NE(output.find("contract_check_multi_query: 14 passed, 0 failed"), std::string::npos) << output;
+}
+
+TEST_F(ContractCheckMultiQuery, MlaDeviceMatchesTheIndependentImplementation) {
+  int status = -1;
+  const std::string output = run_script("--count 0 --bad 0 --mla 7 --seed 6", status);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("contract_check_multi_query: 7 passed, 0 failed"), std::string::npos) << output;
 }
 
 TEST_F(ContractCheckMultiQuery, ReferenceMatchesTheIndependentImplementation) {

@@ -82,20 +82,77 @@ void check_page_table_options(const AttendArgs& a) {
       refuse(fmt::format("{}: not given, but {} {} is ({})", option, given->first, *given->second, kForms));
 }
 
+// The cache options, one form complete: --key-cache and --value-cache, or MLA's --mla-cache
+// (with --value-head-size), or --ckv-cache and --kpe-cache. Returns whether the call is MLA.
+bool check_cache_options(const AttendArgs& a) {
+  constexpr const char* kForms =
+      "the caches are --key-cache and --value-cache, or for MLA --mla-cache with --value-head-size, or --ckv-cache "
+      "and --kpe-cache";
+  const bool one = !a.mla_cache.empty(), two = !a.ckv_cache.empty() || !a.kpe_cache.empty();
+  if (!one && !two) {
+    if (a.key_cache.empty()) refuse(fmt::format("--key-cache: not given ({})", kForms));
+    if (a.value_cache.empty()) refuse(fmt::format("--value-cache: not given ({})", kForms));
+    if (a.value_head_size != 0)
+      refuse(fmt::format("--value-head-size: {} given without an MLA cache ({})", a.value_head_size, kForms));
+    return false;
+  }
+  const char* mla_option = one ? "--mla-cache" : !a.ckv_cache.empty() ? "--ckv-cache" : "--kpe-cache";
+  if (!a.key_cache.empty()) refuse(fmt::format("--key-cache: given with {} ({})", mla_option, kForms));
+  if (!a.value_cache.empty()) refuse(fmt::format("--value-cache: given with {} ({})", mla_option, kForms));
+  if (one && two) refuse(fmt::format("{}: given with --mla-cache ({})", a.ckv_cache.empty() ? "--kpe-cache" : "--ckv-cache", kForms));
+  if (one && a.value_head_size == 0) refuse("--value-head-size: not given (--mla-cache needs Dv, the value's width)");
+  if (two && a.ckv_cache.empty()) refuse(fmt::format("--ckv-cache: not given, but --kpe-cache is ({})", kForms));
+  if (two && a.kpe_cache.empty()) refuse(fmt::format("--kpe-cache: not given, but --ckv-cache is ({})", kForms));
+  if (a.kv_layout == "hnd")
+    refuse("--kv-layout: hnd with an MLA cache (its rows are nhd's with one kv head: give nhd or leave it out)");
+  if (a.kernel != "auto") refuse(fmt::format("--kernel: '{}' with an MLA cache (MLA runs on its one kernel: auto)", a.kernel));
+  return true;
+}
+
+// The query starts: --query-starts, or 0, 1, ..., S (one token per request) without it.
+HostTensor query_starts_of(const AttendArgs& a, const HostTensor& block_tables, const HostTensor& kv_indptr) {
+  if (!a.query_starts.empty()) return read_input("--query-starts", a.query_starts, false);
+  // S: the block table's rows, or kv_indptr's entries - 1 (bad shapes are refused later, by name).
+  int64_t S = block_tables.shape().rank() == 2 ? block_tables.shape()[0] : 0;
+  if (!kv_indptr.empty()) S = kv_indptr.shape().rank() == 1 ? std::max<int64_t>(kv_indptr.shape()[0] - 1, 0) : 0;
+  HostTensor starts(DType::i32, Shape{S + 1});
+  for (int64_t i = 0; i <= S; ++i) starts.as<int32_t>()[i] = int32_t(i);
+  return starts;
+}
+
+// The decode inputs read so far as MLA's: the caches read here, every request field moved.
+void move_to_mla(const AttendArgs& a, AttendCall& call) {
+  auto& in = call.inputs;
+  auto& m = call.mla_inputs;
+  const bool cache_bf16 = in.cache_dtype == DType::bf16;
+  if (!a.mla_cache.empty()) {
+    m.mla_cache = read_input("--mla-cache", a.mla_cache, cache_bf16);
+    m.value_head_size = a.value_head_size;
+  } else {
+    m.ckv_cache = read_input("--ckv-cache", a.ckv_cache, cache_bf16);
+    m.kpe_cache = read_input("--kpe-cache", a.kpe_cache, cache_bf16);
+    m.value_head_size = a.value_head_size;
+  }
+  m.query_starts = query_starts_of(a, in.block_tables, in.kv_indptr);
+  if (!a.tree_mask.empty()) m.tree_mask = read_input("--tree-mask", a.tree_mask, false);
+  m.query = std::move(in.query);
+  m.block_tables = std::move(in.block_tables);
+  m.context_lens = std::move(in.context_lens);
+  m.kv_indptr = std::move(in.kv_indptr);
+  m.kv_indices = std::move(in.kv_indices);
+  m.kv_last_page_len = std::move(in.kv_last_page_len);
+  m.alibi_slopes = std::move(in.alibi_slopes);
+  m.sinks = std::move(in.sinks);
+  m.cache_dtype = in.cache_dtype;
+  m.sliding_window = call.options.sliding_window;
+}
+
 // The decode inputs read so far, with the query starts (0, 1, ..., S without --query-starts)
 // and the tree mask, as multi-query attention's.
 void move_to_attention(const AttendArgs& a, KvLayout layout, AttendCall& call) {
   auto& in = call.inputs;
   auto& m = call.attention;
-  if (!a.query_starts.empty()) {
-    m.query_starts = read_input("--query-starts", a.query_starts, false);
-  } else {
-    // S: the block table's rows, or kv_indptr's entries - 1 (bad shapes are refused later, by name).
-    int64_t S = in.block_tables.shape().rank() == 2 ? in.block_tables.shape()[0] : 0;
-    if (!in.kv_indptr.empty()) S = in.kv_indptr.shape().rank() == 1 ? std::max<int64_t>(in.kv_indptr.shape()[0] - 1, 0) : 0;
-    m.query_starts = HostTensor(DType::i32, Shape{S + 1});
-    for (int64_t i = 0; i <= S; ++i) m.query_starts.as<int32_t>()[i] = int32_t(i);
-  }
+  m.query_starts = query_starts_of(a, in.block_tables, in.kv_indptr);
   if (!a.tree_mask.empty()) m.tree_mask = read_input("--tree-mask", a.tree_mask, false);
   m.query = std::move(in.query);
   m.key_cache = std::move(in.key_cache);
@@ -124,8 +181,13 @@ AttendCall load_attend_call(const AttendArgs& a) {
     refuse("--tree-mask: needs --query-starts (a tree mask holds each request's q_s x q_s matrix)");
   check_page_table_options(a);
   AttendCall call;
-  call.multi_query = !a.query_starts.empty() || layout != KvLayout::vllm;
+  call.mla = check_cache_options(a);
+  call.multi_query = !call.mla && (!a.query_starts.empty() || layout != KvLayout::vllm);
   call.want_lse = !a.lse.empty();
+  if (call.mla) {
+    call.mla_options.split = parse_split(a.split);
+    call.mla_options.partition_tokens = a.partition_tokens;
+  }
   if (call.multi_query) {
     call.attention_options.kernel = parse_attention_kernel(a.kernel);
     call.attention_options.split = parse_split(a.split);
@@ -133,7 +195,7 @@ AttendCall load_attend_call(const AttendArgs& a) {
   }
   call.options.split = parse_split(a.split);
   call.options.partition_tokens = a.partition_tokens;
-  call.options.kernel = parse_kernel(a.kernel);
+  if (!call.mla) call.options.kernel = parse_kernel(a.kernel);
   if (a.scale) {
     detail::check_scale("--scale", *a.scale);  // the library's rule (docs/contract.md, "Scales")
     call.params.scale = *a.scale;
@@ -159,8 +221,10 @@ AttendCall load_attend_call(const AttendArgs& a) {
   in.cache_dtype = parse_cache_dtype(a.kv_dtype, q);
   // Caches in the query's dtype follow --dtype; fp8 caches are |u1 bytes either way.
   const bool cache_bf16 = in.cache_dtype == DType::bf16;
-  in.key_cache = read_input("--key-cache", a.key_cache, cache_bf16);
-  in.value_cache = read_input("--value-cache", a.value_cache, cache_bf16);
+  if (!call.mla) {
+    in.key_cache = read_input("--key-cache", a.key_cache, cache_bf16);
+    in.value_cache = read_input("--value-cache", a.value_cache, cache_bf16);
+  }
   if (a.kv_indptr.empty()) {
     in.block_tables = read_input("--block-tables", a.block_tables, false);
     in.context_lens = read_input("--context-lens", a.context_lens, false);
@@ -171,6 +235,7 @@ AttendCall load_attend_call(const AttendArgs& a) {
   }
   if (!a.alibi_slopes.empty()) in.alibi_slopes = read_input("--alibi-slopes", a.alibi_slopes, false);
   if (!a.sinks.empty()) in.sinks = read_input("--sinks", a.sinks, false);
+  if (call.mla) move_to_mla(a, call);
   if (call.multi_query) move_to_attention(a, layout, call);
   return call;
 }
@@ -209,6 +274,10 @@ std::string blame_option(const std::string& message, bool csr) {
       {"kv_indptr", "--kv-indptr"},
       {"kv_indices", "--kv-indices"},
       {"kv_last_page_len", "--kv-last-page-len"},
+      {"mla_cache", "--mla-cache"},
+      {"ckv_cache", "--ckv-cache"},
+      {"kpe_cache", "--kpe-cache"},
+      {"value_head_size", "--value-head-size"},
   };
   const std::string name = message.substr(0, message.find_first_of(":[ "));
   // M comes from the CSR form's pages when there is no block table.

@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/decode.hpp"
+#include "vkpaged/mla_attention.hpp"
 
 namespace vkpaged::cli {
 
@@ -21,6 +22,9 @@ struct AttendCall {
   AttentionParams params;
   AttentionOptions attention_options;
   bool want_lse = false;  // --lse given
+  bool mla = false;       // --mla-cache, or --ckv-cache and --kpe-cache: MLA attention
+  MlaInputs mla_inputs;
+  MlaOptions mla_options;
 };
 
 // Parses the option values and reads every .npy file. Throws vkpaged::Error whose message

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// `vkpaged attend`: one decode or multi-query attention call on .npy inputs, on a Vulkan
+// `vkpaged attend`: one decode, multi-query or MLA attention call on .npy inputs, on a Vulkan
 // device or the CPU reference. Everything is read and checked before a device is opened, and
 // the outputs are written atomically, so a refused call leaves no output file behind.
 #include "attend_inputs.hpp"
@@ -8,6 +8,7 @@
 #include "npy.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/error.hpp"
+#include "vkpaged/mla_attention.hpp"
 #include "vkpaged/reference.hpp"
 
 namespace vkpaged::cli {
@@ -20,6 +21,15 @@ struct AttendOutputs {
 };
 
 AttendOutputs compute(const AttendArgs& args, const AttendCall& call) {
+  if (call.mla) {
+    if (args.device == "cpu") {
+      auto r = reference::mla_attention(call.mla_inputs, call.params, call.want_lse);
+      return {std::move(r.output), std::move(r.lse)};
+    }
+    Context context(cli_context_options(args.device));
+    auto r = mla_attention(context, call.mla_inputs, call.params, call.mla_options, call.want_lse);
+    return {std::move(r.output), std::move(r.lse)};
+  }
   if (call.multi_query) {
     if (args.device == "cpu") {
       auto r = reference::batch_attention(call.attention, call.params, call.want_lse);
@@ -54,7 +64,8 @@ int run_attend(const AttendArgs& args) {
   AttendOutputs result;
   try {
     // Refuses bad shapes before a device is opened.
-    if (call.multi_query) attention_shape_of(call.attention, call.params, call.want_lse);
+    if (call.mla) mla_shape_of(call.mla_inputs, call.params, call.want_lse);
+    else if (call.multi_query) attention_shape_of(call.attention, call.params, call.want_lse);
     else decode_shape_of(call.inputs, call.want_lse);
     result = compute(args, call);
   } catch (const Error& e) {

@@ -44,6 +44,12 @@ struct AttendArgs {
   std::string tree_mask;          // "" = none (needs query_starts)
   std::string lse;                // "" = not written; else <f4 [T, H] (or [S, H])
   std::string kv_layout = "vllm";  // vllm | nhd | hnd
+  // MLA (docs/contract.md, "Multi-head latent attention"), in place of key_cache and value_cache:
+  // one pool [N, B, Dk] with value_head_size Dv, or ckv [N, B, Dv] and kpe [N, B, R].
+  std::string mla_cache;
+  uint32_t value_head_size = 0;
+  std::string ckv_cache;
+  std::string kpe_cache;
 };
 int run_attend(const AttendArgs& args);
 

@@ -20,11 +20,18 @@ void add_attend_options(CLI::App& cmd, AttendArgs& a, float& scale) {
       ->required()
       ->type_name("Q.npy");
   cmd.add_option("--key-cache", a.key_cache, "key cache: [N, Hkv, D/x, B, x] (vllm), [N, B, Hkv, D] (nhd), [N, Hkv, B, D] (hnd)")
-      ->required()
       ->type_name("K.npy");
   cmd.add_option("--value-cache", a.value_cache, "value cache: [N, Hkv, D, B] (vllm), else as the key cache")
-      ->required()
       ->type_name("V.npy");
+  cmd.add_option("--mla-cache", a.mla_cache,
+                 "MLA, in place of --key-cache and --value-cache: one pool [N, B, Dk] (the latent, then the rotary "
+                 "part), with --value-head-size; the query is [T, H, Dk], the output [T, H, Dv]")
+      ->type_name("C.npy");
+  cmd.add_option("--value-head-size", a.value_head_size, "MLA: Dv, the rows' first Dv entries are the value")
+      ->type_name("Dv");
+  cmd.add_option("--ckv-cache", a.ckv_cache, "MLA, two pools: the latent [N, B, Dv], with --kpe-cache")
+      ->type_name("CKV.npy");
+  cmd.add_option("--kpe-cache", a.kpe_cache, "MLA, two pools: the rotary key part [N, B, R]")->type_name("KPE.npy");
   cmd.add_option("--block-tables", a.block_tables, "[S, M] block ids: <i4, <u4 or <i8 (or the CSR form below)")
       ->type_name("BT.npy");
   cmd.add_option("--context-lens", a.context_lens, "[S] context lengths: <i4, <u4 or <i8")->type_name("CL.npy");

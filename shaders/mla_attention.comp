@@ -1,0 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+#version 450
+// Multi-head latent attention over the paged MLA cache, the portable kernel
+// (common/mla_attention_kernel.glsl).
+#include "common/mla_attention_kernel.glsl"

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ops/mla_attention_planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ops/attention_validation.hpp"
+#include "vkpaged/error.hpp"
+
+namespace vkpaged::detail {
+
+namespace {
+
+[[noreturn]] void refuse(const std::string& message) { throw Error(ErrorCode::invalid_argument, message); }
+[[noreturn]] void unsupported(const std::string& message) { throw Error(ErrorCode::unsupported, message); }
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// 128 invocations: what every Vulkan device offers.
+constexpr uint32_t kWorkgroup = 128;
+// Key positions staged per tile at most: more share each barrier, fewer take less shared memory.
+constexpr uint32_t kMaxKeyTile = 32;
+// Value sums kept per invocation at most (rows x dims it owns): beyond, registers spill.
+constexpr uint32_t kMaxAccumulators = 64;
+constexpr uint32_t kMaxRows = 32;
+constexpr uint32_t kMaxKeyHeadSize = 576;
+constexpr uint32_t kMaxValueHeadSize = 512;
+
+uint32_t cache_bytes(DType cache) { return is_fp8_dtype(cache) ? 1 : uint32_t(dtype_size(cache)); }
+
+// Rows, key tile and row parts: rows for the longest request's tokens times the heads, within
+// the register budget, then rows and key tile halved (the larger part of the shared memory
+// first) until the device's shared memory holds them.
+void choose_tiles(AttentionChoice& c, const DeviceCapabilities& dev, const MlaShape& m) {
+  const AttentionShape& s = m.attention;
+  const uint32_t Dv = m.value_head_size, Dk = s.head_size;
+  c.workgroup = kWorkgroup;
+  const uint32_t dims = uint32_t(ceil_div(Dv, c.workgroup));
+  uint32_t max_rows = 1;
+  while (max_rows * 2 <= kMaxRows && max_rows * 2 * dims <= kMaxAccumulators) max_rows *= 2;
+  const uint64_t wanted = uint64_t(c.max_query_tokens) * s.num_heads;
+  c.rows = 1;
+  while (c.rows < max_rows && c.rows < wanted) c.rows *= 2;
+  c.key_tile = kMaxKeyTile;
+  const uint64_t row_bytes = uint64_t(Dk) * cache_bytes(s.cache_dtype);
+  auto bytes = [&] { return mla_attention_shared_bytes(c.rows, c.key_tile, Dk, s.cache_dtype, c.workgroup); };
+  while (bytes() > dev.max_shared_memory) {
+    if (c.key_tile > 8 && c.key_tile * row_bytes >= uint64_t(c.rows) * Dk * 4) c.key_tile /= 2;
+    else if (c.rows > 1) c.rows /= 2;
+    else if (c.key_tile > 1) c.key_tile /= 2;
+    else
+      unsupported(fmt::format("head_size: Dk = {} needs {} bytes of shared memory per workgroup (one row, one "
+                              "position), more than device {} has ({})",
+                              Dk, bytes(), dev.name, dev.max_shared_memory));
+  }
+  c.shared_bytes = bytes();
+  c.groups_per_kv_head = uint32_t(ceil_div(s.num_heads, c.rows));
+  c.heads_per_workgroup = uint32_t(ceil_div(s.num_heads, c.groups_per_kv_head));
+  c.tokens_per_tile = c.rows / c.heads_per_workgroup;
+  c.row_parts = 1;
+  while (c.row_parts * 2 <= c.rows && c.row_parts * 2 * Dv <= c.workgroup) c.row_parts *= 2;
+}
+
+void check_pool(const DeviceCapabilities& dev, const char* name, const MlaShape& m, uint32_t width) {
+  const uint64_t bytes =
+      uint64_t(m.attention.num_blocks) * m.attention.block_size * width * cache_bytes(m.attention.cache_dtype);
+  if (bytes > dev.max_storage_buffer_range)
+    unsupported(fmt::format("num_blocks: {} of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} "
+                            "bytes (the MLA kernel binds each pool as one storage buffer)",
+                            name, m.attention.num_blocks, bytes, dev.max_storage_buffer_range));
+}
+
+}  // namespace
+
+size_t mla_attention_shared_bytes(uint32_t rows, uint32_t key_tile, uint32_t key_head_size, DType cache_dtype,
+                                  uint32_t workgroup) {
+  // queries (rows x Dk f32), staged rows (key_tile x Dk cache elements), scores (rows x tile),
+  // softmax partials and mask partials, tile blocks, 4 per-row arrays, mask base
+  return 4ull * (size_t(rows) * key_head_size + size_t(rows) * key_tile + 2ull * workgroup + key_tile + 4ull * rows + 1) +
+         size_t(key_tile) * key_head_size * cache_bytes(cache_dtype);
+}
+
+void validate_mla_shape(const MlaShape& m) {
+  const AttentionShape& s = m.attention;
+  // The multi-query checks with a head size they take: MLA's widths are checked below.
+  AttentionShape generic = s;
+  generic.head_size = 256;
+  validate_attention_shape(generic);
+  if (s.num_kv_heads != 1) refuse(fmt::format("num_kv_heads: {} (MLA has one kv head)", s.num_kv_heads));
+  if (s.kv_layout != KvLayout::nhd)
+    refuse(fmt::format("kv_layout: {} (an MLA row is nhd's with one kv head: 1)", uint32_t(s.kv_layout)));
+  const uint32_t Dk = s.head_size, Dv = m.value_head_size;
+  if (Dk % 8 != 0 || Dk < 8 || Dk > kMaxKeyHeadSize)
+    refuse(fmt::format("head_size: Dk = {} is not a multiple of 8 from 8 to {}", Dk, kMaxKeyHeadSize));
+  if (Dv % 8 != 0 || Dv < 8 || Dv > std::min(Dk, kMaxValueHeadSize))
+    refuse(fmt::format("value_head_size: Dv = {} is not a multiple of 8 from 8 to min(Dk, {}) = {}", Dv,
+                       kMaxValueHeadSize, std::min(Dk, kMaxValueHeadSize)));
+  if (m.cache_form != MlaCacheForm::one_pool && m.cache_form != MlaCacheForm::two_pools)
+    refuse(fmt::format("cache_form: {} is not one_pool (0) or two_pools (1)", uint32_t(m.cache_form)));
+  if (m.cache_form == MlaCacheForm::two_pools && Dk == Dv)
+    refuse(fmt::format("kpe_cache: R = Dk - Dv = 0 with two pools (Dk = Dv = {}); give the rows as one pool", Dk));
+}
+
+AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape& m, std::span<const int32_t> starts,
+                                   const MlaOptions& o) {
+  validate_mla_shape(m);
+  const AttentionShape& s = m.attention;
+  const QueryStartsSummary summary = validate_query_starts(s, starts);
+  AttentionOptions split_options;
+  split_options.split = o.split;
+  split_options.partition_tokens = o.partition_tokens;
+  validate_split_options(split_options);
+  if (m.cache_form == MlaCacheForm::one_pool) {
+    check_pool(dev, "mla_cache", m, s.head_size);
+  } else {
+    check_pool(dev, "ckv_cache", m, m.value_head_size);
+    check_pool(dev, "kpe_cache", m, m.rope_head_size());
+  }
+  AttentionChoice c;
+  c.kernel = AttentionKernel::scalar;
+  c.max_query_tokens = summary.max_query_tokens;
+  c.tree_mask_bytes = size_t(summary.tree_mask_bytes);
+  choose_tiles(c, dev, m);
+  c.tile_slots = uint32_t(std::min<uint64_t>(uint64_t(s.num_query_tokens) / c.tokens_per_tile + s.num_requests, UINT32_MAX));
+  if (c.tile_slots > 65535)
+    unsupported(fmt::format("num_query_tokens: T = {} in tiles of {} tokens with S = {} requests need {} workgroups along "
+                            "one grid dimension, past the 65535 every device launches",
+                            s.num_query_tokens, c.tokens_per_tile, s.num_requests, c.tile_slots));
+  if (c.groups_per_kv_head > 65535)
+    unsupported(fmt::format("num_heads: {} heads need more than 65535 workgroups along one grid dimension", s.num_heads));
+  choose_attention_split(c, dev, s, m.value_head_size, starts, split_options);
+  return c;
+}
+
+}  // namespace vkpaged::detail

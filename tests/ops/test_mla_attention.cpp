@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: Apache-2.0
+// MLA attention on the device (mla_attention, record_mla_attention) against the CPU reference
+// (reference::mla_attention): every cache dtype in both cache forms, f32/f16/bf16 queries,
+// decode, chunks after a cached prefix, speculative tokens with tree masks, window, soft cap,
+// ALiBi, sinks, LSE, split and one pass, ragged lengths around the block size over shuffled
+// block tables (slots past each length hold NaN), CSR page tables, DeepSeek's widths; then the
+// refusals. Shapes stay small but for one 128-head case: lavapipe runs the shaders on the CPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "support/attention_case.hpp"
+#include "support/csr_tables.hpp"
+#include "support/decode_case.hpp"
+#include "support/expect_error.hpp"
+#include "support/mla_case.hpp"
+#include "support/test_context.hpp"
+#include "vkpaged/mla_attention.hpp"
+#include "vkpaged/reference.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+constexpr DType kCacheDtypes[] = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2};
+
+MlaOptions single_pass() {
+  MlaOptions o;
+  o.split = SplitMode::single_pass;
+  return o;
+}
+
+MlaOptions split_by(uint32_t partition_tokens) {
+  MlaOptions o;
+  o.split = SplitMode::split;
+  o.partition_tokens = partition_tokens;
+  return o;
+}
+
+std::string label_of(const MlaCase& c, const MlaOptions& o) {
+  return c.attention.str() + " Dv " + std::to_string(c.value_head_size) + " R " + std::to_string(c.rope_head_size) +
+         (c.form == MlaCacheForm::one_pool ? " one pool" : " two pools") +
+         (o.split == SplitMode::split ? " split" : o.split == SplitMode::single_pass ? " one pass" : " auto");
+}
+
+class MlaAttentionTest : public GpuTest {
+ protected:
+  // The device's output and LSE against the reference's on the same draw.
+  void check(const MlaCase& c, const AttentionParams& p, const MlaOptions& o, uint32_t seed) {
+    std::mt19937 rng(seed);
+    const MlaDraw draw = make_mla_inputs(c, rng);
+    check_inputs(draw.mla, c, p, o);
+  }
+  void check_inputs(const MlaInputs& in, const MlaCase& c, const AttentionParams& p, const MlaOptions& o) {
+    const AttentionResult want = reference::mla_attention(in, p, true);
+    const AttentionResult got = mla_attention(ctx(), in, p, o, true);
+    expect_attention_near(got, want, tolerance(c.attention.query_dtype, c.attention.cache_dtype), true, label_of(c, o));
+  }
+};
+
+// One token per request, lengths 1, B - 1, B, B + 1 and longer, every cache dtype in both forms,
+// a small odd head count; one pass, and split in the two-pool form.
+TEST_F(MlaAttentionTest, DecodeEveryCacheDtypeBothForms) {
+  for (DType cache : kCacheDtypes) {
+    for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
+      MlaCase c;
+      c.value_head_size = 64;
+      c.rope_head_size = 16;
+      c.form = form;
+      c.attention.heads = 3;
+      c.attention.block_size = 8;
+      c.attention.lens = {1, 7, 8, 9, 300};
+      c.attention.new_tokens = {1, 1, 1, 1, 1};
+      c.attention.cache_dtype = cache;
+      c.attention.query_dtype = cache == DType::f32 ? DType::f32 : cache == DType::bf16 ? DType::bf16 : DType::f16;
+      const uint32_t seed = uint32_t(cache) * 2 + uint32_t(form);
+      check(c, default_params(c.attention), form == MlaCacheForm::one_pool ? single_pass() : split_by(256), seed);
+    }
+  }
+}
+
+// Chunks after cached prefixes of 0, 1, B - 1, B and B + 1 positions, chunks crossing block
+// edges, each query dtype.
+TEST_F(MlaAttentionTest, ChunksAfterACachedPrefix) {
+  for (DType query : {DType::f32, DType::f16, DType::bf16}) {
+    MlaCase c;
+    c.value_head_size = 32;
+    c.rope_head_size = 8;
+    c.form = query == DType::f16 ? MlaCacheForm::two_pools : MlaCacheForm::one_pool;
+    c.attention.heads = 4;
+    c.attention.block_size = 8;
+    c.attention.new_tokens = {3, 8, 9, 13, 5};
+    c.attention.lens = {0 + 3, 1 + 8, 7 + 9, 8 + 13, 9 + 5};
+    c.attention.query_dtype = query;
+    c.attention.cache_dtype = query == DType::bf16 ? DType::bf16 : DType::f16;
+    check(c, default_params(c.attention), MlaOptions{}, uint32_t(query) + 10);
+  }
+}
+
+// Speculative verification: draft trees and random masks (tokens that hide themselves), with
+// and without a window that cuts into the new tokens, both forms, split and one pass.
+TEST_F(MlaAttentionTest, SpeculativeTokensWithTreeMasks) {
+  for (TreeMask mask : {TreeMask::tree, TreeMask::random}) {
+    for (uint32_t window : {0u, 5u}) {
+      MlaCase c;
+      c.value_head_size = 48;
+      c.rope_head_size = 16;
+      c.form = window ? MlaCacheForm::two_pools : MlaCacheForm::one_pool;
+      c.attention.heads = 5;
+      c.attention.lens = {6, 41, 300};
+      c.attention.new_tokens = {6, 4, 7};
+      c.attention.tree_mask = mask;
+      c.attention.sliding_window = window;
+      const uint32_t seed = 20 + uint32_t(mask) * 2 + (window ? 1 : 0);
+      check(c, default_params(c.attention), single_pass(), seed);
+      check(c, default_params(c.attention), split_by(256), seed);
+    }
+  }
+}
+
+// Window, soft cap, ALiBi and sinks in every combination, with LSE, on a mixed step (decode,
+// a chunk, a whole prompt), one pass and split; fp8 E4M3 with its scales for half of them.
+TEST_F(MlaAttentionTest, WindowSoftcapAlibiSinksWithLse) {
+  for (uint32_t bits = 0; bits < 16; ++bits) {
+    MlaCase c;
+    c.value_head_size = 32;
+    c.rope_head_size = 16;
+    c.form = bits & 1 ? MlaCacheForm::two_pools : MlaCacheForm::one_pool;
+    c.attention.heads = 3;
+    c.attention.lens = {290, 20, 17};
+    c.attention.new_tokens = {1, 6, 17};
+    c.attention.sliding_window = bits & 1 ? 9 : 0;
+    c.attention.alibi = bits & 4;
+    c.attention.sinks = bits & 8;
+    c.attention.cache_dtype = bits & 8 ? DType::fp8_e4m3 : DType::f16;
+    AttentionParams p = default_params(c.attention);
+    p.scale = 0.2f;  // the caller's scale
+    p.softcap = bits & 2 ? 2.5f : 0.0f;
+    check(c, p, bits & 1 ? split_by(256) : single_pass(), 40 + bits);
+  }
+}
+
+// A long context split into several partitions (automatic and forced) and in one pass: all three
+// match the reference, so the merge of Dv-wide partial sums is the one-pass result.
+TEST_F(MlaAttentionTest, SplitMatchesOnePassOnLongContexts) {
+  MlaCase c;
+  c.value_head_size = 64;
+  c.rope_head_size = 16;
+  c.attention.heads = 4;
+  c.attention.block_size = 16;
+  c.attention.lens = {1000, 513, 3};
+  c.attention.new_tokens = {2, 1, 3};
+  for (const MlaOptions& o : {single_pass(), split_by(256), MlaOptions{}}) check(c, default_params(c.attention), o, 60);
+}
+
+// DeepSeek's widths (Dk 576 = 512 + 64): 16 heads in both forms and fp8 E4M3 with scales, and
+// one case of 128 heads.
+TEST_F(MlaAttentionTest, DeepSeekWidths) {
+  for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
+    MlaCase c;
+    c.value_head_size = 512;
+    c.rope_head_size = 64;
+    c.form = form;
+    c.attention.heads = 16;
+    c.attention.block_size = 16;
+    c.attention.lens = {33, 5};
+    c.attention.new_tokens = {1, 2};
+    c.attention.query_dtype = DType::bf16;
+    c.attention.cache_dtype = form == MlaCacheForm::one_pool ? DType::bf16 : DType::fp8_e4m3;
+    check(c, default_params(c.attention), MlaOptions{}, 70 + uint32_t(form));
+  }
+  MlaCase c;
+  c.value_head_size = 512;
+  c.rope_head_size = 64;
+  c.attention.heads = 128;
+  c.attention.block_size = 16;
+  c.attention.lens = {17};
+  c.attention.new_tokens = {1};
+  check(c, default_params(c.attention), MlaOptions{}, 72);
+}
+
+// FlashInfer's CSR page tables in place of the dense ones, one pass and split.
+TEST_F(MlaAttentionTest, CsrPageTables) {
+  MlaCase c;
+  c.value_head_size = 32;
+  c.rope_head_size = 8;
+  c.attention.heads = 2;
+  c.attention.block_size = 8;
+  c.attention.lens = {1, 9, 270};
+  c.attention.new_tokens = {1, 4, 2};
+  std::mt19937 rng(80);
+  const MlaDraw draw = make_mla_inputs(c, rng);
+  const AttentionInputs csr_attention = with_csr(draw.attention, c.attention.block_size);
+  MlaInputs csr = draw.mla;
+  csr.block_tables = HostTensor();
+  csr.context_lens = HostTensor();
+  csr.kv_indptr = csr_attention.kv_indptr;
+  csr.kv_indices = csr_attention.kv_indices;
+  csr.kv_last_page_len = csr_attention.kv_last_page_len;
+  csr.max_blocks_per_seq = csr_attention.max_blocks_per_seq;
+  for (const MlaOptions& o : {single_pass(), split_by(256)}) check_inputs(csr, c, default_params(c.attention), o);
+}
+
+// A NaN in the rotary part of an attended row poisons its logits: NaN outputs and LSE exactly
+// where the reference has them, in both forms.
+TEST_F(MlaAttentionTest, NanInTheRotaryPartPoisonsTheRow) {
+  for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
+    MlaCase c;
+    c.value_head_size = 32;
+    c.rope_head_size = 8;
+    c.attention.heads = 2;
+    c.attention.cache_dtype = DType::f32;
+    c.attention.query_dtype = DType::f32;
+    c.attention.lens = {12, 20};
+    c.attention.new_tokens = {1, 3};
+    std::mt19937 rng(90);
+    MlaInputs in = make_mla_inputs(c, rng).mla;
+    // Position 4 of request 1: row (block, 4) of its first block, entry Dv + 3 (rotary).
+    const int64_t block = in.block_tables.get(size_t(1 * in.block_tables.shape()[1]));
+    const int64_t Dk = 40;
+    in.mla_cache.set(size_t((block * c.attention.block_size + 4) * Dk + 32 + 3), std::nan(""));
+    in = with_cache_form(in, form);
+    c.form = form;
+    const AttentionResult want = reference::mla_attention(in, default_params(c.attention), true);
+    ASSERT_TRUE(std::isnan(want.lse.get(size_t(1 * 2)))) << "the poisoned row must be NaN in the reference";
+    check_inputs(in, c, default_params(c.attention), single_pass());
+  }
+}
+
+// ---- refusals: each names the argument and the value ----
+
+MlaShape small_shape() {
+  MlaShape m;
+  AttentionShape& s = m.attention;
+  s.num_requests = 1;
+  s.num_query_tokens = 1;
+  s.num_heads = 4;
+  s.num_kv_heads = 1;
+  s.head_size = 40;
+  s.block_size = 8;
+  s.num_blocks = 4;
+  s.max_blocks_per_seq = 4;
+  s.kv_layout = KvLayout::nhd;
+  m.value_head_size = 32;
+  return m;
+}
+
+TEST_F(MlaAttentionTest, RefusesShapesTheKernelCannotRun) {
+  const int32_t starts[] = {0, 1};
+  auto plan = [&](const MlaShape& m, const MlaOptions& o = {}) { MlaPlan::create(ctx(), m, starts, o); };
+  MlaShape m = small_shape();
+  m.attention.head_size = 44;
+  m.value_head_size = 32;
+  expect_refused([&] { plan(m); }, "head_size: Dk = 44 is not a multiple of 8");
+  m = small_shape();
+  m.attention.head_size = 584;
+  expect_refused([&] { plan(m); }, "head_size: Dk = 584");
+  m = small_shape();
+  m.value_head_size = 36;
+  expect_refused([&] { plan(m); }, "value_head_size: Dv = 36");
+  m = small_shape();
+  m.attention.head_size = 576;
+  m.value_head_size = 520;
+  expect_refused([&] { plan(m); }, "value_head_size: Dv = 520");
+  m = small_shape();
+  m.value_head_size = 40;
+  m.cache_form = MlaCacheForm::two_pools;
+  expect_refused([&] { plan(m); }, "kpe_cache: R = Dk - Dv = 0");
+  m = small_shape();
+  m.attention.num_kv_heads = 2;
+  m.attention.num_heads = 4;
+  expect_refused([&] { plan(m); }, "num_kv_heads: 2");
+  m = small_shape();
+  m.attention.kv_layout = KvLayout::vllm;
+  expect_refused([&] { plan(m); }, "kv_layout: 0");
+  expect_refused([&] { plan(small_shape(), split_by(100)); }, "partition_tokens: 100");
+  const int32_t bad_starts[] = {0, 2};
+  expect_refused([&] { MlaPlan::create(ctx(), small_shape(), bad_starts); }, "query_starts[1]: 2 is not T");
+}
+
+TEST_F(MlaAttentionTest, RefusesViewsThatDoNotFitThePlan) {
+  const int32_t starts[] = {0, 1};
+  const MlaShape m = small_shape();
+  const MlaPlan plan = MlaPlan::create(ctx(), m, starts, single_pass());
+  DeviceBuffer buffer = ctx().create_buffer(1 << 16);
+  auto view = [&](DType dtype, Shape shape) { return TensorView{buffer.view(), dtype, shape}; };
+  MlaViews v;
+  v.query = view(DType::f16, Shape{1, 4, 40});
+  v.mla_cache = view(DType::f16, Shape{4, 8, 40});
+  v.block_tables = view(DType::i32, Shape{1, 4});
+  v.context_lens = view(DType::i32, Shape{1});
+  v.query_starts = view(DType::i32, Shape{2});
+  v.output = view(DType::f16, Shape{1, 4, 40});  // Dk wide: the output is Dv wide
+  auto record = [&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { record_mla_attention(ctx(), cmd, plan, v); }); };
+  expect_refused(record, "output");
+  v.output = view(DType::f16, Shape{1, 4, 32});
+  v.kpe_cache = view(DType::f16, Shape{4, 8, 8});
+  expect_refused(record, "ckv_cache: given to a plan of the one-pool form");
+  v.kpe_cache = TensorView{};
+  v.mla_cache = view(DType::f16, Shape{4, 8, 32});
+  expect_refused(record, "mla_cache");
+  v.mla_cache = view(DType::f16, Shape{4, 8, 40});
+  AttentionParams p;
+  p.softcap = 2.0f;
+  expect_refused([&] { ctx().run_and_wait([&](VkCommandBuffer cmd) { record_mla_attention(ctx(), cmd, plan, v, p); }); },
+                 "softcap: 2");
+}
+
+}  // namespace
+}  // namespace vkpaged::test

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// The MLA attention planner (plan_mla_attention) on fabricated devices, without a GPU: the heads
+// tiled into workgroups within each device's shared memory and the register budget, and the
+// split's scratch sized for Dv-wide value sums.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "ops/mla_attention_planner.hpp"
+#include "support/expect_error.hpp"
+#include "support/fabricated_devices.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+MlaShape decode_shape(uint32_t heads, uint32_t dk, uint32_t dv, DType cache) {
+  MlaShape m;
+  AttentionShape& s = m.attention;
+  s.num_requests = 2;
+  s.num_query_tokens = 2;
+  s.num_heads = heads;
+  s.num_kv_heads = 1;
+  s.head_size = dk;
+  s.block_size = 16;
+  s.num_blocks = 64;
+  s.max_blocks_per_seq = 64;
+  s.kv_layout = KvLayout::nhd;
+  s.query_dtype = DType::bf16;
+  s.cache_dtype = cache;
+  m.value_head_size = dv;
+  return m;
+}
+
+TEST(MlaAttentionPlanner, TilesTheHeadsWithinEveryDevicesSharedMemory) {
+  const std::vector<DeviceCapabilities> devices{h200(), lavapipe(), amd_rdna3(), intel_xe(), minimal()};
+  const int32_t starts[] = {0, 1, 2};
+  for (const auto& dev : devices) {
+    for (DType cache : {DType::f32, DType::bf16, DType::fp8_e4m3}) {
+      for (uint32_t heads : {1u, 3u, 16u, 128u}) {
+        for (auto [dk, dv] : {std::pair{576u, 512u}, std::pair{80u, 64u}}) {
+          const MlaShape m = decode_shape(heads, dk, dv, cache);
+          const auto c = detail::plan_mla_attention(dev, m, starts, MlaOptions{});
+          const std::string label = dev.name + " " + std::string(dtype_name(cache)) + " H " + std::to_string(heads) + " Dk " +
+                                    std::to_string(dk);
+          EXPECT_LE(c.shared_bytes, dev.max_shared_memory) << label;
+          EXPECT_EQ(c.shared_bytes, detail::mla_attention_shared_bytes(c.rows, c.key_tile, dk, cache, c.workgroup))
+              << label;
+          EXPECT_GE(c.heads_per_workgroup * c.groups_per_kv_head, heads) << label;
+          EXPECT_LT((c.heads_per_workgroup) * (c.groups_per_kv_head - 1), heads) << label << ": an idle group";
+          EXPECT_GE(c.tokens_per_tile, 1u) << label;
+          EXPECT_EQ(c.workgroup % c.key_tile, 0u) << label;
+          EXPECT_EQ(c.workgroup % c.rows, 0u) << label;
+          // The value sums an invocation keeps: rows / row parts times its dims.
+          EXPECT_LE(c.rows / c.row_parts * ((dv + c.workgroup / c.row_parts - 1) / (c.workgroup / c.row_parts)), 64u)
+              << label;
+        }
+      }
+    }
+  }
+}
+
+// DeepSeek's 128 heads at Dk 576 on lavapipe's 32 KiB: several workgroups along the heads, each
+// a tile of them, the staged key tile shrunk to fit.
+TEST(MlaAttentionPlanner, DeepSeekHeadsOnLavapipe) {
+  const int32_t starts[] = {0, 1, 2};
+  const auto c = detail::plan_mla_attention(lavapipe(), decode_shape(128, 576, 512, DType::bf16), starts, MlaOptions{});
+  EXPECT_GE(c.groups_per_kv_head, 8u);
+  EXPECT_LE(c.rows, 16u);
+  EXPECT_EQ(c.tokens_per_tile, 1u);
+  EXPECT_LT(c.key_tile, 32u);
+  EXPECT_LE(c.shared_bytes, 32768u);
+}
+
+TEST(MlaAttentionPlanner, SplitScratchHoldsValueWidthSums) {
+  const int32_t starts[] = {0, 1, 2};
+  MlaOptions o;
+  o.split = SplitMode::split;
+  o.partition_tokens = 256;
+  const MlaShape m = decode_shape(16, 576, 512, DType::f16);
+  const auto c = detail::plan_mla_attention(h200(), m, starts, o);
+  ASSERT_TRUE(c.split);
+  EXPECT_EQ(c.num_partitions, 4u);  // M * B = 1024 positions
+  EXPECT_EQ(c.scratch_bytes, size_t(4) * 2 * 16 * 4 * (512 + 2));
+}
+
+TEST(MlaAttentionPlanner, RefusesWhatNoDeviceCanRun) {
+  const int32_t starts[] = {0, 1, 2};
+  MlaShape m = decode_shape(16, 576, 512, DType::f32);
+  m.attention.num_blocks = 1 << 12;  // 4096 * 16 rows of 576 f32: 150 MiB, past lavapipe's 128 MiB
+  expect_refused([&] { detail::plan_mla_attention(lavapipe(), m, starts, MlaOptions{}); }, "num_blocks: mla_cache of 4096",
+                 ErrorCode::unsupported);
+}
+
+}  // namespace
+}  // namespace vkpaged::test
