@@ -120,6 +120,7 @@ uint row_index(uint r) { return (g_first_token + r / GROUP) * pc.num_heads + g_h
 
 #define VKP_MASK_PARTIALS s_key_block
 #include "common/attention_tree_mask.glsl"
+#include "common/attention_tile.glsl"
 #include "common/attention_logits.glsl"
 #include "common/attention_epilogue.glsl"
 
@@ -147,39 +148,14 @@ void main() {
   const bool reporter = tid == 0u && gl_WorkGroupID.x == 0u && part == 0u;  // flags each request's values once
 
   // ---- the request and the tile (uniform: every invocation reads the same words) ----
-  const uint slot = gl_WorkGroupID.y;
-  const uint request = request_of_slot(slot, pc.num_requests, TQ);
-  const uint q0 = query_start_at(request);
-  const uint q1 = query_start_at(request + 1u);
-  // q1 == q0: a padding request of a bucket's step (no new tokens): its slot stays idle below.
-  if (q1 < q0 || q1 > pc.num_tokens) {
-    if (reporter) atomicOr(status[pc.status_offset], STATUS_BAD_QUERY_STARTS);
-    return;
-  }
-  g_new_tokens = q1 - q0;
-  const uint first_slot = first_tile_slot(q0, request, TQ);
-  if (slot < first_slot) {  // query_starts[0] is not 0 on the device
-    if (tid == 0u) atomicOr(status[pc.status_offset], STATUS_BAD_QUERY_STARTS);
-    return;
-  }
-  g_first_j = (slot - first_slot) * TQ;
-  if (g_first_j >= g_new_tokens) return;  // a request's spare slot
-  g_tile_tokens = min(TQ, g_new_tokens - g_first_j);
-  g_first_token = q0 + g_first_j;
-  uint len = context_lens[pc.context_lens_offset + request];
-  if (len > pc.context_cap) {
-    if (reporter && g_first_j == 0u) atomicOr(status[pc.status_offset], STATUS_BAD_CONTEXT_LEN);
-    len = pc.context_cap;
-  }
-  if (len < g_new_tokens && reporter && g_first_j == 0u) atomicOr(status[pc.status_offset], STATUS_BAD_CONTEXT_LEN);
-  const uint window = WINDOW ? pc.sliding_window : 0u;
-  const int first_p = query_position(len, g_new_tokens, g_first_j);
-  const uint first_new = len >= g_new_tokens ? len - g_new_tokens : 0u;
-  KeyRange span = tile_key_range(first_p, first_p + int(g_tile_tokens) - 1, len, g_new_tokens, window, TREE_MASK);
-  if (SPLIT) {
-    span = clip_key_range(span, part * pc.partition_tokens, (part + 1u) * pc.partition_tokens);
-    if (span.lo >= span.hi) return;  // none of the tile's keys here: attention_merge.comp reads nothing of it
-  }
+  AttentionTile tile;
+  if (!attention_tile(gl_WorkGroupID.y, part, tid, reporter, tile)) return;
+  const uint request = tile.request;
+  const uint len = tile.len;
+  const uint window = tile.window;
+  const int first_p = tile.first_p;
+  const uint first_new = tile.first_new;
+  const KeyRange span = tile.span;
   if (TREE_MASK) find_mask_base(request, tid);
 
   // ---- the rows' queries, with the scale (and an fp8 cache's k_scale and decode factor) ----
