@@ -22,6 +22,10 @@
 //   KvCacheShape mla{.num_layers = 61, .num_kv_heads = 1, .head_size = 512, .block_size = 64,
 //                    .layout = KvLayout::nhd, .kind = KvCacheKind::mla_one_pool, .rope_head_size = 64};
 //   cache.record_mla_reshape_and_cache(cmd, l, {.kv_c = c, .k_pe = pe, .slot_mapping = slots}, scale, &rope);
+//   MlaPlan plan = MlaPlan::create(ctx, cache.mla_shape({.num_requests = 8, .num_query_tokens = 8,
+//       .num_heads = 128, .max_blocks_per_seq = 64}), query_starts);
+//   cache.record_mla_attention(cmd, l, plan, {.query = q, .block_tables = bt, .context_lens = cl,
+//                                             .query_starts = qs, .output = out});  // the pools: the cache's
 //
 // The block ids are a BlockManager's (block_manager.hpp): its num_blocks is num_blocks() and
 // its num_host_blocks is num_host_blocks().
@@ -39,6 +43,7 @@
 #include "vkpaged/export.hpp"
 #include "vkpaged/kv_layout.hpp"
 #include "vkpaged/mla.hpp"
+#include "vkpaged/mla_attention.hpp"
 #include "vkpaged/mla_cache_ops.hpp"
 #include "vkpaged/rotary.hpp"
 #include "vkpaged/tensor.hpp"
@@ -224,12 +229,29 @@ class VKPAGED_API KvCache {
   // (invalid_argument) before anything is recorded: a layer out of range, a pool view given,
   // a plan whose shape is not of this cache (num_kv_heads, head_size, block_size, num_blocks,
   // cache_dtype or kv_layout differ: make it from decode_shape / attention_shape), an MLA cache
-  // (the attention kernels over MLA are not built yet); then
+  // (record_mla_attention reads its pools); then
   // record_decode / record_attention check the rest. Compute shader stage, as those.
   void record_decode(VkCommandBuffer cmd, uint32_t layer, const DecodePlan& plan, const DecodeViews& views,
                      const DecodeParams& params = {}) const;
   void record_attention(VkCommandBuffer cmd, uint32_t layer, const AttentionPlan& plan, const AttentionViews& views,
                         const AttentionParams& params = {}) const;
+
+  // An MlaShape for this MLA cache (mla_attention.hpp): `batch`'s fields for what the batch
+  // brings (as attention_shape: num_requests, num_query_tokens, num_heads, max_blocks_per_seq,
+  // max_context_len, query_dtype, sliding_window and the feature flags), the cache's for what it
+  // knows: num_kv_heads 1, head_size Dk = Dv + R, block_size, num_blocks, cache_dtype,
+  // kv_layout nhd, value_head_size Dv and the cache form of its kind. Refused (invalid_argument)
+  // on a key_value cache; checks nothing else: MlaPlan::create does.
+  MlaShape mla_shape(const AttentionShape& batch) const;
+  // record_mla_attention (mla_attention.hpp) over layer `layer`'s MLA pools: the caller gives
+  // every view but the pools (query, page tables, query starts, output, scratch, ...) and leaves
+  // mla_cache, ckv_cache and kpe_cache empty; the cache fills in its form's. Refused
+  // (invalid_argument) before anything is recorded: a key_value cache, a layer out of range, a
+  // pool view given, a plan whose shape is not of this cache (num_kv_heads, head_size,
+  // block_size, num_blocks, cache_dtype, kv_layout, value_head_size or cache_form differ: make it
+  // from mla_shape); then record_mla_attention checks the rest. Compute shader stage, as that.
+  void record_mla_attention(VkCommandBuffer cmd, uint32_t layer, const MlaPlan& plan, const MlaViews& views,
+                            const AttentionParams& params = {}) const;
 
  private:
   struct Impl;

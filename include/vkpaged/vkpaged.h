@@ -1615,6 +1615,28 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_attention(const vkp_kv_cache* ca
                                                           uint32_t layer, const vkp_attention_plan* plan,
                                                           const vkp_attention_views* views,
                                                           const vkp_decode_params* params);
+/* MLA attention over an MLA cache (KvCache::mla_shape, KvCache::record_mla_attention). The
+ * shape of an MLA plan for this cache: batch's fields for what the batch brings (as
+ * vkp_kv_cache_attention_shape's), the cache's for what it knows (num_kv_heads 1, head_size
+ * Dk = Dv + R, block_size, num_blocks, cache_dtype, kv_layout nhd) into out, and
+ * vkp_mla_plan_create's other two arguments: value_head_size Dv and cache_form (of the cache's
+ * kind). Errors: INVALID_ARGUMENT (a key_value cache, NULL outputs, batch's enums and
+ * booleans); nothing written then. */
+VKP_API vkp_status VKP_CALL vkp_kv_cache_mla_shape(const vkp_kv_cache* cache, const vkp_attention_shape* batch,
+                                                   vkp_attention_shape* out, uint32_t* value_head_size,
+                                                   vkp_mla_cache_form* cache_form);
+/* vkp_record_mla_attention over layer `layer`'s MLA pools: views carry every view but the pools
+ * and leave mla_cache, ckv_cache and kpe_cache absent (vkp_mla_views_init does); the cache
+ * supplies its form's. The plan must have been made on the cache's context, from
+ * vkp_kv_cache_mla_shape's shape, value_head_size and cache_form. params NULL = defaults.
+ * Compute shader stage, as that call. Errors: INVALID_ARGUMENT (a key_value cache, layer out of
+ * range, a pool view given, a plan of another context or whose num_kv_heads, head_size,
+ * block_size, num_blocks, cache_dtype, kv_layout, value_head_size or cache_form are not the
+ * cache's; then as vkp_record_mla_attention), nothing recorded then. */
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_mla_attention(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                                                              uint32_t layer, const vkp_mla_plan* plan,
+                                                              const vkp_mla_views* views,
+                                                              const vkp_decode_params* params);
 
 /* ===================================================================== start-up: prepared pipelines */
 

@@ -69,6 +69,7 @@ void bind_command_buffer(py::module_& m);
 void bind_host_ops(py::module_& m);
 void bind_shapes(py::module_& m);
 void bind_plans(py::module_& m);
+void bind_mla(py::module_& m);  // after the plans and the host ops (it extends vkpaged.reference)
 void bind_cache_ops(py::module_& m);
 void bind_kv_cache(py::module_& m);
 void bind_block_manager(py::module_& m);

@@ -20,6 +20,17 @@ HostTensor cache_tensor(const py::object& array, const char* argument, std::opti
   return t;
 }
 
+// The page tables, in whichever form they came (DecodeInputs, AttentionInputs, MlaInputs).
+template <typename Inputs>
+void take_page_tables(Inputs& in, PageTables&& p) {
+  in.block_tables = std::move(p.block_tables);
+  in.context_lens = std::move(p.context_lens);
+  in.kv_indptr = std::move(p.kv_indptr);
+  in.kv_indices = std::move(p.kv_indices);
+  in.kv_last_page_len = std::move(p.kv_last_page_len);
+  in.max_blocks_per_seq = p.max_blocks_per_seq;
+}
+
 // The fields DecodeInputs and AttentionInputs share.
 template <typename Inputs>
 Inputs inputs_of(CacheInputs&& c, PageTables&& p) {
@@ -31,13 +42,14 @@ Inputs inputs_of(CacheInputs&& c, PageTables&& p) {
   in.sinks = std::move(c.sinks);
   in.cache_dtype = c.cache_dtype;
   in.kv_layout = c.layout;
-  in.block_tables = std::move(p.block_tables);
-  in.context_lens = std::move(p.context_lens);
-  in.kv_indptr = std::move(p.kv_indptr);
-  in.kv_indices = std::move(p.kv_indices);
-  in.kv_last_page_len = std::move(p.kv_last_page_len);
-  in.max_blocks_per_seq = p.max_blocks_per_seq;
+  take_page_tables(in, std::move(p));
   return in;
+}
+
+// A keyword with a default only so that the page tables before it may be left out.
+HostTensor required_query_starts(const py::object& query_starts) {
+  if (query_starts.is_none()) refuse("query_starts: missing: the step's [S + 1] query starts are needed");
+  return to_host_tensor(query_starts, "query_starts");
 }
 
 }  // namespace
@@ -80,10 +92,36 @@ DecodeInputs decode_inputs(CacheInputs&& cache, PageTables&& tables) {
 
 AttentionInputs attention_inputs(CacheInputs&& cache, PageTables&& tables, const py::object& query_starts,
                                  const py::object& tree_mask, uint32_t sliding_window) {
-  // A keyword with a default only so that the page tables before it may be left out.
-  if (query_starts.is_none()) refuse("query_starts: missing: the step's [S + 1] query starts are needed");
+  HostTensor starts = required_query_starts(query_starts);
   AttentionInputs in = inputs_of<AttentionInputs>(std::move(cache), std::move(tables));
-  in.query_starts = to_host_tensor(query_starts, "query_starts");
+  in.query_starts = std::move(starts);
+  in.tree_mask = to_optional_host_tensor(tree_mask, "tree_mask");
+  in.sliding_window = sliding_window;
+  return in;
+}
+
+MlaInputs mla_inputs(const py::object& query, const MlaCacheArrays& cache, const py::object& alibi_slopes,
+                     const py::object& sinks, const OptStr& query_dtype, const OptStr& cache_dtype,
+                     PageTables&& tables, const py::object& query_starts, const py::object& tree_mask,
+                     uint32_t sliding_window) {
+  HostTensor starts = required_query_starts(query_starts);
+  MlaInputs in;
+  in.query = to_host_tensor(query, "query", optional_dtype(query_dtype, "query_dtype"));
+  const std::optional<DType> dtype = optional_dtype(cache_dtype, "cache_dtype");
+  // Absent pools stay empty: mla_shape_of says which form is missing what.
+  auto pool = [&](const py::object& array, const char* argument) {
+    return array.is_none() ? HostTensor() : cache_tensor(array, argument, dtype);
+  };
+  in.mla_cache = pool(cache.mla_cache, "mla_cache");
+  in.ckv_cache = pool(cache.ckv_cache, "ckv_cache");
+  in.kpe_cache = pool(cache.kpe_cache, "kpe_cache");
+  in.value_head_size = cache.value_head_size;
+  const HostTensor& first = !in.mla_cache.empty() ? in.mla_cache : in.ckv_cache;
+  in.cache_dtype = dtype.value_or(first.empty() ? DType::f16 : first.dtype());
+  in.alibi_slopes = to_optional_host_tensor(alibi_slopes, "alibi_slopes");
+  in.sinks = to_optional_host_tensor(sinks, "sinks");
+  take_page_tables(in, std::move(tables));
+  in.query_starts = std::move(starts);
   in.tree_mask = to_optional_host_tensor(tree_mask, "tree_mask");
   in.sliding_window = sliding_window;
   return in;

@@ -2,13 +2,15 @@
 #pragma once
 // The host path's inputs: host arrays (host_array.hpp) gathered into DecodeInputs and
 // AttentionInputs, the page tables dense (block_tables, context_lens) or in FlashInfer's CSR form
-// (kv_indptr, kv_indices, kv_last_page_len); the library checks which form was given.
+// (kv_indptr, kv_indices, kv_last_page_len); the library checks which form was given. MLA's
+// inputs (MlaInputs) the same, with the MLA pools in place of the key and value caches.
 #include <optional>
 #include <string>
 
 #include "bindings.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/decode.hpp"
+#include "vkpaged/mla.hpp"
 
 namespace vkpaged::python {
 
@@ -38,5 +40,16 @@ PageTables page_tables(const py::object& block_tables, const py::object& context
 DecodeInputs decode_inputs(CacheInputs&& cache, PageTables&& tables);
 AttentionInputs attention_inputs(CacheInputs&& cache, PageTables&& tables, const py::object& query_starts,
                                  const py::object& tree_mask, uint32_t sliding_window);
+
+// MLA's: the query, the pools in either form (one pool with value_head_size, or ckv and kpe),
+// the per-head arrays, the page tables and the request fields, read as the dtypes given.
+struct MlaCacheArrays {
+  py::object mla_cache, ckv_cache, kpe_cache;
+  uint32_t value_head_size = 0;
+};
+MlaInputs mla_inputs(const py::object& query, const MlaCacheArrays& cache, const py::object& alibi_slopes,
+                     const py::object& sinks, const OptStr& query_dtype, const OptStr& cache_dtype,
+                     PageTables&& tables, const py::object& query_starts, const py::object& tree_mask,
+                     uint32_t sliding_window);
 
 }  // namespace vkpaged::python

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// KvCache (kv_cache.hpp): every layer's pools, sized by blocks, bytes or a fraction of the free
-// device memory, with a host pool to swap to; it records each layer's cache writes and attention
-// from its own geometry, and the copies and swaps of every layer at once.
+// KvCache (kv_cache.hpp): every layer's pools (key and value, or MLA's), sized by blocks, bytes or
+// a fraction of the free device memory, with a host pool to swap to; it records each layer's
+// cache writes and attention (MLA's over an MLA cache) from its own geometry, and the copies and
+// swaps of every layer at once.
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
 
 #include "bindings.hpp"
@@ -32,6 +34,20 @@ PyTensorView pool(const py::object& self, TensorView (KvCache::*which)(uint32_t)
   return PyTensorView{self, c.context, (c.cache.*which)(layer)};
 }
 
+// One layer's MLA pools as TensorViews keeping the cache alive; the other form's are None.
+struct PyMlaCacheViews {
+  std::optional<PyTensorView> mla_cache, ckv_cache, kpe_cache;
+};
+
+PyMlaCacheViews mla_pools(const py::object& self, MlaCacheViews (KvCache::*which)(uint32_t) const, uint32_t layer) {
+  const PyKvCache& c = self.cast<const PyKvCache&>();
+  const MlaCacheViews v = (c.cache.*which)(layer);
+  auto view = [&](const TensorView& t) {
+    return t.empty() ? std::nullopt : std::optional<PyTensorView>(PyTensorView{self, c.context, t});
+  };
+  return {view(v.mla_cache), view(v.ckv_cache), view(v.kpe_cache)};
+}
+
 // The cache's pools are kept by the command buffer as long as what it recorded needs them.
 PyKvCache& recorded(PyCommandBuffer& cmd, const py::object& self) {
   PyKvCache& c = self.cast<PyKvCache&>();
@@ -44,7 +60,8 @@ void bind_shape(py::module_& m) {
   py::class_<KvCacheShape> shape(m, "KvCacheShape", "What one cache holds per block (vkpaged::KvCacheShape).");
   shape
       .def(py::init([](uint32_t num_layers, uint32_t num_kv_heads, uint32_t head_size, uint32_t block_size,
-                       const std::string& dtype, const std::string& layout) {
+                       const std::string& dtype, const std::string& layout, const std::string& kind,
+                       uint32_t rope_head_size) {
              KvCacheShape s;
              s.num_layers = num_layers;
              s.num_kv_heads = num_kv_heads;
@@ -52,10 +69,13 @@ void bind_shape(py::module_& m) {
              s.block_size = block_size;
              s.dtype = parse_dtype_arg("dtype", dtype);
              s.layout = parse_layout_arg("layout", layout);
+             s.kind = parse_kv_cache_kind_arg("kind", kind);
+             s.rope_head_size = rope_head_size;
              return s;
            }),
            py::kw_only(), py::arg("num_layers") = 1, py::arg("num_kv_heads") = 0, py::arg("head_size") = 0,
-           py::arg("block_size") = 16, py::arg("dtype") = "f16", py::arg("layout") = "vllm")
+           py::arg("block_size") = 16, py::arg("dtype") = "f16", py::arg("layout") = "vllm",
+           py::arg("kind") = "key_value", py::arg("rope_head_size") = 0)
       .def_readwrite("num_layers", &KvCacheShape::num_layers)
       .def_readwrite("num_kv_heads", &KvCacheShape::num_kv_heads)
       .def_readwrite("head_size", &KvCacheShape::head_size)
@@ -66,12 +86,29 @@ void bind_shape(py::module_& m) {
       .def_property(
           "layout", [](const KvCacheShape& s) { return name_of(s.layout); },
           [](KvCacheShape& s, const std::string& v) { s.layout = parse_layout_arg("layout", v); })
+      .def_property(
+          "kind", [](const KvCacheShape& s) { return name_of(s.kind); },
+          [](KvCacheShape& s, const std::string& v) { s.kind = parse_kv_cache_kind_arg("kind", v); },
+          "'key_value' (key and value pools), 'mla_one_pool' ([N, B, Dv + R]) or 'mla_two_pools' (ckv [N, B, Dv] "
+          "and kpe [N, B, R]); MLA: num_kv_heads 1, layout 'nhd', head_size Dv")
+      .def_readwrite("rope_head_size", &KvCacheShape::rope_head_size, "MLA: R; 0 for key_value")
       .def("__repr__", [](const KvCacheShape& s) {
+        const std::string mla = s.kind == KvCacheKind::key_value
+                                    ? ""
+                                    : ", kind='" + name_of(s.kind) + "', rope_head_size=" + std::to_string(s.rope_head_size);
         return "KvCacheShape(num_layers=" + std::to_string(s.num_layers) +
                ", num_kv_heads=" + std::to_string(s.num_kv_heads) + ", head_size=" + std::to_string(s.head_size) +
                ", block_size=" + std::to_string(s.block_size) + ", dtype='" + name_of(s.dtype) + "', layout='" +
-               name_of(s.layout) + "')";
+               name_of(s.layout) + "'" + mla + ")";
       });
+
+  py::class_<PyMlaCacheViews>(m, "MlaCacheViews",
+                              "One layer's MLA pools (vkpaged::MlaCacheViews) as TensorViews: mla_cache [N, B, Dv + "
+                              "R] of an 'mla_one_pool' cache, or ckv_cache [N, B, Dv] and kpe_cache [N, B, R] of an "
+                              "'mla_two_pools' one; the other form's are None.")
+      .def_readonly("mla_cache", &PyMlaCacheViews::mla_cache)
+      .def_readonly("ckv_cache", &PyMlaCacheViews::ckv_cache)
+      .def_readonly("kpe_cache", &PyMlaCacheViews::kpe_cache);
 
   py::class_<KvCacheSizing>(m, "KvCacheSizing", "What a number of blocks holds and costs (vkpaged::KvCacheSizing).")
       .def_readonly("num_blocks", &KvCacheSizing::num_blocks)
@@ -149,14 +186,47 @@ void bind_ops(py::class_<PyKvCache>& cls) {
         c.cache.record_attention(cmd.recording(), layer, plan.plan, v, decode_params(scale, softcap, k_scale, v_scale));
       },
       py::arg("cmd"), py::arg("layer"), py::arg("plan"), py::kw_only(), py::arg("query"),
-      py::arg("block_tables") = py::none(), py::arg("context_lens") = py::none(), py::arg("query_starts"),
-      py::arg("output"), py::arg("kv_indptr") = py::none(), py::arg("kv_indices") = py::none(),
-      py::arg("kv_last_page_len") = py::none(), py::arg("lse") = py::none(), py::arg("tree_mask") = py::none(),
-      py::arg("alibi_slopes") = py::none(), py::arg("sinks") = py::none(), py::arg("scratch") = py::none(),
-      py::arg("status") = py::none(), py::arg("scale") = py::none(), py::arg("softcap") = 0.0f,
-      py::arg("k_scale") = 1.0f, py::arg("v_scale") = 1.0f,
+      VKPAGED_ATTENTION_REQUEST_KWARGS,
       "record_attention over layer `layer`'s pools; the plan from attention_shape. Page tables dense "
       "(block_tables, context_lens) or CSR (kv_indptr, kv_indices, kv_last_page_len; a plan with csr_page_table).");
+
+  cls.def(
+      "record_mla_reshape_and_cache",
+      [](const py::object& self, PyCommandBuffer& cmd, uint32_t layer, View kv_c, View k_pe, View slot_mapping,
+         Bytes status, View positions, View cos_sin_cache, const std::string& rotary_style, float scale) {
+        const PyKvCache& c = recorded(cmd, self);
+        MlaNewTokens t;
+        t.kv_c = cmd.use(kv_c, "kv_c");
+        t.k_pe = cmd.use(k_pe, "k_pe");
+        t.slot_mapping = cmd.use(slot_mapping, "slot_mapping");
+        t.status = cmd.use(status, "status");
+        const std::optional<MlaRopeViews> rope = mla_rope(cmd, positions, cos_sin_cache, rotary_style);
+        c.cache.record_mla_reshape_and_cache(cmd.recording(), layer, t, scale, rope ? &*rope : nullptr);
+      },
+      py::arg("cmd"), py::arg("layer"), py::kw_only(), py::arg("kv_c"), py::arg("k_pe"), py::arg("slot_mapping"),
+      py::arg("status") = py::none(), py::arg("positions") = py::none(), py::arg("cos_sin_cache") = py::none(),
+      py::arg("rotary_style") = "neox", py::arg("scale") = 1.0f,
+      "Records layer `layer`'s new MLA tokens (kv_c [T, Dv], k_pe [T, R], slot_mapping [T]) into its MLA pools; "
+      "with positions and cos_sin_cache, k_pe is rotated on its way in. fp8 pools store value * (1 / scale).");
+
+  cls.def(
+      "record_mla_attention",
+      [](const py::object& self, PyCommandBuffer& cmd, uint32_t layer, const PyMlaPlan& plan, View query,
+         View block_tables, View context_lens, View query_starts, View output, View kv_indptr, View kv_indices,
+         View kv_last_page_len, View lse, View tree_mask, View alibi_slopes, View sinks, Bytes scratch, Bytes status,
+         std::optional<float> scale, float softcap, float k_scale, float v_scale) {
+        const PyKvCache& c = recorded(cmd, self);
+        check_plan_context(cmd, plan.context);
+        MlaViews v = mla_views(cmd, query, nullptr, nullptr, nullptr, block_tables, context_lens, query_starts,
+                               output, lse, tree_mask, alibi_slopes, sinks, scratch, status);
+        use_csr(cmd, v, kv_indptr, kv_indices, kv_last_page_len);
+        c.cache.record_mla_attention(cmd.recording(), layer, plan.plan, v,
+                                     decode_params(scale, softcap, k_scale, v_scale));
+      },
+      py::arg("cmd"), py::arg("layer"), py::arg("plan"), py::kw_only(), py::arg("query"),
+      VKPAGED_ATTENTION_REQUEST_KWARGS,
+      "record_mla_attention over layer `layer`'s MLA pools (query [T, H, Dv + R], output [T, H, Dv]); the plan "
+      "from mla_shape. Page tables dense (block_tables, context_lens) or CSR (a plan with csr_page_table).");
 
   cls.def(
       "record_gather",
@@ -204,9 +274,9 @@ void bind_kv_cache(py::module_& m) {
   bind_shape(m);
   py::class_<PyKvCache> cls(m, "KvCache",
                             "The paged KV cache (vkpaged::KvCache): a key and a value pool per layer in device "
-                            "memory, in one layout, and optionally a host-visible pool of the same layout to swap "
-                            "to. Give exactly one of num_blocks, budget_bytes, budget_fraction. Pool contents start "
-                            "undefined.");
+                            "memory, in one layout (an MLA cache: one pool, or ckv and kpe, per layer), and "
+                            "optionally a host-visible pool of the same layout to swap to. Give exactly one of "
+                            "num_blocks, budget_bytes, budget_fraction. Pool contents start undefined.");
   cls.def(py::init([](const py::object& context, const KvCacheShape& shape, uint32_t num_blocks, uint64_t budget_bytes,
                       double budget_fraction, uint32_t num_host_blocks) {
             return PyKvCache{context, KvCache(context_of(context).context, shape,
@@ -255,7 +325,20 @@ void bind_kv_cache(py::module_& m) {
       .def(
           "attention_shape",
           [](const PyKvCache& c, const AttentionShape& batch) { return c.cache.attention_shape(batch); },
-          py::arg("batch"), "The same for an AttentionShape.");
+          py::arg("batch"), "The same for an AttentionShape.")
+      .def(
+          "mla_cache", [](const py::object& self, uint32_t l) { return mla_pools(self, &KvCache::mla_cache, l); },
+          py::arg("layer"), "An MLA cache's layer `layer` device pools (MlaCacheViews).")
+      .def(
+          "host_mla_cache",
+          [](const py::object& self, uint32_t l) { return mla_pools(self, &KvCache::host_mla_cache, l); },
+          py::arg("layer"), "An MLA cache's layer `layer` host (swap) pools; refused without them.")
+      .def(
+          "mla_shape", [](const PyKvCache& c, const AttentionShape& batch) { return c.cache.mla_shape(batch); },
+          py::arg("batch"),
+          "An MlaShape for this MLA cache: `batch`'s request fields (as attention_shape's) with the cache's "
+          "num_kv_heads 1, head_size Dv + R, block_size, num_blocks, cache_dtype, kv_layout 'nhd', value_head_size "
+          "Dv and cache_form.");
   bind_ops(cls);
 }
 

@@ -17,6 +17,7 @@ PYBIND11_MODULE(_core, m) {
   bind_host_ops(m);
   bind_shapes(m);
   bind_plans(m);
+  bind_mla(m);
   bind_cache_ops(m);
   bind_kv_cache(m);
   bind_block_manager(m);

@@ -52,6 +52,11 @@ constexpr Table<AdmissionStatus, 3> kAdmission{
 constexpr Table<MemorySource, 3> kSource{{{"none", MemorySource::none},
                                           {"heap_size", MemorySource::heap_size},
                                           {"memory_budget", MemorySource::memory_budget}}};
+constexpr Table<KvCacheKind, 3> kKind{{{"key_value", KvCacheKind::key_value},
+                                       {"mla_one_pool", KvCacheKind::mla_one_pool},
+                                       {"mla_two_pools", KvCacheKind::mla_two_pools}}};
+constexpr Table<MlaCacheForm, 2> kForm{
+    {{"one_pool", MlaCacheForm::one_pool}, {"two_pools", MlaCacheForm::two_pools}}};
 constexpr Table<DType, 9> kDType{{{"f32", DType::f32},
                                   {"f16", DType::f16},
                                   {"bf16", DType::bf16},
@@ -78,6 +83,10 @@ AttentionKernel parse_attention_kernel_arg(std::string_view argument, std::strin
 }
 DecodeOrder parse_decode_order_arg(std::string_view argument, std::string_view n) { return parse(kOrder, argument, n); }
 DecodeMerge parse_decode_merge_arg(std::string_view argument, std::string_view n) { return parse(kMerge, argument, n); }
+KvCacheKind parse_kv_cache_kind_arg(std::string_view argument, std::string_view n) { return parse(kKind, argument, n); }
+MlaCacheForm parse_mla_cache_form_arg(std::string_view argument, std::string_view n) {
+  return parse(kForm, argument, n);
+}
 
 std::string name_of(DType dtype) { return name(kDType, dtype); }
 std::string name_of(KvLayout layout) { return name(kLayout, layout); }
@@ -89,5 +98,7 @@ std::string name_of(DecodeOrder order) { return name(kOrder, order); }
 std::string name_of(DecodeMerge merge) { return name(kMerge, merge); }
 std::string name_of(AdmissionStatus status) { return name(kAdmission, status); }
 std::string name_of(MemorySource source) { return name(kSource, source); }
+std::string name_of(KvCacheKind kind) { return name(kKind, kind); }
+std::string name_of(MlaCacheForm form) { return name(kForm, form); }
 
 }  // namespace vkpaged::python

@@ -12,6 +12,7 @@
 #include "vkpaged/dtype.hpp"
 #include "vkpaged/kv_cache.hpp"
 #include "vkpaged/kv_layout.hpp"
+#include "vkpaged/mla.hpp"
 #include "vkpaged/rotary.hpp"
 
 namespace vkpaged::python {
@@ -24,6 +25,8 @@ DecodeKernel parse_decode_kernel_arg(std::string_view argument, std::string_view
 AttentionKernel parse_attention_kernel_arg(std::string_view argument, std::string_view name);
 DecodeOrder parse_decode_order_arg(std::string_view argument, std::string_view name);
 DecodeMerge parse_decode_merge_arg(std::string_view argument, std::string_view name);
+KvCacheKind parse_kv_cache_kind_arg(std::string_view argument, std::string_view name);
+MlaCacheForm parse_mla_cache_form_arg(std::string_view argument, std::string_view name);
 
 std::string name_of(DType dtype);
 std::string name_of(KvLayout layout);
@@ -35,5 +38,7 @@ std::string name_of(DecodeOrder order);
 std::string name_of(DecodeMerge merge);
 std::string name_of(AdmissionStatus status);
 std::string name_of(MemorySource source);
+std::string name_of(KvCacheKind kind);
+std::string name_of(MlaCacheForm form);
 
 }  // namespace vkpaged::python

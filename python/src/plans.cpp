@@ -141,12 +141,7 @@ void bind_attention_plan(py::module_& m) {
         record_attention(cmd.context(), cmd.recording(), plan.plan, v, decode_params(scale, softcap, k_scale, v_scale));
       },
       py::arg("cmd"), py::arg("plan"), py::kw_only(), py::arg("query"), py::arg("key_cache"), py::arg("value_cache"),
-      py::arg("block_tables") = py::none(), py::arg("context_lens") = py::none(), py::arg("query_starts"),
-      py::arg("output"), py::arg("kv_indptr") = py::none(), py::arg("kv_indices") = py::none(),
-      py::arg("kv_last_page_len") = py::none(), py::arg("lse") = py::none(), py::arg("tree_mask") = py::none(),
-      py::arg("alibi_slopes") = py::none(), py::arg("sinks") = py::none(), py::arg("scratch") = py::none(),
-      py::arg("status") = py::none(), py::arg("scale") = py::none(), py::arg("softcap") = 0.0f,
-      py::arg("k_scale") = 1.0f, py::arg("v_scale") = 1.0f,
+      VKPAGED_ATTENTION_REQUEST_KWARGS,
       "Records the plan's attention over TensorViews (vkpaged::record_attention); query_starts on the device must "
       "hold the values the plan was made with (a bucket's plan: any step of the bucket, padded); scratch "
       "(plan.scratch_bytes) and status are BufferViews. The page tables are block_tables and context_lens, or (a "

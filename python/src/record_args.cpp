@@ -29,13 +29,14 @@ DecodeViews decode_views(PyCommandBuffer& cmd, View query, View key_cache, View 
   return v;
 }
 
-AttentionViews attention_views(PyCommandBuffer& cmd, View query, View key_cache, View value_cache, View block_tables,
-                               View context_lens, View query_starts, View output, View lse, View tree_mask,
-                               View alibi_slopes, View sinks, Bytes scratch, Bytes status) {
-  AttentionViews v;
+namespace {
+
+// The request's views AttentionViews and MlaViews share.
+template <typename Views>
+void use_request_views(PyCommandBuffer& cmd, Views& v, View query, View block_tables, View context_lens,
+                       View query_starts, View output, View lse, View tree_mask, View alibi_slopes, View sinks,
+                       Bytes scratch, Bytes status) {
   v.query = cmd.use(query, "query");
-  v.key_cache = cmd.use(key_cache, "key_cache");
-  v.value_cache = cmd.use(value_cache, "value_cache");
   v.block_tables = cmd.use(block_tables, "block_tables");
   v.context_lens = cmd.use(context_lens, "context_lens");
   v.query_starts = cmd.use(query_starts, "query_starts");
@@ -46,7 +47,40 @@ AttentionViews attention_views(PyCommandBuffer& cmd, View query, View key_cache,
   v.sinks = cmd.use(sinks, "sinks");
   v.scratch = cmd.use(scratch, "scratch");
   v.status = cmd.use(status, "status");
+}
+
+}  // namespace
+
+AttentionViews attention_views(PyCommandBuffer& cmd, View query, View key_cache, View value_cache, View block_tables,
+                               View context_lens, View query_starts, View output, View lse, View tree_mask,
+                               View alibi_slopes, View sinks, Bytes scratch, Bytes status) {
+  AttentionViews v;
+  v.key_cache = cmd.use(key_cache, "key_cache");
+  v.value_cache = cmd.use(value_cache, "value_cache");
+  use_request_views(cmd, v, query, block_tables, context_lens, query_starts, output, lse, tree_mask, alibi_slopes,
+                    sinks, scratch, status);
   return v;
+}
+
+MlaViews mla_views(PyCommandBuffer& cmd, View query, View mla_cache, View ckv_cache, View kpe_cache, View block_tables,
+                   View context_lens, View query_starts, View output, View lse, View tree_mask, View alibi_slopes,
+                   View sinks, Bytes scratch, Bytes status) {
+  MlaViews v;
+  v.mla_cache = cmd.use(mla_cache, "mla_cache");
+  v.ckv_cache = cmd.use(ckv_cache, "ckv_cache");
+  v.kpe_cache = cmd.use(kpe_cache, "kpe_cache");
+  use_request_views(cmd, v, query, block_tables, context_lens, query_starts, output, lse, tree_mask, alibi_slopes,
+                    sinks, scratch, status);
+  return v;
+}
+
+std::optional<MlaRopeViews> mla_rope(PyCommandBuffer& cmd, View positions, View cos_sin_cache,
+                                     const std::string& style) {
+  const RotaryStyle s = parse_rotary_style_arg("rotary_style", style);
+  if (!positions && !cos_sin_cache) return std::nullopt;
+  if (!positions) refuse("positions: needed with cos_sin_cache (RoPE on k_pe)");
+  if (!cos_sin_cache) refuse("cos_sin_cache: needed with positions (RoPE on k_pe)");
+  return MlaRopeViews{cmd.use(positions, "positions"), cmd.use(cos_sin_cache, "cos_sin_cache"), s};
 }
 
 DecodeParams decode_params(std::optional<float> scale, float softcap, float k_scale, float v_scale) {

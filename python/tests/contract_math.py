@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """docs/contract.md in float64 NumPy, written from the document alone (it shares no code with
 vkpaged): element formats, the cache layouts, multi-query attention (decode is its case of one
-token per request) and rotary embedding (include/vkpaged/rotary.hpp's definition)."""
+token per request), multi-head latent attention, and rotary embedding
+(include/vkpaged/rotary.hpp's definition)."""
 import numpy as np
 
 FP8 = {"fp8_e4m3": (4, 3, 7), "fp8_e5m2": (5, 2, 15)}  # exponent bits, mantissa bits, bias
@@ -100,7 +101,7 @@ def attention(q, k, v, tables, lens, starts, masks=None, scale=None, softcap=0.0
     T, H, D = q.shape
     Hkv, B = k.shape[1], k.shape[2]
     scale = 1.0 / np.sqrt(D) if scale is None else scale
-    out, lse = np.zeros((T, H, D)), np.full((T, H), -np.inf)
+    out, lse = np.zeros((T, H, v.shape[3])), np.full((T, H), -np.inf)  # v may be narrower than k (MLA)
     for s in range(len(lens)):
         L, q0, q1 = int(lens[s]), int(starts[s]), int(starts[s + 1])
         first_new = L - (q1 - q0)
@@ -130,6 +131,16 @@ def attention(q, k, v, tables, lens, starts, masks=None, scale=None, softcap=0.0
                 out[q0 + j, h] = np.exp(logits - m) @ v[blocks, g, t % B, :] / den
                 lse[q0 + j, h] = m + np.log(den)
     return out, lse
+
+
+def mla_attention(q, rows, value_head_size, tables, lens, starts, masks=None, **features):
+    """Multi-head latent attention ("Multi-head latent attention"): multi-query attention over one
+    shared kv head whose key is a cache row [Dk] (the latent, then the rotary part) and whose value
+    is the row's first Dv entries. q [T, H, Dk]; rows [N, B, Dk] (two pools: ckv and kpe joined
+    along the last axis). Returns output [T, H, Dv] and log-sum-exp [T, H]; the scale defaults to
+    1/sqrt(Dk)."""
+    k = np.asarray(rows)[:, None]  # [N, Hkv = 1, B, Dk]
+    return attention(q, k, k[..., :value_head_size], tables, lens, starts, masks, **features)
 
 
 def rotate(x, positions, cos_sin, style):

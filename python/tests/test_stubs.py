@@ -12,7 +12,7 @@ from vkpaged import _core
 
 STUB = os.path.join(os.path.dirname(vkpaged.__file__), "_core.pyi")
 ALIASES = {"DType", "FloatDType", "KvLayout", "RotaryStyle", "SplitMode", "DecodeKernel", "AttentionKernel",
-           "DecodeOrder", "DecodeMerge", "Admission", "HostArray", "Pairs"}
+           "DecodeOrder", "DecodeMerge", "Admission", "KvCacheKind", "MlaCacheForm", "HostArray", "Pairs"}
 
 
 def stub_tree():

@@ -4,7 +4,7 @@
 Two ways in (python/README.md):
 
 - the host path: numpy arrays (or any CPU object with __dlpack__) in, numpy arrays out:
-  decode_attention, batch_attention, merge_attention, rotary_embedding, reference.*;
+  decode_attention, batch_attention, mla_attention, merge_attention, rotary_embedding, reference.*;
 - the engine path: a KvCache and DeviceBuffers on a Context, plans made once, and each step's
   record_* calls recorded into a CommandBuffer and submitted; or, with bucket plans
   (AttentionPlan.create_bucket), a step recorded once, ended and submitted again for every step of
@@ -26,10 +26,11 @@ from ._errors import (DeviceError, Error, ErrorCode, InternalError, InvalidArgum
 from ._core import (AppendResult, AttentionBucket, AttentionPlan, AttentionShape, BlockCopy, BlockManager, BlockUsage,
                     BufferView, CacheWriteKind, CommandBuffer, Context, CooperativeMatrixShape, DecodeBucket,
                     DecodePlan, DecodeShape, DeviceBuffer, DeviceInfo, DeviceList, KvCache, KvCacheShape,
-                    KvCacheSizing, PrefixCacheStats, PrepareReport, RotaryWrite, TensorView, batch_attention,
-                    bits_to_float, cache_pack_factor, decode_attention, dtype_max, dtype_size, float_to_bits,
-                    fp8_scale_from_amax, list_devices, merge_attention, record_attention, record_decode,
-                    record_decode_order, record_gather, record_merge_attention, record_reshape_and_cache,
+                    KvCacheSizing, MlaCacheViews, MlaPlan, MlaShape, PrefixCacheStats, PrepareReport, RotaryWrite,
+                    TensorView, batch_attention, bits_to_float, cache_pack_factor, decode_attention, dtype_max,
+                    dtype_size, float_to_bits, fp8_scale_from_amax, list_devices, merge_attention, mla_attention,
+                    record_attention, record_decode, record_decode_order, record_gather, record_merge_attention,
+                    record_mla_attention, record_mla_reshape_and_cache, record_reshape_and_cache,
                     record_rotary_embedding, reference, rotary_cos_sin_cache, rotary_embedding)
 from ._core import __version__  # noqa: F401 (the linked library's version, which the metadata repeats)
 
@@ -37,10 +38,11 @@ __all__ = [
     "AppendResult", "AttentionBucket", "AttentionPlan", "AttentionShape", "BlockCopy", "BlockManager", "BlockUsage",
     "BufferView", "CacheWriteKind", "CommandBuffer", "Context", "CooperativeMatrixShape", "DecodeBucket",
     "DecodePlan", "DecodeShape", "DeviceBuffer", "DeviceError", "DeviceInfo", "DeviceList", "Error", "ErrorCode",
-    "InternalError", "InvalidArgumentError", "IoError", "KvCache", "KvCacheShape", "KvCacheSizing",
-    "OutOfMemoryError", "PrefixCacheStats", "PrepareReport", "RotaryWrite", "TensorView", "UnsupportedError",
-    "batch_attention", "bits_to_float", "cache_pack_factor", "decode_attention", "dtype_max", "dtype_size",
-    "float_to_bits", "fp8_scale_from_amax", "list_devices", "merge_attention", "record_attention", "record_decode",
-    "record_decode_order", "record_gather", "record_merge_attention", "record_reshape_and_cache",
-    "record_rotary_embedding", "reference", "rotary_cos_sin_cache", "rotary_embedding",
+    "InternalError", "InvalidArgumentError", "IoError", "KvCache", "KvCacheShape", "KvCacheSizing", "MlaCacheViews",
+    "MlaPlan", "MlaShape", "OutOfMemoryError", "PrefixCacheStats", "PrepareReport", "RotaryWrite", "TensorView",
+    "UnsupportedError", "batch_attention", "bits_to_float", "cache_pack_factor", "decode_attention", "dtype_max",
+    "dtype_size", "float_to_bits", "fp8_scale_from_amax", "list_devices", "merge_attention", "mla_attention",
+    "record_attention", "record_decode", "record_decode_order", "record_gather", "record_merge_attention",
+    "record_mla_attention", "record_mla_reshape_and_cache", "record_reshape_and_cache", "record_rotary_embedding",
+    "reference", "rotary_cos_sin_cache", "rotary_embedding",
 ]

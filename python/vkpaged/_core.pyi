@@ -16,6 +16,8 @@ AttentionKernel = Literal["auto", "decode", "scalar", "matrix"]
 DecodeOrder = Literal["auto", "grid", "longest_first"]
 DecodeMerge = Literal["reduce_pass", "in_dispatch"]
 Admission = Literal["ok", "later", "never"]
+KvCacheKind = Literal["key_value", "mla_one_pool", "mla_two_pools"]
+MlaCacheForm = Literal["one_pool", "two_pools"]
 # A host array: a numpy array, any CPU object with __dlpack__, or what numpy.asarray takes.
 # bf16 travels as uint16 raw bits and fp8 as uint8 raw bytes, with the dtype given explicitly.
 HostArray = Any
@@ -217,7 +219,35 @@ def rotary_embedding(context: Context, query: Optional[HostArray], key: Optional
                      cos_sin_cache: HostArray, *, style: RotaryStyle = "neox",
                      dtype: Optional[DType] = None) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]: ...
 
-reference: ModuleType  # reference.decode_attention and reference.batch_attention: as above, without the context
+@overload
+def mla_attention(context: Context, query: HostArray, block_tables: Optional[HostArray] = None,
+                  context_lens: Optional[HostArray] = None, query_starts: Optional[HostArray] = None, *,
+                  mla_cache: Optional[HostArray] = None, value_head_size: int = 0,
+                  ckv_cache: Optional[HostArray] = None, kpe_cache: Optional[HostArray] = None,
+                  tree_mask: Optional[HostArray] = None, kv_indptr: Optional[HostArray] = None,
+                  kv_indices: Optional[HostArray] = None, kv_last_page_len: Optional[HostArray] = None,
+                  max_blocks_per_seq: int = 0, query_dtype: Optional[DType] = None, cache_dtype: Optional[str] = None,
+                  alibi_slopes: Optional[HostArray] = None, sinks: Optional[HostArray] = None,
+                  sliding_window: int = 0, scale: Optional[float] = None, softcap: float = 0.0,
+                  k_scale: float = 1.0, v_scale: float = 1.0, return_lse: Literal[False] = False,
+                  split: SplitMode = "auto", partition_tokens: int = 0) -> np.ndarray: ...
+@overload
+def mla_attention(context: Context, query: HostArray, block_tables: Optional[HostArray] = None,
+                  context_lens: Optional[HostArray] = None, query_starts: Optional[HostArray] = None, *,
+                  mla_cache: Optional[HostArray] = None, value_head_size: int = 0,
+                  ckv_cache: Optional[HostArray] = None, kpe_cache: Optional[HostArray] = None,
+                  tree_mask: Optional[HostArray] = None, kv_indptr: Optional[HostArray] = None,
+                  kv_indices: Optional[HostArray] = None, kv_last_page_len: Optional[HostArray] = None,
+                  max_blocks_per_seq: int = 0, query_dtype: Optional[DType] = None, cache_dtype: Optional[str] = None,
+                  alibi_slopes: Optional[HostArray] = None, sinks: Optional[HostArray] = None,
+                  sliding_window: int = 0, scale: Optional[float] = None, softcap: float = 0.0,
+                  k_scale: float = 1.0, v_scale: float = 1.0, return_lse: Literal[True],
+                  split: SplitMode = "auto",
+                  partition_tokens: int = 0) -> Tuple[np.ndarray, npt.NDArray[np.float32]]: ...
+
+# reference.decode_attention, reference.batch_attention and reference.mla_attention: as above, without the context
+# (and without the plan options)
+reference: ModuleType
 
 # ---- plans and the engine path ----
 class DecodeShape:
@@ -356,6 +386,48 @@ def record_gather(cmd: CommandBuffer, *, key_cache: TensorView, value_cache: Ten
 def record_merge_attention(cmd: CommandBuffer, *, output_a: TensorView, lse_a: TensorView, output_b: TensorView,
                            lse_b: TensorView, output: TensorView, lse: Optional[TensorView] = None) -> None: ...
 
+# ---- multi-head latent attention (MLA) ----
+class MlaShape:
+    attention: AttentionShape
+    value_head_size: int
+    cache_form: MlaCacheForm
+    def __init__(self, attention: AttentionShape, *, value_head_size: int = 0,
+                 cache_form: MlaCacheForm = "one_pool") -> None: ...
+    @property
+    def rope_head_size(self) -> int: ...
+
+class MlaPlan:
+    def __init__(self, context: Context, shape: MlaShape, query_starts: HostArray, *, split: SplitMode = "auto",
+                 partition_tokens: int = 0) -> None: ...
+    @property
+    def shape(self) -> MlaShape: ...
+    @property
+    def tree_mask_bytes(self) -> int: ...
+    @property
+    def split(self) -> bool: ...
+    @property
+    def num_partitions(self) -> int: ...
+    @property
+    def scratch_bytes(self) -> int: ...
+    def describe(self) -> str: ...
+
+def record_mla_reshape_and_cache(cmd: CommandBuffer, *, kv_c: TensorView, k_pe: TensorView,
+                                 slot_mapping: TensorView, mla_cache: Optional[TensorView] = None,
+                                 ckv_cache: Optional[TensorView] = None, kpe_cache: Optional[TensorView] = None,
+                                 status: Optional[BufferView] = None, positions: Optional[TensorView] = None,
+                                 cos_sin_cache: Optional[TensorView] = None, rotary_style: RotaryStyle = "neox",
+                                 scale: float = 1.0) -> None: ...
+def record_mla_attention(cmd: CommandBuffer, plan: MlaPlan, *, query: TensorView,
+                         mla_cache: Optional[TensorView] = None, ckv_cache: Optional[TensorView] = None,
+                         kpe_cache: Optional[TensorView] = None, block_tables: Optional[TensorView] = None,
+                         context_lens: Optional[TensorView] = None, query_starts: TensorView, output: TensorView,
+                         kv_indptr: Optional[TensorView] = None, kv_indices: Optional[TensorView] = None,
+                         kv_last_page_len: Optional[TensorView] = None, lse: Optional[TensorView] = None,
+                         tree_mask: Optional[TensorView] = None, alibi_slopes: Optional[TensorView] = None,
+                         sinks: Optional[TensorView] = None, scratch: Optional[BufferView] = None,
+                         status: Optional[BufferView] = None, scale: Optional[float] = None, softcap: float = 0.0,
+                         k_scale: float = 1.0, v_scale: float = 1.0) -> None: ...
+
 # ---- the cache ----
 class KvCacheShape:
     num_layers: int
@@ -364,8 +436,19 @@ class KvCacheShape:
     block_size: int
     dtype: FloatDType
     layout: KvLayout
+    kind: KvCacheKind
+    rope_head_size: int
     def __init__(self, *, num_layers: int = 1, num_kv_heads: int = 0, head_size: int = 0, block_size: int = 16,
-                 dtype: FloatDType = "f16", layout: KvLayout = "vllm") -> None: ...
+                 dtype: FloatDType = "f16", layout: KvLayout = "vllm", kind: KvCacheKind = "key_value",
+                 rope_head_size: int = 0) -> None: ...
+
+class MlaCacheViews:
+    @property
+    def mla_cache(self) -> Optional[TensorView]: ...
+    @property
+    def ckv_cache(self) -> Optional[TensorView]: ...
+    @property
+    def kpe_cache(self) -> Optional[TensorView]: ...
 
 class KvCacheSizing:
     num_blocks: int
@@ -409,6 +492,9 @@ class KvCache:
     def host_value_cache(self, layer: int) -> TensorView: ...
     def decode_shape(self, batch: DecodeShape) -> DecodeShape: ...
     def attention_shape(self, batch: AttentionShape) -> AttentionShape: ...
+    def mla_cache(self, layer: int) -> MlaCacheViews: ...
+    def host_mla_cache(self, layer: int) -> MlaCacheViews: ...
+    def mla_shape(self, batch: AttentionShape) -> MlaShape: ...
     def record_reshape_and_cache(self, cmd: CommandBuffer, layer: int, *, key: TensorView, value: TensorView,
                                  slot_mapping: TensorView, status: Optional[BufferView] = None,
                                  query: Optional[TensorView] = None, positions: Optional[TensorView] = None,
@@ -432,6 +518,20 @@ class KvCache:
                          scratch: Optional[BufferView] = None, status: Optional[BufferView] = None,
                          scale: Optional[float] = None, softcap: float = 0.0, k_scale: float = 1.0,
                          v_scale: float = 1.0) -> None: ...
+    def record_mla_reshape_and_cache(self, cmd: CommandBuffer, layer: int, *, kv_c: TensorView, k_pe: TensorView,
+                                     slot_mapping: TensorView, status: Optional[BufferView] = None,
+                                     positions: Optional[TensorView] = None,
+                                     cos_sin_cache: Optional[TensorView] = None, rotary_style: RotaryStyle = "neox",
+                                     scale: float = 1.0) -> None: ...
+    def record_mla_attention(self, cmd: CommandBuffer, layer: int, plan: MlaPlan, *, query: TensorView,
+                             block_tables: Optional[TensorView] = None, context_lens: Optional[TensorView] = None,
+                             query_starts: TensorView, output: TensorView, kv_indptr: Optional[TensorView] = None,
+                             kv_indices: Optional[TensorView] = None, kv_last_page_len: Optional[TensorView] = None,
+                             lse: Optional[TensorView] = None, tree_mask: Optional[TensorView] = None,
+                             alibi_slopes: Optional[TensorView] = None, sinks: Optional[TensorView] = None,
+                             scratch: Optional[BufferView] = None, status: Optional[BufferView] = None,
+                             scale: Optional[float] = None, softcap: float = 0.0, k_scale: float = 1.0,
+                             v_scale: float = 1.0) -> None: ...
     def record_gather(self, cmd: CommandBuffer, layer: int, *, block_tables: TensorView, seq_starts: TensorView,
                       key_out: TensorView, value_out: TensorView, status: Optional[BufferView] = None,
                       k_scale: float = 1.0, v_scale: float = 1.0) -> None: ...

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // C API: the KvCache (sizing, planning, allocation, per-layer views, whole-block copies, the
-// per-layer reshape_and_cache, decode and attention shapes, decode and attention over a layer).
+// per-layer reshape_and_cache, decode, attention and MLA shapes, decode, attention and MLA
+// attention over a layer).
 #include <memory>
 
 #include "c_api/c_api_convert.hpp"
@@ -237,6 +238,35 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_attention(const vkp_kv_cache* ca
     const AttentionPlan& p = plan_for(cache, plan);  // checked in the order of the arguments
     const AttentionViews v = c_api::to_cpp(views);
     c.record_attention(cmd, layer, p, v, to_params(params));
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_mla_shape(const vkp_kv_cache* cache, const vkp_attention_shape* batch,
+                                                   vkp_attention_shape* out, uint32_t* value_head_size,
+                                                   vkp_mla_cache_form* cache_form) {
+  return guarded("vkp_kv_cache_mla_shape", [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    const AttentionShape b = c_api::to_cpp(read_struct(batch, "batch"), "batch");
+    const StructOut result(out, "out");
+    uint32_t* dv = require(value_head_size, "value_head_size");
+    vkp_mla_cache_form* form = require(cache_form, "cache_form");
+    const MlaShape m = c.mla_shape(b);  // refuses a key_value cache before anything is written
+    result.set(c_api::to_c(m.attention));
+    *dv = m.value_head_size;
+    *form = vkp_mla_cache_form(m.cache_form);
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_mla_attention(const vkp_kv_cache* cache, VkCommandBuffer cmd,
+                                                              uint32_t layer, const vkp_mla_plan* plan,
+                                                              const vkp_mla_views* views,
+                                                              const vkp_decode_params* params) {
+  return guarded("vkp_kv_cache_record_mla_attention", [&] {
+    const KvCache& c = require(cache, "cache")->cache;
+    require(cmd, "cmd");
+    const MlaPlan& p = plan_for(cache, plan);  // checked in the order of the arguments
+    const MlaViews v = c_api::to_cpp(read_struct(views, "views"));
+    c.record_mla_attention(cmd, layer, p, v, to_params(params));
   });
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // C API: reshape_and_cache for MLA (mla_cache_ops.hpp), its structs' init functions and the
-// conversions the KvCache calls share (c_api_mla.hpp).
+// conversions the KvCache and MLA attention calls share (c_api_mla.hpp).
 #include "c_api/c_api_mla.hpp"
 
 #include <fmt/format.h>
@@ -41,6 +41,29 @@ vkp_mla_cache_views to_c(const MlaCacheViews& views, vkp_mla_cache_views blank) 
   blank.ckv_cache = to_c(views.ckv_cache);
   blank.kpe_cache = to_c(views.kpe_cache);
   return blank;
+}
+
+
+MlaViews to_cpp(const vkp_mla_views& v) {
+  MlaViews m;
+  m.query = to_cpp(v.query, "query");
+  m.mla_cache = to_cpp(v.mla_cache, "mla_cache");
+  m.ckv_cache = to_cpp(v.ckv_cache, "ckv_cache");
+  m.kpe_cache = to_cpp(v.kpe_cache, "kpe_cache");
+  m.block_tables = to_cpp(v.block_tables, "block_tables");
+  m.context_lens = to_cpp(v.context_lens, "context_lens");
+  m.query_starts = to_cpp(v.query_starts, "query_starts");
+  m.output = to_cpp(v.output, "output");
+  m.lse = to_cpp(v.lse, "lse");
+  m.tree_mask = to_cpp(v.tree_mask, "tree_mask");
+  m.alibi_slopes = to_cpp(v.alibi_slopes, "alibi_slopes");
+  m.sinks = to_cpp(v.sinks, "sinks");
+  m.scratch = to_cpp(v.scratch);
+  m.status = to_cpp(v.status);
+  m.kv_indptr = to_cpp(v.kv_indptr, "kv_indptr");
+  m.kv_indices = to_cpp(v.kv_indices, "kv_indices");
+  m.kv_last_page_len = to_cpp(v.kv_last_page_len, "kv_last_page_len");
+  return m;
 }
 
 }  // namespace vkpaged::c_api

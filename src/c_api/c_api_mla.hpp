@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // C API conversions of the MLA structs (vkpaged.h, "multi-head latent attention (MLA)
-// caches"), shared by c_api_mla.cpp and c_api_kv_cache.cpp.
+// caches" and "on the device"), shared by c_api_mla.cpp, c_api_mla_attention.cpp and
+// c_api_kv_cache.cpp.
 #include <string>
 
 #include "vkpaged/kv_cache.hpp"
+#include "vkpaged/mla_attention.hpp"
 #include "vkpaged/mla_cache_ops.hpp"
 #include "vkpaged/vkpaged.h"
 
@@ -15,5 +17,7 @@ vkp_kv_cache_kind to_c(KvCacheKind kind) noexcept;
 // `rope` read as a struct (not NULL here: the callers pass NULL on as "no rope").
 MlaRopeViews to_cpp(const vkp_mla_rope_views* rope);
 vkp_mla_cache_views to_c(const MlaCacheViews& views, vkp_mla_cache_views blank) noexcept;
+// The views of one MLA call, each named after its field.
+MlaViews to_cpp(const vkp_mla_views& views);
 
 }  // namespace vkpaged::c_api

@@ -8,6 +8,7 @@
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
+#include "c_api/c_api_mla.hpp"
 #include "c_api/c_api_structs.hpp"
 #include "vkpaged/mla_attention.hpp"
 #include "vkpaged/vkpaged.h"
@@ -24,29 +25,6 @@ MlaCacheForm to_cache_form(vkp_mla_cache_form form) {
   if (value != VKP_MLA_ONE_POOL && value != VKP_MLA_TWO_POOLS)
     throw Error(ErrorCode::invalid_argument, fmt::format("cache_form: {} is not a vkp_mla_cache_form", value));
   return MlaCacheForm(value);
-}
-
-
-MlaViews mla_views_of(const vkp_mla_views& v) {
-  MlaViews m;
-  m.query = to_cpp(v.query, "query");
-  m.mla_cache = to_cpp(v.mla_cache, "mla_cache");
-  m.ckv_cache = to_cpp(v.ckv_cache, "ckv_cache");
-  m.kpe_cache = to_cpp(v.kpe_cache, "kpe_cache");
-  m.block_tables = to_cpp(v.block_tables, "block_tables");
-  m.context_lens = to_cpp(v.context_lens, "context_lens");
-  m.query_starts = to_cpp(v.query_starts, "query_starts");
-  m.output = to_cpp(v.output, "output");
-  m.lse = to_cpp(v.lse, "lse");
-  m.tree_mask = to_cpp(v.tree_mask, "tree_mask");
-  m.alibi_slopes = to_cpp(v.alibi_slopes, "alibi_slopes");
-  m.sinks = to_cpp(v.sinks, "sinks");
-  m.scratch = to_cpp(v.scratch);
-  m.status = to_cpp(v.status);
-  m.kv_indptr = to_cpp(v.kv_indptr, "kv_indptr");
-  m.kv_indices = to_cpp(v.kv_indices, "kv_indices");
-  m.kv_last_page_len = to_cpp(v.kv_last_page_len, "kv_last_page_len");
-  return m;
 }
 
 }  // namespace
@@ -101,7 +79,7 @@ VKP_API vkp_status VKP_CALL vkp_record_mla_attention(vkp_context* context, VkCom
     if (plan->context != context) throw Error(ErrorCode::invalid_argument, "plan: created on another context");
     const vkp_mla_views v = read_struct(views, "views");
     const AttentionParams cpp_params = to_params(params);
-    record_mla_attention(ctx, cmd, p, mla_views_of(v), cpp_params);
+    record_mla_attention(ctx, cmd, p, to_cpp(v), cpp_params);
   });
 }
 

@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cache/kv_cache_sizing.hpp"
@@ -335,12 +337,13 @@ void KvCache::record_mla_reshape_and_cache(VkCommandBuffer cmd, uint32_t layer, 
 
 namespace {
 
-void check_plan_fits(const char* what, const PoolGeometry& plan, const PoolGeometry& cache) {
+// `shape_call` names the cache's call that makes a fitting shape.
+void check_plan_fits(const char* what, const PoolGeometry& plan, const PoolGeometry& cache, const char* shape_call) {
   auto refuse_field = [&](const char* field, const std::string& in_plan, const std::string& in_cache) {
     refuse_cache(ErrorCode::invalid_argument,
                  fmt::format("{}: the plan's shape has {} {}, the cache's is {} (make the plan's shape with the "
-                             "cache's decode_shape or attention_shape)",
-                             what, field, in_plan, in_cache));
+                             "cache's {})",
+                             what, field, in_plan, in_cache, shape_call));
   };
   if (plan.num_kv_heads != cache.num_kv_heads)
     refuse_field("num_kv_heads", std::to_string(plan.num_kv_heads), std::to_string(cache.num_kv_heads));
@@ -358,12 +361,18 @@ void check_plan_fits(const char* what, const PoolGeometry& plan, const PoolGeome
 
 // The caller leaves the pools to the cache: a pool view given is a mistake (another cache's,
 // or another layer's), refused rather than silently replaced.
-void check_no_pools(const char* what, const TensorView& key_cache, const TensorView& value_cache) {
-  for (const auto& [name, view] : {std::pair{"key_cache", &key_cache}, std::pair{"value_cache", &value_cache}})
+void check_no_pools(const char* what, std::initializer_list<std::pair<const char*, const TensorView*>> pools) {
+  for (const auto& [name, view] : pools)
     if (!view->empty())
       refuse_cache(ErrorCode::invalid_argument,
                    fmt::format("{}: views.{} is given, but the cache supplies the layer's pools: leave it empty", what,
                                name));
+}
+
+// The pool geometry a plan's shape (DecodeShape, AttentionShape) reads.
+template <class PlanShape>
+PoolGeometry geometry_read_by(const PlanShape& s) {
+  return {s.num_kv_heads, s.head_size, s.block_size, s.num_blocks, s.cache_dtype, s.kv_layout};
 }
 
 // A plan's views with the layer's pools, after checking that the plan fits the cache and that
@@ -371,9 +380,8 @@ void check_no_pools(const char* what, const TensorView& key_cache, const TensorV
 template <class Plan, class Views>
 Views with_layer_pools(const char* what, const LayerCacheViews& pools, const PoolGeometry& cache, const Plan& plan,
                        const Views& views) {
-  const auto& s = plan.shape();
-  check_plan_fits(what, {s.num_kv_heads, s.head_size, s.block_size, s.num_blocks, s.cache_dtype, s.kv_layout}, cache);
-  check_no_pools(what, views.key_cache, views.value_cache);
+  check_plan_fits(what, geometry_read_by(plan.shape()), cache, "decode_shape or attention_shape");
+  check_no_pools(what, {{"key_cache", &views.key_cache}, {"value_cache", &views.value_cache}});
   Views v = views;
   v.key_cache = pools.key_cache;
   v.value_cache = pools.value_cache;
@@ -400,6 +408,40 @@ void KvCache::record_attention(VkCommandBuffer cmd, uint32_t layer, const Attent
 
 namespace {
 
+const char* cache_form_name(MlaCacheForm form) { return form == MlaCacheForm::one_pool ? "one_pool" : "two_pools"; }
+
+}  // namespace
+
+void KvCache::record_mla_attention(VkCommandBuffer cmd, uint32_t layer, const MlaPlan& plan, const MlaViews& views,
+                                   const AttentionParams& params) const {
+  const char* what = "record_mla_attention";
+  impl_->check_mla(what);
+  const MlaCacheViews pools = mla_cache(impl_->check_layer(what, layer));
+  const MlaShape& p = plan.shape();
+  const MlaShape cache = mla_shape(p.attention);
+  check_plan_fits(what, geometry_read_by(p.attention), geometry_read_by(cache.attention), "mla_shape");
+  // The same Dk split otherwise into Dv and R would read the wrong value width.
+  if (p.value_head_size != cache.value_head_size)
+    refuse_cache(ErrorCode::invalid_argument,
+                 fmt::format("{}: the plan's shape has value_head_size {}, the cache's is {} (make the plan's shape "
+                             "with the cache's mla_shape)",
+                             what, p.value_head_size, cache.value_head_size));
+  if (p.cache_form != cache.cache_form)
+    refuse_cache(ErrorCode::invalid_argument,
+                 fmt::format("{}: the plan's shape has cache_form {}, the cache's is {} (make the plan's shape with "
+                             "the cache's mla_shape)",
+                             what, cache_form_name(p.cache_form), cache_form_name(cache.cache_form)));
+  check_no_pools(what,
+                 {{"mla_cache", &views.mla_cache}, {"ckv_cache", &views.ckv_cache}, {"kpe_cache", &views.kpe_cache}});
+  MlaViews v = views;
+  v.mla_cache = pools.mla_cache;
+  v.ckv_cache = pools.ckv_cache;
+  v.kpe_cache = pools.kpe_cache;
+  vkpaged::record_mla_attention(*impl_->context, cmd, plan, v, params);
+}
+
+namespace {
+
 // A batch's shape with the cache's part filled in from the cache.
 template <class BatchShape>
 BatchShape with_cache_fields(BatchShape batch, const KvCacheShape& shape, uint32_t num_blocks) {
@@ -420,6 +462,17 @@ AttentionShape KvCache::attention_shape(const AttentionShape& batch) const noexc
 
 DecodeShape KvCache::decode_shape(const DecodeShape& batch) const noexcept {
   return with_cache_fields(batch, impl_->shape, impl_->sizing.num_blocks);
+}
+
+MlaShape KvCache::mla_shape(const AttentionShape& batch) const {
+  impl_->check_mla("mla_shape");
+  const KvCacheShape& s = impl_->shape;
+  MlaShape m;
+  m.attention = with_cache_fields(batch, s, impl_->sizing.num_blocks);  // Hkv 1 and nhd: an MLA cache's
+  m.attention.head_size = s.head_size + s.rope_head_size;
+  m.value_head_size = s.head_size;
+  m.cache_form = s.kind == KvCacheKind::mla_one_pool ? MlaCacheForm::one_pool : MlaCacheForm::two_pools;
+  return m;
 }
 
 }  // namespace vkpaged

@@ -229,6 +229,9 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
   int64_t slots[1] = {};
   const int64_t dims[] = {4};
 
+  vkp_mla_views mla_views;
+  vkp_mla_views_init(&mla_views);
+  vkp_mla_cache_form mla_form = VKP_MLA_ONE_POOL;
   with_cmd([&](VkCommandBuffer cmd) {
     vkp_buffer* made_buffer = nullptr;
     vkp_decode_plan* made_plan = nullptr;
@@ -379,6 +382,12 @@ TEST_F(CApiHostileTest, EveryHandleArgumentRefusesNullDestroyedAndForeignHandles
          [&](vkp_kv_cache* c) {
            return vkp_kv_cache_record_attention(c, cmd, 0, attention_plan_, &attention_views, nullptr);
          }},
+        {"vkp_kv_cache_mla_shape",
+         [&](vkp_kv_cache* c) {
+           return vkp_kv_cache_mla_shape(c, &attention_shape_, &attention_shape, &u, &mla_form);
+         }},
+        {"vkp_kv_cache_record_mla_attention",
+         [&](vkp_kv_cache* c) { return vkp_kv_cache_record_mla_attention(c, cmd, 0, nullptr, &mla_views, nullptr); }},
     };
     expect_refuses_bad_handles(cache_calls, "cache", "vkp_kv_cache", dead_cache_,
                                reinterpret_cast<vkp_kv_cache*>(read_));
@@ -800,6 +809,13 @@ TEST_F(CApiHostileTest, EveryStructArgumentRefusesSizesNoReleaseHad) {
     check(vkp_kv_cache_attention_shape(cache_, &attention_shape_, &attention_sized), "out", "vkp_attention_shape",
           size);
     EXPECT_EQ(attention_sized.num_kv_heads, attention_shape_.num_kv_heads) << "a refused call wrote its output";
+    uint32_t value_head_size = 0;
+    vkp_mla_cache_form cache_form = VKP_MLA_ONE_POOL;
+    check(vkp_kv_cache_mla_shape(cache_, bad(attention_shape_, size), &attention_out, &value_head_size, &cache_form),
+          "batch", "vkp_attention_shape", size);
+    check(vkp_kv_cache_mla_shape(cache_, &attention_shape_, &attention_sized, &value_head_size, &cache_form), "out",
+          "vkp_attention_shape", size);
+    EXPECT_EQ(value_head_size, 0u) << "a refused call wrote its output";
     with_cmd([&](VkCommandBuffer cmd) {
       vkp_decode_views views;
       vkp_decode_views_init(&views);
