@@ -309,6 +309,14 @@ std::unique_ptr<BufferImpl> ContextImpl::create_buffer(size_t bytes, MemoryKind 
           : find_memory_type(memory_properties, req.memoryTypeBits,
                              VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                              VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  // One allocation past maxMemoryAllocationSize may fail or succeed by driver (NVIDIA's succeed,
+  // and the validation layer flags them): refuse it on every device alike.
+  if (info.max_memory_allocation_size > 0 && req.size > info.max_memory_allocation_size)
+    throw Error(ErrorCode::out_of_memory,
+                fmt::format("allocating {} bytes of {} memory: more than the device's maxMemoryAllocationSize of {} "
+                            "bytes, the most one allocation is promised",
+                            bytes, kind == MemoryKind::device ? "device" : "host-visible",
+                            info.max_memory_allocation_size));
   // Drivers may overcommit (lavapipe) and the validation layer flags an allocation past its
   // heap: refuse it here, naming the size.
   const VkDeviceSize heap = memory_properties.memoryHeaps[memory_properties.memoryTypes[ainfo.memoryTypeIndex].heapIndex].size;

@@ -27,9 +27,9 @@ struct BandwidthMeasurement {
 // cache. measure_read_bandwidth times it; a benchmark records it between repetitions so that
 // the next one's reads come from memory, not from the GPU's caches (a cache flush that leaves
 // nothing dirty to write back). `bytes` is rounded down to 16 and capped at the device's
-// maxStorageBufferRange; below 16 it is refused. record() may be recorded again and again while
-// the object lives (compute stage; it may write a 16-byte sink of its own, so two records in one
-// command buffer need a barrier between them).
+// maxStorageBufferRange and maxMemoryAllocationSize; below 16 it is refused. record() may be
+// recorded again and again while the object lives (compute stage; it may write a 16-byte sink of
+// its own, so two records in one command buffer need a barrier between them).
 class VKPAGED_API StreamingRead {
  public:
   StreamingRead(Context& context, size_t bytes);

@@ -22,7 +22,21 @@ void refuse_cache(ErrorCode code, const std::string& message) { throw Error(code
 
 std::string mib(uint64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / double(1 << 20)); }
 
+// A pool is one allocation: past the device's maxMemoryAllocationSize it may fail or succeed by
+// driver, so it is refused on every device alike.
+static void check_pool_allocation(const DeviceInfo& device, const char* what, const char* pool, const KvCacheSizing& z) {
+  const uint64_t limit = device.max_memory_allocation_size;
+  if (limit == 0 || z.pool_bytes <= limit) return;
+  refuse_cache(ErrorCode::out_of_memory,
+               fmt::format("{} {}: a layer's {} of {} blocks x {} bytes = {} bytes ({}) exceeds the device's "
+                           "maxMemoryAllocationSize of {} bytes ({}), the most one allocation is promised on {}; "
+                           "at most {} blocks fit one pool",
+                           what, z.num_blocks, pool, z.num_blocks, z.block_bytes, z.pool_bytes, mib(z.pool_bytes),
+                           limit, mib(limit), device.name, limit / z.block_bytes));
+}
+
 void check_pool_reach(const DeviceInfo& device, const char* what, const char* pool, const KvCacheSizing& z) {
+  check_pool_allocation(device, what, pool, z);
   const uint64_t range = device.max_storage_buffer_range;
   if (z.pool_bytes <= range || device.buffer_device_address) return;
   refuse_cache(
@@ -36,6 +50,7 @@ void check_pool_reach(const DeviceInfo& device, const char* what, const char* po
 }
 
 void check_mla_pool_reach(const DeviceInfo& device, const char* what, const KvCacheSizing& z) {
+  check_pool_allocation(device, what, "largest MLA pool", z);
   const uint64_t range = device.max_storage_buffer_range;
   if (z.pool_bytes <= range) return;
   refuse_cache(ErrorCode::unsupported,

@@ -145,8 +145,9 @@ struct KhrFragmentLayoutState {
 
 }  // namespace
 
-std::string khr_matrix_fragment_mismatch(Context& context) {
-  const KhrFragmentLayout& layout = khr_fragment_layout(context);
+std::string khr_matrix_fragment_mismatch(Context& context) { return khr_layout_mismatch(khr_fragment_layout(context)); }
+
+std::string khr_layout_mismatch(const KhrFragmentLayout& layout) {
   if (!layout.unavailable.empty()) return layout.unavailable;
   const KhrFragmentShape& s = layout.shape_16x8x16;
   if (!s.probed) return s.not_probed.empty() ? s.irregular : s.not_probed;

@@ -56,6 +56,8 @@ const KhrFragmentLayout& khr_fragment_layout(Context& context);
 // not (nothing probed, the shape not listed, an irregular layout, or the first component that
 // differs). Probes on the first call, as khr_fragment_layout.
 std::string khr_matrix_fragment_mismatch(Context& context);
+// The same verdict on a layout already probed (or written down from a device's probe).
+std::string khr_layout_mismatch(const KhrFragmentLayout& layout);
 
 // D = A B + C with one 16x16x16 KHR product (shaders/matrix_product_16x16x16_khr.comp): A and B
 // row-major f16 bit patterns, C row-major f32, 256 elements each; returns D row-major. Throws

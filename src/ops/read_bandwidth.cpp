@@ -16,8 +16,19 @@
 
 namespace vkpaged {
 
+namespace {
+
+// One buffer, bound whole: within the storage-buffer range and one allocation's promised size.
+size_t largest_read(const DeviceInfo& device) {
+  size_t limit = device.max_storage_buffer_range;
+  if (device.max_memory_allocation_size > 0) limit = std::min<size_t>(limit, device.max_memory_allocation_size);
+  return limit;
+}
+
+}  // namespace
+
 StreamingRead::StreamingRead(Context& context, size_t bytes)
-    : context_(&context), bytes_(std::min<size_t>(bytes, context.impl().info.max_storage_buffer_range) / 16 * 16) {
+    : context_(&context), bytes_(std::min<size_t>(bytes, largest_read(context.impl().info)) / 16 * 16) {
   if (bytes_ == 0) throw Error(ErrorCode::invalid_argument, fmt::format("bytes: {} is less than 16", bytes));
   data_ = context.create_buffer(bytes_);
   sink_ = context.create_buffer(16);

@@ -90,5 +90,17 @@ TEST(KvCacheMlaSizing, PoolsPastTheStorageBufferRangeAreRefused) {
                  {"num_blocks 1821", "largest MLA pool", "maxStorageBufferRange", "at most 1820 blocks"});
 }
 
+TEST(KvCacheMlaSizing, PoolsPastMaxMemoryAllocationSizeAreRefused) {
+  DeviceInfo device = fake_device(64 * kGiB, 0xffffffffull);
+  device.max_memory_allocation_size = 1 * kGiB;
+  const auto s = mla_shape(KvCacheKind::mla_one_pool, DType::f16, 4);  // 73728 bytes a pool block
+  KvCacheOptions o;
+  o.num_blocks = uint32_t(kGiB / 73728);
+  EXPECT_EQ(KvCache::plan(device, s, o).num_blocks, o.num_blocks);
+  o.num_blocks += 1;
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::out_of_memory,
+                 {"num_blocks 14564", "largest MLA pool", "maxMemoryAllocationSize", "at most 14563 blocks"});
+}
+
 }  // namespace
 }  // namespace vkpaged::test

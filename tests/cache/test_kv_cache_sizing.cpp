@@ -159,6 +159,26 @@ TEST(KvCacheRefusals, PoolOverStorageBufferRangeWithoutDeviceAddresses) {
   EXPECT_EQ(z.pool_bytes, 256 * kMiB);
 }
 
+// A pool is one allocation: past maxMemoryAllocationSize it is refused on every device alike,
+// buffer device addresses or not (NVIDIA's H200 promises 4 GiB - 2 MiB and lets larger ones
+// through, which the validation layer flags).
+TEST(KvCacheRefusals, PoolOverMaxMemoryAllocationSize) {
+  const auto s = shape_of(1, 8, 128, 16, DType::f16);  // 32 KiB per pool block
+  DeviceInfo device = fake_device(256 * kGiB, 0xffffffffull);
+  device.buffer_device_address = true;
+  device.max_memory_allocation_size = 4292870144ull;  // the H200's, 131008 blocks of 32 KiB
+  KvCacheOptions o;
+  o.num_blocks = 131008;
+  EXPECT_EQ(KvCache::plan(device, s, o).num_blocks, 131008u);
+  o.num_blocks = 131009;
+  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::out_of_memory,
+                 {"num_blocks 131009", "key or value pool", "maxMemoryAllocationSize of 4292870144",
+                  "at most 131008 blocks"});
+  // Unknown (0): no limit applies.
+  device.max_memory_allocation_size = 0;
+  EXPECT_EQ(KvCache::plan(device, s, o).num_blocks, 131009u);
+}
+
 // budget_fraction: of the free memory where VK_EXT_memory_budget reports it, else of the heaps.
 TEST(KvCacheSizing, BudgetFractionOfFreeMemoryWhereReported) {
   const auto s = shape_of(2, 2, 64, 16, DType::f16);  // 16 KiB per block

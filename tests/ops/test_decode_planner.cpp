@@ -644,6 +644,19 @@ TEST(DecodePlannerKhr, NvAndKhrOnAnH200) {
   EXPECT_EQ(plan(d, planner_shape(64, 32, 8, 128, 4096), o).module, DecodeModule::matrix_timeline);
 }
 
+// The H200 as measured: its KHR B fragment is not the NV kernel's, so matrix_khr is refused
+// naming it, and automatic and matrix take NV as before.
+TEST(DecodePlannerKhr, TheH200sKhrFragmentsRefuseMatrixKhrAndKeepNv) {
+  const DeviceCapabilities d = h200_as_measured();
+  const DecodeShape s = bench_shape("gqa8x");
+  EXPECT_FALSE(plan(d, s).khr);
+  EXPECT_EQ(plan(d, s).kernel, Kernel::matrix);
+  EXPECT_FALSE(plan(d, s, kernel_option(Kernel::matrix)).khr);
+  expect_error([&] { plan(d, s, kernel_option(Kernel::matrix_khr)); }, ErrorCode::unsupported,
+               {"kernel: matrix_khr: device NVIDIA H200: VK_KHR_cooperative_matrix's 16x8x16 fragments: fragment B "
+                "[16 x 8]: lane 0 component 1 holds element code 8"});
+}
+
 // A device with KHR 16x8x16 products in the NV kernel's layout and no NV extension: automatic
 // and matrix run the matrix kernel through KHR.
 TEST(DecodePlannerKhr, KhrWhereNvIsAbsent) {

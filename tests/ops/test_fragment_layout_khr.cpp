@@ -10,6 +10,7 @@
 #include <iostream>
 #include <random>
 
+#include "ops/fragment_layout.hpp"
 #include "ops/fragment_layout_khr.hpp"
 #include "support/test_context.hpp"
 #include "vk/context_impl.hpp"
@@ -118,6 +119,42 @@ TEST_F(KhrFragmentLayoutTest, ProductMatchesTheCpu) {
       EXPECT_NEAR(d[i * 16 + j], want, 1e-4 * magnitude + 1e-6) << "D[" << i << "][" << j << "]";
     }
   EXPECT_THROW(detail::khr_matrix_product_16x16x16(ctx(), std::span(a).first(255), b, c), Error);
+}
+
+// The H200's KHR 16x8x16 fragments as its probe found them (driver 580.159.04, 2026-12-05): A and
+// the accumulator in the NV kernel's order, B [16 x 8] in the order of the mma instruction's B
+// operand (lane 4 g + q holds rows 2q, 2q + 1, 2q + 8, 2q + 9 of column g), which is not the
+// accumulator's. The matrix decode kernel passes an accumulator as a B operand as it stands, so
+// it is refused there, with the words the device run printed.
+detail::KhrFragment fragment(const char* name, uint32_t rows, uint32_t columns, uint32_t components,
+                             uint32_t (*code)(uint32_t lane, uint32_t i)) {
+  detail::KhrFragment f{name, rows, columns, components, {}};
+  for (uint32_t lane = 0; lane < 32; ++lane)
+    for (uint32_t i = 0; i < components; ++i) f.codes.push_back(code(lane, i));
+  return f;
+}
+
+TEST(KhrFragmentLayoutVerdict, TheH200sBFragmentIsRefusedAsItsProbeFoundIt) {
+  detail::KhrFragmentLayout layout;
+  layout.lanes = 32;
+  detail::KhrFragmentShape& s = layout.shape_16x8x16;
+  s.m = 16, s.n = 8, s.k = 16;
+  s.probed = true;
+  s.a = fragment("A [16 x 16]", 16, 16, 8, detail::nv_fragment_code_a);
+  s.accumulator = fragment("accumulator [16 x 8]", 16, 8, 4, detail::nv_fragment_code_b);
+  s.b = fragment("B [16 x 8]", 16, 8, 4, [](uint32_t lane, uint32_t i) {
+    const uint32_t g = lane / 4, q = lane % 4;
+    return (2 * q + i % 2 + (i / 2) * 8) * 8 + g;  // row (k) * 8 + column (n)
+  });
+  EXPECT_EQ(detail::khr_layout_mismatch(layout),
+            "fragment B [16 x 8]: lane 0 component 1 holds element code 8 (row * columns + column), the matrix "
+            "kernel writes 1 there");
+  // With B in the NV kernel's order the kernel runs.
+  s.b = fragment("B [16 x 8]", 16, 8, 4, detail::nv_fragment_code_b);
+  s.matches_nv_kernel = true;
+  EXPECT_EQ(detail::khr_layout_mismatch(layout), "");
+  layout.unavailable = "no VK_KHR_cooperative_matrix";
+  EXPECT_EQ(detail::khr_layout_mismatch(layout), "no VK_KHR_cooperative_matrix");
 }
 
 }  // namespace

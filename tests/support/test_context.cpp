@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "support/test_context.hpp"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 
 namespace vkpaged::test {
 
@@ -21,9 +25,31 @@ ContextOptions test_context_options() {
   return o;
 }
 
+namespace {
+
+std::mutex shared_mutex;
+std::unique_ptr<Context> shared;
+
+// The shared Context is destroyed when the tests end, before exit() runs the static destructors
+// and the handlers the driver registered: a device destroyed among those crashed the test binary
+// on the H200 after its last test.
+class SharedContextTearDown : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::lock_guard lock(shared_mutex);
+    shared.reset();
+  }
+};
+
+[[maybe_unused]] const ::testing::Environment* const shared_context_teardown =
+    ::testing::AddGlobalTestEnvironment(new SharedContextTearDown);
+
+}  // namespace
+
 Context& shared_context() {
-  static Context context(test_context_options());
-  return context;
+  std::lock_guard lock(shared_mutex);
+  if (!shared) shared = std::make_unique<Context>(test_context_options());
+  return *shared;
 }
 
 ExternalDevice shared_device_without_addresses() {

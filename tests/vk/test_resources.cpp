@@ -48,10 +48,8 @@ void expect_close(const DecodeResult& got, const DecodeInputs& in, const DecodeC
   EXPECT_LE(max_abs_diff(got.output, want.output), tolerance(c.query_dtype, c.cache_dtype)) << c.str();
 }
 
-// Not yet: Context::create_buffer hands any size to the driver. Lavapipe then allocates past
-// its heap (the validation layer flags VUID-vkAllocateMemory-pAllocateInfo-01713), and a size
-// the driver refuses gives "vkCreateBuffer failed" without the size. Enable with the
-// create_buffer check described in docs/reliability.md ("Not guaranteed yet").
+// Context::create_buffer refuses a size past the heap before the driver sees it (lavapipe would
+// allocate it, and the validation layer flags VUID-vkAllocateMemory-pAllocateInfo-01713).
 TEST_F(ResourceTest, BufferLargerThanDeviceMemoryIsRefusedNamingTheSize) {
   const uint64_t heap = largest_heap();
   ASSERT_GT(heap, 0u);
@@ -70,6 +68,28 @@ TEST_F(ResourceTest, BufferLargerThanDeviceMemoryIsRefusedNamingTheSize) {
       EXPECT_EQ(hook.calls(HookedCall::allocate_memory), 0u) << "the driver was asked for " << bytes << " bytes";
       expect_nothing_live(hook, "by a refused create_buffer");
     }
+  }
+}
+
+// And one past maxMemoryAllocationSize, which drivers may or may not allocate (NVIDIA's do, and
+// the validation layer flags them): refused on every device, naming the size and the limit.
+TEST_F(ResourceTest, BufferPastMaxMemoryAllocationSizeIsRefusedNamingTheLimit) {
+  const uint64_t limit = ctx().device_info().max_memory_allocation_size;
+  if (limit == 0) GTEST_SKIP() << "the device reports no maxMemoryAllocationSize";
+  const uint64_t bytes = limit + (uint64_t(1) << 20);
+  for (const MemoryKind kind : {MemoryKind::device, MemoryKind::host_visible}) {
+    AllocationHook hook(ctx().impl());
+    try {
+      DeviceBuffer b = ctx().create_buffer(size_t(bytes), kind);
+      ADD_FAILURE() << bytes << " bytes were allocated past maxMemoryAllocationSize " << limit;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::to_string(bytes)), std::string::npos) << what;
+      EXPECT_NE(what.find("maxMemoryAllocationSize of " + std::to_string(limit)), std::string::npos) << what;
+    }
+    EXPECT_EQ(hook.calls(HookedCall::allocate_memory), 0u) << "the driver was asked for " << bytes << " bytes";
+    expect_nothing_live(hook, "by a refused create_buffer");
   }
 }
 
