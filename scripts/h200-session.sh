@@ -9,6 +9,8 @@
 #   scripts/h200-session.sh prefill  BUILD OUT  # multi-query targets 8-10, the portable path (11),
 #                                               # layouts and the prefill anchor, one call
 #   scripts/h200-session.sh contract BUILD OUT  # the NumPy contract checks, every kernel forced
+#   scripts/h200-session.sh mla      BUILD OUT  # MLA decode (bench --suite mla) cold and warm, and
+#                                               # its PyTorch anchor, one call
 #
 # BUILD holds tests/vkpaged_tests, tests/vkpaged_test_data and tools/vkpaged/vkpaged; OUT is
 # where the logs go ($OUT on the device machine). Every figure goes to OUT/<stage>-*.txt, whole;
@@ -19,7 +21,7 @@
 # VK_KHR_cooperative_matrix), or says it fell back to Debian 12's.
 set -uo pipefail
 
-stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract BUILD OUT}"
+stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla BUILD OUT}"
 build="${2:?BUILD}"
 out="${3:?OUT}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -127,8 +129,24 @@ case "$stage" in
     done >"$out/contract-multi-query.txt" 2>&1
     grep -E '^(=== |contract_check|FAIL|--kernel)' "$out"/contract-*.txt | tail -n 40
     ;;
+  mla)
+    # Each case beside the read bandwidth and the cooperative-matrix ceiling the same process
+    # measured, its output checked against the CPU reference; then the anchor (PyTorch's SDPA
+    # backends that take Dk 576, and matmul + softmax, in CUDA graphs). 190 + 190 + 180 s.
+    {
+      log nvidia-smi
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+      log "mla cold"; bench timeout 190 "$cli" bench --suite mla --flush-caches --json "$out/mla-cold.json"
+      log "mla warm"; bench timeout 190 "$cli" bench --suite mla "${w[@]}" --json "$out/mla-warm.json"
+    } >"$out/mla-vkpaged.txt" 2>&1
+    {
+      log "MLA anchor"; timeout 180 python3 "$root/bench/torch_mla_anchor.py" --json "$out/mla-anchor.json"
+    } >"$out/mla-anchor.txt" 2>&1
+    grep -E '^(=== |matrix ceiling|read bandwidth|check FAILED)' "$out/mla-vkpaged.txt" | tail -n 12
+    grep -E ' best: ' "$out/mla-anchor.txt" | tail -n 32
+    ;;
   *)
-    echo "h200-session: stage '$stage' is not tests, decode, prefill or contract" >&2
+    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract or mla" >&2
     exit 2
     ;;
 esac

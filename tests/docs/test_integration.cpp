@@ -46,6 +46,7 @@
 #include "vkpaged/error.hpp"
 #include "vkpaged/kv_cache.hpp"
 #include "vkpaged/log.hpp"
+#include "vkpaged/mla_attention.hpp"
 #include "vkpaged/prepare.hpp"
 #include "vkpaged/reference.hpp"
 #include "vkpaged/rotary.hpp"
@@ -486,6 +487,73 @@ std::string describe_status(uint32_t status) {
   return s;
 }
 // [/doc:errors]
+
+// [doc:mla-layer]
+// DeepSeek-V2/V3's attention after absorption: one latent kv head whose rows hold the latent
+// (512) then the rotary key part (64); the value is a row's first 512 entries.
+constexpr uint32_t kLatent = 512, kRope = 64, kMlaRow = kLatent + kRope;
+
+// Every layer's MLA pool [N, B, 576], vLLM's form (KvCacheKind::mla_two_pools keeps FlashInfer's
+// ckv [N, B, 512] and kpe [N, B, 64] apart instead).
+KvCache make_mla_cache(Context& ctx, uint32_t num_blocks) {
+  return KvCache(ctx,
+                 {.num_layers = kLayers, .num_kv_heads = 1, .head_size = kLatent, .block_size = kBlockSize,
+                  .dtype = DType::bf16, .layout = KvLayout::nhd, .kind = KvCacheKind::mla_one_pool,
+                  .rope_head_size = kRope},
+                 {.num_blocks = num_blocks});
+}
+
+// DeepSeek-V3's softmax scale: 1/sqrt(128 + 64), the q.k width of a head before absorption (not
+// 576, the plan's default), times YaRN's mscale squared (its rope_scaling: factor 40,
+// mscale_all_dim 1).
+float deepseek_softmax_scale(double factor = 40.0, double mscale_all_dim = 1.0) {
+  const double mscale = factor > 1.0 ? 0.1 * mscale_all_dim * std::log(factor) + 1.0 : 1.0;
+  return float(mscale * mscale / std::sqrt(128.0 + 64.0));
+}
+
+// Once per step, for every MLA layer.
+MlaPlan plan_mla_step(Context& ctx, const KvCache& cache, uint32_t heads, const StepPlan& step) {
+  MlaShape shape;
+  shape.attention = {.num_requests = uint32_t(step.seqs.size()), .num_query_tokens = uint32_t(step.slots.size()),
+                     .num_heads = heads, .num_kv_heads = 1, .head_size = kMlaRow, .block_size = kBlockSize,
+                     .num_blocks = cache.num_blocks(), .max_blocks_per_seq = kMaxBlocksPerSeq,
+                     .query_dtype = DType::bf16, .cache_dtype = DType::bf16, .kv_layout = KvLayout::nhd};
+  shape.value_head_size = kLatent;
+  return MlaPlan::create(ctx, shape, step.query_starts);
+}
+
+// What the engine's projections made for one layer, and the step's arrays.
+struct MlaLayerViews {
+  TensorView query;             // [T, H, 576]: q_nope W_UK (the latent space), then q_pe (rotated here)
+  TensorView kv_c, k_pe;        // [T, 512] (the normed latent), [T, 64] (before RoPE)
+  TensorView slots, positions;  // [T] i64
+  TensorView cos_sin;           // [max_position, 64] f32: the model's (YaRN) table
+  TensorView block_tables, context_lens, query_starts;
+  TensorView output;            // [T, H, 512]: in the latent space; the engine applies W_UV, then W_O
+};
+
+void record_mla_layer(Context& ctx, VkCommandBuffer cmd, const KvCache& cache, uint32_t layer, const MlaPlan& plan,
+                      const MlaLayerViews& v, float softmax_scale) {
+  // RoPE on q_pe, in place: a strided view of every head's last 64 entries. DeepSeek rotates
+  // interleaved pairs (vLLM's is_neox_style = False).
+  const int64_t T = v.query.shape[0], H = v.query.shape[1];
+  const BufferView q = v.query.memory;
+  const TensorView q_pe{{q.buffer, q.offset + kLatent * 2, q.size - kLatent * 2}, DType::bf16, Shape{T, H, kRope},
+                        Strides{H * kMlaRow, kMlaRow}};
+  record_rotary_embedding(
+      ctx, cmd, {.query = q_pe, .positions = v.positions, .cos_sin_cache = v.cos_sin, .style = RotaryStyle::gptj});
+  record_compute_barrier(ctx, cmd);  // both may write the status word (a stand-in of vkpaged's when none is given)
+  // The new tokens' rows: kv_c, then k_pe rotated on its way in.
+  const MlaRopeViews rope{v.positions, v.cos_sin, RotaryStyle::gptj};
+  cache.record_mla_reshape_and_cache(cmd, layer, {.kv_c = v.kv_c, .k_pe = v.k_pe, .slot_mapping = v.slots}, 1.0f,
+                                     &rope);
+  record_compute_barrier(ctx, cmd);  // the rotated query and the new rows, before attention reads them
+  record_mla_attention(ctx, cmd, plan,
+                       {.query = v.query, .mla_cache = cache.mla_cache(layer).mla_cache, .block_tables = v.block_tables,
+                        .context_lens = v.context_lens, .query_starts = v.query_starts, .output = v.output},
+                       {.scale = softmax_scale});
+}
+// [/doc:mla-layer]
 
 }  // namespace integration_doc
 
@@ -1190,6 +1258,93 @@ TEST_F(IntegrationDocTest, RefusalsAndTheLog) {
   set_log_callback(nullptr, nullptr);           // back to the default (stderr)
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0], "error: seen");
+}
+
+
+// One MLA layer of a decode step through the snippet (three requests, their blocks shuffled, the
+// earlier rows random, 16 heads), against the CPU reference: q_pe rotated in place, the new rows
+// written with k_pe rotated (bit for bit), the attention's latent output.
+TEST_F(IntegrationDocTest, MlaLayerMatchesTheReference) {
+  const uint32_t H = 16, N = 3 * kMaxBlocksPerSeq;
+  const int64_t M = kMaxBlocksPerSeq, B = kBlockSize;
+  const KvCache cache = make_mla_cache(ctx(), N);
+  std::mt19937 rng(39);
+  std::vector<int32_t> ids(N);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  StepPlan step;
+  const std::vector<int32_t> lens{37, 16, int32_t(kMaxPosition)};  // ragged, one whole block, the longest
+  for (size_t r = 0; r < lens.size(); ++r) {
+    const int32_t p = lens[r] - 1;  // the new token's position
+    const int32_t* table = &ids[r * size_t(M)];
+    step.seqs.push_back(r);
+    step.block_tables.insert(step.block_tables.end(), table, table + M);
+    step.slots.push_back(int64_t(table[p / B]) * B + p % B);
+    step.positions.push_back(p);
+    step.context_lens.push_back(lens[r]);
+    step.query_starts.push_back(int32_t(r + 1));
+  }
+  const MlaPlan plan = plan_mla_step(ctx(), cache, H, step);
+  const int64_t T = int64_t(step.slots.size());
+
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  auto random = [&](Shape shape) {
+    HostTensor t(DType::bf16, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(size_t(i), uniform(rng));
+    return t;
+  };
+  auto host = [](DType dtype, Shape shape, const auto& values) {
+    HostTensor t(dtype, shape);
+    for (size_t i = 0; i < values.size(); ++i) t.set(i, double(values[i]));
+    return t;
+  };
+  HostTensor query = random(Shape{T, H, kMlaRow});
+  const HostTensor kv_c = random(Shape{T, kLatent}), k_pe = random(Shape{T, kRope});
+  const HostTensor pool = random(Shape{N, B, kMlaRow});  // what earlier steps wrote
+  const HostTensor cos_sin = rotary_cos_sin_cache(kMaxPosition, kRope, 10000.0);
+  const HostTensor slots = host(DType::i64, Shape{T}, step.slots), positions = host(DType::i64, Shape{T}, step.positions);
+  const HostTensor tables = host(DType::i32, Shape{T, M}, step.block_tables);
+  const HostTensor lens_t = host(DType::i32, Shape{T}, step.context_lens);
+  const HostTensor starts = host(DType::i32, Shape{T + 1}, step.query_starts);
+
+  std::vector<DeviceBuffer> keep;
+  auto make = [&](const HostTensor& h) {
+    keep.push_back(ctx().create_buffer(std::max<size_t>(h.bytes(), 16)));
+    ctx().upload(keep.back().view(), h.data(), h.bytes());
+    return keep.back().tensor(h.dtype(), h.shape());
+  };
+  const TensorView device_pool = cache.mla_cache(0).mla_cache;
+  ctx().upload(device_pool.memory, pool.data(), pool.bytes());
+  const MlaLayerViews v{.query = make(query), .kv_c = make(kv_c), .k_pe = make(k_pe), .slots = make(slots),
+                        .positions = make(positions), .cos_sin = make(cos_sin), .block_tables = make(tables),
+                        .context_lens = make(lens_t), .query_starts = make(starts),
+                        .output = make(HostTensor(DType::bf16, Shape{T, H, kLatent}))};
+  const float scale = deepseek_softmax_scale();
+  EXPECT_NEAR(scale, 0.1352, 1e-4);
+  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_mla_layer(ctx(), cmd, cache, 0, plan, v, scale); });
+
+  // The reference: q_pe rotated, the rows written (k_pe rotated), then the attention.
+  HostTensor q_pe(DType::bf16, Shape{T, H, kRope}), no_key;
+  for (int64_t i = 0; i < T * H; ++i)
+    for (int64_t d = 0; d < kRope; ++d) q_pe.set(size_t(i * kRope + d), query.get(size_t(i * kMlaRow + kLatent + d)));
+  reference::rotary_embedding(q_pe, no_key, positions, cos_sin, RotaryStyle::gptj);
+  for (int64_t i = 0; i < T * H; ++i)
+    for (int64_t d = 0; d < kRope; ++d) query.set(size_t(i * kMlaRow + kLatent + d), q_pe.get(size_t(i * kRope + d)));
+  reference::MlaHostCache want_cache{.mla_cache = pool};
+  const reference::MlaHostRope rope{positions, cos_sin, RotaryStyle::gptj};
+  reference::mla_reshape_and_cache(kv_c, k_pe, slots, want_cache, 1.0f, &rope);
+  const MlaInputs in{.query = query, .mla_cache = want_cache.mla_cache, .value_head_size = kLatent,
+                     .block_tables = tables, .context_lens = lens_t, .query_starts = starts, .cache_dtype = DType::bf16};
+  const HostTensor want = reference::mla_attention(in, {.scale = scale}).output;
+
+  HostTensor got_query(DType::bf16, query.shape()), got_pool(DType::bf16, pool.shape()), got(DType::bf16, want.shape());
+  ctx().download(v.query.memory, got_query.data(), got_query.bytes());
+  ctx().download(device_pool.memory, got_pool.data(), got_pool.bytes());
+  ctx().download(v.output.memory, got.data(), got.bytes());
+  EXPECT_LE(max_abs_diff(got_query, query), 1.0 / 128) << "q_pe rotated (bf16: one unit in the last place)";
+  EXPECT_EQ(std::memcmp(got_pool.data(), want_cache.mla_cache.data(), got_pool.bytes()), 0) << "the rows written";
+  EXPECT_GT(reference::absmax(want), 0.01f);
+  EXPECT_LE(max_abs_diff(got, want), tolerance(DType::bf16, DType::bf16));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -719,6 +720,81 @@ TEST_F(CliTest, BenchPrefillRunsTheForcedKernelOrSaysWhyNot) {
     const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
     EXPECT_TRUE(line.find("skipped: kernel: matrix: ") != std::string::npos || line.find("matrix kernel (") != std::string::npos)
         << line;
+  }
+}
+
+// The MLA suite (mla-quick: lavapipe-sized shapes of it): every case timed, beside its two
+// limits measured in the same run (the read bandwidth; the cooperative-matrix ceiling, or a line
+// saying the device has none), its kernel named, and its output checked against the CPU
+// reference.
+TEST_F(CliTest, BenchMlaTimesEveryCaseBesideItsLimitsAndChecksItsOutput) {
+  const CliResult r = run({"bench", "--suite", "mla-quick", "--repetitions", "10", "--warmup", "1", "--flush-caches",
+                           "--json", path("mla.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
+  EXPECT_NE(r.out.find("read bandwidth (streaming 16-byte loads, "), std::string::npos) << r.out;
+  const bool ceiling = r.out.find("matrix ceiling (cooperative matrices, median of 10): ") != std::string::npos;
+  EXPECT_NE(ceiling, r.out.find("matrix ceiling: no cooperative matrices (") != std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("skipped"), std::string::npos) << r.out;
+  for (const char* name : {"q-r1-512-h16-bf16 ", "q-r4-256-h16-fp8_e4m3 ", "q-r2-256-h128-bf16 ", "q-r3-200-h128-fp8_e4m3 "}) {
+    const size_t at = r.out.find(name);
+    ASSERT_NE(at, std::string::npos) << name << "\n" << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_NE(line.find("  ok     "), std::string::npos) << line;
+    EXPECT_NE(line.find("MLA kernel (one pool), Dk 576 Dv 512"), std::string::npos) << line;
+  }
+
+  const nlohmann::json j = nlohmann::json::parse(slurp(path("mla.json")));
+  EXPECT_EQ(j["suite"], "mla-quick");
+  EXPECT_GT(j["read_bandwidth_bytes_per_second"].get<double>(), 0);
+  EXPECT_GT(j["cache_flush_bytes"].get<double>(), 0);
+  const auto& m = j["matrix_ceiling"];
+  EXPECT_EQ(m["unavailable"].get<std::string>().empty(), ceiling);
+  EXPECT_EQ(m["flops_per_second"].get<double>() > 0, ceiling);
+  ASSERT_EQ(j["cases"].size(), 4u);
+  for (const auto& c : j["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    EXPECT_EQ(c["skipped"], "");
+    EXPECT_EQ(c["key_width"], 576);
+    EXPECT_EQ(c["value_width"], 512);
+    EXPECT_EQ(c["cache_bytes"].get<double>(),
+              double(c["requests"].get<int>()) * c["context"].get<int>() * 576 * (c["cache_dtype"] == "bf16" ? 2 : 1));
+    EXPECT_DOUBLE_EQ(c["flops"].get<double>(),
+                     2.0 * c["heads"].get<int>() * (576 + 512) * c["context"].get<int>() * c["requests"].get<int>());
+    EXPECT_GT(c["median_us"].get<double>(), 0);
+    EXPECT_LE(c["min_us"].get<double>(), c["median_us"].get<double>());
+    EXPECT_GT(c["cache_bytes_per_second"].get<double>(), 0);
+    EXPECT_GT(c["flops_per_second"].get<double>(), 0);
+    EXPECT_NEAR(c["share_of_memory_limit"].get<double>(),
+                c["cache_bytes_per_second"].get<double>() / j["read_bandwidth_bytes_per_second"].get<double>(), 1e-9);
+    EXPECT_EQ(c["share_of_compute_limit"].get<double>() > 0, ceiling);
+    EXPECT_TRUE(c["kernel"] == "scalar" || c["kernel"] == "matrix") << c["kernel"];
+    // The output was compared with the CPU reference: the first and last request, four heads.
+    const auto& check = c["check"];
+    EXPECT_EQ(check["against"], "the CPU reference (reference::mla_attention)");
+    EXPECT_EQ(check["requests"].size(), c["requests"] == 1 ? 1u : 2u);
+    EXPECT_EQ(check["heads"].size(), 4u);
+    EXPECT_GT(check["max_abs_reference"].get<double>(), 0) << "an output of zeros checks nothing";
+    EXPECT_TRUE(check["passed"].get<bool>());
+  }
+}
+
+TEST_F(CliTest, BenchMlaRefusesDecodeOptionsBeforeOpeningADevice) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--kernel", "tensor"}, "vkpaged: --kernel: \"tensor\""},
+      {{"--cache-dtype", "f16"}, "vkpaged: --cache-dtype: the MLA suites run bf16 and fp8_e4m3 caches"},
+      {{"--kv-layout", "hnd"}, "vkpaged: --kv-layout: an MLA pool has one layout"},
+      {{"--split", "halves"}, "vkpaged: --split: \"halves\" is not auto, single or split"},
+      {{"--warm-start"}, "vkpaged: --warm-start needs --flush-caches"},
+  };
+  for (const auto& [options, message] : cases) {
+    std::vector<std::string> args{"bench", "--suite", "mla-quick"};
+    args.insert(args.end(), options.begin(), options.end());
+    const CliResult r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << message;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "") << "the bench started before refusing";
   }
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"
 
 namespace vkpaged::cli {
@@ -154,6 +155,46 @@ int run_cache_write_bench(const BenchOptions& options);
 // (bench_prefill.cpp). run_bench hands these suites to it.
 bool is_prefill_suite(const std::string& suite);
 int run_prefill_bench(const BenchOptions& options);
+// --suite mla (DeepSeek's absorbed MLA decode: 1 to 128 requests at 4096 and 32768 cached tokens,
+// 16 and 128 heads, bf16 and fp8 E4M3 caches) and mla-quick (lavapipe-sized): each case timed
+// beside its two limits, the cache bytes over the read bandwidth and the FLOPs over the
+// cooperative-matrix ceiling, both measured in the same run, and checked against the CPU
+// reference (bench_mla.cpp). run_bench hands these suites to it.
+inline constexpr uint32_t kMlaKeyWidth = 576;    // Dk: 512 latent + 64 rope
+inline constexpr uint32_t kMlaValueWidth = 512;  // Dv: the rows' first 512
+inline constexpr uint32_t kMlaBlockSize = 64;    // FlashMLA's and vLLM's MLA block size
+inline constexpr int kMlaMinRepetitions = 10;
+// The check's tolerance: |got - want| <= relative * |want| + floor * max |want| (two bf16 units
+// in the last place, and a thousandth of the largest value for the f32 sums).
+inline constexpr double kMlaCheckRelative = 1.0 / 128;
+inline constexpr double kMlaCheckFloor = 1e-3;
+struct MlaBenchCase {
+  std::string name;
+  uint32_t requests = 1, context = 4096, heads = 16;
+  DType cache_dtype = DType::bf16;
+};
+struct MlaCaseBytes {
+  uint64_t blocks = 0;      // N: every request's blocks
+  uint64_t pool = 0;        // the pool [N, B, Dk]
+  uint64_t cache_read = 0;  // every request's rows, read once
+  uint64_t query = 0, output = 0;
+  double flops = 0;         // 2 x H x (Dk + Dv) per cached token per request
+};
+struct MlaCheck {
+  std::vector<uint32_t> requests, heads;  // checked
+  double max_error = 0, max_reference = 0;
+  bool passed = false;
+  double seconds = 0;  // on the host: downloads and the reference
+};
+bool is_mla_suite(const std::string& suite);
+// The cases of mla or mla-quick; Error(invalid_argument) for another name.
+std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite);
+MlaCaseBytes mla_case_bytes(const MlaBenchCase& c);
+// Why the case cannot run on the device, "" when it fits: its pool past maxStorageBufferRange or
+// maxMemoryAllocationSize, or its buffers past half the device's memory (free memory where the
+// device reports its budget).
+std::string mla_case_unfit(const MlaBenchCase& c, const DeviceInfo& dev);
+int run_mla_bench(const BenchOptions& options);
 // Draws the share of measured bandwidth per case as an SVG bar chart.
 std::string bench_chart_svg(const std::vector<BenchResult>& results, double bandwidth, const std::string& title);
 

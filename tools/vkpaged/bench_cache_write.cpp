@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "bench_buffers.hpp"
+#include "bench_timing.hpp"
 #include "cli_context.hpp"
 #include "json_file.hpp"
 #include "vkpaged/cache_ops.hpp"
@@ -47,20 +49,20 @@ struct Timing {
 // One case: its buffers on the device, filled once.
 class CacheWriteCase {
  public:
-  CacheWriteCase(Context& ctx, const StepShape& s, DType cache, KvLayout layout) : ctx_(ctx), s_(s) {
+  CacheWriteCase(Context& ctx, const StepShape& s, DType cache, KvLayout layout) : s_(s), buffers_(ctx) {
     const int64_t T = s.tokens, blocks = 2 * ((T + s.block_size - 1) / s.block_size);  // half the pool written
     const int64_t x = cache_pack_factor(cache);
     const DType in = DType::f16;
-    query_ = make(in, Shape{T, s.heads, s.head_size});
-    key_ = make(in, Shape{T, s.kv_heads, s.head_size});
-    value_ = make(in, Shape{T, s.kv_heads, s.head_size});
+    query_ = buffers_.make(in, Shape{T, s.heads, s.head_size});
+    key_ = buffers_.make(in, Shape{T, s.kv_heads, s.head_size});
+    value_ = buffers_.make(in, Shape{T, s.kv_heads, s.head_size});
     const Shape nhd{blocks, s.block_size, s.kv_heads, s.head_size}, hnd{blocks, s.kv_heads, s.block_size, s.head_size};
     const Shape vllm_key{blocks, s.kv_heads, s.head_size / x, s.block_size, x};
     const Shape vllm_value{blocks, s.kv_heads, s.head_size, s.block_size};
     const Shape key_shape = layout == KvLayout::nhd ? nhd : layout == KvLayout::hnd ? hnd : vllm_key;
     const Shape value_shape = layout == KvLayout::nhd ? nhd : layout == KvLayout::hnd ? hnd : vllm_value;
-    key_cache_ = make(cache, key_shape);
-    value_cache_ = make(cache, value_shape);
+    key_cache_ = buffers_.make(cache, key_shape);
+    value_cache_ = buffers_.make(cache, value_shape);
     layout_ = layout;
     ctx.run_and_wait([&](VkCommandBuffer cmd) {
       uint32_t seed = 1;
@@ -76,10 +78,10 @@ class CacheWriteCase {
     slots.resize(size_t(T));
     std::vector<int64_t> positions(static_cast<size_t>(T));
     std::iota(positions.begin(), positions.end(), 1000);
-    slots_ = upload(DType::i64, Shape{T}, slots.data());
-    positions_ = upload(DType::i64, Shape{T}, positions.data());
+    slots_ = buffers_.upload(DType::i64, Shape{T}, slots.data());
+    positions_ = buffers_.upload(DType::i64, Shape{T}, positions.data());
     const HostTensor cos_sin = rotary_cos_sin_cache(uint32_t(1000 + T), s.head_size, 500000.0);
-    cos_sin_ = upload(cos_sin.dtype(), cos_sin.shape(), cos_sin.data());
+    cos_sin_ = buffers_.upload(cos_sin.dtype(), cos_sin.shape(), cos_sin.data());
   }
 
   ReshapeAndCacheViews cache_views() const { return {key_, value_, slots_, key_cache_, value_cache_, {}, layout_}; }
@@ -96,20 +98,9 @@ class CacheWriteCase {
   uint64_t rotary_bytes() const { return 2 * (query_.bytes() + key_.bytes()); }
 
  private:
-  TensorView make(DType t, Shape shape) {
-    buffers_.push_back(ctx_.create_buffer(std::max<size_t>(size_t(shape.numel()) * dtype_size(t), 16)));
-    return buffers_.back().tensor(t, shape);
-  }
-  TensorView upload(DType t, Shape shape, const void* data) {
-    TensorView v = make(t, shape);
-    ctx_.upload(v.memory, data, v.bytes());
-    return v;
-  }
-
-  Context& ctx_;
   StepShape s_;
   KvLayout layout_ = KvLayout::vllm;
-  std::vector<DeviceBuffer> buffers_;
+  BenchBuffers buffers_;
   TensorView query_, key_, value_, key_cache_, value_cache_, slots_, positions_, cos_sin_;
 };
 
@@ -119,11 +110,8 @@ Timing time_it(Context& ctx, const BenchOptions& o, const StreamingRead* flush, 
     if (flush) ctx.run_and_wait([&](VkCommandBuffer cmd) { flush->record(cmd); });
     return ctx.run_and_time(record);
   };
-  for (int i = 0; i < o.warmup; ++i) timed();
-  std::vector<double> us;
-  for (int i = 0; i < std::max(10, o.repetitions); ++i) us.push_back(timed() * 1e-3);
-  std::sort(us.begin(), us.end());
-  return {std::move(name), us[us.size() / 2], us.front(), us.back(), bytes};
+  const RepetitionTimes t = time_repetitions(o, 10, timed);
+  return {std::move(name), t.median_us, t.min_us, t.max_us, bytes};
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "bench_run.hpp"
+#include "bench_timing.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::cli {
@@ -245,14 +246,11 @@ BenchResult run_case(Context& ctx, const PreparedCase& p, const CaseMemory& m, i
     if (flush) ctx.run_and_wait([&](VkCommandBuffer cmd) { flush->record(cmd); });
     return ctx.run_and_time(run);
   };
-  for (int i = 0; i < o.warmup; ++i) timed();
-  std::vector<double> us;
-  for (int i = 0; i < std::max(20, o.repetitions); ++i) us.push_back(timed() * 1e-3);
-  std::sort(us.begin(), us.end());
+  const RepetitionTimes t = time_repetitions(o, 20, timed);
   if (!o.timeline_dir.empty() && round == 1) write_timeline(ctx, c, p.shape, shared.options, v, o.timeline_dir);
-  r.median_us = us[us.size() / 2];
-  r.min_us = us.front();
-  r.max_us = us.back();
+  r.median_us = t.median_us;
+  r.min_us = t.min_us;
+  r.max_us = t.max_us;
 
   // Both pools read end to end, after the flush when the bench flushes (which also runs the
   // read's pipeline first, as a warm start does).

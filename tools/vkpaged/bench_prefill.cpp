@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "bench_buffers.hpp"
+#include "bench_timing.hpp"
 #include "cli_context.hpp"
 #include "decode_option_names.hpp"
 #include "json_file.hpp"
@@ -101,7 +103,7 @@ uint64_t kv_bytes_of(const PrefillCase& c) {
 // One case's plan and buffers on the device, filled once with random data.
 class PrefillBatch {
  public:
-  PrefillBatch(Context& ctx, const PrefillCase& c, const AttentionOptions& options) : ctx_(ctx) {
+  PrefillBatch(Context& ctx, const PrefillCase& c, const AttentionOptions& options) : ctx_(ctx), buffers_(ctx) {
     const uint32_t S = uint32_t(c.requests.size());
     std::vector<int32_t> starts{0}, lens;
     uint32_t max_blocks = 0, blocks = 0;
@@ -129,10 +131,10 @@ class PrefillBatch {
     if (std::max<uint64_t>(largest, uint64_t(T) * H * D * 2) > ctx.device_info().max_storage_buffer_range)
       throw Error(ErrorCode::unsupported, fmt::format("a buffer of {} bytes is past the device's maxStorageBufferRange",
                                                       std::max<uint64_t>(largest, uint64_t(T) * H * D * 2)));
-    views_.query = make(DType::f16, Shape{T, H, D});
-    views_.output = make(DType::f16, Shape{T, H, D});
-    views_.key_cache = make(DType::f16, key_shape);
-    views_.value_cache = make(DType::f16, value_shape);
+    views_.query = buffers_.make(DType::f16, Shape{T, H, D});
+    views_.output = buffers_.make(DType::f16, Shape{T, H, D});
+    views_.key_cache = buffers_.make(DType::f16, key_shape);
+    views_.value_cache = buffers_.make(DType::f16, value_shape);
     // Blocks handed out in random order, as a server's free list does.
     std::vector<int32_t> ids(static_cast<size_t>(N)), table(size_t(S) * max_blocks, 0);
     std::iota(ids.begin(), ids.end(), 0);
@@ -141,12 +143,11 @@ class PrefillBatch {
     for (uint32_t i = 0; i < S; ++i)
       for (uint32_t j = 0; j < (c.requests[i].context + kBlockSize - 1) / kBlockSize; ++j)
         table[size_t(i) * max_blocks + j] = ids[next++];
-    views_.block_tables = upload(DType::i32, Shape{S, max_blocks}, table.data());
-    views_.context_lens = upload(DType::i32, Shape{S}, lens.data());
-    views_.query_starts = upload(DType::i32, Shape{S + 1}, starts.data());
+    views_.block_tables = buffers_.upload(DType::i32, Shape{S, max_blocks}, table.data());
+    views_.context_lens = buffers_.upload(DType::i32, Shape{S}, lens.data());
+    views_.query_starts = buffers_.upload(DType::i32, Shape{S + 1}, starts.data());
     if (plan_->scratch_bytes()) {
-      buffers_.push_back(ctx.create_buffer(plan_->scratch_bytes()));
-      views_.scratch = buffers_.back().view();
+      views_.scratch = buffers_.bytes(plan_->scratch_bytes());
     }
     ctx.run_and_wait([&](VkCommandBuffer cmd) {
       uint32_t seed = 11;
@@ -159,19 +160,9 @@ class PrefillBatch {
   const AttentionPlan& plan() const { return *plan_; }
 
  private:
-  TensorView make(DType t, const Shape& shape) {
-    buffers_.push_back(ctx_.create_buffer(std::max<size_t>(size_t(shape.numel()) * dtype_size(t), 16)));
-    return buffers_.back().tensor(t, shape);
-  }
-  TensorView upload(DType t, const Shape& shape, const void* data) {
-    TensorView v = make(t, shape);
-    ctx_.upload(v.memory, data, v.bytes());
-    return v;
-  }
-
   Context& ctx_;
   std::optional<AttentionPlan> plan_;
-  std::vector<DeviceBuffer> buffers_;
+  BenchBuffers buffers_;
   AttentionViews views_;
 };
 
@@ -205,13 +196,10 @@ PrefillResult run_prefill_case(Context& ctx, const PrefillCase& c, const Attenti
     if (flush) ctx.run_and_wait([&](VkCommandBuffer cmd) { flush->record(cmd); });
     return ctx.run_and_time([&](VkCommandBuffer cmd) { batch->record(cmd); });
   };
-  for (int i = 0; i < o.warmup; ++i) timed();
-  std::vector<double> us;
-  for (int i = 0; i < std::max(10, o.repetitions); ++i) us.push_back(timed() * 1e-3);
-  std::sort(us.begin(), us.end());
-  r.median_us = us[us.size() / 2];
-  r.min_us = us.front();
-  r.max_us = us.back();
+  const RepetitionTimes t = time_repetitions(o, 10, timed);
+  r.median_us = t.median_us;
+  r.min_us = t.min_us;
+  r.max_us = t.max_us;
   return r;
 }
 

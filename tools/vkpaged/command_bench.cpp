@@ -60,6 +60,7 @@ DecodeOptions bench_decode_options(const BenchOptions& o) {
 int run_bench(const BenchOptions& o) {
   if (is_cache_write_suite(o.suite)) return run_cache_write_bench(o);
   if (is_prefill_suite(o.suite)) return run_prefill_bench(o);
+  if (is_mla_suite(o.suite)) return run_mla_bench(o);
   // Bad option values are refused before the device is opened and its bandwidth measured.
   std::vector<std::pair<std::string, std::vector<BenchCase>>> suites;
   for (const auto& name : bench_suite_names(o.suite))

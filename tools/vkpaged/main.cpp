@@ -149,7 +149,7 @@ void add_simulate_options(CLI::App& cmd, SimulateArgs& s) {
 }
 
 void add_bench_options(CLI::App& cmd, BenchOptions& b) {
-  cmd.add_option("--suite", b.suite, "standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick (lavapipe-sized), all, cache-write and cache-write-quick (the rotary cache write), or prefill and prefill-quick (multi-query attention: prefill, chunks, speculative verification, a mixed step)")
+  cmd.add_option("--suite", b.suite, "standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick (lavapipe-sized), all, cache-write and cache-write-quick (the rotary cache write), prefill and prefill-quick (multi-query attention: prefill, chunks, speculative verification, a mixed step), or mla and mla-quick (DeepSeek's multi-head latent attention in decode, against the read bandwidth and the cooperative-matrix ceiling)")
       ->capture_default_str();
   cmd.add_option("--device", b.device, "Vulkan device index or name substring");
   cmd.add_option("--repetitions", b.repetitions, "timed repetitions per case (at least 20)")->capture_default_str();
@@ -159,7 +159,8 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
   cmd.add_option("--kernel", b.kernel,
                  "auto, scalar, matrix or matrix-khr (the matrix kernel through VK_KHR_cooperative_matrix even where "
                  "NV's runs; without a validation layer older than it); cases the matrix kernel cannot run are skipped; "
-                 "the prefill suites force the attention kernel with it (auto, scalar, matrix)")
+                 "the prefill suites force the attention kernel with it (auto, scalar, matrix); the MLA suites take auto "
+                 "(scalar and matrix too where MlaOptions has a kernel choice; each case names the kernel that ran)")
       ->capture_default_str();
   cmd.add_option("--order", b.order,
                  "auto, grid or longest-first (items listed by their lengths once per step, as an engine "

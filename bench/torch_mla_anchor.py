@@ -1,0 +1,198 @@
+# SPDX-License-Identifier: Apache-2.0
+"""MLA decode anchors on a CUDA GPU: PyTorch over contiguous latent K/V, for the cases of
+`vkpaged bench --suite mla` (tools/vkpaged/bench_mla.cpp).
+
+DeepSeek's absorbed decode: per request one new token with H query heads of Dk = 576 (512 latent
++ 64 rope) against the request's L cached rows K [L, 576] of ONE shared latent head; the values
+are the rows' first 512 entries (V = K[..., :512], a view, not a copy). Output [S, H, 512]. bf16
+queries; the cache bf16, or fp8 E4M3 with a scale (no PyTorch attention takes fp8 K/V: those
+cases dequantize to bf16 inside the timed graph, and say so). The scale is DeepSeek-V3's,
+1/sqrt(192) times the YaRN mscale squared, as in the bench.
+
+Backends, each tried and reported (a refusal is a row saying why):
+  efficient     SDPA's memory-efficient kernel (torch.nn.attention.sdpa_kernel), two layouts:
+                "heads-as-queries" (q [S, 1, H, 576]: the H heads as H query rows of one head, so
+                that K is read once per request) and "gqa" (q [S, H, 1, 576], enable_gqa)
+  cudnn         SDPA's cuDNN kernel, the same two layouts (cuDNN takes Dk = 576 only where its
+                version does)
+  flash         SDPA's FlashAttention-2 (head size at most 256: expected to refuse 576)
+  matmul        the composition: scores = q @ K^T [S, H, L] in bf16 with f32 accumulation,
+                softmax in f32, (P in bf16) @ V: every K row read once per request for all heads,
+                the reference the others are checked against (max abs difference)
+
+Timing as bench/torch_cudnn_back_to_back.py's anchor: a CUDA graph of CALLS calls replayed between
+two events, divided by CALLS, median of ROUNDS (kernel time, no host in between). For cases whose
+cache is under the L2 (60 MB on an H200) also "flushed": the graph of CALLS x [flush, call] minus
+the graph of CALLS x [flush], so that the rows come from memory as with vkpaged's
+--flush-caches. FLOPs = 2 x H x (576 + 512) per cached token per request, as the bench counts.
+
+Not run where it was written (no CUDA device, no torch): it is run by
+`scripts/h200-session.sh mla` on the H200.
+Usage: python3 bench/torch_mla_anchor.py [--cases SUBSTRING] [--json FILE]"""
+import argparse
+import json
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel, SDPBackend
+
+# The anchor's timing, shared with the decode anchor (this script's folder is on sys.path when it
+# is run as a script).
+# CALLS 20 calls per graph, ROUNDS 15; the flush writes FLUSH_BYTES (twice an H200's L2_BYTES).
+from torch_cudnn_back_to_back import CALLS, FLUSH_BYTES, L2_BYTES, ROUNDS, graph_of, time_events
+
+DK, DV = 576, 512
+FP8_SCALE = 0.5
+SCALE = (0.1 * math.log(40.0) + 1.0) ** 2 / math.sqrt(192.0)
+
+
+def cases():
+    """The bench's `mla` suite, in its order and with its names."""
+    rows = []
+    for dtype in ("bf16", "fp8_e4m3"):
+        for heads in (16, 128):
+            for context in (4096, 32768):
+                for requests in (1, 8, 32, 128):
+                    rows.append((f"r{requests}-{context // 1024}k-h{heads}-{dtype}", requests, context, heads, dtype))
+    return rows
+
+
+def sdpa_call(backend, layout, q, k_of):
+    """One call of SDPA on `backend`: q [S, H, 576], k_of() -> K [S, L, 576] (bf16)."""
+    s, h, _ = q.shape
+
+    def call():
+        k = k_of()
+        v = k[..., :DV]
+        if layout == "heads-as-queries":
+            out = F.scaled_dot_product_attention(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), scale=SCALE)
+            return out.squeeze(1)
+        out = F.scaled_dot_product_attention(q.unsqueeze(2), k.unsqueeze(1), v.unsqueeze(1), scale=SCALE,
+                                             enable_gqa=True)
+        return out.squeeze(2)
+
+    def run():
+        with sdpa_kernel([backend]):
+            return call()
+
+    return run
+
+
+def matmul_call(q, k_of):
+    def run():
+        k = k_of()
+        scores = torch.matmul(q, k.transpose(1, 2)).float() * SCALE  # [S, H, L]
+        p = torch.softmax(scores, dim=-1).to(q.dtype)
+        return torch.matmul(p, k[..., :DV])  # [S, H, 512]
+
+    return run
+
+
+def measure(name, requests, context, heads, dtype, flush_buffer):
+    elem = 1 if dtype == "fp8_e4m3" else 2
+    cache_bytes = requests * context * DK * elem
+    flops = 2.0 * heads * (DK + DV) * context * requests
+    q = (torch.rand(requests, heads, DK, device="cuda", dtype=torch.float32) * 2 - 1).to(torch.bfloat16)
+    k16 = (torch.rand(requests, context, DK, device="cuda", dtype=torch.float32) * 2 - 1).to(torch.bfloat16)
+    if dtype == "fp8_e4m3":
+        k8 = (k16.float() / FP8_SCALE).to(torch.float8_e4m3fn)
+        del k16
+        k_of = lambda: k8.to(torch.bfloat16) * FP8_SCALE  # dequantized inside the timed call
+        note = "fp8 dequantized to bf16 inside the call (no PyTorch attention reads fp8 K/V)"
+    else:
+        k_of = lambda: k16
+        note = ""
+    row = {"name": name, "requests": requests, "context": context, "heads": heads, "cache_dtype": dtype,
+           "key_width": DK, "value_width": DV, "cache_bytes": cache_bytes, "flops": flops, "note": note,
+           "backends": []}
+    reference = None
+    candidates = [("matmul", matmul_call(q, k_of))]
+    for be_name, be in [("efficient", SDPBackend.EFFICIENT_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+                        ("flash", SDPBackend.FLASH_ATTENTION)]:
+        for layout in ("heads-as-queries", "gqa"):
+            candidates.append((f"{be_name} ({layout})", sdpa_call(be, layout, q, k_of)))
+    for label, fn in candidates:
+        entry = {"backend": label}
+        try:
+            out = fn()
+            torch.cuda.synchronize()
+            if reference is None:
+                reference = out.float()
+            else:
+                entry["max_abs_diff_vs_matmul"] = (out.float() - reference).abs().max().item()
+
+            def many():
+                for _ in range(CALLS):
+                    fn()
+
+            entry["graph_us"] = time_events(graph_of(many).replay, ROUNDS, CALLS)
+            if cache_bytes < L2_BYTES:
+                flush = lambda: flush_buffer.fill_(1.0)
+
+                def flushed_calls():
+                    for _ in range(CALLS):
+                        flush()
+                        fn()
+
+                def flushes():
+                    for _ in range(CALLS):
+                        flush()
+
+                entry["flushed_us"] = (time_events(graph_of(flushed_calls).replay, ROUNDS, CALLS)
+                                       - time_events(graph_of(flushes).replay, ROUNDS, CALLS))
+            us = entry.get("flushed_us", entry["graph_us"])
+            if us > 0:  # a flushed difference lost in the noise gives no rate
+                entry["tflops"] = flops / us / 1e6
+                entry["cache_gbs"] = cache_bytes / us / 1e3
+        except Exception as ex:  # a backend that refuses the shape (or cannot be captured)
+            entry["error"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+        row["backends"].append(entry)
+        torch.cuda.empty_cache()
+    timed = [b for b in row["backends"] if "tflops" in b and "error" not in b]
+    if timed:
+        best = min(timed, key=lambda b: b.get("flushed_us", b["graph_us"]))
+        row["best_backend"] = best["backend"]
+        row["best_us"] = best.get("flushed_us", best["graph_us"])
+    return row
+
+
+def line(row, entry):
+    if "error" in entry:
+        return f"{row['name']:22s} {entry['backend']:28s} n/a {entry['error']}"
+    text = f"{row['name']:22s} {entry['backend']:28s} graph of {CALLS} {entry['graph_us']:9.1f} us"
+    if "flushed_us" in entry:
+        text += f" | flushed {entry['flushed_us']:9.1f} us"
+    if "tflops" in entry:
+        text += f" | {entry['cache_gbs']:7.0f} GB/s {entry['tflops']:7.1f} TFLOP/s"
+    if "max_abs_diff_vs_matmul" in entry:
+        text += f" | max |diff| vs matmul {entry['max_abs_diff_vs_matmul']:.2e}"
+    return text
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="", help="run only the cases whose name contains this")
+    parser.add_argument("--json", help="write the rows to this file")
+    args = parser.parse_args()
+    print("torch", torch.__version__, torch.cuda.get_device_name(), flush=True)
+    flush_buffer = torch.zeros(FLUSH_BYTES // 4, device="cuda", dtype=torch.float32)
+    rows = []
+    for shape in cases():
+        if args.cases not in shape[0]:
+            continue
+        row = measure(*shape, flush_buffer)
+        rows.append(row)
+        for entry in row["backends"]:
+            print(line(row, entry), flush=True)
+        print(f"{row['name']:22s} best: {row.get('best_backend', 'none')} "
+              f"{row.get('best_us', float('nan')):.1f} us{' (' + row['note'] + ')' if row['note'] else ''}", flush=True)
+        torch.cuda.empty_cache()
+        if args.json:  # after every case, so that a run cut short by its timeout keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "calls": CALLS,
+                           "rounds": ROUNDS, "scale": SCALE, "fp8_scale": FP8_SCALE, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
