@@ -29,6 +29,7 @@ function(vkpaged_host_sources out_var root)
     src/ops/host_page_tables.cpp
     src/ops/mla_cache_checks.cpp
     src/ops/mla_attention_planner.cpp
+    src/ops/mla_matrix_planner.cpp
     src/ops/mla_validation.cpp
     src/ops/scale_validation.cpp
     src/ops/rotary_checks.cpp

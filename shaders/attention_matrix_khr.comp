@@ -230,14 +230,6 @@ void set_shared_float(uint base, uint i, float x) { s_mem[base + i / 4u][i % 4u]
 // f16 element i (as bits) of the 16-byte words from `base`.
 uint shared_half(uint base, uint i) { return (s_mem[base + i / 8u][(i / 2u) % 4u] >> (16u * (i % 2u))) & 0xffffu; }
 
-// mantissa x 2^exponent as two factors that take a score to its logit exactly but for the
-// logit's own overflow or underflow: the first holds the mantissa and as much of the power as
-// keeps it a normal f32, the second the rest (1 unless the bf16 ranges are far apart).
-vec2 score_factors(float mantissa, int exponent) {
-  const int first = clamp(exponent, -125, 127);
-  return vec2(mantissa * exp2(float(first)), exp2(float(clamp(exponent - first, -126, 127))));
-}
-
 // The subgroup's S [MM][SS] at s_base becomes logits, then P [MM][TS] at p_base; the rows'
 // states move on, and their rescale factors fill the [MM][NN] matrix at s_base.
 void softmax_tile(uint sub, uint s_base, uint p_base, uint tile, vec2 score_factors, uint first_new, int first_p,

@@ -9,8 +9,10 @@
 //
 // Every request form of record_attention (decode, chunks after a cached prefix, speculative
 // tokens with tree masks), window, soft cap, ALiBi, sinks, LSE, fp8 scales, CSR page tables and
-// the split over the key positions (merged by attention_merge.comp, Dv wide) run on one portable
-// kernel (shaders/mla_attention.comp). record_mla_attention reads and writes its views as
+// the split over the key positions (merged by attention_merge.comp, Dv wide) run on a portable
+// kernel (shaders/mla_attention.comp, every device and dtype) and on a tensor-core kernel
+// (shaders/mla_attention_matrix_khr.comp: VK_KHR_cooperative_matrix with an f16 product, f16 and
+// bf16 queries over f16, bf16 and fp8 caches), which MlaOptions::kernel chooses between. record_mla_attention reads and writes its views as
 // storage buffers in the compute shader stage; the caller places the barriers, as for
 // record_attention.
 #include <vulkan/vulkan.h>
@@ -32,6 +34,10 @@ namespace vkpaged {
 struct MlaOptions {
   SplitMode split = SplitMode::automatic;  // split the key positions into partitions merged after
   uint32_t partition_tokens = 0;           // split: key positions per partition (multiple of 256); 0 = auto
+  // automatic: the tensor-core kernel where it can run the shape, else the portable one; scalar:
+  // the portable kernel; matrix: the tensor-core kernel, refused (unsupported, naming why) where
+  // it cannot run; decode is refused (MLA has no decode kernels).
+  AttentionKernel kernel = AttentionKernel::automatic;
 };
 
 namespace detail {
@@ -43,8 +49,9 @@ class VKPAGED_API MlaPlan {
   // Validates the shape (the multi-query rules with Hkv 1 and the nhd row, plus the kernel's:
   // Dk a multiple of 8 up to 576, Dv a multiple of 8 up to min(Dk, 512), R = Dk - Dv >= 8 with
   // two pools, pools within maxStorageBufferRange), the query starts ([S + 1] on the host, as
-  // AttentionPlan::create's) and the options, chooses the rows, key tile and split, and creates
-  // (or finds) the pipelines. Throws vkpaged::Error naming the argument and the value.
+  // AttentionPlan::create's) and the options, chooses the kernel, rows, key tile and split, and
+  // creates (or finds) the pipelines. Throws vkpaged::Error naming the argument and the value
+  // (unsupported, "kernel: matrix: ...", where options.kernel asks for a kernel that cannot run).
   static MlaPlan create(Context& context, const MlaShape& shape, Span<const int32_t> query_starts,
                         const MlaOptions& options = {});
 
@@ -58,6 +65,7 @@ class VKPAGED_API MlaPlan {
   const MlaOptions& options() const noexcept;
   size_t tree_mask_bytes() const noexcept;  // sum of q_s^2 with a tree mask, else 0
   bool split() const noexcept;
+  AttentionKernel kernel() const noexcept;     // scalar or matrix: the kernel that runs it
   uint32_t num_partitions() const noexcept;  // 1 when not split
   size_t scratch_bytes() const noexcept;     // size of MlaViews::scratch; 0 when not split, without CSR tables
   std::string describe() const;

@@ -1509,8 +1509,13 @@ typedef struct vkp_mla_options {
   uint32_t struct_size;
   vkp_split_mode split;      /* split the key positions into partitions merged after */
   uint32_t partition_tokens; /* split: key positions per partition (a multiple of 256); 0 = auto */
+  /* AUTOMATIC: the tensor-core kernel where it can run the shape, else the portable one; SCALAR:
+   * the portable kernel; MATRIX: the tensor-core kernel (VK_KHR_cooperative_matrix with an f16
+   * product; f16 and bf16 queries, f16, bf16 and fp8 caches), UNSUPPORTED (naming why) where it
+   * cannot run; DECODE is refused. */
+  vkp_attention_kernel kernel;
 } vkp_mla_options;
-/* Defaults: automatic split. */
+/* Defaults: automatic split and kernel. */
 VKP_API vkp_status VKP_CALL vkp_mla_options_init_sized(vkp_mla_options* options, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_mla_options_init(vkp_mla_options* options) {
   return vkp_mla_options_init_sized(options, (uint32_t)sizeof(vkp_mla_options));
@@ -1523,7 +1528,8 @@ typedef struct vkp_mla_plan vkp_mla_plan;
  * min(Dk, 512)); cache_form the pools' form (two pools: R = Dk - Dv >= 8). query_starts as
  * vkp_attention_plan_create's; options NULL = defaults. The plan belongs to the context: destroy
  * it first. Errors: INVALID_ARGUMENT naming the field and the value, UNSUPPORTED (a pool past
- * maxStorageBufferRange), DEVICE. */
+ * maxStorageBufferRange; options.kernel MATRIX where the tensor-core kernel cannot run, naming
+ * why), DEVICE. */
 VKP_API vkp_status VKP_CALL vkp_mla_plan_create(vkp_context* context, const vkp_attention_shape* shape,
                                                 uint32_t value_head_size, vkp_mla_cache_form cache_form,
                                                 const int32_t* query_starts, size_t num_query_starts,
@@ -1538,6 +1544,8 @@ typedef struct vkp_mla_plan_info {
   uint32_t reserved0;       /* padding made explicit: written 0 */
   uint64_t tree_mask_bytes; /* sum of q_s^2: size of views.tree_mask; 0 without */
   uint64_t scratch_bytes;   /* size of views.scratch; 0 when not split, without csr_page_table */
+  vkp_attention_kernel kernel; /* SCALAR or MATRIX: the kernel that runs it */
+  uint32_t reserved1;          /* padding made explicit: written 0 */
 } vkp_mla_plan_info;
 VKP_API vkp_status VKP_CALL vkp_mla_plan_info_init_sized(vkp_mla_plan_info* info, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_mla_plan_info_init(vkp_mla_plan_info* info) {

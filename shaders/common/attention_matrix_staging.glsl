@@ -3,6 +3,7 @@
 // values read from the paged cache in 16-byte chunks (any layout) and written to shared memory
 // as f16, fp8 converted on the way and bf16 kept raw for a later conversion scaled into f16's
 // range. Positions outside the workgroup's key range are zeros, never read.
+// The elements' conversions and the bf16 tiles' conversion are common/matrix_f16_elements.glsl's.
 // Requires, from the includer: the cache's constants (cache_element.glsl: X, FP8, PER_WORD,
 // ELEMENT_BITS, ELEMENT_MASK), CACHE_DTYPE, D, DPAD, DS, TS, TK, B, WG, BF16_CACHE,
 // VALUE_COLUMNS, NO_BLOCK, the shared `uvec4 s_mem[]` with K_BASE and V_BASE, KEY16, VALUE16 and
@@ -11,46 +12,7 @@
 #ifndef VKPAGED_ATTENTION_MATRIX_STAGING_GLSL
 #define VKPAGED_ATTENTION_MATRIX_STAGING_GLSL
 
-// ---- elements as f16 bits ----
-
-// An fp8 byte as f16 bits: E5M2 is the top byte of an f16; E4M3 shifted into an f16 reads as
-// value / 256 (fp8_scale_fix), and its NaN (S.1111.111) becomes an f16 NaN.
-uint fp8_to_f16_bits(uint b) {
-  if (CACHE_DTYPE == DT_FP8_E5M2) return b << 8;
-  const uint sign = (b & 0x80u) << 8;
-  if ((b & 0x7fu) == 0x7fu) return sign | 0x7e00u;
-  return sign | ((b & 0x7fu) << 7);
-}
-// The four fp8 bytes of a word as two words of f16 pairs, in element order.
-uvec2 fp8_word_to_f16(uint w) {
-  return uvec2(fp8_to_f16_bits(w & 0xffu) | (fp8_to_f16_bits((w >> 8) & 0xffu) << 16),
-               fp8_to_f16_bits((w >> 16) & 0xffu) | (fp8_to_f16_bits(w >> 24) << 16));
-}
-// Inf or NaN bf16 bits (low 16) as the f16 Inf or NaN of the same sign.
-uint bf16_special_to_f16(uint b) { return (b & 0x8000u) | ((b & 0x7fu) != 0u ? 0x7e00u : 0x7c00u); }
-// Two bf16 (a word) times `factor`, the power of two that brings the tile's largest finite
-// magnitude into [2^14, 2^15), as two f16: exact down to 2^-17 of that magnitude, whatever
-// packHalf2x16's rounding; only f16's subnormals may round. Inf and NaN stay Inf and NaN.
-uint bf16_pair_to_f16(uint w, float factor) {
-  uint h = packHalf2x16(vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)) * factor);
-  if ((w & 0x7f80u) == 0x7f80u) h = (h & 0xffff0000u) | bf16_special_to_f16(w & 0xffffu);
-  if ((w & 0x7f800000u) == 0x7f800000u) h = (h & 0xffffu) | (bf16_special_to_f16(w >> 16) << 16);
-  return h;
-}
-// The larger finite magnitude of the two bf16 in `w`, as f32 bits (Inf and NaN count as 0).
-uint bf16_largest(uint w) {
-  const uint lo = (w << 16) & 0x7fffffffu;
-  const uint hi = w & 0x7fff0000u;
-  return max(lo < 0x7f800000u ? lo : 0u, hi < 0x7f800000u ? hi : 0u);
-}
-// The exponent of the power of two that brings a largest finite magnitude (f32 bits) into
-// [2^14, 2^15); 0 when it is 0.
-int range_shift(uint largest) { return largest == 0u ? 0 : clamp(14 - (int(largest >> 23) - 127), -126, 126); }
-bool f16_pair_not_finite(uint w) { return (w & 0x7c00u) == 0x7c00u || (w & 0x7c000000u) == 0x7c000000u; }
-bool f16_chunk_not_finite(uvec4 w) {
-  return f16_pair_not_finite(w.x) || f16_pair_not_finite(w.y) || f16_pair_not_finite(w.z) || f16_pair_not_finite(w.w);
-}
-uint bf16_chunk_largest(uvec4 w) { return max(max(bf16_largest(w.x), bf16_largest(w.y)), max(bf16_largest(w.z), bf16_largest(w.w))); }
+#include "common/matrix_f16_elements.glsl"
 
 // ---- staging ----
 
@@ -158,22 +120,6 @@ void stage_value_columns(uint tile, inout bool bad, inout uint largest) {
     if (BF16_CACHE) largest = max(largest, bf16_chunk_largest(lo));
     else bad = bad || f16_chunk_not_finite(lo) || (X == 16u && f16_chunk_not_finite(hi));
   }
-}
-
-// bf16: the staged raw bits of `rows` rows of `row_words` 16-byte words (`stride` apart, from
-// `first`; the pads between them never written) become f16 times `factor`. Returns whether
-// one of them is not finite.
-bool convert_bf16_rows(uint first, uint rows, uint row_words, uint stride, float factor) {
-  bool bad = false;
-  for (uint i = gl_LocalInvocationID.x; i < rows * row_words; i += WG) {
-    const uint word = first + (i / row_words) * stride + i % row_words;
-    const uvec4 w = s_mem[word];
-    const uvec4 h = uvec4(bf16_pair_to_f16(w.x, factor), bf16_pair_to_f16(w.y, factor), bf16_pair_to_f16(w.z, factor),
-                          bf16_pair_to_f16(w.w, factor));
-    s_mem[word] = h;
-    bad = bad || f16_chunk_not_finite(h);
-  }
-  return bad;
 }
 
 #endif  // VKPAGED_ATTENTION_MATRIX_STAGING_GLSL

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// A multi-query workgroup's tile (attention_kernel.glsl, mla_attention_kernel.glsl): its request
-// from query_starts, the tile of up to TQ of the request's new tokens it takes, the request's
-// length clamped to the plan's cap, and the key positions the tile attends (its partition's when
-// split). Bad query starts and lengths are flagged in the status word, once per request.
+// A multi-query workgroup's tile (attention_kernel.glsl, mla_attention_kernel.glsl,
+// mla_attention_matrix_khr.comp): its request from query_starts, the tile of up to TQ of the
+// request's new tokens it takes, the request's length clamped to the plan's cap, and the key
+// positions the tile attends (its partition's when split). Bad query starts and lengths are
+// flagged in the status word, once per request.
 // Requires: TQ, WINDOW, SPLIT, TREE_MASK (const), the push block `pc` (AttentionPush), the
 // context_lens and status buffers, query_start_at, attention_range.glsl, and the globals
 // g_new_tokens, g_first_j, g_tile_tokens, g_first_token, which it sets.

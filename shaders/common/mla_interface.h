@@ -69,6 +69,13 @@ struct MlaReshapePush {
 #define MLA_ATTN_SC_COUNT 12
 // Bindings: ATTN_BINDING_*, the one pool or ckv at ATTN_BINDING_KEY_CACHE and kpe at
 // ATTN_BINDING_VALUE_CACHE (one pool: the pool again, read through the first binding only).
+// The tensor-core kernel (shaders/mla_attention_matrix_khr.comp) takes the same push constants,
+// bindings and grid, and the constants above but ROW_PARTS, with these:
+#define MLA_MATRIX_SC_VALUE_PARTS 6      // subgroups side by side over Dv per block of M rows
+#define MLA_MATRIX_SC_MATRIX_M 12        // the device's f16 product M x N x K
+#define MLA_MATRIX_SC_MATRIX_N 13
+#define MLA_MATRIX_SC_MATRIX_K 14
+#define MLA_MATRIX_SC_COUNT 15
 
 #ifdef __cplusplus
 static_assert(sizeof(MlaReshapePush) == 13 * 4);

@@ -84,7 +84,7 @@
 
 #define VKP_BLOCK_MANAGER_OPTIONS_FIELDS(X) X(enable_prefix_caching) X(watermark) X(hash_salt) X(num_host_blocks)
 
-#define VKP_MLA_OPTIONS_FIELDS(X) X(split) X(partition_tokens)
+#define VKP_MLA_OPTIONS_FIELDS(X) X(split) X(partition_tokens) X(kernel)
 
 // Every list above with its C struct, for the ABI test: X(c_struct, LIST).
 #define VKP_FIELD_LISTS(X)                                                                                      \

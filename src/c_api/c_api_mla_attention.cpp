@@ -62,6 +62,7 @@ VKP_API vkp_status VKP_CALL vkp_mla_plan_info_get(const vkp_mla_plan* plan, vkp_
     info.num_partitions = p.num_partitions();
     info.tree_mask_bytes = p.tree_mask_bytes();
     info.scratch_bytes = p.scratch_bytes();
+    info.kernel = to_c(p.kernel());
     result.set(info);
   });
 }

@@ -19,6 +19,36 @@ namespace {
 
 uint64_t round_up(uint64_t a, uint64_t b) { return (a + b - 1) / b * b; }
 
+bool usable(const MatrixProductShape& p) {
+  return (p.m == 8 || p.m == 16 || p.m == 32) && (p.n == 8 || p.n == 16) && (p.k == 8 || p.k == 16);
+}
+
+}  // namespace
+
+// The largest usable product (fewest instructions per FLOP), the first listed among equals.
+std::optional<MatrixProductShape> choose_matrix_product(const DeviceCapabilities& d) {
+  std::optional<MatrixProductShape> best;
+  for (const auto& p : d.f16_products())
+    if (usable(p) && (!best || p.m * p.n * p.k > best->m * best->n * best->k)) best = p;
+  return best;
+}
+
+std::string matrix_product_refusal(const DeviceCapabilities& d) {
+  if (!choose_matrix_product(d)) {
+    std::vector<std::string> listed;
+    for (const auto& p : d.f16_products()) listed.push_back(fmt::format("{}x{}x{}", p.m, p.n, p.k));
+    return fmt::format("device {} lists no f16 x f16 + f32 product at subgroup scope with M of 8, 16 or 32 and N and K "
+                       "of 8 or 16 (it lists [{}])",
+                       d.name, fmt::join(listed, ", "));
+  }
+  if (d.max_subgroup_size == 0 || d.max_subgroup_size > d.max_workgroup_invocations)
+    return fmt::format("device {}: subgroups of up to {} invocations in workgroups of at most {}", d.name,
+                       d.max_subgroup_size, d.max_workgroup_invocations);
+  return "";
+}
+
+namespace {
+
 // Subgroups that compute (row blocks of m rows): 4 blocks of 16 rows share each staged key and
 // value among 64 rows, as FlashAttention-2's 4 warps do; more rows need more shared memory than
 // the 48 KiB a workgroup gets on NVIDIA.
@@ -32,18 +62,6 @@ constexpr uint32_t kMinWorkgroup = 128;
 // Query fragments stay in registers up to this many dims (with the output's accumulators they
 // take 12 registers per 16 dims and lane on NVIDIA); past it they are read from shared memory.
 constexpr uint32_t kMaxRegisterDims = 128;
-
-bool usable(const MatrixProductShape& p) {
-  return (p.m == 8 || p.m == 16 || p.m == 32) && (p.n == 8 || p.n == 16) && (p.k == 8 || p.k == 16);
-}
-
-// The largest usable product (fewest instructions per FLOP), the first listed among equals.
-std::optional<MatrixProductShape> choose_product(const DeviceCapabilities& d) {
-  std::optional<MatrixProductShape> best;
-  for (const auto& p : d.f16_products())
-    if (usable(p) && (!best || p.m * p.n * p.k > best->m * best->n * best->k)) best = p;
-  return best;
-}
 
 struct MatrixTiles {
   uint32_t row_blocks = 0;
@@ -114,17 +132,8 @@ std::string matrix_attention_refusal(const DeviceCapabilities& d, const Attentio
                        "(the matrix kernel reads each pool through one descriptor; the scalar kernel reads such pools "
                        "by device address)",
                        s.num_blocks, pool_bytes, d.name, d.max_storage_buffer_range);
-  const auto product = choose_product(d);
-  if (!product) {
-    std::vector<std::string> listed;
-    for (const auto& p : d.f16_products()) listed.push_back(fmt::format("{}x{}x{}", p.m, p.n, p.k));
-    return fmt::format("device {} lists no f16 x f16 + f32 product at subgroup scope with M of 8, 16 or 32 and N and K "
-                       "of 8 or 16 (it lists [{}])",
-                       d.name, fmt::join(listed, ", "));
-  }
-  if (d.max_subgroup_size == 0 || d.max_subgroup_size > d.max_workgroup_invocations)
-    return fmt::format("device {}: subgroups of up to {} invocations in workgroups of at most {}", d.name,
-                       d.max_subgroup_size, d.max_workgroup_invocations);
+  if (const std::string refusal = matrix_product_refusal(d); !refusal.empty()) return refusal;
+  const auto product = choose_matrix_product(d);
   if (!fit_tiles(d, s, *product, product->m))
     return fmt::format("head_size: {} needs {} bytes of shared memory per workgroup on the matrix kernel (one row block, "
                        "key tiles of 16), more than device {} has ({})",
@@ -137,7 +146,7 @@ std::string matrix_attention_refusal(const DeviceCapabilities& d, const Attentio
 }
 
 void plan_matrix_attention(AttentionChoice& c, const DeviceCapabilities& d, const AttentionShape& s) {
-  const MatrixProductShape product = *choose_product(d);
+  const MatrixProductShape product = *choose_matrix_product(d);
   const uint32_t group = s.num_heads / s.num_kv_heads;
   const uint64_t wanted = uint64_t(c.max_query_tokens) * group;
   const MatrixTiles t = *fit_tiles(d, s, product, wanted);

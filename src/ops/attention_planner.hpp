@@ -9,6 +9,7 @@
 // attention_matrix_planner.cpp.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,8 @@ struct AttentionChoice {
   uint32_t key_tile = 0;
   bool query_registers = false;
   bool workgroup_sync = false;  // DeviceCapabilities::workgroup_sync
+  // The MLA matrix kernel: subgroups side by side over the value dims per block of m rows.
+  uint32_t value_parts = 1;
 };
 
 // Whether the decode kernels take this batch (every q_s = 1, no tree mask; any layout).
@@ -58,6 +61,13 @@ size_t attention_shared_bytes(uint32_t rows, uint32_t head_size, uint32_t workgr
 // The matrix kernel's shared memory (attention_matrix_khr.comp's declarations).
 size_t attention_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& product, uint32_t head_size,
                                      uint32_t key_tile, KvLayout layout, bool query_registers, uint32_t workgroup);
+
+// The f16 product the KHR matrix kernels take on this device: the largest listed with M of 8, 16
+// or 32 and N and K of 8 or 16 (std::nullopt: none).
+std::optional<MatrixProductShape> choose_matrix_product(const DeviceCapabilities& device);
+// Why the KHR matrix kernels find nothing to run on this device's products ("" where
+// choose_matrix_product finds one and its subgroups fit a workgroup).
+std::string matrix_product_refusal(const DeviceCapabilities& device);
 
 // Why the matrix kernel cannot run this shape on this device ("" where it can).
 std::string matrix_attention_refusal(const DeviceCapabilities& device, const AttentionShape& shape);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host side of shaders/mla_attention.comp: the plan (the planner's choice made into pipelines,
-// the split merged by attention_merge.comp with its head size Dv), view checks and recording.
+// Host side of shaders/mla_attention.comp and shaders/mla_attention_matrix_khr.comp (whose
+// pipeline mla_attention_matrix_khr.cpp requests): the plan (the planner's choice made into
+// pipelines, the split merged by attention_merge.comp with its head size Dv), view checks and
+// recording, the same for both kernels.
 #include "vkpaged/mla_attention.hpp"
 
 #include <fmt/format.h>
@@ -36,6 +38,13 @@ uint32_t feature_bits(const AttentionShape& s, bool split) {
   return f;
 }
 
+// The portable kernel's pipeline (shaders/mla_attention.comp).
+vk::PipelineRequest scalar_request(const MlaShape& m, const detail::AttentionChoice& c, uint32_t features) {
+  std::vector<uint32_t> spec = detail::mla_spec_constants(m, c, features, MLA_ATTN_SC_COUNT);
+  spec[MLA_ATTN_SC_ROW_PARTS] = c.row_parts;
+  return {&vk::shader_mla_attention(), std::move(spec), ATTN_BINDING_COUNT, sizeof(sh::AttentionPush)};
+}
+
 std::unique_ptr<MlaPlanData> plan_data(Context& context, const MlaShape& m, const MlaOptions& options,
                                        const detail::AttentionChoice& c) {
   auto p = std::make_unique<MlaPlanData>();
@@ -43,23 +52,10 @@ std::unique_ptr<MlaPlanData> plan_data(Context& context, const MlaShape& m, cons
   p->options = options;
   p->choice = c;
   const AttentionShape& s = m.attention;
-  std::vector<uint32_t> spec(MLA_ATTN_SC_COUNT);
-  spec[MLA_ATTN_SC_WORKGROUP] = c.workgroup;
-  spec[MLA_ATTN_SC_KEY_HEAD_SIZE] = s.head_size;
-  spec[MLA_ATTN_SC_VALUE_HEAD_SIZE] = m.value_head_size;
-  spec[MLA_ATTN_SC_BLOCK_SIZE] = s.block_size;
-  spec[MLA_ATTN_SC_ROWS] = c.rows;
-  spec[MLA_ATTN_SC_HEADS_PER_WORKGROUP] = c.heads_per_workgroup;
-  spec[MLA_ATTN_SC_ROW_PARTS] = c.row_parts;
-  spec[MLA_ATTN_SC_KEY_TILE] = c.key_tile;
-  spec[MLA_ATTN_SC_QUERY_DTYPE] = uint32_t(s.query_dtype);
-  spec[MLA_ATTN_SC_CACHE_DTYPE] = uint32_t(s.cache_dtype);
   const uint32_t features = feature_bits(s, c.split);
-  spec[MLA_ATTN_SC_FEATURES] = features;
-  spec[MLA_ATTN_SC_TWO_POOLS] = m.cache_form == MlaCacheForm::two_pools ? 1 : 0;
   auto& impl = context.impl();
-  p->attention = &impl.pipeline(vk::PipelineRequest{&vk::shader_mla_attention(), std::move(spec), ATTN_BINDING_COUNT,
-                                                    sizeof(sh::AttentionPush)});
+  p->attention = &impl.pipeline(c.kernel == AttentionKernel::matrix ? detail::mla_matrix_pipeline_request(m, c, features)
+                                                                    : scalar_request(m, c, features));
   if (c.split) {
     // The multi-query merge: its head size is the width of the value sums, Dv.
     std::vector<uint32_t> mspec(ATTN_MERGE_SC_COUNT);
@@ -75,6 +71,27 @@ std::unique_ptr<MlaPlanData> plan_data(Context& context, const MlaShape& m, cons
 }
 
 }  // namespace
+
+namespace detail {
+
+std::vector<uint32_t> mla_spec_constants(const MlaShape& m, const AttentionChoice& c, uint32_t features, size_t count) {
+  const AttentionShape& s = m.attention;
+  std::vector<uint32_t> spec(count);
+  spec[MLA_ATTN_SC_WORKGROUP] = c.workgroup;
+  spec[MLA_ATTN_SC_KEY_HEAD_SIZE] = s.head_size;
+  spec[MLA_ATTN_SC_VALUE_HEAD_SIZE] = m.value_head_size;
+  spec[MLA_ATTN_SC_BLOCK_SIZE] = s.block_size;
+  spec[MLA_ATTN_SC_ROWS] = c.rows;
+  spec[MLA_ATTN_SC_HEADS_PER_WORKGROUP] = c.heads_per_workgroup;
+  spec[MLA_ATTN_SC_KEY_TILE] = c.key_tile;
+  spec[MLA_ATTN_SC_QUERY_DTYPE] = uint32_t(s.query_dtype);
+  spec[MLA_ATTN_SC_CACHE_DTYPE] = uint32_t(s.cache_dtype);
+  spec[MLA_ATTN_SC_FEATURES] = features;
+  spec[MLA_ATTN_SC_TWO_POOLS] = m.cache_form == MlaCacheForm::two_pools ? 1 : 0;
+  return spec;
+}
+
+}  // namespace detail
 
 MlaPlan MlaPlan::create(Context& context, const MlaShape& shape, Span<const int32_t> query_starts,
                         const MlaOptions& options) {
@@ -96,6 +113,7 @@ const MlaShape& MlaPlan::shape() const noexcept { return data_->shape; }
 const MlaOptions& MlaPlan::options() const noexcept { return data_->options; }
 size_t MlaPlan::tree_mask_bytes() const noexcept { return data_->choice.tree_mask_bytes; }
 bool MlaPlan::split() const noexcept { return data_->choice.split; }
+AttentionKernel MlaPlan::kernel() const noexcept { return data_->choice.kernel; }
 uint32_t MlaPlan::num_partitions() const noexcept { return data_->choice.num_partitions; }
 size_t MlaPlan::scratch_bytes() const noexcept { return data_->scratch_bytes(); }
 
@@ -104,11 +122,16 @@ std::string MlaPlan::describe() const {
   const auto& c = p.choice;
   std::string path = c.split ? fmt::format("split {} x {} positions", c.num_partitions, c.partition_tokens) : "one pass";
   if (p.csr.planned()) path += ", CSR page tables expanded";
-  return fmt::format("{}, MLA kernel ({}), Dk {} Dv {}, {} rows ({} tokens x {} heads)/wg, key tiles of {}, wg {}, "
-                     "{} row parts, {} bytes shared",
-                     path, p.shape.cache_form == MlaCacheForm::one_pool ? "one pool" : "two pools",
+  const bool matrix = c.kernel == AttentionKernel::matrix;
+  const std::string kernel =
+      matrix ? fmt::format("MLA matrix kernel, {}x{}x{} f16 products, {} value parts", c.product.m, c.product.n,
+                           c.product.k, c.value_parts)
+             : fmt::format("MLA scalar kernel, {} row parts", c.row_parts);
+  return fmt::format("{}, {} ({}), Dk {} Dv {}, {} rows ({} tokens x {} heads)/wg, key tiles of {}, wg {}, "
+                     "{} bytes shared",
+                     path, kernel, p.shape.cache_form == MlaCacheForm::one_pool ? "one pool" : "two pools",
                      p.shape.attention.head_size, p.shape.value_head_size, c.rows, c.tokens_per_tile,
-                     c.heads_per_workgroup, c.key_tile, c.workgroup, c.row_parts, c.shared_bytes);
+                     c.heads_per_workgroup, c.key_tile, c.workgroup, c.shared_bytes);
 }
 
 // ---- recording ----

@@ -111,6 +111,9 @@ AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape
   split_options.split = o.split;
   split_options.partition_tokens = o.partition_tokens;
   validate_split_options(split_options);
+  if (o.kernel != AttentionKernel::automatic && o.kernel != AttentionKernel::scalar && o.kernel != AttentionKernel::matrix)
+    refuse(fmt::format("kernel: {} (MLA runs on automatic (0), scalar (2) or matrix (3); it has no decode kernels)",
+                       uint32_t(o.kernel)));
   if (m.cache_form == MlaCacheForm::one_pool) {
     check_pool(dev, "mla_cache", m, s.head_size);
   } else {
@@ -118,10 +121,21 @@ AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape
     check_pool(dev, "kpe_cache", m, m.rope_head_size());
   }
   AttentionChoice c;
-  c.kernel = AttentionKernel::scalar;
   c.max_query_tokens = summary.max_query_tokens;
   c.tree_mask_bytes = size_t(summary.tree_mask_bytes);
-  choose_tiles(c, dev, m);
+  // The matrix kernel where asked, or (automatic) where it can run; else the scalar kernel.
+  bool matrix = false;
+  if (o.kernel == AttentionKernel::matrix || o.kernel == AttentionKernel::automatic) {
+    const std::string refusal = mla_matrix_refusal(dev, m);
+    if (o.kernel == AttentionKernel::matrix && !refusal.empty()) unsupported("kernel: matrix: " + refusal);
+    matrix = refusal.empty();
+  }
+  if (matrix) {
+    plan_mla_matrix(c, dev, m);
+  } else {
+    c.kernel = AttentionKernel::scalar;
+    choose_tiles(c, dev, m);
+  }
   c.tile_slots = uint32_t(std::min<uint64_t>(uint64_t(s.num_query_tokens) / c.tokens_per_tile + s.num_requests, UINT32_MAX));
   if (c.tile_slots > 65535)
     unsupported(fmt::format("num_query_tokens: T = {} in tiles of {} tokens with S = {} requests need {} workgroups along "

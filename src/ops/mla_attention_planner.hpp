@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The MLA attention planner: from what a device offers, the MLA shape, the step's query starts
-// and the options to the plan's choices (rows, key tile, split, buffer sizes) for
-// shaders/mla_attention.comp. Pure, as attention_planner.hpp: no Vulkan calls.
+// and the options to the plan's choices (kernel, rows, key tile, split, buffer sizes) for
+// shaders/mla_attention.comp or shaders/mla_attention_matrix_khr.comp. Pure, as
+// attention_planner.hpp: no Vulkan calls.
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "ops/attention_planner.hpp"
 #include "vk/device_capabilities.hpp"
@@ -18,12 +20,22 @@ namespace vkpaged::detail {
 size_t mla_attention_shared_bytes(uint32_t rows, uint32_t key_tile, uint32_t key_head_size, DType cache_dtype,
                                   uint32_t workgroup);
 
+// The tensor-core kernel (shaders/mla_attention_matrix_khr.comp, mla_matrix_planner.cpp): its
+// shared memory for `rows` rows in blocks of the product's m, key tiles of `key_tile` positions
+// and `value_parts` subgroups per row block; why it cannot run this shape on this device ("" where
+// it can); and its rows, tiles and product for a shape it takes (choice.max_query_tokens set).
+size_t mla_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& product, uint32_t key_head_size,
+                               uint32_t key_tile, uint32_t value_parts, uint32_t workgroup);
+std::string mla_matrix_refusal(const DeviceCapabilities& device, const MlaShape& shape);
+void plan_mla_matrix(AttentionChoice& choice, const DeviceCapabilities& device, const MlaShape& shape);
+
 // The shape's checks: the multi-query ones (validate_attention_shape) but the head size, and
 // MLA's (Hkv 1, nhd, Dk and Dv). Throws invalid_argument naming the field and the value.
 void validate_mla_shape(const MlaShape& shape);
 
-// Checks the shape, the query starts and the options, and makes every choice: the kernel's
-// fields of AttentionChoice (kernel scalar, key_tile the staged positions). Throws
+// Checks the shape, the query starts and the options, and makes every choice: the kernel
+// (options.kernel: automatic takes the matrix kernel where it can run, else the scalar one) and
+// its fields of AttentionChoice (key_tile the staged positions). Throws
 // invalid_argument for what the contract refuses, unsupported for what the device cannot run.
 AttentionChoice plan_mla_attention(const DeviceCapabilities& device, const MlaShape& shape,
                                    std::span<const int32_t> query_starts, const MlaOptions& options);

@@ -73,6 +73,8 @@ TEST_F(CApiMlaAttentionTest, BothFormsSplitAndOnePassMatchTheReference) {
       vkp_mla_options_init(&options);
       options.split = split;
       options.partition_tokens = split == VKP_SPLIT_SPLIT ? 256 : 0;
+      // The portable kernel asked for by name, or the automatic choice (the tensor-core kernel where it runs).
+      options.kernel = split == VKP_SPLIT_SPLIT ? VKP_ATTENTION_KERNEL_AUTOMATIC : VKP_ATTENTION_KERNEL_SCALAR;
       vkp_mla_plan* raw = nullptr;
       ASSERT_VKP_OK(vkp_mla_plan_create(ctx, &shape, m.value_head_size, vkp_mla_cache_form(form), starts.data(),
                                         starts.size(), &options, &raw));
@@ -80,6 +82,7 @@ TEST_F(CApiMlaAttentionTest, BothFormsSplitAndOnePassMatchTheReference) {
       MlaOptions cpp_options;
       cpp_options.split = SplitMode(split);
       cpp_options.partition_tokens = options.partition_tokens;
+      cpp_options.kernel = AttentionKernel(options.kernel);
       const MlaPlan cpp = MlaPlan::create(shared_context(), m, starts, cpp_options);
       vkp_mla_plan_info info;
       vkp_mla_plan_info_init(&info);
@@ -87,6 +90,8 @@ TEST_F(CApiMlaAttentionTest, BothFormsSplitAndOnePassMatchTheReference) {
       EXPECT_EQ(info.split, vkp_bool32(cpp.split()));
       EXPECT_EQ(info.split, vkp_bool32(split == VKP_SPLIT_SPLIT));
       EXPECT_EQ(info.num_partitions, cpp.num_partitions());
+      EXPECT_EQ(info.kernel, vkp_attention_kernel(cpp.kernel()));
+      if (options.kernel == VKP_ATTENTION_KERNEL_SCALAR) EXPECT_EQ(info.kernel, VKP_ATTENTION_KERNEL_SCALAR);
       EXPECT_EQ(info.scratch_bytes, cpp.scratch_bytes());
       EXPECT_EQ(std::string(vkp_mla_plan_describe(raw)), cpp.describe());
 
@@ -145,6 +150,13 @@ TEST_F(CApiMlaAttentionTest, RefusesNamingTheArgument) {
   options.split = vkp_split_mode(9);
   expect_refused(vkp_mla_plan_create(ctx, &shape, 64, VKP_MLA_ONE_POOL, starts.data(), starts.size(), &options, &raw),
                  "options.split: 9");
+  options.split = VKP_SPLIT_AUTOMATIC;
+  options.kernel = vkp_attention_kernel(9);
+  expect_refused(vkp_mla_plan_create(ctx, &shape, 64, VKP_MLA_ONE_POOL, starts.data(), starts.size(), &options, &raw),
+                 "options.kernel: 9");
+  options.kernel = VKP_ATTENTION_KERNEL_DECODE;
+  expect_refused(vkp_mla_plan_create(ctx, &shape, 64, VKP_MLA_ONE_POOL, starts.data(), starts.size(), &options, &raw),
+                 "kernel: 1 (MLA runs on automatic (0), scalar (2) or matrix (3)");
   expect_refused(vkp_mla_plan_create(ctx, nullptr, 64, VKP_MLA_ONE_POOL, starts.data(), starts.size(), nullptr, &raw),
                  "shape");
   ASSERT_VKP_OK(vkp_mla_plan_create(ctx, &shape, 64, VKP_MLA_ONE_POOL, starts.data(), starts.size(), nullptr, &raw));

@@ -3,8 +3,9 @@
 // (reference::mla_attention): every cache dtype in both cache forms, f32/f16/bf16 queries,
 // decode, chunks after a cached prefix, speculative tokens with tree masks, window, soft cap,
 // ALiBi, sinks, LSE, split and one pass, ragged lengths around the block size over shuffled
-// block tables (slots past each length hold NaN), CSR page tables, DeepSeek's widths; then the
-// refusals. Shapes stay small but for one 128-head case: lavapipe runs the shaders on the CPU.
+// block tables (slots past each length hold NaN), CSR page tables, DeepSeek's widths, on each
+// kernel (the portable one, and the tensor-core one where the device has it); then the refusals.
+// Shapes stay small but for one 128-head case: lavapipe runs the shaders on the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "support/decode_case.hpp"
 #include "support/expect_error.hpp"
 #include "support/mla_case.hpp"
+#include "support/mla_kernels.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/mla_attention.hpp"
 #include "vkpaged/reference.hpp"
@@ -26,43 +28,13 @@ namespace {
 
 constexpr DType kCacheDtypes[] = {DType::f32, DType::f16, DType::bf16, DType::fp8_e4m3, DType::fp8_e5m2};
 
-MlaOptions single_pass() {
-  MlaOptions o;
-  o.split = SplitMode::single_pass;
-  return o;
-}
-
-MlaOptions split_by(uint32_t partition_tokens) {
-  MlaOptions o;
-  o.split = SplitMode::split;
-  o.partition_tokens = partition_tokens;
-  return o;
-}
-
-std::string label_of(const MlaCase& c, const MlaOptions& o) {
-  return c.attention.str() + " Dv " + std::to_string(c.value_head_size) + " R " + std::to_string(c.rope_head_size) +
-         (c.form == MlaCacheForm::one_pool ? " one pool" : " two pools") +
-         (o.split == SplitMode::split ? " split" : o.split == SplitMode::single_pass ? " one pass" : " auto");
-}
-
-class MlaAttentionTest : public GpuTest {
- protected:
-  // The device's output and LSE against the reference's on the same draw.
-  void check(const MlaCase& c, const AttentionParams& p, const MlaOptions& o, uint32_t seed) {
-    std::mt19937 rng(seed);
-    const MlaDraw draw = make_mla_inputs(c, rng);
-    check_inputs(draw.mla, c, p, o);
-  }
-  void check_inputs(const MlaInputs& in, const MlaCase& c, const AttentionParams& p, const MlaOptions& o) {
-    const AttentionResult want = reference::mla_attention(in, p, true);
-    const AttentionResult got = mla_attention(ctx(), in, p, o, true);
-    expect_attention_near(got, want, tolerance(c.attention.query_dtype, c.attention.cache_dtype), true, label_of(c, o));
-  }
-};
+// Every test runs on each MLA kernel (support/mla_kernels.hpp): the matrix kernel skips where
+// the device lacks it, and skips the cases it refuses (f32 queries or caches).
+class MlaAttentionTest : public MlaKernelTest {};
 
 // One token per request, lengths 1, B - 1, B, B + 1 and longer, every cache dtype in both forms,
 // a small odd head count; one pass, and split in the two-pool form.
-TEST_F(MlaAttentionTest, DecodeEveryCacheDtypeBothForms) {
+TEST_P(MlaAttentionTest, DecodeEveryCacheDtypeBothForms) {
   for (DType cache : kCacheDtypes) {
     for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
       MlaCase c;
@@ -83,7 +55,7 @@ TEST_F(MlaAttentionTest, DecodeEveryCacheDtypeBothForms) {
 
 // Chunks after cached prefixes of 0, 1, B - 1, B and B + 1 positions, chunks crossing block
 // edges, each query dtype.
-TEST_F(MlaAttentionTest, ChunksAfterACachedPrefix) {
+TEST_P(MlaAttentionTest, ChunksAfterACachedPrefix) {
   for (DType query : {DType::f32, DType::f16, DType::bf16}) {
     MlaCase c;
     c.value_head_size = 32;
@@ -95,13 +67,13 @@ TEST_F(MlaAttentionTest, ChunksAfterACachedPrefix) {
     c.attention.lens = {0 + 3, 1 + 8, 7 + 9, 8 + 13, 9 + 5};
     c.attention.query_dtype = query;
     c.attention.cache_dtype = query == DType::bf16 ? DType::bf16 : DType::f16;
-    check(c, default_params(c.attention), MlaOptions{}, uint32_t(query) + 10);
+    check(c, default_params(c.attention), options(), uint32_t(query) + 10);
   }
 }
 
 // Speculative verification: draft trees and random masks (tokens that hide themselves), with
 // and without a window that cuts into the new tokens, both forms, split and one pass.
-TEST_F(MlaAttentionTest, SpeculativeTokensWithTreeMasks) {
+TEST_P(MlaAttentionTest, SpeculativeTokensWithTreeMasks) {
   for (TreeMask mask : {TreeMask::tree, TreeMask::random}) {
     for (uint32_t window : {0u, 5u}) {
       MlaCase c;
@@ -122,7 +94,7 @@ TEST_F(MlaAttentionTest, SpeculativeTokensWithTreeMasks) {
 
 // Window, soft cap, ALiBi and sinks in every combination, with LSE, on a mixed step (decode,
 // a chunk, a whole prompt), one pass and split; fp8 E4M3 with its scales for half of them.
-TEST_F(MlaAttentionTest, WindowSoftcapAlibiSinksWithLse) {
+TEST_P(MlaAttentionTest, WindowSoftcapAlibiSinksWithLse) {
   for (uint32_t bits = 0; bits < 16; ++bits) {
     MlaCase c;
     c.value_head_size = 32;
@@ -144,7 +116,7 @@ TEST_F(MlaAttentionTest, WindowSoftcapAlibiSinksWithLse) {
 
 // A long context split into several partitions (automatic and forced) and in one pass: all three
 // match the reference, so the merge of Dv-wide partial sums is the one-pass result.
-TEST_F(MlaAttentionTest, SplitMatchesOnePassOnLongContexts) {
+TEST_P(MlaAttentionTest, SplitMatchesOnePassOnLongContexts) {
   MlaCase c;
   c.value_head_size = 64;
   c.rope_head_size = 16;
@@ -152,12 +124,12 @@ TEST_F(MlaAttentionTest, SplitMatchesOnePassOnLongContexts) {
   c.attention.block_size = 16;
   c.attention.lens = {1000, 513, 3};
   c.attention.new_tokens = {2, 1, 3};
-  for (const MlaOptions& o : {single_pass(), split_by(256), MlaOptions{}}) check(c, default_params(c.attention), o, 60);
+  for (const MlaOptions& o : {single_pass(), split_by(256), options()}) check(c, default_params(c.attention), o, 60);
 }
 
 // DeepSeek's widths (Dk 576 = 512 + 64): 16 heads in both forms and fp8 E4M3 with scales, and
 // one case of 128 heads.
-TEST_F(MlaAttentionTest, DeepSeekWidths) {
+TEST_P(MlaAttentionTest, DeepSeekWidths) {
   for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
     MlaCase c;
     c.value_head_size = 512;
@@ -169,7 +141,7 @@ TEST_F(MlaAttentionTest, DeepSeekWidths) {
     c.attention.new_tokens = {1, 2};
     c.attention.query_dtype = DType::bf16;
     c.attention.cache_dtype = form == MlaCacheForm::one_pool ? DType::bf16 : DType::fp8_e4m3;
-    check(c, default_params(c.attention), MlaOptions{}, 70 + uint32_t(form));
+    check(c, default_params(c.attention), options(), 70 + uint32_t(form));
   }
   MlaCase c;
   c.value_head_size = 512;
@@ -178,11 +150,11 @@ TEST_F(MlaAttentionTest, DeepSeekWidths) {
   c.attention.block_size = 16;
   c.attention.lens = {17};
   c.attention.new_tokens = {1};
-  check(c, default_params(c.attention), MlaOptions{}, 72);
+  check(c, default_params(c.attention), options(), 72);
 }
 
 // FlashInfer's CSR page tables in place of the dense ones, one pass and split.
-TEST_F(MlaAttentionTest, CsrPageTables) {
+TEST_P(MlaAttentionTest, CsrPageTables) {
   MlaCase c;
   c.value_head_size = 32;
   c.rope_head_size = 8;
@@ -205,14 +177,15 @@ TEST_F(MlaAttentionTest, CsrPageTables) {
 
 // A NaN in the rotary part of an attended row poisons its logits: NaN outputs and LSE exactly
 // where the reference has them, in both forms.
-TEST_F(MlaAttentionTest, NanInTheRotaryPartPoisonsTheRow) {
+TEST_P(MlaAttentionTest, NanInTheRotaryPartPoisonsTheRow) {
   for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
     MlaCase c;
     c.value_head_size = 32;
     c.rope_head_size = 8;
     c.attention.heads = 2;
-    c.attention.cache_dtype = DType::f32;
-    c.attention.query_dtype = DType::f32;
+    // f32 on the portable kernel, f16 (the matrix kernel's) on both
+    c.attention.cache_dtype = form == MlaCacheForm::one_pool ? DType::f32 : DType::f16;
+    c.attention.query_dtype = c.attention.cache_dtype;
     c.attention.lens = {12, 20};
     c.attention.new_tokens = {1, 3};
     std::mt19937 rng(90);
@@ -229,7 +202,18 @@ TEST_F(MlaAttentionTest, NanInTheRotaryPartPoisonsTheRow) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Kernels, MlaAttentionTest, ::testing::ValuesIn(kMlaKernels), attention_kernel_param_name);
+
 // ---- refusals: each names the argument and the value ----
+
+class MlaAttentionRefusalTest : public GpuTest {};
+
+MlaOptions split_by(uint32_t partition_tokens) {
+  MlaOptions o;
+  o.split = SplitMode::split;
+  o.partition_tokens = partition_tokens;
+  return o;
+}
 
 MlaShape small_shape() {
   MlaShape m;
@@ -247,7 +231,7 @@ MlaShape small_shape() {
   return m;
 }
 
-TEST_F(MlaAttentionTest, RefusesShapesTheKernelCannotRun) {
+TEST_F(MlaAttentionRefusalTest, RefusesShapesTheKernelCannotRun) {
   const int32_t starts[] = {0, 1};
   auto plan = [&](const MlaShape& m, const MlaOptions& o = {}) { MlaPlan::create(ctx(), m, starts, o); };
   MlaShape m = small_shape();
@@ -276,14 +260,25 @@ TEST_F(MlaAttentionTest, RefusesShapesTheKernelCannotRun) {
   m.attention.kv_layout = KvLayout::vllm;
   expect_refused([&] { plan(m); }, "kv_layout: 0");
   expect_refused([&] { plan(small_shape(), split_by(100)); }, "partition_tokens: 100");
+  MlaOptions decode;
+  decode.kernel = AttentionKernel::decode;
+  expect_refused([&] { plan(small_shape(), decode); }, "kernel: 1 (MLA runs on automatic (0), scalar (2) or matrix (3)");
+  // f32 queries: the matrix kernel refuses them on every device (a device without it says so first).
+  MlaOptions matrix;
+  matrix.kernel = AttentionKernel::matrix;
+  m = small_shape();
+  m.attention.query_dtype = DType::f32;
+  expect_refused([&] { plan(m, matrix); }, "kernel: matrix: ", ErrorCode::unsupported);
   const int32_t bad_starts[] = {0, 2};
   expect_refused([&] { MlaPlan::create(ctx(), small_shape(), bad_starts); }, "query_starts[1]: 2 is not T");
 }
 
-TEST_F(MlaAttentionTest, RefusesViewsThatDoNotFitThePlan) {
+TEST_F(MlaAttentionRefusalTest, RefusesViewsThatDoNotFitThePlan) {
   const int32_t starts[] = {0, 1};
   const MlaShape m = small_shape();
-  const MlaPlan plan = MlaPlan::create(ctx(), m, starts, single_pass());
+  MlaOptions one_pass;
+  one_pass.split = SplitMode::single_pass;
+  const MlaPlan plan = MlaPlan::create(ctx(), m, starts, one_pass);
   DeviceBuffer buffer = ctx().create_buffer(1 << 16);
   auto view = [&](DType dtype, Shape shape) { return TensorView{buffer.view(), dtype, shape}; };
   MlaViews v;

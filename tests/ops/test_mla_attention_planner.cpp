@@ -9,26 +9,13 @@
 #include "ops/mla_attention_planner.hpp"
 #include "support/expect_error.hpp"
 #include "support/fabricated_devices.hpp"
+#include "support/mla_decode_shape.hpp"
 
 namespace vkpaged::test {
 namespace {
 
 MlaShape decode_shape(uint32_t heads, uint32_t dk, uint32_t dv, DType cache) {
-  MlaShape m;
-  AttentionShape& s = m.attention;
-  s.num_requests = 2;
-  s.num_query_tokens = 2;
-  s.num_heads = heads;
-  s.num_kv_heads = 1;
-  s.head_size = dk;
-  s.block_size = 16;
-  s.num_blocks = 64;
-  s.max_blocks_per_seq = 64;
-  s.kv_layout = KvLayout::nhd;
-  s.query_dtype = DType::bf16;
-  s.cache_dtype = cache;
-  m.value_head_size = dv;
-  return m;
+  return mla_decode_shape(heads, dk, dv, DType::bf16, cache);
 }
 
 TEST(MlaAttentionPlanner, TilesTheHeadsWithinEveryDevicesSharedMemory) {
@@ -39,7 +26,10 @@ TEST(MlaAttentionPlanner, TilesTheHeadsWithinEveryDevicesSharedMemory) {
       for (uint32_t heads : {1u, 3u, 16u, 128u}) {
         for (auto [dk, dv] : {std::pair{576u, 512u}, std::pair{80u, 64u}}) {
           const MlaShape m = decode_shape(heads, dk, dv, cache);
-          const auto c = detail::plan_mla_attention(dev, m, starts, MlaOptions{});
+          MlaOptions scalar;  // the portable kernel's tiles (test_mla_matrix_planner.cpp: the matrix kernel's)
+          scalar.kernel = AttentionKernel::scalar;
+          const auto c = detail::plan_mla_attention(dev, m, starts, scalar);
+          EXPECT_EQ(c.kernel, AttentionKernel::scalar);
           const std::string label = dev.name + " " + std::string(dtype_name(cache)) + " H " + std::to_string(heads) + " Dk " +
                                     std::to_string(dk);
           EXPECT_LE(c.shared_bytes, dev.max_shared_memory) << label;

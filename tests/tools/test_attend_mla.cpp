@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "commands.hpp"
 #include "npy.hpp"
@@ -82,17 +83,19 @@ TEST(AttendMla, BothCacheFormsMatchTheReferenceOnTheDeviceAndTheCpu) {
   for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
     const MlaInputs in = draw(form, 7 + uint32_t(form));
     const AttentionResult want = reference::mla_attention(in, {}, true);
-    for (const char* device : {"", "cpu"}) {
-      MlaFiles files(std::string("forms") + device);
+    // The device's automatic kernel and its portable one by name (--kernel scalar), and the CPU.
+    for (auto [device, kernel] : {std::pair{"", "auto"}, std::pair{"", "scalar"}, std::pair{"cpu", "auto"}}) {
+      MlaFiles files(std::string("forms") + device + kernel);
       AttendArgs args = files.args_for(in);
       args.device = device;
+      args.kernel = kernel;
       std::string error;
       ASSERT_EQ(attend(args, error), 0) << error;
       const HostTensor out = read_npy(args.out);
       EXPECT_EQ(out.shape(), (Shape{5, 3, 64}));  // [T, H, Dv]
       test::expect_attention_near({out, read_npy(args.lse)}, want, test::tolerance(DType::f16, DType::f16), true,
                                   std::string(form == MlaCacheForm::one_pool ? "one pool" : "two pools") + " on " +
-                                      (*device ? device : "the device"));
+                                      (*device ? device : "the device") + " --kernel " + kernel);
     }
   }
 }
@@ -129,8 +132,8 @@ TEST(AttendMla, RefusesCacheOptionsOfNoOneFormNamingTheOption) {
   a.device = "cpu";
   bad.push_back({"Dv past Dk", a, "vkpaged: --value-head-size: value_head_size: Dv = 81 is outside [1, Dk = 80]"});
   a = good;
-  a.kernel = "matrix";
-  bad.push_back({"a kernel", a, "vkpaged: --kernel: 'matrix' with an MLA cache"});
+  a.kernel = "matrix-khr";  // MLA's kernels: auto, scalar or matrix
+  bad.push_back({"a decode kernel", a, "vkpaged: --kernel: 'matrix-khr' is not auto, scalar or matrix"});
   a = good;
   a.kv_layout = "hnd";
   bad.push_back({"hnd", a, "vkpaged: --kv-layout: hnd with an MLA cache"});

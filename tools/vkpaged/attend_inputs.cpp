@@ -105,7 +105,6 @@ bool check_cache_options(const AttendArgs& a) {
   if (two && a.kpe_cache.empty()) refuse(fmt::format("--kpe-cache: not given, but --ckv-cache is ({})", kForms));
   if (a.kv_layout == "hnd")
     refuse("--kv-layout: hnd with an MLA cache (its rows are nhd's with one kv head: give nhd or leave it out)");
-  if (a.kernel != "auto") refuse(fmt::format("--kernel: '{}' with an MLA cache (MLA runs on its one kernel: auto)", a.kernel));
   return true;
 }
 
@@ -187,6 +186,7 @@ AttendCall load_attend_call(const AttendArgs& a) {
   if (call.mla) {
     call.mla_options.split = parse_split(a.split);
     call.mla_options.partition_tokens = a.partition_tokens;
+    call.mla_options.kernel = parse_attention_kernel(a.kernel);  // MLA's kernels: auto, scalar or matrix
   }
   if (call.multi_query) {
     call.attention_options.kernel = parse_attention_kernel(a.kernel);

@@ -71,7 +71,8 @@ void add_attend_options(CLI::App& cmd, AttendArgs& a, float& scale) {
   cmd.add_option("--kernel", a.kernel,
                  "extra: auto, scalar (portable), matrix (matrix units through VK_NV_cooperative_matrix, else "
                  "VK_KHR_cooperative_matrix: f16 or bf16 query; f16, bf16 or fp8 cache) or matrix-khr (the matrix "
-                 "kernel through VK_KHR_cooperative_matrix even where NV's runs)")
+                 "kernel through VK_KHR_cooperative_matrix even where NV's runs); MLA: auto, scalar or matrix "
+                 "(its tensor-core kernel, VK_KHR_cooperative_matrix)")
       ->type_name("auto|scalar|matrix|matrix-khr");
 }
 

@@ -1,0 +1,479 @@
+// SPDX-License-Identifier: Apache-2.0
+#version 450
+// Multi-head latent attention over the paged MLA cache on matrix units (VK_KHR_cooperative_matrix):
+// the contract and the outputs of the portable kernel (common/mla_attention_kernel.glsl), for f16
+// and bf16 queries over f16, bf16 and fp8 caches in both cache forms, every request form and
+// feature. As FlashMLA, the M dimension of the products is the (query token, head) rows of one
+// request, since every head reads the same cached rows:
+//   S [rows x TK] = Q [rows x DK] K [TK x DK]^T,   O [rows x DV] += P [rows x TK] K [TK x DV],
+// the value being the key row's first DV entries, so one staged copy of each cached row serves
+// both products.
+//
+// A workgroup takes one request, a tile of TQ of its new tokens and GROUP of the H query heads:
+// ROWS = TQ * GROUP rows (row r is token r / GROUP, head r % GROUP), in ROW_BLOCKS blocks of M
+// rows. Its work comes in UNITS = ROW_BLOCKS x VALUE_PARTS units, one per subgroup (subgroup u
+// < UNITS takes unit u; any further subgroups only stage): unit (b, v) keeps the f32
+// accumulators of row block b's output columns [v DVP, (v + 1) DVP), DVP = DV / VALUE_PARTS
+// rounded up to N, and computes a share of block b's scores. Every phase ends in a workgroup
+// barrier (no subgroup barriers: Mesa's llvmpipe runs those as workgroup barriers). Per key tile
+// of TK positions from the tile's key range (attention_range.glsl):
+//   staging:  the positions' blocks, then their rows (DK entries: the one pool's row, or ckv's
+//             then kpe's) read as 32-bit words and written to shared memory as f16, [TK][DS]:
+//             fp8 converted (E4M3 as value / 256, folded into the scales), a bf16 tile scaled by
+//             a power of two into f16's range (common/matrix_f16_elements.glsl). Positions past
+//             the key range are zeros, never read;
+//   scores:   block b's S [M x TK] in N-column blocks, each unit of the block taking columns
+//             and, where the block has more units than column blocks, a slice of the DK dims
+//             (the slices' partial sums land side by side and are added in the softmax);
+//   softmax:  WG / ROWS invocations per row turn its S into logits (attention_logits.glsl),
+//             move the row's running max and sum on (softmax_state.glsl), write P as f16 (-0
+//             where the row does not attend) and the row's rescale factor into an [ROWS x N]
+//             factor matrix;
+//   values:   each unit loads its block's factors as an accumulator and rescales its O
+//             component by component (KHR defines * between matrices of one type that way),
+//             then O += P V with V read from the staged rows.
+// Non-finite values: a non-finite value entry must reach only the rows that attend it, but a
+// hidden position's P = 0 times Inf is NaN in a product: staging flags a tile that holds one,
+// and that tile's P V is done element by element with hidden positions skipped.
+// Split (FEATURE_SPLIT): workgroup z takes partition z of the key positions and writes its rows'
+// value sums (DV wide) with their max and sum to the scratch for attention_merge.comp.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+
+#include "common/mla_interface.h"
+#include "common/dtype.glsl"
+#include "common/convert.glsl"
+#include "common/strided_rows.glsl"
+
+layout(local_size_x_id = MLA_ATTN_SC_WORKGROUP) in;
+layout(constant_id = MLA_ATTN_SC_KEY_HEAD_SIZE) const uint DK = 576u;
+layout(constant_id = MLA_ATTN_SC_VALUE_HEAD_SIZE) const uint DV = 512u;
+layout(constant_id = MLA_ATTN_SC_BLOCK_SIZE) const uint B = 16u;
+layout(constant_id = MLA_ATTN_SC_ROWS) const uint ROWS = 16u;
+layout(constant_id = MLA_ATTN_SC_HEADS_PER_WORKGROUP) const uint GROUP = 16u;
+layout(constant_id = MLA_MATRIX_SC_VALUE_PARTS) const uint VALUE_PARTS = 4u;
+layout(constant_id = MLA_ATTN_SC_KEY_TILE) const uint TK = 16u;  // a multiple of 8, N and K
+layout(constant_id = MLA_ATTN_SC_QUERY_DTYPE) const uint QUERY_DTYPE = DT_F16;  // f16 or bf16 (also the output's)
+layout(constant_id = MLA_ATTN_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;  // f16, bf16, fp8_e4m3, fp8_e5m2
+layout(constant_id = MLA_ATTN_SC_FEATURES) const uint FEATURES = 0u;
+layout(constant_id = MLA_ATTN_SC_TWO_POOLS) const uint TWO_POOLS = 0u;
+layout(constant_id = MLA_MATRIX_SC_MATRIX_M) const uint MM = 16u;
+layout(constant_id = MLA_MATRIX_SC_MATRIX_N) const uint NN = 16u;  // 8 or 16
+layout(constant_id = MLA_MATRIX_SC_MATRIX_K) const uint KK = 16u;  // 8 or 16
+
+#include "common/attention_features.glsl"  // ALIBI, SOFTCAP, SINKS, WINDOW, WRITE_LSE, SPLIT
+const bool TREE_MASK = (FEATURES & FEATURE_TREE_MASK) != 0u;
+
+#include "common/cache_element.glsl"
+const bool BF16_CACHE = CACHE_DTYPE == DT_BF16;
+const bool BF16_QUERY = QUERY_DTYPE == DT_BF16;
+const uint WG = gl_WorkGroupSize.x;
+const uint TQ = ROWS / GROUP;                  // query tokens per tile
+const uint ROW_BLOCKS = ROWS / MM;
+const uint UNITS = ROW_BLOCKS * VALUE_PARTS;   // subgroups that compute
+const uint LANES = WG / ROWS;                  // softmax: invocations per row (the planner keeps WG = LANES x ROWS)
+const uint DKPAD = (DK + 15u) / 16u * 16u;     // dims in the products: zeros past DK
+const uint DVP = ((DV + VALUE_PARTS - 1u) / VALUE_PARTS + NN - 1u) / NN * NN;  // output columns per unit
+const uint V_BLOCKS = DVP / NN;                // accumulators per unit
+const uint N_BLOCKS = TK / NN;                 // column blocks of S
+const uint S_PARTS = VALUE_PARTS > N_BLOCKS ? VALUE_PARTS / N_BLOCKS : 1u;  // DK slices of S
+const uint K_STEPS = DKPAD / KK;
+const uint ROW_WORDS = DK / PER_WORD;          // cache words of a row
+const uint VALUE_WORDS = DV / PER_WORD;        // ... of its value (two pools: of its ckv row)
+const uint ROPE_WORDS = ROW_WORDS - VALUE_WORDS;
+const uint PAD_WORDS = DKPAD / PER_WORD;       // ... and of the staged row, zeros past ROW_WORDS
+const uint NO_BLOCK = 0xffffffffu;
+// Shared strides, padded by 16 bytes so that the rows of a fragment fall in different banks.
+const uint DS = DKPAD + 8u;  // f16 per query and key row
+const uint TS = TK + 8u;     // f16 per P row
+const uint SS = TK + 4u;     // f32 per S row
+
+// Shared memory in 16-byte words (8 f16 or 4 f32); src/ops/mla_matrix_planner.cpp sizes the same:
+// the queries [ROWS][DS], the staged rows [TK][DS], the scores [S_PARTS][ROWS][SS] (f32) which
+// once read make room for each unit's [MM][NN] f32 way out (the element-by-element P V's sums,
+// the outputs), P [ROWS][TS] and the factors [ROWS][NN] (f32).
+const uint S_WORDS = S_PARTS * ROWS * SS / 4u;
+const uint W_WORDS = UNITS * MM * NN / 4u;
+const uint Q_BASE = 0u;
+const uint K_BASE = Q_BASE + ROWS * DS / 8u;
+const uint S_BASE = K_BASE + TK * DS / 8u;
+const uint W_BASE = S_BASE;
+const uint P_BASE = S_BASE + (S_WORDS > W_WORDS ? S_WORDS : W_WORDS);
+const uint F_BASE = P_BASE + ROWS * TS / 8u;
+const uint MEM_WORDS = F_BASE + ROWS * NN / 4u;
+shared uvec4 s_mem[MEM_WORDS];
+
+shared uint s_key_block[TK];      // physical block of each position of the tile (NO_BLOCK: none)
+shared float s_row_slope[ROWS];   // ALiBi slope of each row's head
+shared float s_row_factor[ROWS];  // at the end: the rows' output factors
+shared float s_row_max[ROWS];
+shared float s_row_sum[ROWS];
+shared float s_part[WG];          // the softmax lanes' partial maxima and sums
+shared uint s_lane_words[WG];     // the tree mask's partial sums
+shared uint s_mask_base;          // tree mask: the request's first byte
+shared uint s_value_bad[2];       // per tile parity: a staged value entry is not finite
+shared uint s_largest[2];         // bf16: largest finite magnitude (f32 bits) of the queries, of the tile's rows
+
+#define A_MAT coopmat<float16_t, gl_ScopeSubgroup, MM, KK, gl_MatrixUseA>
+#define B_MAT coopmat<float16_t, gl_ScopeSubgroup, KK, NN, gl_MatrixUseB>
+#define C_MAT coopmat<float, gl_ScopeSubgroup, MM, NN, gl_MatrixUseAccumulator>
+
+layout(push_constant) uniform PushBlock { AttentionPush pc; };
+
+layout(set = 0, binding = ATTN_BINDING_QUERY) readonly buffer Query { uint query_words[]; };
+// The one pool [N, B, DK], or ckv [N, B, DV]; kpe [N, B, DK - DV] (two pools only).
+layout(set = 0, binding = ATTN_BINDING_KEY_CACHE) readonly buffer Pool { uint pool_words[]; };
+layout(set = 0, binding = ATTN_BINDING_VALUE_CACHE) readonly buffer Kpe { uint kpe_words[]; };
+layout(set = 0, binding = ATTN_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
+layout(set = 0, binding = ATTN_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };
+layout(set = 0, binding = ATTN_BINDING_QUERY_STARTS) readonly buffer QueryStarts { uint query_starts[]; };
+layout(set = 0, binding = ATTN_BINDING_OUTPUT) writeonly buffer Output { uint output_words[]; };
+layout(set = 0, binding = ATTN_BINDING_ALIBI) readonly buffer Alibi { float alibi_slopes[]; };
+layout(set = 0, binding = ATTN_BINDING_SINKS) readonly buffer Sinks { float sinks[]; };
+layout(set = 0, binding = ATTN_BINDING_LSE) writeonly buffer Lse { float lse[]; };
+layout(set = 0, binding = ATTN_BINDING_SCRATCH) writeonly buffer Scratch { float scratch[]; };
+layout(set = 0, binding = ATTN_BINDING_STATUS) buffer Status { uint status[]; };
+layout(set = 0, binding = ATTN_BINDING_TREE_MASK) readonly buffer TreeMask { uint tree_mask_words[]; };
+
+uint query_start_at(uint s) { return query_starts[pc.query_starts_offset + s]; }
+
+#include "common/softmax_state.glsl"
+#include "common/attention_range.glsl"
+#include "common/matrix_f16_elements.glsl"
+
+// The workgroup's request and rows, set once in main.
+uint g_tile_tokens;  // query tokens of the tile (<= TQ)
+uint g_new_tokens;   // q_s
+uint g_first_token;  // the tile's first token, counted over the batch
+uint g_first_j;      // ... and within its request
+uint g_heads;        // query heads of the group (<= GROUP)
+uint g_head0;
+
+bool row_valid(uint r) { return r / GROUP < g_tile_tokens && r % GROUP < g_heads; }
+// The row's index in [T, H] (LSE, scratch), and its first word in the query and the output.
+uint row_index(uint r) { return (g_first_token + r / GROUP) * pc.num_heads + g_head0 + r % GROUP; }
+uint query_row_word(uint r) { return row_word(pc.query_rows, g_first_token + r / GROUP, g_head0 + r % GROUP); }
+uint output_row_word(uint r) { return row_word(pc.output_rows, g_first_token + r / GROUP, g_head0 + r % GROUP); }
+
+#define VKP_MASK_PARTIALS s_lane_words
+#include "common/attention_tree_mask.glsl"
+#include "common/attention_tile.glsl"
+#include "common/attention_logits.glsl"
+#include "common/attention_epilogue.glsl"
+
+// Word j of cache row `row` (block * B + offset): the one pool's, or ckv's then kpe's.
+uint cache_word(uint row, uint j) {
+  if (TWO_POOLS == 0u) return pool_words[pc.key_offset + row * ROW_WORDS + j];
+  if (j < VALUE_WORDS) return pool_words[pc.key_offset + row * VALUE_WORDS + j];
+  return kpe_words[pc.value_offset + row * ROPE_WORDS + (j - VALUE_WORDS)];
+}
+
+// 32-bit word w of the shared memory (a pair of f16, or one f32).
+uint shared_word(uint w) { return s_mem[w / 4u][w % 4u]; }
+void set_shared_word(uint w, uint x) { s_mem[w / 4u][w % 4u] = x; }
+// f32 element i of the region from 16-byte word `base`.
+float shared_float(uint base, uint i) { return uintBitsToFloat(shared_word(4u * base + i)); }
+void set_shared_float(uint base, uint i, float x) { set_shared_word(4u * base + i, floatBitsToUint(x)); }
+// f16 element i (as bits) of the region from 16-byte word `base`.
+uint shared_half(uint base, uint i) { return (shared_word(4u * base + i / 2u) >> (16u * (i % 2u))) & 0xffffu; }
+
+// The tile's rows into [TK][DS] as f16 (bf16: raw, converted after): raises `largest` (bf16)
+// and returns whether a staged value entry (one of the first DV) is not finite (f16, fp8).
+bool stage_rows(uint tile, inout uint largest) {
+  bool bad = false;
+  for (uint i = gl_LocalInvocationID.x; i < TK * PAD_WORDS; i += WG) {
+    const uint c = i / PAD_WORDS;
+    const uint w = i % PAD_WORDS;
+    const uint block = s_key_block[c];
+    const uint raw = w < ROW_WORDS && block != NO_BLOCK ? cache_word(block * B + (tile + c) % B, w) : 0u;
+    const uint first = 4u * K_BASE + c * (DS / 2u);  // 32-bit word of the row's first pair
+    if (FP8) {
+      const uvec2 h = fp8_word_to_f16(raw);
+      set_shared_word(first + 2u * w, h.x);
+      set_shared_word(first + 2u * w + 1u, h.y);
+      if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(h.x) || f16_pair_not_finite(h.y);
+    } else {
+      set_shared_word(first + w, raw);
+      if (BF16_CACHE) largest = max(largest, bf16_largest(raw));
+      else if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(raw);
+    }
+  }
+  return bad;
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const HeadGroup hg = head_group(gl_WorkGroupID.x, pc.num_heads, 1u, GROUP);
+  g_head0 = hg.head0;
+  g_heads = hg.heads;
+  const uint part = gl_WorkGroupID.z;
+  const bool reporter = tid == 0u && gl_WorkGroupID.x == 0u && part == 0u;  // flags each request's values once
+
+  // ---- the request and the tile (uniform: every invocation reads the same words) ----
+  AttentionTile tile;
+  if (!attention_tile(gl_WorkGroupID.y, part, tid, reporter, tile)) return;
+  const uint request = tile.request;
+  const uint len = tile.len;
+  const uint window = tile.window;
+  const int first_p = tile.first_p;
+  const uint first_new = tile.first_new;
+  const KeyRange span = tile.span;
+
+  if (tid == 0u) {
+    s_largest[0] = 0u;
+    s_largest[1] = 0u;
+    s_value_bad[0] = 0u;
+    s_value_bad[1] = 0u;
+  }
+  if (tid < ROWS) s_row_slope[tid] = ALIBI && row_valid(tid) ? alibi_slopes[pc.alibi_offset + g_head0 + tid % GROUP] : 0.0;
+  if (TREE_MASK) find_mask_base(request, tid);
+  barrier();
+
+  // ---- the rows' queries as f16 (bf16: scaled into f16's range) ----
+  const uint query_pairs = DKPAD / 2u;
+  if (BF16_QUERY) {
+    uint largest = 0u;
+    for (uint i = tid; i < ROWS * query_pairs; i += WG)
+      if (row_valid(i / query_pairs) && i % query_pairs < DK / 2u)
+        largest = max(largest, bf16_largest(query_words[query_row_word(i / query_pairs) + i % query_pairs]));
+    atomicMax(s_largest[0], largest);
+    barrier();
+  }
+  const int query_shift = BF16_QUERY ? range_shift(s_largest[0]) : 0;
+  const float query_factor = exp2(float(query_shift));
+  for (uint i = tid; i < ROWS * query_pairs; i += WG) {
+    const uint r = i / query_pairs;
+    const uint w = i % query_pairs;
+    uint word = 0u;
+    if (row_valid(r) && w < DK / 2u) {
+      word = query_words[query_row_word(r) + w];
+      if (BF16_QUERY) word = bf16_pair_to_f16(word, query_factor);
+    }
+    set_shared_word(4u * Q_BASE + r * (DS / 2u) + w, word);
+  }
+
+  // The unit of this subgroup: row block `block`, value part `vpart`, and its share of S.
+  const uint unit = gl_SubgroupID;
+  const bool computes = unit < UNITS;
+  const uint block = unit / VALUE_PARTS;
+  const uint vpart = unit % VALUE_PARTS;
+  const uint s_part_index = VALUE_PARTS > N_BLOCKS ? vpart / N_BLOCKS : 0u;
+  const uint k_lo = s_part_index * K_STEPS / S_PARTS;
+  const uint k_hi = (s_part_index + 1u) * K_STEPS / S_PARTS;
+  // Softmax: this invocation's row, its running max and its share of the row's sum.
+  const uint my_row = tid / LANES;
+  const uint lane = tid % LANES;
+  float row_max = VKP_NEG_INF;
+  float row_sum = 0.0;
+  bool row_poisoned = false;
+  const int my_p = first_p + int(my_row / GROUP);
+  const KeyRange my_range = row_key_range(my_p, len, g_new_tokens, window, TREE_MASK);
+  const bool my_valid = my_row < ROWS && row_valid(my_row);
+
+  // Logits = scores * the scale, an fp8 cache's k_scale and decode factor, and the bf16 powers
+  // of two undone (score_factors: kept apart until each tile's are known).
+  int scale_exponent;
+  const float scale_mantissa = frexp(pc.scale * (FP8 ? pc.k_scale * fp8_scale_fix(CACHE_DTYPE) : 1.0), scale_exponent);
+  const float out_scale = FP8 ? pc.v_scale * fp8_scale_fix(CACHE_DTYPE) : 1.0;
+  C_MAT o[V_BLOCKS];
+  [[unroll]] for (uint j = 0u; j < V_BLOCKS; ++j) o[j] = C_MAT(0.0);
+
+  const uint table = pc.block_tables_offset + request * pc.max_blocks_per_seq;
+  uint parity = 0u;
+  for (uint tile = span.lo; tile < span.hi; tile += TK) {
+    // ---- staging: the tile's blocks, then its rows ----
+    for (uint c = tid; c < TK; c += WG) {  // the workgroup may hold fewer invocations than positions
+      const uint t = tile + c;
+      uint b = NO_BLOCK;
+      if (t < span.hi) {
+        b = block_tables[table + t / B];
+        if (b >= pc.num_blocks) {
+          atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
+          b = NO_BLOCK;
+        }
+      }
+      s_key_block[c] = b;
+    }
+    barrier();  // also: the queries (first tile) are in place
+    uint largest = 0u;
+    if (stage_rows(tile, largest)) atomicOr(s_value_bad[parity], 1u);
+    if (BF16_CACHE) atomicMax(s_largest[1], largest);
+    barrier();
+    int key_shift = 0;  // the bf16 tile's power of two
+    if (BF16_CACHE) {
+      key_shift = range_shift(s_largest[1]);
+      if (convert_bf16_rows(K_BASE, TK, DKPAD / 8u, DS / 8u, exp2(float(key_shift)))) atomicOr(s_value_bad[parity], 1u);
+      barrier();
+      if (tid == 0u) s_largest[1] = 0u;  // read by all before the barrier; raised again after the tile's end
+    }
+    // The other parity's flag was last read before the previous tile's end.
+    if (tid == 0u) s_value_bad[parity ^ 1u] = 0u;
+
+    // ---- scores: this unit's column blocks of its row block (over its slice of the dims) ----
+    if (computes) {
+      for (uint n = VALUE_PARTS > N_BLOCKS ? vpart % N_BLOCKS : vpart; n < N_BLOCKS; n += VALUE_PARTS) {
+        C_MAT scores = C_MAT(0.0);
+        for (uint k = k_lo; k < k_hi; ++k) {
+          A_MAT qa;
+          B_MAT kb;  // K^T [KK dims x NN positions]: column c is staged row c
+          coopMatLoad(qa, s_mem, Q_BASE + (block * MM * DS + k * KK) / 8u, DS / 8u, gl_CooperativeMatrixLayoutRowMajor);
+          coopMatLoad(kb, s_mem, K_BASE + (n * NN * DS + k * KK) / 8u, DS / 8u, gl_CooperativeMatrixLayoutColumnMajor);
+          scores = coopMatMulAdd(qa, kb, scores);
+        }
+        coopMatStore(scores, s_mem, S_BASE + ((s_part_index * ROWS + block * MM) * SS + n * NN) / 4u, SS / 4u,
+                     gl_CooperativeMatrixLayoutRowMajor);
+      }
+    }
+    barrier();
+
+    // ---- softmax: logits, the tile's max per row, P, the rows' factors ----
+    const vec2 factors = score_factors(scale_mantissa, scale_exponent - query_shift - key_shift);
+    float tile_max = VKP_NEG_INF;
+    bool tile_poisoned = false;
+    for (uint q = lane; q < TK / 2u; q += LANES) {
+      vec2 logits = vec2(VKP_NEG_INF);
+      for (uint h = 0u; h < 2u; ++h) {
+        const uint c = 2u * q + h;
+        const uint t = tile + c;
+        if (!my_valid || t >= span.hi || !attention_visible(my_range, t, first_new, my_row)) continue;
+        float score = 0.0;
+        for (uint s = 0u; s < S_PARTS; ++s) score += shared_float(S_BASE, (s * ROWS + my_row) * SS + c);
+        logits[h] = attention_logit(score * factors.x * factors.y, my_p, t, pc.softcap, s_row_slope[my_row]);
+        tile_max_add(tile_max, tile_poisoned, logits[h]);
+      }
+      set_shared_float(S_BASE, my_row * SS + 2u * q, logits.x);  // own entries of slice 0: the logits
+      set_shared_float(S_BASE, my_row * SS + 2u * q + 1u, logits.y);
+    }
+    s_part[tid] = row_state_max(tile_max, tile_poisoned);
+    barrier();
+    tile_max = VKP_NEG_INF;
+    tile_poisoned = false;
+    for (uint i = 0u; i < LANES; ++i) tile_max_add(tile_max, tile_poisoned, s_part[my_row * LANES + i]);
+    row_poisoned = row_poisoned || tile_poisoned;
+    const float alpha = row_state_rescale(row_max, tile_max);
+    float tile_sum = 0.0;
+    for (uint q = lane; q < TK / 2u; q += LANES) {
+      const vec2 x = vec2(shared_float(S_BASE, my_row * SS + 2u * q), shared_float(S_BASE, my_row * SS + 2u * q + 1u));
+      const bvec2 hidden = bvec2(x.x == VKP_NEG_INF || nan_bits(x.x), x.y == VKP_NEG_INF || nan_bits(x.y));
+      const vec2 pr = vec2(hidden.x ? 0.0 : exp(x.x - row_max), hidden.y ? 0.0 : exp(x.y - row_max));
+      tile_sum += pr.x + pr.y;
+      // P in f16 pairs; -0 marks a position the row does not attend.
+      set_shared_word(4u * P_BASE + (my_row * TS + 2u * q) / 2u,
+                      packHalf2x16(pr) | (hidden.x ? 0x8000u : 0u) | (hidden.y ? 0x80000000u : 0u));
+    }
+    row_sum = row_sum * alpha + tile_sum;
+    for (uint c = lane; c < NN; c += LANES) set_shared_float(F_BASE, my_row * NN + c, alpha);
+    barrier();
+
+    // ---- values: O = O * factors + P V over this unit's columns ----
+    const float value_factor = exp2(float(-key_shift));  // the bf16 tile's power of two, undone
+    const bool values_bad = s_value_bad[parity] != 0u;
+    const uint column0 = vpart * DVP;
+    if (computes) {
+      C_MAT row_factors;
+      coopMatLoad(row_factors, s_mem, F_BASE + block * MM * NN / 4u, NN / 4u, gl_CooperativeMatrixLayoutRowMajor);
+      [[unroll]] for (uint j = 0u; j < V_BLOCKS; ++j) o[j] = o[j] * row_factors;
+      if (!values_bad) {
+        A_MAT pa[TK / KK];
+        [[unroll]] for (uint k = 0u; k < TK / KK; ++k)
+          coopMatLoad(pa[k], s_mem, P_BASE + (block * MM * TS + k * KK) / 8u, TS / 8u, gl_CooperativeMatrixLayoutRowMajor);
+        [[unroll]] for (uint j = 0u; j < V_BLOCKS; ++j) {
+          C_MAT sum = C_MAT(0.0);
+          [[unroll]] for (uint k = 0u; k < TK / KK; ++k) {
+            B_MAT vb;  // V [KK positions x NN dims]: the staged rows' columns
+            coopMatLoad(vb, s_mem, K_BASE + (k * KK * DS + column0 + j * NN) / 8u, DS / 8u,
+                        gl_CooperativeMatrixLayoutRowMajor);
+            if (BF16_CACHE) sum = coopMatMulAdd(pa[k], vb, sum);
+            else o[j] = coopMatMulAdd(pa[k], vb, o[j]);
+          }
+          if (BF16_CACHE) o[j] = o[j] + sum * value_factor;
+        }
+      }
+    }
+    if (values_bad) {
+      // A non-finite value entry in the tile: element by element, hidden positions skipped, the
+      // sums through the unit's way out into an accumulator.
+      const uint w_base = W_BASE + unit * MM * NN / 4u;
+      [[unroll]] for (uint j = 0u; j < V_BLOCKS; ++j) {
+        if (computes) {
+          for (uint e = gl_SubgroupInvocationID; e < MM * NN; e += gl_SubgroupSize) {
+            const uint r = block * MM + e / NN;
+            const uint d = column0 + j * NN + e % NN;
+            float acc = 0.0;
+            for (uint c = 0u; c < TK; ++c) {
+              const uint bits = shared_half(P_BASE, r * TS + c);
+              if ((bits & 0x8000u) != 0u) continue;  // not attended
+              acc += unpackHalf2x16(bits).x * unpackHalf2x16(shared_half(K_BASE, c * DS + d)).x;
+            }
+            set_shared_float(w_base, e, acc);
+          }
+        }
+        barrier();
+        if (computes) {
+          C_MAT sum;
+          coopMatLoad(sum, s_mem, w_base, NN / 4u, gl_CooperativeMatrixLayoutRowMajor);
+          o[j] = o[j] + sum * value_factor;
+        }
+        barrier();
+      }
+    }
+    barrier();  // the next tile's staging overwrites the rows, S, P and the factors
+    parity ^= 1u;
+  }
+
+  // ---- the rows' states: sums over their lanes ----
+  s_part[tid] = row_sum;
+  barrier();
+  if (lane == 0u) {
+    float total = 0.0;
+    for (uint i = 0u; i < LANES; ++i) total += s_part[my_row * LANES + i];
+    s_row_sum[my_row] = total;
+    s_row_max[my_row] = row_state_max(row_max, row_poisoned);
+  }
+  barrier();
+  if (tid < ROWS && row_valid(tid)) {
+    if (SPLIT) {
+      // scratch, in floats: value sums [T][H][P][DV], then (max, sum) pairs [T][H][P][2]
+      const uint ml =
+          pc.scratch_offset + split_state_word(row_index(tid), part, pc.num_tokens * pc.num_heads, pc.num_partitions, DV);
+      scratch[ml] = s_row_max[tid];
+      scratch[ml + 1u] = s_row_sum[tid];
+      s_row_factor[tid] = out_scale;
+    } else {
+      const float z = SINKS ? sinks[pc.sinks_offset + g_head0 + tid % GROUP] : 0.0;
+      const RowFinish f = finish_row(s_row_max[tid], s_row_sum[tid], SINKS, z);
+      s_row_factor[tid] = f.factor * out_scale;
+      if (WRITE_LSE) lse[pc.lse_offset + row_index(tid)] = f.lse;
+    }
+  }
+  barrier();
+
+  // ---- the outputs (or the split's value sums) through each unit's way out ----
+  const uint w_base = W_BASE + unit * MM * NN / 4u;
+  [[unroll]] for (uint j = 0u; j < V_BLOCKS; ++j) {
+    if (computes) coopMatStore(o[j], s_mem, w_base, NN / 4u, gl_CooperativeMatrixLayoutRowMajor);
+    barrier();
+    if (computes) {
+      for (uint e = 2u * gl_SubgroupInvocationID; e < MM * NN; e += 2u * gl_SubgroupSize) {  // pairs (d, d + 1)
+        const uint row = block * MM + e / NN;
+        const uint d = vpart * DVP + j * NN + e % NN;
+        if (!row_valid(row) || d >= DV) continue;
+        const float f = s_row_factor[row];
+        const float a = shared_float(w_base, e);
+        const float b = shared_float(w_base, e + 1u);
+        if (SPLIT) {
+          const uint base = pc.scratch_offset + split_sums_word(row_index(row), part, pc.num_partitions, DV) + d;
+          scratch[base] = a * f;
+          scratch[base + 1u] = b * f;
+        } else {
+          output_words[output_row_word(row) + d / 2u] = pack_output(finish_output(a, f), finish_output(b, f), QUERY_DTYPE);
+        }
+      }
+    }
+    barrier();
+  }
+}

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// The MLA planner's tensor-core family (shaders/mla_attention_matrix_khr.comp): the device's f16
+// product (choose_matrix_product), the row blocks, value parts and key tile that fit its shared
+// memory and workgroup, and why the kernel cannot run a shape where it cannot. Pure, as the rest
+// of the planner.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "ops/mla_attention_planner.hpp"
+
+namespace vkpaged::detail {
+
+namespace {
+
+uint64_t round_up(uint64_t a, uint64_t b) { return (a + b - 1) / b * b; }
+
+// Row blocks of m rows per workgroup at most: 4 blocks share each staged row among 4m rows
+// (FlashMLA's 64 heads), if shared memory holds their queries.
+constexpr uint32_t kMaxRowBlocks = 4;
+// Key positions per tile, longest first: fewer barriers per position. Multiples of n and k.
+constexpr uint32_t kKeyTiles[] = {64, 32, 16, 8};
+// Output columns one subgroup keeps in f32 accumulators at most: 128 columns of 16 rows are 64
+// registers per lane on a subgroup of 32. DeepSeek's Dv = 512 takes 4 value parts.
+constexpr uint32_t kMaxUnitColumns = 128;
+
+struct MlaMatrixTiles {
+  uint32_t row_blocks = 0;
+  uint32_t value_parts = 0;
+  uint32_t key_tile = 0;
+  uint32_t workgroup = 0;
+  size_t shared_bytes = 0;
+};
+
+// Output columns per value part, as the shader's DVP.
+uint64_t part_columns(uint32_t dv, uint32_t parts, uint32_t n) { return round_up((dv + parts - 1) / parts, n); }
+
+// The value parts: enough to keep each subgroup within kMaxUnitColumns, their columns within the
+// staged rows' padded width, and the softmax's lanes per row whole (WG / rows an integer).
+std::optional<uint32_t> choose_value_parts(const DeviceCapabilities& d, const MlaShape& m, const MatrixProductShape& p) {
+  const uint32_t dv = m.value_head_size, dkpad = uint32_t(round_up(m.attention.head_size, 16));
+  uint32_t parts = 1;
+  while ((dv + parts - 1) / parts > kMaxUnitColumns) parts *= 2;
+  while (parts > 1 && parts * part_columns(dv, parts, p.n) > dkpad) parts /= 2;
+  while ((uint64_t(parts) * d.max_subgroup_size) % p.m != 0 && part_columns(dv, parts * 2, p.n) * parts * 2 <= dkpad)
+    parts *= 2;
+  if ((uint64_t(parts) * d.max_subgroup_size) % p.m != 0) return std::nullopt;
+  return parts;
+}
+
+// The most row blocks the step needs (up to kMaxRowBlocks), then the longest key tile, that fit
+// the device's shared memory and workgroup.
+std::optional<MlaMatrixTiles> fit_tiles(const DeviceCapabilities& d, const MlaShape& m, const MatrixProductShape& p,
+                                        uint64_t wanted_rows) {
+  const auto parts = choose_value_parts(d, m, p);
+  if (!parts) return std::nullopt;
+  uint32_t blocks = 1;
+  while (blocks < kMaxRowBlocks && uint64_t(blocks) * p.m < wanted_rows) blocks *= 2;
+  for (; blocks >= 1; blocks /= 2) {
+    const uint64_t workgroup = uint64_t(blocks) * *parts * d.max_subgroup_size;
+    if (workgroup > d.max_workgroup_invocations) continue;
+    for (uint32_t tk : kKeyTiles) {
+      if (tk % p.n != 0 || tk % p.k != 0) continue;
+      const size_t bytes = mla_matrix_shared_bytes(blocks * p.m, p, m.attention.head_size, tk, *parts, uint32_t(workgroup));
+      if (bytes > d.max_shared_memory) continue;
+      return MlaMatrixTiles{blocks, *parts, tk, uint32_t(workgroup), bytes};
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+size_t mla_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& p, uint32_t key_head_size, uint32_t key_tile,
+                               uint32_t value_parts, uint32_t workgroup) {
+  // In 16-byte words, as the shader declares s_mem.
+  const uint64_t ds = round_up(key_head_size, 16) + 8, ts = uint64_t(key_tile) + 8, ss = uint64_t(key_tile) + 4;
+  const uint64_t column_blocks = key_tile / p.n;
+  const uint64_t score_parts = value_parts > column_blocks ? value_parts / column_blocks : 1;
+  const uint64_t units = uint64_t(rows / p.m) * value_parts;
+  const uint64_t s_words = score_parts * rows * ss / 4, w_words = units * p.m * p.n / 4;
+  const uint64_t words = uint64_t(rows) * ds / 8 + uint64_t(key_tile) * ds / 8 + std::max(s_words, w_words) +
+                         uint64_t(rows) * ts / 8 + uint64_t(rows) * p.n / 4;
+  // Key blocks, four per-row arrays, two per-invocation arrays, the mask base, two flags, two maxima.
+  return size_t(16 * words + 4 * (uint64_t(key_tile) + 4ull * rows + 2ull * workgroup + 5));
+}
+
+std::string mla_matrix_refusal(const DeviceCapabilities& d, const MlaShape& m) {
+  const AttentionShape& s = m.attention;
+  if (!d.khr_matrix_refusal.empty()) return d.khr_matrix_refusal;
+  if (s.query_dtype != DType::f16 && s.query_dtype != DType::bf16)
+    return fmt::format("query: dtype {} (the MLA matrix kernel takes f16 and bf16 queries; the scalar kernel takes f32)",
+                       dtype_name(s.query_dtype));
+  if (s.cache_dtype == DType::f32)
+    return "kv_dtype: f32 (the MLA matrix kernel takes f16, bf16 and fp8 caches; the scalar kernel takes f32)";
+  if (const std::string refusal = matrix_product_refusal(d); !refusal.empty()) return refusal;
+  const auto product = choose_matrix_product(d);
+  if (!choose_value_parts(d, m, *product))
+    return fmt::format("device {}: subgroups of {} cannot share the {}-row blocks of its {}x{}x{} product evenly",
+                       d.name, d.max_subgroup_size, product->m, product->m, product->n, product->k);
+  if (!fit_tiles(d, m, *product, product->m))
+    return fmt::format("head_size: Dk = {} needs more shared memory per workgroup on the MLA matrix kernel (one block "
+                       "of {} rows, the shortest key tile) than device {} has ({} bytes)",
+                       s.head_size, product->m, d.name, d.max_shared_memory);
+  return "";
+}
+
+void plan_mla_matrix(AttentionChoice& c, const DeviceCapabilities& d, const MlaShape& m) {
+  const MatrixProductShape product = *choose_matrix_product(d);
+  const uint32_t heads = m.attention.num_heads;
+  const MlaMatrixTiles t = *fit_tiles(d, m, product, uint64_t(c.max_query_tokens) * heads);
+  c.kernel = AttentionKernel::matrix;
+  c.product = product;
+  c.key_tile = t.key_tile;
+  c.value_parts = t.value_parts;
+  c.workgroup_sync = d.workgroup_sync;
+  c.workgroup = t.workgroup;
+  c.rows = t.row_blocks * product.m;
+  c.shared_bytes = t.shared_bytes;
+  // More heads than rows are sliced into equal groups, as on the scalar kernel.
+  c.groups_per_kv_head = (heads + c.rows - 1) / c.rows;
+  c.heads_per_workgroup = (heads + c.groups_per_kv_head - 1) / c.groups_per_kv_head;
+  c.tokens_per_tile = c.rows / c.heads_per_workgroup;
+  c.row_parts = 1;
+}
+
+}  // namespace vkpaged::detail

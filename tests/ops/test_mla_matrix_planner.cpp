@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+// The MLA planner's kernel choice (plan_mla_attention) on fabricated devices, without a GPU:
+// the tensor-core kernel where the device lists a usable f16 product and its shared memory holds
+// a tile, with the product, rows, value parts and key tile each device gets at DeepSeek's widths;
+// the portable kernel elsewhere, and the reasons a forced matrix kernel is refused.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "ops/mla_attention_planner.hpp"
+#include "support/expect_error.hpp"
+#include "support/fabricated_devices.hpp"
+#include "support/mla_decode_shape.hpp"
+
+namespace vkpaged::test {
+namespace {
+
+// DeepSeek's widths: Dk 576 = 512 latent + 64 rope, Dv 512.
+MlaShape deepseek_decode(uint32_t heads, DType query = DType::bf16, DType cache = DType::fp8_e4m3) {
+  return mla_decode_shape(heads, 576, 512, query, cache);
+}
+
+const int32_t kDecodeStarts[] = {0, 1, 2};
+
+detail::AttentionChoice plan(const DeviceCapabilities& d, const MlaShape& m, AttentionKernel kernel = AttentionKernel::automatic) {
+  MlaOptions o;
+  o.kernel = kernel;
+  return detail::plan_mla_attention(d, m, kDecodeStarts, o);
+}
+
+struct Expected {
+  DeviceCapabilities device;
+  AttentionKernel kernel;
+  // the matrix kernel's choice (unchecked for the scalar kernel)
+  uint32_t m = 0, n = 0, k = 0, rows = 0, value_parts = 0, key_tile = 0, workgroup = 0;
+};
+
+// Each device's kernel and tile for DeepSeek's decode at 16 heads (bf16 queries, an fp8 cache).
+// The sizes follow from mla_matrix_shared_bytes: on the H200's 48 KiB one block of 16 rows
+// (18.3 KiB of f16 queries) and 16 staged rows (18.3 KiB) fit, 32 staged rows do not; AMD's
+// 64 KiB takes 32; lavapipe's 32 KiB one block of 8 rows and 16 staged rows.
+TEST(MlaMatrixPlanner, EachDeviceGetsItsKernelAndTile) {
+  DeviceCapabilities only_16x8x16 = khr_only_16x8x16();  // the 16x8x16 product alone
+  only_16x8x16.cooperative_matrix_khr_shapes = f16_products({{16, 8, 16}});
+  const std::vector<Expected> expected{
+      {h200(), AttentionKernel::scalar},
+      {h200_with_khr(), AttentionKernel::matrix, 16, 16, 16, 16, 4, 16, 128},
+      {only_16x8x16, AttentionKernel::matrix, 16, 8, 16, 16, 4, 16, 128},
+      {lavapipe(), AttentionKernel::scalar},
+      {lavapipe_with_cooperative_matrices(), AttentionKernel::matrix, 8, 8, 8, 8, 4, 16, 32},
+      {amd_rdna3(), AttentionKernel::matrix, 16, 16, 16, 16, 4, 32, 128},
+      {amd_rdna3(64), AttentionKernel::matrix, 16, 16, 16, 16, 4, 32, 256},
+      {intel_xe(), AttentionKernel::matrix, 8, 8, 16, 16, 4, 32, 128},
+      {minimal(), AttentionKernel::scalar},
+  };
+  for (const Expected& e : expected) {
+    const auto c = plan(e.device, deepseek_decode(16));
+    std::cout << "  " << e.device.name << ": " << (c.kernel == AttentionKernel::matrix ? "matrix" : "scalar") << " "
+              << c.product.m << "x" << c.product.n << "x" << c.product.k << ", rows " << c.rows << ", value parts "
+              << c.value_parts << ", key tile " << c.key_tile << ", wg " << c.workgroup << ", " << c.shared_bytes
+              << " bytes shared\n";
+    SCOPED_TRACE(e.device.name);
+    ASSERT_EQ(c.kernel, e.kernel);
+    EXPECT_LE(c.shared_bytes, e.device.max_shared_memory);
+    if (e.kernel != AttentionKernel::matrix) continue;
+    EXPECT_EQ(c.product.m, e.m);
+    EXPECT_EQ(c.product.n, e.n);
+    EXPECT_EQ(c.product.k, e.k);
+    EXPECT_EQ(c.rows, e.rows);
+    EXPECT_EQ(c.value_parts, e.value_parts);
+    EXPECT_EQ(c.key_tile, e.key_tile);
+    EXPECT_EQ(c.workgroup, e.workgroup);
+    EXPECT_EQ(c.shared_bytes, detail::mla_matrix_shared_bytes(c.rows, c.product, 576, c.key_tile, c.value_parts, c.workgroup));
+    EXPECT_GT(detail::mla_matrix_shared_bytes(c.rows, c.product, 576, c.key_tile * 2, c.value_parts, c.workgroup),
+              e.device.max_shared_memory)
+        << "the key tile is the longest that fits";
+  }
+}
+
+// Every head count and dtype on every device with the kernel: the tile within the device's
+// limits, the softmax's lanes whole (workgroup a multiple of the rows), every head in a group.
+TEST(MlaMatrixPlanner, TilesStayWithinEveryDevicesLimits) {
+  const std::vector<DeviceCapabilities> devices{h200_with_khr(), khr_only_16x16x16(), lavapipe_with_cooperative_matrices(),
+                                                amd_rdna3(), amd_rdna3(64), intel_xe()};
+  for (const auto& d : devices) {
+    for (uint32_t heads : {1u, 16u, 20u, 32u, 64u, 128u}) {
+      for (auto [query, cache] : {std::pair{DType::f16, DType::f16}, std::pair{DType::bf16, DType::bf16},
+                                  std::pair{DType::bf16, DType::fp8_e4m3}}) {
+        for (auto [dk, dv] : {std::pair{576u, 512u}, std::pair{80u, 64u}, std::pair{40u, 40u}}) {
+          MlaShape m = deepseek_decode(heads, query, cache);
+          m.attention.head_size = dk;
+          m.value_head_size = dv;
+          const auto c = plan(d, m);
+          SCOPED_TRACE(d.name + " H " + std::to_string(heads) + " Dk " + std::to_string(dk) + " " + std::string(dtype_name(cache)));
+          ASSERT_EQ(c.kernel, AttentionKernel::matrix);
+          EXPECT_LE(c.shared_bytes, d.max_shared_memory);
+          EXPECT_LE(c.workgroup, d.max_workgroup_invocations);
+          EXPECT_EQ(c.workgroup, c.rows / c.product.m * c.value_parts * d.max_subgroup_size);
+          EXPECT_EQ(c.workgroup % c.rows, 0u);
+          EXPECT_EQ(c.rows % c.product.m, 0u);
+          EXPECT_EQ(c.key_tile % c.product.n, 0u);
+          EXPECT_EQ(c.key_tile % c.product.k, 0u);
+          // The value parts' columns (the shader's DVP, a multiple of n) lie within the staged rows.
+          const uint32_t part = ((dv + c.value_parts - 1) / c.value_parts + c.product.n - 1) / c.product.n * c.product.n;
+          EXPECT_LE(c.value_parts * part, (dk + 15) / 16 * 16);
+          EXPECT_LE(part, 128u) << "accumulators per subgroup";
+          EXPECT_GE(c.heads_per_workgroup * c.groups_per_kv_head, heads);
+          EXPECT_LT(c.heads_per_workgroup * (c.groups_per_kv_head - 1), heads) << "an idle group";
+          EXPECT_GE(c.tokens_per_tile, 1u);
+        }
+      }
+    }
+  }
+}
+
+// What the matrix kernel does not take runs on the portable one (automatic), and asking for the
+// matrix kernel there is refused naming why.
+TEST(MlaMatrixPlanner, FallsBackToThePortableKernelOrRefuses) {
+  const DeviceCapabilities khr = h200_with_khr();
+  EXPECT_EQ(plan(khr, deepseek_decode(16, DType::f32, DType::f16)).kernel, AttentionKernel::scalar);
+  EXPECT_EQ(plan(khr, deepseek_decode(16, DType::f16, DType::f32)).kernel, AttentionKernel::scalar);
+  EXPECT_EQ(plan(khr, deepseek_decode(16), AttentionKernel::scalar).kernel, AttentionKernel::scalar);
+  expect_refused([&] { plan(khr, deepseek_decode(16, DType::f32, DType::f16), AttentionKernel::matrix); },
+                 "kernel: matrix: query: dtype f32", ErrorCode::unsupported);
+  expect_refused([&] { plan(khr, deepseek_decode(16, DType::f16, DType::f32), AttentionKernel::matrix); },
+                 "kernel: matrix: kv_dtype: f32", ErrorCode::unsupported);
+  expect_refused([&] { plan(lavapipe(), deepseek_decode(16), AttentionKernel::matrix); },
+                 "kernel: matrix: VK_KHR_cooperative_matrix is not enabled", ErrorCode::unsupported);
+  // Cooperative matrices but too little shared memory for one block of rows and the shortest tile.
+  DeviceCapabilities small = lavapipe_with_cooperative_matrices();
+  small.max_shared_memory = 16384;
+  EXPECT_EQ(plan(small, deepseek_decode(16)).kernel, AttentionKernel::scalar);
+  expect_refused([&] { plan(small, deepseek_decode(16), AttentionKernel::matrix); },
+                 "kernel: matrix: head_size: Dk = 576 needs more shared memory", ErrorCode::unsupported);
+  // A device whose only f16 product the kernel cannot use.
+  DeviceCapabilities odd = amd_rdna3();
+  odd.cooperative_matrix_khr_shapes = f16_products({{64, 64, 64}});
+  EXPECT_EQ(plan(odd, deepseek_decode(16)).kernel, AttentionKernel::scalar);
+  expect_refused([&] { plan(odd, deepseek_decode(16), AttentionKernel::matrix); }, "lists no f16 x f16 + f32 product",
+                 ErrorCode::unsupported);
+  MlaOptions decode;
+  decode.kernel = AttentionKernel::decode;
+  expect_refused([&] { detail::plan_mla_attention(khr, deepseek_decode(16), kDecodeStarts, decode); }, "kernel: 1");
+}
+
+// More heads than a workgroup's rows: equal groups of them; more tokens: more row blocks.
+TEST(MlaMatrixPlanner, HeadsAndTokensFillTheRowBlocks) {
+  auto c = plan(h200_with_khr(), deepseek_decode(128));
+  EXPECT_EQ(c.rows, 16u);
+  EXPECT_EQ(c.groups_per_kv_head, 8u);
+  EXPECT_EQ(c.heads_per_workgroup, 16u);
+  c = plan(lavapipe_with_cooperative_matrices(), deepseek_decode(20));
+  EXPECT_EQ(c.rows, 8u);
+  EXPECT_EQ(c.groups_per_kv_head, 3u);
+  EXPECT_EQ(c.heads_per_workgroup, 7u);
+  // Small rows (Dk 80): 4 heads x 8 tokens take 2 blocks of 16 on AMD.
+  MlaShape m = deepseek_decode(4, DType::f16, DType::f16);
+  m.attention.head_size = 80;
+  m.value_head_size = 64;
+  m.attention.num_requests = 1;
+  m.attention.num_query_tokens = 8;
+  const int32_t starts[] = {0, 8};
+  c = detail::plan_mla_attention(amd_rdna3(), m, starts, MlaOptions{});
+  EXPECT_EQ(c.kernel, AttentionKernel::matrix);
+  EXPECT_EQ(c.rows, 32u);
+  EXPECT_EQ(c.tokens_per_tile, 8u);
+  EXPECT_EQ(c.value_parts, 1u);
+}
+
+}  // namespace
+}  // namespace vkpaged::test
