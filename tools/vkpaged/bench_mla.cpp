@@ -54,27 +54,16 @@ MlaBenchCase mla_case(uint32_t requests, uint32_t context, uint32_t heads, DType
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// Where MlaOptions has a kernel choice (AttentionKernel: a tensor-core MLA kernel beside the
-// portable one), --kernel sets it and MlaPlan::kernel() names the kernel that ran; where it has
-// none, --kernel takes auto only and the kernel is the portable (scalar) one.
-template <typename Options>
-void set_mla_kernel(Options& options, const std::string& name) {
-  if constexpr (requires { options.kernel = AttentionKernel::automatic; }) {
-    if (name == "auto") options.kernel = AttentionKernel::automatic;
-    else if (name == "scalar") options.kernel = AttentionKernel::scalar;
-    else if (name == "matrix") options.kernel = AttentionKernel::matrix;
-    else throw Error(ErrorCode::invalid_argument, fmt::format("--kernel: \"{}\" is not auto, scalar or matrix", name));
-  } else if (name != "auto") {
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("--kernel: \"{}\": this build has one MLA kernel (MlaOptions has no kernel choice); give auto",
-                            name));
-  }
+// --kernel: MlaOptions::kernel (automatic, the portable kernel or the tensor-core one).
+void set_mla_kernel(MlaOptions& options, const std::string& name) {
+  if (name == "auto") options.kernel = AttentionKernel::automatic;
+  else if (name == "scalar") options.kernel = AttentionKernel::scalar;
+  else if (name == "matrix") options.kernel = AttentionKernel::matrix;
+  else throw Error(ErrorCode::invalid_argument, fmt::format("--kernel: \"{}\" is not auto, scalar or matrix", name));
 }
 
-template <typename Plan>
-std::string mla_kernel_name(const Plan& plan) {
-  if constexpr (requires { plan.kernel(); }) return plan.kernel() == AttentionKernel::matrix ? "matrix" : "scalar";
-  else return "scalar";
+std::string mla_kernel_name(const MlaPlan& plan) {
+  return plan.kernel() == AttentionKernel::matrix ? "matrix" : "scalar";
 }
 
 }  // namespace
