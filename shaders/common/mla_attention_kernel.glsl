@@ -15,6 +15,10 @@
 //   value phase:   invocation (row part, dim lane) adds p * v over the tile for its rows and
 //                  dims, v being the staged row's first DV entries: the key's row read once
 //                  from memory serves both products.
+// The loops within the tile loop take UNROLL steps per iteration (and the softmax phase's
+// position loop all of them): Mesa 22.3's lavapipe ends every loop of an invocation once its
+// loops have run 65535 iterations together (gallivm's loop limiter), so a key tile must cost
+// few. Unrolled fully, the score phase's DK / 4 steps run many times slower there.
 // Split (FEATURE_SPLIT): workgroup z takes partition z of the key positions and writes
 // its rows' value sums (DV wide) with their max and sum to the scratch, which
 // attention_merge.comp (head size DV) merges; otherwise the rows finish here.
@@ -58,6 +62,8 @@ const uint LANES = WG / ROWS;              // softmax phase: invocations per row
 const uint DIM_LANES = WG / ROW_PARTS;     // value phase: invocations side by side over the dims
 const uint DIMS_PER_INVOCATION = (DV + DIM_LANES - 1u) / DIM_LANES;
 const uint ROWS_PER_INVOCATION = ROWS / ROW_PARTS;
+const uint SOFTMAX_STEPS = (TK + LANES - 1u) / LANES;  // softmax phase: positions per invocation
+const uint UNROLL = 8u;
 const uint NO_BLOCK = 0xffffffffu;
 
 layout(push_constant) uniform PushBlock { AttentionPush pc; };
@@ -196,10 +202,15 @@ void main() {
       s_key_block[tid] = block;
     }
     barrier();  // also: the queries (first tile), the slopes and the mask base are in place
-    for (uint w = tid; w < TK * ROW_WORDS; w += WG) {
-      const uint c = w / ROW_WORDS;
-      const uint block = s_key_block[c];
-      s_rows[w] = block == NO_BLOCK ? 0u : cache_word(block * B + (tile + c) % B, w % ROW_WORDS);
+    for (uint w0 = tid; w0 < TK * ROW_WORDS; w0 += WG * UNROLL) {
+      [[unroll]] for (uint j = 0u; j < UNROLL; ++j) {
+        const uint w = w0 + WG * j;
+        if (w < TK * ROW_WORDS) {
+          const uint c = w / ROW_WORDS;
+          const uint block = s_key_block[c];
+          s_rows[w] = block == NO_BLOCK ? 0u : cache_word(block * B + (tile + c) % B, w % ROW_WORDS);
+        }
+      }
     }
     barrier();
 
@@ -208,11 +219,16 @@ void main() {
     for (uint k = 0u; k < SCORE_ROWS; ++k) dots[k] = 0.0;
     const bool scoring = score_lane < ROWS && s_key_block[score_c] != NO_BLOCK;
     if (scoring) {
-      for (uint q = 0u; q < DK / 4u; ++q) {
-        const vec4 key = row_quad(score_c, q);
-        for (uint k = 0u; k < SCORE_ROWS; ++k) {
-          const uint r = score_lane + SCORE_LANES * k;
-          if (r < ROWS) dots[k] += dot(s_query[r * (DK / 4u) + q], key);
+      for (uint q0 = 0u; q0 < DK / 4u; q0 += UNROLL) {
+        [[unroll]] for (uint j = 0u; j < UNROLL; ++j) {
+          const uint q = q0 + j;
+          if (q < DK / 4u) {
+            const vec4 key = row_quad(score_c, q);
+            for (uint k = 0u; k < SCORE_ROWS; ++k) {
+              const uint r = score_lane + SCORE_LANES * k;
+              if (r < ROWS) dots[k] += dot(s_query[r * (DK / 4u) + q], key);
+            }
+          }
         }
       }
     }
@@ -235,28 +251,30 @@ void main() {
     // ---- softmax phase: the tile's max per row, the rescale, the probabilities ----
     float tile_max = VKP_NEG_INF;
     bool tile_poisoned = false;
-    for (uint c = lane; c < TK; c += LANES) {
-      const float x = s_score[my_row * TK + c];
-      if (nan_bits(x)) tile_poisoned = true;
-      else tile_max = max(tile_max, x);
+    [[unroll]] for (uint i = 0u; i < SOFTMAX_STEPS; ++i) {
+      const uint c = lane + LANES * i;
+      if (c < TK) tile_max_add(tile_max, tile_poisoned, s_score[my_row * TK + c]);
     }
     s_part[tid] = tile_poisoned ? VKP_NAN : tile_max;
     barrier();
     tile_max = VKP_NEG_INF;
-    for (uint i = 0u; i < LANES; ++i) {
-      const float x = s_part[my_row * LANES + i];
-      if (nan_bits(x)) row_poisoned = true;
-      else tile_max = max(tile_max, x);
+    for (uint i0 = 0u; i0 < LANES; i0 += UNROLL) {
+      [[unroll]] for (uint j = 0u; j < UNROLL; ++j) {
+        if (i0 + j < LANES) tile_max_add(tile_max, row_poisoned, s_part[my_row * LANES + i0 + j]);
+      }
     }
     const float new_max = max(row_max, tile_max);
     const float alpha = softmax_rescale(row_max, new_max);
     row_max = new_max;
     float tile_sum = 0.0;
-    for (uint c = lane; c < TK; c += LANES) {
-      const float x = s_score[my_row * TK + c];
-      const float p = x == VKP_NEG_INF || nan_bits(x) ? -1.0 : exp(x - new_max);
-      s_score[my_row * TK + c] = p;
-      tile_sum += max(p, 0.0);
+    [[unroll]] for (uint i = 0u; i < SOFTMAX_STEPS; ++i) {
+      const uint c = lane + LANES * i;
+      if (c < TK) {
+        const float x = s_score[my_row * TK + c];
+        const float p = x == VKP_NEG_INF || nan_bits(x) ? -1.0 : exp(x - new_max);
+        s_score[my_row * TK + c] = p;
+        tile_sum += max(p, 0.0);
+      }
     }
     row_sum = row_sum * alpha + tile_sum;
     if (lane == 0u) s_row_factor[my_row] = alpha;
@@ -268,16 +286,20 @@ void main() {
       for (uint i = 0u; i < DIMS_PER_INVOCATION; ++i) acc[i * ROWS_PER_INVOCATION + k] *= a;
     }
     const uint positions = min(TK, span.hi - tile);
-    for (uint c = 0u; c < positions; ++c) {
-      if (s_key_block[c] == NO_BLOCK) continue;
-      for (uint i = 0u; i < DIMS_PER_INVOCATION; ++i) {
-        const uint d = dim_lane + DIM_LANES * i;
-        if (d >= DV) break;
-        const float v = row_entry(c, d);
-        for (uint k = 0u; k < ROWS_PER_INVOCATION; ++k) {
-          const float p = s_score[(row_part + ROW_PARTS * k) * TK + c];
-          // Only attended positions: a hidden one may hold anything, and 0 * Inf would make NaN.
-          if (p >= 0.0) acc[i * ROWS_PER_INVOCATION + k] += p * v;
+    for (uint c0 = 0u; c0 < positions; c0 += UNROLL / 2u) {
+      [[unroll]] for (uint j = 0u; j < UNROLL / 2u; ++j) {
+        const uint c = c0 + j;
+        if (c < positions && s_key_block[c] != NO_BLOCK) {
+          for (uint i = 0u; i < DIMS_PER_INVOCATION; ++i) {
+            const uint d = dim_lane + DIM_LANES * i;
+            if (d >= DV) break;
+            const float v = row_entry(c, d);
+            for (uint k = 0u; k < ROWS_PER_INVOCATION; ++k) {
+              const float p = s_score[(row_part + ROW_PARTS * k) * TK + c];
+              // Only attended positions: a hidden one may hold anything, and 0 * Inf would make NaN.
+              if (p >= 0.0) acc[i * ROWS_PER_INVOCATION + k] += p * v;
+            }
+          }
         }
       }
     }

@@ -153,6 +153,25 @@ TEST_P(MlaAttentionTest, DeepSeekWidths) {
   check(c, default_params(c.attention), options(), 72);
 }
 
+// One workgroup walking a long key span at DeepSeek's widths: 4096 positions in one pass, f32
+// and bf16. Mesa 22.3's lavapipe ends every loop of a shader invocation once all of them
+// together have run 65535 iterations (gallivm's shared loop limiter); the kernel once looped
+// about 190 times per key tile and returned wrong rows past about 2800 positions there.
+TEST_F(MlaAttentionTest, LongKeySpanInOneWorkgroup) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    MlaCase c;
+    c.value_head_size = 512;
+    c.rope_head_size = 64;
+    c.attention.heads = 8;
+    c.attention.block_size = 64;
+    c.attention.lens = {4096};
+    c.attention.new_tokens = {1};
+    c.attention.query_dtype = dtype;
+    c.attention.cache_dtype = dtype;
+    check(c, default_params(c.attention), single_pass(), 75 + uint32_t(dtype));
+  }
+}
+
 // FlashInfer's CSR page tables in place of the dense ones, one pass and split.
 TEST_P(MlaAttentionTest, CsrPageTables) {
   MlaCase c;
