@@ -9,7 +9,7 @@
 //
 // Every request form of record_attention (decode, chunks after a cached prefix, speculative
 // tokens with tree masks), window, soft cap, ALiBi, sinks, LSE, fp8 scales, CSR page tables and
-// the split over the key positions (merged by attention_merge.comp, Dv wide) run on one portable
+// the split over the key positions (merged by partition_merge.comp, Dv wide) run on one portable
 // kernel (shaders/mla_attention.comp). record_mla_attention reads and writes its views as
 // storage buffers in the compute shader stage; the caller places the barriers, as for
 // record_attention.
