@@ -46,7 +46,7 @@
 // rounded to f16's subnormals), and the products are scaled back in f32.
 // Split (FEATURE_SPLIT): workgroup z takes partition z of the key positions and writes
 // its rows' unnormalised value sums with their max and sum to the scratch for
-// attention_merge.comp, as the portable kernel does.
+// partition_merge.comp, as the portable kernel does.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -344,7 +344,7 @@ void main() {
   g_span = tile_key_range(first_p, first_p + int(g_tile_tokens) - 1, len, g_new_tokens, window, TREE_MASK);
   if (SPLIT) {
     g_span = clip_key_range(g_span, part * pc.partition_tokens, (part + 1u) * pc.partition_tokens);
-    if (g_span.lo >= g_span.hi) return;  // none of the tile's keys here: attention_merge.comp reads nothing of it
+    if (g_span.lo >= g_span.hi) return;  // none of the tile's keys here: the merge pass reads nothing of it
   }
   g_table = pc.block_tables_offset + request * pc.max_blocks_per_seq;
 
@@ -531,7 +531,7 @@ void main() {
     const float m = row_state_max(s_row_max[row], s_row_poisoned[row] != 0u);
     const float l = s_row_sum[row];
     if (SPLIT) {
-      // scratch, in floats: value sums [T][H][P][D], then (max, sum) pairs [T][H][P][2]
+      // the row's partial state (split_scratch.h); its value sums below
       const uint ml = pc.scratch_offset + split_state_word(row_index(row), part, pc.num_tokens * pc.num_heads,
                                                            pc.num_partitions, D);
       scratch[ml] = m;

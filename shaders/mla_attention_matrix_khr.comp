@@ -36,7 +36,7 @@
 // hidden position's P = 0 times Inf is NaN in a product: staging flags a tile that holds one,
 // and that tile's P V is done element by element with hidden positions skipped.
 // Split (FEATURE_SPLIT): workgroup z takes partition z of the key positions and writes its rows'
-// value sums (DV wide) with their max and sum to the scratch for attention_merge.comp.
+// value sums (DV wide) with their max and sum to the scratch for partition_merge.comp.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require

@@ -9,10 +9,11 @@
 //
 // Every request form of record_attention (decode, chunks after a cached prefix, speculative
 // tokens with tree masks), window, soft cap, ALiBi, sinks, LSE, fp8 scales, CSR page tables and
-// the split over the key positions (merged by attention_merge.comp, Dv wide) run on a portable
+// the split over the key positions (merged by partition_merge.comp, Dv wide) run on a portable
 // kernel (shaders/mla_attention.comp, every device and dtype) and on a tensor-core kernel
 // (shaders/mla_attention_matrix_khr.comp: VK_KHR_cooperative_matrix with an f16 product, f16 and
-// bf16 queries over f16, bf16 and fp8 caches), which MlaOptions::kernel chooses between. record_mla_attention reads and writes its views as
+// bf16 queries over f16, bf16 and fp8 caches), which MlaOptions::kernel chooses between.
+// record_mla_attention reads and writes its views as
 // storage buffers in the compute shader stage; the caller places the barriers, as for
 // record_attention.
 #include <vulkan/vulkan.h>

@@ -15,7 +15,7 @@
 //   value phase:   invocation (row part, dim lane) owns ROWS / ROW_PARTS rows of some dims and
 //                  adds p * v for every position, each value read once per row part.
 // Split (FEATURE_SPLIT): workgroup z takes partition z of the key positions and writes its
-// rows' unnormalised value sums with their max and sum to the scratch for attention_merge.comp;
+// rows' unnormalised value sums with their max and sum to the scratch for partition_merge.comp;
 // otherwise the rows are finished here (attention_epilogue.glsl).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require

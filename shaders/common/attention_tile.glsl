@@ -54,7 +54,7 @@ bool attention_tile(uint slot, uint part, uint tid, bool reporter, out Attention
                              TREE_MASK);
   if (SPLIT) {
     tile.span = clip_key_range(tile.span, part * pc.partition_tokens, (part + 1u) * pc.partition_tokens);
-    if (tile.span.lo >= tile.span.hi) return false;  // none of the tile's keys here: attention_merge.comp reads nothing of it
+    if (tile.span.lo >= tile.span.hi) return false;  // none of the tile's keys here: the merge pass reads nothing of it
   }
   return true;
 }

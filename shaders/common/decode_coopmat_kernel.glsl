@@ -563,10 +563,10 @@ uint nan_probe(uint w) { return (w + 0x01010101u) ^ w; }
 
 // fp8 NaN, found (rarely) after the loop: the subgroup's units again, from memory. A NaN key of
 // a token in [lo, hi) makes that token's logit NaN in every head, so every output of the group
-// (a NaN running sum: the head is poisoned, its LSE NaN too); a NaN value of such a token makes
+// (the columns' scores count as non-finite: the heads are poisoned, their LSE NaN too); a NaN value of such a token makes
 // its dim's outputs NaN. NaN stays NaN through the rest of the loop's arithmetic, so setting it
 // after the loop gives what setting it in the unit would.
-void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint table, uint kv_head, uint lo, uint hi, uint end_unit) {
+void nan_outputs(inout MatC acc[DIM_TILES], inout bool scores_finite[2], uint table, uint kv_head, uint lo, uint hi, uint end_unit) {
   const uint lane = gl_SubgroupInvocationID;
   const uint g = lane / 4u, q = lane % 4u;
   const uint key_group = 8u * (g / 2u), value_group = 8u * q;
@@ -612,7 +612,7 @@ void nan_outputs(inout MatC acc[DIM_TILES], inout float running_sum[2], uint tab
 #endif
   }
   if (subgroupAny(nan_key)) {
-    [[unroll]] for (uint j = 0u; j < 2u; ++j) running_sum[j] = QUIET_NAN;
+    [[unroll]] for (uint j = 0u; j < 2u; ++j) scores_finite[j] = false;  // a NaN key: the heads are poisoned
     [[unroll]] for (uint d = 0u; d < DIM_TILES; ++d) acc[d] = MatC(QUIET_NAN);
   }
   // The row's other tokens: lanes q = 0..3 of this g.
@@ -993,17 +993,19 @@ void main() {
   const uvec2 t_loop_done = timeline_now();
 #endif
 #if VKP_E4M3_NAN
-  if (E4M3 && subgroupAny((nan_seen & NAN_PROBE_BITS) != 0u)) nan_outputs(acc, running_sum, table, kv_head, lo, hi, end_unit);
+  if (E4M3 && subgroupAny((nan_seen & NAN_PROBE_BITS) != 0u)) nan_outputs(acc, scores_finite, table, kv_head, lo, hi, end_unit);
 #endif
-  // Step 9: a column that saw a non-finite score gets a NaN sum, which poisons its head below.
-  [[unroll]] for (uint j = 0u; j < 2u; ++j)
-    if (!scores_finite[j]) running_sum[j] = QUIET_NAN;
-
   // ---- merge the subgroups' states ----
+  // Each subgroup's state of a head as the row state stores it: a column that saw a non-finite
+  // score (step 9) on any of its lanes is poisoned, its max NaN (softmax_state.glsl's rule).
   [[unroll]] for (uint j = 0u; j < 2u; ++j) {
-    [[unroll]] for (uint x = 4u; x < SUBGROUP; x *= 2u) running_sum[j] += subgroupShuffleXor(running_sum[j], x);
+    bool poisoned = !scores_finite[j];
+    [[unroll]] for (uint x = 4u; x < SUBGROUP; x *= 2u) {
+      running_sum[j] += subgroupShuffleXor(running_sum[j], x);
+      poisoned = poisoned || subgroupShuffleXor(poisoned, x);
+    }
     if (g == 0u) {
-      s_max[sub * HEADS + 2u * q + j] = running_max[j];
+      s_max[sub * HEADS + 2u * q + j] = row_state_max(running_max[j], poisoned);
       s_sum[sub * HEADS + 2u * q + j] = running_sum[j];
     }
   }
@@ -1022,26 +1024,27 @@ void main() {
   const float out_scale = pc.v_scale * fp8_scale_fix(CACHE_DTYPE);
   if (tid < heads) {
     const uint h = tid;
+    // The subgroups' states merged as a row state takes its shares' maxima: a poisoned one (max
+    // NaN) poisons the head, and stays out of the max.
     float m = NEG_INF;
-    for (uint s = 0u; s < MERGE_SUBGROUPS; ++s) m = max(m, s_max[STATE_INDEX(s, h)]);
+    bool poisoned = false;
+    for (uint s = 0u; s < MERGE_SUBGROUPS; ++s) tile_max_add(m, poisoned, s_max[STATE_INDEX(s, h)]);
     float den = 0.0;
-    bool poisoned = false;  // a NaN sum in some subgroup (step 9)
     for (uint s = 0u; s < MERGE_SUBGROUPS; ++s) {
       const float w = softmax_rescale(s_max[STATE_INDEX(s, h)], m);  // the subgroup's state under the max
       s_weight[STATE_INDEX(s, h)] = w;
       den += w * s_sum[STATE_INDEX(s, h)];
-      poisoned = poisoned || non_finite(s_sum[STATE_INDEX(s, h)]);
     }
+    m = row_state_max(m, poisoned);
     if (SPLIT) {
       const uint ml = pc.scratch_offset + split_state_word(seq * pc.num_heads + head0 + h, part, pc.num_seqs * pc.num_heads,
                                                            pc.num_partitions, D);
-      scratch[ml] = poisoned ? QUIET_NAN : m;  // the merges make a NaN max's head NaN
-      scratch[ml + 1u] = poisoned ? QUIET_NAN : den;
+      scratch[ml] = m;  // the merges make a NaN max's head NaN
+      scratch[ml + 1u] = den;
       s_factor[h] = out_scale;
     } else {
-      // Single pass: the sinks, the output factor and the LSE (attention_epilogue.glsl); a NaN
-      // sum in some subgroup poisons the head.
-      const RowFinish f = finish_row(poisoned ? VKP_NAN : m, den, SINKS, SINKS ? sinks[pc.sinks_offset + head0 + h] : 0.0);
+      // Single pass: the sinks, the output factor and the LSE (attention_epilogue.glsl).
+      const RowFinish f = finish_row(m, den, SINKS, SINKS ? sinks[pc.sinks_offset + head0 + h] : 0.0);
       s_factor[h] = f.factor * out_scale;
       if (WRITE_LSE) lse[pc.lse_offset + seq * pc.num_heads + head0 + h] = f.lse;
     }

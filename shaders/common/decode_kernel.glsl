@@ -38,7 +38,7 @@
 // several keys or hoisted probabilities in registers lost more to occupancy than they saved
 // in shared-memory loads (bench/RESULTS.md, "What was tried").
 // Split mode writes unnormalised partial outputs with their max and sum to scratch for
-// decode_reduce.comp; single pass normalises and writes the output.
+// partition_merge.comp; single pass normalises and writes the output.
 // The shared attention blocks give the work item and its key range (attention_range.glsl), the
 // logits (attention_logits.glsl), the softmax state (softmax_state.glsl) and the finish
 // (attention_epilogue.glsl); this file is the decode-specific walk over the cache.

@@ -21,7 +21,7 @@
 // few. Unrolled fully, the score phase's DK / 4 steps run many times slower there.
 // Split (FEATURE_SPLIT): workgroup z takes partition z of the key positions and writes
 // its rows' value sums (DV wide) with their max and sum to the scratch, which
-// attention_merge.comp (head size DV) merges; otherwise the rows finish here.
+// partition_merge.comp (value width DV) merges; otherwise the rows finish here.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 

@@ -53,7 +53,7 @@ struct MlaReshapePush {
 
 // MLA attention (shaders/mla_attention.comp, common/mla_attention_kernel.glsl): the push
 // constants are AttentionPush's (num_kv_heads 1; key_offset the one pool or ckv, value_offset
-// kpe), and a split is merged by attention_merge.comp with its head size the value width Dv.
+// kpe), and a split is merged by partition_merge.comp over value sums Dv wide.
 #define MLA_ATTN_SC_WORKGROUP 0
 #define MLA_ATTN_SC_KEY_HEAD_SIZE 1      // Dk: the row's width
 #define MLA_ATTN_SC_VALUE_HEAD_SIZE 2    // Dv: the value is the row's first Dv entries

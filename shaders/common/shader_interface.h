@@ -6,7 +6,9 @@
 #define VKPAGED_SHADER_INTERFACE_H
 
 #ifdef __cplusplus
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 namespace vkpaged::shader {
 using uint = uint32_t;
 struct uvec2 {
@@ -52,6 +54,27 @@ struct StridedRows {
   uint token_stride;     // words
   uint head_and_offset;  // head stride in words << ROWS_OFFSET_BITS | the offset in words
 };
+
+// ---- the push-block fields decode and attention share ----
+// A decode is the attention problem of one token per request: DecodePush and AttentionPush
+// declare these fields here, once, in one order, and a decode's reach the attention block that
+// the merge pass takes (partition_merge.comp) through the same list (ops/partition_merge.cpp).
+// Offsets are in 4-byte words from the start of each bound range (the host binds each view at an
+// aligned offset and passes the rest here); cache offsets are multiples of 4 words; the query
+// and the output are strided views (StridedRows).
+//   sliding_window: 0 = off. context_cap: lengths above it are clamped (and flagged): M * B, or
+//   what the partitions cover when split. partition_tokens, num_partitions: split: key positions
+//   per partition (a multiple of the workgroup's), partitions per row in the scratch
+//   (split_scratch.h). scale: the softmax scale. softcap: > 0 with FEATURE_SOFTCAP, logit =
+//   softcap * tanh(logit / softcap). k_scale, v_scale: fp8 caches only.
+#define VKP_SHARED_PUSH_FIELDS(X)                                                                   \
+  X(uint, num_heads) X(uint, num_kv_heads) X(uint, num_blocks) X(uint, max_blocks_per_seq)           \
+  X(uint, sliding_window) X(uint, context_cap) X(uint, partition_tokens) X(uint, num_partitions)      \
+  X(StridedRows, query_rows) X(uint, key_offset) X(uint, value_offset) X(uint, block_tables_offset)   \
+  X(uint, context_lens_offset) X(StridedRows, output_rows) X(uint, alibi_offset) X(uint, sinks_offset) \
+  X(uint, lse_offset) X(uint, scratch_offset) X(uint, status_offset) X(float, scale) X(float, softcap) \
+  X(float, k_scale) X(float, v_scale)
+#define VKP_PUSH_FIELD(type, name) type name;
 
 // ---- decode (shaders/decode*.comp) ----
 // Specialization constant ids, in the order the host passes them.
@@ -113,34 +136,12 @@ struct StridedRows {
 #define DECODE_BINDING_MERGE_COUNTERS 12  // FEATURE_MERGE_IN_DISPATCH: a u32 per (sequence, head)
 #define DECODE_BINDING_COUNT 13
 
-// Offsets are in 4-byte words from the start of each bound range (the host binds each view
-// at an aligned offset and passes the rest here). Cache offsets are multiples of 4 words. The
-// query and the output are strided views (StridedRows).
+// The decode's block: its sequences (sequence seq is request seq and its one query token), the
+// shared fields, then those only the decode kernels read (key_address at word 26: 8-byte
+// aligned, as GLSL lays out a uvec2).
 struct DecodePush {
-  uint num_seqs;
-  uint num_heads;
-  uint num_kv_heads;
-  uint num_blocks;
-  uint max_blocks_per_seq;
-  uint partition_tokens;  // split: tokens per partition (multiple of the workgroup size)
-  uint num_partitions;    // split: partitions per sequence in the scratch layout
-  uint sliding_window;    // 0 = off
-  uint context_cap;       // lengths above this are clamped (and flagged): M * B, or P * partition_tokens when split
-  StridedRows query_rows;
-  uint key_offset;
-  uint value_offset;
-  uint block_tables_offset;
-  uint context_lens_offset;
-  StridedRows output_rows;
-  uint alibi_offset;
-  uint sinks_offset;
-  uint lse_offset;
-  uint scratch_offset;
-  uint status_offset;
-  float scale;    // softmax scale
-  float softcap;  // > 0: logit = softcap * tanh(logit / softcap)
-  float k_scale;
-  float v_scale;
+  uint num_seqs;  // S
+  VKP_SHARED_PUSH_FIELDS(VKP_PUSH_FIELD)
   uvec2 key_address;    // address variant: device addresses of the caches (else unused;
   uvec2 value_address;  // the matrix_timeline module takes its records' address in key_address)
   uint order_offset;    // FEATURE_ORDERED: the item list's first word
@@ -154,20 +155,6 @@ struct DecodePush {
 #define DECODE_TIMELINE_UNITS 3
 #define DECODE_TIMELINE_STAMPS 4
 #define DECODE_TIMELINE_WORDS 14
-
-// ---- decode_reduce (shaders/decode_reduce.comp): merges split partitions ----
-#define REDUCE_SC_WORKGROUP 0
-#define REDUCE_SC_HEAD_SIZE 1
-#define REDUCE_SC_QUERY_DTYPE 2
-#define REDUCE_SC_FEATURES 3
-#define REDUCE_SC_COUNT 4
-// Bindings: 0 scratch, 1 context lens, 2 output, 3 sinks, 4 lse, 5 status (reuse DecodePush).
-#define REDUCE_BINDING_SCRATCH 0
-#define REDUCE_BINDING_CONTEXT_LENS 1
-#define REDUCE_BINDING_OUTPUT 2
-#define REDUCE_BINDING_SINKS 3
-#define REDUCE_BINDING_LSE 4
-#define REDUCE_BINDING_COUNT 5
 
 // ---- decode_order (shaders/decode_order.comp): the items of an ordered decode, longest first ----
 // One workgroup lists the (sequence, partition) items, sequence | partition << 16, in order of
@@ -419,7 +406,7 @@ struct MergePush {
   uint lse_offset;
 };
 
-// ---- multi-query attention (shaders/attention*.comp, shaders/attention_merge.comp) ----
+// ---- multi-query attention (shaders/attention*.comp; split: shaders/partition_merge.comp) ----
 // query_starts on the device that fall or pass T set STATUS_BAD_QUERY_STARTS: the request is
 // skipped. Two equal ones are a request of no new tokens (a padding request of a bucket's step):
 // skipped silently. (A context length below the request's new tokens sets
@@ -460,61 +447,50 @@ struct MergePush {
 #define ATTN_BINDING_STATUS 11
 #define ATTN_BINDING_TREE_MASK 12
 #define ATTN_BINDING_COUNT 13
-// The merge of a split (attention_merge.comp): one workgroup per (head, query token).
-#define ATTN_MERGE_SC_WORKGROUP 0
-#define ATTN_MERGE_SC_HEAD_SIZE 1  // the value width: D, or MLA's Dv
-#define ATTN_MERGE_SC_QUERY_DTYPE 2
-#define ATTN_MERGE_SC_FEATURES 3
-#define ATTN_MERGE_SC_COUNT 4
-#define ATTN_MERGE_BINDING_SCRATCH 0
-#define ATTN_MERGE_BINDING_CONTEXT_LENS 1
-#define ATTN_MERGE_BINDING_QUERY_STARTS 2
-#define ATTN_MERGE_BINDING_OUTPUT 3
-#define ATTN_MERGE_BINDING_SINKS 4
-#define ATTN_MERGE_BINDING_LSE 5
-#define ATTN_MERGE_BINDING_COUNT 6
-// Offsets in 4-byte words from each bound range's start (cache offsets: multiples of 4 words);
-// the query and the output are strided views (StridedRows). 32 words: the whole 128 bytes every
-// device offers, so the caches' addresses (the address variant only) share the words of their
-// offsets (which that variant does not use): key_offset holds the key cache's low 32 bits there,
-// key_address_high its high ones.
+// The merge pass of every split (shaders/partition_merge.comp; decode, attention and MLA
+// dispatch it, with AttentionPush): one workgroup per (head, row token). Its scratch:
+// common/split_scratch.h.
+#define PARTITION_MERGE_SC_WORKGROUP 0
+#define PARTITION_MERGE_SC_VALUE_WIDTH 1  // the value sums' width: D, or MLA's Dv
+#define PARTITION_MERGE_SC_QUERY_DTYPE 2
+#define PARTITION_MERGE_SC_FEATURES 3
+#define PARTITION_MERGE_SC_QUERY_STARTS 4  // 1: rows' requests from query_starts; 0: a token per request (decode)
+#define PARTITION_MERGE_SC_COUNT 5
+#define PARTITION_MERGE_BINDING_SCRATCH 0
+#define PARTITION_MERGE_BINDING_CONTEXT_LENS 1
+#define PARTITION_MERGE_BINDING_QUERY_STARTS 2
+#define PARTITION_MERGE_BINDING_OUTPUT 3
+#define PARTITION_MERGE_BINDING_SINKS 4
+#define PARTITION_MERGE_BINDING_LSE 5
+#define PARTITION_MERGE_BINDING_COUNT 6
+// 32 words: the whole 128 bytes every device offers, so the caches' addresses (the address
+// variant only) share the words of their offsets (which that variant does not use): key_offset
+// holds the key cache's low 32 bits there, key_address_high its high ones.
 struct AttentionPush {
-  uint num_requests;    // S
-  uint num_tokens;      // T
-  uint num_heads;
-  uint num_kv_heads;
-  uint num_blocks;
-  uint max_blocks_per_seq;
-  uint sliding_window;  // 0 = off
-  uint context_cap;     // lengths above this are clamped (and flagged): M * B, or what the partitions cover
-  uint partition_tokens;  // split: key positions per partition
-  uint num_partitions;    // split: partitions per row in the scratch
-  uint tree_mask_bytes;   // tree mask: its size (bytes past it are never read)
-  StridedRows query_rows;
-  uint key_offset;        // address variant: the low word of the key cache's device address
-  uint value_offset;      // ... and of the value cache's
-  uint block_tables_offset;
-  uint context_lens_offset;
+  uint num_requests;  // S
+  uint num_tokens;    // T
+  VKP_SHARED_PUSH_FIELDS(VKP_PUSH_FIELD)
+  uint tree_mask_bytes;  // tree mask: its size (bytes past it are never read)
   uint query_starts_offset;
-  StridedRows output_rows;
-  uint alibi_offset;
-  uint sinks_offset;
-  uint lse_offset;
-  uint scratch_offset;
-  uint status_offset;
   uint tree_mask_offset;
-  float scale;
-  float softcap;  // > 0 with FEATURE_SOFTCAP
-  float k_scale;  // fp8 caches only
-  float v_scale;
-  uint key_address_high;    // address variant: the high words of the caches' device addresses
+  uint key_address_high;  // address variant: the high words of the caches' device addresses
   uint value_address_high;
 };
 
 #ifdef __cplusplus
 static_assert(sizeof(DecodePush) == 32 * 4, "DecodePush must be plain 32-bit fields");
 static_assert(sizeof(DecodePush) <= 128, "push constants must fit the 128-byte minimum");
+static_assert(offsetof(DecodePush, key_address) % 8 == 0, "GLSL aligns a uvec2 to 8 bytes");
 static_assert(sizeof(AttentionPush) == 32 * 4, "AttentionPush: plain 32-bit fields within the 128-byte minimum");
+// The shared fields lie alike in both blocks: same type, same place from the first of them.
+#define VKP_SAME_SHARED_FIELD(type, name)                                                                   \
+  static_assert(std::is_same_v<decltype(DecodePush::name), type> &&                                        \
+                    std::is_same_v<decltype(AttentionPush::name), type> &&                                 \
+                    offsetof(DecodePush, name) - offsetof(DecodePush, num_heads) ==                       \
+                        offsetof(AttentionPush, name) - offsetof(AttentionPush, num_heads),               \
+                "DecodePush and AttentionPush: VKP_SHARED_PUSH_FIELDS");
+VKP_SHARED_PUSH_FIELDS(VKP_SAME_SHARED_FIELD)
+#undef VKP_SAME_SHARED_FIELD
 }  // namespace vkpaged::shader
 #endif
 

@@ -60,16 +60,8 @@ float row_state_rescale(inout float m, float tile_max) {
 // A row's max as its partial state is stored, merged and finished.
 float row_state_max(float m, bool poisoned) { return poisoned ? VKP_NAN : m; }
 
-// ---- a split's partial states in its scratch ----
-// f32 words from the scratch's first: every row's partial value sums [rows][P][D], then their
-// states (m, l) [rows][P][2], for `rows` rows (a row is a (query token or sequence, head) pair,
-// token * H + head) of P partitions. The attention and decode kernels write them, their merges
-// read them.
-uint split_sums_word(uint row, uint part, uint num_partitions, uint d_size) {
-  return (row * num_partitions + part) * d_size;
-}
-uint split_state_word(uint row, uint part, uint num_rows, uint num_partitions, uint d_size) {
-  return num_rows * num_partitions * d_size + (row * num_partitions + part) * 2u;
-}
+// A split's partial states live in its scratch (split_scratch.h, which every kernel that keeps
+// row states needs when it splits); partition_merge.glsl merges them.
+#include "common/split_scratch.h"
 
 #endif  // VKPAGED_SOFTMAX_STATE_GLSL

@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // A split decode's merge inside the decode dispatch (DecodeOptions::merge = in_dispatch; the
 // matrix kernel only): each workgroup writes its partition's unnormalised outputs o_p with
-// their max m_p and sum l_p to the scratch (the layout decode_reduce.comp reads), counts itself
-// in on its head group's counter, and the last workgroup to arrive merges the partitions:
-//   out = sum_p e^(m_p - M) o_p / (sum_p e^(m_p - M) l_p [+ e^(z - M)]),
-// sinks counted once, here. Partitions outside [window start, len) are never written or counted.
-// A partition with a NaN max (a non-finite query or key, contract Decode step 9) makes the
-// head's outputs and LSE NaN; any other non-finite output element is written as NaN.
+// their max m_p and sum l_p to the scratch (split_scratch.h), counts itself in on its head
+// group's counter, and the last workgroup to arrive merges the partitions as the merge pass
+// would (partition_merge.glsl: the same merge and poison rule), sinks counted once, here.
+// Partitions outside [window start, len) are never written or counted.
 //
 // Why: on an H200 the reduce pass and the barrier before it cost 5 to 6 us per decode
 // (bench/RESULTS.md). Why the counters are the caller's (DecodeViews::merge_counters): they must
@@ -15,10 +13,9 @@
 // finds its counter at or past the partition count (counters not zeroed, or shared by decodes
 // that overlap) sets STATUS_BAD_MERGE_COUNTERS.
 //
-// Scratch layout (softmax_state.glsl's split_*_word), in floats from pc.scratch_offset: partial
-// outputs [S][H][P][D], then (max, sum) pairs [S][H][P][2]. Counters: [S][H] u32 from
-// pc.merge_counters_offset, one used per head group (its first head's). The merge and the finish
-// are the shared blocks' (merge_round.glsl, attention_epilogue.glsl).
+// Counters: [S][H] u32 from pc.merge_counters_offset, one used per head group (its first
+// head's). The merge and the finish are the shared blocks' (partition_merge.glsl,
+// attention_epilogue.glsl).
 // Requires: D, WG, QUERY_DTYPE, SINKS, WRITE_LSE (const), the push block `pc`, the output_words,
 // sinks, lse and status buffers, dtype.glsl and strided_rows.glsl (the output is a strided view).
 #ifndef VKPAGED_SPLIT_MERGE_GLSL
@@ -37,7 +34,7 @@ const uint MERGE_DIMS = 4u;    // output dims per invocation
 const uint MERGE_UNROLL = 8u;  // partitions whose loads are in flight together (16 measured slower)
 #define MERGE_ROUND_PARTS MERGE_UNROLL
 #define MERGE_ROUND_VALUES MERGE_DIMS
-#include "common/merge_round.glsl"  // softmax_state.glsl, attention_range.glsl
+#include "common/partition_merge.glsl"  // softmax_state.glsl, split_scratch.h
 #include "common/attention_epilogue.glsl"
 
 // Merges partitions [first, last) of heads head0 .. head0 + heads - 1 and writes the outputs
@@ -51,22 +48,13 @@ void split_merge(uint seq, uint head0, uint heads, uvec2 parts) {
     float m = VKP_NEG_INF;  // running state and unnormalised outputs over the partitions
     float l = 0.0;
     float o[MERGE_DIMS];
-    for (uint j = 0u; j < MERGE_DIMS; ++j) o[j] = 0.0;
-    for (uint p0 = parts.x; p0 < parts.y; p0 += MERGE_UNROLL) {
-      float mp[MERGE_UNROLL], lp[MERGE_UNROLL], op[MERGE_UNROLL][MERGE_DIMS];
-      for (uint k = 0u; k < MERGE_UNROLL; ++k) {  // past the last partition, the last again
-        const uint part = min(p0 + k, parts.y - 1u);
-        const uint state = pc.scratch_offset + split_state_word(row, part, rows, pc.num_partitions, D);
-        const uint sums = pc.scratch_offset + split_sums_word(row, part, pc.num_partitions, D);
-        mp[k] = scratch[state];
-        lp[k] = scratch[state + 1u];
-        for (uint j = 0u; j < MERGE_DIMS; ++j) op[k][j] = scratch[sums + dim0 + j];
-      }
-      for (uint k = 0u; k < MERGE_UNROLL; ++k)
-        if (p0 + k >= parts.y) mp[k] = VKP_NEG_INF;
-      merge_round(m, l, o, mp, lp, op);
+    uint dims[MERGE_DIMS];
+    for (uint j = 0u; j < MERGE_DIMS; ++j) {
+      o[j] = 0.0;
+      dims[j] = dim0 + j;
     }
-    // merge_round keeps a poisoned head's m NaN, which finish_row turns into NaN outputs and LSE.
+    merge_partitions(m, l, o, row, rows, D, dims, parts, parts.x, 1u);
+    // A poisoned head's m is NaN, which finish_row turns into NaN outputs and LSE.
     const RowFinish f = finish_row(m, l, SINKS, SINKS ? sinks[pc.sinks_offset + head] : 0.0);
     const uint out_row = row_word(pc.output_rows, seq, head);  // the row's first word (a strided view)
     if (QUERY_DTYPE == DT_F32) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host side of shaders/attention*.comp and shaders/attention_merge.comp: the plan (the pure
+// Host side of shaders/attention*.comp and, split, shaders/partition_merge.comp: the plan (the pure
 // planner's choice, made into a decode plan or the attention pipelines), view checks and
 // recording.
 #include "vkpaged/attention.hpp"
@@ -17,6 +17,7 @@
 #include "ops/shared_fields.hpp"
 #include "ops/csr_page_table.hpp"
 #include "ops/decode_plan.hpp"
+#include "ops/partition_merge.hpp"
 #include "ops/strided_rows.hpp"
 #include "ops/view_checks.hpp"
 #include "vk/cooperative_matrix_khr.hpp"
@@ -78,15 +79,8 @@ AttentionPipelineRequests attention_pipeline_requests(const AttentionShape& shap
     r.attention = {c.address ? &vk::shader_attention_address() : &vk::shader_attention(), std::move(spec),
                    ATTN_BINDING_COUNT, sizeof(sh::AttentionPush)};
   }
-  if (c.split) {
-    std::vector<uint32_t> mspec(ATTN_MERGE_SC_COUNT);
-    mspec[ATTN_MERGE_SC_WORKGROUP] = c.merge_workgroup;
-    mspec[ATTN_MERGE_SC_HEAD_SIZE] = shape.head_size;
-    mspec[ATTN_MERGE_SC_QUERY_DTYPE] = uint32_t(shape.query_dtype);
-    mspec[ATTN_MERGE_SC_FEATURES] = features;
-    r.merge = vk::PipelineRequest{&vk::shader_attention_merge(), std::move(mspec), ATTN_MERGE_BINDING_COUNT,
-                                  sizeof(sh::AttentionPush)};
-  }
+  if (c.split)
+    r.merge = detail::partition_merge_request(c.merge_workgroup, shape.head_size, shape.query_dtype, features, true);
   return r;
 }
 
@@ -337,20 +331,11 @@ void record_attention(Context& context, VkCommandBuffer cmd, const AttentionPlan
   }
   impl.dispatch(cmd, *p.attention, bound, &push, s.num_kv_heads * c.groups_per_kv_head, c.tile_slots, c.num_partitions);
   if (!c.split) return;
-
-  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
-  impl.d.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                              &barrier, 0, nullptr, 0, nullptr);
-  std::array<detail::BoundView, ATTN_MERGE_BINDING_COUNT> mbound;
-  mbound[ATTN_MERGE_BINDING_SCRATCH] = bound[ATTN_BINDING_SCRATCH];
-  mbound[ATTN_MERGE_BINDING_CONTEXT_LENS] = bound[ATTN_BINDING_CONTEXT_LENS];
-  mbound[ATTN_MERGE_BINDING_QUERY_STARTS] = bound[ATTN_BINDING_QUERY_STARTS];
-  mbound[ATTN_MERGE_BINDING_OUTPUT] = bound[ATTN_BINDING_OUTPUT];
-  mbound[ATTN_MERGE_BINDING_SINKS] = bound[ATTN_BINDING_SINKS];
-  mbound[ATTN_MERGE_BINDING_LSE] = bound[ATTN_BINDING_LSE];
-  impl.dispatch(cmd, *p.merge, mbound, &push, s.num_heads, s.num_query_tokens, 1);
+  detail::record_partition_merge(impl, cmd, *p.merge,
+                                 {bound[ATTN_BINDING_SCRATCH], bound[ATTN_BINDING_CONTEXT_LENS],
+                                  bound[ATTN_BINDING_QUERY_STARTS], bound[ATTN_BINDING_OUTPUT], bound[ATTN_BINDING_SINKS],
+                                  bound[ATTN_BINDING_LSE]},
+                                 push);
 }
 
 }  // namespace vkpaged

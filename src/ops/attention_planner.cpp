@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/split_scratch.h"
 #include "ops/attention_validation.hpp"
 #include "vkpaged/error.hpp"
 
@@ -97,7 +98,8 @@ void choose_attention_split(AttentionChoice& c, const DeviceCapabilities& dev, c
     }
   }
   const uint64_t partitions = split ? ceil_div(max_len, tokens) : 1;
-  const uint64_t scratch = split ? 4ull * s.num_query_tokens * s.num_heads * partitions * (value_head_size + 2) : 0;
+  const uint64_t scratch =
+      split ? shader::split_scratch_bytes(uint64_t(s.num_query_tokens) * s.num_heads, partitions, value_head_size) : 0;
   const bool fits = partitions <= 65535 && scratch <= dev.max_storage_buffer_range && s.num_query_tokens <= 65535 &&
                     s.num_heads <= 65535;
   if (split && !fits) {

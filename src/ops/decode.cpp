@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host side of shaders/decode*.comp and shaders/decode_reduce.comp: DecodePlan::create (the
+// Host side of shaders/decode*.comp and shaders/partition_merge.comp: DecodePlan::create (the
 // device's properties, the planner's choice, the pipelines it names) and the plan's accessors.
 // The choices are ops/decode_planner.cpp's, the tuning's parser ops/decode_tuning.cpp's, and
 // recording ops/decode_record.cpp's.
@@ -18,6 +18,7 @@
 #include "ops/decode_tuning.hpp"
 #include "ops/fragment_layout.hpp"
 #include "ops/fragment_layout_khr.hpp"
+#include "ops/partition_merge.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged {
@@ -123,15 +124,8 @@ DecodePipelineRequests decode_pipeline_requests(const DecodeShape& shape, const 
                                    (c.f16_values ? DECODE_SCALAR_F16_VALUES : 0u) |
                                    (c.value_loads > 1 ? c.value_loads << DECODE_SCALAR_VALUE_LOADS_SHIFT : 0u);
   r.decode = {&decode_shader(c.module), std::move(spec), DECODE_BINDING_COUNT, sizeof(sh::DecodePush)};
-  if (c.reduce_workgroup != 0) {
-    std::vector<uint32_t> rspec(REDUCE_SC_COUNT);
-    rspec[REDUCE_SC_WORKGROUP] = c.reduce_workgroup;
-    rspec[REDUCE_SC_HEAD_SIZE] = shape.head_size;
-    rspec[REDUCE_SC_QUERY_DTYPE] = uint32_t(shape.query_dtype);
-    rspec[REDUCE_SC_FEATURES] = c.features;
-    r.reduce = vk::PipelineRequest{&vk::shader_decode_reduce(), std::move(rspec), REDUCE_BINDING_COUNT,
-                                   sizeof(sh::DecodePush)};
-  }
+  if (c.reduce_workgroup != 0)
+    r.reduce = detail::partition_merge_request(c.reduce_workgroup, shape.head_size, shape.query_dtype, c.features, false);
   if (c.longest_first) {
     std::vector<uint32_t> ospec(ORDER_SC_COUNT);
     ospec[ORDER_SC_FEATURES] = c.features;

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "common/shader_interface.h"
+#include "common/split_scratch.h"
 #include "ops/decode_validation.hpp"
 #include "vk/cooperative_matrix_khr.hpp"
 #include "vkpaged/error.hpp"
@@ -98,10 +99,9 @@ bool small_batch(uint64_t one_pass, const DeviceCapabilities& dev, const DecodeT
   return one_pass * 2 < wanted_workgroups(dev, tuning);
 }
 
-// The split's scratch: each partition's unnormalised output, max and sum per (sequence, head),
-// f32 (decode_reduce.comp).
+// The split's scratch: each partition's unnormalised output, max and sum per (sequence, head).
 uint64_t split_scratch_bytes(const DecodeShape& s, uint32_t partitions) {
-  return 4ull * s.num_seqs * s.num_heads * partitions * (s.head_size + 2);
+  return shader::split_scratch_bytes(uint64_t(s.num_seqs) * s.num_heads, partitions, s.head_size);
 }
 
 struct Split {
@@ -170,8 +170,8 @@ uint32_t feature_bits(const DecodeShape& s, const DecodeOptions& o, bool split, 
   return f;
 }
 
-// The reduce pass's invocations, side by side over the output words and the partitions
-// (decode_reduce.comp); 0 when the plan has no reduce pass.
+// The merge pass's invocations, side by side over the output words and the partitions
+// (partition_merge.comp); 0 when the plan has no reduce pass.
 uint32_t reduce_workgroup(const DeviceCapabilities& dev, bool split, bool merge_in_dispatch) {
   return split && !merge_in_dispatch ? std::min(256u, dev.max_workgroup_invocations) : 0u;
 }

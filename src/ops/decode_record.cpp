@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Recording a DecodePlan: record_decode (its per-call values and views checked, then the
-// decode dispatch and, for a split merged by a reduce pass, a barrier and the reduce) and
+// decode dispatch and, for a split merged by the merge pass, a barrier and the merge) and
 // record_decode_order (longest first's list).
 #include <algorithm>
 #include <array>
@@ -11,6 +11,7 @@
 #include "ops/csr_page_table.hpp"
 #include "ops/decode_plan.hpp"
 #include "ops/decode_validation.hpp"
+#include "ops/partition_merge.hpp"
 #include "ops/strided_rows.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/decode.hpp"
@@ -32,7 +33,7 @@ uint32_t context_cap(const DecodePlanData& p) {
 }
 
 // The push constants a plan fixes (shape, split, window, length cap), shared by the decode,
-// reduce and order passes; the caller adds the views' offsets and the per-call values.
+// merge and order passes; the caller adds the views' offsets and the per-call values.
 sh::DecodePush plan_push(const DecodePlanData& p) {
   sh::DecodePush push{};
   push.num_seqs = p.shape.num_seqs;
@@ -136,18 +137,10 @@ void record_decode(Context& context, VkCommandBuffer cmd, const DecodePlan& plan
   }
   if (c.reduce_workgroup == 0) return;  // one pass, or merged in the dispatch
 
-  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
-  impl.d.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                              &barrier, 0, nullptr, 0, nullptr);
-  std::array<detail::BoundView, REDUCE_BINDING_COUNT> rbound;
-  rbound[REDUCE_BINDING_SCRATCH] = bound[DECODE_BINDING_SCRATCH];
-  rbound[REDUCE_BINDING_CONTEXT_LENS] = bound[DECODE_BINDING_CONTEXT_LENS];
-  rbound[REDUCE_BINDING_OUTPUT] = bound[DECODE_BINDING_OUTPUT];
-  rbound[REDUCE_BINDING_SINKS] = bound[DECODE_BINDING_SINKS];
-  rbound[REDUCE_BINDING_LSE] = bound[DECODE_BINDING_LSE];
-  impl.dispatch(cmd, *p.reduce, rbound, &push, s.num_heads, s.num_seqs, 1);
+  detail::PartitionMergeViews merge_views{bound[DECODE_BINDING_SCRATCH], bound[DECODE_BINDING_CONTEXT_LENS],
+                                          impl.bind_view(BufferView{}), bound[DECODE_BINDING_OUTPUT],
+                                          bound[DECODE_BINDING_SINKS], bound[DECODE_BINDING_LSE]};
+  detail::record_partition_merge(impl, cmd, *p.reduce, merge_views, detail::attention_push_of(push));
 }
 
 void record_decode_order(Context& context, VkCommandBuffer cmd, const DecodePlan& plan, const TensorView& context_lens,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/mla_attention.comp and shaders/mla_attention_matrix_khr.comp (whose
 // pipeline mla_attention_matrix_khr.cpp requests): the plan (the planner's choice made into
-// pipelines, the split merged by attention_merge.comp with its head size Dv), view checks and
+// pipelines, the split merged by partition_merge.comp over value sums Dv wide), view checks and
 // recording, the same for both kernels.
 #include "vkpaged/mla_attention.hpp"
 
@@ -15,6 +15,7 @@
 #include "ops/attention_validation.hpp"
 #include "ops/mla_attention_plan.hpp"
 #include "ops/mla_attention_planner.hpp"
+#include "ops/partition_merge.hpp"
 #include "ops/strided_rows.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/error.hpp"
@@ -56,16 +57,9 @@ std::unique_ptr<MlaPlanData> plan_data(Context& context, const MlaShape& m, cons
   auto& impl = context.impl();
   p->attention = &impl.pipeline(c.kernel == AttentionKernel::matrix ? detail::mla_matrix_pipeline_request(m, c, features)
                                                                     : scalar_request(m, c, features));
-  if (c.split) {
-    // The multi-query merge: its head size is the width of the value sums, Dv.
-    std::vector<uint32_t> mspec(ATTN_MERGE_SC_COUNT);
-    mspec[ATTN_MERGE_SC_WORKGROUP] = c.merge_workgroup;
-    mspec[ATTN_MERGE_SC_HEAD_SIZE] = m.value_head_size;
-    mspec[ATTN_MERGE_SC_QUERY_DTYPE] = uint32_t(s.query_dtype);
-    mspec[ATTN_MERGE_SC_FEATURES] = features;
-    p->merge = &impl.pipeline(vk::PipelineRequest{&vk::shader_attention_merge(), std::move(mspec),
-                                                  ATTN_MERGE_BINDING_COUNT, sizeof(sh::AttentionPush)});
-  }
+  if (c.split)  // the multi-query merge, over value sums Dv wide
+    p->merge = &impl.pipeline(
+        detail::partition_merge_request(c.merge_workgroup, m.value_head_size, s.query_dtype, features, true));
   if (s.csr_page_table) p->csr = detail::plan_csr_expansion(impl, s.num_requests, s.max_blocks_per_seq, c.scratch_bytes);
   return p;
 }
@@ -246,20 +240,11 @@ void record_mla_attention(Context& context, VkCommandBuffer cmd, const MlaPlan& 
   push.v_scale = params.v_scale;
   impl.dispatch(cmd, *p.attention, bound, &push, c.groups_per_kv_head, c.tile_slots, c.num_partitions);
   if (!c.split) return;
-
-  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
-  impl.d.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                              &barrier, 0, nullptr, 0, nullptr);
-  std::array<detail::BoundView, ATTN_MERGE_BINDING_COUNT> mbound;
-  mbound[ATTN_MERGE_BINDING_SCRATCH] = bound[ATTN_BINDING_SCRATCH];
-  mbound[ATTN_MERGE_BINDING_CONTEXT_LENS] = bound[ATTN_BINDING_CONTEXT_LENS];
-  mbound[ATTN_MERGE_BINDING_QUERY_STARTS] = bound[ATTN_BINDING_QUERY_STARTS];
-  mbound[ATTN_MERGE_BINDING_OUTPUT] = bound[ATTN_BINDING_OUTPUT];
-  mbound[ATTN_MERGE_BINDING_SINKS] = bound[ATTN_BINDING_SINKS];
-  mbound[ATTN_MERGE_BINDING_LSE] = bound[ATTN_BINDING_LSE];
-  impl.dispatch(cmd, *p.merge, mbound, &push, s.num_heads, s.num_query_tokens, 1);
+  detail::record_partition_merge(impl, cmd, *p.merge,
+                                 {bound[ATTN_BINDING_SCRATCH], bound[ATTN_BINDING_CONTEXT_LENS],
+                                  bound[ATTN_BINDING_QUERY_STARTS], bound[ATTN_BINDING_OUTPUT], bound[ATTN_BINDING_SINKS],
+                                  bound[ATTN_BINDING_LSE]},
+                                 push);
 }
 
 }  // namespace vkpaged

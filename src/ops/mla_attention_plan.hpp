@@ -14,7 +14,7 @@ struct MlaPlanData {
   MlaOptions options;
   AttentionChoice choice;
   const ComputePipeline* attention = nullptr;
-  const ComputePipeline* merge = nullptr;  // when split: attention_merge.comp, Dv wide
+  const ComputePipeline* merge = nullptr;  // when split: partition_merge.comp, Dv wide
   CsrExpansion csr;                         // when shape.attention.csr_page_table: after the split's scratch
   size_t scratch_bytes() const noexcept { return csr.planned() ? csr.end() : choice.scratch_bytes; }
 };

@@ -297,7 +297,7 @@ TEST_P(DecodeTest, SplitMatchesSinglePass) {
 }
 
 // The reduce pass gives each invocation a slice of the partitions and merges them 8 at a time
-// (decode_reduce.comp): enough partitions for several rounds per slice, counts that are not a
+// (partition_merge.comp): enough partitions for several rounds per slice, counts that are not a
 // multiple of the slices, and a window that starts the range part-way in.
 TEST_P(DecodeTest, SplitIntoManyPartitionsMatchesTheReference) {
   struct Variant {
