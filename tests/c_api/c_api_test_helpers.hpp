@@ -30,9 +30,10 @@ struct CTensor {
   vkp_tensor_view view{};
 };
 
-// Created on first use after shared_context(), so destroyed before it at exit.
+// Created on first use, adopting shared_context()'s device; destroyed before it when the tests
+// end (destroy_before_shared_context).
 inline vkp_context* c_context() {
-  static const std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)> context = [] {
+  static vkp_context* const context = [] {
     Context& shared = shared_context();
     vkp_external_device ext;
     vkp_external_device_init(&ext);
@@ -52,9 +53,10 @@ inline vkp_context* c_context() {
     ext.cooperative_matrix_khr = enabled.cooperative_matrix_khr ? VKP_TRUE : VKP_FALSE;
     vkp_context* c = nullptr;
     if (vkp_context_create_external(&ext, &c) != VKP_OK) ADD_FAILURE() << vkp_last_error();
-    return std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)>(c, &vkp_context_destroy);
+    destroy_before_shared_context([c] { vkp_context_destroy(c); });
+    return c;
   }();
-  return context.get();
+  return context;
 }
 
 // A refusal: the status and a message that contains `name`.

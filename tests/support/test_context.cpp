@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace vkpaged::test {
 
@@ -29,6 +31,7 @@ namespace {
 
 std::mutex shared_mutex;
 std::unique_ptr<Context> shared;
+std::vector<std::function<void()>> dependents;  // destroyed first, the last made first
 
 // The shared Context is destroyed when the tests end, before exit() runs the static destructors
 // and the handlers the driver registered: a device destroyed among those crashed the test binary
@@ -37,6 +40,10 @@ class SharedContextTearDown : public ::testing::Environment {
  public:
   void TearDown() override {
     std::lock_guard lock(shared_mutex);
+    while (!dependents.empty()) {
+      dependents.back()();
+      dependents.pop_back();
+    }
     shared.reset();
   }
 };
@@ -45,6 +52,11 @@ class SharedContextTearDown : public ::testing::Environment {
     ::testing::AddGlobalTestEnvironment(new SharedContextTearDown);
 
 }  // namespace
+
+void destroy_before_shared_context(std::function<void()> destroy) {
+  std::lock_guard lock(shared_mutex);
+  dependents.push_back(std::move(destroy));
+}
 
 Context& shared_context() {
   std::lock_guard lock(shared_mutex);

@@ -5,6 +5,7 @@
 // fails the test when the validation layer printed anything while it ran.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 #include "vkpaged/context.hpp"
@@ -20,7 +21,13 @@ bool validation_wanted();
 // as the library does only when told (ContextOptions::read_environment).
 ContextOptions test_context_options();
 
+// Destroyed when the tests end, before exit (a gtest environment's TearDown): at exit a
+// device's teardown may meet a driver already torn down.
 Context& shared_context();
+
+// What holds the shared context's device beyond one test (a context adopting it) registers how
+// to destroy itself here: it runs at the end of the tests, before the shared context goes.
+void destroy_before_shared_context(std::function<void()> destroy);
 
 // The shared context's instance, device and queue as an engine would hand them over, with
 // buffer device addresses not enabled: for a Context that adopts them and must refuse what
