@@ -30,24 +30,15 @@ using detail::kMaxCacheBlocks;
 using detail::mib;
 using detail::refuse_cache;
 
-// One pool's buffer. A failed allocation is rethrown naming the size argument (`what`) and,
-// where the pool passes it, the device's maxMemoryAllocationSize: the driver may refuse one
-// allocation past that size although the heap has the room.
+// One pool's buffer. A failed allocation is rethrown naming the size argument (`what`); a pool
+// past the device's maxMemoryAllocationSize never gets here (the sizing refuses it).
 DeviceBuffer allocate_pool(Context& context, const char* what, uint32_t blocks, uint64_t bytes, MemoryKind kind) {
   try {
     return context.create_buffer(bytes, kind);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::out_of_memory) throw;
-    const uint64_t limit = context.device_info().max_memory_allocation_size;
-    throw Error(ErrorCode::out_of_memory,
-                fmt::format("{} {}: a layer's pool of {} bytes ({}) could not be allocated{}: {}", what, blocks, bytes,
-                            mib(bytes),
-                            limit > 0 && bytes > limit
-                                ? fmt::format(", past the device's maxMemoryAllocationSize of {} bytes ({}), up to "
-                                              "which one allocation is sure to succeed",
-                                              limit, mib(limit))
-                                : "",
-                            e.what()));
+    throw Error(ErrorCode::out_of_memory, fmt::format("{} {}: a layer's pool of {} bytes ({}) could not be allocated: {}",
+                                                      what, blocks, bytes, mib(bytes), e.what()));
   }
 }
 
