@@ -19,6 +19,7 @@
 #include "support/decode_check.hpp"
 #include "support/expect_error.hpp"
 #include "support/kv_cache_shapes.hpp"
+#include "support/buffer_test.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/kv_cache.hpp"
 #include "vkpaged/reference.hpp"
@@ -40,7 +41,7 @@ struct Step {
   }
 };
 
-class KvCacheHelperTest : public GpuTest {
+class KvCacheHelperTest : public BufferTest {
  protected:
   KvCacheShape shape(DType dtype) {
     KvCacheShape s = shape_of(2, 2, 64, 8, dtype);
@@ -51,20 +52,6 @@ class KvCacheHelperTest : public GpuTest {
     HostTensor h(is_fp8_dtype(v.dtype) ? DType::u8 : v.dtype, v.shape);
     ctx().download(v.memory, h.data(), h.bytes());
     return h;
-  }
-  TensorView put(const HostTensor& h) {
-    keep_.push_back(ctx().create_buffer(std::max<size_t>(h.bytes(), 16)));
-    ctx().upload(keep_.back().view(), h.data(), h.bytes());
-    return keep_.back().tensor(h.dtype(), h.shape());
-  }
-  TensorView device(DType dtype, Shape shape) {
-    keep_.push_back(ctx().create_buffer(std::max<size_t>(size_t(shape.numel()) * dtype_size(dtype), 16)));
-    return keep_.back().tensor(dtype, shape);
-  }
-  BufferView scratch(size_t bytes) {
-    if (bytes == 0) return {};
-    keep_.push_back(ctx().create_buffer(bytes));
-    return keep_.back().view();
   }
   static HostTensor random(DType t, Shape shape, uint32_t seed) {
     HostTensor h(t, shape);
@@ -146,7 +133,6 @@ class KvCacheHelperTest : public GpuTest {
   }
 
   KvLayout layout_ = KvLayout::vllm;
-  std::vector<DeviceBuffer> keep_;
 };
 
 class KvCacheAttentionTest : public KvCacheHelperTest, public ::testing::WithParamInterface<KvLayout> {

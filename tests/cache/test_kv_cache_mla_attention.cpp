@@ -15,6 +15,7 @@
 #include "support/decode_case.hpp"
 #include "support/expect_error.hpp"
 #include "support/mla_case.hpp"
+#include "support/buffer_test.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/kv_cache.hpp"
 #include "vkpaged/reference.hpp"
@@ -42,22 +43,8 @@ std::string label_of(MlaCacheForm form, DType dtype, const char* step) {
   return std::string(dtype_name(dtype)) + (form == MlaCacheForm::one_pool ? " one pool " : " two pools ") + step;
 }
 
-class KvCacheMlaAttentionTest : public GpuTest {
+class KvCacheMlaAttentionTest : public BufferTest {
  protected:
-  TensorView put(const HostTensor& h) {
-    keep_.push_back(ctx().create_buffer(std::max<size_t>(h.bytes(), 16)));
-    ctx().upload(keep_.back().view(), h.data(), h.bytes());
-    return keep_.back().tensor(h.dtype(), h.shape());
-  }
-  TensorView device(DType dtype, Shape shape) {
-    keep_.push_back(ctx().create_buffer(std::max<size_t>(size_t(shape.numel()) * dtype_size(dtype), 16)));
-    return keep_.back().tensor(dtype, shape);
-  }
-  BufferView scratch(size_t bytes) {
-    if (bytes == 0) return {};
-    keep_.push_back(ctx().create_buffer(bytes));
-    return keep_.back().view();
-  }
   HostTensor fetch(const TensorView& v, DType dtype) {
     HostTensor h(dtype, v.shape);
     ctx().download(v.memory, h.data(), h.bytes());
@@ -127,8 +114,6 @@ class KvCacheMlaAttentionTest : public GpuTest {
     expect_attention_near(got, want, tolerance(c.attention.query_dtype, cache_dtype), true,
                           label_of(form, cache_dtype, step));
   }
-
-  std::vector<DeviceBuffer> keep_;
 };
 
 TEST_F(KvCacheMlaAttentionTest, MlaShapeComesFromTheCache) {
