@@ -119,19 +119,12 @@ HostTensor query_starts_of(const AttendArgs& a, const HostTensor& block_tables, 
   return starts;
 }
 
-// The decode inputs read so far as MLA's: the caches read here, every request field moved.
-void move_to_mla(const AttendArgs& a, AttendCall& call) {
+// What multi-query attention and MLA read alike from the decode inputs read so far: the query,
+// the page tables, ALiBi and sinks, the query starts (0, 1, ..., S without --query-starts) and the
+// tree mask.
+template <typename Inputs>
+void move_request_inputs(const AttendArgs& a, AttendCall& call, Inputs& m) {
   auto& in = call.inputs;
-  auto& m = call.mla_inputs;
-  const bool cache_bf16 = in.cache_dtype == DType::bf16;
-  if (!a.mla_cache.empty()) {
-    m.mla_cache = read_input("--mla-cache", a.mla_cache, cache_bf16);
-    m.value_head_size = a.value_head_size;
-  } else {
-    m.ckv_cache = read_input("--ckv-cache", a.ckv_cache, cache_bf16);
-    m.kpe_cache = read_input("--kpe-cache", a.kpe_cache, cache_bf16);
-    m.value_head_size = a.value_head_size;
-  }
   m.query_starts = query_starts_of(a, in.block_tables, in.kv_indptr);
   if (!a.tree_mask.empty()) m.tree_mask = read_input("--tree-mask", a.tree_mask, false);
   m.query = std::move(in.query);
@@ -146,26 +139,30 @@ void move_to_mla(const AttendArgs& a, AttendCall& call) {
   m.sliding_window = call.options.sliding_window;
 }
 
+// The decode inputs read so far as MLA's: the caches read here, every request field moved.
+void move_to_mla(const AttendArgs& a, AttendCall& call) {
+  auto& in = call.inputs;
+  auto& m = call.mla_inputs;
+  const bool cache_bf16 = in.cache_dtype == DType::bf16;
+  if (!a.mla_cache.empty()) {
+    m.mla_cache = read_input("--mla-cache", a.mla_cache, cache_bf16);
+  } else {
+    m.ckv_cache = read_input("--ckv-cache", a.ckv_cache, cache_bf16);
+    m.kpe_cache = read_input("--kpe-cache", a.kpe_cache, cache_bf16);
+  }
+  m.value_head_size = a.value_head_size;
+  move_request_inputs(a, call, m);
+}
+
 // The decode inputs read so far, with the query starts (0, 1, ..., S without --query-starts)
 // and the tree mask, as multi-query attention's.
 void move_to_attention(const AttendArgs& a, KvLayout layout, AttendCall& call) {
   auto& in = call.inputs;
   auto& m = call.attention;
-  m.query_starts = query_starts_of(a, in.block_tables, in.kv_indptr);
-  if (!a.tree_mask.empty()) m.tree_mask = read_input("--tree-mask", a.tree_mask, false);
-  m.query = std::move(in.query);
   m.key_cache = std::move(in.key_cache);
   m.value_cache = std::move(in.value_cache);
-  m.block_tables = std::move(in.block_tables);
-  m.context_lens = std::move(in.context_lens);
-  m.kv_indptr = std::move(in.kv_indptr);
-  m.kv_indices = std::move(in.kv_indices);
-  m.kv_last_page_len = std::move(in.kv_last_page_len);
-  m.alibi_slopes = std::move(in.alibi_slopes);
-  m.sinks = std::move(in.sinks);
-  m.cache_dtype = in.cache_dtype;
   m.kv_layout = layout;
-  m.sliding_window = call.options.sliding_window;
+  move_request_inputs(a, call, m);
 }
 
 }  // namespace
