@@ -153,14 +153,15 @@ std::vector<uint64_t> layer_pool_block_bytes(const KvCacheShape& s) {
 
 }  // namespace detail
 
-namespace {
-
-}  // namespace
-
 uint64_t KvCache::bytes_per_block(const KvCacheShape& shape) {
   validate(shape);
   uint64_t layer = 0;
-  for (uint64_t b : detail::layer_pool_block_bytes(shape)) layer += b;  // each below 2^62: no overflow
+  for (uint64_t b : detail::layer_pool_block_bytes(shape)) {
+    uint64_t sum = 0;
+    if (__builtin_add_overflow(layer, b, &sum))  // two pools of 2^63 bytes each would wrap to 0
+      refuse_cache(ErrorCode::invalid_argument, fmt::format("a block of a layer overflows 64 bits ({} + {})", layer, b));
+    layer = sum;
+  }
   return checked_mul(layer, shape.num_layers, "a block over every layer");
 }
 

@@ -102,6 +102,16 @@ TEST(KvCacheRefusals, BadShapes) {
   EXPECT_NO_THROW(KvCache::validate(shape_of(1, 2, 4, 16, DType::f32)));
 }
 
+// A key and a value pool of 2^63 bytes a block each: the layer's block would wrap to 0 bytes
+// (which the fuzzer turned into a division by zero in blocks_for_budget).
+TEST(KvCacheRefusals, LayerBlockOverSixtyFourBits) {
+  const KvCacheShape s = shape_of(1, uint32_t(1) << 30, uint32_t(1) << 28, 16, DType::f16);  // 2^63 bytes a pool
+  expect_refused([&] { (void)KvCache::bytes_per_block(s); }, ErrorCode::invalid_argument,
+                 {"a block of a layer overflows 64 bits", "9223372036854775808 + 9223372036854775808"});
+  expect_refused([&] { (void)KvCache::blocks_for_budget(s, uint64_t(1) << 40); }, ErrorCode::invalid_argument,
+                 {"overflows 64 bits"});
+}
+
 TEST(KvCacheRefusals, NoSizeZeroBlocksOrTwoSizes) {
   const auto s = shape_of(2, 2, 64, 16, DType::f16);
   const DeviceInfo device = fake_device(kGiB);
