@@ -11,6 +11,9 @@
 #   scripts/h200-session.sh contract BUILD OUT  # the NumPy contract checks, every kernel forced
 #   scripts/h200-session.sh mla      BUILD OUT  # MLA decode (bench --suite mla) cold and warm, and
 #                                               # its PyTorch anchor, one call
+#   scripts/h200-session.sh compare  BUILD OUT BASE...  # this build's CLI against earlier builds'
+#                                               # (BASE: a folder with tools/vkpaged/vkpaged), suite by
+#                                               # suite, the binaries alternating, in one call
 #
 # BUILD holds tests/vkpaged_tests, tests/vkpaged_test_data and tools/vkpaged/vkpaged; OUT is
 # where the logs go ($OUT on the device machine). Every figure goes to OUT/<stage>-*.txt, whole;
@@ -21,7 +24,7 @@
 # VK_KHR_cooperative_matrix), or says it fell back to Debian 12's.
 set -uo pipefail
 
-stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla BUILD OUT}"
+stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla|compare BUILD OUT [BASE...]}"
 build="${2:?BUILD}"
 out="${3:?OUT}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -145,8 +148,34 @@ case "$stage" in
     grep -E '^(=== |matrix ceiling|read bandwidth|check FAILED)' "$out/mla-vkpaged.txt" | tail -n 12
     grep -E ' best: ' "$out/mla-anchor.txt" | tail -n 32
     ;;
+  compare)
+    # A change's cost on the GPU: the same suites with each binary in one process each, the
+    # binaries alternating round by round so that clock drift falls on all alike (issue 37's
+    # 1 % check; the bf16/E4M3 regression against 2eae94d). COMPARE_SUITES picks the suites,
+    # COMPARE_ROUNDS the rounds; each run's figures go to compare-<suite>-<binary>-<round>.json.
+    shift 3
+    (($# > 0)) || { echo "h200-session: compare needs at least one BASE build folder" >&2; exit 2; }
+    bins=("$@" "$build")
+    {
+      log nvidia-smi
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+      for ((b = 0; b < ${#bins[@]}; ++b)); do echo "binary $b: ${bins[$b]}"; done
+      for suite in ${COMPARE_SUITES:-standard dtypes}; do
+        flags=("${w[@]}")
+        [ "$suite" = prefill ] && flags=(--flush-caches)
+        for ((round = 1; round <= ${COMPARE_ROUNDS:-2}; ++round)); do
+          for ((b = 0; b < ${#bins[@]}; ++b)); do
+            log "$suite, binary $b, round $round"
+            bench timeout 150 "${bins[$b]}/tools/vkpaged/vkpaged" bench --suite "$suite" "${flags[@]}" \
+              --json "$out/compare-$suite-$b-$round.json"
+          done
+        done
+      done
+    } >"$out/compare.txt" 2>&1
+    grep -E '^(=== |binary )' "$out/compare.txt" | tail -n 20
+    ;;
   *)
-    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract or mla" >&2
+    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla or compare" >&2
     exit 2
     ;;
 esac
