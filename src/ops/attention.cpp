@@ -14,6 +14,7 @@
 #include "ops/attention_plan.hpp"
 #include "ops/attention_validation.hpp"
 #include "ops/attention_problem.hpp"
+#include "ops/attention_recording.hpp"
 #include "ops/shared_fields.hpp"
 #include "ops/csr_page_table.hpp"
 #include "ops/decode_plan.hpp"
@@ -199,51 +200,29 @@ std::string AttentionPlan::describe() const {
 
 namespace {
 
-detail::PageTableViews page_table_views(const AttentionViews& v) {
-  return {v.block_tables, v.context_lens, v.kv_indptr, v.kv_indices, v.kv_last_page_len};
+// The call's views, the key and value caches bound as such.
+detail::AttentionCallViews call_views(const AttentionViews& v) {
+  return detail::attention_call_views(v, v.key_cache.memory, v.value_cache.memory);
 }
 
-// The strided views of a call, checked (the query and the output).
-struct AttentionRows {
-  detail::RowsView query, output;
-};
-
-AttentionRows check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, const AttentionViews& v) {
+detail::AttentionRows check_views(const detail::ContextImpl& impl, const AttentionPlanData& p, const AttentionViews& v) {
   using detail::check_view;
   const auto& s = p.shape;
-  const int64_t S = s.num_requests, T = s.num_query_tokens, H = s.num_heads, Hkv = s.num_kv_heads, D = s.head_size,
-                B = s.block_size, N = s.num_blocks;
+  const int64_t Hkv = s.num_kv_heads, D = s.head_size, B = s.block_size, N = s.num_blocks;
   const int64_t x = cache_pack_factor(s.cache_dtype);
   const DType cache_elem = is_fp8_dtype(s.cache_dtype) ? DType::u8 : s.cache_dtype;
   // Caches read by device address need not fit one descriptor's range.
   const bool cache_range = !(p.choice.kernel == AttentionKernel::scalar && p.choice.address) &&
                            !(p.decode && p.decode->data().choice.address);
-  AttentionRows rows;
-  rows.query = detail::check_rows_view(impl, "query", v.query, {s.query_dtype}, Shape{T, H, D}, false);
-  check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype}, detail::key_cache_shape(s.kv_layout, N, Hkv, D, B, x),
-             16, cache_range);
-  check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype},
-             detail::value_cache_shape(s.kv_layout, N, Hkv, D, B), 16, cache_range);
   // A decode plan's expansion is its own (record_decode checks the CSR views against it).
   const detail::CsrExpansion& expansion = p.decode ? p.decode->data().csr : p.csr;
-  detail::check_page_table_views(impl, page_table_views(v), s.num_requests, s.max_blocks_per_seq, expansion);
-  check_view(impl, "query_starts", v.query_starts, {DType::i32, DType::u32}, Shape{S + 1}, 4);
-  rows.output = detail::check_rows_view(impl, "output", v.output, {s.query_dtype}, Shape{T, H, D}, true);
-  if (s.lse) check_view(impl, "lse", v.lse, {DType::f32}, Shape{T, H}, 4);
-  if (s.tree_mask) {
-    const size_t bytes = p.choice.tree_mask_bytes;
-    check_view(impl, "tree_mask", v.tree_mask, {DType::u8}, Shape{int64_t(bytes)}, 4);
-    if (v.tree_mask.memory.size < (bytes + 3) / 4 * 4)
-      throw Error(ErrorCode::invalid_argument,
-                  fmt::format("tree_mask: a view of {} bytes ends inside a 32-bit word; the shader reads whole words, so "
-                              "the view must cover {} bytes (the buffer padded to a multiple of 4)",
-                              v.tree_mask.memory.size, (bytes + 3) / 4 * 4));
-  }
-  if (s.alibi) check_view(impl, "alibi_slopes", v.alibi_slopes, {DType::f32}, Shape{H}, 4);
-  if (s.sinks) check_view(impl, "sinks", v.sinks, {DType::f32}, Shape{H}, 4);
-  if (p.scratch_bytes()) detail::check_buffer(impl, "scratch", v.scratch, p.scratch_bytes(), 4);
-  if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
-  return rows;
+  return detail::check_attention_views(
+      impl, s, call_views(v), {D, true, expansion, p.choice.tree_mask_bytes, p.scratch_bytes()}, [&] {
+        check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype},
+                   detail::key_cache_shape(s.kv_layout, N, Hkv, D, B, x), 16, cache_range);
+        check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype},
+                   detail::value_cache_shape(s.kv_layout, N, Hkv, D, B), 16, cache_range);
+      });
 }
 
 // A batch of single tokens on its decode plan. Until record_decode takes its per-call values
@@ -263,79 +242,10 @@ void record_attention(Context& context, VkCommandBuffer cmd, const AttentionPlan
   const auto& s = p.shape;
   auto& impl = context.impl();
   detail::validate_attention_params(params, s);
-  const AttentionRows rows = check_views(impl, p, v);
+  const detail::AttentionRows rows = check_views(impl, p, v);
   if (s.num_requests == 0) return;
   if (p.decode) return record_as_decode(context, cmd, p, v, params);
-
-  const auto& c = p.choice;
-  const detail::DenseTables tables = detail::record_page_tables(impl, cmd, page_table_views(v), s.num_requests,
-                                                                s.max_blocks_per_seq, s.block_size, p.csr, v.scratch,
-                                                                v.status);
-  std::array<detail::BoundView, ATTN_BINDING_COUNT> bound;
-  bound[ATTN_BINDING_QUERY] = impl.bind_view(v.query.memory);
-  bound[ATTN_BINDING_KEY_CACHE] = impl.bind_view(c.address ? BufferView{} : v.key_cache.memory);
-  bound[ATTN_BINDING_VALUE_CACHE] = impl.bind_view(c.address ? BufferView{} : v.value_cache.memory);
-  bound[ATTN_BINDING_BLOCK_TABLES] = impl.bind_view(tables.block_tables.memory);
-  bound[ATTN_BINDING_CONTEXT_LENS] = impl.bind_view(tables.context_lens.memory);
-  bound[ATTN_BINDING_QUERY_STARTS] = impl.bind_view(v.query_starts.memory);
-  bound[ATTN_BINDING_OUTPUT] = impl.bind_view(v.output.memory);
-  bound[ATTN_BINDING_ALIBI] = impl.bind_view(s.alibi ? v.alibi_slopes.memory : BufferView{});
-  bound[ATTN_BINDING_SINKS] = impl.bind_view(s.sinks ? v.sinks.memory : BufferView{});
-  bound[ATTN_BINDING_LSE] = impl.bind_view(s.lse ? v.lse.memory : BufferView{});
-  // The split's part only: a CSR expansion after it is bound as the tables.
-  bound[ATTN_BINDING_SCRATCH] = impl.bind_view(c.split ? BufferView{v.scratch.buffer, v.scratch.offset, c.scratch_bytes}
-                                                       : BufferView{});
-  bound[ATTN_BINDING_STATUS] = impl.bind_view(v.status);
-  bound[ATTN_BINDING_TREE_MASK] = impl.bind_view(s.tree_mask ? v.tree_mask.memory : BufferView{});
-
-  sh::AttentionPush push{};
-  push.num_requests = s.num_requests;
-  push.num_tokens = s.num_query_tokens;
-  push.num_heads = s.num_heads;
-  push.num_kv_heads = s.num_kv_heads;
-  push.num_blocks = s.num_blocks;
-  push.max_blocks_per_seq = s.max_blocks_per_seq;
-  push.sliding_window = s.sliding_window;
-  push.context_cap = c.context_cap;
-  push.partition_tokens = c.partition_tokens;
-  push.num_partitions = c.num_partitions;
-  push.tree_mask_bytes = uint32_t(c.tree_mask_bytes);
-  push.query_rows = detail::rows_push(rows.query, bound[ATTN_BINDING_QUERY]);
-  push.key_offset = bound[ATTN_BINDING_KEY_CACHE].word_offset;
-  push.value_offset = bound[ATTN_BINDING_VALUE_CACHE].word_offset;
-  push.block_tables_offset = bound[ATTN_BINDING_BLOCK_TABLES].word_offset;
-  push.context_lens_offset = bound[ATTN_BINDING_CONTEXT_LENS].word_offset;
-  push.query_starts_offset = bound[ATTN_BINDING_QUERY_STARTS].word_offset;
-  push.output_rows = detail::rows_push(rows.output, bound[ATTN_BINDING_OUTPUT]);
-  push.alibi_offset = bound[ATTN_BINDING_ALIBI].word_offset;
-  push.sinks_offset = bound[ATTN_BINDING_SINKS].word_offset;
-  push.lse_offset = bound[ATTN_BINDING_LSE].word_offset;
-  push.scratch_offset = bound[ATTN_BINDING_SCRATCH].word_offset;
-  push.status_offset = bound[ATTN_BINDING_STATUS].word_offset;
-  push.tree_mask_offset = bound[ATTN_BINDING_TREE_MASK].word_offset;
-  push.scale = params.scale ? *params.scale : 1.0f / std::sqrt(float(s.head_size));
-  push.softcap = params.softcap;
-  push.k_scale = params.k_scale;
-  push.v_scale = params.v_scale;
-  if (c.address) {  // the addresses' low words in the offsets' (shader_interface.h, AttentionPush)
-    auto address_of = [&](const BufferView& view) {
-      VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
-      info.buffer = view.buffer;
-      return uint64_t(impl.d.vkGetBufferDeviceAddress(impl.device, &info) + view.offset);
-    };
-    const uint64_t key = address_of(v.key_cache.memory), value = address_of(v.value_cache.memory);
-    push.key_offset = uint32_t(key);
-    push.key_address_high = uint32_t(key >> 32);
-    push.value_offset = uint32_t(value);
-    push.value_address_high = uint32_t(value >> 32);
-  }
-  impl.dispatch(cmd, *p.attention, bound, &push, s.num_kv_heads * c.groups_per_kv_head, c.tile_slots, c.num_partitions);
-  if (!c.split) return;
-  detail::record_partition_merge(impl, cmd, *p.merge,
-                                 {bound[ATTN_BINDING_SCRATCH], bound[ATTN_BINDING_CONTEXT_LENS],
-                                  bound[ATTN_BINDING_QUERY_STARTS], bound[ATTN_BINDING_OUTPUT], bound[ATTN_BINDING_SINKS],
-                                  bound[ATTN_BINDING_LSE]},
-                                 push);
+  detail::record_attention_kernels(impl, cmd, {*p.attention, p.merge, p.csr}, s, p.choice, call_views(v), rows, params);
 }
 
 }  // namespace vkpaged

@@ -1,17 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // batch_attention over host tensors: upload, plan, run, download. For the CLI, the demo and
 // tests; engines record with record_attention on their own buffers instead.
-#include <fmt/format.h>
-
-#include <algorithm>
 #include <vector>
 
+#include "ops/attention_host_run.hpp"
 #include "ops/attention_validation.hpp"
-#include "ops/decode_validation.hpp"
 #include "ops/host_staging.hpp"
-#include "vk/context_impl.hpp"
 #include "vkpaged/attention.hpp"
-#include "vkpaged/error.hpp"
 
 namespace vkpaged {
 
@@ -26,29 +21,9 @@ AttentionResult batch_attention(Context& ctx, const AttentionInputs& in, const A
   AttentionViews v;
   AttentionResult result;
   detail::stage_shared_inputs(ctx, keep, in, shape, want_lse, int64_t(shape.num_query_tokens), v, result);
-  v.query_starts = detail::upload_kept(ctx, keep, detail::index_words(in.query_starts, "query_starts"), DType::i32);
-  if (shape.tree_mask) {
-    v.tree_mask = detail::upload_kept(ctx, keep, in.tree_mask, DType::u8);
-    v.tree_mask.memory.size = (v.tree_mask.memory.size + 3) / 4 * 4;  // whole words (AttentionViews::tree_mask)
-  }
-  v.scratch = detail::buffer_kept(ctx, keep, plan.scratch_bytes());
-  v.status = detail::status_kept(ctx, keep);
-
-  ctx.run_and_wait([&](VkCommandBuffer cmd) {
-    // Scratch starts as NaN words: a partition the attention should have written but did not,
-    // or one the merge should have skipped but read, then shows in the output.
-    if (!v.scratch.empty()) {
-      ctx.impl().d.vkCmdFillBuffer(cmd, v.scratch.buffer, v.scratch.offset, v.scratch.size, 0xffffffffu);
-      record_compute_barrier(ctx, cmd);
-    }
-    record_attention(ctx, cmd, plan, v, params);
-  });
-  uint32_t status = 0;
-  ctx.download(v.status, &status, 4);
-  if (status != 0)
-    throw Error(ErrorCode::internal, fmt::format("attention: the shader reported status {:#x} on validated inputs", status));
-  ctx.download(v.output.memory, result.output.data(), result.output.bytes());
-  if (want_lse) ctx.download(v.lse.memory, result.lse.data(), result.lse.bytes());
+  detail::stage_query_starts(ctx, keep, in, shape.tree_mask, v);
+  detail::run_staged_attention(ctx, keep, plan.scratch_bytes(), v, want_lse, "attention", result,
+                               [&](VkCommandBuffer cmd) { record_attention(ctx, cmd, plan, v, params); });
   return result;
 }
 

@@ -47,6 +47,49 @@ std::string matrix_product_refusal(const DeviceCapabilities& d) {
   return "";
 }
 
+std::string matrix_dtype_refusal(const DeviceCapabilities& d, const AttentionShape& s, const char* kernel) {
+  if (!d.khr_matrix_refusal.empty()) return d.khr_matrix_refusal;
+  if (s.query_dtype != DType::f16 && s.query_dtype != DType::bf16)
+    return fmt::format("query: dtype {} ({} takes f16 and bf16 queries; the scalar kernel takes f32)",
+                       dtype_name(s.query_dtype), kernel);
+  if (s.cache_dtype == DType::f32)
+    return fmt::format("kv_dtype: f32 ({} takes f16, bf16 and fp8 caches; the scalar kernel takes f32)", kernel);
+  return "";
+}
+
+std::optional<MatrixTileFit> fit_matrix_tiles(const DeviceCapabilities& d, const MatrixProductShape& p,
+                                              uint64_t wanted_rows, uint32_t max_row_blocks,
+                                              std::span<const uint32_t> key_tiles,
+                                              const std::function<uint64_t(uint32_t)>& workgroup_of,
+                                              const std::function<size_t(uint32_t, uint32_t, uint32_t)>& shared_bytes_of) {
+  uint32_t blocks = 1;
+  while (blocks < max_row_blocks && uint64_t(blocks) * p.m < wanted_rows) blocks *= 2;
+  for (; blocks >= 1; blocks /= 2) {
+    const uint64_t workgroup = workgroup_of(blocks);
+    if (workgroup > d.max_workgroup_invocations) continue;
+    for (uint32_t tk : key_tiles) {
+      if (tk % p.n != 0 || tk % p.k != 0) continue;
+      const size_t bytes = shared_bytes_of(blocks, tk, uint32_t(workgroup));
+      if (bytes > d.max_shared_memory) continue;
+      return MatrixTileFit{blocks, tk, uint32_t(workgroup), bytes};
+    }
+  }
+  return std::nullopt;
+}
+
+void take_matrix_tiles(AttentionChoice& c, const DeviceCapabilities& d, const MatrixProductShape& product,
+                       const MatrixTileFit& t, uint32_t group) {
+  c.kernel = AttentionKernel::matrix;
+  c.product = product;
+  c.key_tile = t.key_tile;
+  c.workgroup_sync = d.workgroup_sync;
+  c.workgroup = t.workgroup;
+  c.rows = t.row_blocks * product.m;
+  c.shared_bytes = t.shared_bytes;
+  slice_heads(c, group);
+  c.row_parts = 1;
+}
+
 namespace {
 
 // Subgroups that compute (row blocks of m rows): 4 blocks of 16 rows share each staged key and
@@ -63,41 +106,25 @@ constexpr uint32_t kMinWorkgroup = 128;
 // take 12 registers per 16 dims and lane on NVIDIA); past it they are read from shared memory.
 constexpr uint32_t kMaxRegisterDims = 128;
 
-struct MatrixTiles {
-  uint32_t row_blocks = 0;
-  uint32_t key_tile = 0;
-  bool query_registers = false;
-  uint32_t workgroup = 0;
-  size_t shared_bytes = 0;
-};
+bool query_in_registers(const AttentionShape& s) { return round_up(s.head_size, 16) <= kMaxRegisterDims; }
 
 // The most rows the request needs (up to kMaxRowBlocks blocks), then the longest key tile, that
-// fit the device's shared memory and workgroup.
-std::optional<MatrixTiles> fit_tiles(const DeviceCapabilities& d, const AttentionShape& s,
-                                     const MatrixProductShape& p, uint64_t wanted_rows) {
+// fit the device's shared memory and workgroup; the query's fragments in registers where the
+// head size allows.
+std::optional<MatrixTileFit> fit_tiles(const DeviceCapabilities& d, const AttentionShape& s,
+                                       const MatrixProductShape& p, uint64_t wanted_rows) {
   const uint32_t sg = d.max_subgroup_size;
-  MatrixTiles t;
-  t.query_registers = round_up(s.head_size, 16) <= kMaxRegisterDims;
-  uint32_t blocks = 1;
-  while (blocks < kMaxRowBlocks && uint64_t(blocks) * p.m < wanted_rows) blocks *= 2;
-  for (; blocks >= 1; blocks /= 2) {
+  const bool query_registers = query_in_registers(s);
+  auto workgroup_of = [&](uint32_t blocks) {
     const uint64_t computing = uint64_t(blocks) * sg;
     const uint64_t workgroup = d.workgroup_sync ? computing : std::max<uint64_t>(computing, round_up(kMinWorkgroup, sg));
-    const uint64_t wg = workgroup <= d.max_workgroup_invocations ? workgroup : computing;
-    if (wg > d.max_workgroup_invocations) continue;
-    for (uint32_t tk : kKeyTiles) {
-      if (tk % p.n != 0 || tk % p.k != 0) continue;
-      const size_t bytes = attention_matrix_shared_bytes(blocks * p.m, p, s.head_size, tk, s.kv_layout,
-                                                         t.query_registers, uint32_t(wg));
-      if (bytes > d.max_shared_memory) continue;
-      t.row_blocks = blocks;
-      t.key_tile = tk;
-      t.workgroup = uint32_t(wg);
-      t.shared_bytes = bytes;
-      return t;
-    }
-  }
-  return std::nullopt;
+    return workgroup <= d.max_workgroup_invocations ? workgroup : computing;
+  };
+  auto shared_bytes_of = [&](uint32_t blocks, uint32_t key_tile, uint32_t workgroup) {
+    return attention_matrix_shared_bytes(blocks * p.m, p, s.head_size, key_tile, s.kv_layout, query_registers,
+                                         workgroup);
+  };
+  return fit_matrix_tiles(d, p, wanted_rows, kMaxRowBlocks, kKeyTiles, workgroup_of, shared_bytes_of);
 }
 
 }  // namespace
@@ -117,12 +144,7 @@ size_t attention_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& pr
 }
 
 std::string matrix_attention_refusal(const DeviceCapabilities& d, const AttentionShape& s) {
-  if (!d.khr_matrix_refusal.empty()) return d.khr_matrix_refusal;
-  if (s.query_dtype != DType::f16 && s.query_dtype != DType::bf16)
-    return fmt::format("query: dtype {} (the matrix kernel takes f16 and bf16 queries; the scalar kernel takes f32)",
-                       dtype_name(s.query_dtype));
-  if (s.cache_dtype == DType::f32)
-    return "kv_dtype: f32 (the matrix kernel takes f16, bf16 and fp8 caches; the scalar kernel takes f32)";
+  if (std::string refusal = matrix_dtype_refusal(d, s, "the matrix kernel"); !refusal.empty()) return refusal;
   if (s.head_size > 256)
     return fmt::format("head_size: {} (the matrix kernel takes multiples of 8 from 32 to 256)", s.head_size);
   const uint64_t element_bytes = is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype);
@@ -139,7 +161,7 @@ std::string matrix_attention_refusal(const DeviceCapabilities& d, const Attentio
                        "key tiles of 16), more than device {} has ({})",
                        s.head_size,
                        attention_matrix_shared_bytes(product->m, *product, s.head_size, 16, s.kv_layout,
-                                                     round_up(s.head_size, 16) <= kMaxRegisterDims,
+                                                     query_in_registers(s),
                                                      uint32_t(round_up(kMinWorkgroup, d.max_subgroup_size))),
                        d.name, d.max_shared_memory);
   return "";
@@ -148,21 +170,8 @@ std::string matrix_attention_refusal(const DeviceCapabilities& d, const Attentio
 void plan_matrix_attention(AttentionChoice& c, const DeviceCapabilities& d, const AttentionShape& s) {
   const MatrixProductShape product = *choose_matrix_product(d);
   const uint32_t group = s.num_heads / s.num_kv_heads;
-  const uint64_t wanted = uint64_t(c.max_query_tokens) * group;
-  const MatrixTiles t = *fit_tiles(d, s, product, wanted);
-  c.kernel = AttentionKernel::matrix;
-  c.product = product;
-  c.key_tile = t.key_tile;
-  c.query_registers = t.query_registers;
-  c.workgroup_sync = d.workgroup_sync;
-  c.workgroup = t.workgroup;
-  c.rows = t.row_blocks * product.m;
-  c.shared_bytes = t.shared_bytes;
-  // A GQA group larger than the rows is sliced into equal parts, as on the scalar kernel.
-  c.groups_per_kv_head = uint32_t((group + c.rows - 1) / c.rows);
-  c.heads_per_workgroup = (group + c.groups_per_kv_head - 1) / c.groups_per_kv_head;
-  c.tokens_per_tile = c.rows / c.heads_per_workgroup;
-  c.row_parts = 1;
+  take_matrix_tiles(c, d, product, *fit_tiles(d, s, product, uint64_t(c.max_query_tokens) * group), group);
+  c.query_registers = query_in_registers(s);
 }
 
 }  // namespace vkpaged::detail

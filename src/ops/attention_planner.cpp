@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
+#include "common/shader_interface.h"
 #include "common/split_scratch.h"
 #include "ops/attention_validation.hpp"
 #include "vkpaged/error.hpp"
@@ -17,9 +19,6 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 [[noreturn]] void unsupported(const std::string& message) { throw Error(ErrorCode::unsupported, message); }
 
-// The scalar kernel's workgroup: one key position per invocation in the score phase. 128 is
-// what every Vulkan device offers (maxComputeWorkGroupInvocations >= 128).
-constexpr uint32_t kWorkgroup = 128;
 // Rows per workgroup it chooses from: more rows share each key and value read, fewer leave
 // fewer rows idle for short requests (and take less shared memory).
 constexpr uint32_t kMinRows = 8;
@@ -40,7 +39,7 @@ uint32_t longest_context(const AttentionShape& s) {
 void choose_rows(AttentionChoice& c, const DeviceCapabilities& dev, const AttentionShape& s) {
   const uint32_t group = s.num_heads / s.num_kv_heads;
   const uint64_t wanted = uint64_t(c.max_query_tokens) * group;
-  c.workgroup = kWorkgroup;
+  c.workgroup = kScalarAttentionWorkgroup;
   c.rows = kMinRows;
   while (c.rows < kMaxRows && c.rows < wanted) c.rows *= 2;
   while (c.rows > kMinRows && attention_shared_bytes(c.rows, s.head_size, c.workgroup) > dev.max_shared_memory)
@@ -49,16 +48,37 @@ void choose_rows(AttentionChoice& c, const DeviceCapabilities& dev, const Attent
   if (c.shared_bytes > dev.max_shared_memory)
     unsupported(fmt::format("head_size: {} needs {} bytes of shared memory per workgroup, more than device {} has ({})",
                             s.head_size, c.shared_bytes, dev.name, dev.max_shared_memory));
-  // A GQA group larger than the rows is sliced into equal parts.
-  c.groups_per_kv_head = uint32_t(ceil_div(group, c.rows));
-  c.heads_per_workgroup = uint32_t(ceil_div(group, c.groups_per_kv_head));
-  c.tokens_per_tile = c.rows / c.heads_per_workgroup;
-  // Value phase: rows split between invocations while the dims leave invocations idle.
-  c.row_parts = 1;
-  while (c.row_parts * 2 <= c.rows && c.row_parts * 2 * s.head_size <= c.workgroup) c.row_parts *= 2;
+  slice_heads(c, group);
+  choose_row_parts(c, s.head_size);
 }
 
 }  // namespace
+
+void slice_heads(AttentionChoice& c, uint32_t group) {
+  c.groups_per_kv_head = uint32_t(ceil_div(group, c.rows));
+  c.heads_per_workgroup = uint32_t(ceil_div(group, c.groups_per_kv_head));
+  c.tokens_per_tile = c.rows / c.heads_per_workgroup;
+}
+
+void choose_row_parts(AttentionChoice& c, uint32_t value_width) {
+  c.row_parts = 1;
+  while (c.row_parts * 2 <= c.rows && c.row_parts * 2 * value_width <= c.workgroup) c.row_parts *= 2;
+}
+
+bool take_matrix_kernel(AttentionKernel requested, const std::function<std::string()>& refusal) {
+  if (requested != AttentionKernel::matrix && requested != AttentionKernel::automatic) return false;
+  const std::string why = refusal();
+  if (requested == AttentionKernel::matrix && !why.empty()) unsupported("kernel: matrix: " + why);
+  return why.empty();
+}
+
+void choose_tile_slots(AttentionChoice& c, const AttentionShape& s) {
+  c.tile_slots = uint32_t(std::min<uint64_t>(uint64_t(s.num_query_tokens) / c.tokens_per_tile + s.num_requests, UINT32_MAX));
+  if (c.tile_slots > 65535)
+    unsupported(fmt::format("num_query_tokens: T = {} in tiles of {} tokens with S = {} requests need {} workgroups along "
+                            "one grid dimension, past the 65535 every device launches",
+                            s.num_query_tokens, c.tokens_per_tile, s.num_requests, c.tile_slots));
+}
 
 void validate_split_options(const AttentionOptions& o) {
   if (o.partition_tokens % kPartitionQuantum != 0)
@@ -117,6 +137,16 @@ void choose_attention_split(AttentionChoice& c, const DeviceCapabilities& dev, c
   c.merge_workgroup = split ? std::min(kMergeWorkgroup, dev.max_workgroup_invocations) : 0;
   const uint64_t cap = uint64_t(s.max_blocks_per_seq) * s.block_size;
   c.context_cap = uint32_t(split ? std::min<uint64_t>(cap, uint64_t(c.num_partitions) * c.partition_tokens) : cap);
+}
+
+uint32_t attention_feature_bits(const AttentionShape& s, bool split) {
+  const std::pair<bool, uint32_t> features[] = {
+      {s.alibi, FEATURE_ALIBI}, {s.softcap, FEATURE_SOFTCAP}, {s.sinks, FEATURE_SINKS},
+      {s.sliding_window > 0, FEATURE_WINDOW}, {s.lse, FEATURE_LSE}, {split, FEATURE_SPLIT},
+      {s.tree_mask, FEATURE_TREE_MASK}};
+  uint32_t bits = 0;
+  for (const auto& [on, bit] : features) bits |= on ? bit : 0u;
+  return bits;
 }
 
 bool decode_kernels_take(const AttentionShape& s, bool single_tokens) {
@@ -196,13 +226,7 @@ AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const Attention
     unsupported(fmt::format("num_kv_heads: a block of {} kv heads x {} dims x {} positions is {} bytes, past 2^32 - 1",
                             s.num_kv_heads, s.head_size, s.block_size, block_bytes));
   // The matrix kernel where asked, or (automatic) where it can run; else the scalar kernel.
-  bool matrix = false;
-  if (o.kernel == AttentionKernel::matrix || o.kernel == AttentionKernel::automatic) {
-    const std::string refusal = matrix_attention_refusal(dev, s);
-    if (o.kernel == AttentionKernel::matrix && !refusal.empty()) unsupported("kernel: matrix: " + refusal);
-    matrix = refusal.empty();
-  }
-  if (matrix) {
+  if (take_matrix_kernel(o.kernel, [&] { return matrix_attention_refusal(dev, s); })) {
     plan_matrix_attention(c, dev, s);
   } else {
     c.kernel = AttentionKernel::scalar;
@@ -214,11 +238,7 @@ AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const Attention
                               s.num_blocks, pool_bytes, dev.max_storage_buffer_range));
     choose_rows(c, dev, s);
   }
-  c.tile_slots = uint32_t(std::min<uint64_t>(uint64_t(s.num_query_tokens) / c.tokens_per_tile + s.num_requests, UINT32_MAX));
-  if (c.tile_slots > 65535)
-    unsupported(fmt::format("num_query_tokens: T = {} in tiles of {} tokens with S = {} requests need {} workgroups along "
-                            "one grid dimension, past the 65535 every device launches",
-                            s.num_query_tokens, c.tokens_per_tile, s.num_requests, c.tile_slots));
+  choose_tile_slots(c, s);
   if (uint64_t(s.num_kv_heads) * c.groups_per_kv_head > 65535)
     unsupported(fmt::format("num_kv_heads: {} kv heads need more than 65535 workgroups along one grid dimension",
                             s.num_kv_heads));

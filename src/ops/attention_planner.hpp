@@ -9,6 +9,7 @@
 // attention_matrix_planner.cpp.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,6 +19,11 @@
 #include "vkpaged/attention.hpp"
 
 namespace vkpaged::detail {
+
+// The workgroup of the scalar attention and MLA kernels: 128 invocations, what every Vulkan device
+// offers (maxComputeWorkGroupInvocations >= 128). The attention kernel stages one key position
+// per invocation in its score phase.
+inline constexpr uint32_t kScalarAttentionWorkgroup = 128;
 
 // Every choice of a plan on the attention kernel (shaders/attention*.comp).
 struct AttentionChoice {
@@ -52,6 +58,10 @@ struct AttentionChoice {
   uint32_t value_parts = 1;
 };
 
+// The FEATURE_* bits (shader_interface.h) the attention-family kernels of a plan specialize on:
+// the shape's features, and the split.
+uint32_t attention_feature_bits(const AttentionShape& shape, bool split);
+
 // Whether the decode kernels take this batch (every q_s = 1, no tree mask; any layout).
 bool decode_kernels_take(const AttentionShape& shape, bool single_tokens);
 
@@ -69,12 +79,54 @@ std::optional<MatrixProductShape> choose_matrix_product(const DeviceCapabilities
 // choose_matrix_product finds one and its subgroups fit a workgroup).
 std::string matrix_product_refusal(const DeviceCapabilities& device);
 
+// Why a KHR matrix kernel (named `kernel` in the message: "the matrix kernel") cannot take the
+// shape's dtypes on this device: a device without the KHR kernels, a query that is not f16 or
+// bf16, an f32 cache ("" where none of these holds).
+std::string matrix_dtype_refusal(const DeviceCapabilities& device, const AttentionShape& shape, const char* kernel);
+
+// The tiles of a matrix kernel's workgroup: row blocks of the product's m rows, key positions per
+// tile, invocations and shared memory bytes.
+struct MatrixTileFit {
+  uint32_t row_blocks = 0;
+  uint32_t key_tile = 0;
+  uint32_t workgroup = 0;
+  size_t shared_bytes = 0;
+};
+// The most row blocks the rows want (up to max_row_blocks), then the longest of key_tiles (those
+// that are multiples of the product's n and k), whose workgroup (workgroup_of(row_blocks)) and
+// shared memory (shared_bytes_of(row_blocks, key_tile, workgroup)) the device holds; fewer row
+// blocks where none does. std::nullopt: not even one block fits.
+std::optional<MatrixTileFit> fit_matrix_tiles(const DeviceCapabilities& device, const MatrixProductShape& product,
+                                              uint64_t wanted_rows, uint32_t max_row_blocks,
+                                              std::span<const uint32_t> key_tiles,
+                                              const std::function<uint64_t(uint32_t)>& workgroup_of,
+                                              const std::function<size_t(uint32_t, uint32_t, uint32_t)>& shared_bytes_of);
+// A matrix kernel's fit as the choice's fields (kernel, product, tiles, workgroup), the `group`
+// query heads of a kv head sliced as on the scalar kernel, one row part.
+void take_matrix_tiles(AttentionChoice& choice, const DeviceCapabilities& device, const MatrixProductShape& product,
+                       const MatrixTileFit& fit, uint32_t group);
+
+// The `group` query heads of a kv head over the chosen rows: a group larger than the rows is
+// sliced into equal parts (groups_per_kv_head, heads_per_workgroup, tokens_per_tile).
+void slice_heads(AttentionChoice& choice, uint32_t group);
+// The scalar kernels' value phase: rows split between invocations while the `value_width` dims
+// leave invocations idle (row_parts).
+void choose_row_parts(AttentionChoice& choice, uint32_t value_width);
+
 // Why the matrix kernel cannot run this shape on this device ("" where it can).
 std::string matrix_attention_refusal(const DeviceCapabilities& device, const AttentionShape& shape);
 
 // The matrix kernel's rows, tiles and product for a shape it takes (matrix_attention_refusal
 // gave ""): fills the kernel's fields of `choice` (its max_query_tokens set).
 void plan_matrix_attention(AttentionChoice& choice, const DeviceCapabilities& device, const AttentionShape& shape);
+
+// Whether a plan runs on the matrix kernel: where `requested` is matrix (unsupported, "kernel:
+// matrix: " and the refusal, where `refusal` says why it cannot) or automatic and it can.
+bool take_matrix_kernel(AttentionKernel requested, const std::function<std::string()>& refusal);
+
+// The grid's tile slots (T / tokens_per_tile + S), refused (unsupported) past the 65535
+// workgroups every device launches along one dimension.
+void choose_tile_slots(AttentionChoice& choice, const AttentionShape& shape);
 
 // The options' split fields: partition_tokens a multiple of 256, not given with single_pass.
 void validate_split_options(const AttentionOptions& options);

@@ -160,6 +160,53 @@ std::vector<int32_t> host_query_starts(const HostTensor& t) {
   return starts;
 }
 
+void check_host_request_counts(const HostRequestInputs& in, const PageTableForm& form) {
+  if (in.query_starts.shape().rank() != 1)
+    refuse(fmt::format("query_starts: shape {} is not [S + 1]", in.query_starts.shape().str()));
+  const int64_t S = form.num_seqs;
+  if (!form.csr && in.page_tables.context_lens.shape()[0] != S)
+    refuse(fmt::format("context_lens: {} entries, but block_tables has S = {} rows",
+                       in.page_tables.context_lens.shape()[0], S));
+  if (in.query_starts.shape()[0] != S + 1)
+    refuse(fmt::format("query_starts: {} entries, expected S + 1 = {}{}", in.query_starts.shape()[0], S + 1,
+                       form.csr ? " (S from kv_indptr)" : ""));
+}
+
+void read_request_fields(AttentionShape& s, const HostRequestInputs& in, const PageTableForm& form,
+                         const AttentionParams& params, bool want_lse) {
+  s.num_requests = uint32_t(form.num_seqs);
+  s.max_blocks_per_seq = form.max_blocks_per_seq;
+  s.csr_page_table = form.csr;
+  s.sliding_window = in.sliding_window;
+  s.softcap = params.softcap > 0.0f;
+  s.alibi = !in.alibi_slopes.empty();
+  s.sinks = !in.sinks.empty();
+  s.lse = want_lse;
+  s.tree_mask = !in.tree_mask.empty();
+}
+
+void check_host_requests(AttentionShape& s, const HostRequestInputs& in, const PageTableForm& form,
+                         std::span<const int32_t> starts) {
+  // The CSR form's own rules are checked here; what follows holds for its expansion by construction.
+  const auto [tables, lens] = dense_page_tables(in.page_tables, form, s.block_size, s.num_blocks);
+  s.max_context_len = uint32_t(check_host_page_tables(tables, lens, s));
+  const auto summary = validate_query_starts(s, starts);
+  for (size_t i = 0; i < lens.size(); ++i) {
+    const int64_t new_tokens = int64_t(starts[i + 1]) - starts[i];
+    if (lens[i] < new_tokens)
+      refuse(fmt::format("context_lens[{}]: {} is less than the request's q_s = {} new tokens (query_starts), whose keys "
+                         "and values the cache must already hold",
+                         i, lens[i], new_tokens));
+  }
+  if (!s.tree_mask) return;
+  const HostTensor& m = in.tree_mask;
+  if (m.dtype() != DType::u8) refuse(fmt::format("tree_mask: dtype {} is not u8", dtype_name(m.dtype())));
+  if (m.shape().rank() != 1 || uint64_t(m.shape()[0]) != summary.tree_mask_bytes)
+    refuse(fmt::format("tree_mask: shape {} is not [sum of q_s^2] = [{}]", m.shape().str(), summary.tree_mask_bytes));
+  for (int64_t i = 0; i < m.numel(); ++i)
+    if (m.as<uint8_t>()[i] > 1) refuse(fmt::format("tree_mask[{}]: {} is not 0 or 1", i, m.as<uint8_t>()[i]));
+}
+
 }  // namespace vkpaged::detail
 
 namespace vkpaged {
@@ -186,36 +233,21 @@ AttentionShape attention_shape_of(const AttentionInputs& in, const AttentionPara
     for (int i = 0; i < t->shape().rank(); ++i)
       if (t->shape()[i] > int64_t(INT32_MAX))
         refuse(fmt::format("{}: dimension {} of shape {} exceeds 2^31 - 1", input_name(in, t), i, t->shape().str()));
-  const detail::HostPageTableInputs page_tables = detail::page_table_inputs(in);
-  const detail::PageTableForm form = detail::page_table_form(page_tables);
-  if (in.query_starts.shape().rank() != 1)
-    refuse(fmt::format("query_starts: shape {} is not [S + 1]", in.query_starts.shape().str()));
-  const int64_t S = form.num_seqs;
-  if (!form.csr && in.context_lens.shape()[0] != S)
-    refuse(fmt::format("context_lens: {} entries, but block_tables has S = {} rows", in.context_lens.shape()[0], S));
-  if (in.query_starts.shape()[0] != S + 1)
-    refuse(fmt::format("query_starts: {} entries, expected S + 1 = {}{}", in.query_starts.shape()[0], S + 1,
-                       form.csr ? " (S from kv_indptr)" : ""));
+  const detail::HostRequestInputs requests = detail::request_inputs(in);
+  const detail::PageTableForm form = detail::page_table_form(requests.page_tables);
+  detail::check_host_request_counts(requests, form);
 
   const DType cache = in.cache_dtype;
   detail::check_host_cache_dtypes(in.key_cache, in.value_cache, cache);
 
   AttentionShape s;
-  s.num_requests = uint32_t(S);
+  detail::read_request_fields(s, requests, form, params, want_lse);
   s.num_query_tokens = uint32_t(q[0]);
   s.num_heads = uint32_t(q[1]);
   s.head_size = uint32_t(q[2]);
   s.query_dtype = in.query.dtype();
   s.cache_dtype = cache;
   s.kv_layout = in.kv_layout;
-  s.max_blocks_per_seq = form.max_blocks_per_seq;
-  s.csr_page_table = form.csr;
-  s.sliding_window = in.sliding_window;
-  s.softcap = params.softcap > 0.0f;
-  s.alibi = !in.alibi_slopes.empty();
-  s.sinks = !in.sinks.empty();
-  s.lse = want_lse;
-  s.tree_mask = !in.tree_mask.empty();
   // The cache's N, Hkv and B, read off the key cache in its layout.
   const auto& k = in.key_cache.shape();
   const int rank = in.kv_layout == KvLayout::vllm ? 5 : 4;
@@ -239,26 +271,7 @@ AttentionShape attention_shape_of(const AttentionInputs& in, const AttentionPara
     refuse(fmt::format("value_cache: shape {} does not match {}", in.value_cache.shape().str(), want_v.str()));
   detail::check_host_per_head(in.alibi_slopes, in.sinks, q[1]);
 
-  const std::vector<int32_t> starts = detail::host_query_starts(in.query_starts);
-  // The CSR form's own rules are checked here; what follows holds for its expansion by construction.
-  const auto [tables, lens] = detail::dense_page_tables(page_tables, form, s.block_size, s.num_blocks);
-  s.max_context_len = uint32_t(detail::check_host_page_tables(tables, lens, s));
-  const auto summary = detail::validate_query_starts(s, starts);
-  for (size_t i = 0; i < lens.size(); ++i) {
-    const int64_t new_tokens = int64_t(starts[i + 1]) - starts[i];
-    if (lens[i] < new_tokens)
-      refuse(fmt::format("context_lens[{}]: {} is less than the request's q_s = {} new tokens (query_starts), whose keys "
-                         "and values the cache must already hold",
-                         i, lens[i], new_tokens));
-  }
-  if (s.tree_mask) {
-    const auto& m = in.tree_mask;
-    if (m.dtype() != DType::u8) refuse(fmt::format("tree_mask: dtype {} is not u8", dtype_name(m.dtype())));
-    if (m.shape().rank() != 1 || uint64_t(m.shape()[0]) != summary.tree_mask_bytes)
-      refuse(fmt::format("tree_mask: shape {} is not [sum of q_s^2] = [{}]", m.shape().str(), summary.tree_mask_bytes));
-    for (int64_t i = 0; i < m.numel(); ++i)
-      if (m.as<uint8_t>()[i] > 1) refuse(fmt::format("tree_mask[{}]: {} is not 0 or 1", i, m.as<uint8_t>()[i]));
-  }
+  detail::check_host_requests(s, requests, form, detail::host_query_starts(in.query_starts));
   return s;
 }
 

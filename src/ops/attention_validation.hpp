@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "ops/host_page_tables.hpp"
 #include "vkpaged/attention.hpp"
 
 namespace vkpaged::detail {
@@ -46,5 +47,34 @@ int64_t check_host_page_tables(std::span<const int64_t> tables, std::span<const 
 
 // query_starts of host inputs as int32 (i32, u32 or i64 values in [0, 2^31)).
 std::vector<int32_t> host_query_starts(const HostTensor& query_starts);
+
+// The request fields of host inputs that attention_shape_of and mla_shape_of read alike.
+struct HostRequestInputs {
+  const HostTensor& query_starts;
+  const HostTensor& tree_mask;
+  const HostTensor& alibi_slopes;
+  const HostTensor& sinks;
+  uint32_t sliding_window;
+  HostPageTableInputs page_tables;
+};
+template <typename Inputs>
+HostRequestInputs request_inputs(const Inputs& in) {
+  return {in.query_starts, in.tree_mask, in.alibi_slopes, in.sinks, in.sliding_window, page_table_inputs(in)};
+}
+
+// The request counts: context_lens (dense form) and query_starts ([S + 1]) against the tables' S.
+void check_host_request_counts(const HostRequestInputs& in, const PageTableForm& form);
+
+// The shape's request fields: S and M of the tables' form, the window, and the features the
+// inputs give (the soft cap on when params.softcap > 0, LSE when want_lse).
+void read_request_fields(AttentionShape& shape, const HostRequestInputs& in, const PageTableForm& form,
+                         const AttentionParams& params, bool want_lse);
+
+// The request values against a shape whose cache fields are read: the page tables' (either form,
+// as check_host_page_tables checks their dense values; sets max_context_len to the longest), the
+// query starts (validate_query_starts), each request's q_s within its context length, and the tree
+// mask ([sum of q_s^2] u8 of 0 and 1).
+void check_host_requests(AttentionShape& shape, const HostRequestInputs& in, const PageTableForm& form,
+                         std::span<const int32_t> query_starts);
 
 }  // namespace vkpaged::detail

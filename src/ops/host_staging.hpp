@@ -39,6 +39,26 @@ BufferView buffer_kept(Context& ctx, std::vector<DeviceBuffer>& keep, size_t byt
 // A status word, zeroed, kept in `keep`.
 BufferView status_kept(Context& ctx, std::vector<DeviceBuffer>& keep);
 
+// ALiBi slopes and sinks, when the shape has them, as [H] f32.
+template <typename Views, typename Inputs, typename Shape_>
+void stage_per_head(Context& ctx, std::vector<DeviceBuffer>& keep, const Inputs& in, const Shape_& shape, Views& v) {
+  if (shape.alibi) v.alibi_slopes = upload_kept(ctx, keep, in.alibi_slopes, DType::f32);
+  if (shape.sinks) v.sinks = upload_kept(ctx, keep, in.sinks, DType::f32);
+}
+
+// The output buffer of `output_shape` in `dtype` and, with want_lse, the LSE [lse_rows, heads] f32;
+// the result's host tensors sized to match.
+template <typename Views, typename Result>
+void stage_outputs(Context& ctx, std::vector<DeviceBuffer>& keep, DType dtype, const Shape& output_shape, bool want_lse,
+                   int64_t lse_rows, int64_t heads, Views& v, Result& result) {
+  result.output = HostTensor(dtype, output_shape);
+  v.output = output_kept(ctx, keep, dtype, output_shape);
+  if (want_lse) {
+    result.lse = HostTensor(DType::f32, Shape{lse_rows, heads});
+    v.lse = output_kept(ctx, keep, DType::f32, result.lse.shape());
+  }
+}
+
 // The inputs decode and attention share (query, caches, page tables, ALiBi slopes, sinks), and
 // the output and LSE buffers of `lse_rows` rows; the result's host tensors sized to match.
 template <typename Views, typename Inputs, typename Shape_, typename Result>
@@ -49,13 +69,18 @@ void stage_shared_inputs(Context& ctx, std::vector<DeviceBuffer>& keep, const In
   v.key_cache = upload_kept(ctx, keep, in.key_cache, cache_elem);
   v.value_cache = upload_kept(ctx, keep, in.value_cache, cache_elem);
   upload_page_tables(ctx, keep, in, v);
-  if (shape.alibi) v.alibi_slopes = upload_kept(ctx, keep, in.alibi_slopes, DType::f32);
-  if (shape.sinks) v.sinks = upload_kept(ctx, keep, in.sinks, DType::f32);
-  result.output = HostTensor(in.query.dtype(), in.query.shape());
-  v.output = output_kept(ctx, keep, in.query.dtype(), in.query.shape());
-  if (want_lse) {
-    result.lse = HostTensor(DType::f32, vkpaged::Shape{lse_rows, int64_t(shape.num_heads)});
-    v.lse = output_kept(ctx, keep, DType::f32, result.lse.shape());
+  stage_per_head(ctx, keep, in, shape, v);
+  stage_outputs(ctx, keep, in.query.dtype(), in.query.shape(), want_lse, lse_rows, int64_t(shape.num_heads), v, result);
+}
+
+// The request inputs of attention and MLA past the page tables: query_starts as 32-bit words and,
+// with a tree mask, the mask in whole words (AttentionViews::tree_mask).
+template <typename Views, typename Inputs>
+void stage_query_starts(Context& ctx, std::vector<DeviceBuffer>& keep, const Inputs& in, bool tree_mask, Views& v) {
+  v.query_starts = upload_kept(ctx, keep, index_words(in.query_starts, "query_starts"), DType::i32);
+  if (tree_mask) {
+    v.tree_mask = upload_kept(ctx, keep, in.tree_mask, DType::u8);
+    v.tree_mask.memory.size = (v.tree_mask.memory.size + 3) / 4 * 4;
   }
 }
 

@@ -17,8 +17,6 @@ namespace {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// 128 invocations: what every Vulkan device offers.
-constexpr uint32_t kWorkgroup = 128;
 // Key positions staged per tile at most: more share each barrier, fewer take less shared memory.
 constexpr uint32_t kMaxKeyTile = 32;
 // Value sums kept per invocation at most (rows x dims it owns): beyond, registers spill.
@@ -35,7 +33,7 @@ uint32_t cache_bytes(DType cache) { return is_fp8_dtype(cache) ? 1 : uint32_t(dt
 void choose_tiles(AttentionChoice& c, const DeviceCapabilities& dev, const MlaShape& m) {
   const AttentionShape& s = m.attention;
   const uint32_t Dv = m.value_head_size, Dk = s.head_size;
-  c.workgroup = kWorkgroup;
+  c.workgroup = kScalarAttentionWorkgroup;
   const uint32_t dims = uint32_t(ceil_div(Dv, c.workgroup));
   uint32_t max_rows = 1;
   while (max_rows * 2 <= kMaxRows && max_rows * 2 * dims <= kMaxAccumulators) max_rows *= 2;
@@ -55,11 +53,8 @@ void choose_tiles(AttentionChoice& c, const DeviceCapabilities& dev, const MlaSh
                               Dk, bytes(), dev.name, dev.max_shared_memory));
   }
   c.shared_bytes = bytes();
-  c.groups_per_kv_head = uint32_t(ceil_div(s.num_heads, c.rows));
-  c.heads_per_workgroup = uint32_t(ceil_div(s.num_heads, c.groups_per_kv_head));
-  c.tokens_per_tile = c.rows / c.heads_per_workgroup;
-  c.row_parts = 1;
-  while (c.row_parts * 2 <= c.rows && c.row_parts * 2 * Dv <= c.workgroup) c.row_parts *= 2;
+  slice_heads(c, s.num_heads);
+  choose_row_parts(c, Dv);
 }
 
 void check_pool(const DeviceCapabilities& dev, const char* name, const MlaShape& m, uint32_t width) {
@@ -124,23 +119,13 @@ AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape
   c.max_query_tokens = summary.max_query_tokens;
   c.tree_mask_bytes = size_t(summary.tree_mask_bytes);
   // The matrix kernel where asked, or (automatic) where it can run; else the scalar kernel.
-  bool matrix = false;
-  if (o.kernel == AttentionKernel::matrix || o.kernel == AttentionKernel::automatic) {
-    const std::string refusal = mla_matrix_refusal(dev, m);
-    if (o.kernel == AttentionKernel::matrix && !refusal.empty()) unsupported("kernel: matrix: " + refusal);
-    matrix = refusal.empty();
-  }
-  if (matrix) {
+  if (take_matrix_kernel(o.kernel, [&] { return mla_matrix_refusal(dev, m); })) {
     plan_mla_matrix(c, dev, m);
   } else {
     c.kernel = AttentionKernel::scalar;
     choose_tiles(c, dev, m);
   }
-  c.tile_slots = uint32_t(std::min<uint64_t>(uint64_t(s.num_query_tokens) / c.tokens_per_tile + s.num_requests, UINT32_MAX));
-  if (c.tile_slots > 65535)
-    unsupported(fmt::format("num_query_tokens: T = {} in tiles of {} tokens with S = {} requests need {} workgroups along "
-                            "one grid dimension, past the 65535 every device launches",
-                            s.num_query_tokens, c.tokens_per_tile, s.num_requests, c.tile_slots));
+  choose_tile_slots(c, s);
   if (c.groups_per_kv_head > 65535)
     unsupported(fmt::format("num_heads: {} heads need more than 65535 workgroups along one grid dimension", s.num_heads));
   choose_attention_split(c, dev, s, m.value_head_size, starts, split_options);

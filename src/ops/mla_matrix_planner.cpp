@@ -25,14 +25,6 @@ constexpr uint32_t kKeyTiles[] = {64, 32, 16, 8};
 // registers per lane on a subgroup of 32. DeepSeek's Dv = 512 takes 4 value parts.
 constexpr uint32_t kMaxUnitColumns = 128;
 
-struct MlaMatrixTiles {
-  uint32_t row_blocks = 0;
-  uint32_t value_parts = 0;
-  uint32_t key_tile = 0;
-  uint32_t workgroup = 0;
-  size_t shared_bytes = 0;
-};
-
 // Output columns per value part, as the shader's DVP.
 uint64_t part_columns(uint32_t dv, uint32_t parts, uint32_t n) { return round_up((dv + parts - 1) / parts, n); }
 
@@ -50,24 +42,22 @@ std::optional<uint32_t> choose_value_parts(const DeviceCapabilities& d, const Ml
 }
 
 // The most row blocks the step needs (up to kMaxRowBlocks), then the longest key tile, that fit
-// the device's shared memory and workgroup.
+// the device's shared memory and workgroup, each row block's value parts side by side.
+struct MlaMatrixTiles {
+  MatrixTileFit fit;
+  uint32_t value_parts = 0;
+};
 std::optional<MlaMatrixTiles> fit_tiles(const DeviceCapabilities& d, const MlaShape& m, const MatrixProductShape& p,
                                         uint64_t wanted_rows) {
   const auto parts = choose_value_parts(d, m, p);
   if (!parts) return std::nullopt;
-  uint32_t blocks = 1;
-  while (blocks < kMaxRowBlocks && uint64_t(blocks) * p.m < wanted_rows) blocks *= 2;
-  for (; blocks >= 1; blocks /= 2) {
-    const uint64_t workgroup = uint64_t(blocks) * *parts * d.max_subgroup_size;
-    if (workgroup > d.max_workgroup_invocations) continue;
-    for (uint32_t tk : kKeyTiles) {
-      if (tk % p.n != 0 || tk % p.k != 0) continue;
-      const size_t bytes = mla_matrix_shared_bytes(blocks * p.m, p, m.attention.head_size, tk, *parts, uint32_t(workgroup));
-      if (bytes > d.max_shared_memory) continue;
-      return MlaMatrixTiles{blocks, *parts, tk, uint32_t(workgroup), bytes};
-    }
-  }
-  return std::nullopt;
+  auto workgroup_of = [&](uint32_t blocks) { return uint64_t(blocks) * *parts * d.max_subgroup_size; };
+  auto shared_bytes_of = [&](uint32_t blocks, uint32_t key_tile, uint32_t workgroup) {
+    return mla_matrix_shared_bytes(blocks * p.m, p, m.attention.head_size, key_tile, *parts, workgroup);
+  };
+  const auto fit = fit_matrix_tiles(d, p, wanted_rows, kMaxRowBlocks, kKeyTiles, workgroup_of, shared_bytes_of);
+  if (!fit) return std::nullopt;
+  return MlaMatrixTiles{*fit, *parts};
 }
 
 }  // namespace
@@ -88,12 +78,7 @@ size_t mla_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& p, uint3
 
 std::string mla_matrix_refusal(const DeviceCapabilities& d, const MlaShape& m) {
   const AttentionShape& s = m.attention;
-  if (!d.khr_matrix_refusal.empty()) return d.khr_matrix_refusal;
-  if (s.query_dtype != DType::f16 && s.query_dtype != DType::bf16)
-    return fmt::format("query: dtype {} (the MLA matrix kernel takes f16 and bf16 queries; the scalar kernel takes f32)",
-                       dtype_name(s.query_dtype));
-  if (s.cache_dtype == DType::f32)
-    return "kv_dtype: f32 (the MLA matrix kernel takes f16, bf16 and fp8 caches; the scalar kernel takes f32)";
+  if (std::string refusal = matrix_dtype_refusal(d, s, "the MLA matrix kernel"); !refusal.empty()) return refusal;
   if (const std::string refusal = matrix_product_refusal(d); !refusal.empty()) return refusal;
   const auto product = choose_matrix_product(d);
   if (!choose_value_parts(d, m, *product))
@@ -108,21 +93,10 @@ std::string mla_matrix_refusal(const DeviceCapabilities& d, const MlaShape& m) {
 
 void plan_mla_matrix(AttentionChoice& c, const DeviceCapabilities& d, const MlaShape& m) {
   const MatrixProductShape product = *choose_matrix_product(d);
-  const uint32_t heads = m.attention.num_heads;
+  const uint32_t heads = m.attention.num_heads;  // one kv head: its group is every head
   const MlaMatrixTiles t = *fit_tiles(d, m, product, uint64_t(c.max_query_tokens) * heads);
-  c.kernel = AttentionKernel::matrix;
-  c.product = product;
-  c.key_tile = t.key_tile;
+  take_matrix_tiles(c, d, product, t.fit, heads);
   c.value_parts = t.value_parts;
-  c.workgroup_sync = d.workgroup_sync;
-  c.workgroup = t.workgroup;
-  c.rows = t.row_blocks * product.m;
-  c.shared_bytes = t.shared_bytes;
-  // More heads than rows are sliced into equal groups, as on the scalar kernel.
-  c.groups_per_kv_head = (heads + c.rows - 1) / c.rows;
-  c.heads_per_workgroup = (heads + c.groups_per_kv_head - 1) / c.groups_per_kv_head;
-  c.tokens_per_tile = c.rows / c.heads_per_workgroup;
-  c.row_parts = 1;
 }
 
 }  // namespace vkpaged::detail

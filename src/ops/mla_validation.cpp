@@ -1,17 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// mla_shape_of (mla.hpp): the MLA cache's checks, then the request fields' with the shared
-// helpers of attention_validation.hpp and host_page_tables.hpp. The request checks below mirror
-// attention_shape_of's (attention_validation.cpp), which takes a kv-head cache; the unified
-// attention problem (src/ops/attention_problem.*) is where the two are to become one.
+// mla_shape_of (mla.hpp): the MLA cache's checks, then the request fields' with the helpers
+// attention_shape_of uses for them (attention_validation.hpp: read_request_fields,
+// check_host_requests).
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "ops/attention_validation.hpp"
 #include "ops/decode_validation.hpp"  // is_power_of_two
-#include "ops/host_page_tables.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/mla.hpp"
 
@@ -92,73 +88,25 @@ MlaShape mla_shape_of(const MlaInputs& in, const AttentionParams& params, bool w
   if (!detail::is_power_of_two(s.block_size) || s.block_size > 128)
     refuse(fmt::format("block_size: B = {} is not a power of two from 1 to 128", s.block_size));
 
-  const auto page_tables = detail::page_table_inputs(in);
-  const detail::PageTableForm form = detail::page_table_form(page_tables);
-  const int64_t S = form.num_seqs;
-  if (!form.csr && in.context_lens.shape()[0] != S)
-    refuse(fmt::format("context_lens: {} entries, but block_tables has S = {} rows", in.context_lens.shape()[0], S));
-  const std::vector<int32_t> starts = detail::host_query_starts(in.query_starts);
-  if (int64_t(starts.size()) != S + 1)
-    refuse(fmt::format("query_starts: {} entries, expected S + 1 = {}", starts.size(), S + 1));
-  if (S > 0 && s.num_blocks == 0) refuse("num_blocks: the cache has no blocks (N = 0)");
+  const detail::HostRequestInputs requests = detail::request_inputs(in);
+  const detail::PageTableForm form = detail::page_table_form(requests.page_tables);
+  detail::check_host_request_counts(requests, form);
+  if (form.num_seqs > 0 && s.num_blocks == 0) refuse("num_blocks: the cache has no blocks (N = 0)");
 
-  s.num_requests = uint32_t(S);
+  detail::read_request_fields(s, requests, form, params, want_lse);
   s.num_query_tokens = uint32_t(q[0]);
   s.num_heads = uint32_t(q[1]);
   s.num_kv_heads = 1;
   s.query_dtype = in.query.dtype();
   s.cache_dtype = in.cache_dtype;
   s.kv_layout = KvLayout::nhd;
-  s.max_blocks_per_seq = form.max_blocks_per_seq;
-  s.csr_page_table = form.csr;
-  s.sliding_window = in.sliding_window;
-  s.softcap = params.softcap > 0.0f;
-  s.alibi = !in.alibi_slopes.empty();
-  s.sinks = !in.sinks.empty();
-  s.lse = want_lse;
-  s.tree_mask = !in.tree_mask.empty();
   const uint64_t cap = uint64_t(s.max_blocks_per_seq) * s.block_size;
   if (cap > 0x7fffffffu) refuse(fmt::format("max_blocks_per_seq: M * B = {} exceeds 2^31 - 1 positions", cap));
-  for (const auto* opt : {&in.alibi_slopes, &in.sinks}) {
-    if (opt->empty()) continue;
-    const char* name = opt == &in.alibi_slopes ? "alibi_slopes" : "sinks";
-    if (opt->dtype() != DType::f32) refuse(fmt::format("{}: dtype {} is not f32", name, dtype_name(opt->dtype())));
-    if (opt->shape().rank() != 1 || opt->shape()[0] != q[1])
-      refuse(fmt::format("{}: shape {} is not [H] = [{}]", name, opt->shape().str(), q[1]));
-  }
-
-  const auto [tables, lens] = detail::dense_page_tables(page_tables, form, s.block_size, s.num_blocks);
-  int64_t max_len = 0;
-  for (size_t i = 0; i < lens.size(); ++i) {
-    if (lens[i] < 0 || lens[i] > int64_t(cap))
-      refuse(fmt::format("context_lens[{}]: {} is outside [0, M * B = {}]", i, lens[i], cap));
-    max_len = std::max(max_len, lens[i]);
-  }
-  s.max_context_len = uint32_t(max_len);
+  detail::check_host_per_head(in.alibi_slopes, in.sinks, q[1]);
   if (s.num_query_tokens < s.num_requests)
     refuse(fmt::format("num_query_tokens: T = {} is less than S = {} requests of at least one token each",
                        s.num_query_tokens, s.num_requests));
-  const auto summary = detail::validate_query_starts(s, starts);
-  for (size_t i = 0; i < lens.size(); ++i) {
-    const int64_t new_tokens = int64_t(starts[i + 1]) - starts[i];
-    if (lens[i] < new_tokens)
-      refuse(fmt::format("context_lens[{}]: {} is less than the request's q_s = {} new tokens (query_starts)", i,
-                         lens[i], new_tokens));
-    const int64_t used = (lens[i] + s.block_size - 1) / s.block_size;
-    for (int64_t j = 0; j < used; ++j) {
-      const int64_t id = tables[i * s.max_blocks_per_seq + size_t(j)];
-      if (id < 0 || id >= int64_t(s.num_blocks))
-        refuse(fmt::format("block_tables[{}][{}]: block id {} is outside [0, N = {})", i, j, id, s.num_blocks));
-    }
-  }
-  if (s.tree_mask) {
-    const auto& t = in.tree_mask;
-    if (t.dtype() != DType::u8) refuse(fmt::format("tree_mask: dtype {} is not u8", dtype_name(t.dtype())));
-    if (t.shape().rank() != 1 || uint64_t(t.shape()[0]) != summary.tree_mask_bytes)
-      refuse(fmt::format("tree_mask: shape {} is not [sum of q_s^2] = [{}]", t.shape().str(), summary.tree_mask_bytes));
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (t.as<uint8_t>()[i] > 1) refuse(fmt::format("tree_mask[{}]: {} is not 0 or 1", i, t.as<uint8_t>()[i]));
-  }
+  detail::check_host_requests(s, requests, form, detail::host_query_starts(in.query_starts));
   detail::validate_attention_params(params, s);
   return m;
 }

@@ -15,6 +15,18 @@ double cache_element(const HostTensor& t, DType cache, uint64_t i, double fp8_sc
   return t.get(size_t(i));
 }
 
+AttentionResult attend_inputs(const AttentionShape& s, uint32_t key_width, uint32_t value_width,
+                              const HostTensor& query, const vkpaged::detail::HostRequestInputs& in,
+                              const KvReader& cache, const AttentionParams& params, bool want_lse) {
+  namespace d = vkpaged::detail;
+  const std::vector<int32_t> starts = d::host_query_starts(in.query_starts);
+  const d::DensePageTables tables =
+      d::dense_page_tables(in.page_tables, d::page_table_form(in.page_tables), s.block_size, s.num_blocks);
+  const AttentionProblem problem{s, key_width, value_width, query, in.tree_mask, in.alibi_slopes, in.sinks, starts,
+                                 tables};
+  return attend(problem, cache, params, want_lse);
+}
+
 AttentionResult attend(const AttentionProblem& pr, const KvReader& cache, const AttentionParams& params,
                        bool want_lse) {
   const AttentionShape& s = pr.shape;
@@ -22,6 +34,7 @@ AttentionResult attend(const AttentionProblem& pr, const KvReader& cache, const 
   const size_t Dk = pr.key_width, Dv = pr.value_width;
   const double scale = params.scale ? double(*params.scale) : 1.0 / std::sqrt(double(Dk));
   const double softcap = params.softcap;
+  const double k_scale = params.k_scale, v_scale = params.v_scale;
   const uint32_t W = s.sliding_window;
   const auto& starts = pr.query_starts;
   const auto& tables = pr.tables.block_tables;
@@ -68,7 +81,8 @@ AttentionResult attend(const AttentionProblem& pr, const KvReader& cache, const 
           const uint64_t block = uint64_t(tables[seq * M + t / B]);
           double dot = 0.0;
           for (size_t d = 0; d < Dk; ++d) {
-            const double k = cache.key(block, uint32_t(t % B), g, uint32_t(d));
+            const CacheSlot key = cache.key(block, uint32_t(t % B), g, uint32_t(d));
+            const double k = cache_element(key.tensor, s.cache_dtype, key.index, k_scale);
             poisoned = poisoned || !std::isfinite(k);
             dot += pr.query.get(row * Dk + d) * k;
           }
@@ -94,7 +108,8 @@ AttentionResult attend(const AttentionProblem& pr, const KvReader& cache, const 
           den += w;
           const uint64_t block = uint64_t(tables[seq * M + t / B]);
           for (size_t d = 0; d < Dv; ++d) {
-            const double v = cache.value(block, uint32_t(t % B), g, uint32_t(d));
+            const CacheSlot value = cache.value(block, uint32_t(t % B), g, uint32_t(d));
+            const double v = cache_element(value.tensor, s.cache_dtype, value.index, v_scale);
             value_non_finite[d] = value_non_finite[d] || !std::isfinite(v);  // whatever its probability
             out[d] += w * v;
           }

@@ -8,18 +8,24 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/attention_validation.hpp"
 #include "ops/host_page_tables.hpp"
 #include "vkpaged/attention.hpp"
 
 namespace vkpaged::reference::math {
 
-// Element (kv head g, dim d) of the position at in-block offset o of block `block`, as the
-// contract reads it (fp8: decode(byte) * k_scale or v_scale).
+// Where the element (kv head g, dim d) of the position at in-block offset o of block `block` is
+// stored: a cache tensor and the element's index in it. The math reads it as the contract does
+// (fp8: decode(byte) * k_scale or v_scale).
+struct CacheSlot {
+  const HostTensor& tensor;
+  uint64_t index = 0;
+};
 class KvReader {
  public:
   virtual ~KvReader() = default;
-  virtual double key(uint64_t block, uint32_t o, uint32_t g, uint32_t d) const = 0;    // d < key_width
-  virtual double value(uint64_t block, uint32_t o, uint32_t g, uint32_t d) const = 0;  // d < value_width
+  virtual CacheSlot key(uint64_t block, uint32_t o, uint32_t g, uint32_t d) const = 0;    // d < key_width
+  virtual CacheSlot value(uint64_t block, uint32_t o, uint32_t g, uint32_t d) const = 0;  // d < value_width
 };
 
 // A validated problem: the shape (its head_size is not read: key_width and value_width are),
@@ -40,6 +46,12 @@ struct AttentionProblem {
 // default scale is 1 / sqrt(key_width).
 AttentionResult attend(const AttentionProblem& problem, const KvReader& cache, const AttentionParams& params,
                        bool want_lse);
+
+// attend on host inputs validated as `shape` (attention_shape_of, mla_shape_of): their query and
+// request fields, the page tables in either form read as the dense values they stand for.
+AttentionResult attend_inputs(const AttentionShape& shape, uint32_t key_width, uint32_t value_width,
+                              const HostTensor& query, const vkpaged::detail::HostRequestInputs& requests,
+                              const KvReader& cache, const AttentionParams& params, bool want_lse);
 
 // Element i of a cache tensor as the contract reads it: decode(byte) * scale for fp8.
 double cache_element(const HostTensor& t, DType cache, uint64_t i, double fp8_scale);

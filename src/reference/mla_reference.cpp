@@ -3,7 +3,6 @@
 // attention"): the inputs validated by mla_shape_of, the cache read as Dk-wide keys whose first
 // Dv entries are the values (one pool, or ckv then kpe), the math attention_math's.
 #include "ops/attention_validation.hpp"
-#include "ops/host_page_tables.hpp"
 #include "reference/attention_math.hpp"
 #include "vkpaged/mla.hpp"
 #include "vkpaged/reference.hpp"
@@ -12,45 +11,36 @@ namespace vkpaged::reference {
 
 namespace {
 
-// Row (block, o) of the MLA cache: entries [0, Dv) from the one pool or ckv, [Dv, Dk) from the
-// one pool or kpe. The value reads the same entries as the key's first Dv, with v_scale.
+// Row (block, o) of the MLA cache: entries [0, Dv) in the one pool or ckv, [Dv, Dk) in the one
+// pool or kpe. The value is the same entries as the key's first Dv (the math scales it by v_scale).
 class MlaReader final : public math::KvReader {
  public:
-  MlaReader(const MlaInputs& in, const MlaShape& m, const AttentionParams& p)
-      : in_(in), m_(m), B_(m.attention.block_size), k_scale_(p.k_scale), v_scale_(p.v_scale) {}
-  double key(uint64_t block, uint32_t o, uint32_t, uint32_t d) const override { return entry(block, o, d, k_scale_); }
-  double value(uint64_t block, uint32_t o, uint32_t, uint32_t d) const override {
-    return entry(block, o, d, v_scale_);
+  MlaReader(const MlaInputs& in, const MlaShape& m)
+      : in_(in), one_pool_(m.cache_form == MlaCacheForm::one_pool), B_(m.attention.block_size),
+        Dk_(m.attention.head_size), Dv_(m.value_head_size) {}
+  math::CacheSlot key(uint64_t block, uint32_t o, uint32_t, uint32_t d) const override { return entry(block * B_ + o, d); }
+  math::CacheSlot value(uint64_t block, uint32_t o, uint32_t, uint32_t d) const override {
+    return entry(block * B_ + o, d);
   }
 
  private:
-  double entry(uint64_t block, uint32_t o, uint32_t d, double fp8_scale) const {
-    const uint64_t row = block * B_ + o;
-    const uint32_t Dk = m_.attention.head_size, Dv = m_.value_head_size;
-    const DType dtype = m_.attention.cache_dtype;
-    if (m_.cache_form == MlaCacheForm::one_pool) return math::cache_element(in_.mla_cache, dtype, row * Dk + d, fp8_scale);
-    if (d < Dv) return math::cache_element(in_.ckv_cache, dtype, row * Dv + d, fp8_scale);
-    return math::cache_element(in_.kpe_cache, dtype, row * (Dk - Dv) + (d - Dv), fp8_scale);
+  math::CacheSlot entry(uint64_t row, uint32_t d) const {
+    if (one_pool_) return {in_.mla_cache, row * Dk_ + d};
+    if (d < Dv_) return {in_.ckv_cache, row * Dv_ + d};
+    return {in_.kpe_cache, row * (Dk_ - Dv_) + (d - Dv_)};
   }
 
   const MlaInputs& in_;
-  const MlaShape& m_;
-  uint64_t B_;
-  double k_scale_, v_scale_;
+  bool one_pool_;
+  uint64_t B_, Dk_, Dv_;
 };
 
 }  // namespace
 
 AttentionResult mla_attention(const MlaInputs& in, const AttentionParams& params, bool want_lse) {
   const MlaShape m = mla_shape_of(in, params, want_lse);
-  const auto starts = vkpaged::detail::host_query_starts(in.query_starts);
-  const auto page_tables = vkpaged::detail::page_table_inputs(in);
-  const auto tables = vkpaged::detail::dense_page_tables(page_tables, vkpaged::detail::page_table_form(page_tables),
-                                                         m.attention.block_size, m.attention.num_blocks);
-  const math::AttentionProblem problem{m.attention, m.attention.head_size, m.value_head_size, in.query,
-                                         in.tree_mask, in.alibi_slopes,      in.sinks,          starts,
-                                         tables};
-  return math::attend(problem, MlaReader(in, m, params), params, want_lse);
+  return math::attend_inputs(m.attention, m.attention.head_size, m.value_head_size, in.query,
+                             vkpaged::detail::request_inputs(in), MlaReader(in, m), params, want_lse);
 }
 
 }  // namespace vkpaged::reference
