@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // batch_attention over host tensors: upload, plan, run, download. For the CLI, the demo and
 // tests; engines record with record_attention on their own buffers instead.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -11,7 +9,6 @@
 #include "ops/host_staging.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/attention.hpp"
-#include "vkpaged/error.hpp"
 
 namespace vkpaged {
 
@@ -43,12 +40,8 @@ AttentionResult batch_attention(Context& ctx, const AttentionInputs& in, const A
     }
     record_attention(ctx, cmd, plan, v, params);
   });
-  uint32_t status = 0;
-  ctx.download(v.status, &status, 4);
-  if (status != 0)
-    throw Error(ErrorCode::internal, fmt::format("attention: the shader reported status {:#x} on validated inputs", status));
-  ctx.download(v.output.memory, result.output.data(), result.output.bytes());
-  if (want_lse) ctx.download(v.lse.memory, result.lse.data(), result.lse.bytes());
+  detail::check_status_clear(ctx, v.status, "attention");
+  detail::download_outputs(ctx, v, result, want_lse);
   return result;
 }
 
