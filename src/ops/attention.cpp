@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host side of shaders/attention*.comp and, split, shaders/partition_merge.comp: the plan (the pure
-// planner's choice, made into a decode plan or the attention pipelines), view checks and
-// recording.
+// Host side of shaders/attention*.comp and, split, shaders/partition_merge.comp: the one plan of
+// the attention problem (plan_attention_problem: the pure planner's choice of the kernel family,
+// the decode family's choice for single tokens, the pipelines), which AttentionPlan and
+// DecodePlan (ops/decode.cpp) both hold; view checks and recording.
 #include "vkpaged/attention.hpp"
 
 #include <fmt/format.h>
@@ -17,8 +18,8 @@
 #include "ops/attention_recording.hpp"
 #include "ops/shared_fields.hpp"
 #include "ops/csr_page_table.hpp"
-#include "ops/decode_plan.hpp"
 #include "ops/partition_merge.hpp"
+#include "ops/plan_handle.hpp"
 #include "ops/strided_rows.hpp"
 #include "ops/view_checks.hpp"
 #include "vk/cooperative_matrix_khr.hpp"
@@ -35,22 +36,6 @@ static_assert(uint32_t(KvLayout::vllm) == KV_LAYOUT_VLLM && uint32_t(KvLayout::n
 using detail::AttentionPlanData;
 namespace sh = vkpaged::shader;
 
-namespace {
-
-uint32_t feature_bits(const AttentionShape& s, bool split) {
-  uint32_t f = 0;
-  if (s.alibi) f |= FEATURE_ALIBI;
-  if (s.softcap) f |= FEATURE_SOFTCAP;
-  if (s.sinks) f |= FEATURE_SINKS;
-  if (s.sliding_window > 0) f |= FEATURE_WINDOW;
-  if (s.lse) f |= FEATURE_LSE;
-  if (split) f |= FEATURE_SPLIT;
-  if (s.tree_mask) f |= FEATURE_TREE_MASK;
-  return f;
-}
-
-}  // namespace
-
 namespace detail {
 
 AttentionPipelineRequests attention_pipeline_requests(const AttentionShape& shape, const AttentionChoice& c) {
@@ -64,7 +49,7 @@ AttentionPipelineRequests attention_pipeline_requests(const AttentionShape& shap
   spec[ATTN_SC_QUERY_DTYPE] = uint32_t(shape.query_dtype);
   spec[ATTN_SC_CACHE_DTYPE] = uint32_t(shape.cache_dtype);
   spec[ATTN_SC_KV_LAYOUT] = uint32_t(shape.kv_layout);
-  const uint32_t features = feature_bits(shape, c.split);
+  const uint32_t features = problem_feature_bits(shape, c.split);
   spec[ATTN_SC_FEATURES] = features;
   AttentionPipelineRequests r;
   if (c.kernel == AttentionKernel::matrix) {
@@ -85,19 +70,45 @@ AttentionPipelineRequests attention_pipeline_requests(const AttentionShape& shap
   return r;
 }
 
-std::vector<vk::PipelineRequest> attention_bucket_requests(Context& context, const AttentionShape& shape,
-                                                           uint32_t max_query_tokens, const AttentionOptions& options) {
-  const AttentionChoice c =
-      plan_attention_bucket(context.impl().capabilities, shape, max_query_tokens, options);
-  if (c.kernel == AttentionKernel::decode) {
-    const DecodeShape d = attention_decode_shape(shape);
-    return decode_pipeline_requests(d, decode_choice(context, d, attention_decode_options(shape, options))).all();
+AttentionPlanData plan_attention_problem(Context& context, const AttentionShape& shape, const QueryRows& rows,
+                                         const AttentionOptions& options, const DecodeFamilyOptions& family) {
+  AttentionPlanData p;
+  p.shape = shape;
+  p.options = options;
+  p.choice = plan_attention_rows(context.impl().capabilities, shape, rows, options);
+  if (p.choice.kernel == AttentionKernel::decode)
+    p.decode = DecodeFamilyPlan{decode_family_choice(context, shape, options, family)};
+  return p;
+}
+
+std::vector<vk::PipelineRequest> plan_pipeline_requests(const AttentionPlanData& p) {
+  std::vector<vk::PipelineRequest> all;
+  if (p.decode) {
+    all = decode_pipeline_requests(p.decode->shape, p.decode->choice).all();
+  } else {
+    const AttentionPipelineRequests r = attention_pipeline_requests(p.shape, p.choice);
+    all.push_back(r.attention);
+    if (r.merge) all.push_back(*r.merge);
   }
-  const AttentionPipelineRequests r = attention_pipeline_requests(shape, c);
-  std::vector<vk::PipelineRequest> all{r.attention};
-  if (r.merge) all.push_back(*r.merge);
-  if (shape.csr_page_table) all.push_back(csr_pipeline_request());
+  if (p.shape.csr_page_table) all.push_back(csr_pipeline_request());
   return all;
+}
+
+void create_plan_pipelines(Context& context, AttentionPlanData& p) {
+  auto& impl = context.impl();
+  auto created = [&](const std::optional<vk::PipelineRequest>& r) { return r ? &impl.pipeline(*r) : nullptr; };
+  if (p.decode) {
+    const DecodePipelineRequests r = decode_pipeline_requests(p.decode->shape, p.decode->choice);
+    p.decode->decode = &impl.pipeline(r.decode);
+    p.decode->reduce = created(r.reduce);
+    p.decode->order = created(r.order);
+  } else {
+    const AttentionPipelineRequests r = attention_pipeline_requests(p.shape, p.choice);
+    p.attention = &impl.pipeline(r.attention);
+    p.merge = created(r.merge);
+  }
+  if (p.shape.csr_page_table)
+    p.csr = plan_csr_expansion(impl, p.shape.num_requests, p.shape.max_blocks_per_seq, p.split_scratch_bytes());
 }
 
 }  // namespace detail
@@ -106,24 +117,10 @@ std::vector<vk::PipelineRequest> attention_bucket_requests(Context& context, con
 
 namespace {
 
-// The plan of a choice: a decode plan, or the attention pipelines it names.
-std::unique_ptr<AttentionPlanData> plan_data(Context& context, const AttentionShape& shape,
-                                             const AttentionOptions& options, const detail::AttentionChoice& choice) {
-  auto p = std::make_unique<AttentionPlanData>();
-  p->shape = shape;
-  p->options = options;
-  p->choice = choice;
-  if (choice.kernel == AttentionKernel::decode) {
-    p->decode = DecodePlan::create(context, detail::attention_decode_shape(shape),
-                                   detail::attention_decode_options(shape, options));
-    return p;
-  }
-  const detail::AttentionPipelineRequests r = detail::attention_pipeline_requests(shape, choice);
-  auto& impl = context.impl();
-  p->attention = &impl.pipeline(r.attention);
-  if (r.merge) p->merge = &impl.pipeline(*r.merge);
-  if (shape.csr_page_table)
-    p->csr = detail::plan_csr_expansion(impl, shape.num_requests, shape.max_blocks_per_seq, choice.scratch_bytes);
+// A planned problem with its pipelines: the plan's data.
+std::unique_ptr<AttentionPlanData> with_pipelines(Context& context, AttentionPlanData planned) {
+  auto p = std::make_unique<AttentionPlanData>(std::move(planned));
+  detail::create_plan_pipelines(context, *p);
   return p;
 }
 
@@ -131,56 +128,40 @@ std::unique_ptr<AttentionPlanData> plan_data(Context& context, const AttentionSh
 
 AttentionPlan AttentionPlan::create(Context& context, const AttentionShape& shape, Span<const int32_t> query_starts,
                                     const AttentionOptions& options) {
-  const auto choice =
-      detail::plan_attention(context.impl().capabilities, shape, query_starts, options);
-  return AttentionPlan(plan_data(context, shape, options, choice));
+  return AttentionPlan(with_pipelines(
+      context, detail::plan_attention_problem(context, shape, detail::QueryRows::step(query_starts), options)));
 }
 
 AttentionPlan AttentionPlan::create_bucket(Context& context, const AttentionShape& shape, uint32_t max_query_tokens,
                                            const AttentionOptions& options) {
-  const auto choice =
-      detail::plan_attention_bucket(context.impl().capabilities, shape, max_query_tokens, options);
-  return AttentionPlan(plan_data(context, shape, options, choice));
+  return AttentionPlan(with_pipelines(
+      context, detail::plan_attention_problem(context, shape, detail::QueryRows::bucket(max_query_tokens), options)));
 }
 
 size_t AttentionPlan::max_scratch_bytes(Context& context, const AttentionShape& shape, uint32_t max_query_tokens,
                                         const AttentionOptions& options) {
-  const auto c =
-      detail::plan_attention_bucket(context.impl().capabilities, shape, max_query_tokens, options);
   const size_t split_bytes =
-      c.kernel != AttentionKernel::decode
-          ? c.scratch_bytes
-          : detail::decode_choice(context, detail::attention_decode_shape(shape), detail::attention_decode_options(shape, options))
-                .scratch_bytes;
+      detail::plan_attention_problem(context, shape, detail::QueryRows::bucket(max_query_tokens), options)
+          .split_scratch_bytes();
   // CSR page tables are expanded after the split's part, as the plan will place them.
   if (!shape.csr_page_table) return split_bytes;
   return detail::csr_expansion_layout(shape.num_requests, shape.max_blocks_per_seq, split_bytes).end();
 }
 
-AttentionPlan::AttentionPlan(std::unique_ptr<AttentionPlanData> data) : data_(std::move(data)) {}
-AttentionPlan::AttentionPlan(const AttentionPlan& o) : data_(std::make_unique<AttentionPlanData>(*o.data_)) {}
-AttentionPlan& AttentionPlan::operator=(const AttentionPlan& o) {
-  data_ = std::make_unique<AttentionPlanData>(*o.data_);
-  return *this;
-}
-AttentionPlan::AttentionPlan(AttentionPlan&&) noexcept = default;
-AttentionPlan& AttentionPlan::operator=(AttentionPlan&&) noexcept = default;
-AttentionPlan::~AttentionPlan() = default;
+VKP_PLAN_HANDLE_MEMBERS(AttentionPlan, AttentionPlanData)
 const AttentionShape& AttentionPlan::shape() const noexcept { return data_->shape; }
 const AttentionOptions& AttentionPlan::options() const noexcept { return data_->options; }
 AttentionKernel AttentionPlan::kernel() const noexcept { return data_->choice.kernel; }
 bool AttentionPlan::bucket() const noexcept { return data_->choice.bucket; }
 uint32_t AttentionPlan::max_query_tokens() const noexcept { return data_->choice.max_query_tokens; }
 size_t AttentionPlan::tree_mask_bytes() const noexcept { return data_->choice.tree_mask_bytes; }
-bool AttentionPlan::split() const noexcept { return data_->decode ? data_->decode->split() : data_->choice.split; }
-uint32_t AttentionPlan::num_partitions() const noexcept {
-  return data_->decode ? data_->decode->num_partitions() : data_->choice.num_partitions;
-}
+bool AttentionPlan::split() const noexcept { return data_->split(); }
+uint32_t AttentionPlan::num_partitions() const noexcept { return data_->num_partitions(); }
 size_t AttentionPlan::scratch_bytes() const noexcept { return data_->scratch_bytes(); }
 
 std::string AttentionPlan::describe() const {
   const auto& p = *data_;
-  if (p.decode) return "decode kernels: " + p.decode->describe();
+  if (p.decode) return "decode kernels: " + detail::describe_decode_family(p);
   const auto& c = p.choice;
   std::string path = c.split ? fmt::format("split {} x {} positions", c.num_partitions, c.partition_tokens) : "one pass";
   if (p.csr.planned()) path += ", CSR page tables expanded";
@@ -213,11 +194,9 @@ detail::AttentionRows check_views(const detail::ContextImpl& impl, const Attenti
   const DType cache_elem = is_fp8_dtype(s.cache_dtype) ? DType::u8 : s.cache_dtype;
   // Caches read by device address need not fit one descriptor's range.
   const bool cache_range = !(p.choice.kernel == AttentionKernel::scalar && p.choice.address) &&
-                           !(p.decode && p.decode->data().choice.address);
-  // A decode plan's expansion is its own (record_decode checks the CSR views against it).
-  const detail::CsrExpansion& expansion = p.decode ? p.decode->data().csr : p.csr;
+                           !(p.decode && p.decode->choice.address);
   return detail::check_attention_views(
-      impl, s, call_views(v), {D, true, expansion, p.choice.tree_mask_bytes, p.scratch_bytes()}, [&] {
+      impl, s, call_views(v), {D, true, p.csr, p.choice.tree_mask_bytes, p.scratch_bytes()}, [&] {
         check_view(impl, "key_cache", v.key_cache, {cache_elem, s.cache_dtype},
                    detail::key_cache_shape(s.kv_layout, N, Hkv, D, B, x), 16, cache_range);
         check_view(impl, "value_cache", v.value_cache, {cache_elem, s.cache_dtype},
@@ -225,13 +204,13 @@ detail::AttentionRows check_views(const detail::ContextImpl& impl, const Attenti
       });
 }
 
-// A batch of single tokens on its decode plan. Until record_decode takes its per-call values
-// when recording (the decode planner's DecodeParams), they travel in a copy of the plan.
+// A batch of single tokens on the decode family: its recording, record_decode's, with the views
+// both take.
 void record_as_decode(Context& context, VkCommandBuffer cmd, const AttentionPlanData& p, const AttentionViews& v,
                       const AttentionParams& params) {
   DecodeViews d;
   VKP_COPY_FIELDS(VKP_SHARED_VIEW_FIELDS, d, v);
-  record_decode(context, cmd, *p.decode, d, params);
+  detail::record_decode_family(context, cmd, p, d, params);
 }
 
 }  // namespace

@@ -1,10 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ops/attention_host_run.hpp"
 
-#include <fmt/format.h>
-
 #include "vk/context_impl.hpp"
-#include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
 
@@ -17,12 +14,8 @@ void run_staged_attention(Context& ctx, const StagedAttentionBuffers& b, bool wa
     }
     record(cmd);
   });
-  uint32_t status = 0;
-  ctx.download(b.status, &status, 4);
-  if (status != 0)
-    throw Error(ErrorCode::internal, fmt::format("{}: the shader reported status {:#x} on validated inputs", op, status));
-  ctx.download(b.output.memory, result.output.data(), result.output.bytes());
-  if (want_lse) ctx.download(b.lse.memory, result.lse.data(), result.lse.bytes());
+  check_status_clear(ctx, b.status, op);
+  download_outputs(ctx, b, result, want_lse);
 }
 
 }  // namespace vkpaged::detail

@@ -139,18 +139,8 @@ void choose_attention_split(AttentionChoice& c, const DeviceCapabilities& dev, c
   c.context_cap = uint32_t(split ? std::min<uint64_t>(cap, uint64_t(c.num_partitions) * c.partition_tokens) : cap);
 }
 
-uint32_t attention_feature_bits(const AttentionShape& s, bool split) {
-  const std::pair<bool, uint32_t> features[] = {
-      {s.alibi, FEATURE_ALIBI}, {s.softcap, FEATURE_SOFTCAP}, {s.sinks, FEATURE_SINKS},
-      {s.sliding_window > 0, FEATURE_WINDOW}, {s.lse, FEATURE_LSE}, {split, FEATURE_SPLIT},
-      {s.tree_mask, FEATURE_TREE_MASK}};
-  uint32_t bits = 0;
-  for (const auto& [on, bit] : features) bits |= on ? bit : 0u;
-  return bits;
-}
-
 bool decode_kernels_take(const AttentionShape& s, bool single_tokens) {
-  // Every layout: the scalar decode kernel reads each, and DecodePlan::create leaves the matrix
+  // Every layout: the scalar decode kernel reads each, and the decode planner leaves the matrix
   // kernel to the layouts it reads (decode_planner.cpp, matrix_kernel_refusal).
   return single_tokens && !s.tree_mask;
 }
@@ -212,7 +202,7 @@ AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const Attention
                             "without a tree mask{}",
                             summary.max_query_tokens, s.tree_mask ? " (one is given)" : ""));
   if (o.kernel == AttentionKernel::decode || (o.kernel == AttentionKernel::automatic && decode_ok)) {
-    c.kernel = AttentionKernel::decode;  // DecodePlan::create makes the rest of the choices
+    c.kernel = AttentionKernel::decode;  // the decode planner makes the rest (plan_decode_family)
     return c;
   }
   if (s.head_size > 256)
@@ -246,18 +236,40 @@ AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const Attention
   return c;
 }
 
+// A batch of single tokens by construction (QueryRows::single_tokens): what its query starts would tell.
+QueryStartsSummary single_token_summary(const AttentionShape& s) {
+  if (s.num_query_tokens != s.num_requests || s.tree_mask)
+    throw Error(ErrorCode::internal,
+                fmt::format("query rows: single tokens planned for T = {} tokens of S = {} requests{}",
+                            s.num_query_tokens, s.num_requests, s.tree_mask ? " with a tree mask" : ""));
+  QueryStartsSummary summary;
+  summary.max_query_tokens = s.num_requests > 0 ? 1 : 0;
+  return summary;
+}
+
 }  // namespace
+
+AttentionChoice plan_attention_rows(const DeviceCapabilities& dev, const AttentionShape& s, const QueryRows& rows,
+                                    const AttentionOptions& o) {
+  validate_attention_shape(s);
+  switch (rows.kind) {
+    case QueryRows::Kind::step:
+      return plan_from_summary(dev, s, validate_query_starts(s, rows.starts), rows.starts, false, o);
+    case QueryRows::Kind::bucket:
+      return plan_from_summary(dev, s, bucket_summary(s, rows.max_query_tokens), {}, true, o);
+    case QueryRows::Kind::single_tokens: break;
+  }
+  return plan_from_summary(dev, s, single_token_summary(s), {}, false, o);
+}
 
 AttentionChoice plan_attention(const DeviceCapabilities& dev, const AttentionShape& s,
                                std::span<const int32_t> starts, const AttentionOptions& o) {
-  validate_attention_shape(s);
-  return plan_from_summary(dev, s, validate_query_starts(s, starts), starts, false, o);
+  return plan_attention_rows(dev, s, QueryRows::step(starts), o);
 }
 
 AttentionChoice plan_attention_bucket(const DeviceCapabilities& dev, const AttentionShape& s,
                                       uint32_t max_query_tokens, const AttentionOptions& o) {
-  validate_attention_shape(s);
-  return plan_from_summary(dev, s, bucket_summary(s, max_query_tokens), {}, true, o);
+  return plan_attention_rows(dev, s, QueryRows::bucket(max_query_tokens), o);
 }
 
 }  // namespace vkpaged::detail

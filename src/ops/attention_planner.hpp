@@ -3,9 +3,10 @@
 // The attention planner: from what a device offers, the shape, the step's query starts and the
 // options to every choice an AttentionPlan makes (kernel family, workgroup rows, split, buffer
 // sizes). Pure: no Vulkan calls and no environment, so that its choices are tested on fabricated
-// devices without a GPU (tests/ops/test_attention_planner.cpp). AttentionPlan::create
-// (ops/attention.cpp) fills the device's properties from its Context, calls plan_attention and
-// creates what the choice names. The matrix kernel's family is planned in
+// devices without a GPU (tests/ops/test_attention_planner.cpp). The plans of the problem
+// (AttentionPlan::create, and DecodePlan::create for a decode batch: ops/attention_plan.hpp's
+// plan_attention_problem) fill the device's properties from their Context, call
+// plan_attention_rows and create what the choice names. The matrix kernel's family is planned in
 // attention_matrix_planner.cpp.
 #include <cstddef>
 #include <cstdint>
@@ -57,10 +58,6 @@ struct AttentionChoice {
   // The MLA matrix kernel: subgroups side by side over the value dims per block of m rows.
   uint32_t value_parts = 1;
 };
-
-// The FEATURE_* bits (shader_interface.h) the attention-family kernels of a plan specialize on:
-// the shape's features, and the split.
-uint32_t attention_feature_bits(const AttentionShape& shape, bool split);
 
 // Whether the decode kernels take this batch (every q_s = 1, no tree mask; any layout).
 bool decode_kernels_take(const AttentionShape& shape, bool single_tokens);
@@ -140,13 +137,34 @@ void choose_attention_split(AttentionChoice& choice, const DeviceCapabilities& d
                             uint32_t value_head_size, std::span<const int32_t> query_starts,
                             const AttentionOptions& options);
 
-// Checks the shape and the query starts (vkpaged::Error naming the field) and makes every
-// choice. Throws invalid_argument for what the contract refuses, unsupported for what this
-// device cannot run (the error names the argument and the limit).
+// What the host knows of a problem's query rows when it is planned: a step's query starts
+// (AttentionPlan::create), a bucket's longest request (create_bucket), or single tokens by
+// construction (a decode batch, T = S without a tree mask: DecodePlan::create, which needs no
+// query starts).
+struct QueryRows {
+  enum class Kind { step, bucket, single_tokens };
+  Kind kind = Kind::single_tokens;
+  std::span<const int32_t> starts;  // step: [S + 1]
+  uint32_t max_query_tokens = 0;    // bucket: its longest request's new tokens (0 = T)
+  static QueryRows step(std::span<const int32_t> starts) { return {Kind::step, starts, 0}; }
+  static QueryRows bucket(uint32_t max_query_tokens) { return {Kind::bucket, {}, max_query_tokens}; }
+  static QueryRows single_tokens() { return {}; }
+};
+
+// The attention problem's planner: checks the shape, the rows and the options (vkpaged::Error
+// naming the field) and chooses the kernel family: the decode kernels for a batch of single
+// tokens they take (their own choices are the decode planner's, ops/attention_problem.hpp's
+// plan_decode_family), else the attention kernels, whose every choice it makes. Throws
+// invalid_argument for what the contract refuses, unsupported for what this device cannot run
+// (the error names the argument and the limit).
+AttentionChoice plan_attention_rows(const DeviceCapabilities& device, const AttentionShape& shape,
+                                    const QueryRows& rows, const AttentionOptions& options);
+
+// plan_attention_rows for a step's query starts.
 AttentionChoice plan_attention(const DeviceCapabilities& device, const AttentionShape& shape,
                                std::span<const int32_t> query_starts, const AttentionOptions& options);
 
-// The same for a bucket of steps (AttentionPlan::create_bucket): S, T and max_context_len are its
+// plan_attention_rows for a bucket of steps (AttentionPlan::create_bucket): S, T and max_context_len are its
 // maxima and max_query_tokens its longest request (0 = T). What the query starts would tell is
 // sized for the bucket's worst step: the rows for max_query_tokens, the tree masks for T tokens
 // in requests of max_query_tokens, the split for a full step (T tokens, every request at least

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // decode_attention over host tensors: upload, plan, run, download. For the CLI, the demo and
 // tests; engines record with record_decode on their own buffers instead.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -56,18 +54,14 @@ DecodeResult decode_attention(Context& ctx, const DecodeInputs& in, const Decode
       record_compute_barrier(ctx, cmd);
     record_decode(ctx, cmd, plan, v, params);
   });
-  uint32_t status = 0;
-  ctx.download(v.status, &status, 4);
-  if (status != 0)
-    throw Error(ErrorCode::internal, fmt::format("decode: the shader reported status {:#x} on validated inputs", status));
+  detail::check_status_clear(ctx, v.status, "decode");
   if (!v.merge_counters.empty()) {  // every decode leaves its merge counters zero
     std::vector<uint32_t> counters(v.merge_counters.size / 4);
     ctx.download(v.merge_counters, counters.data(), v.merge_counters.size);
     if (std::any_of(counters.begin(), counters.end(), [](uint32_t c) { return c != 0; }))
       throw Error(ErrorCode::internal, "decode: the merge counters were not left zero");
   }
-  ctx.download(v.output.memory, result.output.data(), result.output.bytes());
-  if (want_lse) ctx.download(v.lse.memory, result.lse.data(), result.lse.bytes());
+  detail::download_outputs(ctx, v, result, want_lse);
   if (plan.timeline_bytes()) {
     const int64_t words = decode_timeline::words;
     result.timeline = HostTensor(DType::u32, Shape{int64_t(plan.timeline_bytes() / 4) / words, words});

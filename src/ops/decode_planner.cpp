@@ -10,6 +10,7 @@
 
 #include "common/shader_interface.h"
 #include "common/split_scratch.h"
+#include "ops/attention_problem.hpp"
 #include "ops/decode_validation.hpp"
 #include "vk/cooperative_matrix_khr.hpp"
 #include "vkpaged/error.hpp"
@@ -157,23 +158,24 @@ Order order_of(const DecodeShape& s, const DecodeOptions& o, const DecodeTuning&
   return {true, size_t(4 * items)};
 }
 
-uint32_t feature_bits(const DecodeShape& s, const DecodeOptions& o, bool split, bool longest_first, bool merge_in_dispatch) {
-  uint32_t f = 0;
-  if (s.alibi) f |= FEATURE_ALIBI;
-  if (s.softcap) f |= FEATURE_SOFTCAP;
-  if (s.sinks) f |= FEATURE_SINKS;
-  if (o.sliding_window > 0) f |= FEATURE_WINDOW;
-  if (s.lse) f |= FEATURE_LSE;
-  if (split) f |= FEATURE_SPLIT;
-  if (longest_first) f |= FEATURE_ORDERED;
-  if (merge_in_dispatch) f |= FEATURE_MERGE_IN_DISPATCH;
-  return f;
-}
-
-// The merge pass's invocations, side by side over the output words and the partitions
-// (partition_merge.comp); 0 when the plan has no reduce pass.
-uint32_t reduce_workgroup(const DeviceCapabilities& dev, bool split, bool merge_in_dispatch) {
-  return split && !merge_in_dispatch ? std::min(256u, dev.max_workgroup_invocations) : 0u;
+// What both families fill alike once the split is chosen: the split, the order (longest first
+// lists every item of it), the reduce pass (none where the split merges in the dispatch) and the
+// feature bits, the problem's (attention_problem.hpp) and decode's own.
+void finish_choice(DecodeChoice& c, const DeviceCapabilities& dev, const DecodeShape& s, const DecodeOptions& o,
+                   const DecodeTuning& tuning, const Split& split, bool merge_in_dispatch) {
+  c.split = split.split;
+  c.num_partitions = split.num_partitions;
+  c.partition_tokens = split.partition_tokens;
+  c.scratch_bytes = split.scratch_bytes;
+  const Order order = order_of(s, o, tuning, split.num_partitions);
+  c.longest_first = order.longest_first;
+  c.order_bytes = order.order_bytes;
+  c.merge_in_dispatch = merge_in_dispatch;
+  // The merge pass's invocations, side by side over the output words and the partitions
+  // (partition_merge.comp).
+  c.reduce_workgroup = c.split && !merge_in_dispatch ? std::min(256u, dev.max_workgroup_invocations) : 0u;
+  c.features = problem_feature_bits(decode_problem(s, o.sliding_window), c.split) |
+               (c.longest_first ? FEATURE_ORDERED : 0u) | (merge_in_dispatch ? FEATURE_MERGE_IN_DISPATCH : 0u);
 }
 
 // A pool past maxStorageBufferRange cannot be one descriptor: it is read by device address.
@@ -588,35 +590,25 @@ DecodeKernelChoice choose_decode_kernel(const DeviceCapabilities& dev, const Dec
 
 DecodeChoice plan_scalar_decode(const DeviceCapabilities& dev, const DecodeShape& s, const DecodeOptions& o,
                                 const DecodeTuning& tuning, bool address) {
-  DecodeChoice c;
-  c.kernel = DecodeKernel::scalar;
-  c.address = address;
   const ScalarVariant variant = scalar_variant(dev, s, tuning, address);
-  c.fp8_pairs = variant.fp8_pairs;
-  c.f16_keys = variant.f16_keys;
-  c.f16_values = variant.f16_values;
-  c.value_loads = tuning.vloads ? tuning.vloads : 1;
   const ScalarWorkgroup w = scalar_workgroup(dev, s, tuning, variant);
-  c.workgroup = w.workgroup;
-  c.heads_per_workgroup = w.heads_per_workgroup;
-  c.groups_per_kv_head = w.groups_per_kv_head;
-  c.lanes_per_row = w.lanes_per_row;
-  c.value_dims = scalar_value_dims(s, tuning);
-  c.subgroup_reduce = dev.subgroup_arithmetic;
-  c.query_registers = tuning.qregs != 0;
-  c.module = scalar_module(address, c.subgroup_reduce, variant);
-
-  const Split split = scalar_split(dev, s, o, tuning, one_pass_workgroups(s, w.groups_per_kv_head));
-  c.split = split.split;
-  c.num_partitions = split.num_partitions;
-  c.partition_tokens = split.partition_tokens;
-  c.scratch_bytes = split.scratch_bytes;
-  const Order order = order_of(s, o, tuning, split.num_partitions);
-  c.longest_first = order.longest_first;
-  c.order_bytes = order.order_bytes;
+  DecodeChoice c{.kernel = DecodeKernel::scalar,
+                 .module = scalar_module(address, dev.subgroup_arithmetic, variant),
+                 .address = address,
+                 .workgroup = w.workgroup,
+                 .heads_per_workgroup = w.heads_per_workgroup,
+                 .groups_per_kv_head = w.groups_per_kv_head,
+                 .lanes_per_row = w.lanes_per_row,
+                 .value_dims = scalar_value_dims(s, tuning),
+                 .fp8_pairs = variant.fp8_pairs,
+                 .f16_keys = variant.f16_keys,
+                 .f16_values = variant.f16_values,
+                 .value_loads = tuning.vloads ? tuning.vloads : 1,
+                 .subgroup_reduce = dev.subgroup_arithmetic,
+                 .query_registers = tuning.qregs != 0};
   // DecodeMerge::in_dispatch is the matrix kernel's: the scalar kernel's split keeps its reduce pass.
-  c.reduce_workgroup = reduce_workgroup(dev, c.split, false);
-  c.features = feature_bits(s, o, c.split, c.longest_first, false);
+  finish_choice(c, dev, s, o, tuning, scalar_split(dev, s, o, tuning, one_pass_workgroups(s, w.groups_per_kv_head)),
+                false);
   return c;
 }
 
@@ -647,22 +639,15 @@ DecodeChoice plan_matrix_decode(const DeviceCapabilities& dev, const DecodeShape
 
   const uint64_t one_pass = one_pass_workgroups(s, c.groups_per_kv_head);
   const MatrixSplit ms = matrix_split(dev, s, o, tuning, one_pass, c.head_slices);
-  c.split = ms.split.split;
-  c.num_partitions = ms.split.num_partitions;
-  c.partition_tokens = ms.split.partition_tokens;
-  c.scratch_bytes = ms.split.scratch_bytes;
   c.subgroups = matrix_subgroups(dev, s, o, tuning, ms, one_pass, c.head_slices) * c.head_slices;
   c.workgroup = c.subgroups * kMatrixSubgroup;
-  const Order order = order_of(s, o, tuning, c.num_partitions);
-  c.longest_first = order.longest_first;
-  c.order_bytes = order.order_bytes;
   // DecodeMerge::in_dispatch: the split merges itself (split_merge.glsl) where that merge is
   // small enough to win; larger ones keep the reduce pass.
-  c.merge_in_dispatch = o.merge == DecodeMerge::in_dispatch && c.split &&
-                        uint64_t(c.num_partitions) * c.heads_per_workgroup * s.head_size <= kMergeInDispatchFloats;
+  const bool merge_in_dispatch = o.merge == DecodeMerge::in_dispatch && ms.split.split &&
+                                 uint64_t(ms.split.num_partitions) * c.heads_per_workgroup * s.head_size <=
+                                     kMergeInDispatchFloats;
+  finish_choice(c, dev, s, o, tuning, ms.split, merge_in_dispatch);
   c.merge_counter_bytes = c.merge_in_dispatch ? 4ull * s.num_seqs * s.num_heads : 0;
-  c.reduce_workgroup = reduce_workgroup(dev, c.split, c.merge_in_dispatch);
-  c.features = feature_bits(s, o, c.split, c.longest_first, c.merge_in_dispatch);
   if (o.timeline)
     c.timeline_bytes = size_t(s.num_kv_heads) * c.groups_per_kv_head * s.num_seqs * c.num_partitions * c.subgroups *
                        DECODE_TIMELINE_WORDS * 4;

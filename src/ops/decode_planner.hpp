@@ -3,9 +3,10 @@
 // The decode planner: from what a device offers, the shape, the options and the tuning knobs
 // to every choice a DecodePlan makes (kernel, workgroup shape, split, order, merge, buffer
 // sizes). Pure: no Vulkan calls, no environment, no globals, so that its choices are tested on
-// fabricated devices without a GPU (tests/ops/test_decode_planner.cpp). DecodePlan::create
-// (ops/decode.cpp) fills the device's properties from its Context, calls plan_decode and
-// creates the pipelines the choice names.
+// fabricated devices without a GPU (tests/ops/test_decode_planner.cpp). It plans the decode
+// family of the attention problem: the plans of a batch the attention planner gives to the decode
+// kernels (a DecodePlan's, or an AttentionPlan's of single tokens) call plan_decode through
+// plan_decode_family (ops/attention_problem.hpp) with the device's properties from their Context.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -76,6 +77,8 @@ struct DecodeChoice {
   size_t order_bytes = 0;
   size_t timeline_bytes = 0;       // DecodeOptions::timeline
   uint32_t features = 0;           // FEATURE_* bits (shader_interface.h)
+
+  bool operator==(const DecodeChoice&) const = default;
 };
 
 // Which kernel a plan takes and why not the matrix kernel (kernel_choice below).

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "ops/attention_planner.hpp"
 #include "ops/attention_problem.hpp"
 #include "ops/attention_validation.hpp"
 #include "ops/host_page_tables.hpp"
@@ -29,12 +30,7 @@ void validate_decode_shape(const DecodeShape& s) {
   validate_attention_shape(decode_problem(s));
 }
 
-void validate_decode_options(const DecodeOptions& o) {
-  if (o.partition_tokens % 256 != 0)
-    refuse(fmt::format("partition_tokens: {} is not a multiple of 256", o.partition_tokens));
-  if (o.partition_tokens != 0 && o.split == SplitMode::single_pass)
-    refuse("partition_tokens: given with split = single_pass");
-}
+void validate_decode_options(const DecodeOptions& o) { validate_split_options(decode_attention_options(o)); }
 
 void validate_decode_params(const DecodeParams& p, const DecodeShape& s) {
   validate_attention_params(p, decode_problem(s));

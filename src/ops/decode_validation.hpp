@@ -10,7 +10,8 @@ inline bool is_power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 // Shape-level checks (dtypes, divisibility, supported head and block sizes).
 void validate_decode_shape(const DecodeShape& shape);
-// What the options ask of the plan (partition size against the split mode).
+// What the options ask of the plan (partition size against the split mode): the problem's
+// check of its split options (validate_split_options).
 void validate_decode_options(const DecodeOptions& options);
 // Per-call values (scale, soft cap, fp8 scales), against the plan's shape (shape.softcap).
 void validate_decode_params(const DecodeParams& params, const DecodeShape& shape);

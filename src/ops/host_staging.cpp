@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ops/host_staging.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "ops/decode_validation.hpp"
+#include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
 
@@ -38,6 +41,13 @@ BufferView status_kept(Context& ctx, std::vector<DeviceBuffer>& keep) {
   const uint32_t zero = 0;
   ctx.upload(status, &zero, 4);
   return status;
+}
+
+void check_status_clear(Context& ctx, const BufferView& status, const char* op) {
+  uint32_t word = 0;
+  ctx.download(status, &word, 4);
+  if (word != 0)
+    throw Error(ErrorCode::internal, fmt::format("{}: the shader reported status {:#x} on validated inputs", op, word));
 }
 
 }  // namespace vkpaged::detail

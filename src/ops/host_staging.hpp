@@ -59,6 +59,17 @@ void stage_outputs(Context& ctx, std::vector<DeviceBuffer>& keep, DType dtype, c
   }
 }
 
+// After the call: an internal error naming `op` where the shaders set a status bit, which the
+// host's checks of the inputs should have made impossible.
+void check_status_clear(Context& ctx, const BufferView& status, const char* op);
+
+// The output and, when asked for, the LSE of a call, downloaded into the result's host tensors.
+template <typename Views, typename Result>
+void download_outputs(Context& ctx, const Views& v, Result& result, bool want_lse) {
+  ctx.download(v.output.memory, result.output.data(), result.output.bytes());
+  if (want_lse) ctx.download(v.lse.memory, result.lse.data(), result.lse.bytes());
+}
+
 // The inputs decode and attention share (query, caches, page tables, ALiBi slopes, sinks), and
 // the output and LSE buffers of `lse_rows` rows; the result's host tensors sized to match.
 template <typename Views, typename Inputs, typename Shape_, typename Result>

@@ -10,11 +10,13 @@
 
 #include "common/mla_interface.h"
 #include "embedded_shaders.hpp"
+#include "ops/attention_problem.hpp"
 #include "ops/attention_recording.hpp"
 #include "ops/attention_validation.hpp"
 #include "ops/mla_attention_plan.hpp"
 #include "ops/mla_attention_planner.hpp"
 #include "ops/partition_merge.hpp"
+#include "ops/plan_handle.hpp"
 #include "ops/view_checks.hpp"
 #include "vkpaged/error.hpp"
 
@@ -39,7 +41,7 @@ std::unique_ptr<MlaPlanData> plan_data(Context& context, const MlaShape& m, cons
   p->options = options;
   p->choice = c;
   const AttentionShape& s = m.attention;
-  const uint32_t features = detail::attention_feature_bits(s, c.split);
+  const uint32_t features = detail::problem_feature_bits(s, c.split);
   auto& impl = context.impl();
   p->attention = &impl.pipeline(c.kernel == AttentionKernel::matrix ? detail::mla_matrix_pipeline_request(m, c, features)
                                                                     : scalar_request(m, c, features));
@@ -80,15 +82,7 @@ MlaPlan MlaPlan::create(Context& context, const MlaShape& shape, Span<const int3
   return MlaPlan(plan_data(context, shape, options, choice));
 }
 
-MlaPlan::MlaPlan(std::unique_ptr<MlaPlanData> data) : data_(std::move(data)) {}
-MlaPlan::MlaPlan(const MlaPlan& o) : data_(std::make_unique<MlaPlanData>(*o.data_)) {}
-MlaPlan& MlaPlan::operator=(const MlaPlan& o) {
-  data_ = std::make_unique<MlaPlanData>(*o.data_);
-  return *this;
-}
-MlaPlan::MlaPlan(MlaPlan&&) noexcept = default;
-MlaPlan& MlaPlan::operator=(MlaPlan&&) noexcept = default;
-MlaPlan::~MlaPlan() = default;
+VKP_PLAN_HANDLE_MEMBERS(MlaPlan, MlaPlanData)
 const MlaShape& MlaPlan::shape() const noexcept { return data_->shape; }
 const MlaOptions& MlaPlan::options() const noexcept { return data_->options; }
 size_t MlaPlan::tree_mask_bytes() const noexcept { return data_->choice.tree_mask_bytes; }

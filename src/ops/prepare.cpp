@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Context::prepare (vkpaged/prepare.hpp): the pipelines of every bucket's plan and every cache
-// write an engine's steps will record, as the plans and the records would name them, built at
+// write an engine's steps will record, as the plans and the records would name them (a bucket,
+// attention's or decode's, planned as the attention problem: ops/attention_plan.hpp), built at
 // once by the context's registry (vk/pipeline_registry.cpp).
 #include "vkpaged/prepare.hpp"
 
@@ -13,7 +14,6 @@
 #include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
 #include "ops/attention_plan.hpp"
-#include "ops/decode_plan.hpp"
 #include "ops/rotary_checks.hpp"
 #include "vkpaged/error.hpp"
 
@@ -89,14 +89,15 @@ PrepareReport Context::prepare(const PipelineSet& set) {
   };
   for (size_t i = 0; i < set.attention.size(); ++i) {
     const AttentionBucket& b = set.attention[i];
-    add(naming(fmt::format("attention[{}]", i),
-               [&] { return detail::attention_bucket_requests(*this, b.shape, b.max_query_tokens, b.options); }));
+    add(naming(fmt::format("attention[{}]", i), [&] {
+      return detail::plan_pipeline_requests(
+          detail::plan_attention_problem(*this, b.shape, detail::QueryRows::bucket(b.max_query_tokens), b.options));
+    }));
   }
   for (size_t i = 0; i < set.decode.size(); ++i) {
     const DecodeBucket& b = set.decode[i];
-    add(naming(fmt::format("decode[{}]", i), [&] {
-      return detail::decode_pipeline_requests(b.shape, detail::decode_choice(*this, b.shape, b.options)).all();
-    }));
+    add(naming(fmt::format("decode[{}]", i),
+               [&] { return detail::plan_pipeline_requests(detail::plan_decode_batch(*this, b.shape, b.options)); }));
   }
   for (size_t i = 0; i < set.cache_writes.size(); ++i)
     requests.push_back(cache_write_request(*impl_, set.cache_writes[i], fmt::format("cache_writes[{}]", i)));

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <functional>
 
-#include "ops/decode_plan.hpp"
+#include "ops/attention_plan.hpp"
 #include "support/decode_bad_indices.hpp"
 #include "support/decode_bf16_range.hpp"
 #include "support/decode_case.hpp"
@@ -366,7 +366,7 @@ TEST_P(DecodeTest, MergeInDispatchMatchesTheReference) {
     const auto plan = plan_or_refused(decode_shape_of(make_decode_inputs(c, rng)), o);
     ASSERT_TRUE(plan);
     EXPECT_EQ(plan->merge_counter_bytes(), size_t(4) * c.lens.size() * c.heads);
-    EXPECT_TRUE(plan->data().choice.merge_in_dispatch) << plan->describe();
+    EXPECT_TRUE(plan->data().choice().merge_in_dispatch) << plan->describe();
     check(c, o, default_params(c), ++seed, /*lse=*/true);
   }
   // Past 4096 floats (36 partitions x 128 dims, whatever the heads per workgroup) the plan keeps
@@ -381,7 +381,7 @@ TEST_P(DecodeTest, MergeInDispatchMatchesTheReference) {
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->num_partitions(), 36u);
   EXPECT_EQ(plan->merge_counter_bytes(), 0u);
-  EXPECT_FALSE(plan->data().choice.merge_in_dispatch) << plan->describe();
+  EXPECT_FALSE(plan->data().choice().merge_in_dispatch) << plan->describe();
   check(c, o, {}, 30, /*lse=*/true);
 }
 
@@ -406,7 +406,7 @@ TEST_P(DecodeTest, MergeInDispatchKeepsTheReducePassWhereNotTaken) {
   ASSERT_TRUE(plan);
   EXPECT_TRUE(plan->split());
   EXPECT_EQ(plan->merge_counter_bytes(), 0u);
-  EXPECT_FALSE(plan->data().choice.merge_in_dispatch) << plan->describe();
+  EXPECT_FALSE(plan->data().choice().merge_in_dispatch) << plan->describe();
   const auto a = run(in, reduce_pass, {}, true);
   const auto b = run(in, in_dispatch, {}, true);
   ASSERT_EQ(a.output.bytes(), b.output.bytes());
@@ -619,7 +619,7 @@ TEST_P(DecodeTest, CachePastTheStorageBufferRange) {
   DecodeInputs in = make_decode_inputs(c, rng);
   const auto plan = plan_or_refused(decode_shape_of(in), {});
   if (!plan) return;
-  EXPECT_TRUE(plan->data().choice.address) << plan->describe();
+  EXPECT_TRUE(plan->data().choice().address) << plan->describe();
   const int32_t N = int32_t(in.key_cache.shape()[0]);
   const int64_t M = in.block_tables.shape()[1];
   int32_t next = N - 1;
@@ -663,7 +663,7 @@ TEST_P(DecodeTest, AddressVariantReachesBlocksPastFourGibibytes) {
     shape.num_blocks = uint32_t(first + used);
     const auto plan = plan_or_refused(shape, {});  // before allocating: the matrix kernel reads no cache by address
     if (!plan) continue;
-    ASSERT_TRUE(plan->data().choice.address) << plan->describe();
+    ASSERT_TRUE(plan->data().choice().address) << plan->describe();
     DecodeInputs in = small;
     std::vector<int64_t> key_dims = small.key_cache.shape().dims(), value_dims = small.value_cache.shape().dims();
     key_dims[0] = value_dims[0] = first + used;
@@ -702,7 +702,7 @@ TEST_P(DecodeTest, HeadSlicesMatchTheReference) {
       const DecodeInputs in = make_decode_inputs(v, rng);
       const auto plan = plan_or_refused(shape_for(in, p, lse), o);
       ASSERT_TRUE(plan);
-      EXPECT_GT(plan->data().choice.head_slices, 1u) << plan->describe();
+      EXPECT_GT(plan->data().choice().head_slices, 1u) << plan->describe();
       const DecodeResult want = reference::decode_attention(in, o, p, lse);
       expect_decode_near(decode_attention(ctx(), in, o, p, lse), want, tolerance(v.query_dtype, v.cache_dtype), lse, v.str());
     }
@@ -736,7 +736,7 @@ TEST_P(DecodeTest, HeadSlicesFp8E4m3NanIsNan) {
     o.partition_tokens = split == SplitMode::split ? 256 : 0;
     const auto plan = plan_or_refused(decode_shape_of(in), o);
     ASSERT_TRUE(plan);
-    EXPECT_GT(plan->data().choice.head_slices, 1u) << plan->describe();
+    EXPECT_GT(plan->data().choice().head_slices, 1u) << plan->describe();
     expect_nan_where(c, decode_attention(ctx(), in, o, params), want, nan_expected,
                      split == SplitMode::split ? "split" : "one pass");
   }

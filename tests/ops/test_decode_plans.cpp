@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// DecodePlan::create on this device: the automatic choices that hold on any device, the matrix
+// DecodePlan::create on this device: the attention problem's plan of its batch (the one-token
+// AttentionPlan's choice), the automatic choices that hold on any device, the matrix
 // kernel's where it runs, what is refused and why, the per-call params checked when recording,
 // and VKPAGED_DECODE_TUNE read per context. The planner's every choice on fabricated devices is
 // tested without a GPU in test_decode_planner.cpp.
 #include <gtest/gtest.h>
 
 #include <tuple>
+#include <utility>
+#include <vector>
 
-#include "ops/decode_plan.hpp"
+#include "ops/attention_plan.hpp"
 #include "vk/matrix_features.hpp"
 #include "support/decode_case.hpp"
 #include "support/decode_check.hpp"
@@ -25,7 +28,7 @@ DecodeShape shape_of(const DecodeCase& c) {
   return decode_shape_of(make_decode_inputs(c, rng));
 }
 
-const detail::DecodeChoice& choice(const DecodePlan& plan) { return plan.data().choice; }
+const detail::DecodeChoice& choice(const DecodePlan& plan) { return plan.data().choice(); }
 
 class DecodePlanTest : public GpuTest {};
 
@@ -45,6 +48,55 @@ TEST_F(DecodePlanTest, PlanChoosesSplitForFewLongSequences) {
   EXPECT_TRUE(split.split());
   EXPECT_EQ(split.num_partitions(), 32u);
   EXPECT_EQ(split.scratch_bytes(), 4u * 4 * 32 * (128 + 2));
+}
+
+// A DecodePlan is the attention problem's plan of its batch: the AttentionPlan of the same batch
+// (one token per request) runs on the decode family with the very same choice, scratch and
+// description, and the DecodePlan gives back the shape and options it was made with.
+TEST_F(DecodePlanTest, DecodePlanIsTheOneTokenAttentionPlan) {
+  std::vector<std::pair<DecodeShape, DecodeOptions>> cases;
+  cases.push_back({plan_shape(64, 32, 8, 128, 2048), {}});
+  cases.push_back({plan_shape(1, 4, 1, 128, 32768), {}});
+  DecodeShape features = plan_shape(16, 16, 2, 128, 1024);
+  features.kv_layout = KvLayout::hnd;
+  features.alibi = features.sinks = features.lse = features.softcap = true;
+  DecodeOptions window;
+  window.sliding_window = 100;
+  cases.push_back({features, window});
+  DecodeShape csr = plan_shape(8, 8, 8, 64, 4096);
+  csr.csr_page_table = true;
+  DecodeOptions split;
+  split.split = SplitMode::split;
+  split.partition_tokens = 512;
+  cases.push_back({csr, split});
+  for (const auto& [shape, options] : cases) {
+    const DecodePlan decode = DecodePlan::create(ctx(), shape, options);
+    SCOPED_TRACE(decode.describe());
+    const detail::AttentionPlanData& inner = decode.data().plan;
+    EXPECT_EQ(inner.choice.kernel, AttentionKernel::decode);
+    EXPECT_EQ(decode.shape().num_seqs, shape.num_seqs);
+    EXPECT_EQ(decode.shape().kv_layout, shape.kv_layout);
+    EXPECT_EQ(decode.shape().csr_page_table, shape.csr_page_table);
+    EXPECT_EQ(decode.options().sliding_window, options.sliding_window);
+    EXPECT_EQ(decode.options().split, options.split);
+    EXPECT_EQ(decode.options().partition_tokens, options.partition_tokens);
+
+    AttentionOptions attention_options;
+    attention_options.split = options.split;
+    attention_options.partition_tokens = options.partition_tokens;
+    std::vector<int32_t> starts(shape.num_seqs + 1);
+    for (uint32_t i = 0; i <= shape.num_seqs; ++i) starts[i] = int32_t(i);
+    const AttentionPlan attention = AttentionPlan::create(
+        ctx(), detail::decode_problem(shape, options.sliding_window), starts, attention_options);
+    ASSERT_EQ(attention.kernel(), AttentionKernel::decode);
+    ASSERT_TRUE(attention.data().decode.has_value());
+    EXPECT_EQ(attention.data().decode->choice, choice(decode));
+    EXPECT_EQ(attention.describe(), "decode kernels: " + decode.describe());
+    EXPECT_EQ(attention.scratch_bytes(), decode.scratch_bytes());
+    EXPECT_EQ(attention.split(), decode.split());
+    EXPECT_EQ(attention.num_partitions(), decode.num_partitions());
+    EXPECT_EQ(attention.data().decode->decode, decode.data().family().decode);  // the context's one pipeline
+  }
 }
 
 TEST_F(DecodePlanTest, PlanSplitsLongContextsOfAFullBatchOnTheScalarKernel) {
@@ -403,7 +455,7 @@ TEST_F(DecodeRecordRefusalTest, RefusesParamsOutOfRangeOrAgainstThePlan) {
   const auto plain = DecodePlan::create(ctx(), shape);
   shape.softcap = true;
   const auto capped = DecodePlan::create(ctx(), shape);
-  EXPECT_NE(plain.data().choice.features, capped.data().choice.features);
+  EXPECT_NE(plain.data().choice().features, capped.data().choice().features);
   DecodeParams p;
   p.softcap = 30.0f;
   expect_refused([&] { record(plain, v_, p); }, "softcap: 30, but the plan's shape.softcap is false");
@@ -496,14 +548,14 @@ TEST_F(DecodeTuningTest, ReadOncePerContextAndRefusedWhenBad) {
   Context context = fresh_context();
   {
     ScopedEnv env("VKPAGED_DECODE_TUNE", "heads=2");
-    EXPECT_EQ(DecodePlan::create(context, gqa, scalar).data().choice.heads_per_workgroup, 2u);
+    EXPECT_EQ(DecodePlan::create(context, gqa, scalar).data().choice().heads_per_workgroup, 2u);
   }
   // Read once: the context keeps its tuning after the variable goes; a new context reads anew.
-  EXPECT_EQ(DecodePlan::create(context, gqa, scalar).data().choice.heads_per_workgroup, 2u);
+  EXPECT_EQ(DecodePlan::create(context, gqa, scalar).data().choice().heads_per_workgroup, 2u);
   {
     ScopedEnv env("VKPAGED_DECODE_TUNE", "");
     Context other = fresh_context();
-    EXPECT_EQ(DecodePlan::create(other, gqa, scalar).data().choice.heads_per_workgroup, 4u);
+    EXPECT_EQ(DecodePlan::create(other, gqa, scalar).data().choice().heads_per_workgroup, 4u);
     EXPECT_EQ(other.validation_message_count(), 0u);
   }
   EXPECT_EQ(context.validation_message_count(), 0u);

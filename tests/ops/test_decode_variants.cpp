@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/decode_plan.hpp"
+#include "ops/attention_plan.hpp"
 #include "support/decode_case.hpp"
 #include "support/decode_check.hpp"
 #include "support/decode_kernels.hpp"
@@ -80,7 +80,7 @@ class DecodeVariantTest : public GpuTest, public ::testing::WithParamInterface<V
     return bits;
   }
   static Bits bits_of(const DecodePlan& plan) {
-    const auto& c = plan.data().choice;
+    const auto& c = plan.data().choice();
     return Bits{c.fp8_pairs, c.f16_keys, c.f16_values, c.value_loads};
   }
 

@@ -5,7 +5,7 @@
 #include <iostream>
 #include <random>
 
-#include "ops/decode_plan.hpp"
+#include "ops/attention_plan.hpp"
 #include "support/decode_check.hpp"
 #include "vk/matrix_features.hpp"
 #include "vkpaged/error.hpp"
@@ -106,11 +106,11 @@ std::optional<DecodePlan> DecodeKernelTest::plan_or_refused(const DecodeShape& s
   in_layout.kv_layout = layout();
   try {
     DecodePlan plan = DecodePlan::create(ctx(), in_layout, o);
-    EXPECT_EQ(plan.data().choice.kernel, matrix_family() ? DecodeKernel::matrix : kernel()) << plan.describe();
-    if (kernel() == DecodeKernel::matrix_khr) EXPECT_TRUE(plan.data().choice.khr) << plan.describe();
+    EXPECT_EQ(plan.data().choice().kernel, matrix_family() ? DecodeKernel::matrix : kernel()) << plan.describe();
+    if (kernel() == DecodeKernel::matrix_khr) EXPECT_TRUE(plan.data().choice().khr) << plan.describe();
     // DecodeKernel::matrix takes NV where the device has it.
     if (kernel() == DecodeKernel::matrix && ctx().device_info().cooperative_matrix)
-      EXPECT_FALSE(plan.data().choice.khr) << plan.describe();
+      EXPECT_FALSE(plan.data().choice().khr) << plan.describe();
     ++taken_;
     return plan;
   } catch (const Error& e) {
