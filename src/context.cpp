@@ -130,10 +130,12 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
                           info.name)
             : fmt::format("device {} lacks vulkanMemoryModel", info.name);
   }
-  // Puts a feature struct at the front of the features' pNext chain (the order does not matter).
-  auto chain = [&features](auto& feature) {
+  // Turns an extension on: its name, and its feature struct (the features it needs already set)
+  // at the front of the features' pNext chain (the order does not matter).
+  auto enable = [&](auto& feature, const char* extension) {
     feature.pNext = features.pNext;
     features.pNext = &feature;
+    extensions.push_back(extension);
   };
   // Matrix units for the decode where the device has them (shaders/common/decode_coopmat_kernel.glsl).
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
@@ -141,8 +143,7 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   shader_float16 = info.shader_float16;
   if (cooperative_matrix) {
     coopmat.cooperativeMatrix = VK_TRUE;
-    chain(coopmat);
-    extensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    enable(coopmat, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   }
   // The cross-vendor matrix units, and full subgroups for their pipelines (a KHR cooperative
   // matrix module below SPIR-V 1.6 needs VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT).
@@ -157,10 +158,8 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   if (cooperative_matrix_khr) {
     coopmat_khr.cooperativeMatrix = VK_TRUE;
     full_subgroups.computeFullSubgroups = VK_TRUE;
-    chain(full_subgroups);
-    chain(coopmat_khr);
-    extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
-    extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    enable(coopmat_khr, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    enable(full_subgroups, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
     max_subgroup_size = full.max_subgroup_size;
   }
   // The decode's timeline, for kernel work (DecodeOptions::timeline): a device clock and SM ids.
@@ -170,10 +169,8 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
   if (decode_timeline) {
     clock.shaderDeviceClock = VK_TRUE;
     sm_builtins.shaderSMBuiltins = VK_TRUE;
-    chain(sm_builtins);
-    chain(clock);
-    extensions.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
-    extensions.push_back(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+    enable(clock, VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
+    enable(sm_builtins, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
   }
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
@@ -181,8 +178,7 @@ ContextImpl::ContextImpl(const ContextOptions& options) {
                                                                                     VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   if (pipeline_statistics) {
     executable_info.pipelineExecutableInfo = VK_TRUE;
-    chain(executable_info);
-    extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    enable(executable_info, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   }
   VkDeviceCreateInfo dinfo{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dinfo.pNext = &features;
@@ -537,14 +533,29 @@ DeviceBuffer Context::create_buffer(size_t bytes, MemoryKind kind) {
   return DeviceBuffer(impl_->create_buffer(bytes, kind));
 }
 
+namespace {
+
+// The device side of an upload or download (`operation`), checked against `bytes`, and the
+// host-visible staging buffer the bytes go through, in resources kept past a timeout.
+// `too_large`: how the message says that `bytes` overflow the view.
+detail::ContextImpl::SubmissionResources staging_for(detail::ContextImpl& impl, const char* operation, const char* arg,
+                                                     const BufferView& view, size_t bytes, const char* too_large) {
+  if (view.buffer == VK_NULL_HANDLE)
+    throw Error(ErrorCode::invalid_argument, fmt::format("{}: {}: no buffer given", operation, arg));
+  vk::check_inside_buffer(impl.device, fmt::format("{}: {}", operation, arg), view);
+  if (bytes > view.size)
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("{}: {} bytes {} a view of {} bytes", operation, bytes, too_large, view.size));
+  detail::ContextImpl::SubmissionResources keep;
+  keep.staging = impl.create_buffer(bytes, MemoryKind::host_visible);
+  return keep;
+}
+
+}  // namespace
+
 void Context::upload(const BufferView& dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  if (dst.buffer == VK_NULL_HANDLE) throw Error(ErrorCode::invalid_argument, "upload: dst: no buffer given");
-  vk::check_inside_buffer(impl_->device, "upload: dst", dst);
-  if (bytes > dst.size)
-    throw Error(ErrorCode::invalid_argument, fmt::format("upload: {} bytes do not fit a view of {} bytes", bytes, dst.size));
-  detail::ContextImpl::SubmissionResources keep;  // the staging buffer, kept past a timeout
-  keep.staging = impl_->create_buffer(bytes, MemoryKind::host_visible);
+  detail::ContextImpl::SubmissionResources keep = staging_for(*impl_, "upload", "dst", dst, bytes, "do not fit");
   const VkBuffer staging = keep.staging->buffer.get();
   std::memcpy(keep.staging->mapped, src, bytes);
   impl_->submit_and_wait(
@@ -557,12 +568,7 @@ void Context::upload(const BufferView& dst, const void* src, size_t bytes) {
 
 void Context::download(const BufferView& src, void* dst, size_t bytes) {
   if (bytes == 0) return;
-  if (src.buffer == VK_NULL_HANDLE) throw Error(ErrorCode::invalid_argument, "download: src: no buffer given");
-  vk::check_inside_buffer(impl_->device, "download: src", src);
-  if (bytes > src.size)
-    throw Error(ErrorCode::invalid_argument, fmt::format("download: {} bytes exceed a view of {} bytes", bytes, src.size));
-  detail::ContextImpl::SubmissionResources keep;  // the staging buffer, kept past a timeout
-  keep.staging = impl_->create_buffer(bytes, MemoryKind::host_visible);
+  detail::ContextImpl::SubmissionResources keep = staging_for(*impl_, "download", "src", src, bytes, "exceed");
   const VkBuffer staging = keep.staging->buffer.get();
   impl_->submit_and_wait(
       [&](VkCommandBuffer cmd) {

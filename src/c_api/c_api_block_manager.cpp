@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 
+#include "c_api/c_api_calls.hpp"
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
@@ -28,6 +29,18 @@ void hand_out_pairs(vkp_block_manager& m, const std::vector<BlockCopy>& pairs, c
   for (const auto& p : pairs) m.pairs.push_back(to_c(p));
   *out = m.pairs.data();
   *count = m.pairs.size();
+}
+
+// swap_out / swap_in: the group's copies kept in the handle and handed out by pointer.
+vkp_status swap_group(const char* function, vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
+                      const vkp_block_copy** pairs, size_t* num_pairs,
+                      std::vector<BlockCopy> (BlockManager::*swap)(Span<const uint64_t>)) {
+  return guarded(function, [&] {
+    auto& h = *require(manager, "manager");
+    require(pairs, "pairs");
+    require(num_pairs, "num_pairs");
+    hand_out_pairs(h, (h.manager.*swap)(ids_of(seq_ids, num_seqs)), pairs, num_pairs);
+  });
 }
 
 void hand_out_table(vkp_block_manager& m, std::vector<int32_t> table, const int32_t** out, size_t* count) {
@@ -63,11 +76,8 @@ VKP_API vkp_status VKP_CALL vkp_block_manager_block_size(const vkp_block_manager
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_can_allocate(const vkp_block_manager* manager, const int32_t* prompt,
                                                   size_t prompt_len, vkp_admission* out) {
-  return guarded("vkp_block_manager_can_allocate", [&] {
-    const auto& m = require(manager, "manager")->manager;
-    auto* result = require(out, "out");
-    *result = to_c(m.can_allocate(prompt_of(prompt, prompt_len)));
-  });
+  return answer("vkp_block_manager_can_allocate", manager, "manager", out,
+                [&](const vkp_block_manager& h) { return to_c(h.manager.can_allocate(prompt_of(prompt, prompt_len))); });
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_add_sequence(vkp_block_manager* manager, uint64_t seq_id, const int32_t* prompt,
@@ -80,11 +90,8 @@ VKP_API vkp_status VKP_CALL vkp_block_manager_add_sequence(vkp_block_manager* ma
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_can_append(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out) {
-  return guarded("vkp_block_manager_can_append", [&] {
-    const auto& m = require(manager, "manager")->manager;
-    auto* result = require(out, "out");
-    *result = to_c_bool(m.can_append(seq_id));
-  });
+  return answer("vkp_block_manager_can_append", manager, "manager", out,
+                [&](const vkp_block_manager& h) { return to_c_bool(h.manager.can_append(seq_id)); });
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_append_token(vkp_block_manager* manager, uint64_t seq_id, int32_t token,
@@ -129,47 +136,28 @@ VKP_API vkp_status VKP_CALL vkp_block_manager_can_swap_out(const vkp_block_manag
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_can_swap_in(const vkp_block_manager* manager, const uint64_t* seq_ids,
                                                  size_t num_seqs, vkp_admission* out) {
-  return guarded("vkp_block_manager_can_swap_in", [&] {
-    const auto& m = require(manager, "manager")->manager;
-    auto* result = require(out, "out");
-    *result = to_c(m.can_swap_in(ids_of(seq_ids, num_seqs)));
-  });
+  return answer("vkp_block_manager_can_swap_in", manager, "manager", out,
+                [&](const vkp_block_manager& h) { return to_c(h.manager.can_swap_in(ids_of(seq_ids, num_seqs))); });
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_swap_out(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
                                               const vkp_block_copy** pairs, size_t* num_pairs) {
-  return guarded("vkp_block_manager_swap_out", [&] {
-    auto& h = *require(manager, "manager");
-    require(pairs, "pairs");
-    require(num_pairs, "num_pairs");
-    hand_out_pairs(h, h.manager.swap_out(ids_of(seq_ids, num_seqs)), pairs, num_pairs);
-  });
+  return swap_group("vkp_block_manager_swap_out", manager, seq_ids, num_seqs, pairs, num_pairs, &BlockManager::swap_out);
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_swap_in(vkp_block_manager* manager, const uint64_t* seq_ids, size_t num_seqs,
                                              const vkp_block_copy** pairs, size_t* num_pairs) {
-  return guarded("vkp_block_manager_swap_in", [&] {
-    auto& h = *require(manager, "manager");
-    require(pairs, "pairs");
-    require(num_pairs, "num_pairs");
-    hand_out_pairs(h, h.manager.swap_in(ids_of(seq_ids, num_seqs)), pairs, num_pairs);
-  });
+  return swap_group("vkp_block_manager_swap_in", manager, seq_ids, num_seqs, pairs, num_pairs, &BlockManager::swap_in);
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_contains(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out) {
-  return guarded("vkp_block_manager_contains", [&] {
-    const auto& m = require(manager, "manager")->manager;
-    auto* result = require(out, "out");
-    *result = to_c_bool(m.contains(seq_id));
-  });
+  return answer("vkp_block_manager_contains", manager, "manager", out,
+                [&](const vkp_block_manager& h) { return to_c_bool(h.manager.contains(seq_id)); });
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_is_swapped(const vkp_block_manager* manager, uint64_t seq_id, vkp_bool32* out) {
-  return guarded("vkp_block_manager_is_swapped", [&] {
-    const auto& m = require(manager, "manager")->manager;
-    auto* result = require(out, "out");
-    *result = to_c_bool(m.is_swapped(seq_id));
-  });
+  return answer("vkp_block_manager_is_swapped", manager, "manager", out,
+                [&](const vkp_block_manager& h) { return to_c_bool(h.manager.is_swapped(seq_id)); });
 }
 
 VKP_API vkp_status VKP_CALL vkp_block_manager_context_len(const vkp_block_manager* manager, uint64_t seq_id, int32_t* out) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "c_api/c_api_calls.hpp"
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
@@ -61,50 +62,40 @@ extern "C" {
 VKP_API vkp_status VKP_CALL vkp_record_reshape_and_cache(vkp_context* context, VkCommandBuffer cmd,
                                                 const vkp_reshape_and_cache_views* views,
                                                 const vkp_cache_scales* scales) {
-  return guarded("vkp_record_reshape_and_cache", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
+  return record_with("vkp_record_reshape_and_cache", context, "context", cmd, [&](vkp_context& c) {
     const ReshapeAndCacheViews d = c_api::to_cpp(views);
-    record_reshape_and_cache(ctx, cmd, d, c_api::to_cpp(scales));
+    record_reshape_and_cache(c.context, cmd, d, c_api::to_cpp(scales));
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_record_copy_blocks(vkp_context* context, VkCommandBuffer cmd,
                                           const vkp_layer_cache_views* layers, size_t num_layers,
                                           const vkp_block_copy* pairs, size_t num_pairs) {
-  return guarded("vkp_record_copy_blocks", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
-    record_copy_blocks(ctx, cmd, to_layers(layers, num_layers, "layers"), to_pairs(pairs, num_pairs));
+  return record_with("vkp_record_copy_blocks", context, "context", cmd, [&](vkp_context& c) {
+    record_copy_blocks(c.context, cmd, to_layers(layers, num_layers, "layers"), to_pairs(pairs, num_pairs));
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_record_swap_blocks(vkp_context* context, VkCommandBuffer cmd, const vkp_layer_cache_views* src,
                                           size_t num_src, const vkp_layer_cache_views* dst, size_t num_dst,
                                           const vkp_block_copy* pairs, size_t num_pairs) {
-  return guarded("vkp_record_swap_blocks", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
-    record_swap_blocks(ctx, cmd, to_layers(src, num_src, "src"), to_layers(dst, num_dst, "dst"),
+  return record_with("vkp_record_swap_blocks", context, "context", cmd, [&](vkp_context& c) {
+    record_swap_blocks(c.context, cmd, to_layers(src, num_src, "src"), to_layers(dst, num_dst, "dst"),
                        to_pairs(pairs, num_pairs));
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_record_gather(vkp_context* context, VkCommandBuffer cmd, const vkp_gather_views* views,
                                      const vkp_cache_scales* scales) {
-  return guarded("vkp_record_gather", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
-    record_gather(ctx, cmd, c_api::to_cpp(views), c_api::to_cpp(scales));
+  return record_with("vkp_record_gather", context, "context", cmd, [&](vkp_context& c) {
+    record_gather(c.context, cmd, c_api::to_cpp(views), c_api::to_cpp(scales));
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_record_absmax(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* x,
                                      const vkp_buffer_view* amax_out) {
-  return guarded("vkp_record_absmax", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
-    record_absmax(ctx, cmd, to_cpp(*require(x, "x"), "x"), to_cpp(*require(amax_out, "amax_out")));
+  return record_with("vkp_record_absmax", context, "context", cmd, [&](vkp_context& c) {
+    record_absmax(c.context, cmd, to_cpp(*require(x, "x"), "x"), to_cpp(*require(amax_out, "amax_out")));
   });
 }
 
@@ -117,10 +108,8 @@ VKP_API vkp_status VKP_CALL vkp_fp8_scale_from_amax(float amax, vkp_dtype fp8_fo
 
 VKP_API vkp_status VKP_CALL vkp_record_fill_random(vkp_context* context, VkCommandBuffer cmd, const vkp_tensor_view* view,
                                           uint32_t seed) {
-  return guarded("vkp_record_fill_random", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
-    record_fill_random(ctx, cmd, to_cpp(*require(view, "view"), "view"), seed);
+  return record_with("vkp_record_fill_random", context, "context", cmd, [&](vkp_context& c) {
+    record_fill_random(c.context, cmd, to_cpp(*require(view, "view"), "view"), seed);
   });
 }
 
@@ -161,10 +150,8 @@ VKP_API vkp_status VKP_CALL vkp_record_streaming_read(vkp_context* context, VkCo
 
 VKP_API vkp_status VKP_CALL vkp_record_streaming_read_of(vkp_context* context, VkCommandBuffer cmd,
                                                          const vkp_buffer_view* data, const vkp_buffer_view* sink) {
-  return guarded("vkp_record_streaming_read_of", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
-    record_streaming_read(ctx, cmd, to_cpp(*require(data, "data")), to_cpp(*require(sink, "sink")));
+  return record_with("vkp_record_streaming_read_of", context, "context", cmd, [&](vkp_context& c) {
+    record_streaming_read(c.context, cmd, to_cpp(*require(data, "data")), to_cpp(*require(sink, "sink")));
   });
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "c_api/c_api_calls.hpp"
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
@@ -55,6 +56,17 @@ vkp_status run_with_callback(const char* function, vkp_context* context, RecordC
   // Keep the message of the call that failed inside the callback, where there is one.
   if (vkp_last_error()[0] == '\0') set_error(from_callback, function, "the record callback returned an error");
   return from_callback;
+}
+
+// The device side of vkp_upload / vkp_download and the caller's host memory, checked in that
+// order; a copy of 0 bytes needs neither memory nor a buffer.
+BufferView transfer_view(const vkp_buffer_view* view, const char* view_name, const void* host, const char* host_name,
+                         size_t bytes) {
+  require(view, view_name);
+  if (bytes > 0) require(host, host_name);
+  if (bytes > 0 && view->buffer == VK_NULL_HANDLE)
+    throw Error(ErrorCode::invalid_argument, std::string(view_name) + ": no buffer");
+  return to_cpp(*view);
 }
 
 }  // namespace
@@ -111,12 +123,7 @@ VKP_API void VKP_CALL vkp_context_destroy(vkp_context* context) {
   destroy_handle("vkp_context_destroy", context, "context");
 }
 
-VKP_API vkp_status VKP_CALL vkp_context_device_info(const vkp_context* context, vkp_device_info* out) {
-  return guarded("vkp_context_device_info", [&] {
-    const auto& ctx = require(context, "context")->context;
-    StructOut(out, "out").set(to_c(ctx.device_info()));
-  });
-}
+VKP_GETTER(vkp_context_device_info, vkp_context, context, vkp_device_info, to_c(h.context.device_info()))
 
 VKP_API vkp_status VKP_CALL vkp_context_cooperative_matrix_shapes(const vkp_context* context, uint32_t* count,
                                                                   vkp_cooperative_matrix_shape* shapes) {
@@ -135,19 +142,9 @@ VKP_API vkp_status VKP_CALL vkp_context_cooperative_matrix_shapes(const vkp_cont
   });
 }
 
-VKP_API vkp_status VKP_CALL vkp_context_vulkan_handles(const vkp_context* context, vkp_vulkan_handles* out) {
-  return guarded("vkp_context_vulkan_handles", [&] {
-    const auto& ctx = require(context, "context")->context;
-    const StructOut result(out, "out");
-    vkp_vulkan_handles h = result.blank();
-    h.instance = ctx.instance();
-    h.physical_device = ctx.physical_device();
-    h.device = ctx.device();
-    h.queue = ctx.queue();
-    h.queue_family = ctx.queue_family();
-    result.set(h);
-  });
-}
+// vkp_vulkan_handles' fields: each the Context getter of its name.
+#define VKP_VULKAN_HANDLES_FIELDS(X) X(instance) X(physical_device) X(device) X(queue) X(queue_family)
+VKP_INFO_GETTER(vkp_context_vulkan_handles, vkp_context, context, vkp_vulkan_handles, context, VKP_VULKAN_HANDLES_FIELDS)
 
 VKP_API vkp_status VKP_CALL vkp_context_validation_message_count(const vkp_context* context, uint32_t* out) {
   return guarded("vkp_context_validation_message_count", [&] {
@@ -171,10 +168,8 @@ VKP_API vkp_status VKP_CALL vkp_run_and_time_after(vkp_context* context, vkp_rec
 }
 
 VKP_API vkp_status VKP_CALL vkp_record_compute_barrier(const vkp_context* context, VkCommandBuffer cmd) {
-  return guarded("vkp_record_compute_barrier", [&] {
-    const auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
-    record_compute_barrier(ctx, cmd);
+  return record_with("vkp_record_compute_barrier", context, "context", cmd, [&](const vkp_context& c) {
+    record_compute_barrier(c.context, cmd);
   });
 }
 
@@ -229,20 +224,14 @@ VKP_API vkp_status VKP_CALL vkp_buffer_tensor(const vkp_buffer* buffer, vkp_dtyp
 VKP_API vkp_status VKP_CALL vkp_upload(vkp_context* context, const vkp_buffer_view* dst, const void* src, size_t bytes) {
   return guarded("vkp_upload", [&] {
     auto& ctx = require(context, "context")->context;
-    require(dst, "dst");
-    if (bytes > 0) require(src, "src");
-    if (bytes > 0 && dst->buffer == VK_NULL_HANDLE) throw Error(ErrorCode::invalid_argument, "dst: no buffer");
-    ctx.upload(to_cpp(*dst), src, bytes);
+    ctx.upload(transfer_view(dst, "dst", src, "src", bytes), src, bytes);
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_download(vkp_context* context, const vkp_buffer_view* src, void* dst, size_t bytes) {
   return guarded("vkp_download", [&] {
     auto& ctx = require(context, "context")->context;
-    require(src, "src");
-    if (bytes > 0) require(dst, "dst");
-    if (bytes > 0 && src->buffer == VK_NULL_HANDLE) throw Error(ErrorCode::invalid_argument, "src: no buffer");
-    ctx.download(to_cpp(*src), dst, bytes);
+    ctx.download(transfer_view(src, "src", dst, "dst", bytes), dst, bytes);
   });
 }
 

@@ -83,76 +83,6 @@ void copy_string(char* dst, size_t capacity, const std::string& src) noexcept {
 
 }  // namespace
 
-
-// ---- defaults of the extensible inputs (vkp_<struct>_init) ----
-
-template <>
-vkp_context_options defaults_of<vkp_context_options>() {
-  const ContextOptions d;
-  vkp_context_options c;
-  std::memset(&c, 0, sizeof(c));
-  c.struct_size = sizeof(c);
-  c.validation = to_c_bool(d.validation);
-  c.disable_subgroup_arithmetic = to_c_bool(d.disable_subgroup_arithmetic);
-  c.fence_timeout_ms = d.fence_timeout_ms;
-  c.read_environment = to_c_bool(d.read_environment);
-  return c;
-}
-
-template <>
-vkp_external_device defaults_of<vkp_external_device>() {
-  const ExternalDevice d;
-  vkp_external_device c;
-  std::memset(&c, 0, sizeof(c));
-  c.struct_size = sizeof(c);
-  c.queue_family = d.queue_family;
-  c.queue_index = d.queue_index;
-  c.fence_timeout_ms = d.fence_timeout_ms;
-  return c;
-}
-
-// The structs whose defaults are their C++ twins'.
-#define VKP_DEFAULTS_FROM_CPP(CType, CppType) \
-  template <>                                 \
-  CType defaults_of<CType>() {                \
-    return to_c(CppType{});                   \
-  }
-VKP_DEFAULTS_FROM_CPP(vkp_decode_shape, DecodeShape)
-VKP_DEFAULTS_FROM_CPP(vkp_decode_options, DecodeOptions)
-VKP_DEFAULTS_FROM_CPP(vkp_decode_params, DecodeParams)
-VKP_DEFAULTS_FROM_CPP(vkp_attention_shape, AttentionShape)
-VKP_DEFAULTS_FROM_CPP(vkp_attention_options, AttentionOptions)
-VKP_DEFAULTS_FROM_CPP(vkp_kv_cache_shape, KvCacheShape)
-VKP_DEFAULTS_FROM_CPP(vkp_block_manager_options, BlockManagerOptions)
-#undef VKP_DEFAULTS_FROM_CPP
-
-template <>
-vkp_attention_inputs defaults_of<vkp_attention_inputs>() {
-  const AttentionInputs d;
-  vkp_attention_inputs in;
-  std::memset(&in, 0, sizeof(in));
-  in.struct_size = sizeof(in);
-  in.cache_dtype = to_c(d.cache_dtype);
-  in.kv_layout = to_c(d.kv_layout);
-  in.sliding_window = d.sliding_window;
-  return in;
-}
-
-template <>
-vkp_decode_inputs defaults_of<vkp_decode_inputs>() {
-  vkp_decode_inputs in;
-  std::memset(&in, 0, sizeof(in));
-  in.struct_size = sizeof(in);
-  in.cache_dtype = to_c(DecodeInputs{}.cache_dtype);
-  return in;
-}
-
-template <>
-vkp_cache_scales defaults_of<vkp_cache_scales>() {
-  const CacheScales d;
-  return {sizeof(vkp_cache_scales), d.k_scale, d.v_scale};
-}
-
 void check_count(size_t count, size_t element_bytes, const char* name) {
   if (count > size_t(PTRDIFF_MAX) / element_bytes)
     refuse(fmt::format("{}: a count of {} is more than any array holds (a negative count?)", name, count));
@@ -299,13 +229,13 @@ void field_to_c(const Cpp& d, C& c) noexcept {
 // Each list of c_api_fields.hpp expanded: `name` prefixes the fields' names in errors.
 #define VKP_FIELD_TO_CPP(f) field_to_cpp(c.f, d.f, name + "." #f);
 #define VKP_FIELD_TO_C(f) field_to_c(d.f, c.f);
-#define VKP_CONVERT_TO_CPP(CType, CppType, LIST)                 \
+#define VKP_CONVERT_to_cpp(CType, CppType, LIST)                 \
   CppType to_cpp(const CType& c, const std::string& name) {      \
     CppType d;                                                   \
     LIST(VKP_FIELD_TO_CPP)                                       \
     return d;                                                    \
   }
-#define VKP_CONVERT_TO_C(CType, CppType, LIST) \
+#define VKP_CONVERT_to_c(CType, CppType, LIST) \
   CType to_c(const CppType& d) noexcept {      \
     CType c{};                                 \
     c.struct_size = sizeof(c);                 \
@@ -313,41 +243,59 @@ void field_to_c(const Cpp& d, C& c) noexcept {
     return c;                                  \
   }
 
-VKP_CONVERT_TO_CPP(vkp_decode_shape, DecodeShape, VKP_DECODE_SHAPE_FIELDS)
-VKP_CONVERT_TO_C(vkp_decode_shape, DecodeShape, VKP_DECODE_SHAPE_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_decode_options, DecodeOptions, VKP_DECODE_OPTIONS_FIELDS)
-VKP_CONVERT_TO_C(vkp_decode_options, DecodeOptions, VKP_DECODE_OPTIONS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_attention_shape, AttentionShape, VKP_ATTENTION_SHAPE_FIELDS)
-VKP_CONVERT_TO_C(vkp_attention_shape, AttentionShape, VKP_ATTENTION_SHAPE_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_attention_options, AttentionOptions, VKP_ATTENTION_OPTIONS_FIELDS)
-VKP_CONVERT_TO_C(vkp_attention_options, AttentionOptions, VKP_ATTENTION_OPTIONS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_decode_views, DecodeViews, VKP_DECODE_VIEWS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_attention_views, AttentionViews, VKP_ATTENTION_VIEWS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_decode_inputs, DecodeInputs, VKP_DECODE_INPUTS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_attention_inputs, AttentionInputs, VKP_ATTENTION_INPUTS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_cache_scales, CacheScales, VKP_CACHE_SCALES_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_reshape_and_cache_views, ReshapeAndCacheViews, VKP_RESHAPE_AND_CACHE_VIEWS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_gather_views, GatherViews, VKP_GATHER_VIEWS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_layer_cache_views, LayerCacheViews, VKP_LAYER_CACHE_VIEWS_FIELDS)
-VKP_CONVERT_TO_C(vkp_layer_cache_views, LayerCacheViews, VKP_LAYER_CACHE_VIEWS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_rotary_views, RotaryViews, VKP_ROTARY_VIEWS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_rotary_inputs, RotaryInputs, VKP_ROTARY_INPUTS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_merge_views, MergeViews, VKP_MERGE_VIEWS_FIELDS)
-VKP_CONVERT_TO_C(vkp_cooperative_matrix_shape, CooperativeMatrixShape, VKP_COOPERATIVE_MATRIX_SHAPE_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_device_info, DeviceInfo, VKP_DEVICE_INFO_FIELDS)
-VKP_CONVERT_TO_C(vkp_device_info, DeviceInfo, VKP_DEVICE_INFO_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_context_options, ContextOptions, VKP_CONTEXT_OPTIONS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_external_device, ExternalDevice, VKP_EXTERNAL_DEVICE_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_kv_cache_shape, KvCacheShape, VKP_KV_CACHE_SHAPE_FIELDS)
-VKP_CONVERT_TO_C(vkp_kv_cache_shape, KvCacheShape, VKP_KV_CACHE_SHAPE_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_kv_cache_options, KvCacheOptions, VKP_KV_CACHE_OPTIONS_FIELDS)
-VKP_CONVERT_TO_C(vkp_kv_cache_sizing, KvCacheSizing, VKP_KV_CACHE_SIZING_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_block_manager_options, BlockManagerOptions, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)
-VKP_CONVERT_TO_CPP(vkp_mla_options, MlaOptions, VKP_MLA_OPTIONS_FIELDS)
-VKP_CONVERT_TO_C(vkp_block_manager_options, BlockManagerOptions, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)
+#define VKP_CONVERT_both(CType, CppType, LIST) \
+  VKP_CONVERT_to_cpp(CType, CppType, LIST)     \
+  VKP_CONVERT_to_c(CType, CppType, LIST)
+// ways (c_api_fields.hpp): to_cpp, to_c or both.
+#define VKP_CONVERT(CType, CppType, LIST, ways) VKP_CONVERT_##ways(CType, CppType, LIST)
+VKP_CONVERTED_STRUCTS(VKP_CONVERT)
+#undef VKP_CONVERT
+#undef VKP_CONVERT_both
 
-#undef VKP_CONVERT_TO_C
-#undef VKP_CONVERT_TO_CPP
+// ---- defaults of the extensible inputs (vkp_<struct>_init) ----
+
+// The structs whose defaults are their C++ twins'.
+#define VKP_DEFAULTS_FROM_CPP(CType, CppType) \
+  template <>                                 \
+  CType defaults_of<CType>() {                \
+    return to_c(CppType{});                   \
+  }
+VKP_DEFAULTS_FROM_CPP(vkp_decode_shape, DecodeShape)
+VKP_DEFAULTS_FROM_CPP(vkp_decode_options, DecodeOptions)
+VKP_DEFAULTS_FROM_CPP(vkp_decode_params, DecodeParams)
+VKP_DEFAULTS_FROM_CPP(vkp_attention_shape, AttentionShape)
+VKP_DEFAULTS_FROM_CPP(vkp_attention_options, AttentionOptions)
+VKP_DEFAULTS_FROM_CPP(vkp_kv_cache_shape, KvCacheShape)
+VKP_DEFAULTS_FROM_CPP(vkp_block_manager_options, BlockManagerOptions)
+#undef VKP_DEFAULTS_FROM_CPP
+
+// The structs whose twins hold what has no C default (a device name, host tensors, handles):
+// the twin's defaults of the fields LIST names, zero for the rest (NULL, absent).
+#define VKP_DEFAULTS_OF_FIELDS(CType, CppType, LIST) \
+  template <>                                        \
+  CType defaults_of<CType>() {                       \
+    const CppType d{};                               \
+    CType c = zeroed<CType>();                       \
+    LIST(VKP_FIELD_TO_C)                             \
+    return c;                                        \
+  }
+#define VKP_CONTEXT_OPTIONS_DEFAULTS(X) X(validation) X(disable_subgroup_arithmetic) X(fence_timeout_ms) X(read_environment)
+#define VKP_EXTERNAL_DEVICE_DEFAULTS(X) X(queue_family) X(queue_index) X(fence_timeout_ms)
+#define VKP_ATTENTION_INPUTS_DEFAULTS(X) X(cache_dtype) X(kv_layout) X(sliding_window)
+#define VKP_DECODE_INPUTS_DEFAULTS(X) X(cache_dtype)
+VKP_DEFAULTS_OF_FIELDS(vkp_context_options, ContextOptions, VKP_CONTEXT_OPTIONS_DEFAULTS)
+VKP_DEFAULTS_OF_FIELDS(vkp_external_device, ExternalDevice, VKP_EXTERNAL_DEVICE_DEFAULTS)
+VKP_DEFAULTS_OF_FIELDS(vkp_attention_inputs, AttentionInputs, VKP_ATTENTION_INPUTS_DEFAULTS)
+VKP_DEFAULTS_OF_FIELDS(vkp_decode_inputs, DecodeInputs, VKP_DECODE_INPUTS_DEFAULTS)
+VKP_DEFAULTS_OF_FIELDS(vkp_cache_scales, CacheScales, VKP_CACHE_SCALES_FIELDS)
+#undef VKP_DEFAULTS_OF_FIELDS
+#undef VKP_DECODE_INPUTS_DEFAULTS
+#undef VKP_ATTENTION_INPUTS_DEFAULTS
+#undef VKP_EXTERNAL_DEVICE_DEFAULTS
+#undef VKP_CONTEXT_OPTIONS_DEFAULTS
+
+#undef VKP_CONVERT_to_c
+#undef VKP_CONVERT_to_cpp
 #undef VKP_FIELD_TO_C
 #undef VKP_FIELD_TO_CPP
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "c_api/c_api_fields.hpp"
 #include "c_api/c_api_structs.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/block_manager.hpp"
@@ -48,10 +49,6 @@ void check_matches(const HostTensor& result, const vkp_host_tensor& tensor, cons
 // Copies a result back into the caller's tensor, after check_matches.
 void copy_back(const HostTensor& result, vkp_host_tensor& tensor, const std::string& name);
 
-DecodeShape to_cpp(const vkp_decode_shape& shape, const std::string& name);
-vkp_decode_shape to_c(const DecodeShape& shape) noexcept;
-DecodeOptions to_cpp(const vkp_decode_options& options, const std::string& name);
-vkp_decode_options to_c(const DecodeOptions& options) noexcept;
 // The per-call values of decode and attention (AttentionParams is DecodeParams); NULL = defaults.
 DecodeParams to_params(const vkp_decode_params* params, const char* name = "params");
 // A vkp_split_mode checked ("<name>.split: 7 is not a vkp_split_mode").
@@ -69,25 +66,18 @@ RotaryViews to_cpp(const vkp_rotary_views* views);
 DecodeViews to_cpp(const vkp_decode_views* views);
 AttentionViews to_cpp(const vkp_attention_views* views);
 MergeViews to_cpp(const vkp_merge_views* views);
-// Structs already read, converted field by field as c_api_fields.hpp lists them; `name`
-// prefixes each field's name in errors.
-DecodeViews to_cpp(const vkp_decode_views& views, const std::string& name);
-AttentionViews to_cpp(const vkp_attention_views& views, const std::string& name);
-CacheScales to_cpp(const vkp_cache_scales& scales, const std::string& name);
-DecodeInputs to_cpp(const vkp_decode_inputs& inputs, const std::string& name);
-AttentionInputs to_cpp(const vkp_attention_inputs& inputs, const std::string& name);
-ReshapeAndCacheViews to_cpp(const vkp_reshape_and_cache_views& views, const std::string& name);
-GatherViews to_cpp(const vkp_gather_views& views, const std::string& name);
-RotaryInputs to_cpp(const vkp_rotary_inputs& rotary, const std::string& name);
-RotaryViews to_cpp(const vkp_rotary_views& views, const std::string& name);
-MergeViews to_cpp(const vkp_merge_views& views, const std::string& name);
-LayerCacheViews to_cpp(const vkp_layer_cache_views& views, const std::string& name);
-vkp_layer_cache_views to_c(const LayerCacheViews& views) noexcept;
+// Structs already read, converted field by field as c_api_fields.hpp lists them (its table
+// VKP_CONVERTED_STRUCTS); `name` prefixes each field's name in errors.
+#define VKP_DECLARE_to_cpp(CType, CppType) CppType to_cpp(const CType& value, const std::string& name);
+#define VKP_DECLARE_to_c(CType, CppType) CType to_c(const CppType& value) noexcept;
+#define VKP_DECLARE_both(CType, CppType) VKP_DECLARE_to_cpp(CType, CppType) VKP_DECLARE_to_c(CType, CppType)
+#define VKP_DECLARE_CONVERSIONS(CType, CppType, LIST, ways) VKP_DECLARE_##ways(CType, CppType)
+VKP_CONVERTED_STRUCTS(VKP_DECLARE_CONVERSIONS)
+#undef VKP_DECLARE_CONVERSIONS
+#undef VKP_DECLARE_both
+#undef VKP_DECLARE_to_c
+#undef VKP_DECLARE_to_cpp
 
-AttentionShape to_cpp(const vkp_attention_shape& shape, const std::string& name);
-vkp_attention_shape to_c(const AttentionShape& shape) noexcept;
-AttentionOptions to_cpp(const vkp_attention_options& options, const std::string& name);
-vkp_attention_options to_c(const AttentionOptions& options) noexcept;
 vkp_attention_kernel to_c(AttentionKernel kernel) noexcept;
 
 // A nullable host tensor argument the call reads and may write: NULL and absent give an empty one.
@@ -96,19 +86,6 @@ HostTensor to_host_or_empty(const vkp_host_tensor* tensor, const std::string& na
 std::vector<BlockCopy> to_pairs(const vkp_block_copy* pairs, size_t count);
 vkp_block_copy to_c(const BlockCopy& pair) noexcept;
 vkp_admission to_c(AdmissionStatus status) noexcept;
-
-vkp_device_info to_c(const DeviceInfo& info) noexcept;
-ContextOptions to_cpp(const vkp_context_options& options, const std::string& name);
-ExternalDevice to_cpp(const vkp_external_device& external, const std::string& name);
-KvCacheShape to_cpp(const vkp_kv_cache_shape& shape, const std::string& name);
-vkp_kv_cache_shape to_c(const KvCacheShape& shape) noexcept;
-KvCacheOptions to_cpp(const vkp_kv_cache_options& options, const std::string& name);
-vkp_kv_cache_sizing to_c(const KvCacheSizing& sizing) noexcept;
-BlockManagerOptions to_cpp(const vkp_block_manager_options& options, const std::string& name);
-MlaOptions to_cpp(const vkp_mla_options& options, const std::string& name);
-vkp_block_manager_options to_c(const BlockManagerOptions& options) noexcept;
-DeviceInfo to_cpp(const vkp_device_info& info, const std::string& name);
-vkp_cooperative_matrix_shape to_c(const CooperativeMatrixShape& shape) noexcept;
 
 // A caller's count of T: refused when no array of T could be that long (a negative number
 // passed as size_t lands here).

@@ -5,8 +5,8 @@
 // conversions both ways (c_api_convert.cpp) expand these lists, and test_c_api_abi.cpp holds each
 // list against the struct's rows of the ABI table, so a new field is one line here, its row in
 // tests/c_api/abi_table.inc and, for a C type no field had before, a field converter
-// (c_api_convert.cpp, "One field"). DecodeParams, whose optional scale is two C fields, is
-// converted by hand.
+// (c_api_convert.cpp, "One field"); a new struct is a list and a row of the tables at the end.
+// DecodeParams, whose optional scale is two C fields, is converted by hand.
 
 #define VKP_DECODE_SHAPE_FIELDS(X)                                                                               \
   X(num_seqs) X(num_heads) X(num_kv_heads) X(head_size) X(block_size) X(num_blocks) X(max_blocks_per_seq)        \
@@ -112,3 +112,31 @@
   X(vkp_kv_cache_sizing, VKP_KV_CACHE_SIZING_FIELDS)                                                           \
   X(vkp_block_manager_options, VKP_BLOCK_MANAGER_OPTIONS_FIELDS)                                               \
   X(vkp_mla_options, VKP_MLA_OPTIONS_FIELDS)
+
+// Their conversions, X(C struct, C++ type, LIST, ways): ways is to_cpp (an input), to_c (an
+// output) or both. c_api_convert.hpp declares them from this table, c_api_convert.cpp defines them.
+#define VKP_CONVERTED_STRUCTS(X)                                                                      \
+  X(vkp_decode_shape, DecodeShape, VKP_DECODE_SHAPE_FIELDS, both)                                     \
+  X(vkp_decode_options, DecodeOptions, VKP_DECODE_OPTIONS_FIELDS, both)                               \
+  X(vkp_attention_shape, AttentionShape, VKP_ATTENTION_SHAPE_FIELDS, both)                            \
+  X(vkp_attention_options, AttentionOptions, VKP_ATTENTION_OPTIONS_FIELDS, both)                      \
+  X(vkp_decode_views, DecodeViews, VKP_DECODE_VIEWS_FIELDS, to_cpp)                                   \
+  X(vkp_attention_views, AttentionViews, VKP_ATTENTION_VIEWS_FIELDS, to_cpp)                          \
+  X(vkp_decode_inputs, DecodeInputs, VKP_DECODE_INPUTS_FIELDS, to_cpp)                                \
+  X(vkp_attention_inputs, AttentionInputs, VKP_ATTENTION_INPUTS_FIELDS, to_cpp)                       \
+  X(vkp_cache_scales, CacheScales, VKP_CACHE_SCALES_FIELDS, to_cpp)                                   \
+  X(vkp_reshape_and_cache_views, ReshapeAndCacheViews, VKP_RESHAPE_AND_CACHE_VIEWS_FIELDS, to_cpp)    \
+  X(vkp_gather_views, GatherViews, VKP_GATHER_VIEWS_FIELDS, to_cpp)                                   \
+  X(vkp_layer_cache_views, LayerCacheViews, VKP_LAYER_CACHE_VIEWS_FIELDS, both)                       \
+  X(vkp_rotary_views, RotaryViews, VKP_ROTARY_VIEWS_FIELDS, to_cpp)                                   \
+  X(vkp_rotary_inputs, RotaryInputs, VKP_ROTARY_INPUTS_FIELDS, to_cpp)                                \
+  X(vkp_merge_views, MergeViews, VKP_MERGE_VIEWS_FIELDS, to_cpp)                                      \
+  X(vkp_cooperative_matrix_shape, CooperativeMatrixShape, VKP_COOPERATIVE_MATRIX_SHAPE_FIELDS, to_c)  \
+  X(vkp_device_info, DeviceInfo, VKP_DEVICE_INFO_FIELDS, both)                                        \
+  X(vkp_context_options, ContextOptions, VKP_CONTEXT_OPTIONS_FIELDS, to_cpp)                          \
+  X(vkp_external_device, ExternalDevice, VKP_EXTERNAL_DEVICE_FIELDS, to_cpp)                          \
+  X(vkp_kv_cache_shape, KvCacheShape, VKP_KV_CACHE_SHAPE_FIELDS, both)                                \
+  X(vkp_kv_cache_options, KvCacheOptions, VKP_KV_CACHE_OPTIONS_FIELDS, to_cpp)                        \
+  X(vkp_kv_cache_sizing, KvCacheSizing, VKP_KV_CACHE_SIZING_FIELDS, to_c)                             \
+  X(vkp_block_manager_options, BlockManagerOptions, VKP_BLOCK_MANAGER_OPTIONS_FIELDS, both)           \
+  X(vkp_mla_options, MlaOptions, VKP_MLA_OPTIONS_FIELDS, to_cpp)

@@ -13,6 +13,7 @@
 #include "vkpaged/mla_attention.hpp"
 #include "vkpaged/prepare.hpp"
 #include "vkpaged/utilities.hpp"
+#include "c_api/c_api_guard.hpp"
 #include "vkpaged/vkpaged.h"
 
 struct vkp_context {
@@ -61,3 +62,15 @@ struct vkp_pipeline_set {
 struct vkp_streaming_read {
   vkpaged::StreamingRead read;  // knows its Context: recording with another one is refused
 };
+
+namespace vkpaged::c_api {
+
+// The plan behind a decode, attention or MLA plan handle, which must have been made on `context`.
+template <typename PlanHandle>
+const auto& plan_on(const vkp_context* context, const PlanHandle* plan) {
+  const auto& p = require(plan, "plan")->plan;
+  if (plan->context != context) throw Error(ErrorCode::invalid_argument, "plan: created on another context");
+  return p;
+}
+
+}  // namespace vkpaged::c_api

@@ -4,6 +4,7 @@
 // attention over a layer).
 #include <memory>
 
+#include "c_api/c_api_calls.hpp"
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
@@ -23,9 +24,19 @@ KvCacheOptions to_cpp(const vkp_kv_cache_options* options) { return c_api::to_cp
 vkp_status record_block_pairs(const char* function, const vkp_kv_cache* cache, VkCommandBuffer cmd,
                               const vkp_block_copy* pairs, size_t num_pairs,
                               void (KvCache::*record)(VkCommandBuffer, Span<const BlockCopy>) const) {
+  return record_with(function, cache, "cache", cmd,
+                     [&](const vkp_kv_cache& h) { (h.cache.*record)(cmd, to_pairs(pairs, num_pairs)); });
+}
+
+// The batch's shape completed with the cache's geometry: `complete` is KvCache::decode_shape or
+// KvCache::attention_shape.
+template <typename CShape, typename Shape>
+vkp_status complete_shape(const char* function, const vkp_kv_cache* cache, const CShape* batch, CShape* out,
+                          Shape (KvCache::*complete)(const Shape&) const noexcept) {
   return guarded(function, [&] {
     const KvCache& c = require(cache, "cache")->cache;
-    (c.*record)(require(cmd, "cmd"), to_pairs(pairs, num_pairs));
+    const Shape b = c_api::to_cpp(read_struct(batch, "batch"), "batch");
+    StructOut(out, "out").set(c_api::to_c((c.*complete)(b)));
   });
 }
 
@@ -37,6 +48,20 @@ const auto& plan_for(const vkp_kv_cache* cache, const Plan* plan) {
   if (plan->context != cache->context)
     throw Error(ErrorCode::invalid_argument, "plan: created on another context than the cache's");
   return p;
+}
+
+// Decode, attention or MLA attention over one layer: the plan (made on the cache's context), the
+// views and the params, checked in the order of the arguments, then `record` (a KvCache::record_*).
+template <typename PlanHandle, typename CViews, typename Plan, typename Views>
+vkp_status record_layer(const char* function, const vkp_kv_cache* cache, VkCommandBuffer cmd, uint32_t layer,
+                        const PlanHandle* plan, const CViews* views, const vkp_decode_params* params,
+                        void (KvCache::*record)(VkCommandBuffer, uint32_t, const Plan&, const Views&, const DecodeParams&)
+                            const) {
+  return record_with(function, cache, "cache", cmd, [&](const vkp_kv_cache& h) {
+    const Plan& p = plan_for(cache, plan);
+    const Views v = c_api::to_cpp(views);
+    (h.cache.*record)(cmd, layer, p, v, to_params(params));
+  });
 }
 
 }  // namespace
@@ -93,32 +118,13 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_create(vkp_context* context, const vkp_
 
 VKP_API void VKP_CALL vkp_kv_cache_destroy(vkp_kv_cache* cache) { destroy_handle("vkp_kv_cache_destroy", cache, "cache"); }
 
-VKP_API vkp_status VKP_CALL vkp_kv_cache_info_get(const vkp_kv_cache* cache, vkp_kv_cache_info* out) {
-  return guarded("vkp_kv_cache_info_get", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    const StructOut result(out, "out");
-    vkp_kv_cache_info info = result.blank();
-    info.num_blocks = c.num_blocks();
-    info.num_host_blocks = c.num_host_blocks();
-    info.num_tokens = c.num_tokens();
-    info.host_bytes = c.host_bytes();
-    result.set(info);
-  });
-}
+// vkp_kv_cache_info's fields: each the KvCache getter of its name.
+#define VKP_KV_CACHE_INFO_FIELDS(X) X(num_blocks) X(num_host_blocks) X(num_tokens) X(host_bytes)
+VKP_INFO_GETTER(vkp_kv_cache_info_get, vkp_kv_cache, cache, vkp_kv_cache_info, cache, VKP_KV_CACHE_INFO_FIELDS)
 
-VKP_API vkp_status VKP_CALL vkp_kv_cache_shape_get(const vkp_kv_cache* cache, vkp_kv_cache_shape* out) {
-  return guarded("vkp_kv_cache_shape_get", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    StructOut(out, "out").set(to_c(c.shape()));
-  });
-}
+VKP_GETTER(vkp_kv_cache_shape_get, vkp_kv_cache, cache, vkp_kv_cache_shape, to_c(h.cache.shape()))
 
-VKP_API vkp_status VKP_CALL vkp_kv_cache_sizing_get(const vkp_kv_cache* cache, vkp_kv_cache_sizing* out) {
-  return guarded("vkp_kv_cache_sizing_get", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    StructOut(out, "out").set(to_c(c.sizing()));
-  });
-}
+VKP_GETTER(vkp_kv_cache_sizing_get, vkp_kv_cache, cache, vkp_kv_cache_sizing, to_c(h.cache.sizing()))
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_layer(const vkp_kv_cache* cache, uint32_t layer, vkp_bool32 host,
                                       vkp_layer_cache_views* out) {
@@ -150,20 +156,13 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_record_reshape_and_cache(const vkp_kv_c
                                                                   uint32_t layer, const vkp_new_tokens* tokens,
                                                                   const vkp_rotary_inputs* rotary,
                                                                   const vkp_cache_scales* scales) {
-  return guarded("vkp_kv_cache_record_reshape_and_cache", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    require(cmd, "cmd");
-    const vkp_new_tokens t = read_struct(tokens, "tokens");
-    NewTokens d;
-    d.key = c_api::to_cpp(t.key, "key");
-    d.value = c_api::to_cpp(t.value, "value");
-    d.slot_mapping = c_api::to_cpp(t.slot_mapping, "slot_mapping");
-    d.status = c_api::to_cpp(t.status);
+  return record_with("vkp_kv_cache_record_reshape_and_cache", cache, "cache", cmd, [&](const vkp_kv_cache& h) {
+    const NewTokens d = c_api::to_cpp(tokens);
     const CacheScales s = c_api::to_cpp(scales);
     if (rotary != nullptr)
-      c.record_reshape_and_cache(cmd, layer, d, c_api::to_cpp(rotary), s);
+      h.cache.record_reshape_and_cache(cmd, layer, d, c_api::to_cpp(rotary), s);
     else
-      c.record_reshape_and_cache(cmd, layer, d, s);
+      h.cache.record_reshape_and_cache(cmd, layer, d, s);
   });
 }
 
@@ -180,65 +179,38 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_mla_layer(const vkp_kv_cache* cache, ui
 VKP_API vkp_status VKP_CALL vkp_kv_cache_record_mla_reshape_and_cache(const vkp_kv_cache* cache, VkCommandBuffer cmd,
                                                                       uint32_t layer, const vkp_mla_new_tokens* tokens,
                                                                       float scale, const vkp_mla_rope_views* rope) {
-  return guarded("vkp_kv_cache_record_mla_reshape_and_cache", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    require(cmd, "cmd");
-    const vkp_mla_new_tokens t = read_struct(tokens, "tokens");
-    MlaNewTokens d;
-    d.kv_c = c_api::to_cpp(t.kv_c, "kv_c");
-    d.k_pe = c_api::to_cpp(t.k_pe, "k_pe");
-    d.slot_mapping = c_api::to_cpp(t.slot_mapping, "slot_mapping");
-    d.status = c_api::to_cpp(t.status);
+  return record_with("vkp_kv_cache_record_mla_reshape_and_cache", cache, "cache", cmd, [&](const vkp_kv_cache& h) {
+    const MlaNewTokens d = c_api::to_cpp(tokens);
     if (!rope) {
-      c.record_mla_reshape_and_cache(cmd, layer, d, scale);
+      h.cache.record_mla_reshape_and_cache(cmd, layer, d, scale);
       return;
     }
     const MlaRopeViews r = c_api::to_cpp(rope);
-    c.record_mla_reshape_and_cache(cmd, layer, d, scale, &r);
+    h.cache.record_mla_reshape_and_cache(cmd, layer, d, scale, &r);
   });
 }
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_decode_shape(const vkp_kv_cache* cache, const vkp_decode_shape* batch,
                                                       vkp_decode_shape* out) {
-  return guarded("vkp_kv_cache_decode_shape", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    const DecodeShape b = c_api::to_cpp(read_struct(batch, "batch"), "batch");
-    StructOut(out, "out").set(c_api::to_c(c.decode_shape(b)));
-  });
+  return complete_shape("vkp_kv_cache_decode_shape", cache, batch, out, &KvCache::decode_shape);
 }
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_attention_shape(const vkp_kv_cache* cache, const vkp_attention_shape* batch,
                                                          vkp_attention_shape* out) {
-  return guarded("vkp_kv_cache_attention_shape", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    const AttentionShape b = c_api::to_cpp(read_struct(batch, "batch"), "batch");
-    StructOut(out, "out").set(c_api::to_c(c.attention_shape(b)));
-  });
+  return complete_shape("vkp_kv_cache_attention_shape", cache, batch, out, &KvCache::attention_shape);
 }
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_record_decode(const vkp_kv_cache* cache, VkCommandBuffer cmd, uint32_t layer,
                                                        const vkp_decode_plan* plan, const vkp_decode_views* views,
                                                        const vkp_decode_params* params) {
-  return guarded("vkp_kv_cache_record_decode", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    require(cmd, "cmd");
-    const DecodePlan& p = plan_for(cache, plan);  // checked in the order of the arguments
-    const DecodeViews v = c_api::to_cpp(views);
-    c.record_decode(cmd, layer, p, v, to_params(params));
-  });
+  return record_layer("vkp_kv_cache_record_decode", cache, cmd, layer, plan, views, params, &KvCache::record_decode);
 }
 
-VKP_API vkp_status VKP_CALL vkp_kv_cache_record_attention(const vkp_kv_cache* cache, VkCommandBuffer cmd,
-                                                          uint32_t layer, const vkp_attention_plan* plan,
-                                                          const vkp_attention_views* views,
+VKP_API vkp_status VKP_CALL vkp_kv_cache_record_attention(const vkp_kv_cache* cache, VkCommandBuffer cmd, uint32_t layer,
+                                                          const vkp_attention_plan* plan, const vkp_attention_views* views,
                                                           const vkp_decode_params* params) {
-  return guarded("vkp_kv_cache_record_attention", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    require(cmd, "cmd");
-    const AttentionPlan& p = plan_for(cache, plan);  // checked in the order of the arguments
-    const AttentionViews v = c_api::to_cpp(views);
-    c.record_attention(cmd, layer, p, v, to_params(params));
-  });
+  return record_layer("vkp_kv_cache_record_attention", cache, cmd, layer, plan, views, params,
+                      &KvCache::record_attention);
 }
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_mla_shape(const vkp_kv_cache* cache, const vkp_attention_shape* batch,
@@ -259,15 +231,9 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_mla_shape(const vkp_kv_cache* cache, co
 
 VKP_API vkp_status VKP_CALL vkp_kv_cache_record_mla_attention(const vkp_kv_cache* cache, VkCommandBuffer cmd,
                                                               uint32_t layer, const vkp_mla_plan* plan,
-                                                              const vkp_mla_views* views,
-                                                              const vkp_decode_params* params) {
-  return guarded("vkp_kv_cache_record_mla_attention", [&] {
-    const KvCache& c = require(cache, "cache")->cache;
-    require(cmd, "cmd");
-    const MlaPlan& p = plan_for(cache, plan);  // checked in the order of the arguments
-    const MlaViews v = c_api::to_cpp(read_struct(views, "views"));
-    c.record_mla_attention(cmd, layer, p, v, to_params(params));
-  });
+                                                              const vkp_mla_views* views, const vkp_decode_params* params) {
+  return record_layer("vkp_kv_cache_record_mla_attention", cache, cmd, layer, plan, views, params,
+                      &KvCache::record_mla_attention);
 }
 
 }  // extern "C"

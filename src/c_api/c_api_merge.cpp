@@ -3,6 +3,7 @@
 // reference.
 #include <string>
 
+#include "c_api/c_api_calls.hpp"
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
@@ -34,10 +35,8 @@ void hand_back(const DecodeResult& merged, vkp_host_tensor* output, vkp_host_ten
 extern "C" {
 
 VKP_API vkp_status VKP_CALL vkp_record_merge_attention(vkp_context* context, VkCommandBuffer cmd, const vkp_merge_views* views) {
-  return guarded("vkp_record_merge_attention", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
-    record_merge_attention(ctx, cmd, to_cpp(views));
+  return record_with("vkp_record_merge_attention", context, "context", cmd, [&](vkp_context& c) {
+    record_merge_attention(c.context, cmd, to_cpp(views));
   });
 }
 

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// C API: reshape_and_cache for MLA (mla_cache_ops.hpp), its structs' init functions and the
-// conversions the KvCache and MLA attention calls share (c_api_mla.hpp).
+// C API: reshape_and_cache for MLA (mla_cache_ops.hpp) and the conversions the KvCache and MLA
+// attention calls share (c_api_mla.hpp).
 #include "c_api/c_api_mla.hpp"
 
 #include <fmt/format.h>
 
+#include "c_api/c_api_calls.hpp"
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
@@ -43,28 +44,42 @@ vkp_mla_cache_views to_c(const MlaCacheViews& views, vkp_mla_cache_views blank) 
   return blank;
 }
 
+// The tensor views of these structs, in declaration order, each named bare after its field in
+// errors ("kv_c", not "tokens.kv_c"): what these calls have always said. Buffer views (scratch,
+// status) cannot be refused and are converted by hand.
+#define VKP_NEW_TOKENS_TENSORS(X) X(key) X(value) X(slot_mapping)
+#define VKP_MLA_NEW_TOKENS_TENSORS(X) X(kv_c) X(k_pe) X(slot_mapping)
+#define VKP_MLA_VIEWS_TENSORS(X)                                                                                  \
+  X(query) X(mla_cache) X(ckv_cache) X(kpe_cache) X(block_tables) X(context_lens) X(query_starts) X(output) X(lse) \
+  X(tree_mask) X(alibi_slopes) X(sinks) X(kv_indptr) X(kv_indices) X(kv_last_page_len)
+#define VKP_TENSOR_NAMED_BARE(f) d.f = to_cpp(c.f, #f);
 
-MlaViews to_cpp(const vkp_mla_views& v) {
-  MlaViews m;
-  m.query = to_cpp(v.query, "query");
-  m.mla_cache = to_cpp(v.mla_cache, "mla_cache");
-  m.ckv_cache = to_cpp(v.ckv_cache, "ckv_cache");
-  m.kpe_cache = to_cpp(v.kpe_cache, "kpe_cache");
-  m.block_tables = to_cpp(v.block_tables, "block_tables");
-  m.context_lens = to_cpp(v.context_lens, "context_lens");
-  m.query_starts = to_cpp(v.query_starts, "query_starts");
-  m.output = to_cpp(v.output, "output");
-  m.lse = to_cpp(v.lse, "lse");
-  m.tree_mask = to_cpp(v.tree_mask, "tree_mask");
-  m.alibi_slopes = to_cpp(v.alibi_slopes, "alibi_slopes");
-  m.sinks = to_cpp(v.sinks, "sinks");
-  m.scratch = to_cpp(v.scratch);
-  m.status = to_cpp(v.status);
-  m.kv_indptr = to_cpp(v.kv_indptr, "kv_indptr");
-  m.kv_indices = to_cpp(v.kv_indices, "kv_indices");
-  m.kv_last_page_len = to_cpp(v.kv_last_page_len, "kv_last_page_len");
-  return m;
+#define VKP_TOKENS_TO_CPP(CType, CppType, TENSORS) \
+  CppType to_cpp(const CType* tokens) {            \
+    const CType c = read_struct(tokens, "tokens"); \
+    CppType d;                                     \
+    TENSORS(VKP_TENSOR_NAMED_BARE)                 \
+    d.status = to_cpp(c.status);                   \
+    return d;                                      \
+  }
+VKP_TOKENS_TO_CPP(vkp_new_tokens, NewTokens, VKP_NEW_TOKENS_TENSORS)
+VKP_TOKENS_TO_CPP(vkp_mla_new_tokens, MlaNewTokens, VKP_MLA_NEW_TOKENS_TENSORS)
+
+MlaViews to_cpp(const vkp_mla_views& c) {
+  MlaViews d;
+  VKP_MLA_VIEWS_TENSORS(VKP_TENSOR_NAMED_BARE)
+  d.scratch = to_cpp(c.scratch);
+  d.status = to_cpp(c.status);
+  return d;
 }
+
+MlaViews to_cpp(const vkp_mla_views* views) { return to_cpp(read_struct(views, "views")); }
+
+#undef VKP_TOKENS_TO_CPP
+#undef VKP_TENSOR_NAMED_BARE
+#undef VKP_MLA_VIEWS_TENSORS
+#undef VKP_MLA_NEW_TOKENS_TENSORS
+#undef VKP_NEW_TOKENS_TENSORS
 
 }  // namespace vkpaged::c_api
 
@@ -73,9 +88,7 @@ extern "C" {
 VKP_API vkp_status VKP_CALL vkp_record_mla_reshape_and_cache(vkp_context* context, VkCommandBuffer cmd,
                                                              const vkp_mla_reshape_and_cache_views* views,
                                                              float scale, const vkp_mla_rope_views* rope) {
-  return guarded("vkp_record_mla_reshape_and_cache", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
+  return record_with("vkp_record_mla_reshape_and_cache", context, "context", cmd, [&](vkp_context& c) {
     const vkp_mla_reshape_and_cache_views v = read_struct(views, "views");
     MlaReshapeAndCacheViews d;
     d.kv_c = to_cpp(v.kv_c, "kv_c");
@@ -84,11 +97,11 @@ VKP_API vkp_status VKP_CALL vkp_record_mla_reshape_and_cache(vkp_context* contex
     d.cache = {to_cpp(v.mla_cache, "mla_cache"), to_cpp(v.ckv_cache, "ckv_cache"), to_cpp(v.kpe_cache, "kpe_cache")};
     d.status = to_cpp(v.status);
     if (!rope) {
-      record_mla_reshape_and_cache(ctx, cmd, d, scale);
+      record_mla_reshape_and_cache(c.context, cmd, d, scale);
       return;
     }
     const MlaRopeViews r = to_cpp(rope);
-    record_mla_reshape_and_cache(ctx, cmd, d, scale, &r);
+    record_mla_reshape_and_cache(c.context, cmd, d, scale, &r);
   });
 }
 

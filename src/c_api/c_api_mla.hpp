@@ -19,5 +19,9 @@ MlaRopeViews to_cpp(const vkp_mla_rope_views* rope);
 vkp_mla_cache_views to_c(const MlaCacheViews& views, vkp_mla_cache_views blank) noexcept;
 // The views of one MLA call, each named after its field.
 MlaViews to_cpp(const vkp_mla_views& views);
+MlaViews to_cpp(const vkp_mla_views* views);  // read (struct_size), then as above
+// A KvCache write's new tokens, read (struct_size) and converted, each view named after its field.
+NewTokens to_cpp(const vkp_new_tokens* tokens);
+MlaNewTokens to_cpp(const vkp_mla_new_tokens* tokens);
 
 }  // namespace vkpaged::c_api

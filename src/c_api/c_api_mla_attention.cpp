@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "c_api/c_api_calls.hpp"
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
@@ -53,19 +54,9 @@ VKP_API vkp_status VKP_CALL vkp_mla_plan_create(vkp_context* context, const vkp_
 
 VKP_API void VKP_CALL vkp_mla_plan_destroy(vkp_mla_plan* plan) { destroy_handle("vkp_mla_plan_destroy", plan, "plan"); }
 
-VKP_API vkp_status VKP_CALL vkp_mla_plan_info_get(const vkp_mla_plan* plan, vkp_mla_plan_info* out) {
-  return guarded("vkp_mla_plan_info_get", [&] {
-    const auto& p = require(plan, "plan")->plan;
-    const StructOut result(out, "out");
-    vkp_mla_plan_info info = result.blank();
-    info.split = to_c_bool(p.split());
-    info.num_partitions = p.num_partitions();
-    info.tree_mask_bytes = p.tree_mask_bytes();
-    info.scratch_bytes = p.scratch_bytes();
-    info.kernel = to_c(p.kernel());
-    result.set(info);
-  });
-}
+// vkp_mla_plan_info's fields: each the MlaPlan getter of its name.
+#define VKP_MLA_PLAN_INFO_FIELDS(X) X(split) X(num_partitions) X(tree_mask_bytes) X(scratch_bytes) X(kernel)
+VKP_INFO_GETTER(vkp_mla_plan_info_get, vkp_mla_plan, plan, vkp_mla_plan_info, plan, VKP_MLA_PLAN_INFO_FIELDS)
 
 VKP_API const char* VKP_CALL vkp_mla_plan_describe(const vkp_mla_plan* plan) {
   return guarded_value("vkp_mla_plan_describe", "", [&] { return require(plan, "plan")->description.c_str(); });
@@ -73,14 +64,11 @@ VKP_API const char* VKP_CALL vkp_mla_plan_describe(const vkp_mla_plan* plan) {
 
 VKP_API vkp_status VKP_CALL vkp_record_mla_attention(vkp_context* context, VkCommandBuffer cmd, const vkp_mla_plan* plan,
                                                      const vkp_mla_views* views, const vkp_decode_params* params) {
-  return guarded("vkp_record_mla_attention", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
-    const MlaPlan& p = require(plan, "plan")->plan;
-    if (plan->context != context) throw Error(ErrorCode::invalid_argument, "plan: created on another context");
+  return record_with("vkp_record_mla_attention", context, "context", cmd, [&](vkp_context& c) {
+    const MlaPlan& p = plan_on(context, plan);
     const vkp_mla_views v = read_struct(views, "views");
     const AttentionParams cpp_params = to_params(params);
-    record_mla_attention(ctx, cmd, p, to_cpp(v), cpp_params);
+    record_mla_attention(c.context, cmd, p, to_cpp(v), cpp_params);
   });
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // C API: rotary embedding recorded into a caller's command buffer (alone, or fused into
 // reshape_and_cache), the cos/sin cache, the host convenience and the CPU references.
+#include "c_api/c_api_calls.hpp"
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
@@ -28,10 +29,8 @@ extern "C" {
 
 VKP_API vkp_status VKP_CALL vkp_record_rotary_embedding(vkp_context* context, VkCommandBuffer cmd,
                                                         const vkp_rotary_views* views) {
-  return guarded("vkp_record_rotary_embedding", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
-    record_rotary_embedding(ctx, cmd, to_cpp(views));
+  return record_with("vkp_record_rotary_embedding", context, "context", cmd, [&](vkp_context& c) {
+    record_rotary_embedding(c.context, cmd, to_cpp(views));
   });
 }
 
@@ -39,12 +38,10 @@ VKP_API vkp_status VKP_CALL vkp_record_reshape_and_cache_rotary(vkp_context* con
                                                                 const vkp_reshape_and_cache_views* views,
                                                                 const vkp_rotary_inputs* rotary,
                                                                 const vkp_cache_scales* scales) {
-  return guarded("vkp_record_reshape_and_cache_rotary", [&] {
-    auto& ctx = require(context, "context")->context;
-    require(cmd, "cmd");
+  return record_with("vkp_record_reshape_and_cache_rotary", context, "context", cmd, [&](vkp_context& c) {
     const ReshapeAndCacheViews v = c_api::to_cpp(views);
     const RotaryInputs r = c_api::to_cpp(rotary);
-    record_reshape_and_cache_rotary(ctx, cmd, v, r, c_api::to_cpp(scales));
+    record_reshape_and_cache_rotary(c.context, cmd, v, r, c_api::to_cpp(scales));
   });
 }
 

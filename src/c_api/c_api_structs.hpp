@@ -102,29 +102,32 @@ constexpr bool sizes_well_formed() {
 bool to_bool(vkp_bool32 value, const std::string& name);
 inline vkp_bool32 to_c_bool(bool value) noexcept { return value ? VKP_TRUE : VKP_FALSE; }
 
-// The defaults of an input (what vkp_<struct>_init fills in), with struct_size = sizeof(T).
-// Zero for structs without a specialization (views: absent; outputs: nothing yet).
+// All bytes zero (reserved fields, absent views, padding) but struct_size = sizeof(T).
 template <typename T>
-T defaults_of() {
-  static_assert(sizes_well_formed<T>());
+T zeroed() {
   T value;
   std::memset(&value, 0, sizeof(T));
   value.struct_size = uint32_t(sizeof(T));
   return value;
 }
-template <> vkp_context_options defaults_of<vkp_context_options>();
-template <> vkp_external_device defaults_of<vkp_external_device>();
-template <> vkp_decode_shape defaults_of<vkp_decode_shape>();
-template <> vkp_decode_options defaults_of<vkp_decode_options>();
-template <> vkp_decode_params defaults_of<vkp_decode_params>();
-template <> vkp_decode_inputs defaults_of<vkp_decode_inputs>();
-template <> vkp_attention_shape defaults_of<vkp_attention_shape>();
-template <> vkp_attention_options defaults_of<vkp_attention_options>();
-template <> vkp_attention_inputs defaults_of<vkp_attention_inputs>();
-template <> vkp_cache_scales defaults_of<vkp_cache_scales>();
-template <> vkp_kv_cache_shape defaults_of<vkp_kv_cache_shape>();
-template <> vkp_block_manager_options defaults_of<vkp_block_manager_options>();
-template <> vkp_cache_write_kind defaults_of<vkp_cache_write_kind>();
+
+// The defaults of an input (what vkp_<struct>_init fills in), with struct_size = sizeof(T).
+// Zero for structs without a specialization (views: absent; outputs: nothing yet).
+template <typename T>
+T defaults_of() {
+  static_assert(sizes_well_formed<T>());
+  return zeroed<T>();
+}
+
+// The structs with defaults of their own (c_api_convert.cpp; vkp_cache_write_kind:
+// c_api_prepare.cpp).
+#define VKP_STRUCTS_WITH_DEFAULTS(X)                                                                             \
+  X(vkp_context_options) X(vkp_external_device) X(vkp_decode_shape) X(vkp_decode_options) X(vkp_decode_params)   \
+  X(vkp_decode_inputs) X(vkp_attention_shape) X(vkp_attention_options) X(vkp_attention_inputs) X(vkp_cache_scales) \
+  X(vkp_kv_cache_shape) X(vkp_block_manager_options) X(vkp_cache_write_kind)
+#define VKP_DECLARE_DEFAULTS(type) template <> type defaults_of<type>();
+VKP_STRUCTS_WITH_DEFAULTS(VKP_DECLARE_DEFAULTS)
+#undef VKP_DECLARE_DEFAULTS
 
 // The caller's struct_size, refused unless a release had it. `s` is not NULL.
 template <typename T>

@@ -45,6 +45,8 @@ struct BlockManager::Impl {
   // Checks a swap group (known, listed once, on the expected side); counts its distinct blocks.
   int64_t blocks_to_swap(std::string_view operation, std::span<const uint64_t> seq_ids,
                          bool swapped) const;
+  // Moves a swap group's tables to the host (swap out) or back to the device (swap in).
+  std::vector<BlockCopy> swap(std::string_view operation, std::span<const uint64_t> seq_ids, bool to_host);
 
   cache::PrefixMatch match_prefix(std::span<const int32_t> prompt) const;
   void acquire_cached(int32_t block);

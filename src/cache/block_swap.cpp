@@ -73,28 +73,31 @@ AdmissionStatus BlockManager::can_swap_in(Span<const uint64_t> seq_ids) const {
   return impl_->admission(blocks, blocks);
 }
 
-std::vector<BlockCopy> BlockManager::swap_out(Span<const uint64_t> seq_ids) {
-  Impl& state = *impl_;
-  const int64_t needed = state.blocks_to_swap("swap_out", seq_ids, false);
-  if (needed > state.host.num_free())
-    cache::out_of_blocks("swap_out: the sequences need {} host blocks, {} are free", needed,
-                         state.host.num_free());
+std::vector<BlockCopy> BlockManager::Impl::swap(std::string_view operation, std::span<const uint64_t> seq_ids,
+                                                 bool to_host) {
+  BlockAllocator& target = to_host ? host : device;
+  const int64_t needed = blocks_to_swap(operation, seq_ids, !to_host);
+  if (needed > target.num_free())
+    cache::out_of_blocks("{}: the sequences need {} {} blocks, {} are free", operation, needed,
+                         to_host ? "host" : "device", target.num_free());
+  // Device blocks come and go through the prefix cache's bookkeeping; host blocks do not.
   return move_tables(
-      group_of(state.sequences, seq_ids), [&] { return state.host.allocate(); },
-      [&](int32_t block) { state.host.share(block); },
-      [&](int32_t block) { state.release_device_block(block); });
+      group_of(sequences, seq_ids), [&] { return to_host ? host.allocate() : take_device_block(); },
+      [&](int32_t block) { target.share(block); },
+      [&](int32_t block) {
+        if (to_host)
+          release_device_block(block);
+        else
+          host.free(block);
+      });
+}
+
+std::vector<BlockCopy> BlockManager::swap_out(Span<const uint64_t> seq_ids) {
+  return impl_->swap("swap_out", seq_ids, true);
 }
 
 std::vector<BlockCopy> BlockManager::swap_in(Span<const uint64_t> seq_ids) {
-  Impl& state = *impl_;
-  const int64_t needed = state.blocks_to_swap("swap_in", seq_ids, true);
-  if (needed > state.device.num_free())
-    cache::out_of_blocks("swap_in: the sequences need {} device blocks, {} are free", needed,
-                         state.device.num_free());
-  return move_tables(
-      group_of(state.sequences, seq_ids), [&] { return state.take_device_block(); },
-      [&](int32_t block) { state.device.share(block); },
-      [&](int32_t block) { state.host.free(block); });
+  return impl_->swap("swap_in", seq_ids, false);
 }
 
 }  // namespace vkpaged

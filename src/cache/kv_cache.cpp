@@ -148,6 +148,9 @@ struct KvCache::Impl {
       refuse_cache(ErrorCode::invalid_argument,
                    fmt::format("{}: the cache has no host pool (num_host_blocks is 0)", what));
   }
+
+  // Whole blocks between the device pools and the host pools: to the host (swap out) or back.
+  void record_swap(const char* what, VkCommandBuffer cmd, bool to_host, Span<const BlockCopy> pairs) const;
 };
 
 KvCache::KvCache(Context& context, const KvCacheShape& shape, const KvCacheOptions& options) {
@@ -275,24 +278,28 @@ void KvCache::record_copy_blocks(VkCommandBuffer cmd, Span<const BlockCopy> pair
   vkpaged::record_copy_blocks(*impl_->context, cmd, impl_->device_views, pairs);
 }
 
+void KvCache::Impl::record_swap(const char* what, VkCommandBuffer cmd, bool to_host, Span<const BlockCopy> pairs) const {
+  check_host(what);
+  struct Pools {
+    const std::vector<Layer>& layers;
+    uint32_t blocks;
+    const std::vector<LayerCacheViews>& views;
+  };
+  const Pools on_device{device, sizing.num_blocks, device_views}, on_host{host, num_host_blocks, host_views};
+  const Pools& src = to_host ? on_device : on_host;
+  const Pools& dst = to_host ? on_host : on_device;
+  if (mla())
+    copy_mla_blocks(context->impl(), cmd, shape, src.layers, src.blocks, dst.layers, dst.blocks, pairs);
+  else
+    record_swap_blocks(*context, cmd, src.views, dst.views, pairs);
+}
+
 void KvCache::record_swap_out(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const {
-  impl_->check_host("record_swap_out");
-  if (impl_->mla()) {
-    copy_mla_blocks(impl_->context->impl(), cmd, impl_->shape, impl_->device, num_blocks(), impl_->host,
-                    num_host_blocks(), pairs);
-    return;
-  }
-  record_swap_blocks(*impl_->context, cmd, impl_->device_views, impl_->host_views, pairs);
+  impl_->record_swap("record_swap_out", cmd, true, pairs);
 }
 
 void KvCache::record_swap_in(VkCommandBuffer cmd, Span<const BlockCopy> pairs) const {
-  impl_->check_host("record_swap_in");
-  if (impl_->mla()) {
-    copy_mla_blocks(impl_->context->impl(), cmd, impl_->shape, impl_->host, num_host_blocks(), impl_->device,
-                    num_blocks(), pairs);
-    return;
-  }
-  record_swap_blocks(*impl_->context, cmd, impl_->host_views, impl_->device_views, pairs);
+  impl_->record_swap("record_swap_in", cmd, false, pairs);
 }
 
 namespace {

@@ -19,19 +19,11 @@ constexpr VkStructureType VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR = 
 constexpr VkStructureType VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR = VkStructureType(1000506002);
 
 // VkComponentTypeKHR and VkScopeKHR keep VK_NV_cooperative_matrix's values (the NV names became
-// aliases of the KHR ones), so the NV enums of the old header carry them.
+// aliases of the KHR ones), so the NV enums of the old header carry them. Only the values vkpaged
+// names are declared (cooperative_matrix_component_name numbers the rest).
 typedef VkComponentTypeNV VkComponentTypeKHR;
 constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_FLOAT16_KHR = VkComponentTypeKHR(0);
 constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_FLOAT32_KHR = VkComponentTypeKHR(1);
-constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_FLOAT64_KHR = VkComponentTypeKHR(2);
-constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_SINT8_KHR = VkComponentTypeKHR(3);
-constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_SINT16_KHR = VkComponentTypeKHR(4);
-constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_SINT32_KHR = VkComponentTypeKHR(5);
-constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_SINT64_KHR = VkComponentTypeKHR(6);
-constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_UINT8_KHR = VkComponentTypeKHR(7);
-constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_UINT16_KHR = VkComponentTypeKHR(8);
-constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_UINT32_KHR = VkComponentTypeKHR(9);
-constexpr VkComponentTypeKHR VK_COMPONENT_TYPE_UINT64_KHR = VkComponentTypeKHR(10);
 
 typedef VkScopeNV VkScopeKHR;
 constexpr VkScopeKHR VK_SCOPE_DEVICE_KHR = VkScopeKHR(1);

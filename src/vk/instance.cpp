@@ -43,19 +43,8 @@ uint32_t active_layer_version(VkInstance instance, const char* name) {
   return 0;
 }
 
-bool has_instance_extension(const char* name) {
-  uint32_t count = 0;
-  vkEnumerateInstanceExtensionProperties(nullptr, &count, nullptr);
-  std::vector<VkExtensionProperties> exts(count);
-  vkEnumerateInstanceExtensionProperties(nullptr, &count, exts.data());
-  for (const auto& e : exts)
-    if (std::strcmp(e.extensionName, name) == 0) return true;
-  return false;
-}
-
-constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
-
-bool has_layer_extension(const char* layer, const char* name) {
+// Whether the loader's instance extensions (layer NULL), or the named layer's, include `name`.
+bool has_instance_extension(const char* name, const char* layer = nullptr) {
   uint32_t count = 0;
   vkEnumerateInstanceExtensionProperties(layer, &count, nullptr);
   std::vector<VkExtensionProperties> exts(count);
@@ -64,6 +53,8 @@ bool has_layer_extension(const char* layer, const char* name) {
     if (std::strcmp(e.extensionName, name) == 0) return true;
   return false;
 }
+
+constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
 }  // namespace
 
@@ -102,7 +93,8 @@ Instance::Instance(bool validation, bool require_sync_validation) {
   VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
   features.enabledValidationFeatureCount = 1;
   features.pEnabledValidationFeatures = &sync;
-  const bool sync_validation = validation && has_layer_extension(kValidationLayer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+  const bool sync_validation =
+      validation && has_instance_extension(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME, kValidationLayer);
   // VKPAGED_VALIDATION=sync: synchronization validation must run (scripts/gpu-test.sh), not
   // silently stay off with a layer that cannot turn it on.
   if (validation && !sync_validation && require_sync_validation)

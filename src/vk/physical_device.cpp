@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 #include "vk/check.hpp"
@@ -49,13 +50,27 @@ std::string lower(std::string s) {
   return s;
 }
 
+// An extension's feature struct (sType set; pNext may chain more), filled through the core query.
+template <typename Features>
+void query_features(const Dispatch& d, VkPhysicalDevice device, Features& extension) {
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.pNext = &extension;
+  d.vkGetPhysicalDeviceFeatures2(device, &features);
+}
+
+// An extension's property struct (sType set), filled through the core query.
+template <typename Properties>
+void query_properties(const Dispatch& d, VkPhysicalDevice device, Properties& extension) {
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props.pNext = &extension;
+  d.vkGetPhysicalDeviceProperties2(device, &props);
+}
+
 // The 16x8x16 f16 products of shaders/common/decode_coopmat_kernel.glsl, with f32 accumulators, at subgroup scope.
 bool has_cooperative_matrix_products(const Dispatch& d, VkPhysicalDevice device) {
   if (d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV == nullptr) return false;
   VkPhysicalDeviceCooperativeMatrixFeaturesNV feature{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
-  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  features.pNext = &feature;
-  d.vkGetPhysicalDeviceFeatures2(device, &features);
+  query_features(d, device, feature);
   if (!feature.cooperativeMatrix) return false;
   uint32_t count = 0;
   d.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(device, &count, nullptr);
@@ -75,13 +90,9 @@ bool has_cooperative_matrix_products(const Dispatch& d, VkPhysicalDevice device)
 // the extension and the structures may be passed: see query_device_info).
 bool query_cooperative_matrix_khr(const Dispatch& d, VkPhysicalDevice device, std::vector<CooperativeMatrixShape>& out) {
   VkPhysicalDeviceCooperativeMatrixFeaturesKHR feature{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
-  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  features.pNext = &feature;
-  d.vkGetPhysicalDeviceFeatures2(device, &features);
+  query_features(d, device, feature);
   VkPhysicalDeviceCooperativeMatrixPropertiesKHR stages{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR};
-  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-  props.pNext = &stages;
-  d.vkGetPhysicalDeviceProperties2(device, &props);
+  query_properties(d, device, stages);
   if (d.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR != nullptr) {
     uint32_t count = 0;
     d.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(device, &count, nullptr);
@@ -103,9 +114,7 @@ bool has_timeline_features(const Dispatch& d, VkPhysicalDevice device) {
   VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
   VkPhysicalDeviceShaderSMBuiltinsFeaturesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_FEATURES_NV};
   clock.pNext = &sm;
-  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  features.pNext = &clock;
-  d.vkGetPhysicalDeviceFeatures2(device, &features);
+  query_features(d, device, clock);
   return clock.shaderDeviceClock && sm.shaderSMBuiltins;
 }
 
@@ -130,13 +139,9 @@ FullSubgroupSupport query_full_subgroups(const Dispatch& d, VkPhysicalDevice dev
   FullSubgroupSupport support;
   if (!has_device_extension(d, device, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) return support;
   VkPhysicalDeviceSubgroupSizeControlFeaturesEXT feature{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
-  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  features.pNext = &feature;
-  d.vkGetPhysicalDeviceFeatures2(device, &features);
+  query_features(d, device, feature);
   VkPhysicalDeviceSubgroupSizeControlPropertiesEXT sizes{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
-  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-  props.pNext = &sizes;
-  d.vkGetPhysicalDeviceProperties2(device, &props);
+  query_properties(d, device, sizes);
   support.available = feature.computeFullSubgroups == VK_TRUE && sizes.maxSubgroupSize > 0;
   support.max_subgroup_size = sizes.maxSubgroupSize;
   return support;
@@ -281,18 +286,10 @@ uint32_t resolve_device_choice(const std::string& choice, const std::vector<Devi
 namespace vkpaged {
 
 std::string cooperative_matrix_component_name(uint32_t type) {
+  // VkComponentTypeKHR's first values, 0 to 10 in the registry's order (VK_NV_cooperative_matrix's).
+  static constexpr const char* kNumbered[] = {"f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"};
+  if (type < std::size(kNumbered)) return kNumbered[type];
   switch (type) {
-    case VK_COMPONENT_TYPE_FLOAT16_KHR: return "f16";
-    case VK_COMPONENT_TYPE_FLOAT32_KHR: return "f32";
-    case VK_COMPONENT_TYPE_FLOAT64_KHR: return "f64";
-    case VK_COMPONENT_TYPE_SINT8_KHR: return "s8";
-    case VK_COMPONENT_TYPE_SINT16_KHR: return "s16";
-    case VK_COMPONENT_TYPE_SINT32_KHR: return "s32";
-    case VK_COMPONENT_TYPE_SINT64_KHR: return "s64";
-    case VK_COMPONENT_TYPE_UINT8_KHR: return "u8";
-    case VK_COMPONENT_TYPE_UINT16_KHR: return "u16";
-    case VK_COMPONENT_TYPE_UINT32_KHR: return "u32";
-    case VK_COMPONENT_TYPE_UINT64_KHR: return "u64";
     case vk::kComponentTypeBFloat16: return "bf16";
     case vk::kComponentTypeFloat8E4M3: return "e4m3";
     case vk::kComponentTypeFloat8E5M2: return "e5m2";
