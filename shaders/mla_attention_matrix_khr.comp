@@ -145,19 +145,7 @@ uint query_start_at(uint s) { return query_starts[pc.query_starts_offset + s]; }
 #include "common/attention_range.glsl"
 #include "common/matrix_f16_elements.glsl"
 
-// The workgroup's request and rows, set once in main.
-uint g_tile_tokens;  // query tokens of the tile (<= TQ)
-uint g_new_tokens;   // q_s
-uint g_first_token;  // the tile's first token, counted over the batch
-uint g_first_j;      // ... and within its request
-uint g_heads;        // query heads of the group (<= GROUP)
-uint g_head0;
-
-bool row_valid(uint r) { return r / GROUP < g_tile_tokens && r % GROUP < g_heads; }
-// The row's index in [T, H] (LSE, scratch), and its first word in the query and the output.
-uint row_index(uint r) { return (g_first_token + r / GROUP) * pc.num_heads + g_head0 + r % GROUP; }
-uint query_row_word(uint r) { return row_word(pc.query_rows, g_first_token + r / GROUP, g_head0 + r % GROUP); }
-uint output_row_word(uint r) { return row_word(pc.output_rows, g_first_token + r / GROUP, g_head0 + r % GROUP); }
+#include "common/attention_rows.glsl"  // g_*, row_valid, row_index, query_row_word, output_row_word
 
 #define VKP_MASK_PARTIALS s_lane_words
 #include "common/attention_tree_mask.glsl"

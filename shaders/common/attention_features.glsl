@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The features every attention kernel tests (decode_kernel.glsl, decode_coopmat_kernel.glsl,
-// attention_kernel.glsl, attention_matrix_khr.comp, mla_attention_matrix_khr.comp), from the
+// The features every attention kernel tests (the portable ones through attention_constants.glsl,
+// decode_coopmat_kernel.glsl, attention_matrix_khr.comp, mla_attention_matrix_khr.comp), from the
 // FEATURE_* bits of their FEATURES specialization constant (shader_interface.h). A kernel's own
 // bits (ORDERED, TREE_MASK, ...) it reads itself.
 // Requires: FEATURES (the specialization constant).

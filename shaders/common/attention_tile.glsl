@@ -6,7 +6,7 @@
 // flagged in the status word, once per request.
 // Requires: TQ, WINDOW, SPLIT, TREE_MASK (const), the push block `pc` (AttentionPush), the
 // context_lens and status buffers, query_start_at, attention_range.glsl, and the globals
-// g_new_tokens, g_first_j, g_tile_tokens, g_first_token, which it sets.
+// g_new_tokens, g_first_j, g_tile_tokens, g_first_token (attention_rows.glsl), which it sets.
 #ifndef VKPAGED_ATTENTION_TILE_GLSL
 #define VKPAGED_ATTENTION_TILE_GLSL
 

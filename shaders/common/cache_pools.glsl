@@ -4,11 +4,12 @@
 // (VKP_ADDRESS 1, the `*_address.comp` variants), through buffer device addresses, as the
 // decode kernel reads such caches. The host picks the variant per call from the views.
 //
-// The includer enables GL_EXT_buffer_reference2 and GL_EXT_buffer_reference_uvec2 when
-// VKP_ADDRESS is 1, and defines before including:
-//   KEY_POOL_BINDING, VALUE_POOL_BINDING  the bindings of the descriptor variant
-//   KEY_POOL_ACCESS, VALUE_POOL_ACCESS    readonly, writeonly or nothing
-//   CACHE_BYTES                           bytes of one cache element
+// The includer includes address_extensions.glsl first, and defines before including this:
+//   VKP_BINDING(NAME)    the binding of NAME (KEY_CACHE, VALUE_CACHE) in the kernel's interface
+//                        (#define VKP_BINDING(name) GATHER_BINDING_##name)
+//   CACHE_POOLS_WRITTEN  1: reshape_and_cache's views (keys stored, values updated in place);
+//                        0: gather's (read only)
+//   CACHE_BYTES          bytes of one cache element
 // and declares its push constants `pc` with num_kv_heads, head_size, block_size,
 // key_cache_offset and value_cache_offset (4-byte words; caches: multiples of 4 words), and
 // key_cache_address and value_cache_address (device addresses of the views, 16-byte aligned).
@@ -21,6 +22,14 @@
 // Indices inside one block fit 32 bits; only the block's start needs 64 (address variant).
 #ifndef VKPAGED_CACHE_POOLS_GLSL
 #define VKPAGED_CACHE_POOLS_GLSL
+
+#if CACHE_POOLS_WRITTEN
+#define KEY_POOL_ACCESS writeonly
+#define VALUE_POOL_ACCESS
+#else
+#define KEY_POOL_ACCESS readonly
+#define VALUE_POOL_ACCESS readonly
+#endif
 
 // Bytes of one block of one pool: Hkv * D * B elements (a multiple of 16: D is a multiple
 // of x = 16 / CACHE_BYTES). The host checks that it fits 32 bits.
@@ -42,9 +51,9 @@ PoolBlock value_block(uint block) { return address_of_block(pc.value_cache_addre
 #define VALUE_WORD(b, i) ValuePoolBlock(b).words[i]
 #define VALUE_CHUNK(b, i) ValuePoolChunks(b).chunks[i]
 #else
-layout(set = 0, binding = KEY_POOL_BINDING) KEY_POOL_ACCESS buffer KeyPool { uvec4 key_pool_chunks[]; };
-layout(set = 0, binding = VALUE_POOL_BINDING) VALUE_POOL_ACCESS buffer ValuePool { uint value_pool_words[]; };
-layout(set = 0, binding = VALUE_POOL_BINDING) VALUE_POOL_ACCESS buffer ValuePoolChunks { uvec4 value_pool_chunks[]; };
+layout(set = 0, binding = VKP_BINDING(KEY_CACHE)) KEY_POOL_ACCESS buffer KeyPool { uvec4 key_pool_chunks[]; };
+layout(set = 0, binding = VKP_BINDING(VALUE_CACHE)) VALUE_POOL_ACCESS buffer ValuePool { uint value_pool_words[]; };
+layout(set = 0, binding = VKP_BINDING(VALUE_CACHE)) VALUE_POOL_ACCESS buffer ValuePoolChunks { uvec4 value_pool_chunks[]; };
 
 // The block's first element in the bound array (the whole pool is within 4 GiB here).
 #define PoolBlock uint

@@ -261,7 +261,8 @@ void timeline_write(uvec2 start, uvec2 staged, uvec2 first_unit, uvec2 loop_done
 layout(set = 0, binding = DECODE_BINDING_KEY_CACHE) readonly buffer KeyCache { uvec4 key16[]; };
 layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache { uvec4 value16[]; };
 layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache8 { uvec2 value8[]; };
-#include "common/decode_bindings.glsl"
+#define VKP_BINDING(name) DECODE_BINDING_##name
+#include "common/attention_bindings.glsl"
 #include "common/decode_order.glsl"
 #include "common/split_merge.glsl"  // declares the scratch
 // The key range (attention_range.glsl). A decode request is one query token: request s's is
@@ -736,16 +737,23 @@ void main() {
   uvec4 keys_ahead[PIPELINE ? 4u * KEY_LOADS : 1u];
   uvec4 values_ahead[PIPELINE && EARLY_VALUES ? 2u * DIM_TILES : 1u];
   uvec2 blocks_ahead = uvec2(NO_BLOCK);
+  // Unit tok's loads into the registers above, and the table entries a unit after it; its
+  // cache words' first indices are the locals key_base_name and value_base_name. A macro, so
+  // that the tuned modules' SPIR-V stays as it was (cmake/ShaderCompilers.cmake).
+#define LOAD_UNIT_AHEAD(tok, key_base_name, value_base_name)                                                    \
+  blocks_ahead = unit_blocks(tok, next_key_entry, next_value_entry, key_group, value_group, lo, hi);           \
+  next_key_entry = table_entry(table, tok + WALKERS * UNIT + key_group, hi);                                  \
+  next_value_entry = table_entry(table, tok + WALKERS * UNIT + value_group, hi);                              \
+  const uint key_base_name = key_base_of(blocks_ahead.x, kv_head, tok + key_group);                           \
+  [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r)                                                       \
+    keys_ahead[r] = load_key_chunk(key_base_name, blocks_ahead.x, r, g, q);                                   \
+  const uint value_base_name = value_base_of(blocks_ahead.y, kv_head, tok + value_group);                     \
+  if (EARLY_VALUES)                                                                                           \
+    [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r)                                                     \
+      values_ahead[r] = load_value_row(value_base_name, blocks_ahead.y, 8u * r + g);
   if (PIPELINE) {
     const uint tok0 = (lo / UNIT + UNIT_WALKER(sub)) * UNIT;
-    blocks_ahead = unit_blocks(tok0, next_key_entry, next_value_entry, key_group, value_group, lo, hi);
-    next_key_entry = table_entry(table, tok0 + WALKERS * UNIT + key_group, hi);
-    next_value_entry = table_entry(table, tok0 + WALKERS * UNIT + value_group, hi);
-    const uint key_base = key_base_of(blocks_ahead.x, kv_head, tok0 + key_group);
-    [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys_ahead[r] = load_key_chunk(key_base, blocks_ahead.x, r, g, q);
-    const uint value_base = value_base_of(blocks_ahead.y, kv_head, tok0 + value_group);
-    if (EARLY_VALUES)
-      [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values_ahead[r] = load_value_row(value_base, blocks_ahead.y, 8u * r + g);
+    LOAD_UNIT_AHEAD(tok0, key_base, value_base)
   }
 #if VKP_E4M3_NAN
   uint nan_seen = 0u;  // E4M3: the NaN probes of every raw key and value word this subgroup read
@@ -767,14 +775,7 @@ void main() {
       if (EARLY_VALUES)
         [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values[r] = values_ahead[r];
       const uint tok1 = tok0 + WALKERS * UNIT;  // the next unit's loads
-      blocks_ahead = unit_blocks(tok1, next_key_entry, next_value_entry, key_group, value_group, lo, hi);
-      next_key_entry = table_entry(table, tok1 + WALKERS * UNIT + key_group, hi);
-      next_value_entry = table_entry(table, tok1 + WALKERS * UNIT + value_group, hi);
-      const uint key_base1 = key_base_of(blocks_ahead.x, kv_head, tok1 + key_group);
-      [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r) keys_ahead[r] = load_key_chunk(key_base1, blocks_ahead.x, r, g, q);
-      const uint value_base1 = value_base_of(blocks_ahead.y, kv_head, tok1 + value_group);
-      if (EARLY_VALUES)
-        [[unroll]] for (uint r = 0u; r < 2u * DIM_TILES; ++r) values_ahead[r] = load_value_row(value_base1, blocks_ahead.y, 8u * r + g);
+      LOAD_UNIT_AHEAD(tok1, key_base1, value_base1)
       key_base = key_base_of(key_block, kv_head, tok0 + key_group);
       value_base = value_base_of(value_block, kv_head, tok0 + value_group);
     } else {
@@ -796,18 +797,22 @@ void main() {
     const bool full = tok0 >= lo && tok0 + UNIT <= hi && subgroupAll(key_block != NO_BLOCK);
 
     // ---- scores ----
-    MatC scores[2];
-    [[unroll]] for (uint i = 0u; i < 2u; ++i) {
-      scores[i] = MatC(0.0);
-      [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
-        MatB qb;
-        if (QUERY_REGISTERS) qb = query[s];
-        else MAT_LOAD_COLUMNS(qb, s_work, SLICE_QUERY(s * 8u), D / 2u);
-        const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
-                                    s % STEPS_PER_CHUNK, 1.0);
-        scores[i] = MAT_MUL_ADD(a, qb, scores[i]);
-      }
+    // The unit's scores from `keys`, scaled by key_scale (a macro, as LOAD_UNIT_AHEAD).
+#define UNIT_SCORES(key_scale)                                                                                  \
+    [[unroll]] for (uint i = 0u; i < 2u; ++i) {                                                                \
+      scores[i] = MatC(0.0);                                                                                   \
+      [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {                                                       \
+        MatB qb;                                                                                               \
+        if (QUERY_REGISTERS) qb = query[s];                                                                    \
+        else MAT_LOAD_COLUMNS(qb, s_work, SLICE_QUERY(s * 8u), D / 2u);                                        \
+        const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK],                          \
+                                    keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK], s % STEPS_PER_CHUNK, \
+                                    key_scale);                                                                \
+        scores[i] = MAT_MUL_ADD(a, qb, scores[i]);                                                             \
+      }                                                                                                        \
     }
+    MatC scores[2];
+    UNIT_SCORES(1.0)
 #if VKP_E4M3_NAN
     if (E4M3)  // probed after the products; tested once, after the loop (fp8 NaN, above)
       [[unroll]] for (uint r = 0u; r < 4u * KEY_LOADS; ++r)
@@ -837,17 +842,7 @@ void main() {
       }
       const int shift = subgroup_bf16_range_shift(largest_bits);
       key_fix = ldexp(1.0, shift);
-      [[unroll]] for (uint i = 0u; i < 2u; ++i) {
-        scores[i] = MatC(0.0);
-        [[unroll]] for (uint s = 0u; s < DIM_STEPS; ++s) {
-          MatB qb;
-          if (QUERY_REGISTERS) qb = query[s];
-          else MAT_LOAD_COLUMNS(qb, s_work, SLICE_QUERY(s * 8u), D / 2u);
-          const MatA a = key_fragment(keys[(2u * i) * KEY_LOADS + s / STEPS_PER_CHUNK], keys[(2u * i + 1u) * KEY_LOADS + s / STEPS_PER_CHUNK],
-                                      s % STEPS_PER_CHUNK, ldexp(1.0, -shift));
-          scores[i] = MAT_MUL_ADD(a, qb, scores[i]);
-        }
-      }
+      UNIT_SCORES(ldexp(1.0, -shift))
     }
 
     // ---- softmax: component e of tile i is head 2q + e % 2, token key_group + key_row_offset(g, 2i + e / 2) ----

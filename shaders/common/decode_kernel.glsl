@@ -58,11 +58,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
-#if VKP_ADDRESS
-// Caches larger than maxStorageBufferRange are read through buffer device addresses.
-#extension GL_EXT_buffer_reference2 : require
-#extension GL_EXT_buffer_reference_uvec2 : require
-#endif
+#include "common/address_extensions.glsl"
 
 #include "common/shader_interface.h"
 #include "common/dtype.glsl"
@@ -71,20 +67,14 @@
 #include "common/softmax_state.glsl"
 #include "common/attention_range.glsl"
 
-layout(local_size_x_id = DECODE_SC_WORKGROUP) in;
+#define VKP_SC(name) DECODE_SC_##name
+#include "common/attention_constants.glsl"  // WG, B, GROUP, QUERY_DTYPE, CACHE_DTYPE, FEATURES
 layout(constant_id = DECODE_SC_HEAD_SIZE) const uint D = 128u;
-layout(constant_id = DECODE_SC_BLOCK_SIZE) const uint B = 16u;
-layout(constant_id = DECODE_SC_HEADS_PER_WORKGROUP) const uint GROUP = 4u;
-layout(constant_id = DECODE_SC_QUERY_DTYPE) const uint QUERY_DTYPE = DT_F16;
-layout(constant_id = DECODE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
-layout(constant_id = DECODE_SC_FEATURES) const uint FEATURES = 0u;
 layout(constant_id = DECODE_SC_LANES_PER_ROW) const uint LANES = 2u;
 layout(constant_id = DECODE_SC_KV_LAYOUT) const uint KV_LAYOUT = KV_LAYOUT_VLLM;
 layout(constant_id = DECODE_SC_VALUE_DIMS) const uint VALUE_DIMS = 0u;
 layout(constant_id = DECODE_SC_SCALAR_VARIANT) const uint VARIANT = 0u;
 
-const uint WG = gl_WorkGroupSize.x;
-#include "common/attention_features.glsl"  // ALIBI, SOFTCAP, SINKS, WINDOW, WRITE_LSE, SPLIT
 const bool ORDERED = (FEATURES & FEATURE_ORDERED) != 0u;
 
 #include "common/cache_element.glsl"
@@ -159,7 +149,8 @@ layout(set = 0, binding = DECODE_BINDING_VALUE_CACHE) readonly buffer ValueCache
 #define VALUE8(block, i) value8[pc.value_offset / 2u + (block) * (block_bytes() / 8u) + (i)]
 #define VALUE4(block, i) value4[pc.value_offset + (block) * (block_bytes() / 4u) + (i)]
 #endif
-#include "common/decode_bindings.glsl"
+#define VKP_BINDING(name) DECODE_BINDING_##name
+#include "common/attention_bindings.glsl"
 layout(set = 0, binding = DECODE_BINDING_SCRATCH) writeonly buffer Scratch { float scratch[]; };
 #include "common/decode_order.glsl"
 #include "common/attention_logits.glsl"

@@ -15,10 +15,7 @@
 // maxStorageBufferRange, by device address), which define VKP_ADDRESS; common/cache_pools.glsl
 // is where the two differ.
 #extension GL_GOOGLE_include_directive : require
-#if VKP_ADDRESS
-#extension GL_EXT_buffer_reference2 : require
-#extension GL_EXT_buffer_reference_uvec2 : require
-#endif
+#include "common/address_extensions.glsl"
 
 #include "common/shader_interface.h"
 #include "common/convert.glsl"
@@ -33,6 +30,7 @@ layout(constant_id = GATHER_SC_LAYOUT) const uint LAYOUT = KV_LAYOUT_VLLM;
 #include "common/cache_element.glsl"
 const uint OUTPUT_PER_WORD = OUTPUT_DTYPE == DT_F32 ? 1u : 2u;
 
+#define VKP_BINDING(name) GATHER_BINDING_##name
 layout(push_constant) uniform PushBlock { GatherPush pc; };
 
 layout(set = 0, binding = GATHER_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
@@ -41,10 +39,7 @@ layout(set = 0, binding = GATHER_BINDING_KEY_OUT) writeonly buffer KeyOut { uint
 layout(set = 0, binding = GATHER_BINDING_VALUE_OUT) writeonly buffer ValueOut { uint value_out[]; };
 layout(set = 0, binding = GATHER_BINDING_STATUS) buffer Status { uint status[]; };
 
-#define KEY_POOL_BINDING GATHER_BINDING_KEY_CACHE
-#define VALUE_POOL_BINDING GATHER_BINDING_VALUE_CACHE
-#define KEY_POOL_ACCESS readonly
-#define VALUE_POOL_ACCESS readonly
+#define CACHE_POOLS_WRITTEN 0
 #include "common/cache_pools.glsl"
 
 // Cache element bits -> output element bits; fp8 is dequantized (decode(byte) * scale).
@@ -81,14 +76,14 @@ void write_output(bool is_key, uint row, uint d0, uint elements[16]) {
   }
 }
 
+#include "common/cache_op_grid.glsl"
+
 void main() {
-  const uint id = (gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x) * CACHE_OP_WORKGROUP + gl_LocalInvocationID.x;
-  const uint chunks = pc.head_size / X;
-  const uint per_row = pc.num_kv_heads * chunks;
-  if (id >= pc.num_rows * per_row) return;
-  const uint row = id / per_row;
-  const uint head = (id % per_row) / chunks;
-  const uint chunk = id % chunks;
+  CacheOpItem item;
+  if (!cache_op_item(pc.num_rows, item)) return;
+  const uint row = item.row;
+  const uint head = item.head;
+  const uint chunk = item.chunk;
   const bool reporter = head == 0u && chunk == 0u;
 
   const uint seq = sequence_of(row);

@@ -5,7 +5,7 @@
 // Rows are contiguous and Dv and R are multiples of x, so each invocation writes one 16-byte
 // chunk (x elements) that no other token shares: plain stores, no atomics.
 //
-// Included by mla_reshape_and_cache.comp and, with VKP_ROPE 1, mla_reshape_and_cache_rope.comp,
+// Included by mla_reshape_and_cache.comp and, with VKP_ROTARY 1, mla_reshape_and_cache_rope.comp,
 // which rotates k_pe on its way in with the rotary embedding's own code (common/rotary.glsl):
 // a workgroup takes a tile of tokens, stages their k_pe rows, then writes each chunk, the
 // rotated elements rounded to k_pe's dtype first (what rotary_embedding would leave), then to
@@ -16,21 +16,11 @@
 #include "common/mla_interface.h"
 #include "common/convert.glsl"
 
-layout(local_size_x = CACHE_OP_WORKGROUP) in;
-layout(constant_id = MLA_RESHAPE_SC_INPUT_DTYPE) const uint INPUT_DTYPE = DT_F16;
-layout(constant_id = MLA_RESHAPE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
-layout(constant_id = MLA_RESHAPE_SC_SLOT_I64) const uint SLOT_I64 = 1u;
+#define VKP_SC(name) MLA_RESHAPE_SC_##name
+#include "common/cache_write.glsl"  // INPUT_DTYPE, CACHE_DTYPE, SLOT_I64, rotary's, input_bits, encode
 layout(constant_id = MLA_RESHAPE_SC_TWO_POOLS) const uint TWO_POOLS = 0u;
 
-#include "common/cache_element.glsl"
-const uint INPUT_PER_WORD = INPUT_DTYPE == DT_F32 ? 1u : 2u;
-
-#if VKP_ROPE
-layout(constant_id = MLA_RESHAPE_SC_ROTARY_STYLE) const uint ROTARY_STYLE = ROTARY_STYLE_NEOX;
-layout(constant_id = MLA_RESHAPE_SC_COS_SIN_DTYPE) const uint COS_SIN_DTYPE = DT_F32;
-layout(constant_id = MLA_RESHAPE_SC_POSITION_I64) const uint POSITION_I64 = 1u;
-layout(constant_id = MLA_RESHAPE_SC_TILE_FLOATS) const uint TILE_FLOATS = 256u;
-const uint ROTARY_DTYPE = INPUT_DTYPE;
+#if VKP_ROTARY
 layout(push_constant) uniform PushBlock {
   MlaReshapePush pc;
   RotaryPush rp;
@@ -47,7 +37,7 @@ layout(set = 0, binding = MLA_RESHAPE_BINDING_CACHE) writeonly buffer Cache { ui
 layout(set = 0, binding = MLA_RESHAPE_BINDING_KPE_CACHE) writeonly buffer KpeCache { uint kpe_cache_words[]; };
 layout(set = 0, binding = MLA_RESHAPE_BINDING_STATUS) buffer Status { uint status[]; };
 
-#if VKP_ROPE
+#if VKP_ROTARY
 layout(set = 0, binding = MLA_RESHAPE_BINDING_POSITIONS) readonly buffer Positions { uint position_words[]; };
 layout(set = 0, binding = MLA_RESHAPE_BINDING_COS_SIN) readonly buffer CosSin { uint cos_sin_words[]; };
 #define query_words key_words  // rotary.glsl's query rows: none here (rp.query_tiles is 0)
@@ -57,25 +47,14 @@ layout(set = 0, binding = MLA_RESHAPE_BINDING_COS_SIN) readonly buffer CosSin { 
 
 #include "common/slot_mapping.glsl"
 
-// Element i of a word of INPUT_DTYPE as f32 bits.
-uint input_bits(uint word, uint i) {
-  if (INPUT_DTYPE == DT_F32) return word;
-  return element_to_f32_bits(i % 2u == 0u ? (word & 0xffffu) : (word >> 16), INPUT_DTYPE);
-}
 uint kv_c_input(uint i) { return input_bits(kv_c_words[pc.kv_c_offset + i / INPUT_PER_WORD], i); }
 uint k_pe_input(uint i) { return input_bits(key_words[pc.k_pe_offset + i / INPUT_PER_WORD], i); }
-
-// f32 bits to the cache's element bits (fp8: scaled first).
-uint encode(uint x) {
-  if (FP8) return quantize_fp8(x, pc.inv_scale, CACHE_DTYPE);
-  return f32_bits_to_float_element(x, CACHE_DTYPE);
-}
 
 // Chunk `chunk` of the row (chunks [0, Dv / x) the latent's, then the rotary part's) into
 // `slot`, its x elements given as f32 bits.
 void store_chunk(uint slot, uint chunk, uint bits[16]) {
   uvec4 packed = uvec4(0u);
-  for (uint e = 0u; e < X; ++e) packed[e / PER_WORD] |= encode(bits[e]) << ((e % PER_WORD) * ELEMENT_BITS);
+  for (uint e = 0u; e < X; ++e) packed[e / PER_WORD] |= encode(bits[e], pc.inv_scale) << ((e % PER_WORD) * ELEMENT_BITS);
   const uint d0 = chunk * X;  // first element of the chunk in the row [Dv + R]
   uint word;
   if (TWO_POOLS == 0u) {
@@ -100,7 +79,7 @@ void chunk_inputs(uint token, uint chunk, uint r, uint pos, out uint bits[16]) {
   }
   const uint p0 = d0 - pc.latent_size;  // first element in the rotary part
   for (uint e = 0u; e < X; e += INPUT_PER_WORD) {
-#if VKP_ROPE
+#if VKP_ROTARY
     if (p0 + e < rp.rotary_dim) {
       const uint word = rotated_word(r, (p0 + e) / INPUT_PER_WORD, pos);
       for (uint k = 0u; k < INPUT_PER_WORD; ++k) bits[e + k] = rotary_element_bits(word, k);
@@ -111,7 +90,7 @@ void chunk_inputs(uint token, uint chunk, uint r, uint pos, out uint bits[16]) {
   }
 }
 
-#if VKP_ROPE
+#if VKP_ROTARY
 // One tile of tokens per workgroup (rotary_tile_of: no query tiles, one "head" per token).
 void main() {
   bool is_key;

@@ -27,31 +27,19 @@
 // invocation finds its rows' first words once and reads its chunk from there.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-#if VKP_ADDRESS
-#extension GL_EXT_buffer_reference2 : require
-#extension GL_EXT_buffer_reference_uvec2 : require
-#endif
+#include "common/address_extensions.glsl"
 
 #include "common/shader_interface.h"
 #include "common/convert.glsl"
 #include "common/kv_layout.glsl"
 #include "common/strided_rows.glsl"
 
-layout(local_size_x = CACHE_OP_WORKGROUP) in;
-layout(constant_id = RESHAPE_SC_INPUT_DTYPE) const uint INPUT_DTYPE = DT_F16;
-layout(constant_id = RESHAPE_SC_CACHE_DTYPE) const uint CACHE_DTYPE = DT_F16;
-layout(constant_id = RESHAPE_SC_SLOT_I64) const uint SLOT_I64 = 1u;
+#define VKP_SC(name) RESHAPE_SC_##name
+#define VKP_BINDING(name) RESHAPE_BINDING_##name
+#include "common/cache_write.glsl"  // INPUT_DTYPE, CACHE_DTYPE, SLOT_I64, rotary's, input_bits, encode
 layout(constant_id = RESHAPE_SC_LAYOUT) const uint LAYOUT = KV_LAYOUT_VLLM;
 
-#include "common/cache_element.glsl"
-const uint INPUT_PER_WORD = INPUT_DTYPE == DT_F32 ? 1u : 2u;
-
 #if VKP_ROTARY
-layout(constant_id = RESHAPE_SC_ROTARY_STYLE) const uint ROTARY_STYLE = ROTARY_STYLE_NEOX;
-layout(constant_id = RESHAPE_SC_COS_SIN_DTYPE) const uint COS_SIN_DTYPE = DT_F32;
-layout(constant_id = RESHAPE_SC_POSITION_I64) const uint POSITION_I64 = 1u;
-layout(constant_id = RESHAPE_SC_TILE_FLOATS) const uint TILE_FLOATS = 256u;
-const uint ROTARY_DTYPE = INPUT_DTYPE;
 layout(push_constant) uniform PushBlock { ReshapeAndCacheRotaryPush pc; };
 #define rp pc  // common/rotary.glsl reads RotaryPush's names, which this block has too
 #define KEY_INPUT_ACCESS
@@ -65,10 +53,7 @@ layout(set = 0, binding = RESHAPE_BINDING_VALUE) readonly buffer Value { uint va
 layout(set = 0, binding = RESHAPE_BINDING_SLOT_MAPPING) readonly buffer Slots { uint slot_words[]; };
 layout(set = 0, binding = RESHAPE_BINDING_STATUS) buffer Status { uint status[]; };
 
-#define KEY_POOL_BINDING RESHAPE_BINDING_KEY_CACHE
-#define VALUE_POOL_BINDING RESHAPE_BINDING_VALUE_CACHE
-#define KEY_POOL_ACCESS writeonly
-#define VALUE_POOL_ACCESS
+#define CACHE_POOLS_WRITTEN 1
 #include "common/cache_pools.glsl"
 
 #if VKP_ROTARY
@@ -79,22 +64,10 @@ layout(set = 0, binding = RESHAPE_BINDING_COS_SIN) readonly buffer CosSin { uint
 shared uint s_value_rows[ROTARY_MAX_TILE_ROWS];  // key tiles: the first word of each row's value
 #endif
 
-// Input element i (f32, f16 or bf16) as f32 bits.
-uint input_bits(uint word, uint i) {
-  if (INPUT_DTYPE == DT_F32) return word;
-  const uint half_bits = (i % 2u == 0u) ? (word & 0xffffu) : (word >> 16);
-  return element_to_f32_bits(half_bits, INPUT_DTYPE);
-}
 // Element d of the key or value row whose first word is `row` (rows start on a word, so d's
 // parity picks its half of a 16-bit pair).
 uint key_input(uint row, uint d) { return input_bits(key_words[row + d / INPUT_PER_WORD], d); }
 uint value_input(uint row, uint d) { return input_bits(value_words[row + d / INPUT_PER_WORD], d); }
-
-// f32 bits to the cache's element bits (fp8: scaled first).
-uint encode(uint x, float inv_scale) {
-  if (FP8) return quantize_fp8(x, inv_scale, CACHE_DTYPE);
-  return f32_bits_to_float_element(x, CACHE_DTYPE);
-}
 
 // Replaces element `index` of a block's values, leaving the other elements of its word alone.
 void store_value(PoolBlock block, uint index, uint bits) {
@@ -189,20 +162,16 @@ void main() {
   }
 }
 #else
-void main() {
-  const uint id = (gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x) * CACHE_OP_WORKGROUP + gl_LocalInvocationID.x;
-  const uint chunks = pc.head_size / X;
-  const uint per_token = pc.num_kv_heads * chunks;
-  if (id >= pc.num_tokens * per_token) return;
-  const uint token = id / per_token;
-  const uint head = (id % per_token) / chunks;
-  const uint chunk = id % chunks;
+#include "common/cache_op_grid.glsl"
 
-  const uint slot = token_slot(token, head == 0u && chunk == 0u);
+void main() {
+  CacheOpItem item;  // row: the token
+  if (!cache_op_item(pc.num_tokens, item)) return;
+  const uint slot = token_slot(item.row, item.head == 0u && item.chunk == 0u);
   if (slot == NO_SLOT) return;
-  const uint key_row = row_word(pc.key_rows, token, head);
+  const uint key_row = row_word(pc.key_rows, item.row, item.head);
   uint key_bits[16];
-  for (uint e = 0u; e < X; ++e) key_bits[e] = key_input(key_row, chunk * X + e);
-  store_chunk(slot, head, chunk, key_bits, row_word(pc.value_rows, token, head));
+  for (uint e = 0u; e < X; ++e) key_bits[e] = key_input(key_row, item.chunk * X + e);
+  store_chunk(slot, item.head, item.chunk, key_bits, row_word(pc.value_rows, item.row, item.head));
 }
 #endif
