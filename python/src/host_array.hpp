@@ -46,5 +46,12 @@ py::array to_numpy(DType dtype, const std::vector<int64_t>& shape, const void* d
 py::array to_numpy(const HostTensor& tensor);
 // An optional output: None for an empty HostTensor.
 py::object to_optional_numpy(const HostTensor& tensor);
+// What the host attention calls return from a DecodeResult or AttentionResult: the output, or
+// (output, lse) with return_lse.
+template <typename Result>
+py::object output_and_lse(const Result& r, bool return_lse) {
+  if (!return_lse) return to_numpy(r.output);
+  return py::make_tuple(to_numpy(r.output), to_numpy(r.lse));
+}
 
 }  // namespace vkpaged::python

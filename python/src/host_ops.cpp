@@ -21,11 +21,6 @@ namespace vkpaged::python {
 
 namespace {
 
-py::object result(const HostTensor& output, const HostTensor& lse, bool return_lse) {
-  if (!return_lse) return to_numpy(output);
-  return py::make_tuple(to_numpy(output), to_numpy(lse));
-}
-
 // The keyword arguments every attention entry point takes, in one place for the four of them.
 // The dense page tables may be left out for the CSR form's keywords.
 #define VKPAGED_CACHE_ARGS                                                                                      \
@@ -72,7 +67,7 @@ void bind_host_ops(py::module_& m) {
         const DecodeOptions o = decode_options(sliding_window, split, partition_tokens, kernel, order, merge);
         const DecodeResult r =
             decode_attention(ctx.context, in, o, decode_params(scale, softcap, k_scale, v_scale), return_lse);
-        return result(r.output, r.lse, return_lse);
+        return output_and_lse(r, return_lse);
       },
       py::arg("context"), VKPAGED_CACHE_ARGS, py::kw_only(), VKPAGED_CSR_KWARGS, VKPAGED_COMMON_KWARGS,
       py::arg("kernel") = "auto",
@@ -100,7 +95,7 @@ void bind_host_ops(py::module_& m) {
         const AttentionOptions o = attention_options(kernel, split, partition_tokens);
         const AttentionResult r =
             batch_attention(ctx.context, in, decode_params(scale, softcap, k_scale, v_scale), o, return_lse);
-        return result(r.output, r.lse, return_lse);
+        return output_and_lse(r, return_lse);
       },
       py::arg("context"), VKPAGED_CACHE_ARGS, py::arg("query_starts") = py::none(), py::kw_only(),
       py::arg("tree_mask") = py::none(), VKPAGED_CSR_KWARGS, VKPAGED_COMMON_KWARGS, py::arg("kernel") = "auto",
@@ -176,7 +171,7 @@ void bind_host_ops(py::module_& m) {
         o.sliding_window = sliding_window;
         const DecodeResult r =
             reference::decode_attention(in, o, decode_params(scale, softcap, k_scale, v_scale), return_lse);
-        return result(r.output, r.lse, return_lse);
+        return output_and_lse(r, return_lse);
       },
       VKPAGED_CACHE_ARGS, py::kw_only(), VKPAGED_CSR_KWARGS, VKPAGED_COMMON_KWARGS,
       doc("vkpaged::reference::decode_attention: decode attention on the CPU, as vkpaged.decode_attention.").c_str());
@@ -195,7 +190,7 @@ void bind_host_ops(py::module_& m) {
             query_starts, tree_mask, sliding_window);
         const AttentionResult r =
             reference::batch_attention(in, decode_params(scale, softcap, k_scale, v_scale), return_lse);
-        return result(r.output, r.lse, return_lse);
+        return output_and_lse(r, return_lse);
       },
       VKPAGED_CACHE_ARGS, py::arg("query_starts") = py::none(), py::kw_only(), py::arg("tree_mask") = py::none(),
       VKPAGED_CSR_KWARGS, VKPAGED_COMMON_KWARGS,

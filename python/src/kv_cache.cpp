@@ -28,10 +28,14 @@ KvCacheOptions options_of(uint32_t num_blocks, uint64_t budget_bytes, double bud
   return o;
 }
 
-// A view of one of the cache's pools, keeping the cache alive.
+// A view of the cache's memory, keeping the cache alive.
+PyTensorView view_of(const py::object& self, const TensorView& view) {
+  return PyTensorView{self, self.cast<const PyKvCache&>().context, view};
+}
+
+// A view of one of the cache's pools.
 PyTensorView pool(const py::object& self, TensorView (KvCache::*which)(uint32_t) const, uint32_t layer) {
-  const PyKvCache& c = self.cast<const PyKvCache&>();
-  return PyTensorView{self, c.context, (c.cache.*which)(layer)};
+  return view_of(self, (self.cast<const PyKvCache&>().cache.*which)(layer));
 }
 
 // One layer's MLA pools as TensorViews keeping the cache alive; the other form's are None.
@@ -40,10 +44,9 @@ struct PyMlaCacheViews {
 };
 
 PyMlaCacheViews mla_pools(const py::object& self, MlaCacheViews (KvCache::*which)(uint32_t) const, uint32_t layer) {
-  const PyKvCache& c = self.cast<const PyKvCache&>();
-  const MlaCacheViews v = (c.cache.*which)(layer);
+  const MlaCacheViews v = (self.cast<const PyKvCache&>().cache.*which)(layer);
   auto view = [&](const TensorView& t) {
-    return t.empty() ? std::nullopt : std::optional<PyTensorView>(PyTensorView{self, c.context, t});
+    return t.empty() ? std::nullopt : std::optional<PyTensorView>(view_of(self, t));
   };
   return {view(v.mla_cache), view(v.ckv_cache), view(v.kpe_cache)};
 }
@@ -54,6 +57,33 @@ PyKvCache& recorded(PyCommandBuffer& cmd, const py::object& self) {
   if (!c.context.is(cmd.context_object())) refuse("cache: made on another Context than the command buffer's");
   cmd.keep(self);
   return c;
+}
+
+// The plan's attention over layer `layer`'s pools (the cache fills in the views' pools).
+void record_layer(const KvCache& cache, PyCommandBuffer& cmd, uint32_t layer, const PyAttentionPlan& plan, View query,
+                  const AttentionRequest& r) {
+  cache.record_attention(cmd.recording(), layer, plan.plan, attention_views(cmd, query, nullptr, nullptr, r), r.params);
+}
+
+void record_layer(const KvCache& cache, PyCommandBuffer& cmd, uint32_t layer, const PyMlaPlan& plan, View query,
+                  const AttentionRequest& r) {
+  cache.record_mla_attention(cmd.recording(), layer, plan.plan, mla_views(cmd, query, nullptr, nullptr, nullptr, r),
+                             r.params);
+}
+
+// KvCache.record_attention and record_mla_attention: (cmd, layer, plan, *, query, the request's keywords).
+template <typename PyPlan>
+void def_layer_attention(py::class_<PyKvCache>& cls, const char* name, const char* doc) {
+  cls.def(name,
+          taking_attention_request<const py::object&, PyCommandBuffer&, uint32_t, const PyPlan&, View>(
+              [](const py::object& self, PyCommandBuffer& cmd, uint32_t layer, const PyPlan& plan, View query,
+                 const AttentionRequest& r) {
+                const PyKvCache& c = recorded(cmd, self);
+                check_plan_context(cmd, plan.context);
+                record_layer(c.cache, cmd, layer, plan, query, r);
+              }),
+          py::arg("cmd"), py::arg("layer"), py::arg("plan"), py::kw_only(), py::arg("query"),
+          VKPAGED_ATTENTION_REQUEST_KWARGS, doc);
 }
 
 void bind_shape(py::module_& m) {
@@ -172,21 +202,8 @@ void bind_ops(py::class_<PyKvCache>& cls) {
       "record_decode over layer `layer`'s pools; the plan from decode_shape. Page tables dense (block_tables, "
       "context_lens) or CSR (kv_indptr, kv_indices, kv_last_page_len; a plan with csr_page_table).");
 
-  cls.def(
-      "record_attention",
-      [](const py::object& self, PyCommandBuffer& cmd, uint32_t layer, const PyAttentionPlan& plan, View query,
-         View block_tables, View context_lens, View query_starts, View output, View kv_indptr, View kv_indices,
-         View kv_last_page_len, View lse, View tree_mask, View alibi_slopes, View sinks, Bytes scratch, Bytes status,
-         std::optional<float> scale, float softcap, float k_scale, float v_scale) {
-        const PyKvCache& c = recorded(cmd, self);
-        check_plan_context(cmd, plan.context);
-        AttentionViews v = attention_views(cmd, query, nullptr, nullptr, block_tables, context_lens, query_starts,
-                                           output, lse, tree_mask, alibi_slopes, sinks, scratch, status);
-        use_csr(cmd, v, kv_indptr, kv_indices, kv_last_page_len);
-        c.cache.record_attention(cmd.recording(), layer, plan.plan, v, decode_params(scale, softcap, k_scale, v_scale));
-      },
-      py::arg("cmd"), py::arg("layer"), py::arg("plan"), py::kw_only(), py::arg("query"),
-      VKPAGED_ATTENTION_REQUEST_KWARGS,
+  def_layer_attention<PyAttentionPlan>(
+      cls, "record_attention",
       "record_attention over layer `layer`'s pools; the plan from attention_shape. Page tables dense "
       "(block_tables, context_lens) or CSR (kv_indptr, kv_indices, kv_last_page_len; a plan with csr_page_table).");
 
@@ -209,22 +226,8 @@ void bind_ops(py::class_<PyKvCache>& cls) {
       "Records layer `layer`'s new MLA tokens (kv_c [T, Dv], k_pe [T, R], slot_mapping [T]) into its MLA pools; "
       "with positions and cos_sin_cache, k_pe is rotated on its way in. fp8 pools store value * (1 / scale).");
 
-  cls.def(
-      "record_mla_attention",
-      [](const py::object& self, PyCommandBuffer& cmd, uint32_t layer, const PyMlaPlan& plan, View query,
-         View block_tables, View context_lens, View query_starts, View output, View kv_indptr, View kv_indices,
-         View kv_last_page_len, View lse, View tree_mask, View alibi_slopes, View sinks, Bytes scratch, Bytes status,
-         std::optional<float> scale, float softcap, float k_scale, float v_scale) {
-        const PyKvCache& c = recorded(cmd, self);
-        check_plan_context(cmd, plan.context);
-        MlaViews v = mla_views(cmd, query, nullptr, nullptr, nullptr, block_tables, context_lens, query_starts,
-                               output, lse, tree_mask, alibi_slopes, sinks, scratch, status);
-        use_csr(cmd, v, kv_indptr, kv_indices, kv_last_page_len);
-        c.cache.record_mla_attention(cmd.recording(), layer, plan.plan, v,
-                                     decode_params(scale, softcap, k_scale, v_scale));
-      },
-      py::arg("cmd"), py::arg("layer"), py::arg("plan"), py::kw_only(), py::arg("query"),
-      VKPAGED_ATTENTION_REQUEST_KWARGS,
+  def_layer_attention<PyMlaPlan>(
+      cls, "record_mla_attention",
       "record_mla_attention over layer `layer`'s MLA pools (query [T, H, Dv + R], output [T, H, Dv]); the plan "
       "from mla_shape. Page tables dense (block_tables, context_lens) or CSR (a plan with csr_page_table).");
 

@@ -12,6 +12,7 @@
 #include "host_array.hpp"
 #include "host_inputs.hpp"
 #include "names.hpp"
+#include "plan_class.hpp"
 #include "record_args.hpp"
 #include "vkpaged/mla_attention.hpp"
 #include "vkpaged/mla_cache_ops.hpp"
@@ -49,29 +50,24 @@ void bind_shape(py::module_& m) {
       .def("__repr__", [](const MlaShape& s) { return repr(s); });
 }
 
+// MlaPlan(context, shape, query_starts, *, split, partition_tokens).
+PyMlaPlan make_plan(const py::object& context, const MlaShape& shape, const py::object& query_starts,
+                    const std::string& split, uint32_t partition_tokens) {
+  MlaOptions o;
+  o.split = parse_split_arg("split", split);
+  o.partition_tokens = partition_tokens;
+  return plan_for_query_starts<PyMlaPlan>(context, shape, query_starts, o);
+}
+
 void bind_plan(py::module_& m) {
-  py::class_<PyMlaPlan>(m, "MlaPlan",
-                        "An MLA attention plan (vkpaged::MlaPlan::create): checks the shape and the step's "
-                        "query_starts, chooses the rows, key tile and split, sizes the scratch and creates the "
-                        "pipelines. Made once per step (or once for steps with the same query_starts); one plan "
-                        "serves every layer.")
-      .def(py::init([](const py::object& context, const MlaShape& shape, const py::object& query_starts,
-                       const std::string& split, uint32_t partition_tokens) {
-             MlaOptions o;
-             o.split = parse_split_arg("split", split);
-             o.partition_tokens = partition_tokens;
-             const std::vector<int32_t> starts = to_int32_vector(query_starts, "query_starts");
-             return PyMlaPlan{context, MlaPlan::create(context_of(context).context, shape, starts, o)};
-           }),
-           py::arg("context"), py::arg("shape"), py::arg("query_starts"), py::kw_only(), py::arg("split") = "auto",
-           py::arg("partition_tokens") = 0)
-      .def_property_readonly("shape", [](const PyMlaPlan& p) { return p.plan.shape(); })
-      .def_property_readonly("tree_mask_bytes", [](const PyMlaPlan& p) { return p.plan.tree_mask_bytes(); })
-      .def_property_readonly("split", [](const PyMlaPlan& p) { return p.plan.split(); })
-      .def_property_readonly("num_partitions", [](const PyMlaPlan& p) { return p.plan.num_partitions(); })
-      .def_property_readonly("scratch_bytes", [](const PyMlaPlan& p) { return p.plan.scratch_bytes(); })
-      .def("describe", [](const PyMlaPlan& p) { return p.plan.describe(); })
-      .def("__repr__", [](const PyMlaPlan& p) { return "<MlaPlan " + p.plan.describe() + ">"; });
+  py::class_<PyMlaPlan> plan(m, "MlaPlan",
+                             "An MLA attention plan (vkpaged::MlaPlan::create): checks the shape and the step's "
+                             "query_starts, chooses the rows, key tile and split, sizes the scratch and creates the "
+                             "pipelines. Made once per step (or once for steps with the same query_starts); one plan "
+                             "serves every layer.");
+  plan.def(py::init(&make_plan), py::arg("context"), py::arg("shape"), py::arg("query_starts"), py::kw_only(),
+           py::arg("split") = "auto", py::arg("partition_tokens") = 0);
+  def_step_plan_readback(plan, "MlaPlan");
 }
 
 void bind_records(py::module_& m) {
@@ -101,17 +97,13 @@ void bind_records(py::module_& m) {
 
   m.def(
       "record_mla_attention",
-      [](PyCommandBuffer& cmd, const PyMlaPlan& plan, View query, View mla_cache, View ckv_cache, View kpe_cache,
-         View block_tables, View context_lens, View query_starts, View output, View kv_indptr, View kv_indices,
-         View kv_last_page_len, View lse, View tree_mask, View alibi_slopes, View sinks, Bytes scratch, Bytes status,
-         std::optional<float> scale, float softcap, float k_scale, float v_scale) {
-        check_plan_context(cmd, plan.context);
-        MlaViews v = mla_views(cmd, query, mla_cache, ckv_cache, kpe_cache, block_tables, context_lens, query_starts,
-                               output, lse, tree_mask, alibi_slopes, sinks, scratch, status);
-        use_csr(cmd, v, kv_indptr, kv_indices, kv_last_page_len);
-        record_mla_attention(cmd.context(), cmd.recording(), plan.plan, v,
-                             decode_params(scale, softcap, k_scale, v_scale));
-      },
+      taking_attention_request<PyCommandBuffer&, const PyMlaPlan&, View, View, View, View>(
+          [](PyCommandBuffer& cmd, const PyMlaPlan& plan, View query, View mla_cache, View ckv_cache, View kpe_cache,
+             const AttentionRequest& r) {
+            check_plan_context(cmd, plan.context);
+            record_mla_attention(cmd.context(), cmd.recording(), plan.plan,
+                                 mla_views(cmd, query, mla_cache, ckv_cache, kpe_cache, r), r.params);
+          }),
       py::arg("cmd"), py::arg("plan"), py::kw_only(), py::arg("query"), py::arg("mla_cache") = py::none(),
       py::arg("ckv_cache") = py::none(), py::arg("kpe_cache") = py::none(), VKPAGED_ATTENTION_REQUEST_KWARGS,
       "Records the plan's MLA attention (vkpaged::record_mla_attention): query [T, H, Dk], the pools in the plan's "
@@ -143,45 +135,42 @@ constexpr const char* kMlaArrays =
 
 std::string mla_doc(const char* what) { return std::string(what) + "\n\n" + kMlaArrays; }
 
-MlaInputs host_inputs(const py::object& query, const py::object& block_tables, const py::object& context_lens,
-                      const py::object& query_starts, const py::object& mla_cache, uint32_t value_head_size,
-                      const py::object& ckv_cache, const py::object& kpe_cache, const py::object& tree_mask,
-                      const py::object& kv_indptr, const py::object& kv_indices, const py::object& kv_last_page_len,
-                      uint32_t max_blocks_per_seq, const OptStr& query_dtype, const OptStr& cache_dtype,
-                      const py::object& alibi_slopes, const py::object& sinks, uint32_t sliding_window) {
-  return mla_inputs(query, {mla_cache, ckv_cache, kpe_cache, value_head_size}, alibi_slopes, sinks, query_dtype,
-                    cache_dtype,
-                    page_tables(block_tables, context_lens, kv_indptr, kv_indices, kv_last_page_len, max_blocks_per_seq),
-                    query_starts, tree_mask, sliding_window);
-}
-
-py::object result(const AttentionResult& r, bool return_lse) {
-  if (!return_lse) return to_numpy(r.output);
-  return py::make_tuple(to_numpy(r.output), to_numpy(r.lse));
-}
+// fn(lead..., inputs, params, return_lse, trail...) as a function of lead..., then the arrays and
+// values of VKPAGED_MLA_ARGS, then trail...: one list of those arguments for mla_attention and
+// reference.mla_attention, whose result it returns as output or (output, lse).
+template <typename... Lead>
+struct TakingMlaArrays {
+  template <typename... Trail, typename Fn>
+  static auto then(Fn fn) {
+    return [fn](Lead... lead, const py::object& query, const py::object& block_tables, const py::object& context_lens,
+                const py::object& query_starts, const py::object& mla_cache, uint32_t value_head_size,
+                const py::object& ckv_cache, const py::object& kpe_cache, const py::object& tree_mask,
+                const py::object& kv_indptr, const py::object& kv_indices, const py::object& kv_last_page_len,
+                uint32_t max_blocks_per_seq, const OptStr& query_dtype, const OptStr& cache_dtype,
+                const py::object& alibi_slopes, const py::object& sinks, uint32_t sliding_window,
+                std::optional<float> scale, float softcap, float k_scale, float v_scale, bool return_lse,
+                Trail... trail) {
+      const MlaInputs in = mla_inputs(
+          query, {mla_cache, ckv_cache, kpe_cache, value_head_size}, alibi_slopes, sinks, query_dtype, cache_dtype,
+          page_tables(block_tables, context_lens, kv_indptr, kv_indices, kv_last_page_len, max_blocks_per_seq),
+          query_starts, tree_mask, sliding_window);
+      return output_and_lse(fn(lead..., in, decode_params(scale, softcap, k_scale, v_scale), return_lse, trail...),
+                            return_lse);
+    };
+  }
+};
 
 void bind_host(py::module_& m) {
   m.def(
       "mla_attention",
-      [](PyContext& ctx, const py::object& query, const py::object& block_tables, const py::object& context_lens,
-         const py::object& query_starts, const py::object& mla_cache, uint32_t value_head_size,
-         const py::object& ckv_cache, const py::object& kpe_cache, const py::object& tree_mask,
-         const py::object& kv_indptr, const py::object& kv_indices, const py::object& kv_last_page_len,
-         uint32_t max_blocks_per_seq, const OptStr& query_dtype, const OptStr& cache_dtype,
-         const py::object& alibi_slopes, const py::object& sinks, uint32_t sliding_window, std::optional<float> scale,
-         float softcap, float k_scale, float v_scale, bool return_lse, const std::string& split,
-         uint32_t partition_tokens) {
-        const MlaInputs in = host_inputs(query, block_tables, context_lens, query_starts, mla_cache, value_head_size,
-                                         ckv_cache, kpe_cache, tree_mask, kv_indptr, kv_indices, kv_last_page_len,
-                                         max_blocks_per_seq, query_dtype, cache_dtype, alibi_slopes, sinks,
-                                         sliding_window);
-        MlaOptions o;
-        o.split = parse_split_arg("split", split);
-        o.partition_tokens = partition_tokens;
-        return result(
-            mla_attention(ctx.context, in, decode_params(scale, softcap, k_scale, v_scale), o, return_lse),
-            return_lse);
-      },
+      TakingMlaArrays<PyContext&>::then<const std::string&, uint32_t>(
+          [](PyContext& ctx, const MlaInputs& in, const DecodeParams& params, bool return_lse,
+             const std::string& split, uint32_t partition_tokens) {
+            MlaOptions o;
+            o.split = parse_split_arg("split", split);
+            o.partition_tokens = partition_tokens;
+            return mla_attention(ctx.context, in, params, o, return_lse);
+          }),
       py::arg("context"), VKPAGED_MLA_ARGS, py::arg("split") = "auto", py::arg("partition_tokens") = 0,
       mla_doc("Multi-head latent attention for an engine step on the device (vkpaged::mla_attention: uploads, plans, "
               "runs, waits, downloads): multi-query attention over one shared kv head whose key is Dk = Dv + R wide "
@@ -191,20 +180,9 @@ void bind_host(py::module_& m) {
   py::module_ ref = m.attr("reference").cast<py::module_>();
   ref.def(
       "mla_attention",
-      [](const py::object& query, const py::object& block_tables, const py::object& context_lens,
-         const py::object& query_starts, const py::object& mla_cache, uint32_t value_head_size,
-         const py::object& ckv_cache, const py::object& kpe_cache, const py::object& tree_mask,
-         const py::object& kv_indptr, const py::object& kv_indices, const py::object& kv_last_page_len,
-         uint32_t max_blocks_per_seq, const OptStr& query_dtype, const OptStr& cache_dtype,
-         const py::object& alibi_slopes, const py::object& sinks, uint32_t sliding_window, std::optional<float> scale,
-         float softcap, float k_scale, float v_scale, bool return_lse) {
-        const MlaInputs in = host_inputs(query, block_tables, context_lens, query_starts, mla_cache, value_head_size,
-                                         ckv_cache, kpe_cache, tree_mask, kv_indptr, kv_indices, kv_last_page_len,
-                                         max_blocks_per_seq, query_dtype, cache_dtype, alibi_slopes, sinks,
-                                         sliding_window);
-        return result(reference::mla_attention(in, decode_params(scale, softcap, k_scale, v_scale), return_lse),
-                      return_lse);
-      },
+      TakingMlaArrays<>::then([](const MlaInputs& in, const DecodeParams& params, bool return_lse) {
+        return reference::mla_attention(in, params, return_lse);
+      }),
       VKPAGED_MLA_ARGS,
       mla_doc("vkpaged::reference::mla_attention: MLA attention on the CPU, as vkpaged.mla_attention.").c_str());
 }

@@ -9,6 +9,7 @@
 #include "bindings.hpp"
 #include "host_array.hpp"
 #include "names.hpp"
+#include "plan_class.hpp"
 #include "record_args.hpp"
 
 namespace vkpaged::python {
@@ -16,10 +17,11 @@ namespace vkpaged::python {
 namespace {
 
 void bind_decode_plan(py::module_& m) {
-  py::class_<PyDecodePlan>(m, "DecodePlan",
-                           "A decode plan (vkpaged::DecodePlan::create): validates the shape and options, picks the "
-                           "kernel and the split, creates the pipelines. Made once per batch shape; record_decode "
-                           "runs it on new data every step.")
+  py::class_<PyDecodePlan> decode(m, "DecodePlan",
+                                  "A decode plan (vkpaged::DecodePlan::create): validates the shape and options, "
+                                  "picks the kernel and the split, creates the pipelines. Made once per batch shape; "
+                                  "record_decode runs it on new data every step.");
+  decode
       .def(py::init([](const py::object& context, const DecodeShape& shape, uint32_t sliding_window,
                        const std::string& split, uint32_t partition_tokens, const std::string& kernel,
                        const std::string& order, const std::string& merge) {
@@ -29,16 +31,11 @@ void bind_decode_plan(py::module_& m) {
            py::arg("context"), py::arg("shape"), py::kw_only(), py::arg("sliding_window") = 0,
            py::arg("split") = "auto", py::arg("partition_tokens") = 0, py::arg("kernel") = "auto",
            py::arg("order") = "auto", py::arg("merge") = "reduce_pass")
-      .def_property_readonly("shape", [](const PyDecodePlan& p) { return p.plan.shape(); })
-      .def_property_readonly("split", [](const PyDecodePlan& p) { return p.plan.split(); })
-      .def_property_readonly("num_partitions", [](const PyDecodePlan& p) { return p.plan.num_partitions(); })
       .def_property_readonly("partition_tokens", [](const PyDecodePlan& p) { return p.plan.partition_tokens(); })
-      .def_property_readonly("scratch_bytes", [](const PyDecodePlan& p) { return p.plan.scratch_bytes(); })
       .def_property_readonly("longest_first", [](const PyDecodePlan& p) { return p.plan.longest_first(); })
       .def_property_readonly("order_bytes", [](const PyDecodePlan& p) { return p.plan.order_bytes(); })
-      .def_property_readonly("merge_counter_bytes", [](const PyDecodePlan& p) { return p.plan.merge_counter_bytes(); })
-      .def("describe", [](const PyDecodePlan& p) { return p.plan.describe(); })
-      .def("__repr__", [](const PyDecodePlan& p) { return "<DecodePlan " + p.plan.describe() + ">"; });
+      .def_property_readonly("merge_counter_bytes", [](const PyDecodePlan& p) { return p.plan.merge_counter_bytes(); });
+  def_plan_readback(decode, "DecodePlan");
 
   m.def(
       "record_decode",
@@ -76,16 +73,16 @@ void bind_decode_plan(py::module_& m) {
 }
 
 void bind_attention_plan(py::module_& m) {
-  py::class_<PyAttentionPlan>(m, "AttentionPlan",
-                              "A multi-query attention plan (vkpaged::AttentionPlan::create): checks the step's "
-                              "query_starts, picks the kernel family and the split, sizes the scratch. Made once "
-                              "per step (or once for steps with the same query_starts), or once per bucket of steps "
-                              "(create_bucket); one plan serves every layer.")
+  py::class_<PyAttentionPlan> attention(m, "AttentionPlan",
+                                        "A multi-query attention plan (vkpaged::AttentionPlan::create): checks the "
+                                        "step's query_starts, picks the kernel family and the split, sizes the "
+                                        "scratch. Made once per step (or once for steps with the same query_starts), "
+                                        "or once per bucket of steps (create_bucket); one plan serves every layer.");
+  attention
       .def(py::init([](const py::object& context, const AttentionShape& shape, const py::object& query_starts,
                        const std::string& kernel, const std::string& split, uint32_t partition_tokens) {
-             const AttentionOptions o = attention_options(kernel, split, partition_tokens);
-             const std::vector<int32_t> starts = to_int32_vector(query_starts, "query_starts");
-             return PyAttentionPlan{context, AttentionPlan::create(context_of(context).context, shape, starts, o)};
+             return plan_for_query_starts<PyAttentionPlan>(context, shape, query_starts,
+                                                           attention_options(kernel, split, partition_tokens));
            }),
            py::arg("context"), py::arg("shape"), py::arg("query_starts"), py::kw_only(), py::arg("kernel") = "auto",
            py::arg("split") = "auto", py::arg("partition_tokens") = 0)
@@ -116,30 +113,21 @@ void bind_attention_plan(py::module_& m) {
           py::arg("kernel") = "auto", py::arg("split") = "auto", py::arg("partition_tokens") = 0,
           "The scratch create_bucket's plan would need, the most any step of the bucket uses: to allocate once, "
           "before any plan. Makes no plan and builds no pipeline.")
-      .def_property_readonly("shape", [](const PyAttentionPlan& p) { return p.plan.shape(); })
       .def_property_readonly("bucket", [](const PyAttentionPlan& p) { return p.plan.bucket(); },
                              "Whether create_bucket made it.")
       .def_property_readonly("kernel", [](const PyAttentionPlan& p) { return name_of(p.plan.kernel()); })
-      .def_property_readonly("max_query_tokens", [](const PyAttentionPlan& p) { return p.plan.max_query_tokens(); })
-      .def_property_readonly("tree_mask_bytes", [](const PyAttentionPlan& p) { return p.plan.tree_mask_bytes(); })
-      .def_property_readonly("split", [](const PyAttentionPlan& p) { return p.plan.split(); })
-      .def_property_readonly("num_partitions", [](const PyAttentionPlan& p) { return p.plan.num_partitions(); })
-      .def_property_readonly("scratch_bytes", [](const PyAttentionPlan& p) { return p.plan.scratch_bytes(); })
-      .def("describe", [](const PyAttentionPlan& p) { return p.plan.describe(); })
-      .def("__repr__", [](const PyAttentionPlan& p) { return "<AttentionPlan " + p.plan.describe() + ">"; });
+      .def_property_readonly("max_query_tokens", [](const PyAttentionPlan& p) { return p.plan.max_query_tokens(); });
+  def_step_plan_readback(attention, "AttentionPlan");
 
   m.def(
       "record_attention",
-      [](PyCommandBuffer& cmd, const PyAttentionPlan& plan, View query, View key_cache, View value_cache,
-         View block_tables, View context_lens, View query_starts, View output, View kv_indptr, View kv_indices,
-         View kv_last_page_len, View lse, View tree_mask, View alibi_slopes, View sinks, Bytes scratch, Bytes status,
-         std::optional<float> scale, float softcap, float k_scale, float v_scale) {
-        check_plan_context(cmd, plan.context);
-        AttentionViews v = attention_views(cmd, query, key_cache, value_cache, block_tables, context_lens,
-                                           query_starts, output, lse, tree_mask, alibi_slopes, sinks, scratch, status);
-        use_csr(cmd, v, kv_indptr, kv_indices, kv_last_page_len);
-        record_attention(cmd.context(), cmd.recording(), plan.plan, v, decode_params(scale, softcap, k_scale, v_scale));
-      },
+      taking_attention_request<PyCommandBuffer&, const PyAttentionPlan&, View, View, View>(
+          [](PyCommandBuffer& cmd, const PyAttentionPlan& plan, View query, View key_cache, View value_cache,
+             const AttentionRequest& r) {
+            check_plan_context(cmd, plan.context);
+            record_attention(cmd.context(), cmd.recording(), plan.plan,
+                             attention_views(cmd, query, key_cache, value_cache, r), r.params);
+          }),
       py::arg("cmd"), py::arg("plan"), py::kw_only(), py::arg("query"), py::arg("key_cache"), py::arg("value_cache"),
       VKPAGED_ATTENTION_REQUEST_KWARGS,
       "Records the plan's attention over TensorViews (vkpaged::record_attention); query_starts on the device must "

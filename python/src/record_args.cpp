@@ -31,46 +31,41 @@ DecodeViews decode_views(PyCommandBuffer& cmd, View query, View key_cache, View 
 
 namespace {
 
-// The request's views AttentionViews and MlaViews share.
+// The request's views AttentionViews and MlaViews share, after the pools.
 template <typename Views>
-void use_request_views(PyCommandBuffer& cmd, Views& v, View query, View block_tables, View context_lens,
-                       View query_starts, View output, View lse, View tree_mask, View alibi_slopes, View sinks,
-                       Bytes scratch, Bytes status) {
+void use_request_views(PyCommandBuffer& cmd, Views& v, View query, const AttentionRequest& r) {
   v.query = cmd.use(query, "query");
-  v.block_tables = cmd.use(block_tables, "block_tables");
-  v.context_lens = cmd.use(context_lens, "context_lens");
-  v.query_starts = cmd.use(query_starts, "query_starts");
-  v.output = cmd.use(output, "output");
-  v.lse = cmd.use(lse, "lse");
-  v.tree_mask = cmd.use(tree_mask, "tree_mask");
-  v.alibi_slopes = cmd.use(alibi_slopes, "alibi_slopes");
-  v.sinks = cmd.use(sinks, "sinks");
-  v.scratch = cmd.use(scratch, "scratch");
-  v.status = cmd.use(status, "status");
+  v.block_tables = cmd.use(r.block_tables, "block_tables");
+  v.context_lens = cmd.use(r.context_lens, "context_lens");
+  v.query_starts = cmd.use(r.query_starts, "query_starts");
+  v.output = cmd.use(r.output, "output");
+  v.lse = cmd.use(r.lse, "lse");
+  v.tree_mask = cmd.use(r.tree_mask, "tree_mask");
+  v.alibi_slopes = cmd.use(r.alibi_slopes, "alibi_slopes");
+  v.sinks = cmd.use(r.sinks, "sinks");
+  v.scratch = cmd.use(r.scratch, "scratch");
+  v.status = cmd.use(r.status, "status");
+  use_csr(cmd, v, r.kv_indptr, r.kv_indices, r.kv_last_page_len);
 }
 
 }  // namespace
 
-AttentionViews attention_views(PyCommandBuffer& cmd, View query, View key_cache, View value_cache, View block_tables,
-                               View context_lens, View query_starts, View output, View lse, View tree_mask,
-                               View alibi_slopes, View sinks, Bytes scratch, Bytes status) {
+AttentionViews attention_views(PyCommandBuffer& cmd, View query, View key_cache, View value_cache,
+                               const AttentionRequest& request) {
   AttentionViews v;
   v.key_cache = cmd.use(key_cache, "key_cache");
   v.value_cache = cmd.use(value_cache, "value_cache");
-  use_request_views(cmd, v, query, block_tables, context_lens, query_starts, output, lse, tree_mask, alibi_slopes,
-                    sinks, scratch, status);
+  use_request_views(cmd, v, query, request);
   return v;
 }
 
-MlaViews mla_views(PyCommandBuffer& cmd, View query, View mla_cache, View ckv_cache, View kpe_cache, View block_tables,
-                   View context_lens, View query_starts, View output, View lse, View tree_mask, View alibi_slopes,
-                   View sinks, Bytes scratch, Bytes status) {
+MlaViews mla_views(PyCommandBuffer& cmd, View query, View mla_cache, View ckv_cache, View kpe_cache,
+                   const AttentionRequest& request) {
   MlaViews v;
   v.mla_cache = cmd.use(mla_cache, "mla_cache");
   v.ckv_cache = cmd.use(ckv_cache, "ckv_cache");
   v.kpe_cache = cmd.use(kpe_cache, "kpe_cache");
-  use_request_views(cmd, v, query, block_tables, context_lens, query_starts, output, lse, tree_mask, alibi_slopes,
-                    sinks, scratch, status);
+  use_request_views(cmd, v, query, request);
   return v;
 }
 

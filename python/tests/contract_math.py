@@ -63,6 +63,16 @@ def stored_values(array, dtype, scale=1.0):
     return np.asarray(array).astype(np.float64)
 
 
+def check_attention(out, lse, want_out, want_lse, query_dtype):
+    """An attention call's output (of query_dtype; bf16 as uint16 bits) and LSE against the float64
+    ones, within the contract's tolerance for that dtype."""
+    tol = TOLERANCE[query_dtype]
+    got = stored_values(out, query_dtype)
+    assert got.shape == want_out.shape
+    np.testing.assert_allclose(got, want_out, atol=tol, rtol=0)
+    np.testing.assert_allclose(lse, want_lse, atol=tol, rtol=0)
+
+
 def cache_shapes(layout, N, Hkv, D, B, x):
     """Key and value cache shapes of a layout (x = 16 / element bytes)."""
     if layout == "nhd":

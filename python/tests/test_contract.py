@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import vkpaged
-from contract_math import TOLERANCE, attention, stored_values
+from contract_math import attention, check_attention
 from steps import build_step
 
 LAYOUTS = ["vllm", "nhd", "hnd"]
@@ -22,14 +22,6 @@ def requests_of(kind, rng, B):
     if kind == "chunks":  # a whole prompt, chunks after cached prefixes, a decode request
         return [(0, 9), (13, 6), (B, 3), (20, 1)]
     return [(11, 5), (0, 4), (2 * B - 1, 3), (7, 1)]  # tree: speculative requests, and a decode one
-
-
-def check(out, lse, want_out, want_lse, query_dtype):
-    tol = TOLERANCE[query_dtype]
-    got = stored_values(out, query_dtype)
-    assert got.shape == want_out.shape
-    np.testing.assert_allclose(got, want_out, atol=tol, rtol=0)
-    np.testing.assert_allclose(lse, want_lse, atol=tol, rtol=0)
 
 
 @pytest.mark.parametrize("kind", ["decode", "chunks", "tree"])
@@ -48,7 +40,7 @@ def test_batch_attention_matches_the_contract(ctx, rng, layout, cache_dtype, que
         kv_layout=layout, k_scale=k_scale, v_scale=v_scale, return_lse=True)
     want_out, want_lse = attention(step.q, step.k, step.v, step.block_tables, step.context_lens, step.query_starts,
                                    masks)
-    check(out, lse, want_out, want_lse, query_dtype)
+    check_attention(out, lse, want_out, want_lse, query_dtype)
     assert out.dtype == (np.uint16 if query_dtype == "bf16" else np.float16)
 
     if kind == "decode":  # the same batch through the decode entry point: query [S, H, D]
@@ -56,7 +48,7 @@ def test_batch_attention_matches_the_contract(ctx, rng, layout, cache_dtype, que
             ctx, step.query, step.key_cache, step.value_cache, step.block_tables, step.context_lens,
             query_dtype=query_dtype, cache_dtype=cache_dtype, kv_layout=layout, k_scale=k_scale, v_scale=v_scale,
             return_lse=True)
-        check(out, lse, want_out, want_lse, query_dtype)
+        check_attention(out, lse, want_out, want_lse, query_dtype)
 
 
 @pytest.mark.parametrize("kind", ["chunks", "tree"])
@@ -76,7 +68,7 @@ def test_window_softcap_alibi_sinks_and_scale_match_the_contract(ctx, rng, layou
     want_out, want_lse = attention(step.q, step.k, step.v, step.block_tables, step.context_lens, step.query_starts,
                                    masks, scale=0.3, softcap=2.5, alibi=alibi.astype(np.float64),
                                    sinks=sinks.astype(np.float64), window=7)
-    check(out, lse, want_out, want_lse, "f32")
+    check_attention(out, lse, want_out, want_lse, "f32")
 
 
 def test_the_cpu_reference_matches_the_contract(rng):
@@ -86,7 +78,7 @@ def test_the_cpu_reference_matches_the_contract(rng):
         tree_mask=step.tree_mask(), query_dtype="bf16", cache_dtype="bf16", kv_layout="nhd", return_lse=True)
     want_out, want_lse = attention(step.q, step.k, step.v, step.block_tables, step.context_lens, step.query_starts,
                                    step.masks)
-    check(out, lse, want_out, want_lse, "bf16")
+    check_attention(out, lse, want_out, want_lse, "bf16")
 
 
 def test_merging_two_halves_of_a_context_is_attention_over_it(ctx, rng):

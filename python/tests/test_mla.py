@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import vkpaged
-from contract_math import TOLERANCE, mla_attention, rotate, store, stored_values
+from contract_math import check_attention, mla_attention, rotate, store, stored_values
 from steps import build_step
 
 FORMS = ["one_pool", "two_pools"]
@@ -41,14 +41,6 @@ def split_rows(rows, form):
     return {"ckv_cache": np.ascontiguousarray(rows[..., :DV]), "kpe_cache": np.ascontiguousarray(rows[..., DV:])}
 
 
-def check(out, lse, want_out, want_lse, query_dtype):
-    tol = TOLERANCE[query_dtype]
-    got = stored_values(out, query_dtype)
-    assert got.shape == want_out.shape
-    np.testing.assert_allclose(got, want_out, atol=tol, rtol=0)
-    np.testing.assert_allclose(lse, want_lse, atol=tol, rtol=0)
-
-
 # ---- the host path ----
 
 @pytest.mark.parametrize("kind", ["decode", "chunks", "tree"])
@@ -68,12 +60,12 @@ def test_mla_attention_matches_the_contract(ctx, rng, form, cache_dtype, query_d
                                      **arguments)
     want_out, want_lse = mla_attention(step.q, step.k[:, 0], DV, step.block_tables, step.context_lens,
                                        step.query_starts, masks)
-    check(out, lse, want_out, want_lse, query_dtype)
+    check_attention(out, lse, want_out, want_lse, query_dtype)
     assert out.shape == (len(step.query), 4, DV)
     assert out.dtype == (np.uint16 if query_dtype == "bf16" else np.float16)
     ref_out, ref_lse = vkpaged.reference.mla_attention(step.query, step.block_tables, step.context_lens,
                                                        step.query_starts, **arguments)
-    check(ref_out, ref_lse, want_out, want_lse, query_dtype)
+    check_attention(ref_out, ref_lse, want_out, want_lse, query_dtype)
 
 
 @pytest.mark.parametrize("split", ["single", "split"])
@@ -92,7 +84,7 @@ def test_window_softcap_alibi_sinks_scale_and_split_match_the_contract(ctx, rng,
     want_out, want_lse = mla_attention(step.q, step.k[:, 0], DV, step.block_tables, step.context_lens,
                                        step.query_starts, scale=0.2, softcap=3.0, alibi=alibi.astype(np.float64),
                                        sinks=sinks.astype(np.float64), window=40)
-    check(out, lse, want_out, want_lse, "f32")
+    check_attention(out, lse, want_out, want_lse, "f32")
 
 
 # ---- the engine path ----
@@ -213,7 +205,7 @@ def test_kv_cache_mla_decode_steps_with_one_plan(ctx, rng, form, cache_dtype, to
             with np.errstate(invalid="ignore"):  # rows never written hold what the memory held: NaN patterns too
                 rows = stored_values(rows_of(cache.mla_cache(layer), form), cache_dtype, scale)
             want_out, want_lse = mla_attention(q_values[layer], rows, DV, pages.tables, lengths, starts)
-            check(outputs[layer].read(), lses[layer].read(), want_out, want_lse, token_dtype)
+            check_attention(outputs[layer].read(), lses[layer].read(), want_out, want_lse, token_dtype)
 
 
 @pytest.mark.parametrize("form,cache_dtype,token_dtype", [("two_pools", "f16", "f16"), ("one_pool", "bf16", "bf16"),
@@ -271,7 +263,7 @@ def test_engine_pools_chunk_written_and_attended_in_one_submission(ctx, rng, for
     rows = read_rows()
     expect_written(before, rows, slots, want_rows, cache_dtype, scale)
     want_out, want_lse = mla_attention(q, stored_values(rows, cache_dtype, scale), DV, pages.tables, lengths, starts)
-    check(output.read(), lse.read(), want_out, want_lse, token_dtype)
+    check_attention(output.read(), lse.read(), want_out, want_lse, token_dtype)
 
 
 def test_refusals_name_the_argument(ctx):
