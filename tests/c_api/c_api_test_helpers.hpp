@@ -149,44 +149,40 @@ inline vkp_host_tensor host_view(const HostTensor& tensor) {
   return h;
 }
 
-// The C form of host decode inputs, every field (absent tensors stay absent: host_view of an
-// empty HostTensor is what vkp_decode_inputs_init leaves).
+// The fields host decode and attention inputs share (C: vkp_decode_inputs or vkp_attention_inputs,
+// Cpp: DecodeInputs or AttentionInputs). Absent tensors stay absent: host_view of an empty
+// HostTensor is what the C init leaves.
+template <class C, class Cpp>
+void set_shared_inputs(C& c, const Cpp& in) {
+  c.query = host_view(in.query);
+  c.key_cache = host_view(in.key_cache);
+  c.value_cache = host_view(in.value_cache);
+  c.block_tables = host_view(in.block_tables);
+  c.context_lens = host_view(in.context_lens);
+  c.alibi_slopes = host_view(in.alibi_slopes);
+  c.sinks = host_view(in.sinks);
+  c.kv_indptr = host_view(in.kv_indptr);
+  c.kv_indices = host_view(in.kv_indices);
+  c.kv_last_page_len = host_view(in.kv_last_page_len);
+  c.max_blocks_per_seq = in.max_blocks_per_seq;
+  c.cache_dtype = vkp_dtype(in.cache_dtype);
+}
+
+// The C form of host decode inputs, every field.
 inline vkp_decode_inputs c_decode_inputs(const DecodeInputs& in) {
   vkp_decode_inputs c;
   vkp_decode_inputs_init(&c);
-  c.query = host_view(in.query);
-  c.key_cache = host_view(in.key_cache);
-  c.value_cache = host_view(in.value_cache);
-  c.block_tables = host_view(in.block_tables);
-  c.context_lens = host_view(in.context_lens);
-  c.alibi_slopes = host_view(in.alibi_slopes);
-  c.sinks = host_view(in.sinks);
-  c.kv_indptr = host_view(in.kv_indptr);
-  c.kv_indices = host_view(in.kv_indices);
-  c.kv_last_page_len = host_view(in.kv_last_page_len);
-  c.max_blocks_per_seq = in.max_blocks_per_seq;
-  c.cache_dtype = vkp_dtype(in.cache_dtype);
+  set_shared_inputs(c, in);
   return c;
 }
 
-// The C form of host attention inputs, every field (as c_decode_inputs).
+// The C form of host attention inputs, every field.
 inline vkp_attention_inputs c_attention_inputs(const AttentionInputs& in) {
   vkp_attention_inputs c;
   vkp_attention_inputs_init(&c);
-  c.query = host_view(in.query);
-  c.key_cache = host_view(in.key_cache);
-  c.value_cache = host_view(in.value_cache);
-  c.block_tables = host_view(in.block_tables);
-  c.context_lens = host_view(in.context_lens);
+  set_shared_inputs(c, in);
   c.query_starts = host_view(in.query_starts);
   c.tree_mask = host_view(in.tree_mask);
-  c.alibi_slopes = host_view(in.alibi_slopes);
-  c.sinks = host_view(in.sinks);
-  c.kv_indptr = host_view(in.kv_indptr);
-  c.kv_indices = host_view(in.kv_indices);
-  c.kv_last_page_len = host_view(in.kv_last_page_len);
-  c.max_blocks_per_seq = in.max_blocks_per_seq;
-  c.cache_dtype = vkp_dtype(in.cache_dtype);
   c.kv_layout = vkp_kv_layout(in.kv_layout);
   c.sliding_window = in.sliding_window;
   return c;

@@ -39,22 +39,17 @@ class KvCacheTest : public BufferTest {
   struct Pools {
     std::vector<HostTensor> key, value;
   };
-  Pools fetch_device(const KvCache& cache) {
+  // Every layer's pools: the device ones, or the host-visible swap pools where `host`.
+  Pools fetch_pools(const KvCache& cache, bool host) {
     Pools p;
     for (uint32_t l = 0; l < cache.shape().num_layers; ++l) {
-      p.key.push_back(fetch_pool(cache.key_cache(l)));
-      p.value.push_back(fetch_pool(cache.value_cache(l)));
+      p.key.push_back(fetch_pool(host ? cache.host_key_cache(l) : cache.key_cache(l)));
+      p.value.push_back(fetch_pool(host ? cache.host_value_cache(l) : cache.value_cache(l)));
     }
     return p;
   }
-  Pools fetch_host(const KvCache& cache) {
-    Pools p;
-    for (uint32_t l = 0; l < cache.shape().num_layers; ++l) {
-      p.key.push_back(fetch_pool(cache.host_key_cache(l)));
-      p.value.push_back(fetch_pool(cache.host_value_cache(l)));
-    }
-    return p;
-  }
+  Pools fetch_device(const KvCache& cache) { return fetch_pools(cache, false); }
+  Pools fetch_host(const KvCache& cache) { return fetch_pools(cache, true); }
 };
 
 const uint8_t* block_of(const HostTensor& pool, uint64_t block_bytes, int32_t block) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "ops/cache_test_helpers.hpp"
@@ -29,6 +30,23 @@ class KvCacheLayoutTest : public BufferTest, public ::testing::WithParamInterfac
     KvCacheShape s = shape_of(2, 2, 64, 8, dtype);
     s.layout = GetParam();
     return s;
+  }
+  // Fills both layers' pools with reproducible values (layer l's keys from key_seed + l, its
+  // values from value_seed + l) and returns them as stored: keys, then values, by layer.
+  std::pair<std::vector<HostTensor>, std::vector<HostTensor>> fill_layers(const KvCache& cache, uint32_t key_seed,
+                                                                          uint32_t value_seed) {
+    ctx().run_and_wait([&](VkCommandBuffer cmd) {
+      for (uint32_t l = 0; l < 2; ++l) {
+        record_fill_random(ctx(), cmd, cache.key_cache(l), key_seed + l);
+        record_fill_random(ctx(), cmd, cache.value_cache(l), value_seed + l);
+      }
+    });
+    std::vector<HostTensor> keys, values;
+    for (uint32_t l = 0; l < 2; ++l) {
+      keys.push_back(fetch(cache.key_cache(l)));
+      values.push_back(fetch(cache.value_cache(l)));
+    }
+    return {std::move(keys), std::move(values)};
   }
 };
 
@@ -57,17 +75,7 @@ TEST_P(KvCacheLayoutTest, PerLayerCacheWritesMatchTheReference) {
     KvCacheOptions o;
     o.num_blocks = 5;
     const KvCache cache(ctx(), shape(dtype), o);
-    ctx().run_and_wait([&](VkCommandBuffer cmd) {
-      for (uint32_t l = 0; l < 2; ++l) {
-        record_fill_random(ctx(), cmd, cache.key_cache(l), 10 + l);
-        record_fill_random(ctx(), cmd, cache.value_cache(l), 20 + l);
-      }
-    });
-    std::vector<HostTensor> key_pools, value_pools;
-    for (uint32_t l = 0; l < 2; ++l) {
-      key_pools.push_back(fetch(cache.key_cache(l)));
-      value_pools.push_back(fetch(cache.value_cache(l)));
-    }
+    auto [key_pools, value_pools] = fill_layers(cache, 10, 20);
     const int64_t T = 9;
     const HostTensor key = random_tensor(DType::f16, Shape{T, 2, 64}, 1);
     const HostTensor value = random_tensor(DType::f16, Shape{T, 2, 64}, 2);
@@ -112,17 +120,7 @@ TEST_P(KvCacheLayoutTest, CopyAndSwapMoveBlocksOfEveryLayer) {
   o.num_blocks = 6;
   o.num_host_blocks = 2;
   const KvCache cache(ctx(), shape(DType::f32), o);
-  ctx().run_and_wait([&](VkCommandBuffer cmd) {
-    for (uint32_t l = 0; l < 2; ++l) {
-      record_fill_random(ctx(), cmd, cache.key_cache(l), 30 + l);
-      record_fill_random(ctx(), cmd, cache.value_cache(l), 40 + l);
-    }
-  });
-  std::vector<HostTensor> keys, values;
-  for (uint32_t l = 0; l < 2; ++l) {
-    keys.push_back(fetch(cache.key_cache(l)));
-    values.push_back(fetch(cache.value_cache(l)));
-  }
+  auto [keys, values] = fill_layers(cache, 30, 40);
   const std::vector<BlockCopy> copies = {{0, 4}, {5, 1}}, out = {{4, 1}, {2, 0}};
   ctx().run_and_wait([&](VkCommandBuffer cmd) {
     cache.record_copy_blocks(cmd, copies);
