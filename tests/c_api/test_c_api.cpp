@@ -306,12 +306,7 @@ TEST_F(CApiTest, ContextOptionsAndAdoptedFeaturesReachTheContext) {
   const OwnedContext own(raw, &vkp_context_destroy);
   EXPECT_EQ(raw->context.impl().fence_timeout_ms, 1234u);
 
-  vkp_external_device ext;
-  vkp_external_device_init(&ext);
-  ext.instance = ctx().instance();
-  ext.physical_device = ctx().physical_device();
-  ext.device = ctx().device();
-  ext.queue_family = ctx().queue_family();
+  vkp_external_device ext = shared_device();
   ext.fence_timeout_ms = 0;  // no limit
   ASSERT_VKP_OK(vkp_context_create_external(&ext, &raw));
   const OwnedContext adopted(raw, &vkp_context_destroy);

@@ -17,26 +17,6 @@ namespace {
 
 using namespace c_api_helpers;
 
-using AttentionPlanPtr = std::unique_ptr<vkp_attention_plan, decltype(&vkp_attention_plan_destroy)>;
-
-vkp_attention_inputs c_inputs(const AttentionInputs& in) {
-  vkp_attention_inputs c;
-  vkp_attention_inputs_init(&c);
-  c.query = host_view(in.query);
-  c.key_cache = host_view(in.key_cache);
-  c.value_cache = host_view(in.value_cache);
-  c.block_tables = host_view(in.block_tables);
-  c.context_lens = host_view(in.context_lens);
-  c.query_starts = host_view(in.query_starts);
-  c.tree_mask = host_view(in.tree_mask);
-  c.alibi_slopes = host_view(in.alibi_slopes);
-  c.sinks = host_view(in.sinks);
-  c.cache_dtype = vkp_dtype(in.cache_dtype);
-  c.kv_layout = vkp_kv_layout(in.kv_layout);
-  c.sliding_window = in.sliding_window;
-  return c;
-}
-
 vkp_attention_options c_options(AttentionKernel kernel, SplitMode split = SplitMode::automatic,
                                 uint32_t partition_tokens = 0) {
   vkp_attention_options o;
@@ -75,7 +55,7 @@ CTensor upload_tree_mask(vkp_context* ctx, const HostTensor& mask) {
 AttentionResult record_through_c(const AttentionInputs& in, const AttentionParams& params,
                                  const vkp_attention_options& options, bool want_lse, uint32_t* status_out) {
   vkp_context* ctx = c_context();
-  const vkp_attention_inputs cin = c_inputs(in);
+  const vkp_attention_inputs cin = c_attention_inputs(in);
   const vkp_decode_params cparams = c_params(params);
   vkp_attention_shape shape;
   vkp_attention_shape_init(&shape);
@@ -230,7 +210,7 @@ TEST_F(CApiAttentionHostTest, ConvenienceAndReferenceMatchTheCppApi) {
   AttentionParams params = default_params(c);
   params.scale = 0.3f;
   params.softcap = 8.0f;
-  const vkp_attention_inputs cin = c_inputs(in);
+  const vkp_attention_inputs cin = c_attention_inputs(in);
   const vkp_decode_params cparams = c_params(params);
   const vkp_attention_options options = c_options(AttentionKernel::scalar);
   const int64_t T = in.query.shape()[0], H = in.query.shape()[1];
@@ -271,7 +251,7 @@ TEST_F(CApiAttentionHostTest, RefusesBadArgumentsNamingThemAndWritesNothing) {
   AttentionCase c = attention_case(KvLayout::hnd, DType::f32, DType::f32, {10, 20}, {2, 5});
   std::mt19937 rng(29);
   const AttentionInputs in = make_attention_inputs(c, rng);
-  vkp_attention_inputs cin = c_inputs(in);
+  vkp_attention_inputs cin = c_attention_inputs(in);
   HostTensor out(in.query.dtype(), in.query.shape());
   std::memset(out.data(), 0x5A, out.bytes());
   const HostTensor untouched = out;
@@ -289,14 +269,14 @@ TEST_F(CApiAttentionHostTest, RefusesBadArgumentsNamingThemAndWritesNothing) {
   lens.as<int32_t>()[0] = 1;  // below its request's 2 new tokens
   cin.context_lens = host_view(lens);
   expect_refused(vkp_reference_batch_attention(&cin, nullptr, out.data(), out.bytes(), nullptr, 0), "context_lens[0]");
-  cin = c_inputs(in);
+  cin = c_attention_inputs(in);
   cin.kv_layout = VKP_KV_LAYOUT_VLLM;  // caches given in hnd
   expect_refused(vkp_batch_attention(c_context(), &cin, nullptr, nullptr, out.data(), out.bytes(), nullptr, 0),
                  "key_cache");
   EXPECT_EQ(std::memcmp(out.data(), untouched.data(), out.bytes()), 0) << "a refused call wrote the output";
 
   // Plans: query starts checked against the shape, the decode kernels refused for chunks.
-  cin = c_inputs(in);
+  cin = c_attention_inputs(in);
   vkp_attention_shape shape;
   vkp_attention_shape_init(&shape);
   ASSERT_VKP_OK(vkp_attention_shape_of(&cin, nullptr, VKP_FALSE, &shape));
@@ -325,12 +305,7 @@ TEST_F(CApiAttentionHostTest, RefusesBadArgumentsNamingThemAndWritesNothing) {
   vkp_decode_params_init(&softcap);
   softcap.softcap = 5.0f;  // the plan's shape has no soft cap
   vkp_context* other = nullptr;
-  vkp_external_device ext;
-  vkp_external_device_init(&ext);
-  ext.instance = ctx().instance();
-  ext.physical_device = ctx().physical_device();
-  ext.device = ctx().device();
-  ext.queue_family = ctx().queue_family();
+  vkp_external_device ext = shared_device();
   ASSERT_VKP_OK(vkp_context_create_external(&ext, &other));
   EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
     expect_refused(vkp_record_attention(c_context(), cmd, raw, &views, nullptr), "query: shape [7, 4, 40]");

@@ -2,6 +2,7 @@
 // Cache operations through the C API against the C API's references, byte for byte:
 // reshape_and_cache, copy_blocks, swap_blocks (device <-> host-visible), gather, absmax and the
 // fp8 scale, fill_random against the C++ API; refusals that name the argument.
+#include <array>
 #include <cstring>
 #include <numeric>
 
@@ -31,6 +32,29 @@ struct Pools {
     return v;
   }
 };
+
+// A gather of two requests: block tables [2, 3] of `ids` (i32) and the requests' token bounds [3].
+struct GatherBatch {
+  HostTensor tables{DType::i32, Shape{2, 3}}, starts{DType::i32, Shape{3}};
+  GatherBatch(const std::array<int32_t, 6>& ids, const std::array<int32_t, 3>& bounds) {
+    std::memcpy(tables.data(), ids.data(), sizeof(ids));
+    std::memcpy(starts.data(), bounds.data(), sizeof(bounds));
+  }
+};
+
+// Gather views of the pools, the batch's device tables and bounds, and the outputs.
+vkp_gather_views gather_views(const vkp_tensor_view& key_cache, const vkp_tensor_view& value_cache, const CTensor& tables,
+                              const CTensor& starts, const CTensor& key_out, const CTensor& value_out) {
+  vkp_gather_views v;
+  vkp_gather_views_init(&v);
+  v.key_cache = key_cache;
+  v.value_cache = value_cache;
+  v.block_tables = tables.view;
+  v.seq_starts = starts.view;
+  v.key_out = key_out.view;
+  v.value_out = value_out.view;
+  return v;
+}
 
 Pools make_pools(DType dtype, int64_t n, int64_t hkv, int64_t d, int64_t b, uint32_t seed,
                  vkp_memory_kind kind = VKP_MEMORY_DEVICE) {
@@ -151,12 +175,8 @@ TEST_F(CApiCacheOpsTest, SwapBlocksOutToHostVisibleAndBackIn) {
 TEST_F(CApiCacheOpsTest, GatherMatchesTheReferenceBitExactly) {
   const int64_t N = 9, Hkv = 2, D = 64, B = 8;
   Pools pools = make_pools(DType::fp8_e4m3, N, Hkv, D, B, 50);
-  HostTensor tables(DType::i32, Shape{2, 3});
-  const int32_t ids[] = {4, 0, 7, 2, 8, 1};
-  std::memcpy(tables.data(), ids, sizeof(ids));
-  HostTensor starts(DType::i32, Shape{3});
-  const int32_t bounds[] = {0, 19, 40};
-  std::memcpy(starts.data(), bounds, sizeof(bounds));
+  const GatherBatch batch({4, 0, 7, 2, 8, 1}, {0, 19, 40});
+  const HostTensor &tables = batch.tables, &starts = batch.starts;
   const CTensor d_tables = upload(c_context(), tables), d_starts = upload(c_context(), starts);
   const CTensor key_out = zeros(c_context(), DType::f32, Shape{40, Hkv, D});
   const CTensor value_out = zeros(c_context(), DType::f32, Shape{40, Hkv, D});
@@ -165,14 +185,7 @@ TEST_F(CApiCacheOpsTest, GatherMatchesTheReferenceBitExactly) {
   vkp_cache_scales_init(&scales);
   scales.k_scale = 0.25f;
   scales.v_scale = 0.5f;
-  vkp_gather_views v;
-  vkp_gather_views_init(&v);
-  v.key_cache = pools.d_key.view;
-  v.value_cache = pools.d_value.view;
-  v.block_tables = d_tables.view;
-  v.seq_starts = d_starts.view;
-  v.key_out = key_out.view;
-  v.value_out = value_out.view;
+  vkp_gather_views v = gather_views(pools.d_key.view, pools.d_value.view, d_tables, d_starts, key_out, value_out);
   v.status = status.view.memory;
   ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) { return vkp_record_gather(c_context(), cmd, &v, &scales); }));
 
@@ -241,24 +254,13 @@ TEST_F(CApiCacheOpsTest, EveryOperatorTakesTheLayoutOfItsViews) {
     EXPECT_TRUE(bytes_equal(download(c_context(), d_value_cache), value_cache));
 
     // gather
-    HostTensor tables(DType::i32, Shape{2, 3});
-    const int32_t ids[] = {3, 0, 5, 1, 2, 4};
-    std::memcpy(tables.data(), ids, sizeof(ids));
-    HostTensor starts(DType::i32, Shape{3});
-    const int32_t bounds[] = {0, 17, 30};
-    std::memcpy(starts.data(), bounds, sizeof(bounds));
+    const GatherBatch batch({3, 0, 5, 1, 2, 4}, {0, 17, 30});
+    const HostTensor &tables = batch.tables, &starts = batch.starts;
     const CTensor d_tables = upload(c_context(), tables), d_starts = upload(c_context(), starts);
     const CTensor key_out = zeros(c_context(), DType::f16, Shape{30, Hkv, D});
     const CTensor value_out = zeros(c_context(), DType::f16, Shape{30, Hkv, D});
-    vkp_gather_views read;
-    vkp_gather_views_init(&read);
+    vkp_gather_views read = gather_views(d_key_cache.view, d_value_cache.view, d_tables, d_starts, key_out, value_out);
     read.layout = layout;
-    read.key_cache = d_key_cache.view;
-    read.value_cache = d_value_cache.view;
-    read.block_tables = d_tables.view;
-    read.seq_starts = d_starts.view;
-    read.key_out = key_out.view;
-    read.value_out = value_out.view;
     ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) { return vkp_record_gather(c_context(), cmd, &read, nullptr); }));
     HostTensor want_key(DType::f16, Shape{30, Hkv, D}), want_value(DType::f16, Shape{30, Hkv, D});
     const vkp_host_tensor bt = host_view(tables), ss = host_view(starts);

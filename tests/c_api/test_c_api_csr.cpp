@@ -30,41 +30,6 @@ DecodeInputs decode_inputs() {
   return make_decode_inputs(c, rng);
 }
 
-vkp_decode_inputs c_decode_inputs(const DecodeInputs& in) {
-  vkp_decode_inputs c;
-  vkp_decode_inputs_init(&c);
-  c.query = host_view(in.query);
-  c.key_cache = host_view(in.key_cache);
-  c.value_cache = host_view(in.value_cache);
-  c.block_tables = host_view(in.block_tables);
-  c.context_lens = host_view(in.context_lens);
-  c.kv_indptr = host_view(in.kv_indptr);
-  c.kv_indices = host_view(in.kv_indices);
-  c.kv_last_page_len = host_view(in.kv_last_page_len);
-  c.max_blocks_per_seq = in.max_blocks_per_seq;
-  c.cache_dtype = vkp_dtype(in.cache_dtype);
-  return c;
-}
-
-vkp_attention_inputs c_attention_inputs(const AttentionInputs& in) {
-  vkp_attention_inputs c;
-  vkp_attention_inputs_init(&c);
-  c.query = host_view(in.query);
-  c.key_cache = host_view(in.key_cache);
-  c.value_cache = host_view(in.value_cache);
-  c.block_tables = host_view(in.block_tables);
-  c.context_lens = host_view(in.context_lens);
-  c.query_starts = host_view(in.query_starts);
-  c.tree_mask = host_view(in.tree_mask);
-  c.kv_indptr = host_view(in.kv_indptr);
-  c.kv_indices = host_view(in.kv_indices);
-  c.kv_last_page_len = host_view(in.kv_last_page_len);
-  c.max_blocks_per_seq = in.max_blocks_per_seq;
-  c.cache_dtype = vkp_dtype(in.cache_dtype);
-  c.kv_layout = vkp_kv_layout(in.kv_layout);
-  return c;
-}
-
 class CApiCsrTest : public GpuTest {};
 
 TEST_F(CApiCsrTest, InitLeavesTheDenseForm) {

@@ -17,20 +17,6 @@ using namespace c_api_helpers;
 
 using PlanPtr = std::unique_ptr<vkp_decode_plan, decltype(&vkp_decode_plan_destroy)>;
 
-vkp_decode_inputs c_inputs(const DecodeInputs& in) {
-  vkp_decode_inputs c;
-  vkp_decode_inputs_init(&c);
-  c.query = host_view(in.query);
-  c.key_cache = host_view(in.key_cache);
-  c.value_cache = host_view(in.value_cache);
-  c.block_tables = host_view(in.block_tables);
-  c.context_lens = host_view(in.context_lens);
-  c.alibi_slopes = host_view(in.alibi_slopes);
-  c.sinks = host_view(in.sinks);
-  c.cache_dtype = vkp_dtype(in.cache_dtype);
-  return c;
-}
-
 vkp_decode_options c_options(const DecodeOptions& o) {
   vkp_decode_options c;
   vkp_decode_options_init(&c);
@@ -54,7 +40,7 @@ struct RecordedDecode {
 RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& options, const DecodeParams& params,
                                 bool want_lse) {
   vkp_context* ctx = c_context();
-  const vkp_decode_inputs cin = c_inputs(in);
+  const vkp_decode_inputs cin = c_decode_inputs(in);
   vkp_decode_shape shape;
   vkp_decode_shape_init(&shape);
   EXPECT_VKP_OK(vkp_decode_shape_of(&cin, want_lse ? VKP_TRUE : VKP_FALSE, &shape));
@@ -86,20 +72,12 @@ RecordedDecode record_through_c(const DecodeInputs& in, const DecodeOptions& opt
   EXPECT_EQ(info.merge_counter_bytes, vkp_decode_plan_merge_counter_bytes(raw));
   EXPECT_NE(std::string(vkp_decode_plan_describe(raw)), "");
 
-  const CTensor query = upload(ctx, in.query), key = upload(ctx, in.key_cache), value = upload(ctx, in.value_cache);
-  const CTensor tables = upload(ctx, in.block_tables), lens = upload(ctx, in.context_lens);
+  const DeviceDecodeInputs device(ctx, in);
   const CTensor output = zeros(ctx, in.query.dtype(), in.query.shape());
   const CTensor lse = zeros(ctx, DType::f32, Shape{in.query.shape()[0], in.query.shape()[1]});
   const CTensor status = zeros(ctx, DType::u32, Shape{1});
   CTensor alibi, sinks, scratch, order, counters;
-  vkp_decode_views views;
-  vkp_decode_views_init(&views);
-  views.query = query.view;
-  views.key_cache = key.view;
-  views.value_cache = value.view;
-  views.block_tables = tables.view;
-  views.context_lens = lens.view;
-  views.output = output.view;
+  vkp_decode_views views = device.views(output);
   if (shape.alibi) views.alibi_slopes = (alibi = upload(ctx, in.alibi_slopes)).view;
   if (shape.sinks) views.sinks = (sinks = upload(ctx, in.sinks)).view;
   if (shape.lse) views.lse = lse.view;
@@ -191,7 +169,7 @@ TEST_F(CApiDecodeHostTest, ConvenienceAndReferenceMatchTheCppApi) {
   const DecodeInputs in = make_decode_inputs(c, rng);
   const DecodeOptions options;
   const DecodeParams params = default_params(c);
-  const vkp_decode_inputs cin = c_inputs(in);
+  const vkp_decode_inputs cin = c_decode_inputs(in);
   const vkp_decode_options copt = c_options(options);
   const vkp_decode_params cparams = c_params(params);
   HostTensor out(in.query.dtype(), in.query.shape()), ref(in.query.dtype(), in.query.shape());
@@ -216,7 +194,7 @@ TEST_F(CApiDecodeHostTest, RefusesBadInputsNamingThem) {
   DecodeCase c = make_case(DType::f32, DType::f32, {3, 20}, false, false);
   std::mt19937 rng(8);
   const DecodeInputs in = make_decode_inputs(c, rng);
-  vkp_decode_inputs cin = c_inputs(in);
+  vkp_decode_inputs cin = c_decode_inputs(in);
   HostTensor out(in.query.dtype(), in.query.shape());
   std::vector<float> lse(16);
   const std::vector<float> untouched(out.as<float>(), out.as<float>() + out.numel());
@@ -248,11 +226,11 @@ TEST_F(CApiDecodeHostTest, RefusesBadInputsNamingThem) {
   cin.context_lens = host_view(lens);
   expect_refused(vkp_decode_attention(c_context(), &cin, nullptr, nullptr, out.data(), out.bytes(), nullptr, 0),
                  "context_lens[1]: 1000");
-  cin = c_inputs(in);
+  cin = c_decode_inputs(in);
   cin.query.data = nullptr;
   expect_refused(vkp_reference_decode_attention(&cin, nullptr, nullptr, out.data(), out.bytes(), nullptr, 0),
                  "inputs.query: data is NULL");
-  cin = c_inputs(in);
+  cin = c_decode_inputs(in);
   cin.cache_dtype = vkp_dtype(-1);
   expect_refused(vkp_decode_shape_of(&cin, VKP_FALSE, nullptr), "inputs.cache_dtype");
   EXPECT_EQ(std::memcmp(out.data(), untouched.data(), out.bytes()), 0) << "a refused call wrote the output";
@@ -269,7 +247,7 @@ TEST_F(CApiDecodeHostTest, KernelChoiceRoundTripsAndIsChecked) {
   DecodeCase c = make_case(DType::f16, DType::f16, {3, 70}, false, false);
   std::mt19937 rng(9);
   const DecodeInputs in = make_decode_inputs(c, rng);
-  const vkp_decode_inputs cin = c_inputs(in);
+  const vkp_decode_inputs cin = c_decode_inputs(in);
   vkp_decode_shape shape;
   vkp_decode_shape_init(&shape);
   ASSERT_VKP_OK(vkp_decode_shape_of(&cin, VKP_FALSE, &shape));
@@ -339,7 +317,7 @@ TEST_F(CApiDecodeHostTest, LongestFirstRecordsThroughCAndIsChecked) {
     EXPECT_LE(max_abs_diff(got.output, want.output), tolerance(c.query_dtype, c.cache_dtype));
   }
 
-  const vkp_decode_inputs cin = c_inputs(in);
+  const vkp_decode_inputs cin = c_decode_inputs(in);
   vkp_decode_shape shape;
   vkp_decode_shape_init(&shape);
   ASSERT_VKP_OK(vkp_decode_shape_of(&cin, VKP_FALSE, &shape));
@@ -379,7 +357,7 @@ TEST_F(CApiDecodeHostTest, PerCallParamsChangeBetweenCallsOfOnePlan) {
   std::mt19937 rng(31);
   const DecodeInputs in = make_decode_inputs(c, rng);
   vkp_context* cctx = c_context();
-  const vkp_decode_inputs cin = c_inputs(in);
+  const vkp_decode_inputs cin = c_decode_inputs(in);
   vkp_decode_shape shape;
   vkp_decode_shape_init(&shape);
   ASSERT_VKP_OK(vkp_decode_shape_of(&cin, VKP_FALSE, &shape));
@@ -392,19 +370,11 @@ TEST_F(CApiDecodeHostTest, PerCallParamsChangeBetweenCallsOfOnePlan) {
   ASSERT_VKP_OK(vkp_decode_plan_shape_get(raw, &got_shape));
   EXPECT_EQ(got_shape.softcap, VKP_TRUE);
 
-  const CTensor query = upload(cctx, in.query), key = upload(cctx, in.key_cache), value = upload(cctx, in.value_cache);
-  const CTensor tables = upload(cctx, in.block_tables), lens = upload(cctx, in.context_lens);
+  const DeviceDecodeInputs device(cctx, in);
   const CTensor sinks = upload(cctx, in.sinks);
   const CTensor output = zeros(cctx, in.query.dtype(), in.query.shape());
-  vkp_decode_views views;
-  vkp_decode_views_init(&views);
-  views.query = query.view;
-  views.key_cache = key.view;
-  views.value_cache = value.view;
-  views.block_tables = tables.view;
-  views.context_lens = lens.view;
+  vkp_decode_views views = device.views(output);
   views.sinks = sinks.view;
-  views.output = output.view;
   CTensor scratch;  // where the device's planner splits (not on lavapipe)
   if (vkp_decode_plan_scratch_bytes(raw) > 0) {
     scratch = zeros(cctx, DType::u8, Shape{int64_t(vkp_decode_plan_scratch_bytes(raw))});
@@ -501,12 +471,7 @@ TEST_F(CApiDecodeHostTest, PlanAndRecordRefusalsNameTheArgument) {
   }));
   // A plan belongs to the context it was made on.
   vkp_context* other = nullptr;
-  vkp_external_device ext;
-  vkp_external_device_init(&ext);
-  ext.instance = ctx().instance();
-  ext.physical_device = ctx().physical_device();
-  ext.device = ctx().device();
-  ext.queue_family = ctx().queue_family();
+  vkp_external_device ext = shared_device();
   ASSERT_VKP_OK(vkp_context_create_external(&ext, &other));
   EXPECT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) {
     expect_refused(vkp_record_decode(other, cmd, raw, &views, nullptr), "plan: created on another context");

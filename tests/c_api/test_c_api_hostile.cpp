@@ -79,12 +79,7 @@ class CApiHostileTest : public GpuTest {
     ASSERT_VKP_OK(vkp_kv_cache_create(ctx_, &cache_shape_, &cache_options_, &cache_));
     ASSERT_VKP_OK(vkp_streaming_read_create(ctx_, 4096, &read_));
 
-    vkp_external_device ext;
-    vkp_external_device_init(&ext);
-    ext.instance = ctx().instance();
-    ext.physical_device = ctx().physical_device();
-    ext.device = ctx().device();
-    ext.queue_family = ctx().queue_family();
+    vkp_external_device ext = shared_device();
     ASSERT_VKP_OK(vkp_context_create_external(&ext, &dead_context_));
     ASSERT_VKP_OK(vkp_buffer_create(ctx_, 16, VKP_MEMORY_DEVICE, &dead_buffer_));
     ASSERT_VKP_OK(vkp_decode_plan_create(ctx_, &shape_, nullptr, &dead_plan_));
@@ -1392,12 +1387,7 @@ TEST_F(CApiHostileTest, ViewsOutsideABufferVkpagedMadeAreRefused) {
 // A context with buffers, plans, caches or reads still live is not destroyed (their Vulkan
 // objects would outlive its device); it says which, and stays usable.
 TEST_F(CApiHostileTest, AContextWithLiveObjectsIsNotDestroyed) {
-  vkp_external_device ext;
-  vkp_external_device_init(&ext);
-  ext.instance = ctx().instance();
-  ext.physical_device = ctx().physical_device();
-  ext.device = ctx().device();
-  ext.queue_family = ctx().queue_family();
+  vkp_external_device ext = shared_device();
   vkp_context* own = nullptr;
   ASSERT_VKP_OK(vkp_context_create_external(&ext, &own));
   vkp_buffer* a = nullptr;

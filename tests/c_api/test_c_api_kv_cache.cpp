@@ -14,8 +14,6 @@ namespace {
 
 using namespace c_api_helpers;
 
-using CachePtr = std::unique_ptr<vkp_kv_cache, decltype(&vkp_kv_cache_destroy)>;
-
 class CApiKvCacheTest : public GpuTest {
  protected:
   static vkp_kv_cache_shape c_shape() {
@@ -85,10 +83,7 @@ TEST_F(CApiKvCacheTest, SizesAndPlansAsTheCppApi) {
 
 TEST_F(CApiKvCacheTest, CopiesAndSwapsWholeBlocksInEveryLayer) {
   const vkp_kv_cache_shape shape = c_shape();
-  vkp_kv_cache_options options;
-  vkp_kv_cache_options_init(&options);
-  options.num_blocks = 8;
-  options.num_host_blocks = 4;
+  const vkp_kv_cache_options options = kv_cache_options(8, 4);
   vkp_kv_cache* raw = nullptr;
   ASSERT_VKP_OK(vkp_kv_cache_create(c_context(), &shape, &options, &raw));
   CachePtr cache(raw, &vkp_kv_cache_destroy);
@@ -179,9 +174,7 @@ TEST_F(CApiKvCacheTest, CopiesAndSwapsWholeBlocksInEveryLayer) {
 TEST_F(CApiKvCacheTest, WritesNewTokensInItsLayoutAndGivesDecodeShapes) {
   vkp_kv_cache_shape shape = c_shape();
   shape.layout = VKP_KV_LAYOUT_HND;
-  vkp_kv_cache_options options;
-  vkp_kv_cache_options_init(&options);
-  options.num_blocks = 4;
+  const vkp_kv_cache_options options = kv_cache_options(4);
   vkp_kv_cache* raw = nullptr;
   ASSERT_VKP_OK(vkp_kv_cache_create(c_context(), &shape, &options, &raw));
   CachePtr cache(raw, &vkp_kv_cache_destroy);

@@ -16,8 +16,10 @@
 #include "c_api/c_api_test_helpers.hpp"
 #include "ops/cache_test_helpers.hpp"
 #include "support/attention_case.hpp"
+#include "support/buffer_test.hpp"
 #include "support/decode_case.hpp"
 #include "support/decode_check.hpp"
+#include "support/shuffled_block_tables.hpp"
 #include "vkpaged/kv_cache.hpp"
 #include "vkpaged/reference.hpp"
 #include "vkpaged/utilities.hpp"
@@ -26,10 +28,6 @@ namespace vkpaged::test {
 namespace {
 
 using namespace c_api_helpers;
-
-using CachePtr = std::unique_ptr<vkp_kv_cache, decltype(&vkp_kv_cache_destroy)>;
-using AttentionPlanPtr = std::unique_ptr<vkp_attention_plan, decltype(&vkp_attention_plan_destroy)>;
-using DecodePlanPtr = std::unique_ptr<vkp_decode_plan, decltype(&vkp_decode_plan_destroy)>;
 
 constexpr uint32_t kLayers = 2, kKvHeads = 2, kHeadSize = 64, kBlockSize = 8, kBlocks = 12, kHeads = 4;
 
@@ -46,33 +44,13 @@ struct Step {
   }
 };
 
-HostTensor ints(const std::vector<int32_t>& v) {
-  HostTensor t(DType::i32, Shape{int64_t(v.size())});
-  std::copy(v.begin(), v.end(), t.as<int32_t>());
-  return t;
-}
-
-// Block tables [S, M] over a shuffled cache; unused entries name valid blocks.
-HostTensor block_tables(const Step& step, uint32_t seed) {
-  const uint32_t M = step.width();
-  std::vector<int32_t> ids(kBlocks);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
-  HostTensor t(DType::i32, Shape{step.requests(), M});
-  size_t next = 0;
-  for (size_t s = 0; s < step.lens.size(); ++s)
-    for (uint32_t j = 0; j < M; ++j)
-      t.as<int32_t>()[s * M + j] = j * kBlockSize < uint32_t(step.lens[s]) ? ids[next++ % kBlocks] : ids[0];
-  return t;
-}
-
 bool same_bytes(const HostTensor& a, const HostTensor& b) {
   return a.bytes() == b.bytes() && std::memcmp(a.data(), b.data(), a.bytes()) == 0;
 }
 
 // The same cache twice: through the C API on the C context, and a C++ KvCache on the shared
 // context, each pool filled with the same reproducible values.
-class CApiKvCacheAttentionTest : public GpuTest, public ::testing::WithParamInterface<KvLayout> {
+class CApiKvCacheAttentionTest : public BufferTest, public ::testing::WithParamInterface<KvLayout> {
  protected:
   void make_caches(DType dtype) {
     vkp_kv_cache_shape shape;
@@ -83,9 +61,7 @@ class CApiKvCacheAttentionTest : public GpuTest, public ::testing::WithParamInte
     shape.block_size = kBlockSize;
     shape.dtype = vkp_dtype(dtype);
     shape.layout = vkp_kv_layout(GetParam());
-    vkp_kv_cache_options options;
-    vkp_kv_cache_options_init(&options);
-    options.num_blocks = kBlocks;
+    const vkp_kv_cache_options options = kv_cache_options(kBlocks);
     vkp_kv_cache* raw = nullptr;
     ASSERT_VKP_OK(vkp_kv_cache_create(c_context(), &shape, &options, &raw));
     c_cache_.reset(raw);
@@ -113,8 +89,8 @@ class CApiKvCacheAttentionTest : public GpuTest, public ::testing::WithParamInte
       }
     });
     for (uint32_t l = 0; l < kLayers; ++l) {
-      ASSERT_TRUE(same_bytes(pool(layers_[l].key_cache), cpp_pool(cpp_cache_->key_cache(l)))) << "layer " << l;
-      ASSERT_TRUE(same_bytes(pool(layers_[l].value_cache), cpp_pool(cpp_cache_->value_cache(l)))) << "layer " << l;
+      ASSERT_TRUE(same_bytes(pool(layers_[l].key_cache), fetch_pool(cpp_cache_->key_cache(l)))) << "layer " << l;
+      ASSERT_TRUE(same_bytes(pool(layers_[l].value_cache), fetch_pool(cpp_cache_->value_cache(l)))) << "layer " << l;
     }
   }
 
@@ -125,27 +101,8 @@ class CApiKvCacheAttentionTest : public GpuTest, public ::testing::WithParamInte
     EXPECT_VKP_OK(vkp_download(c_context(), &v.memory, h.data(), h.bytes()));
     return h;
   }
-  HostTensor cpp_pool(const TensorView& v) {
-    HostTensor h(is_fp8_dtype(v.dtype) ? DType::u8 : v.dtype, v.shape);
-    ctx().download(v.memory, h.data(), h.bytes());
-    return h;
-  }
-  HostTensor cpp_fetch(const TensorView& v) {
-    HostTensor h(v.dtype, v.shape);
-    ctx().download(v.memory, h.data(), h.bytes());
-    return h;
-  }
-  TensorView cpp_put(const HostTensor& h) {
-    keep_.push_back(ctx().create_buffer(std::max<size_t>(h.bytes(), 16)));
-    ctx().upload(keep_.back().view(), h.data(), h.bytes());
-    return keep_.back().tensor(h.dtype(), h.shape());
-  }
-  TensorView cpp_device(DType dtype, Shape shape) { return cpp_put(HostTensor(dtype, shape)); }
-  BufferView cpp_scratch(size_t bytes) {
-    if (bytes == 0) return {};
-    keep_.push_back(ctx().create_buffer(bytes));
-    return keep_.back().view();
-  }
+  // A zero-filled device tensor of the C++ side (an output).
+  TensorView cpp_zeros(DType dtype, Shape shape) { return put(HostTensor(dtype, shape)); }
   CTensor c_scratch(uint64_t bytes) {
     CTensor t;
     if (bytes == 0) return t;  // absent
@@ -165,20 +122,14 @@ class CApiKvCacheAttentionTest : public GpuTest, public ::testing::WithParamInte
     const std::vector<int32_t> starts = step.starts();
     AttentionInputs in;
     in.query = cache_helpers::random_tensor(DType::f16, Shape{T, kHeads, kHeadSize}, seed);
-    in.block_tables = block_tables(step, seed);
+    in.block_tables = shuffled_block_tables(step.lens, kBlockSize, step.width(), kBlocks, seed);
     in.context_lens = ints(step.lens);
     in.query_starts = ints(starts);
     in.cache_dtype = cpp_cache_->shape().dtype;
     in.kv_layout = GetParam();
 
     // Through C: the plan's shape from the cache, the pools left to it.
-    vkp_attention_shape batch;
-    vkp_attention_shape_init(&batch);
-    batch.num_requests = uint32_t(S);
-    batch.num_query_tokens = uint32_t(T);
-    batch.num_heads = kHeads;
-    batch.max_blocks_per_seq = step.width();
-    batch.lse = VKP_TRUE;
+    const vkp_attention_shape batch = c_batch(uint32_t(S), uint32_t(T), kHeads, step.width());
     vkp_attention_shape shape;
     vkp_attention_shape_init(&shape);
     ASSERT_VKP_OK(vkp_kv_cache_attention_shape(c_cache_.get(), &batch, &shape));
@@ -206,16 +157,10 @@ class CApiKvCacheAttentionTest : public GpuTest, public ::testing::WithParamInte
     const CTensor output = zeros(cctx, DType::f16, Shape{T, kHeads, kHeadSize});
     const CTensor lse = zeros(cctx, DType::f32, Shape{T, kHeads});
     const CTensor status = zeros(cctx, DType::u32, Shape{1});
-    const CTensor scratch = c_scratch(info.scratch_bytes);
-    vkp_attention_views views;
-    vkp_attention_views_init(&views);
-    views.query = query.view;
-    views.block_tables = tables.view;
-    views.context_lens = lens.view;
-    views.query_starts = d_starts.view;
-    views.output = output.view;
+    const CTensor c_scratch_buffer = c_scratch(info.scratch_bytes);
+    vkp_attention_views views = batch_views<vkp_attention_views>(query, tables, lens, d_starts, output);
     views.lse = lse.view;
-    views.scratch = scratch.view.memory;
+    views.scratch = c_scratch_buffer.view.memory;
     views.status = status.view.memory;
     const vkp_decode_params cparams = c_params(params);
     ASSERT_VKP_OK(run(cctx, [&](VkCommandBuffer cmd) {
@@ -234,16 +179,16 @@ class CApiKvCacheAttentionTest : public GpuTest, public ::testing::WithParamInte
     const AttentionPlan cpp_plan = AttentionPlan::create(ctx(), cpp_cache_->attention_shape(cpp_batch), starts);
     EXPECT_EQ(std::string(vkp_attention_plan_describe(raw)), cpp_plan.describe());
     AttentionViews v;
-    v.query = cpp_put(in.query);
-    v.block_tables = cpp_put(in.block_tables);
-    v.context_lens = cpp_put(in.context_lens);
-    v.query_starts = cpp_put(in.query_starts);
-    v.output = cpp_device(DType::f16, Shape{T, kHeads, kHeadSize});
-    v.lse = cpp_device(DType::f32, Shape{T, kHeads});
-    v.scratch = cpp_scratch(cpp_plan.scratch_bytes());
+    v.query = put(in.query);
+    v.block_tables = put(in.block_tables);
+    v.context_lens = put(in.context_lens);
+    v.query_starts = put(in.query_starts);
+    v.output = cpp_zeros(DType::f16, Shape{T, kHeads, kHeadSize});
+    v.lse = cpp_zeros(DType::f32, Shape{T, kHeads});
+    v.scratch = scratch(cpp_plan.scratch_bytes());
     ctx().run_and_wait([&](VkCommandBuffer cmd) { cpp_cache_->record_attention(cmd, layer, cpp_plan, v, params); });
-    EXPECT_TRUE(same_bytes(got.output, cpp_fetch(v.output))) << "the output differs from the C++ helper's";
-    EXPECT_TRUE(same_bytes(got.lse, cpp_fetch(v.lse))) << "the LSE differs from the C++ helper's";
+    EXPECT_TRUE(same_bytes(got.output, fetch(v.output))) << "the output differs from the C++ helper's";
+    EXPECT_TRUE(same_bytes(got.lse, fetch(v.lse))) << "the LSE differs from the C++ helper's";
 
     // Against the reference on the layer's pools as stored.
     in.key_cache = pool(layers_[layer].key_cache);
@@ -256,7 +201,6 @@ class CApiKvCacheAttentionTest : public GpuTest, public ::testing::WithParamInte
   CachePtr c_cache_{nullptr, &vkp_kv_cache_destroy};
   std::unique_ptr<KvCache> cpp_cache_;
   vkp_layer_cache_views layers_[kLayers]{};
-  std::vector<DeviceBuffer> keep_;
 };
 
 // The cache's fields whatever the batch held there; the batch's fields as given; the caller's
@@ -373,7 +317,7 @@ TEST_P(CApiKvCacheAttentionTest, RecordDecodeMatchesTheCppHelperAndTheReference)
   params.scale = 0.09f;
   DecodeInputs in;
   in.query = cache_helpers::random_tensor(DType::f16, Shape{4, kHeads, kHeadSize}, 3);
-  in.block_tables = block_tables(step, 3);
+  in.block_tables = shuffled_block_tables(step.lens, kBlockSize, step.width(), kBlocks, 3);
   in.context_lens = ints(step.lens);
 
   vkp_context* cctx = c_context();
@@ -381,7 +325,7 @@ TEST_P(CApiKvCacheAttentionTest, RecordDecodeMatchesTheCppHelperAndTheReference)
   const CTensor lens = upload(cctx, in.context_lens);
   const CTensor output = zeros(cctx, DType::f16, Shape{4, kHeads, kHeadSize});
   const CTensor lse = zeros(cctx, DType::f32, Shape{4, kHeads});
-  const CTensor scratch = c_scratch(vkp_decode_plan_scratch_bytes(raw));
+  const CTensor c_scratch_buffer = c_scratch(vkp_decode_plan_scratch_bytes(raw));
   vkp_decode_views views;
   vkp_decode_views_init(&views);
   views.query = query.view;
@@ -389,7 +333,7 @@ TEST_P(CApiKvCacheAttentionTest, RecordDecodeMatchesTheCppHelperAndTheReference)
   views.context_lens = lens.view;
   views.output = output.view;
   views.lse = lse.view;
-  views.scratch = scratch.view.memory;
+  views.scratch = c_scratch_buffer.view.memory;
   const vkp_decode_params cparams = c_params(params);
   ASSERT_VKP_OK(run(cctx, [&](VkCommandBuffer cmd) {
     return vkp_kv_cache_record_decode(c_cache_.get(), cmd, 1, raw, &views, &cparams);
@@ -404,15 +348,15 @@ TEST_P(CApiKvCacheAttentionTest, RecordDecodeMatchesTheCppHelperAndTheReference)
   const DecodePlan cpp_plan = DecodePlan::create(ctx(), cpp_cache_->decode_shape(cpp_batch));
   EXPECT_EQ(std::string(vkp_decode_plan_describe(raw)), cpp_plan.describe());
   DecodeViews v;
-  v.query = cpp_put(in.query);
-  v.block_tables = cpp_put(in.block_tables);
-  v.context_lens = cpp_put(in.context_lens);
-  v.output = cpp_device(DType::f16, Shape{4, kHeads, kHeadSize});
-  v.lse = cpp_device(DType::f32, Shape{4, kHeads});
-  v.scratch = cpp_scratch(cpp_plan.scratch_bytes());
+  v.query = put(in.query);
+  v.block_tables = put(in.block_tables);
+  v.context_lens = put(in.context_lens);
+  v.output = cpp_zeros(DType::f16, Shape{4, kHeads, kHeadSize});
+  v.lse = cpp_zeros(DType::f32, Shape{4, kHeads});
+  v.scratch = scratch(cpp_plan.scratch_bytes());
   ctx().run_and_wait([&](VkCommandBuffer cmd) { cpp_cache_->record_decode(cmd, 1, cpp_plan, v, params); });
-  EXPECT_TRUE(same_bytes(got.output, cpp_fetch(v.output))) << "the output differs from the C++ helper's";
-  EXPECT_TRUE(same_bytes(got.lse, cpp_fetch(v.lse))) << "the LSE differs from the C++ helper's";
+  EXPECT_TRUE(same_bytes(got.output, fetch(v.output))) << "the output differs from the C++ helper's";
+  EXPECT_TRUE(same_bytes(got.lse, fetch(v.lse))) << "the LSE differs from the C++ helper's";
 
   in.key_cache = pool(layers_[1].key_cache);
   in.value_cache = pool(layers_[1].value_cache);
@@ -451,12 +395,7 @@ TEST_P(CApiKvCacheAttentionTest, RefusesBeforeRecording) {
   other.kv_layout = GetParam() == KvLayout::hnd ? VKP_KV_LAYOUT_NHD : VKP_KV_LAYOUT_HND;
   const AttentionPlanPtr relaid = make_plan(cctx, other);
   // A plan of the same shape made on another context (adopting the same device).
-  vkp_external_device ext;
-  vkp_external_device_init(&ext);
-  ext.instance = ctx().instance();
-  ext.physical_device = ctx().physical_device();
-  ext.device = ctx().device();
-  ext.queue_family = ctx().queue_family();
+  vkp_external_device ext = shared_device();
   vkp_context* raw_other = nullptr;
   ASSERT_VKP_OK(vkp_context_create_external(&ext, &raw_other));
   const std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)> other_context(raw_other, &vkp_context_destroy);
@@ -466,13 +405,7 @@ TEST_P(CApiKvCacheAttentionTest, RefusesBeforeRecording) {
   const CTensor tables = zeros(cctx, DType::i32, Shape{1, 1});
   const CTensor lens = upload(cctx, ints({2})), d_starts = upload(cctx, ints({0, 2}));
   const CTensor output = zeros(cctx, DType::f16, Shape{2, kHeads, kHeadSize});
-  vkp_attention_views views;
-  vkp_attention_views_init(&views);
-  views.query = query.view;
-  views.block_tables = tables.view;
-  views.context_lens = lens.view;
-  views.query_starts = d_starts.view;
-  views.output = output.view;
+  vkp_attention_views views = batch_views<vkp_attention_views>(query, tables, lens, d_starts, output);
   vkp_attention_views with_pool = views;
   with_pool.value_cache = layers_[0].value_cache;
   vkp_decode_params softcap;

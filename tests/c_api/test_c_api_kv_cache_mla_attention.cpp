@@ -18,7 +18,6 @@ namespace vkpaged::test {
 namespace {
 
 using namespace c_api_helpers;
-using CachePtr = std::unique_ptr<vkp_kv_cache, decltype(&vkp_kv_cache_destroy)>;
 using PlanPtr = std::unique_ptr<vkp_mla_plan, decltype(&vkp_mla_plan_destroy)>;
 
 constexpr uint32_t kDv = 64, kR = 32, kB = 16;
@@ -38,23 +37,10 @@ vkp_kv_cache_shape c_cache_shape(vkp_kv_cache_kind kind, vkp_dtype dtype) {
 }
 
 CachePtr make_cache(vkp_context* ctx, const vkp_kv_cache_shape& shape, uint32_t num_blocks) {
-  vkp_kv_cache_options options;
-  vkp_kv_cache_options_init(&options);
-  options.num_blocks = num_blocks;
+  const vkp_kv_cache_options options = kv_cache_options(num_blocks);
   vkp_kv_cache* raw = nullptr;
   EXPECT_VKP_OK(vkp_kv_cache_create(ctx, &shape, &options, &raw));
   return CachePtr(raw, &vkp_kv_cache_destroy);
-}
-
-vkp_attention_shape c_batch(uint32_t requests, uint32_t tokens, uint32_t heads, uint32_t max_blocks) {
-  vkp_attention_shape b;
-  vkp_attention_shape_init(&b);
-  b.num_requests = requests;
-  b.num_query_tokens = tokens;
-  b.num_heads = heads;
-  b.max_blocks_per_seq = max_blocks;
-  b.lse = VKP_TRUE;
-  return b;
 }
 
 class CApiKvCacheMlaAttentionTest : public GpuTest {};
@@ -149,13 +135,7 @@ TEST_F(CApiKvCacheMlaAttentionTest, RecordsOverTheLayersPoolsAsTheReference) {
       const CTensor output = zeros(ctx, c.attention.query_dtype, Shape{T, H, kDv});
       const CTensor lse = zeros(ctx, DType::f32, Shape{T, H});
       CTensor scratch;
-      vkp_mla_views views;
-      vkp_mla_views_init(&views);
-      views.query = query.view;
-      views.block_tables = tables.view;
-      views.context_lens = lens.view;
-      views.query_starts = d_starts.view;
-      views.output = output.view;
+      vkp_mla_views views = batch_views<vkp_mla_views>(query, tables, lens, d_starts, output);
       views.lse = lse.view;
       if (info.scratch_bytes)
         views.scratch = (scratch = zeros(ctx, DType::u8, Shape{int64_t(info.scratch_bytes)})).view.memory;
@@ -210,13 +190,7 @@ TEST_F(CApiKvCacheMlaAttentionTest, RefusesNamingTheArgument) {
   const CTensor query = zeros(ctx, DType::f16, Shape{1, 4, kDv + kR}), output = zeros(ctx, DType::f16, Shape{1, 4, kDv});
   const CTensor tables = zeros(ctx, DType::i32, Shape{1, 1}), lens = zeros(ctx, DType::i32, Shape{1});
   const CTensor d_starts = zeros(ctx, DType::i32, Shape{2});
-  vkp_mla_views views;
-  vkp_mla_views_init(&views);
-  views.query = query.view;
-  views.block_tables = tables.view;
-  views.context_lens = lens.view;
-  views.query_starts = d_starts.view;
-  views.output = output.view;
+  vkp_mla_views views = batch_views<vkp_mla_views>(query, tables, lens, d_starts, output);
   vkp_mla_views with_pool = views;
   with_pool.mla_cache = pools.mla_cache;
   EXPECT_VKP_OK(run(ctx, [&](VkCommandBuffer cmd) {

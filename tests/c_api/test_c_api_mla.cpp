@@ -15,8 +15,6 @@ namespace {
 
 using namespace c_api_helpers;
 
-using CachePtr = std::unique_ptr<vkp_kv_cache, decltype(&vkp_kv_cache_destroy)>;
-
 vkp_kv_cache_shape mla_c_shape(vkp_kv_cache_kind kind) {
   vkp_kv_cache_shape s;
   vkp_kv_cache_shape_init(&s);

@@ -17,7 +17,6 @@ namespace {
 
 using namespace c_api_helpers;
 
-using AttentionPlanPtr = std::unique_ptr<vkp_attention_plan, decltype(&vkp_attention_plan_destroy)>;
 using PipelineSetPtr = std::unique_ptr<vkp_pipeline_set, decltype(&vkp_pipeline_set_destroy)>;
 using KvCachePtr = std::unique_ptr<vkp_kv_cache, decltype(&vkp_kv_cache_destroy)>;
 

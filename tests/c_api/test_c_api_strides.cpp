@@ -112,32 +112,17 @@ TEST_F(CApiStridesTest, DecodeReadsAndWritesStridedRows) {
   const int64_t S = int64_t(c.lens.size());
   vkp_decode_plan* raw = nullptr;
   {
-    vkp_decode_inputs cin;
-    vkp_decode_inputs_init(&cin);
-    cin.query = host_view(in.query);
-    cin.key_cache = host_view(in.key_cache);
-    cin.value_cache = host_view(in.value_cache);
-    cin.block_tables = host_view(in.block_tables);
-    cin.context_lens = host_view(in.context_lens);
-    cin.cache_dtype = vkp_dtype(in.cache_dtype);
+    const vkp_decode_inputs cin = c_decode_inputs(in);
     vkp_decode_shape shape;
     vkp_decode_shape_init(&shape);
     ASSERT_VKP_OK(vkp_decode_shape_of(&cin, VKP_FALSE, &shape));
     ASSERT_VKP_OK(vkp_decode_plan_create(c_context(), &shape, nullptr, &raw));
   }
   const std::unique_ptr<vkp_decode_plan, decltype(&vkp_decode_plan_destroy)> plan(raw, &vkp_decode_plan_destroy);
-  const CTensor query = upload(c_context(), in.query), key = upload(c_context(), in.key_cache);
-  const CTensor value = upload(c_context(), in.value_cache), tables = upload(c_context(), in.block_tables);
-  const CTensor lens = upload(c_context(), in.context_lens), output = zeros(c_context(), DType::f16, Shape{S, H, D});
-  vkp_decode_views views;
-  vkp_decode_views_init(&views);
-  views.query = query.view;
-  views.key_cache = key.view;
-  views.value_cache = value.view;
-  views.block_tables = tables.view;
-  views.context_lens = lens.view;
-  views.output = output.view;
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(query.view.strides[i], 0) << "vkp_buffer_tensor: contiguous";
+  const DeviceDecodeInputs device(c_context(), in);
+  const CTensor output = zeros(c_context(), DType::f16, Shape{S, H, D});
+  vkp_decode_views views = device.views(output);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(device.query.view.strides[i], 0) << "vkp_buffer_tensor: contiguous";
   ASSERT_VKP_OK(run(c_context(), [&](VkCommandBuffer cmd) { return vkp_record_decode(c_context(), cmd, raw, &views, nullptr); }));
   const HostTensor want = download(c_context(), output);
 

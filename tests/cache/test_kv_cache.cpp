@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "support/buffer_test.hpp"
 #include "support/decode_case.hpp"
 #include "support/expect_error.hpp"
 #include "support/kv_cache_shapes.hpp"
@@ -24,7 +25,7 @@ namespace {
 
 // ---- on the GPU ----
 
-class KvCacheTest : public GpuTest {
+class KvCacheTest : public BufferTest {
  protected:
   // Fills every device pool with reproducible random bytes of its dtype (seed per pool).
   void fill_device(const KvCache& cache, uint32_t seed) {
@@ -35,30 +36,20 @@ class KvCacheTest : public GpuTest {
       }
     });
   }
-  HostTensor fetch(const TensorView& v) {
-    HostTensor h(is_fp8_dtype(v.dtype) ? DType::u8 : v.dtype, v.shape);
-    ctx().download(v.memory, h.data(), h.bytes());
-    return h;
-  }
   struct Pools {
     std::vector<HostTensor> key, value;
   };
-  Pools fetch_device(const KvCache& cache) {
+  // Every layer's pools: the device ones, or the host-visible swap pools where `host`.
+  Pools fetch_pools(const KvCache& cache, bool host) {
     Pools p;
     for (uint32_t l = 0; l < cache.shape().num_layers; ++l) {
-      p.key.push_back(fetch(cache.key_cache(l)));
-      p.value.push_back(fetch(cache.value_cache(l)));
+      p.key.push_back(fetch_pool(host ? cache.host_key_cache(l) : cache.key_cache(l)));
+      p.value.push_back(fetch_pool(host ? cache.host_value_cache(l) : cache.value_cache(l)));
     }
     return p;
   }
-  Pools fetch_host(const KvCache& cache) {
-    Pools p;
-    for (uint32_t l = 0; l < cache.shape().num_layers; ++l) {
-      p.key.push_back(fetch(cache.host_key_cache(l)));
-      p.value.push_back(fetch(cache.host_value_cache(l)));
-    }
-    return p;
-  }
+  Pools fetch_device(const KvCache& cache) { return fetch_pools(cache, false); }
+  Pools fetch_host(const KvCache& cache) { return fetch_pools(cache, true); }
 };
 
 const uint8_t* block_of(const HostTensor& pool, uint64_t block_bytes, int32_t block) {

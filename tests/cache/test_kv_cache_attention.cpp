@@ -13,12 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "ops/cache_test_helpers.hpp"
 #include "support/attention_case.hpp"
 #include "support/attention_kernels.hpp"
 #include "support/decode_case.hpp"
 #include "support/decode_check.hpp"
 #include "support/expect_error.hpp"
 #include "support/kv_cache_shapes.hpp"
+#include "support/shuffled_block_tables.hpp"
 #include "support/buffer_test.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/kv_cache.hpp"
@@ -27,6 +29,8 @@
 
 namespace vkpaged::test {
 namespace {
+
+using cache_helpers::random_tensor;
 
 constexpr uint32_t kBlocks = 12, kHeads = 4;
 
@@ -48,35 +52,6 @@ class KvCacheHelperTest : public BufferTest {
     s.layout = layout_;
     return s;
   }
-  HostTensor fetch(const TensorView& v) {
-    HostTensor h(is_fp8_dtype(v.dtype) ? DType::u8 : v.dtype, v.shape);
-    ctx().download(v.memory, h.data(), h.bytes());
-    return h;
-  }
-  static HostTensor random(DType t, Shape shape, uint32_t seed) {
-    HostTensor h(t, shape);
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1, 1);
-    for (int64_t i = 0; i < h.numel(); ++i) h.set(size_t(i), u(rng));
-    return h;
-  }
-  // Block tables [S, M] over a shuffled cache; unused entries name valid blocks.
-  static HostTensor block_tables(const Step& step, uint32_t block_size, uint32_t M, uint32_t seed) {
-    std::vector<int32_t> ids(kBlocks);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
-    HostTensor t(DType::i32, Shape{int64_t(step.lens.size()), M});
-    size_t next = 0;
-    for (size_t s = 0; s < step.lens.size(); ++s)
-      for (uint32_t j = 0; j < M; ++j)
-        t.as<int32_t>()[s * M + j] = j * block_size < uint32_t(step.lens[s]) ? ids[next++ % kBlocks] : ids[0];
-    return t;
-  }
-  static HostTensor ints(const std::vector<int32_t>& v) {
-    HostTensor t(DType::i32, Shape{int64_t(v.size())});
-    std::copy(v.begin(), v.end(), t.as<int32_t>());
-    return t;
-  }
   void fill(const KvCache& cache, uint32_t seed) {
     ctx().run_and_wait([&](VkCommandBuffer cmd) {
       for (uint32_t l = 0; l < cache.shape().num_layers; ++l) {
@@ -94,8 +69,8 @@ class KvCacheHelperTest : public BufferTest {
     const uint32_t M = uint32_t(*std::max_element(step.lens.begin(), step.lens.end()) + B - 1) / B;
     const int64_t S = int64_t(step.lens.size()), T = step.tokens();
     AttentionInputs in;
-    in.query = random(DType::f16, Shape{T, kHeads, D}, seed);
-    in.block_tables = block_tables(step, B, M, seed);
+    in.query = random_tensor(DType::f16, Shape{T, kHeads, D}, seed);
+    in.block_tables = shuffled_block_tables(step.lens, B, M, kBlocks, seed);
     in.context_lens = ints(step.lens);
     in.query_starts = ints(step.starts());
     in.cache_dtype = cache.shape().dtype;
@@ -122,8 +97,8 @@ class KvCacheHelperTest : public BufferTest {
     v.scratch = scratch(plan.scratch_bytes());
     ctx().run_and_wait([&](VkCommandBuffer cmd) { cache.record_attention(cmd, layer, plan, v, params); });
 
-    in.key_cache = fetch(cache.key_cache(layer));
-    in.value_cache = fetch(cache.value_cache(layer));
+    in.key_cache = fetch_pool(cache.key_cache(layer));
+    in.value_cache = fetch_pool(cache.value_cache(layer));
     const AttentionResult want = reference::batch_attention(in, params, true);
     AttentionResult got{HostTensor(DType::f16, v.output.shape), HostTensor(DType::f32, v.lse.shape)};
     ctx().download(v.output.memory, got.output.data(), got.output.bytes());
@@ -199,8 +174,8 @@ TEST_F(KvCacheHelperTest, RecordDecodeReadsTheLayersPools) {
   const Step step{{30, 1, 8, 17}, {1, 1, 1, 1}};
   const uint32_t M = 4;
   DecodeInputs in;
-  in.query = random(DType::f16, Shape{4, kHeads, 64}, 3);
-  in.block_tables = block_tables(step, 8, M, 3);
+  in.query = random_tensor(DType::f16, Shape{4, kHeads, 64}, 3);
+  in.block_tables = shuffled_block_tables(step.lens, 8, M, kBlocks, 3);
   in.context_lens = ints(step.lens);
   DecodeShape batch;
   batch.num_seqs = 4;
@@ -214,8 +189,8 @@ TEST_F(KvCacheHelperTest, RecordDecodeReadsTheLayersPools) {
   v.output = device(DType::f16, Shape{4, kHeads, 64});
   v.scratch = scratch(plan.scratch_bytes());
   ctx().run_and_wait([&](VkCommandBuffer cmd) { cache.record_decode(cmd, 1, plan, v); });
-  in.key_cache = fetch(cache.key_cache(1));
-  in.value_cache = fetch(cache.value_cache(1));
+  in.key_cache = fetch_pool(cache.key_cache(1));
+  in.value_cache = fetch_pool(cache.value_cache(1));
   const DecodeResult want = reference::decode_attention(in);
   DecodeResult got;
   got.output = HostTensor(DType::f16, v.output.shape);

@@ -7,8 +7,11 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "ops/cache_test_helpers.hpp"
+#include "support/buffer_test.hpp"
 #include "support/expect_error.hpp"
 #include "support/kv_cache_shapes.hpp"
 #include "support/test_context.hpp"
@@ -19,29 +22,31 @@
 namespace vkpaged::test {
 namespace {
 
-class KvCacheLayoutTest : public GpuTest, public ::testing::WithParamInterface<KvLayout> {
+using cache_helpers::random_tensor;
+
+class KvCacheLayoutTest : public BufferTest, public ::testing::WithParamInterface<KvLayout> {
  protected:
   KvCacheShape shape(DType dtype) {
     KvCacheShape s = shape_of(2, 2, 64, 8, dtype);
     s.layout = GetParam();
     return s;
   }
-  HostTensor fetch(const TensorView& v) {
-    HostTensor h(v.dtype, v.shape);
-    ctx().download(v.memory, h.data(), h.bytes());
-    return h;
-  }
-  TensorView put(std::vector<DeviceBuffer>& keep, const HostTensor& h) {
-    keep.push_back(ctx().create_buffer(std::max<size_t>(h.bytes(), 16)));
-    ctx().upload(keep.back().view(), h.data(), h.bytes());
-    return keep.back().tensor(h.dtype(), h.shape());
-  }
-  static HostTensor random(DType t, Shape shape, uint32_t seed) {
-    HostTensor h(t, shape);
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> u(-1, 1);
-    for (int64_t i = 0; i < h.numel(); ++i) h.set(size_t(i), u(rng));
-    return h;
+  // Fills both layers' pools with reproducible values (layer l's keys from key_seed + l, its
+  // values from value_seed + l) and returns them as stored: keys, then values, by layer.
+  std::pair<std::vector<HostTensor>, std::vector<HostTensor>> fill_layers(const KvCache& cache, uint32_t key_seed,
+                                                                          uint32_t value_seed) {
+    ctx().run_and_wait([&](VkCommandBuffer cmd) {
+      for (uint32_t l = 0; l < 2; ++l) {
+        record_fill_random(ctx(), cmd, cache.key_cache(l), key_seed + l);
+        record_fill_random(ctx(), cmd, cache.value_cache(l), value_seed + l);
+      }
+    });
+    std::vector<HostTensor> keys, values;
+    for (uint32_t l = 0; l < 2; ++l) {
+      keys.push_back(fetch(cache.key_cache(l)));
+      values.push_back(fetch(cache.value_cache(l)));
+    }
+    return {std::move(keys), std::move(values)};
   }
 };
 
@@ -70,30 +75,20 @@ TEST_P(KvCacheLayoutTest, PerLayerCacheWritesMatchTheReference) {
     KvCacheOptions o;
     o.num_blocks = 5;
     const KvCache cache(ctx(), shape(dtype), o);
-    ctx().run_and_wait([&](VkCommandBuffer cmd) {
-      for (uint32_t l = 0; l < 2; ++l) {
-        record_fill_random(ctx(), cmd, cache.key_cache(l), 10 + l);
-        record_fill_random(ctx(), cmd, cache.value_cache(l), 20 + l);
-      }
-    });
-    std::vector<HostTensor> key_pools, value_pools;
-    for (uint32_t l = 0; l < 2; ++l) {
-      key_pools.push_back(fetch(cache.key_cache(l)));
-      value_pools.push_back(fetch(cache.value_cache(l)));
-    }
+    auto [key_pools, value_pools] = fill_layers(cache, 10, 20);
     const int64_t T = 9;
-    const HostTensor key = random(DType::f16, Shape{T, 2, 64}, 1), value = random(DType::f16, Shape{T, 2, 64}, 2);
-    const HostTensor query = random(DType::f16, Shape{T, 4, 64}, 3);
+    const HostTensor key = random_tensor(DType::f16, Shape{T, 2, 64}, 1);
+    const HostTensor value = random_tensor(DType::f16, Shape{T, 2, 64}, 2);
+    const HostTensor query = random_tensor(DType::f16, Shape{T, 4, 64}, 3);
     HostTensor slots(DType::i64, Shape{T}), positions(DType::i64, Shape{T});
     const int64_t slot_values[] = {39, 0, -1, 17, 8, 9, 23, 31, 2};  // the last slot, a padding
     std::copy(std::begin(slot_values), std::end(slot_values), slots.as<int64_t>());
     std::iota(positions.as<int64_t>(), positions.as<int64_t>() + T, 100);
     const HostTensor cos_sin = rotary_cos_sin_cache(128, 64);
     const CacheScales scales{0.5f, 0.25f};
-    std::vector<DeviceBuffer> keep;
-    const NewTokens plain{put(keep, key), put(keep, value), put(keep, slots), {}};
-    const NewTokens rotated{put(keep, key), put(keep, value), put(keep, slots), {}};
-    const RotaryInputs rotary{put(keep, query), put(keep, positions), put(keep, cos_sin), RotaryStyle::gptj};
+    const NewTokens plain{put(key), put(value), put(slots), {}};
+    const NewTokens rotated{put(key), put(value), put(slots), {}};
+    const RotaryInputs rotary{put(query), put(positions), put(cos_sin), RotaryStyle::gptj};
     ctx().run_and_wait([&](VkCommandBuffer cmd) {
       cache.record_reshape_and_cache(cmd, 1, plain, scales);
       cache.record_reshape_and_cache(cmd, 0, rotated, rotary, scales);
@@ -125,17 +120,7 @@ TEST_P(KvCacheLayoutTest, CopyAndSwapMoveBlocksOfEveryLayer) {
   o.num_blocks = 6;
   o.num_host_blocks = 2;
   const KvCache cache(ctx(), shape(DType::f32), o);
-  ctx().run_and_wait([&](VkCommandBuffer cmd) {
-    for (uint32_t l = 0; l < 2; ++l) {
-      record_fill_random(ctx(), cmd, cache.key_cache(l), 30 + l);
-      record_fill_random(ctx(), cmd, cache.value_cache(l), 40 + l);
-    }
-  });
-  std::vector<HostTensor> keys, values;
-  for (uint32_t l = 0; l < 2; ++l) {
-    keys.push_back(fetch(cache.key_cache(l)));
-    values.push_back(fetch(cache.value_cache(l)));
-  }
+  auto [keys, values] = fill_layers(cache, 30, 40);
   const std::vector<BlockCopy> copies = {{0, 4}, {5, 1}}, out = {{4, 1}, {2, 0}};
   ctx().run_and_wait([&](VkCommandBuffer cmd) {
     cache.record_copy_blocks(cmd, copies);

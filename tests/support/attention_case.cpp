@@ -8,6 +8,8 @@
 #include <limits>
 #include <numeric>
 
+#include "support/cache_draws.hpp"
+
 
 namespace vkpaged::test {
 
@@ -114,16 +116,7 @@ AttentionInputs make_attention_inputs(const AttentionCase& c, std::mt19937& rng)
   for (int64_t i = 0; i < in.query.numel(); ++i) in.query.set(size_t(i), uni(rng));
   in.key_cache = HostTensor(stored, key_shape(c, N));
   in.value_cache = HostTensor(stored, value_shape(c, N));
-  for (HostTensor* t : {&in.key_cache, &in.value_cache}) {
-    for (int64_t i = 0; i < t->numel(); ++i) {
-      if (fp8) {
-        const float v = float(uni(rng) / c.fp8_scale);
-        t->as<uint8_t>()[i] = c.cache_dtype == DType::fp8_e4m3 ? f32_to_fp8_e4m3(v) : f32_to_fp8_e5m2(v);
-      } else {
-        t->set(size_t(i), uni(rng));
-      }
-    }
-  }
+  fill_cache_pools(in.key_cache, in.value_cache, c.cache_dtype, rng, [&](float u) { return float(u / c.fp8_scale); });
 
   // Physical blocks handed out in random order.
   std::vector<int32_t> ids(static_cast<size_t>(N));
@@ -176,14 +169,7 @@ AttentionInputs make_attention_inputs(const AttentionCase& c, std::mt19937& rng)
       m += int64_t(q) * q;
     }
   }
-  if (c.alibi) {
-    in.alibi_slopes = HostTensor(DType::f32, Shape{H});
-    for (int64_t h = 0; h < H; ++h) in.alibi_slopes.set(size_t(h), std::pow(2.0, -8.0 * double(h + 1) / double(H)));
-  }
-  if (c.sinks) {
-    in.sinks = HostTensor(DType::f32, Shape{H});
-    for (int64_t h = 0; h < H; ++h) in.sinks.set(size_t(h), 2.0 * uni(rng));
-  }
+  draw_alibi_and_sinks(H, c.alibi, c.sinks, rng, in.alibi_slopes, in.sinks);
   return in;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "support/test_context.hpp"
+#include "vkpaged/dtype.hpp"
 #include "vkpaged/tensor.hpp"
 
 namespace vkpaged::test {
@@ -27,6 +28,18 @@ class BufferTest : public GpuTest {
     if (bytes == 0) return {};
     kept_.push_back(ctx().create_buffer(bytes));
     return kept_.back().view();
+  }
+  // A device tensor's contents in its dtype.
+  HostTensor fetch(const TensorView& v) {
+    HostTensor h(v.dtype, v.shape);
+    ctx().download(v.memory, h.data(), h.bytes());
+    return h;
+  }
+  // A cache pool as stored: fp8 as its bytes, which the reference reads with the cache dtype.
+  HostTensor fetch_pool(const TensorView& v) {
+    HostTensor h(is_fp8_dtype(v.dtype) ? DType::u8 : v.dtype, v.shape);
+    ctx().download(v.memory, h.data(), h.bytes());
+    return h;
   }
 
  private:

@@ -9,6 +9,8 @@
 #include <limits>
 #include <numeric>
 
+#include "support/cache_draws.hpp"
+
 namespace vkpaged::test {
 
 std::string DecodeCase::str() const {
@@ -117,16 +119,7 @@ DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng) {
   for (int64_t i = 0; i < in.query.numel(); ++i) in.query.set(size_t(i), uni(rng));
   in.key_cache = HostTensor(stored, Shape{N, Hkv, D / x, B, x});
   in.value_cache = HostTensor(stored, Shape{N, Hkv, D, B});
-  for (HostTensor* t : {&in.key_cache, &in.value_cache}) {
-    for (int64_t i = 0; i < t->numel(); ++i) {
-      if (fp8) {
-        const float v = float(uni(rng) * fp8_inv);
-        t->as<uint8_t>()[i] = c.cache_dtype == DType::fp8_e4m3 ? f32_to_fp8_e4m3(v) : f32_to_fp8_e5m2(v);
-      } else {
-        t->set(size_t(i), uni(rng));
-      }
-    }
-  }
+  fill_cache_pools(in.key_cache, in.value_cache, c.cache_dtype, rng, [fp8_inv](float u) { return float(u * fp8_inv); });
 
   // Physical blocks handed out in random order.
   std::vector<int32_t> ids(static_cast<size_t>(N));
@@ -152,14 +145,7 @@ DecodeInputs make_decode_inputs(const DecodeCase& c, std::mt19937& rng) {
           }
     }
   }
-  if (c.alibi) {
-    in.alibi_slopes = HostTensor(DType::f32, Shape{H});
-    for (int64_t h = 0; h < H; ++h) in.alibi_slopes.set(size_t(h), std::pow(2.0, -8.0 * double(h + 1) / double(H)));
-  }
-  if (c.sinks) {
-    in.sinks = HostTensor(DType::f32, Shape{H});
-    for (int64_t h = 0; h < H; ++h) in.sinks.set(size_t(h), 2.0 * uni(rng));
-  }
+  draw_alibi_and_sinks(H, c.alibi, c.sinks, rng, in.alibi_slopes, in.sinks);
   return in;
 }
 

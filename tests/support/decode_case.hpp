@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Random decode-attention inputs in the contract's layouts, and the comparison the tests use.
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -60,6 +61,13 @@ struct FeatureMix {
   uint32_t seed = 0;
 };
 std::vector<FeatureMix> feature_mixes();
+
+// An i32 tensor [n] of `values` (lengths, query starts).
+inline HostTensor ints(const std::vector<int32_t>& values) {
+  HostTensor t(DType::i32, Shape{int64_t(values.size())});
+  std::copy(values.begin(), values.end(), t.as<int32_t>());
+  return t;
+}
 
 // The contract's tolerance for a query/cache dtype pair.
 double tolerance(DType query, DType cache);
