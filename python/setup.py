@@ -40,7 +40,9 @@ class CMakeBuild(build_ext):
             pass
         prefix = os.environ.get("VKPAGED_PREFIX")
         if prefix:
-            args += ["-DVKPAGED_PYTHON_USE_INSTALLED=ON", f"-DCMAKE_PREFIX_PATH={Path(prefix).resolve()}"]
+            # -U: a build folder's cache keeps the vkpaged_DIR an earlier prefix gave, which
+            # find_package would take over this one.
+            args += ["-DVKPAGED_PYTHON_USE_INSTALLED=ON", f"-DCMAKE_PREFIX_PATH={Path(prefix).resolve()}", "-Uvkpaged_DIR"]
         else:  # said every time: the build folder's cache keeps what an earlier build chose
             args += ["-DVKPAGED_PYTHON_USE_INSTALLED=OFF"]
         args += shlex.split(os.environ.get("VKPAGED_CMAKE_ARGS", ""))
