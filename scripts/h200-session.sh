@@ -31,6 +31,11 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 [[ "$build" = /* ]] || build="$root/$build"
 cli="$build/tools/vkpaged/vkpaged"
 mkdir -p "$out"
+# Debian 13's loader (1.4.309) where carried, before Debian 12's (scripts/fetch-loader13.sh says why).
+if compgen -G "$root/.gl/loader13/libvulkan1_*.deb" >/dev/null; then
+  mkdir -p /opt/loader13 && dpkg -x "$(compgen -G "$root/.gl/loader13/libvulkan1_*.deb" | head -n 1)" /opt/loader13
+  export LD_LIBRARY_PATH=/opt/loader13/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 
 log() { echo "=== $(date +%T) $*"; }
 # Only the layers asked for: on the H200 (2026-12-05) every device creation drew "vkGetDeviceProcAddr():
@@ -48,6 +53,7 @@ case "$stage" in
       log nvidia-smi
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv
       log "layer path: ${VK_LAYER_PATH:-system}; VK_LOADER_LAYERS_DISABLE=${VK_LOADER_LAYERS_DISABLE}"
+      log "loader: $(VK_LOADER_DEBUG=info "$cli" info 2>&1 | grep -m 1 -o 'Vulkan Loader Version [0-9.]*')"
       log "layers the loader finds (implicit ones listed whether disabled or not)"
       VKPAGED_VALIDATION=1 VK_LOADER_DEBUG=layer "$cli" info 2>&1 | grep -E 'implicit|Insert|disabled|Found' | sort -u | head -40
       log info
@@ -124,11 +130,11 @@ case "$stage" in
     # cycle the layouts themselves), under the validation layer.
     for kernel in auto scalar matrix matrix-khr; do
       log "contract_check --kernel $kernel"
-      VKPAGED_VALIDATION=1 timeout 60 python3 "$root/tests/tools/contract_check.py" "$cli" --count 60 --kernel "$kernel"
+      VKPAGED_VALIDATION=${CONTRACT_VALIDATION:-1} timeout 60 python3 "$root/tests/tools/contract_check.py" "$cli" --count 60 --kernel "$kernel"
     done >"$out/contract-decode.txt" 2>&1
     for kernel in auto scalar matrix; do
       log "contract_check_multi_query --kernel $kernel"
-      VKPAGED_VALIDATION=1 timeout 80 python3 "$root/tests/tools/contract_check_multi_query.py" "$cli" --count 40 --kernel "$kernel"
+      VKPAGED_VALIDATION=${CONTRACT_VALIDATION:-1} timeout 80 python3 "$root/tests/tools/contract_check_multi_query.py" "$cli" --count 40 --kernel "$kernel"
     done >"$out/contract-multi-query.txt" 2>&1
     grep -E '^(=== |contract_check|FAIL|--kernel)' "$out"/contract-*.txt | tail -n 40
     ;;

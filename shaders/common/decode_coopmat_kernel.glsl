@@ -997,7 +997,10 @@ void main() {
     bool poisoned = !scores_finite[j];
     [[unroll]] for (uint x = 4u; x < SUBGROUP; x *= 2u) {
       running_sum[j] += subgroupShuffleXor(running_sum[j], x);
-      poisoned = poisoned || subgroupShuffleXor(poisoned, x);
+      // Every lane shuffles: as the right operand of ||, only the lanes not yet poisoned would,
+      // and a shuffle reads nothing defined from a lane that skipped it.
+      const bool other_poisoned = subgroupShuffleXor(poisoned, x);
+      poisoned = poisoned || other_poisoned;
     }
     if (g == 0u) {
       s_max[sub * HEADS + 2u * q + j] = row_state_max(running_max[j], poisoned);

@@ -12,7 +12,11 @@ void workgroup_reduce(inout float v[GROUP], bool is_max) {
   const uint tid = gl_LocalInvocationID.x;
 #if VKP_SUBGROUP
   for (uint g = 0u; g < GROUP; ++g) {
-    float r = is_max ? subgroupMax(v[g]) : subgroupAdd(v[g]);
+    // is_max is the same on every invocation (the barriers below need that), so whichever
+    // operation this takes, every lane runs it (tests/shaders/check_subgroup_operands.py).
+    float r;
+    if (is_max) r = subgroupMax(v[g]);
+    else r = subgroupAdd(v[g]);
     if (subgroupElect()) s_reduce[g * WG + gl_SubgroupID] = r;
   }
   barrier();

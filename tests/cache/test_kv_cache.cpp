@@ -135,18 +135,32 @@ TEST_F(KvCacheTest, RefusalsOnTheDeviceAllocateNothing) {
   const auto deep = shape_of(4096, 8, 128, 16, DType::f16);
   o = {};
   o.num_blocks = 1;
-  o.num_host_blocks = KvCache::max_blocks_per_pool(deep, device.max_storage_buffer_range);
+  // One pool is one allocation: the smaller of the range and maxMemoryAllocationSize bounds it.
+  const uint64_t range = device.max_storage_buffer_range, allocation = device.max_memory_allocation_size;
+  const bool range_binds = allocation == 0 || range < allocation;
+  o.num_host_blocks = KvCache::max_blocks_per_pool(deep, range_binds ? range : allocation);
   expect_refused([&] { KvCache c(ctx(), deep, o); }, ErrorCode::out_of_memory, {"host blocks", "host-visible heap"});
 
   // Pools past maxStorageBufferRange need buffer device addresses: an adopted device that did
   // not enable them is refused, naming the argument and the limit.
   Context adopted(shared_device_without_addresses());
-  const uint32_t past = KvCache::max_blocks_per_pool(s, device.max_storage_buffer_range) + 1;
+  const uint32_t past = KvCache::max_blocks_per_pool(s, range) + 1;
   o = {};
   o.num_blocks = past;
+  if (!range_binds) {
+    // Where one allocation is promised less than the range (NVIDIA: 2 MiB less), a pool past the
+    // range is past one allocation first, and refused as that on every context.
+    expect_refused([&] { KvCache c(adopted, s, o); }, ErrorCode::out_of_memory,
+                   {"num_blocks " + std::to_string(past), "maxMemoryAllocationSize", std::to_string(allocation)});
+    o.num_blocks = 1;
+    o.num_host_blocks = past;
+    expect_refused([&] { KvCache c(ctx(), s, o); }, ErrorCode::out_of_memory,
+                   {"num_host_blocks " + std::to_string(past), "host key or value pool", "maxMemoryAllocationSize"});
+    return;
+  }
   expect_refused([&] { KvCache c(adopted, s, o); }, ErrorCode::unsupported,
-                 {"num_blocks " + std::to_string(past), "maxStorageBufferRange",
-                  std::to_string(device.max_storage_buffer_range), "buffer device addresses"});
+                 {"num_blocks " + std::to_string(past), "maxStorageBufferRange", std::to_string(range),
+                  "buffer device addresses"});
   o.num_blocks = 1;
   o.num_host_blocks = past;
   expect_refused([&] { KvCache c(adopted, s, o); }, ErrorCode::unsupported,

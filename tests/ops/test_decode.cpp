@@ -478,15 +478,14 @@ TEST_P(DecodeTest, MergeCountersPastTheirCountAreFlagged) {
   ctx().run_and_wait([&](VkCommandBuffer cmd) { record_decode(ctx(), cmd, plan, v); });
   ctx().download(status.view(0, 4), &flags, 4);
   EXPECT_EQ(flags, kStatusBadMergeCounters);
-  EXPECT_EQ(ctx().validation_message_count(), 0u);
 }
 
 // With DecodeOptions::timeline the kernel computes the same outputs and writes one record per
 // subgroup (decode_timeline in decode.hpp): stamps in order, and the units of 32 tokens its
 // subgroups walked adding up to each sequence's, in one pass and split.
 TEST_P(DecodeTest, TimelineRecordsEverySubgroupsUnits) {
-  if (!records_timeline(kernel()))
-    GTEST_SKIP() << "the " << kernel_name() << " kernel records no timeline (TimelineRefusedOffTheMatrixKernel)";
+  if (!records_timeline(GetParam()))
+    GTEST_SKIP() << decode_variant_name(GetParam()) << " records no timeline (TimelineRefusedOffTheMatrixKernel)";
   if (!ctx().device_info().decode_timeline) GTEST_SKIP() << ctx().device_info().name << " cannot record a timeline";
   DecodeCase c;
   c.heads = 8;

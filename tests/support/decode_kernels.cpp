@@ -35,7 +35,11 @@ std::string decode_kernel_name(DecodeKernel kernel) {
 }
 
 bool merges_in_dispatch(DecodeKernel kernel) { return kernel == DecodeKernel::matrix || kernel == DecodeKernel::matrix_khr; }
-bool records_timeline(DecodeKernel kernel) { return kernel == DecodeKernel::matrix; }  // NV's module only
+// NV's module on the vllm layout only (the planner refuses the others: "the matrix kernel records
+// one on the vllm layout only").
+bool records_timeline(const DecodeVariant& variant) {
+  return variant.kernel == DecodeKernel::matrix && variant.layout == KvLayout::vllm;
+}
 
 DecodeTuningScope::DecodeTuningScope(Context& context, const char* text)
     : context_(context), saved_(detail::decode_tuning(context)) {

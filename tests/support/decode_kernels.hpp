@@ -59,7 +59,7 @@ inline std::string decode_kernel_param_name(const ::testing::TestParamInfo<Decod
 // What each kernel is expected to do beyond the shared contract (decode.hpp): the tests check
 // that plans agree, so that a kernel which stops doing it fails instead of skipping.
 bool merges_in_dispatch(DecodeKernel kernel);  // takes DecodeMerge::in_dispatch (small enough merges)
-bool records_timeline(DecodeKernel kernel);    // DecodeOptions::timeline
+bool records_timeline(const DecodeVariant& variant);  // DecodeOptions::timeline
 
 class DecodeKernelTest : public GpuTest, public ::testing::WithParamInterface<DecodeVariant> {
  protected:

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -177,8 +178,13 @@ std::string run_json(bool arena, double after, double round2_us) {
 TEST(BenchStabilityScript, ComparesRunsByWhereTheirBuffersLived) {
   constexpr const char* kPython = "/usr/bin/python3";
   if (!std::filesystem::exists(kPython)) GTEST_SKIP() << kPython << " is not available";
-  const auto script = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "scripts" /
-                      "bench_stability.py";
+  // The source tree: VKPAGED_SOURCE_DIR where the tests run away from it (scripts/gpu-test.sh sets
+  // it), else where this file was compiled from.
+  const char* source_dir = std::getenv("VKPAGED_SOURCE_DIR");
+  const auto root = source_dir != nullptr && *source_dir != '\0'
+                        ? std::filesystem::path(source_dir)
+                        : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+  const auto script = root / "scripts" / "bench_stability.py";
   ASSERT_TRUE(std::filesystem::exists(script)) << script;
   const auto dir = std::filesystem::temp_directory_path() / ("vkpaged_bench_stability_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

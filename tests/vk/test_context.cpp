@@ -114,7 +114,6 @@ TEST_F(ContextTest, RunAndTimeAfterUntimedWorkTimesOnlyTheSecondPart) {
   const double heavy_ns = ctx().run_and_time([&](VkCommandBuffer cmd) { heavy.record(cmd); });
   EXPECT_GE(copy_ns, 0.0);
   EXPECT_LT(copy_ns, heavy_ns / 2) << "a 4 KB copy timed " << copy_ns << " ns after a 64 MB read of " << heavy_ns;
-  EXPECT_EQ(ctx().validation_message_count(), 0u);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/fragment_layout.hpp"
+#include "ops/fragment_layout_khr.hpp"
 #include "support/test_context.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/attention.hpp"
@@ -149,6 +151,10 @@ TEST(PreparedPipelinesTest, RefusalsNameTheEntryAndBuildNothing) {
   PipelineSet set = engine_set(cache);
   set.attention[1].max_query_tokens = kStepTokens + 1;
   set.cache_writes[0].rotary->rotary_dim = 3;
+  // The context's probes of the matrix kernels' fragment layouts (device facts, each built once,
+  // at the first plan that asks, where the device has cooperative matrices) are not the set's.
+  detail::matrix_fragment_mismatch(ctx);
+  detail::khr_fragment_layout(ctx);
   const size_t before = pipelines_built(ctx);
   try {
     ctx.prepare(set);
