@@ -14,6 +14,7 @@
 #   scripts/h200-session.sh compare  BUILD OUT BASE...  # this build's CLI against earlier builds'
 #                                               # (BASE: a folder with tools/vkpaged/vkpaged), suite by
 #                                               # suite, the binaries alternating, in one call
+#                                               # (COMPARE_SUITES="mla prefill" for the attention kernels)
 #
 # BUILD holds tests/vkpaged_tests, tests/vkpaged_test_data and tools/vkpaged/vkpaged; OUT is
 # where the logs go ($OUT on the device machine). Every figure goes to OUT/<stage>-*.txt, whole;

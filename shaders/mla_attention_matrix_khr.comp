@@ -171,23 +171,39 @@ uint shared_half(uint base, uint i) { return (shared_word(4u * base + i / 2u) >>
 
 // The tile's rows into [TK][DS] as f16 (bf16: raw, converted after): raises `largest` (bf16)
 // and returns whether a staged value entry (one of the first DV) is not finite (f16, fp8).
+// An invocation issues every load of its words before it stores any: the loads do not depend
+// on one another, so they can all be in flight at once (a loop that stores each word before
+// the next load waits out each load in turn).
+const uint STAGE_WORDS = TK * PAD_WORDS;
+const uint STAGE_LOADS = (STAGE_WORDS + WG - 1u) / WG;  // words per invocation and tile
 bool stage_rows(uint tile, inout uint largest) {
+  uint raw[STAGE_LOADS];
+  [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
+    const uint i = gl_LocalInvocationID.x + k * WG;
+    raw[k] = 0u;
+    if (i < STAGE_WORDS) {
+      const uint c = i / PAD_WORDS;
+      const uint w = i % PAD_WORDS;
+      const uint block = s_key_block[c];
+      if (w < ROW_WORDS && block != NO_BLOCK) raw[k] = cache_word(block * B + (tile + c) % B, w);
+    }
+  }
   bool bad = false;
-  for (uint i = gl_LocalInvocationID.x; i < TK * PAD_WORDS; i += WG) {
+  [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
+    const uint i = gl_LocalInvocationID.x + k * WG;
+    if (i >= STAGE_WORDS) continue;
     const uint c = i / PAD_WORDS;
     const uint w = i % PAD_WORDS;
-    const uint block = s_key_block[c];
-    const uint raw = w < ROW_WORDS && block != NO_BLOCK ? cache_word(block * B + (tile + c) % B, w) : 0u;
     const uint first = 4u * K_BASE + c * (DS / 2u);  // 32-bit word of the row's first pair
     if (FP8) {
-      const uvec2 h = fp8_word_to_f16(raw);
+      const uvec2 h = fp8_word_to_f16(raw[k]);
       set_shared_word(first + 2u * w, h.x);
       set_shared_word(first + 2u * w + 1u, h.y);
       if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(h.x) || f16_pair_not_finite(h.y);
     } else {
-      set_shared_word(first + w, raw);
-      if (BF16_CACHE) largest = max(largest, bf16_largest(raw));
-      else if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(raw);
+      set_shared_word(first + w, raw[k]);
+      if (BF16_CACHE) largest = max(largest, bf16_largest(raw[k]));
+      else if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(raw[k]);
     }
   }
   return bad;

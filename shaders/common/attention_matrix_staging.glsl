@@ -44,23 +44,35 @@ bool store_chunk(uint word, uvec4 raw) {
 
 // Keys [TK][DS] and, in the nhd and hnd layouts, values [TK][DS]: a chunk holds X dims of one
 // position. Returns the values' non-finite test and raises `largest` (bf16) for each pool.
+// An invocation looks up all its chunks' blocks, then issues all its chunks' loads, then stores:
+// loads that do not wait on one another can all be in flight at once.
+const uint ROW_CHUNKS = DPAD / X;  // per position; the ones past D are zeros
+const uint ROW_LOADS = (TK * ROW_CHUNKS + WG - 1u) / WG;
 void stage_rows(uint tile, bool values, inout bool bad, inout uint largest) {
-  const uint chunks = DPAD / X;  // per position; the ones past D are zeros
-  for (uint i = gl_LocalInvocationID.x; i < TK * chunks; i += WG) {
-    const uint tl = i / chunks;
-    const uint c = i % chunks;
-    const uint t = tile + tl;
-    uvec4 raw = uvec4(0u);
-    if (c * X < D && in_span(t)) {
-      const uint block = block_at(t);
-      if (block != NO_BLOCK) {
-        const uint o = t % B;
-        raw = values ? VALUE16(block, kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, c * X, o) / X)
-                     : KEY16(block, kv_key_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, c * X, o) / X);
-      }
-    }
-    if (BF16_CACHE) largest = max(largest, bf16_chunk_largest(raw));
-    const bool not_finite = store_chunk((values ? V_BASE : K_BASE) + (tl * DS + c * X) / 8u, raw);
+  uint block[ROW_LOADS];
+  [[unroll]] for (uint k = 0u; k < ROW_LOADS; ++k) {
+    const uint i = gl_LocalInvocationID.x + k * WG;
+    const uint t = tile + i / ROW_CHUNKS;
+    block[k] = NO_BLOCK;
+    if (i < TK * ROW_CHUNKS && (i % ROW_CHUNKS) * X < D && in_span(t)) block[k] = block_at(t);
+  }
+  uvec4 raw[ROW_LOADS];
+  [[unroll]] for (uint k = 0u; k < ROW_LOADS; ++k) {
+    const uint i = gl_LocalInvocationID.x + k * WG;
+    const uint c = i % ROW_CHUNKS;
+    const uint o = (tile + i / ROW_CHUNKS) % B;
+    raw[k] = uvec4(0u);
+    if (block[k] != NO_BLOCK)
+      raw[k] = values ? VALUE16(block[k], kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, c * X, o) / X)
+                      : KEY16(block[k], kv_key_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, c * X, o) / X);
+  }
+  [[unroll]] for (uint k = 0u; k < ROW_LOADS; ++k) {
+    const uint i = gl_LocalInvocationID.x + k * WG;
+    if (i >= TK * ROW_CHUNKS) continue;
+    const uint tl = i / ROW_CHUNKS;
+    const uint c = i % ROW_CHUNKS;
+    if (BF16_CACHE) largest = max(largest, bf16_chunk_largest(raw[k]));
+    const bool not_finite = store_chunk((values ? V_BASE : K_BASE) + (tl * DS + c * X) / 8u, raw[k]);
     if (values && !BF16_CACHE) bad = bad || not_finite;  // bf16: tested once converted
   }
 }
@@ -81,25 +93,45 @@ void set_half(inout uvec4 lo, inout uvec4 hi, uint j, uint bits) {
 }
 
 // Values of the vllm layout, [DPAD][TS]: a chunk holds X positions of one dim, read as one
-// 16-byte load where blocks hold whole chunks (B >= X), else element by element.
+// 16-byte load where blocks hold whole chunks (B >= X), else element by element. As in
+// stage_rows, an invocation's blocks are looked up, then its loads issued, before any store.
+const uint COLUMN_CHUNKS = TK / X;  // per dim
+const uint COLUMN_LOADS = (DPAD * COLUMN_CHUNKS + WG - 1u) / WG;
+// Whether chunk i (dim i / COLUMN_CHUNKS, positions from its t0) holds a position of the span.
+bool column_chunk_live(uint i, uint tile) {
+  const uint t0 = tile + (i % COLUMN_CHUNKS) * X;
+  return i < DPAD * COLUMN_CHUNKS && i / COLUMN_CHUNKS < D && t0 < g_span.hi && t0 + X > g_span.lo;
+}
 void stage_value_columns(uint tile, inout bool bad, inout uint largest) {
-  const uint chunks = TK / X;  // per dim
-  for (uint i = gl_LocalInvocationID.x; i < DPAD * chunks; i += WG) {
-    const uint d = i / chunks;
-    const uint tl = (i % chunks) * X;
+  uint block[COLUMN_LOADS];  // B >= X: the chunk's block (t0 and B are multiples of X)
+  [[unroll]] for (uint k = 0u; k < COLUMN_LOADS; ++k) {
+    const uint i = gl_LocalInvocationID.x + k * WG;
+    block[k] = NO_BLOCK;
+    if (B >= X && column_chunk_live(i, tile)) block[k] = block_at(tile + (i % COLUMN_CHUNKS) * X);
+  }
+  uvec4 raw[COLUMN_LOADS];
+  [[unroll]] for (uint k = 0u; k < COLUMN_LOADS; ++k) {
+    const uint i = gl_LocalInvocationID.x + k * WG;
+    const uint t0 = tile + (i % COLUMN_CHUNKS) * X;
+    raw[k] = uvec4(0u);
+    if (block[k] != NO_BLOCK)
+      raw[k] = VALUE16(block[k], kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, i / COLUMN_CHUNKS, t0 % B) / X);
+  }
+  [[unroll]] for (uint k = 0u; k < COLUMN_LOADS; ++k) {
+    const uint i = gl_LocalInvocationID.x + k * WG;
+    if (i >= DPAD * COLUMN_CHUNKS) continue;
+    const uint d = i / COLUMN_CHUNKS;
+    const uint tl = (i % COLUMN_CHUNKS) * X;
     const uint t0 = tile + tl;
     uvec4 lo = uvec4(0u), hi = uvec4(0u);  // f16 bits of positions t0 .. t0 + 7 and t0 + 8 .. t0 + 15
-    if (d < D && t0 < g_span.hi && t0 + X > g_span.lo) {
+    if (column_chunk_live(i, tile)) {
       if (B >= X) {
-        // The chunk lies in one block (t0 and B are multiples of X).
-        const uint block = block_at(t0);
-        if (block != NO_BLOCK) {
-          const uvec4 raw = VALUE16(block, kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, d, t0 % B) / X);
+        if (block[k] != NO_BLOCK) {
           if (FP8) {
-            lo = uvec4(fp8_word_to_f16(raw.x), fp8_word_to_f16(raw.y));
-            hi = uvec4(fp8_word_to_f16(raw.z), fp8_word_to_f16(raw.w));
+            lo = uvec4(fp8_word_to_f16(raw[k].x), fp8_word_to_f16(raw[k].y));
+            hi = uvec4(fp8_word_to_f16(raw[k].z), fp8_word_to_f16(raw[k].w));
           } else {
-            lo = raw;
+            lo = raw[k];
           }
           if (t0 < g_span.lo || t0 + X > g_span.hi)
             for (uint j = 0u; j < X; ++j)
@@ -109,8 +141,8 @@ void stage_value_columns(uint tile, inout bool bad, inout uint largest) {
         for (uint j = 0u; j < X; ++j) {
           const uint t = t0 + j;
           if (!in_span(t)) continue;
-          const uint block = block_at(t);
-          if (block != NO_BLOCK) set_half(lo, hi, j, value_element_bits(block, d, t));
+          const uint b = block_at(t);
+          if (b != NO_BLOCK) set_half(lo, hi, j, value_element_bits(b, d, t));
         }
       }
     }

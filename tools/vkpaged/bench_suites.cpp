@@ -35,6 +35,10 @@ std::vector<BenchCase> ragged() {
     c.ragged = true;
     cases.push_back(c);
   }
+  // Target 5 asks D 64 too: batch64's 1 GB at full lengths, with half the head size.
+  BenchCase d64 = make("batch128-d64-ragged", 128, 4096, 32, 8, 64);
+  d64.ragged = true;
+  cases.push_back(d64);
   return cases;
 }
 
