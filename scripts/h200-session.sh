@@ -98,6 +98,10 @@ case "$stage" in
       log "latency warm"; bench timeout 40 "$cli" bench --suite latency "${w[@]}"
       log "dtypes warm"; bench timeout 70 "$cli" bench --suite dtypes "${w[@]}"
       log "ragged warm"; bench timeout 60 "$cli" bench --suite ragged "${w[@]}"
+      # The cold columns of targets 3 to 6 (each repetition in its own submission).
+      for suite in groups latency dtypes ragged; do
+        log "$suite cold"; bench timeout 70 "$cli" bench --suite "$suite" --flush-caches
+      done
     } >"$out/decode-vkpaged.txt" 2>&1
     {
       # The anchor: cuDNN's kernels in CUDA graphs, kernel time against kernel time.
