@@ -3,8 +3,8 @@
 """Fails where a shader puts a subgroup operation that reads other lanes (a shuffle, broadcast,
 reduction, scan or ballot) in the right operand of || or &&, or in a branch of ?:. GLSL evaluates
 those operands only on the lanes that need them, so the operation runs on some lanes, and what it
-reads from a lane that skipped it is undefined: lavapipe happens to give the value, NVIDIA does
-not (the matrix decode kernel lost its poisoned heads' NaN LSE so on an H100, 2026-12-05).
+reads from a lane that skipped it is undefined (the matrix decode kernel lost its poisoned heads'
+NaN LSE so on an H100, 2026-12-05).
 Votes (subgroupAny, subgroupAll, subgroupAllEqual) are not flagged: the shaders use them after
 conditions every lane of the subgroup shares.
 
