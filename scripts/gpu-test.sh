@@ -15,6 +15,7 @@
 #   VKPAGED_CLI     the vkpaged binary the CLI tests run (default BUILD_DIR/tools/vkpaged/vkpaged)
 #   VKPAGED_DEVICE  which Vulkan device (index or name substring; default: the best)
 #   GPU_TEST_LOG    where the full output goes (default BUILD_DIR/gpu-test.log)
+#   VKPAGED_PYTHON  the Python the tests run their scripts with (default: python3 on PATH)
 # The validation layer must be where the loader finds it: installed (Debian 12:
 # vulkan-validationlayers), or its .deb unpacked beside the loader's, e.g. on the device machine
 #   for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
@@ -35,6 +36,9 @@ tests="$build/tests/vkpaged_tests"
 export VKPAGED_CLI="${VKPAGED_CLI:-$build/tools/vkpaged/vkpaged}"
 export VKPAGED_VALIDATION=sync
 export VKPAGED_SOURCE_DIR="${VKPAGED_SOURCE_DIR:-$root}"  # for tests that read the source tree
+# The tests' Python (the contract checks need NumPy): the first python3 on PATH, which on a GPU
+# machine may be an environment with NumPy where /usr/bin/python3 has none.
+export VKPAGED_PYTHON="${VKPAGED_PYTHON:-$(command -v python3 || echo /usr/bin/python3)}"
 log="${GPU_TEST_LOG:-$build/gpu-test.log}"
 
 fail_setup() {

@@ -34,4 +34,17 @@ std::string cli_path() {
   return std::filesystem::is_regular_file(cli, error) ? cli.string() : std::string();
 }
 
+std::string python_path() {
+  const char* env = std::getenv("VKPAGED_PYTHON");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string("/usr/bin/python3");
+}
+
+bool python_has_numpy() {
+  const std::string python = python_path();
+  std::error_code error;
+  if (!std::filesystem::exists(python, error)) return false;
+  const std::string probe = "'" + python + "' -c 'import numpy' > /dev/null 2>&1";
+  return std::system(probe.c_str()) == 0;
+}
+
 }  // namespace vkpaged::test

@@ -20,4 +20,12 @@ std::filesystem::path test_data_path(std::string_view name);
 // from the test binary; "" when neither exists.
 std::string cli_path();
 
+// The Python interpreter the tests run their scripts with: VKPAGED_PYTHON when set (scripts/gpu-test.sh
+// names the first python3 on PATH, where a GPU machine keeps NumPy outside /usr/bin), else
+// /usr/bin/python3.
+std::string python_path();
+
+// Whether python_path() exists and imports NumPy.
+bool python_has_numpy();
+
 }  // namespace vkpaged::test

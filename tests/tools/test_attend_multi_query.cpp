@@ -184,18 +184,14 @@ TEST(AttendMultiQuery, RefusalsNameTheOptionAndLeaveNoFile) {
 
 // ---- the independent implementation ----
 
-constexpr const char* kPython = "/usr/bin/python3";
-
-bool python_has_numpy() {
-  const std::string probe = std::string(kPython) + " -c 'import numpy' > /dev/null 2>&1";
-  return fs::exists(kPython) && std::system(probe.c_str()) == 0;
-}
+using vkpaged::test::python_has_numpy;
+using vkpaged::test::python_path;
 
 // Runs the script with `options`; its output, and whether it exited 0.
 std::string run_script(const std::string& options, int& status) {
   const auto script = vkpaged::test::test_data_path("contract_check_multi_query.py");
   const std::string command =
-      std::string(kPython) + " '" + script.string() + "' '" + vkpaged::test::cli_path() + "' " + options + " 2>&1";
+      "'" + python_path() + "' '" + script.string() + "' '" + vkpaged::test::cli_path() + "' " + options + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return "popen failed";
   std::string output;
@@ -210,7 +206,7 @@ class ContractCheckMultiQuery : public ::testing::Test {
   void SetUp() override {
     if (vkpaged::test::cli_path().empty())
       GTEST_SKIP() << "no vkpaged CLI: VKPAGED_CLI is not set and none was built beside the tests";
-    if (!python_has_numpy()) GTEST_SKIP() << kPython << " with NumPy is not available (apt-get install python3-numpy)";
+    if (!python_has_numpy()) GTEST_SKIP() << python_path() << " with NumPy is not available (apt-get install python3-numpy)";
   }
 };
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "support/test_paths.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::cli {
@@ -176,8 +177,8 @@ std::string run_json(bool arena, double after, double round2_us) {
 }
 
 TEST(BenchStabilityScript, ComparesRunsByWhereTheirBuffersLived) {
-  constexpr const char* kPython = "/usr/bin/python3";
-  if (!std::filesystem::exists(kPython)) GTEST_SKIP() << kPython << " is not available";
+  const std::string python = vkpaged::test::python_path();
+  if (!std::filesystem::exists(python)) GTEST_SKIP() << python << " is not available";
   // The source tree: VKPAGED_SOURCE_DIR where the tests run away from it (scripts/gpu-test.sh sets
   // it), else where this file was compiled from.
   const char* source_dir = std::getenv("VKPAGED_SOURCE_DIR");
@@ -190,7 +191,7 @@ TEST(BenchStabilityScript, ComparesRunsByWhereTheirBuffersLived) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "a.json") << run_json(false, 2300e9, 480.0);
   std::ofstream(dir / "b.json") << run_json(true, 4490e9, 251.0);
-  const std::string command = std::string(kPython) + " '" + script.string() + "' --compare '" + (dir / "a.json").string() +
+  const std::string command = "'" + python + "' '" + script.string() + "' --compare '" + (dir / "a.json").string() +
                               "' '" + (dir / "b.json").string() + "' 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);

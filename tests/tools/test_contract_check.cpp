@@ -12,22 +12,18 @@
 
 namespace {
 
-constexpr const char* kPython = "/usr/bin/python3";
-
-bool python_has_numpy() {
-  const std::string probe = std::string(kPython) + " -c 'import numpy' > /dev/null 2>&1";
-  return std::filesystem::exists(kPython) && std::system(probe.c_str()) == 0;
-}
+using vkpaged::test::python_has_numpy;
+using vkpaged::test::python_path;
 
 TEST(ContractCheck, RandomCasesMatchTheIndependentImplementation) {
   const std::string cli = vkpaged::test::cli_path();
   if (cli.empty()) GTEST_SKIP() << "no vkpaged CLI: VKPAGED_CLI is not set and none was built beside the tests";
-  if (!python_has_numpy()) GTEST_SKIP() << kPython << " with NumPy is not available (apt-get install python3-numpy)";
+  if (!python_has_numpy()) GTEST_SKIP() << python_path() << " with NumPy is not available (apt-get install python3-numpy)";
   // Copied beside the test binary at build time (tests/CMakeLists.txt).
   const auto script = vkpaged::test::test_data_path("contract_check.py");
   ASSERT_TRUE(std::filesystem::exists(script)) << script;
 
-  const std::string command = std::string(kPython) + " '" + script.string() + "' '" + cli + "' --count 40 2>&1";
+  const std::string command = "'" + python_path() + "' '" + script.string() + "' '" + cli + "' --count 40 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string output;
