@@ -73,9 +73,7 @@ class CApiHostileTest : public GpuTest {
     vkp_kv_cache_shape_init(&cache_shape_);
     cache_shape_.num_kv_heads = 1;
     cache_shape_.head_size = 64;
-    vkp_kv_cache_options_init(&cache_options_);
-    cache_options_.num_blocks = 4;
-    cache_options_.num_host_blocks = 2;
+    cache_options_ = kv_cache_options(4, 2);
     ASSERT_VKP_OK(vkp_kv_cache_create(ctx_, &cache_shape_, &cache_options_, &cache_));
     ASSERT_VKP_OK(vkp_streaming_read_create(ctx_, 4096, &read_));
 

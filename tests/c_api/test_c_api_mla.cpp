@@ -62,9 +62,7 @@ TEST_F(CApiMlaTest, CacheWritesAsTheReference) {
   for (vkp_kv_cache_kind kind : {VKP_KV_CACHE_MLA_ONE_POOL, VKP_KV_CACHE_MLA_TWO_POOLS}) {
     SCOPED_TRACE(int(kind));
     const vkp_kv_cache_shape shape = mla_c_shape(kind);
-    vkp_kv_cache_options options;
-    vkp_kv_cache_options_init(&options);
-    options.num_blocks = 4;
+    const vkp_kv_cache_options options = kv_cache_options(4);
     vkp_kv_cache* raw = nullptr;
     ASSERT_VKP_OK(vkp_kv_cache_create(cctx, &shape, &options, &raw));
     CachePtr cache(raw, &vkp_kv_cache_destroy);

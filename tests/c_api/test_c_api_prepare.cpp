@@ -89,9 +89,7 @@ TEST_F(CApiBucketTest, PrepareBuildsWhatThePlansThenFind) {
   cshape.num_kv_heads = 2;
   cshape.head_size = 64;
   cshape.block_size = 16;
-  vkp_kv_cache_options copts;
-  vkp_kv_cache_options_init(&copts);
-  copts.num_blocks = 32;
+  const vkp_kv_cache_options copts = kv_cache_options(32);
   vkp_kv_cache* raw_cache = nullptr;
   ASSERT_VKP_OK(vkp_kv_cache_create(ctx, &cshape, &copts, &raw_cache));
   const KvCachePtr cache(raw_cache, &vkp_kv_cache_destroy);

@@ -164,9 +164,7 @@ TEST_F(CApiStridesTest, CacheLayerViewsAreContiguous) {
   shape.head_size = D;
   shape.block_size = B;
   shape.dtype = VKP_DTYPE_F16;
-  vkp_kv_cache_options options;
-  vkp_kv_cache_options_init(&options);
-  options.num_blocks = N;
+  const vkp_kv_cache_options options = kv_cache_options(N);
   vkp_kv_cache* cache = nullptr;
   ASSERT_VKP_OK(vkp_kv_cache_create(c_context(), &shape, &options, &cache));
   vkp_layer_cache_views layer;
