@@ -33,7 +33,7 @@ BLOB_MAGIC = b"NVDANVVMNVuc"
 EXIT = b"\x4d\x79\x00\x00\x00\x00\x00\x00"  # the low half of an EXIT instruction
 ADDRESS = re.compile(r"\s+/\*([0-9a-f]{4,})\*/")  # how an instruction line of nvdisasm starts
 PREDICATE = r"(?:@!?U?P\w+\s+)?"                  # an optional guard such as @!P0
-WATCHED = ["HMMA", "LDG", "LDS", "STS", "MOVM", "SHFL", "MUFU", "BAR", "ISETP", "IMAD.MOV"]
+WATCHED = ["HMMA", "LDG", "LDS", "STS", "LDL", "STL", "MOVM", "SHFL", "MUFU", "BAR", "ISETP", "IMAD.MOV"]  # LDL/STL: spills
 
 
 def find_nvdisasm(given):

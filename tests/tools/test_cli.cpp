@@ -800,6 +800,55 @@ TEST_F(CliTest, BenchMlaRefusesDecodeOptionsBeforeOpeningADevice) {
   }
 }
 
+TEST_F(CliTest, BenchRunsOnlyTheCasesNamedInTheirSuitesOrder) {
+  const CliResult r = run({"bench", "--suite", "quick", "--repetitions", "20", "--warmup", "1", "--case", "ragged",
+                           "--case", "q-long", "--json", path("cases.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
+  const nlohmann::json j = nlohmann::json::parse(slurp(path("cases.json")));
+  std::vector<std::string> names;
+  for (const auto& c : j["cases"]) names.push_back(c["name"].get<std::string>());
+  EXPECT_EQ(names, (std::vector<std::string>{"q-long", "q-ragged"})) << r.out;
+  EXPECT_EQ(r.out.find("q-batch"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, BenchPrefillRunsTheMixedStepOnlyWhenItsNameIsAsked) {
+  const CliResult shapes = run({"bench", "--suite", "prefill-quick", "--repetitions", "20", "--warmup", "1", "--case",
+                                "p256", "--json", path("shapes.json").string()});
+  ASSERT_EQ(shapes.exit_code, 0) << shapes.err;
+  const nlohmann::json s = nlohmann::json::parse(slurp(path("shapes.json")));
+  ASSERT_EQ(s["cases"].size(), 1u) << shapes.out;
+  EXPECT_EQ(s["cases"][0]["name"], "p256");
+  EXPECT_FALSE(s.contains("mixed")) << shapes.out;
+  EXPECT_EQ(shapes.out.find("mixed step"), std::string::npos) << shapes.out;
+
+  const CliResult mixed = run({"bench", "--suite", "prefill-quick", "--repetitions", "20", "--warmup", "1", "--case",
+                               "mixed", "--json", path("mixed.json").string()});
+  ASSERT_EQ(mixed.exit_code, 0) << mixed.err;
+  const nlohmann::json m = nlohmann::json::parse(slurp(path("mixed.json")));
+  EXPECT_TRUE(m["cases"].empty()) << mixed.out;
+  ASSERT_TRUE(m.contains("mixed")) << mixed.out;
+  EXPECT_GT(m["mixed"]["one_call"]["median_us"].get<double>(), 0);
+  EXPECT_GT(m["mixed"]["chunk_part"]["median_us"].get<double>(), 0);
+}
+
+TEST_F(CliTest, BenchRefusesACaseNamedInNoCaseBeforeOpeningADevice) {
+  for (const char* suite : {"quick", "all", "prefill-quick", "mla-quick"}) {
+    const CliResult r = run({"bench", "--suite", suite, "--case", "q-nothing", "--case", "zz"});
+    EXPECT_EQ(r.exit_code, 1) << suite;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(std::string("vkpaged: --case: no case of suite \"") + suite + "\" has \"q-nothing\" or \"zz\" in its name"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "") << "the bench started before refusing";
+  }
+  const CliResult r = run({"bench", "--suite", "cache-write-quick", "--case", "f16"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("vkpaged: --case: the cache-write suites time every dtype and layout together"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "") << "the bench started before refusing";
+}
+
 TEST_F(CliTest, BenchStartsWarmAfterTheSameDecodeAndTheFlushWhenAsked) {
   const CliResult r = run({"bench", "--suite", "quick", "--repetitions", "20", "--warmup", "1", "--flush-caches",
                            "--warm-start", "--json", path("bench.json").string()});

@@ -122,7 +122,21 @@ struct BenchOptions {
   // Runs every suite this many times in the process (rounds), each round's cases after the last
   // round's, and reports each case's rounds and their spread.
   int repeat = 1;
+  // --case: only the cases whose names contain one of these texts (every case when empty).
+  std::vector<std::string> cases;
 };
+
+// Whether --case selects a case of this name (every case when no --case was given).
+bool case_selected(const BenchOptions& options, const std::string& name);
+// Throws vkpaged::Error naming --case and its texts: they select no case of `suite`.
+[[noreturn]] void throw_no_case_selected(const BenchOptions& options, const std::string& suite);
+// The cases --case selects, in their order; throws (above) when it selects none.
+template <class Case>
+std::vector<Case> selected_cases(const BenchOptions& options, std::vector<Case> cases, const std::string& suite) {
+  std::erase_if(cases, [&](const Case& c) { return !case_selected(options, c.name); });
+  if (cases.empty()) throw_no_case_selected(options, suite);
+  return cases;
+}
 
 // The DecodeOptions of every case: --split, --partition-tokens, --kernel, --order, --merge. Throws
 // vkpaged::Error naming the option for a bad value.

@@ -120,6 +120,8 @@ bool is_cache_write_suite(const std::string& suite) { return suite == "cache-wri
 
 int run_cache_write_bench(const BenchOptions& o) {
   const StepShape s = step_of(o.suite);
+  if (!o.cases.empty())
+    throw Error(ErrorCode::invalid_argument, "--case: the cache-write suites time every dtype and layout together");
   Context ctx(cli_context_options(o.device));
   const auto& dev = ctx.device_info();
   std::optional<StreamingRead> flush;

@@ -393,7 +393,7 @@ MlaOptions mla_options_of(const BenchOptions& o) {
 
 int run_mla_bench(const BenchOptions& o) {
   const MlaOptions options = mla_options_of(o);
-  const std::vector<MlaBenchCase> cases = mla_bench_cases(o.suite);
+  const std::vector<MlaBenchCase> cases = selected_cases(o, mla_bench_cases(o.suite), o.suite);
   Context ctx(cli_context_options(o.device));
   const auto& dev = ctx.device_info();
   const size_t probe_bytes = std::min<size_t>({size_t(1) << 30, dev.max_storage_buffer_range, dev.device_local_bytes / 4});

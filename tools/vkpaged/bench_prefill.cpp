@@ -252,6 +252,33 @@ Json json_case(const PrefillResult& r, double bandwidth) {
           {"skipped", r.skipped}};
 }
 
+// Target 10: the mixed step in one call, and its parts each in a call of its own.
+struct MixedResults {
+  PrefillResult one_call, decode_part, chunk_part;
+  bool ran() const { return one_call.skipped.empty() && decode_part.skipped.empty() && chunk_part.skipped.empty(); }
+  double parts_us() const { return decode_part.median_us + chunk_part.median_us; }
+};
+
+MixedResults run_mixed_step(Context& ctx, const AttentionOptions& options, const BenchOptions& o,
+                            const StreamingRead* flush, double bandwidth) {
+  const MixedStep m = mixed_step(o.suite);
+  fmt::print("\nmixed step: {} decode requests at {} and one {}-token chunk after {} cached, {}/{} heads, D {}\n",
+             m.decode_requests, m.decode_context, m.chunk_tokens, m.chunk_context - m.chunk_tokens, m.heads, m.kv_heads,
+             m.head_size);
+  MixedResults r;
+  r.one_call = run_prefill_case(ctx, mixed_case(m, "mixed (one call)", true, true), options, o, flush);
+  print_row(r.one_call, bandwidth);
+  r.decode_part = run_prefill_case(ctx, mixed_case(m, "mixed: decode part", true, false), options, o, flush);
+  print_row(r.decode_part, bandwidth);
+  r.chunk_part = run_prefill_case(ctx, mixed_case(m, "mixed: chunk part", false, true), options, o, flush);
+  print_row(r.chunk_part, bandwidth);
+  if (r.ran())
+    fmt::print("mixed step: one call {:.1f} us, parts {:.1f} + {:.1f} = {:.1f} us, one call / parts = {:.3f}\n",
+               r.one_call.median_us, r.decode_part.median_us, r.chunk_part.median_us, r.parts_us(),
+               r.one_call.median_us / r.parts_us());
+  return r;
+}
+
 }  // namespace
 
 bool is_prefill_suite(const std::string& suite) { return suite == "prefill" || suite == "prefill-quick"; }
@@ -264,6 +291,10 @@ int run_prefill_bench(const BenchOptions& o) {
   options.partition_tokens = o.partition_tokens;
   if (!o.cache_dtype.empty())
     throw Error(ErrorCode::invalid_argument, "--cache-dtype: the prefill suites run f16 caches (the anchor's)");
+  std::vector<PrefillCase> cases = prefill_cases(o.suite);
+  std::erase_if(cases, [&](const PrefillCase& c) { return !case_selected(o, c.name); });
+  const bool run_mixed = case_selected(o, "mixed");  // the mixed step's three rows go together
+  if (cases.empty() && !run_mixed) throw_no_case_selected(o, o.suite);
 
   Context ctx(cli_context_options(o.device));
   const auto& dev = ctx.device_info();
@@ -281,28 +312,14 @@ int run_prefill_bench(const BenchOptions& o) {
   fmt::print("{:<22} {:>4} {:>6} {:>3}/{:<3} {:>3} {:>10} {:>10} {:>10} {:>8} {:>9} {:>6}   {}\n", "case", "reqs", "tokens",
              "H", "Hkv", "D", "median us", "min us", "max us", "TFLOP/s", "KV GB/s", "share", "path");
   std::vector<PrefillResult> results;
-  for (const PrefillCase& c : prefill_cases(o.suite)) {
+  for (const PrefillCase& c : cases) {
     results.push_back(run_prefill_case(ctx, c, options, o, flush));
     print_row(results.back(), bandwidth);
     std::fflush(stdout);
   }
 
-  // Target 10: the mixed step in one call, and its parts each in a call of its own.
-  const MixedStep m = mixed_step(o.suite);
-  fmt::print("\nmixed step: {} decode requests at {} and one {}-token chunk after {} cached, {}/{} heads, D {}\n",
-             m.decode_requests, m.decode_context, m.chunk_tokens, m.chunk_context - m.chunk_tokens, m.heads, m.kv_heads,
-             m.head_size);
-  const PrefillResult one_call = run_prefill_case(ctx, mixed_case(m, "mixed (one call)", true, true), options, o, flush);
-  print_row(one_call, bandwidth);
-  const PrefillResult decode_part = run_prefill_case(ctx, mixed_case(m, "mixed: decode part", true, false), options, o, flush);
-  print_row(decode_part, bandwidth);
-  const PrefillResult chunk_part = run_prefill_case(ctx, mixed_case(m, "mixed: chunk part", false, true), options, o, flush);
-  print_row(chunk_part, bandwidth);
-  const bool mixed_ran = one_call.skipped.empty() && decode_part.skipped.empty() && chunk_part.skipped.empty();
-  const double parts_us = decode_part.median_us + chunk_part.median_us;
-  if (mixed_ran)
-    fmt::print("mixed step: one call {:.1f} us, parts {:.1f} + {:.1f} = {:.1f} us, one call / parts = {:.3f}\n",
-               one_call.median_us, decode_part.median_us, chunk_part.median_us, parts_us, one_call.median_us / parts_us);
+  std::optional<MixedResults> mixed;
+  if (run_mixed) mixed = run_mixed_step(ctx, options, o, flush, bandwidth);
 
   if (!o.json_path.empty()) {
     Json j;
@@ -313,11 +330,12 @@ int run_prefill_bench(const BenchOptions& o) {
     j["read_bandwidth_bytes_per_second"] = bandwidth;
     j["cases"] = Json::array();
     for (const PrefillResult& r : results) j["cases"].push_back(json_case(r, bandwidth));
-    j["mixed"] = {{"one_call", json_case(one_call, bandwidth)},
-                  {"decode_part", json_case(decode_part, bandwidth)},
-                  {"chunk_part", json_case(chunk_part, bandwidth)},
-                  {"parts_us", mixed_ran ? parts_us : 0.0},
-                  {"one_call_over_parts", mixed_ran && parts_us > 0 ? one_call.median_us / parts_us : 0.0}};
+    if (mixed)
+      j["mixed"] = {{"one_call", json_case(mixed->one_call, bandwidth)},
+                    {"decode_part", json_case(mixed->decode_part, bandwidth)},
+                    {"chunk_part", json_case(mixed->chunk_part, bandwidth)},
+                    {"parts_us", mixed->ran() ? mixed->parts_us() : 0.0},
+                    {"one_call_over_parts", mixed->ran() && mixed->parts_us() > 0 ? mixed->one_call.median_us / mixed->parts_us() : 0.0}};
     write_json_file(o.json_path, j);
   }
   return 0;

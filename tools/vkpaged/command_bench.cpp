@@ -57,14 +57,28 @@ DecodeOptions bench_decode_options(const BenchOptions& o) {
   return options;
 }
 
+bool case_selected(const BenchOptions& o, const std::string& name) {
+  return o.cases.empty() ||
+         std::any_of(o.cases.begin(), o.cases.end(), [&](const std::string& text) { return name.find(text) != std::string::npos; });
+}
+
+void throw_no_case_selected(const BenchOptions& o, const std::string& suite) {
+  throw Error(ErrorCode::invalid_argument,
+              fmt::format("--case: no case of suite \"{}\" has \"{}\" in its name", suite, fmt::join(o.cases, "\" or \"")));
+}
+
 int run_bench(const BenchOptions& o) {
   if (is_cache_write_suite(o.suite)) return run_cache_write_bench(o);
   if (is_prefill_suite(o.suite)) return run_prefill_bench(o);
   if (is_mla_suite(o.suite)) return run_mla_bench(o);
   // Bad option values are refused before the device is opened and its bandwidth measured.
   std::vector<std::pair<std::string, std::vector<BenchCase>>> suites;
-  for (const auto& name : bench_suite_names(o.suite))
-    suites.emplace_back(name, with_kv_layout(with_cache_dtype(bench_suite(name), o.cache_dtype), o.kv_layout));
+  for (const auto& name : bench_suite_names(o.suite)) {
+    auto cases = with_kv_layout(with_cache_dtype(bench_suite(name), o.cache_dtype), o.kv_layout);
+    std::erase_if(cases, [&](const BenchCase& c) { return !case_selected(o, c.name); });
+    if (!cases.empty()) suites.emplace_back(name, std::move(cases));  // a suite --case leaves empty is not run
+  }
+  if (suites.empty()) throw_no_case_selected(o, o.suite);
   const DecodeOptions decode_options = bench_decode_options(o);
   if (o.warm_start && !o.flush_caches)
     throw Error(ErrorCode::invalid_argument,

@@ -179,6 +179,10 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
                  "the pools' layout in every case: vllm, nhd or hnd (nhd and hnd add -nhd / -hnd to the case names; "
                  "cases the kernel cannot run are skipped)")
       ->capture_default_str();
+  cmd.add_option("--case", b.cases,
+                 "run only the cases whose names contain this text (repeat it for more; the decode suites' names "
+                 "include the -nhd / -hnd of --kv-layout; prefill's mixed step is the case \"mixed\")")
+      ->type_name("TEXT");
   cmd.add_option("--json", b.json_path, "also write the results as JSON")->type_name("FILE");
   cmd.add_option("--chart", b.chart_path, "draw the share of bandwidth per case as an SVG chart")->type_name("FILE");
   cmd.add_option("--timeline", b.timeline_dir,
