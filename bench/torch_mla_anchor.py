@@ -26,9 +26,20 @@ cache is under the L2 (60 MB on an H200) also "flushed": the graph of CALLS x [f
 the graph of CALLS x [flush], so that the rows come from memory as with vkpaged's
 --flush-caches. FLOPs = 2 x H x (576 + 512) per cached token per request, as the bench counts.
 
+--suite mla-prefill: target 14's anchor for `vkpaged bench --suite mla-prefill` (prefills and
+chunks after a cached prefix, 16 and 128 heads). Engines prefill MLA unabsorbed: the latents
+up-projected to per-head keys of 192 (128 + 64 rope) and values of 128, then FlashAttention. So
+each shape is timed as SDPA over q [S, H, q, 192], K [S, H, L, 192], V [S, H, L, 128] (bf16,
+contiguous, the up-projection not timed), causal with the new tokens the last of L: flash
+(FlashAttention-2, which needs V as wide as K: V zero-padded to 192 as vLLM pads it, the output
+sliced), efficient and cudnn (V 128). FLOPs = 2 x H x (192 + 128) per query token per key it sees
+(the model's, padding not counted); the bench counts its absorbed work, 2 x H x (576 + 512), the
+same way. One anchor per shape and head count serves the bench's bf16 and fp8 cases. Each
+backend's output is compared with the first one's (max abs difference).
+
 Not run where it was written (no CUDA device, no torch): it is run by
-`scripts/h200-session.sh mla` on the H200.
-Usage: python3 bench/torch_mla_anchor.py [--cases SUBSTRING] [--json FILE]"""
+`scripts/h200-session.sh mla` and `mla-prefill` on the GPU.
+Usage: python3 bench/torch_mla_anchor.py [--suite mla|mla-prefill] [--cases SUBSTRING] [--json FILE]"""
 import argparse
 import json
 import math
@@ -41,6 +52,7 @@ from torch.nn.attention import sdpa_kernel, SDPBackend
 # is run as a script).
 # CALLS 20 calls per graph, ROUNDS 15; the flush writes FLUSH_BYTES (twice an H200's L2_BYTES).
 from torch_cudnn_back_to_back import CALLS, FLUSH_BYTES, L2_BYTES, ROUNDS, graph_of, time_events
+from torch.nn.attention.bias import causal_lower_right
 
 DK, DV = 576, 512
 FP8_SCALE = 0.5
@@ -56,6 +68,77 @@ def cases():
                 for requests in (1, 8, 32, 128):
                     rows.append((f"r{requests}-{context // 1024}k-h{heads}-{dtype}", requests, context, heads, dtype))
     return rows
+
+
+# Target 14 (tools/vkpaged/bench_mla.cpp, suite mla-prefill): name, requests, new tokens each,
+# context L each (the new tokens included), heads.
+PREFILL_SHAPES = [(shape, heads) for heads in (16, 128) for shape in
+                  (("p4k", 1, 4096, 4096), ("p8x2k", 8, 2048, 2048), ("chunk4x512+8k", 4, 512, 8704))]
+DK_UNABSORBED, DV_UNABSORBED = 192, 128
+
+
+def prefill_cases():
+    return [(f"{name}-h{heads}", requests, new, context, heads) for (name, requests, new, context), heads in PREFILL_SHAPES]
+
+
+def measure_prefill(name, requests, new, context, heads):
+    """SDPA on the unabsorbed shape of one mla-prefill case, each backend timed as the decode cases are."""
+    seen = new * (context - new) + new * (new + 1) // 2  # keys each query token sees, summed
+    flops = 2.0 * heads * (DK_UNABSORBED + DV_UNABSORBED) * seen * requests
+    bf = torch.bfloat16
+    q = torch.randn(requests, heads, new, DK_UNABSORBED, device="cuda", dtype=bf)
+    k = torch.randn(requests, heads, context, DK_UNABSORBED, device="cuda", dtype=bf)
+    v = torch.randn(requests, heads, context, DV_UNABSORBED, device="cuda", dtype=bf)
+    v_padded = F.pad(v, (0, DK_UNABSORBED - DV_UNABSORBED))  # for FlashAttention-2 (not timed)
+    causal = {"is_causal": True} if new == context else {"attn_mask": causal_lower_right(new, context)}
+
+    def call(backend, values):
+        def run():
+            with sdpa_kernel([backend]):
+                out = F.scaled_dot_product_attention(q, k, values, scale=SCALE, **causal)
+            return out[..., :DV_UNABSORBED]
+        return run
+
+    row = {"name": name, "requests": requests, "new_tokens": new, "context": context, "heads": heads,
+           "key_width": DK_UNABSORBED, "value_width": DV_UNABSORBED, "flops": flops, "backends": []}
+    reference = None
+    for label, fn in [("flash (V padded to 192)", call(SDPBackend.FLASH_ATTENTION, v_padded)),
+                      ("efficient", call(SDPBackend.EFFICIENT_ATTENTION, v)),
+                      ("cudnn", call(SDPBackend.CUDNN_ATTENTION, v))]:
+        entry = {"backend": label}
+        try:
+            out = fn()
+            torch.cuda.synchronize()
+            if reference is None:
+                reference = out.float()
+            else:
+                entry["max_abs_diff_vs_first"] = (out.float() - reference).abs().max().item()
+
+            def many():
+                for _ in range(CALLS):
+                    fn()
+
+            entry["graph_us"] = time_events(graph_of(many).replay, ROUNDS, CALLS)
+            entry["tflops"] = flops / entry["graph_us"] / 1e6
+        except Exception as ex:  # a backend that refuses the shape (or cannot be captured)
+            entry["error"] = f"{type(ex).__name__}: {str(ex)[:160]}"
+        row["backends"].append(entry)
+    timed = [b for b in row["backends"] if "tflops" in b]
+    if timed:
+        best = min(timed, key=lambda b: b["graph_us"])
+        row["best_backend"], row["best_us"] = best["backend"], best["graph_us"]
+    del q, k, v, v_padded
+    torch.cuda.empty_cache()
+    return row
+
+
+def prefill_line(row, entry):
+    if "error" in entry:
+        return f"{row['name']:22s} {entry['backend']:28s} n/a {entry['error']}"
+    text = f"{row['name']:22s} {entry['backend']:28s} graph of {CALLS} {entry['graph_us']:9.1f} us | {entry['tflops']:7.1f} TFLOP/s"
+    if "max_abs_diff_vs_first" in entry:
+        text += f" | max |diff| vs the first {entry['max_abs_diff_vs_first']:.2e}"
+    return text
 
 
 def sdpa_call(backend, layout, q, k_of):
@@ -172,12 +255,29 @@ def line(row, entry):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="mla", choices=["mla", "mla-prefill"],
+                        help="the bench suite to anchor: mla (decode, absorbed) or mla-prefill (target 14, unabsorbed)")
     parser.add_argument("--cases", default="", help="run only the cases whose name contains this")
     parser.add_argument("--json", help="write the rows to this file")
     args = parser.parse_args()
     print("torch", torch.__version__, torch.cuda.get_device_name(), flush=True)
     flush_buffer = torch.zeros(FLUSH_BYTES // 4, device="cuda", dtype=torch.float32)
     rows = []
+    if args.suite == "mla-prefill":
+        for shape in prefill_cases():
+            if args.cases not in shape[0]:
+                continue
+            row = measure_prefill(*shape)
+            rows.append(row)
+            for entry in row["backends"]:
+                print(prefill_line(row, entry), flush=True)
+            print(f"{row['name']:22s} best: {row.get('best_backend', 'none')} {row.get('best_us', float('nan')):.1f} us",
+                  flush=True)
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "suite": args.suite,
+                               "calls": CALLS, "rounds": ROUNDS, "scale": SCALE, "rows": rows}, f, indent=1)
+        return
     for shape in cases():
         if args.cases not in shape[0]:
             continue

@@ -11,6 +11,8 @@
 #   scripts/h200-session.sh contract BUILD OUT  # the NumPy contract checks, every kernel forced
 #   scripts/h200-session.sh mla      BUILD OUT  # MLA decode (bench --suite mla) cold and warm, and
 #                                               # its PyTorch anchor, one call
+#   scripts/h200-session.sh mla-prefill BUILD OUT  # MLA prefill and chunks (target 14: bench --suite
+#                                               # mla-prefill) and FlashAttention-2 unabsorbed, one call
 #   scripts/h200-session.sh compare  BUILD OUT BASE...  # this build's CLI against earlier builds'
 #                                               # (BASE: a folder with tools/vkpaged/vkpaged), suite by
 #                                               # suite, the binaries alternating, in one call
@@ -25,7 +27,7 @@
 # VK_KHR_cooperative_matrix), or says it fell back to Debian 12's.
 set -uo pipefail
 
-stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla|compare BUILD OUT [BASE...]}"
+stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla|mla-prefill|compare BUILD OUT [BASE...]}"
 build="${2:?BUILD}"
 out="${3:?OUT}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -159,6 +161,21 @@ case "$stage" in
     grep -E '^(=== |matrix ceiling|read bandwidth|check FAILED)' "$out/mla-vkpaged.txt" | tail -n 12
     grep -E ' best: ' "$out/mla-anchor.txt" | tail -n 32
     ;;
+  mla-prefill)
+    # Target 14: each case beside the same limits as the decode cases, checked against the CPU
+    # reference; then FlashAttention-2 (and SDPA's other backends) on the unabsorbed shapes. The
+    # compute-bound cases are timed flushed, not warm-started, as the prefill suite. 240 + 200 s.
+    {
+      log nvidia-smi
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+      log "mla-prefill"; bench timeout 240 "$cli" bench --suite mla-prefill --flush-caches --repetitions 20 --warmup 2 --json "$out/mla-prefill.json"
+    } >"$out/mla-prefill-vkpaged.txt" 2>&1
+    {
+      log "MLA prefill anchor"
+      timeout 200 python3 "$root/bench/torch_mla_anchor.py" --suite mla-prefill --json "$out/mla-prefill-anchor.json"
+    } >"$out/mla-prefill-anchor.txt" 2>&1
+    grep -E '^(=== |[a-z0-9+-]+-h[0-9]+)' "$out/mla-prefill-vkpaged.txt" "$out/mla-prefill-anchor.txt" | grep -E '=== |best:|  ok  |FAILED' | head -n 60
+    ;;
   compare)
     # A change's cost on the GPU: the same suites with each binary in one process each, the
     # binaries alternating round by round so that clock drift falls on all alike (issue 37's
@@ -186,7 +203,7 @@ case "$stage" in
     grep -E '^(=== |binary )' "$out/compare.txt" | tail -n 20
     ;;
   *)
-    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla or compare" >&2
+    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla, mla-prefill or compare" >&2
     exit 2
     ;;
 esac

@@ -71,6 +71,47 @@ TEST(BenchMla, BytesAndFlopsAreTheAbsorbedShapes) {
   EXPECT_EQ(e4m3.pool, 3ull * 4 * 64 * 576);
 }
 
+// Target 14's suite: the prefill suite's shapes (one 4096-token prefill, 8 of 2048, 4 chunks of
+// 512 after 8192 cached) with 16 and 128 heads, bf16 and fp8; every case's new tokens the last of
+// its context.
+TEST(BenchMla, PrefillSuiteHoldsEachShapeOncePerHeadsAndDtype) {
+  const auto cases = mla_bench_cases("mla-prefill");
+  ASSERT_EQ(cases.size(), 12u);
+  std::set<std::string> names;
+  for (const auto& c : cases) {
+    names.insert(c.name);
+    EXPECT_GT(c.new_tokens, 1u) << c.name;
+    EXPECT_LE(c.new_tokens, c.context) << c.name;
+    EXPECT_TRUE(c.heads == 16 || c.heads == 128) << c.name;
+  }
+  EXPECT_EQ(names.size(), cases.size()) << "a name twice";
+  EXPECT_EQ(cases.front().name, "p4k-h16-bf16");
+  EXPECT_EQ(cases[2].name, "chunk4x512+8k-h16-bf16");
+  EXPECT_EQ(cases[2].requests, 4u);
+  EXPECT_EQ(cases[2].new_tokens, 512u);
+  EXPECT_EQ(cases[2].context, 8704u);
+  EXPECT_EQ(cases.back().name, "chunk4x512+8k-h128-fp8_e4m3");
+  EXPECT_EQ(mla_bench_cases("mla-prefill-quick").size(), 3u);
+  EXPECT_TRUE(is_mla_suite("mla-prefill") && is_mla_suite("mla-prefill-quick"));
+  for (const auto& c : mla_bench_cases("mla")) EXPECT_EQ(c.new_tokens, 1u) << c.name;
+}
+
+// Many new tokens: FLOPs count each query token's keys (causal: new token j of q sees L - q + j + 1),
+// the bytes every row once; queries and outputs one row per new token.
+TEST(BenchMla, PrefillFlopsCountTheKeysEachNewTokenSees) {
+  MlaBenchCase chunk{"c", 4, 8704, 128, DType::bf16};
+  chunk.new_tokens = 512;
+  const MlaCaseBytes b = mla_case_bytes(chunk);
+  double seen = 0;
+  for (uint32_t j = 0; j < 512; ++j) seen += 8704 - 512 + j + 1;
+  EXPECT_DOUBLE_EQ(b.flops, 2.0 * 128 * (576 + 512) * seen * 4);
+  EXPECT_EQ(b.cache_read, 4ull * 8704 * 576 * 2);
+  EXPECT_EQ(b.query, 4ull * 512 * 128 * 576 * 2);
+  EXPECT_EQ(b.output, 4ull * 512 * 128 * 512 * 2);
+  chunk.new_tokens = chunk.context;  // a whole prefill: L (L + 1) / 2 pairs
+  EXPECT_DOUBLE_EQ(mla_case_bytes(chunk).flops, 2.0 * 128 * (576 + 512) * (8704.0 * 8705 / 2) * 4);
+}
+
 TEST(BenchMla, CasesPastTheDevicesLimitsAreSkippedNamingTheLimit) {
   const auto cases = mla_bench_cases("mla");
   // lavapipe: storage buffers of at most 128 MiB: bf16 pools up to 113 MB, fp8 up to 75 MB.

@@ -781,6 +781,34 @@ TEST_F(CliTest, BenchMlaTimesEveryCaseBesideItsLimitsAndChecksItsOutput) {
   }
 }
 
+// Target 14's suite on lavapipe: many new tokens per request, causal after a cached prefix; each
+// case's first and last new token of its first and last request checked against the reference.
+TEST_F(CliTest, BenchMlaPrefillTimesChunksAndChecksTheirFirstAndLastTokens) {
+  const CliResult r = run({"bench", "--suite", "mla-prefill-quick", "--repetitions", "10", "--warmup", "1", "--json",
+                           path("mla-prefill.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
+  EXPECT_NE(r.out.find("MLA prefill and chunks: "), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(path("mla-prefill.json")));
+  EXPECT_EQ(j["suite"], "mla-prefill-quick");
+  ASSERT_EQ(j["cases"].size(), 3u);
+  for (const auto& c : j["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    EXPECT_EQ(c["skipped"], "");
+    const int requests = c["requests"], q = c["new_tokens"], L = c["context"], heads = c["heads"];
+    EXPECT_GT(q, 1);
+    double seen = 0;
+    for (int t = 0; t < q; ++t) seen += L - q + t + 1;
+    EXPECT_DOUBLE_EQ(c["flops"].get<double>(), 2.0 * heads * (576 + 512) * seen * requests);
+    EXPECT_GT(c["median_us"].get<double>(), 0);
+    const auto& check = c["check"];
+    EXPECT_EQ(check["tokens"], (std::vector<int>{0, q - 1}));
+    EXPECT_EQ(check["requests"].size(), requests == 1 ? 1u : 2u);
+    EXPECT_GT(check["max_abs_reference"].get<double>(), 0) << "an output of zeros checks nothing";
+    EXPECT_TRUE(check["passed"].get<bool>());
+  }
+}
+
 TEST_F(CliTest, BenchMlaRefusesDecodeOptionsBeforeOpeningADevice) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--kernel", "tensor"}, "vkpaged: --kernel: \"tensor\""},

@@ -170,7 +170,8 @@ int run_cache_write_bench(const BenchOptions& options);
 bool is_prefill_suite(const std::string& suite);
 int run_prefill_bench(const BenchOptions& options);
 // --suite mla (DeepSeek's absorbed MLA decode: 1 to 128 requests at 4096 and 32768 cached tokens,
-// 16 and 128 heads, bf16 and fp8 E4M3 caches) and mla-quick (lavapipe-sized): each case timed
+// 16 and 128 heads, bf16 and fp8 E4M3 caches), mla-prefill (prefills and chunks after a cached
+// prefix: target 14's shapes) and their -quick twins (lavapipe-sized): each case timed
 // beside its two limits, the cache bytes over the read bandwidth and the FLOPs over the
 // cooperative-matrix ceiling, both measured in the same run, and checked against the CPU
 // reference (bench_mla.cpp). run_bench hands these suites to it.
@@ -184,24 +185,25 @@ inline constexpr double kMlaCheckRelative = 1.0 / 128;
 inline constexpr double kMlaCheckFloor = 1e-3;
 struct MlaBenchCase {
   std::string name;
-  uint32_t requests = 1, context = 4096, heads = 16;
+  uint32_t requests = 1, context = 4096, heads = 16;  // context: each request's, its new tokens included
   DType cache_dtype = DType::bf16;
+  uint32_t new_tokens = 1;  // query tokens per request, the last of its context (causal, bottom right)
 };
 struct MlaCaseBytes {
   uint64_t blocks = 0;      // N: every request's blocks
   uint64_t pool = 0;        // the pool [N, B, Dk]
   uint64_t cache_read = 0;  // every request's rows, read once
   uint64_t query = 0, output = 0;
-  double flops = 0;         // 2 x H x (Dk + Dv) per cached token per request
+  double flops = 0;         // 2 x H x (Dk + Dv) per (query token, key it sees) pair
 };
 struct MlaCheck {
-  std::vector<uint32_t> requests, heads;  // checked
+  std::vector<uint32_t> requests, tokens, heads;  // checked (tokens: of each request's new ones)
   double max_error = 0, max_reference = 0;
   bool passed = false;
   double seconds = 0;  // on the host: downloads and the reference
 };
 bool is_mla_suite(const std::string& suite);
-// The cases of mla or mla-quick; Error(invalid_argument) for another name.
+// The cases of mla, mla-prefill or their -quick twins; Error(invalid_argument) for another name.
 std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite);
 MlaCaseBytes mla_case_bytes(const MlaBenchCase& c);
 // Why the case cannot run on the device, "" when it fits: its pool past maxStorageBufferRange or

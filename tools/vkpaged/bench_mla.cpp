@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // `vkpaged bench --suite mla` (and mla-quick, lavapipe-sized): DeepSeek's multi-head latent
-// attention in decode (one new token per request) over the paged MLA cache, record_mla_attention
+// attention in decode (one new token per request) over the paged MLA cache, and `--suite
+// mla-prefill` (mla-prefill-quick): prefills and chunks after a cached prefix (many new tokens per
+// request, causal), record_mla_attention
 // timed with GPU timestamps, each case beside its two limits measured in the same run: the cache
 // bytes over the streaming read's bandwidth, and the FLOPs over the cooperative-matrix ceiling
 // (src/ops/matrix_ceiling_khr.cpp). The absorbed shapes of DeepSeek-V2/V3: one latent kv head,
 // keys Dk = 512 latent + 64 rope = 576 wide, values the rows' first Dv = 512; the cache in one
 // pool [N, B, 576] (vLLM's form), bf16 or fp8 E4M3 with a scale, blocks of 64 in shuffled order;
 // bf16 queries. After timing, each case's output is checked against the CPU reference for its
-// first and last request on a few heads.
+// first and last request (their first and last new token) on a few heads.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -52,6 +54,12 @@ MlaBenchCase mla_case(uint32_t requests, uint32_t context, uint32_t heads, DType
           cache};
 }
 
+// `shape` names the requests and their tokens as the prefill suite does (p4k, chunk4x512+8k).
+MlaBenchCase mla_prefill_case(const char* shape, uint32_t requests, uint32_t new_tokens, uint32_t context,
+                              uint32_t heads, DType cache) {
+  return {fmt::format("{}-h{}-{}", shape, heads, dtype_name(cache)), requests, context, heads, cache, new_tokens};
+}
+
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // --kernel: MlaOptions::kernel (automatic, the portable kernel or the tensor-core one).
@@ -68,7 +76,9 @@ std::string mla_kernel_name(const MlaPlan& plan) {
 
 }  // namespace
 
-bool is_mla_suite(const std::string& suite) { return suite == "mla" || suite == "mla-quick"; }
+bool is_mla_suite(const std::string& suite) {
+  return suite == "mla" || suite == "mla-quick" || suite == "mla-prefill" || suite == "mla-prefill-quick";
+}
 
 std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite) {
   std::vector<MlaBenchCase> cases;
@@ -82,7 +92,24 @@ std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite) {
   if (suite == "mla-quick")  // lavapipe-sized; 200 rows end in a block of 8
     return {mla_case(1, 512, 16, DType::bf16, "q-"), mla_case(4, 256, 16, DType::fp8_e4m3, "q-"),
             mla_case(2, 256, 128, DType::bf16, "q-"), mla_case(3, 200, 128, DType::fp8_e4m3, "q-")};
-  throw Error(ErrorCode::invalid_argument, fmt::format("--suite: \"{}\" is not mla or mla-quick", suite));
+  // Target 14: the prefill suite's shapes (bench/torch_prefill_anchor.py) with MLA's heads:
+  // DeepSeek-V2-Lite's 16 and V3's 128 (bench/torch_mla_anchor.py --suite mla-prefill times
+  // FlashAttention-2 on the same tokens unabsorbed).
+  if (suite == "mla-prefill") {
+    for (DType cache : {DType::bf16, DType::fp8_e4m3})
+      for (uint32_t heads : {16u, 128u}) {
+        cases.push_back(mla_prefill_case("p4k", 1, 4096, 4096, heads, cache));
+        cases.push_back(mla_prefill_case("p8x2k", 8, 2048, 2048, heads, cache));
+        cases.push_back(mla_prefill_case("chunk4x512+8k", 4, 512, 8704, heads, cache));
+      }
+    return cases;
+  }
+  if (suite == "mla-prefill-quick")  // lavapipe-sized; a chunk of 40 after 160 ends in a block of 8
+    return {mla_prefill_case("q-p96", 1, 96, 96, 16, DType::bf16),
+            mla_prefill_case("q-chunk2x40+160", 2, 40, 200, 16, DType::fp8_e4m3),
+            mla_prefill_case("q-p48", 1, 48, 48, 128, DType::bf16)};
+  throw Error(ErrorCode::invalid_argument,
+              fmt::format("--suite: \"{}\" is not mla, mla-quick, mla-prefill or mla-prefill-quick", suite));
 }
 
 MlaCaseBytes mla_case_bytes(const MlaBenchCase& c) {
@@ -91,9 +118,12 @@ MlaCaseBytes mla_case_bytes(const MlaBenchCase& c) {
   b.blocks = c.requests * ceil_div(c.context, kMlaBlockSize);
   b.pool = b.blocks * kMlaBlockSize * kMlaKeyWidth * elem;
   b.cache_read = uint64_t(c.requests) * c.context * kMlaKeyWidth * elem;
-  b.query = uint64_t(c.requests) * c.heads * kMlaKeyWidth * dtype_size(kQueryDtype);
-  b.output = uint64_t(c.requests) * c.heads * kMlaValueWidth * dtype_size(kQueryDtype);
-  b.flops = 2.0 * c.heads * double(kMlaKeyWidth + kMlaValueWidth) * c.context * c.requests;
+  const uint64_t rows = uint64_t(c.requests) * c.new_tokens;
+  b.query = rows * c.heads * kMlaKeyWidth * dtype_size(kQueryDtype);
+  b.output = rows * c.heads * kMlaValueWidth * dtype_size(kQueryDtype);
+  // New token j of q sees the L - q + j + 1 keys up to its own.
+  const double q = c.new_tokens, seen = q * (double(c.context) - q) + q * (q + 1) / 2;
+  b.flops = 2.0 * c.heads * double(kMlaKeyWidth + kMlaValueWidth) * seen * c.requests;
   return b;
 }
 
@@ -122,14 +152,14 @@ namespace {
 class MlaBatch {
  public:
   MlaBatch(Context& ctx, const MlaBenchCase& c, const MlaOptions& options) : ctx_(ctx), c_(c), buffers_(ctx) {
-    const uint32_t S = c.requests, B = kMlaBlockSize;
+    const uint32_t S = c.requests, B = kMlaBlockSize, T = S * c.new_tokens;
     const uint32_t M = uint32_t(ceil_div(c.context, B));
     const MlaCaseBytes bytes = mla_case_bytes(c);
     starts_.resize(S + 1);
-    std::iota(starts_.begin(), starts_.end(), 0);
+    for (uint32_t r = 0; r <= S; ++r) starts_[r] = int32_t(r * c.new_tokens);
     MlaShape s;
     s.attention.num_requests = S;
-    s.attention.num_query_tokens = S;
+    s.attention.num_query_tokens = T;
     s.attention.num_heads = c.heads;
     s.attention.num_kv_heads = 1;
     s.attention.head_size = kMlaKeyWidth;
@@ -145,8 +175,8 @@ class MlaBatch {
     plan_.emplace(MlaPlan::create(ctx, s, starts_, options));
 
     const DType stored = is_fp8_dtype(c.cache_dtype) ? DType::u8 : c.cache_dtype;
-    views_.query = buffers_.make(kQueryDtype, Shape{S, c.heads, kMlaKeyWidth});
-    views_.output = buffers_.make(kQueryDtype, Shape{S, c.heads, kMlaValueWidth});
+    views_.query = buffers_.make(kQueryDtype, Shape{T, c.heads, kMlaKeyWidth});
+    views_.output = buffers_.make(kQueryDtype, Shape{T, c.heads, kMlaValueWidth});
     views_.mla_cache = buffers_.make(stored, Shape{int64_t(bytes.blocks), B, kMlaKeyWidth});
     // Blocks handed out in random order, as a server's free list does.
     std::vector<int32_t> ids(bytes.blocks);
@@ -172,45 +202,53 @@ class MlaBatch {
   void record(VkCommandBuffer cmd) const { record_mla_attention(ctx_, cmd, *plan_, views_, params_); }
   const MlaPlan& plan() const { return *plan_; }
 
-  // The output of the first and the last request on a few heads against the CPU reference over
-  // the same rows, read back from the device (the last recorded call's output).
+  // The output of the first and the last request (their first and last new token) on a few heads
+  // against the CPU reference over the same rows, read back from the device (the last recorded
+  // call's output).
   MlaCheck check() const {
     const auto start = std::chrono::steady_clock::now();
     MlaCheck k;
     k.requests = {0};
     if (c_.requests > 1) k.requests.push_back(c_.requests - 1);
+    k.tokens = {0};
+    if (c_.new_tokens > 1) k.tokens.push_back(c_.new_tokens - 1);
     for (uint32_t h : {0u, c_.heads / 3, 2 * c_.heads / 3, c_.heads - 1})
       if (std::find(k.heads.begin(), k.heads.end(), h) == k.heads.end()) k.heads.push_back(h);
     bool passed = true;
-    for (uint32_t r : k.requests) {
-      const HostTensor want = reference::mla_attention(request_inputs(r, k.heads), params_).output;  // [1, h, Dv]
-      const HostTensor got = download_rows(views_.output, r);                                       // [H, Dv]
-      for (int64_t i = 0; i < want.numel(); ++i) k.max_reference = std::max(k.max_reference, std::fabs(want.get(size_t(i))));
-      for (size_t i = 0; i < k.heads.size(); ++i)
-        for (size_t d = 0; d < kMlaValueWidth; ++d) {
-          const double w = want.get(i * kMlaValueWidth + d), g = got.get(k.heads[i] * kMlaValueWidth + d);
-          const double error = std::isfinite(g) ? std::fabs(g - w) : INFINITY;
-          k.max_error = std::max(k.max_error, error);
-          if (!(error <= kMlaCheckRelative * std::fabs(w) + kMlaCheckFloor * k.max_reference)) passed = false;
-        }
-    }
+    for (uint32_t r : k.requests)
+      for (uint32_t j : k.tokens) {
+        const uint32_t row = r * c_.new_tokens + j;
+        const HostTensor want = reference::mla_attention(token_inputs(row, j, k.heads), params_).output;  // [1, h, Dv]
+        const HostTensor got = download_rows(views_.output, row);                                        // [H, Dv]
+        for (int64_t i = 0; i < want.numel(); ++i)
+          k.max_reference = std::max(k.max_reference, std::fabs(want.get(size_t(i))));
+        for (size_t i = 0; i < k.heads.size(); ++i)
+          for (size_t d = 0; d < kMlaValueWidth; ++d) {
+            const double w = want.get(i * kMlaValueWidth + d), g = got.get(k.heads[i] * kMlaValueWidth + d);
+            const double error = std::isfinite(g) ? std::fabs(g - w) : INFINITY;
+            k.max_error = std::max(k.max_error, error);
+            if (!(error <= kMlaCheckRelative * std::fabs(w) + kMlaCheckFloor * k.max_reference)) passed = false;
+          }
+      }
     k.passed = passed;
     k.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return k;
   }
 
  private:
-  // Request r's rows of a [S, H, D] view of the query's dtype, as [H, D].
-  HostTensor download_rows(const TensorView& v, uint32_t r) const {
+  // Token t's rows of a [T, H, D] view of the query's dtype, as [H, D].
+  HostTensor download_rows(const TensorView& v, uint32_t t) const {
     HostTensor rows(v.dtype, Shape{v.shape[1], v.shape[2]});
     const BufferView m = v.memory;
-    ctx_.download(BufferView{m.buffer, m.offset + r * rows.bytes(), rows.bytes()}, rows.data(), rows.bytes());
+    ctx_.download(BufferView{m.buffer, m.offset + t * rows.bytes(), rows.bytes()}, rows.data(), rows.bytes());
     return rows;
   }
 
-  // Request r alone, for the reference: its query on `heads`, its blocks read back from the pool
-  // (renumbered 0 .. M - 1), its length.
-  MlaInputs request_inputs(uint32_t r, const std::vector<uint32_t>& heads) const {
+  // Query token `row` (new token j of its request) alone, for the reference: its query on
+  // `heads`, its request's blocks read back from the pool (renumbered 0 .. M - 1), and the length
+  // it sees: causal, the keys up to its own (the same output as within its request).
+  MlaInputs token_inputs(uint32_t row, uint32_t j, const std::vector<uint32_t>& heads) const {
+    const uint32_t r = row / c_.new_tokens;
     const int64_t B = kMlaBlockSize, M = int64_t(ceil_div(c_.context, B)), h = int64_t(heads.size());
     MlaInputs in;
     in.cache_dtype = c_.cache_dtype;
@@ -223,7 +261,7 @@ class MlaBatch {
       ctx_.download(BufferView{pool.memory.buffer, pool.memory.offset + id * block_bytes, block_bytes},
                     static_cast<std::byte*>(in.mla_cache.data()) + size_t(j) * block_bytes, block_bytes);
     }
-    const HostTensor query = download_rows(views_.query, r);  // [H, Dk]
+    const HostTensor query = download_rows(views_.query, row);  // [H, Dk]
     const size_t row_bytes = size_t(kMlaKeyWidth) * dtype_size(kQueryDtype);
     in.query = HostTensor(kQueryDtype, Shape{1, h, kMlaKeyWidth});
     for (size_t i = 0; i < heads.size(); ++i)
@@ -232,7 +270,7 @@ class MlaBatch {
     in.block_tables = HostTensor(DType::i32, Shape{1, M});
     std::iota(in.block_tables.as<int32_t>(), in.block_tables.as<int32_t>() + M, 0);
     in.context_lens = HostTensor(DType::i32, Shape{1});
-    in.context_lens.as<int32_t>()[0] = int32_t(c_.context);
+    in.context_lens.as<int32_t>()[0] = int32_t(c_.context - c_.new_tokens + j + 1);
     in.query_starts = HostTensor(DType::i32, Shape{2});
     in.query_starts.as<int32_t>()[1] = 1;
     return in;
@@ -314,17 +352,17 @@ std::string share(double limit_us, double us) {
 void print_row(const MlaResult& r, const Limits& limits) {
   const MlaBenchCase& c = r.config;
   if (!r.skipped.empty()) {
-    fmt::print("{:<22} skipped: {}\n", c.name, r.skipped);
+    fmt::print("{:<28} skipped: {}\n", c.name, r.skipped);
     return;
   }
   const double mem_us = limits.memory_us(r), compute_us = limits.compute_us(r);
-  fmt::print("{:<22} {:>4} {:>6} {:>4} {:>9} {:>10.1f} {:>10.1f} {:>10.1f} {:>8.2f} {:>8.2f} {:>9.1f} {} {:>9} {}  {:<6} {:<6}  {}\n",
-             c.name, c.requests, c.context, c.heads, dtype_name(c.cache_dtype), r.median_us, r.min_us, r.max_us,
+  fmt::print("{:<28} {:>4} {:>5} {:>6} {:>4} {:>9} {:>10.1f} {:>10.1f} {:>10.1f} {:>8.2f} {:>8.2f} {:>9.1f} {} {:>9} {}  {:<6} {:<6}  {}\n",
+             c.name, c.requests, c.new_tokens, c.context, c.heads, dtype_name(c.cache_dtype), r.median_us, r.min_us, r.max_us,
              r.bytes_per_second() / 1e9, r.flops_per_second() / 1e12, mem_us, share(mem_us, r.median_us),
              compute_us > 0 ? fmt::format("{:.1f}", compute_us) : "-", share(compute_us, r.median_us),
              r.check.passed ? "ok" : "FAILED", r.kernel, r.path);
   if (!r.check.passed)
-    fmt::print("{:<22} check FAILED: max |output - reference| {:.3g}, max |reference| {:.3g} (requests {}, heads {})\n",
+    fmt::print("{:<28} check FAILED: max |output - reference| {:.3g}, max |reference| {:.3g} (requests {}, heads {})\n",
                "", r.check.max_error, r.check.max_reference, fmt::join(r.check.requests, " "),
                fmt::join(r.check.heads, " "));
 }
@@ -334,6 +372,7 @@ Json json_case(const MlaResult& r, const Limits& limits) {
   const double mem_us = limits.memory_us(r), compute_us = limits.compute_us(r);
   Json j = {{"name", c.name},
             {"requests", c.requests},
+            {"new_tokens", c.new_tokens},
             {"context", c.context},
             {"heads", c.heads},
             {"kv_heads", 1},
@@ -359,6 +398,7 @@ Json json_case(const MlaResult& r, const Limits& limits) {
   j["path"] = r.path;
   j["check"] = {{"against", "the CPU reference (reference::mla_attention)"},
                 {"requests", r.check.requests},
+                {"tokens", r.check.tokens},
                 {"heads", r.check.heads},
                 {"max_abs_error", r.check.max_error},
                 {"max_abs_reference", r.check.max_reference},
@@ -417,19 +457,23 @@ int run_mla_bench(const BenchOptions& o) {
                limits.matrix_flops_per_second / 1e12, ceiling.describe());
   else
     fmt::print("matrix ceiling: no cooperative matrices ({})\n", ceiling.unavailable);
-  fmt::print("MLA decode: one new token per request, one latent kv head, Dk {} ({} latent + {} rope), Dv {} (the rows' "
+  const bool prefill = o.suite == "mla-prefill" || o.suite == "mla-prefill-quick";
+  fmt::print("MLA {}, one latent kv head, Dk {} ({} latent + {} rope), Dv {} (the rows' "
              "first {}), one pool [N, {}, {}] in shuffled blocks, {} queries, scale {:.4f} (DeepSeek-V3's, YaRN mscale "
              "folded in), fp8 scale {}; kernel {}{}{}\n",
+             prefill ? "prefill and chunks: each request's new tokens (new) the last of its context (ctx), causal"
+                     : "decode: one new token per request",
              kMlaKeyWidth, kMlaValueWidth, kMlaKeyWidth - kMlaValueWidth, kMlaValueWidth, kMlaValueWidth, kMlaBlockSize,
              kMlaKeyWidth, dtype_name(kQueryDtype), kDeepSeekScale, kFp8Scale, o.kernel,
              flush ? fmt::format(", caches flushed ({} MB read) before each repetition", flush->bytes() / 1000000) : "",
              o.warm_start ? ", warm start (each repetition after the same call and the flush, untimed)" : "");
-  fmt::print("GB/s: cache bytes (every row of every request read once) per second; TFLOP/s: 2 x H x ({} + {}) per cached "
-             "token per request; limits: cache bytes / read bandwidth, FLOPs / matrix ceiling, each share = limit / "
-             "time; check: first and last request, a few heads, against the CPU reference\n\n",
+  fmt::print("GB/s: cache bytes (every row of every request read once) per second; TFLOP/s: 2 x H x ({} + {}) per "
+             "query token per key it sees; limits: cache bytes / read bandwidth, FLOPs / matrix ceiling, each share = "
+             "limit / time; check: first and last request (first and last new token), a few heads, against the CPU "
+             "reference\n\n",
              kMlaKeyWidth, kMlaValueWidth);
-  fmt::print("{:<22} {:>4} {:>6} {:>4} {:>9} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9} {:>6} {:>9} {:>6}  {:<6} {:<6}  {}\n",
-             "case", "reqs", "ctx", "H", "cache", "median us", "min us", "max us", "GB/s", "TFLOP/s", "mem us", "share",
+  fmt::print("{:<28} {:>4} {:>5} {:>6} {:>4} {:>9} {:>10} {:>10} {:>10} {:>8} {:>8} {:>9} {:>6} {:>9} {:>6}  {:<6} {:<6}  {}\n",
+             "case", "reqs", "new", "ctx", "H", "cache", "median us", "min us", "max us", "GB/s", "TFLOP/s", "mem us", "share",
              "mma us", "share", "check", "kernel", "path");
   std::vector<MlaResult> results;
   for (const MlaBenchCase& c : cases) {
