@@ -180,21 +180,24 @@ case "$stage" in
     # A change's cost on the GPU: the same suites with each binary in one process each, the
     # binaries alternating round by round so that clock drift falls on all alike (issue 37's
     # 1 % check; the bf16/E4M3 regression against 2eae94d). COMPARE_SUITES picks the suites,
-    # COMPARE_ROUNDS the rounds; each run's figures go to compare-<suite>-<binary>-<round>.json.
+    # COMPARE_ROUNDS the rounds, COMPARE_CASES (texts, space-separated) the cases (bench --case:
+    # every binary must know it); each run's figures go to compare-<suite>-<binary>-<round>.json.
     shift 3
     (($# > 0)) || { echo "h200-session: compare needs at least one BASE build folder" >&2; exit 2; }
     bins=("$@" "$build")
+    cases=()
+    for text in ${COMPARE_CASES:-}; do cases+=(--case "$text"); done
     {
       log nvidia-smi
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
       for ((b = 0; b < ${#bins[@]}; ++b)); do echo "binary $b: ${bins[$b]}"; done
       for suite in ${COMPARE_SUITES:-standard dtypes}; do
         flags=("${w[@]}")
-        [ "$suite" = prefill ] && flags=(--flush-caches)
+        [ "$suite" = prefill ] || [ "$suite" = mla-prefill ] && flags=(--flush-caches)
         for ((round = 1; round <= ${COMPARE_ROUNDS:-2}; ++round)); do
           for ((b = 0; b < ${#bins[@]}; ++b)); do
             log "$suite, binary $b, round $round"
-            bench timeout 150 "${bins[$b]}/tools/vkpaged/vkpaged" bench --suite "$suite" "${flags[@]}" \
+            bench timeout 150 "${bins[$b]}/tools/vkpaged/vkpaged" bench --suite "$suite" "${flags[@]}" "${cases[@]}" \
               --json "$out/compare-$suite-$b-$round.json"
           done
         done
