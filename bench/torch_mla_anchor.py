@@ -70,6 +70,25 @@ def cases():
     return rows
 
 
+def checked_and_timed(entry, fn, reference, diff_key):
+    """Runs fn once and times a CUDA graph of CALLS calls of it into entry["graph_us"]; its output's
+    max abs difference from reference goes to entry[diff_key]. Returns the reference: fn's output
+    where there was none yet. Raises what fn raises (a backend that refuses the shape)."""
+    out = fn()
+    torch.cuda.synchronize()
+    if reference is None:
+        reference = out.float()
+    else:
+        entry[diff_key] = (out.float() - reference).abs().max().item()
+
+    def many():
+        for _ in range(CALLS):
+            fn()
+
+    entry["graph_us"] = time_events(graph_of(many).replay, ROUNDS, CALLS)
+    return reference
+
+
 # Target 14 (tools/vkpaged/bench_mla.cpp, suite mla-prefill): name, requests, new tokens each,
 # context L each (the new tokens included), heads.
 PREFILL_SHAPES = [(shape, heads) for heads in (16, 128) for shape in
@@ -107,18 +126,7 @@ def measure_prefill(name, requests, new, context, heads):
                       ("cudnn", call(SDPBackend.CUDNN_ATTENTION, v))]:
         entry = {"backend": label}
         try:
-            out = fn()
-            torch.cuda.synchronize()
-            if reference is None:
-                reference = out.float()
-            else:
-                entry["max_abs_diff_vs_first"] = (out.float() - reference).abs().max().item()
-
-            def many():
-                for _ in range(CALLS):
-                    fn()
-
-            entry["graph_us"] = time_events(graph_of(many).replay, ROUNDS, CALLS)
+            reference = checked_and_timed(entry, fn, reference, "max_abs_diff_vs_first")
             entry["tflops"] = flops / entry["graph_us"] / 1e6
         except Exception as ex:  # a backend that refuses the shape (or cannot be captured)
             entry["error"] = f"{type(ex).__name__}: {str(ex)[:160]}"
@@ -130,15 +138,6 @@ def measure_prefill(name, requests, new, context, heads):
     del q, k, v, v_padded
     torch.cuda.empty_cache()
     return row
-
-
-def prefill_line(row, entry):
-    if "error" in entry:
-        return f"{row['name']:22s} {entry['backend']:28s} n/a {entry['error']}"
-    text = f"{row['name']:22s} {entry['backend']:28s} graph of {CALLS} {entry['graph_us']:9.1f} us | {entry['tflops']:7.1f} TFLOP/s"
-    if "max_abs_diff_vs_first" in entry:
-        text += f" | max |diff| vs the first {entry['max_abs_diff_vs_first']:.2e}"
-    return text
 
 
 def sdpa_call(backend, layout, q, k_of):
@@ -198,18 +197,7 @@ def measure(name, requests, context, heads, dtype, flush_buffer):
     for label, fn in candidates:
         entry = {"backend": label}
         try:
-            out = fn()
-            torch.cuda.synchronize()
-            if reference is None:
-                reference = out.float()
-            else:
-                entry["max_abs_diff_vs_matmul"] = (out.float() - reference).abs().max().item()
-
-            def many():
-                for _ in range(CALLS):
-                    fn()
-
-            entry["graph_us"] = time_events(graph_of(many).replay, ROUNDS, CALLS)
+            reference = checked_and_timed(entry, fn, reference, "max_abs_diff_vs_matmul")
             if cache_bytes < L2_BYTES:
                 flush = lambda: flush_buffer.fill_(1.0)
 
@@ -247,9 +235,10 @@ def line(row, entry):
     if "flushed_us" in entry:
         text += f" | flushed {entry['flushed_us']:9.1f} us"
     if "tflops" in entry:
-        text += f" | {entry['cache_gbs']:7.0f} GB/s {entry['tflops']:7.1f} TFLOP/s"
-    if "max_abs_diff_vs_matmul" in entry:
-        text += f" | max |diff| vs matmul {entry['max_abs_diff_vs_matmul']:.2e}"
+        text += " |" + (f" {entry['cache_gbs']:7.0f} GB/s" if "cache_gbs" in entry else "") + f" {entry['tflops']:7.1f} TFLOP/s"
+    for key, reference in (("max_abs_diff_vs_matmul", "matmul"), ("max_abs_diff_vs_first", "the first")):
+        if key in entry:
+            text += f" | max |diff| vs {reference} {entry[key]:.2e}"
     return text
 
 
@@ -270,7 +259,7 @@ def main():
             row = measure_prefill(*shape)
             rows.append(row)
             for entry in row["backends"]:
-                print(prefill_line(row, entry), flush=True)
+                print(line(row, entry), flush=True)
             print(f"{row['name']:22s} best: {row.get('best_backend', 'none')} {row.get('best_us', float('nan')):.1f} us",
                   flush=True)
             if args.json:

@@ -18,7 +18,8 @@
 // barrier (no subgroup barriers: Mesa's llvmpipe runs those as workgroup barriers). Per key tile
 // of TK positions from the tile's key range (attention_range.glsl):
 //   staging:  the positions' blocks, then their rows (DK entries: the one pool's row, or ckv's
-//             then kpe's) read as 32-bit words and written to shared memory as f16, [TK][DS]:
+//             then kpe's) read as 32-bit words a tile ahead (the loads in flight during the tile
+//             before: see read_blocks) and written to shared memory as f16, [TK][DS]:
 //             fp8 converted (E4M3 as value / 256, folded into the scales), a bf16 tile scaled by
 //             a power of two into f16's range (common/matrix_f16_elements.glsl). Positions past
 //             the key range are zeros, never read;
@@ -107,7 +108,7 @@ const uint F_BASE = P_BASE + ROWS * TS / 8u;
 const uint MEM_WORDS = F_BASE + ROWS * NN / 4u;
 shared uvec4 s_mem[MEM_WORDS];
 
-shared uint s_key_block[TK];      // physical block of each position of the tile (NO_BLOCK: none)
+shared uint s_key_block[TK];      // physical block of each position of the next tile to load (NO_BLOCK: none)
 shared float s_row_slope[ROWS];   // ALiBi slope of each row's head
 shared float s_row_factor[ROWS];  // at the end: the rows' output factors
 shared float s_row_max[ROWS];
@@ -169,15 +170,40 @@ void set_shared_float(uint base, uint i, float x) { set_shared_word(4u * base + 
 // f16 element i (as bits) of the region from 16-byte word `base`.
 uint shared_half(uint base, uint i) { return (shared_word(4u * base + i / 2u) >> (16u * (i % 2u))) & 0xffffu; }
 
-// The tile's rows into [TK][DS] as f16 (bf16: raw, converted after): raises `largest` (bf16)
-// and returns whether a staged value entry (one of the first DV) is not finite (f16, fp8).
-// An invocation issues every load of its words before it stores any: the loads do not depend
-// on one another, so they can all be in flight at once (a loop that stores each word before
-// the next load waits out each load in turn).
+// The staging runs a tile ahead (software pipelining): a tile's block ids are read into
+// registers two tiles before it, published to shared memory at the staging of the tile before
+// it, and its rows read into registers then, so that every load is in flight during a tile's
+// products and softmax instead of in a chain at its start (block id, then row, then store).
+// s_key_block holds one tile's ids: each tile's barriers order its reads before the next write.
+//
+// The block ids of positions [tile, tile + TK) (NO_BLOCK past the key range), into registers.
+const uint BLOCK_READS = (TK + WG - 1u) / WG;  // positions per invocation (the workgroup may hold fewer than TK)
+void read_blocks(uint table, uint tile, uint hi, out uint blocks[BLOCK_READS]) {
+  [[unroll]] for (uint k = 0u; k < BLOCK_READS; ++k) {
+    const uint c = gl_LocalInvocationID.x + k * WG;
+    blocks[k] = NO_BLOCK;
+    if (c < TK && tile + c < hi) blocks[k] = block_tables[table + (tile + c) / B];
+  }
+}
+// ... into s_key_block, a bad id flagged in the status word and read as none.
+void publish_blocks(uint blocks[BLOCK_READS]) {
+  [[unroll]] for (uint k = 0u; k < BLOCK_READS; ++k) {
+    const uint c = gl_LocalInvocationID.x + k * WG;
+    if (c >= TK) continue;
+    uint b = blocks[k];
+    if (b != NO_BLOCK && b >= pc.num_blocks) {
+      atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
+      b = NO_BLOCK;
+    }
+    s_key_block[c] = b;
+  }
+}
+
+// The tile's rows (DK words each: the one pool's, or ckv's then kpe's), this invocation's words of
+// [TK][PAD_WORDS] into registers (zeros past a row's words and for positions without a block).
 const uint STAGE_WORDS = TK * PAD_WORDS;
 const uint STAGE_LOADS = (STAGE_WORDS + WG - 1u) / WG;  // words per invocation and tile
-bool stage_rows(uint tile, inout uint largest) {
-  uint raw[STAGE_LOADS];
+void load_rows(uint tile, out uint raw[STAGE_LOADS]) {
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
     raw[k] = 0u;
@@ -188,6 +214,11 @@ bool stage_rows(uint tile, inout uint largest) {
       if (w < ROW_WORDS && block != NO_BLOCK) raw[k] = cache_word(block * B + (tile + c) % B, w);
     }
   }
+}
+
+// The loaded words into [TK][DS] as f16 (bf16: raw, converted after): raises `largest` (bf16)
+// and returns whether a staged value entry (one of the first DV) is not finite (f16, fp8).
+bool store_rows(uint raw[STAGE_LOADS], inout uint largest) {
   bool bad = false;
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
@@ -287,26 +318,28 @@ void main() {
   [[unroll]] for (uint j = 0u; j < V_BLOCKS; ++j) o[j] = C_MAT(0.0);
 
   const uint table = pc.block_tables_offset + request * pc.max_blocks_per_seq;
-  uint parity = 0u;
+  // The first tile's blocks and rows, and the second tile's blocks, in flight before the loop.
+  uint blocks[BLOCK_READS];
+  uint raw[STAGE_LOADS];
+  read_blocks(table, span.lo, span.hi, blocks);
+  publish_blocks(blocks);
+  barrier();  // also: the queries are in place
+  load_rows(span.lo, raw);
+  read_blocks(table, span.lo + TK, span.hi, blocks);
+  barrier();  // the ids read before the first tile publishes the next
+  uint parity = 0u;  // the tile's slot of s_value_bad
   for (uint tile = span.lo; tile < span.hi; tile += TK) {
-    // ---- staging: the tile's blocks, then its rows ----
-    for (uint c = tid; c < TK; c += WG) {  // the workgroup may hold fewer invocations than positions
-      const uint t = tile + c;
-      uint b = NO_BLOCK;
-      if (t < span.hi) {
-        b = block_tables[table + t / B];
-        if (b >= pc.num_blocks) {
-          atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
-          b = NO_BLOCK;
-        }
-      }
-      s_key_block[c] = b;
-    }
-    barrier();  // also: the queries (first tile) are in place
+    // ---- staging: the rows loaded during the tile before; the next tile's blocks published ----
     uint largest = 0u;
-    if (stage_rows(tile, largest)) atomicOr(s_value_bad[parity], 1u);
+    if (store_rows(raw, largest)) atomicOr(s_value_bad[parity], 1u);
     if (BF16_CACHE) atomicMax(s_largest[1], largest);
+    publish_blocks(blocks);
     barrier();
+    // The next tile's rows and the one after's blocks: in flight during this tile's work.
+    if (tile + TK < span.hi) {
+      load_rows(tile + TK, raw);
+      read_blocks(table, tile + 2u * TK, span.hi, blocks);
+    }
     int key_shift = 0;  // the bf16 tile's power of two
     if (BF16_CACHE) {
       key_shift = range_shift(s_largest[1]);
