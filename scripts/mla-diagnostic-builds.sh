@@ -5,11 +5,12 @@
 # it is for), so that the tile's cost can be split by step, as bench/experiments/fp8-conversion.md
 # split the fp8 decode's. Built here, carried to the GPU machine, timed there with
 #
-#   COMPARE_SUITES=mla COMPARE_CASES="r1-4k r8-4k r1-32k" \
-#     scripts/h200-session.sh compare BUILD OUT DEST/serial-staging DEST/noload DEST/noproducts DEST/noconvert
+#   COMPARE_SUITES=mla COMPARE_CASES="r1-4k r8-4k r1-32k" scripts/h200-session.sh compare BUILD OUT \
+#     DEST/serial-staging DEST/no-pipelining DEST/noload DEST/noproducts DEST/noconvert
 #
-# Variants (each from this tree's shader, one change):
-#   serial-staging  bb3c24f undone for this kernel: each staging load stored before the next load
+# Variants (each from this tree's shader):
+#   no-pipelining   231e686 undone: the staging loads at the tile's start, all in flight together
+#   serial-staging  231e686 and bb3c24f undone: each staging load stored before the next load
 #   noload          staging stores a constant instead of reading the cache (the block table is read)
 #   noproducts      no matrix products: neither the scores nor P V
 #   noconvert       no bf16 range pass over the staged tile
@@ -44,9 +45,12 @@ variant() {  # name, then a command that edits $shader
   strip -o "$dest/$name/tools/vkpaged/vkpaged" "$build/tools/vkpaged/vkpaged"
   echo "$name: $dest/$name/tools/vkpaged/vkpaged"
 }
-undo_staging() { git -C "$root" show bb3c24f -- shaders/mla_attention_matrix_khr.comp | git -C "$root" apply -R; }
+undo() { git -C "$root" show "$1" -- shaders/mla_attention_matrix_khr.comp | git -C "$root" apply -R; }
+undo_pipelining() { undo 231e686; }
+undo_staging() { undo 231e686 && undo bb3c24f; }
 edit() { perl -0pi -e "$1" "$shader"; }
 
+variant no-pipelining undo_pipelining
 variant serial-staging undo_staging
 variant noload edit 's/raw\[k\] = cache_word\(block \* B \+ \(tile \+ c\) % B, w\);/raw[k] = 0x3c003c00u;/'
 variant noproducts edit 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'

@@ -12,8 +12,9 @@
 // tile's key range (attention_range.glsl: whole key tiles above the causal diagonal and below
 // the window are never visited) in key tiles of TK positions, starting at a multiple of TK:
 //   staging:  every invocation reads the tile's keys and values from the paged cache in
-//             16-byte chunks (any layout; common/attention_matrix_staging.glsl) and writes
-//             them to shared memory as f16: keys
+//             16-byte chunks (any layout; common/attention_matrix_staging.glsl), a tile ahead
+//             (the loads in flight during the tile before), and writes them to shared memory
+//             as f16: keys
 //             [TK][D] and values [TK][D] (nhd, hnd) or [D][TK] (vllm, whose chunks hold
 //             positions); fp8 bytes become f16 (E4M3 as value / 256, folded into the scales);
 //             bf16 tiles are scaled by a power of two into f16's range (below). Positions
@@ -414,20 +415,34 @@ void main() {
   C_MAT o[DPAD / NN];
   [[unroll]] for (uint j = 0u; j < DPAD / NN; ++j) o[j] = C_MAT(0.0);
 
+  // The staging runs a tile ahead: a tile's keys and values are loaded into registers right
+  // after the staging barrier of the tile before, so that the loads are in flight while that
+  // tile is computed, and stored to shared memory when its own turn comes.
+  uvec4 key_raw[CHUNK_LOADS], value_raw[CHUNK_LOADS];
+  const uint first_tile = g_span.lo / TK * TK;
+  load_rows(first_tile, false, key_raw);
+  if (VALUE_COLUMNS) load_value_columns(first_tile, value_raw);
+  else load_rows(first_tile, true, value_raw);
   uint parity = 0u;
-  for (uint tile = g_span.lo / TK * TK; tile < g_span.hi; tile += TK) {
-    // ---- staging ----
+  for (uint tile = first_tile; tile < g_span.hi; tile += TK) {
+    // ---- staging: the registers loaded during the tile before into shared memory ----
     bool bad = false;
     uint key_largest = 0u, value_largest = 0u;
-    stage_rows(tile, false, bad, key_largest);
-    if (VALUE_COLUMNS) stage_value_columns(tile, bad, value_largest);
-    else stage_rows(tile, true, bad, value_largest);
+    store_rows(false, key_raw, bad, key_largest);
+    if (VALUE_COLUMNS) store_value_columns(tile, value_raw, bad, value_largest);
+    else store_rows(true, value_raw, bad, value_largest);
     if (BF16_CACHE) {
       atomicMax(s_largest[1], key_largest);
       atomicMax(s_largest[2], value_largest);
     }
     if (bad) atomicOr(s_value_bad[parity], 1u);
     barrier();
+    // The next tile's loads, in flight during this tile's products and softmax.
+    if (tile + TK < g_span.hi) {
+      load_rows(tile + TK, false, key_raw);
+      if (VALUE_COLUMNS) load_value_columns(tile + TK, value_raw);
+      else load_rows(tile + TK, true, value_raw);
+    }
     int key_shift = 0;          // the bf16 key tile's power of two
     float value_factor = 1.0;   // the bf16 value tile's power of two, undone
     if (BF16_CACHE) {

@@ -42,22 +42,27 @@ bool store_chunk(uint word, uvec4 raw) {
   return f16_chunk_not_finite(raw);
 }
 
+// A tile's chunks pass through registers: loaded (load_rows, load_value_columns), then stored to
+// shared memory (store_rows, store_value_columns). The kernel loads the next tile's right after a
+// tile's staging barrier, so that its loads are in flight while it computes that tile. Within a
+// load, an invocation looks up all its chunks' blocks, then issues all its chunks' loads: loads
+// that do not wait on one another can all be in flight at once.
+// Chunks per invocation and tile, of keys or of values, as rows or as columns alike (TK and DPAD
+// are multiples of X).
+const uint CHUNK_LOADS = (TK * (DPAD / X) + WG - 1u) / WG;
+
 // Keys [TK][DS] and, in the nhd and hnd layouts, values [TK][DS]: a chunk holds X dims of one
-// position. Returns the values' non-finite test and raises `largest` (bf16) for each pool.
-// An invocation looks up all its chunks' blocks, then issues all its chunks' loads, then stores:
-// loads that do not wait on one another can all be in flight at once.
+// position (zeros for positions outside the span and dims past D).
 const uint ROW_CHUNKS = DPAD / X;  // per position; the ones past D are zeros
-const uint ROW_LOADS = (TK * ROW_CHUNKS + WG - 1u) / WG;
-void stage_rows(uint tile, bool values, inout bool bad, inout uint largest) {
-  uint block[ROW_LOADS];
-  [[unroll]] for (uint k = 0u; k < ROW_LOADS; ++k) {
+void load_rows(uint tile, bool values, out uvec4 raw[CHUNK_LOADS]) {
+  uint block[CHUNK_LOADS];
+  [[unroll]] for (uint k = 0u; k < CHUNK_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
     const uint t = tile + i / ROW_CHUNKS;
     block[k] = NO_BLOCK;
     if (i < TK * ROW_CHUNKS && (i % ROW_CHUNKS) * X < D && in_span(t)) block[k] = block_at(t);
   }
-  uvec4 raw[ROW_LOADS];
-  [[unroll]] for (uint k = 0u; k < ROW_LOADS; ++k) {
+  [[unroll]] for (uint k = 0u; k < CHUNK_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
     const uint c = i % ROW_CHUNKS;
     const uint o = (tile + i / ROW_CHUNKS) % B;
@@ -66,7 +71,10 @@ void stage_rows(uint tile, bool values, inout bool bad, inout uint largest) {
       raw[k] = values ? VALUE16(block[k], kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, c * X, o) / X)
                       : KEY16(block[k], kv_key_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, c * X, o) / X);
   }
-  [[unroll]] for (uint k = 0u; k < ROW_LOADS; ++k) {
+}
+// Returns the values' non-finite test in `bad` and raises `largest` (bf16) for the pool.
+void store_rows(bool values, uvec4 raw[CHUNK_LOADS], inout bool bad, inout uint largest) {
+  [[unroll]] for (uint k = 0u; k < CHUNK_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
     if (i >= TK * ROW_CHUNKS) continue;
     const uint tl = i / ROW_CHUNKS;
@@ -93,31 +101,32 @@ void set_half(inout uvec4 lo, inout uvec4 hi, uint j, uint bits) {
 }
 
 // Values of the vllm layout, [DPAD][TS]: a chunk holds X positions of one dim, read as one
-// 16-byte load where blocks hold whole chunks (B >= X), else element by element. As in
-// stage_rows, an invocation's blocks are looked up, then its loads issued, before any store.
+// 16-byte load where blocks hold whole chunks (B >= X; a chunk without a block loads zeros),
+// else element by element at the store.
 const uint COLUMN_CHUNKS = TK / X;  // per dim
-const uint COLUMN_LOADS = (DPAD * COLUMN_CHUNKS + WG - 1u) / WG;
 // Whether chunk i (dim i / COLUMN_CHUNKS, positions from its t0) holds a position of the span.
 bool column_chunk_live(uint i, uint tile) {
   const uint t0 = tile + (i % COLUMN_CHUNKS) * X;
   return i < DPAD * COLUMN_CHUNKS && i / COLUMN_CHUNKS < D && t0 < g_span.hi && t0 + X > g_span.lo;
 }
-void stage_value_columns(uint tile, inout bool bad, inout uint largest) {
-  uint block[COLUMN_LOADS];  // B >= X: the chunk's block (t0 and B are multiples of X)
-  [[unroll]] for (uint k = 0u; k < COLUMN_LOADS; ++k) {
+void load_value_columns(uint tile, out uvec4 raw[CHUNK_LOADS]) {
+  uint block[CHUNK_LOADS];  // B >= X: the chunk's block (t0 and B are multiples of X)
+  [[unroll]] for (uint k = 0u; k < CHUNK_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
     block[k] = NO_BLOCK;
     if (B >= X && column_chunk_live(i, tile)) block[k] = block_at(tile + (i % COLUMN_CHUNKS) * X);
   }
-  uvec4 raw[COLUMN_LOADS];
-  [[unroll]] for (uint k = 0u; k < COLUMN_LOADS; ++k) {
+  [[unroll]] for (uint k = 0u; k < CHUNK_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
     const uint t0 = tile + (i % COLUMN_CHUNKS) * X;
     raw[k] = uvec4(0u);
     if (block[k] != NO_BLOCK)
       raw[k] = VALUE16(block[k], kv_value_offset(KV_LAYOUT, pc.num_kv_heads, D, B, X, g_kv_head, i / COLUMN_CHUNKS, t0 % B) / X);
   }
-  [[unroll]] for (uint k = 0u; k < COLUMN_LOADS; ++k) {
+}
+// Returns the values' non-finite test in `bad` and raises `largest` (bf16).
+void store_value_columns(uint tile, uvec4 raw[CHUNK_LOADS], inout bool bad, inout uint largest) {
+  [[unroll]] for (uint k = 0u; k < CHUNK_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
     if (i >= DPAD * COLUMN_CHUNKS) continue;
     const uint d = i / COLUMN_CHUNKS;
@@ -126,17 +135,15 @@ void stage_value_columns(uint tile, inout bool bad, inout uint largest) {
     uvec4 lo = uvec4(0u), hi = uvec4(0u);  // f16 bits of positions t0 .. t0 + 7 and t0 + 8 .. t0 + 15
     if (column_chunk_live(i, tile)) {
       if (B >= X) {
-        if (block[k] != NO_BLOCK) {
-          if (FP8) {
-            lo = uvec4(fp8_word_to_f16(raw[k].x), fp8_word_to_f16(raw[k].y));
-            hi = uvec4(fp8_word_to_f16(raw[k].z), fp8_word_to_f16(raw[k].w));
-          } else {
-            lo = raw[k];
-          }
-          if (t0 < g_span.lo || t0 + X > g_span.hi)
-            for (uint j = 0u; j < X; ++j)
-              if (!in_span(t0 + j)) set_half(lo, hi, j, 0u);
+        if (FP8) {
+          lo = uvec4(fp8_word_to_f16(raw[k].x), fp8_word_to_f16(raw[k].y));
+          hi = uvec4(fp8_word_to_f16(raw[k].z), fp8_word_to_f16(raw[k].w));
+        } else {
+          lo = raw[k];
         }
+        if (t0 < g_span.lo || t0 + X > g_span.hi)
+          for (uint j = 0u; j < X; ++j)
+            if (!in_span(t0 + j)) set_half(lo, hi, j, 0u);
       } else {
         for (uint j = 0u; j < X; ++j) {
           const uint t = t0 + j;
