@@ -20,7 +20,8 @@
 #
 # BUILD holds tests/vkpaged_tests, tests/vkpaged_test_data and tools/vkpaged/vkpaged; OUT is
 # where the logs go ($OUT on the device machine). Every figure goes to OUT/<stage>-*.txt, whole;
-# bench/RESULTS.md records them with these commands.
+# bench/RESULTS.md records them with these commands. scripts/gpu-prepare.sh builds BUILD
+# (.devbuild), the MLA diagnostic builds and BASE builds here and packs them for the call.
 #
 # The device machine starts bare: source ../shared/tools/device-prefix.sh (carried in .gl) first;
 # it unpacks the loader, NVIDIA's GL libraries and Debian 13's validation layer (which knows
