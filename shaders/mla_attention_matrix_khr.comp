@@ -21,8 +21,9 @@
 //             then kpe's) read as 32-bit words a tile ahead (the loads in flight during the tile
 //             before: see read_blocks) and written to shared memory as f16, [TK][DS]:
 //             fp8 converted (E4M3 as value / 256, folded into the scales), a bf16 tile scaled by
-//             a power of two into f16's range (common/matrix_f16_elements.glsl). Positions past
-//             the key range are zeros, never read;
+//             a power of two into f16's range (common/matrix_f16_elements.glsl) as it is stored,
+//             the tile's largest magnitude taken from the registers at the end of the tile
+//             before. Positions past the key range are zeros, never read;
 //   scores:   block b's S [M x TK] in N-column blocks, each unit of the block taking columns
 //             and, where the block has more units than column blocks, a slice of the DK dims
 //             (the slices' partial sums land side by side and are added in the softmax);
@@ -117,7 +118,7 @@ shared float s_part[WG];          // the softmax lanes' partial maxima and sums
 shared uint s_lane_words[WG];     // the tree mask's partial sums
 shared uint s_mask_base;          // tree mask: the request's first byte
 shared uint s_value_bad[2];       // per tile parity: a staged value entry is not finite
-shared uint s_largest[2];         // bf16: largest finite magnitude (f32 bits) of the queries, of the tile's rows
+shared uint s_largest[3];         // bf16: largest finite magnitude (f32 bits) of the queries; of the rows of the tile of parity 0, 1
 
 #define A_MAT coopmat<float16_t, gl_ScopeSubgroup, MM, KK, gl_MatrixUseA>
 #define B_MAT coopmat<float16_t, gl_ScopeSubgroup, KK, NN, gl_MatrixUseB>
@@ -216,9 +217,17 @@ void load_rows(uint tile, out uint raw[STAGE_LOADS]) {
   }
 }
 
-// The loaded words into [TK][DS] as f16 (bf16: raw, converted after): raises `largest` (bf16)
-// and returns whether a staged value entry (one of the first DV) is not finite (f16, fp8).
-bool store_rows(uint raw[STAGE_LOADS], inout uint largest) {
+// bf16: the largest finite magnitude (f32 bits) of the loaded words, for the tile's range.
+uint loaded_largest(uint raw[STAGE_LOADS]) {
+  uint largest = 0u;
+  [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) largest = max(largest, bf16_largest(raw[k]));
+  return largest;
+}
+
+// The loaded words into [TK][DS] as f16 (bf16: times `bf16_factor`, the tile's power of two, as
+// loaded_largest's workgroup maximum gives it): returns whether a staged value entry (one of the
+// first DV) is not finite.
+bool store_rows(uint raw[STAGE_LOADS], float bf16_factor) {
   bool bad = false;
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
@@ -232,9 +241,9 @@ bool store_rows(uint raw[STAGE_LOADS], inout uint largest) {
       set_shared_word(first + 2u * w + 1u, h.y);
       if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(h.x) || f16_pair_not_finite(h.y);
     } else {
-      set_shared_word(first + w, raw[k]);
-      if (BF16_CACHE) largest = max(largest, bf16_largest(raw[k]));
-      else if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(raw[k]);
+      const uint h = BF16_CACHE ? bf16_pair_to_f16(raw[k], bf16_factor) : raw[k];
+      set_shared_word(first + w, h);
+      if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(h);
     }
   }
   return bad;
@@ -261,6 +270,7 @@ void main() {
   if (tid == 0u) {
     s_largest[0] = 0u;
     s_largest[1] = 0u;
+    s_largest[2] = 0u;
     s_value_bad[0] = 0u;
     s_value_bad[1] = 0u;
   }
@@ -326,13 +336,14 @@ void main() {
   barrier();  // also: the queries are in place
   load_rows(span.lo, raw);
   read_blocks(table, span.lo + TK, span.hi, blocks);
-  barrier();  // the ids read before the first tile publishes the next
-  uint parity = 0u;  // the tile's slot of s_value_bad
+  if (BF16_CACHE) atomicMax(s_largest[1], loaded_largest(raw));
+  barrier();  // the ids read before the first tile publishes the next; the first tile's range known
+  uint parity = 0u;  // the tile's slot of s_value_bad and s_largest
   for (uint tile = span.lo; tile < span.hi; tile += TK) {
-    // ---- staging: the rows loaded during the tile before; the next tile's blocks published ----
-    uint largest = 0u;
-    if (store_rows(raw, largest)) atomicOr(s_value_bad[parity], 1u);
-    if (BF16_CACHE) atomicMax(s_largest[1], largest);
+    // ---- staging: the rows loaded during the tile before (bf16: scaled by the range its loads
+    // raised at that tile's end); the next tile's blocks published ----
+    const int key_shift = BF16_CACHE ? range_shift(s_largest[1u + parity]) : 0;  // the bf16 tile's power of two
+    if (store_rows(raw, exp2(float(key_shift)))) atomicOr(s_value_bad[parity], 1u);
     publish_blocks(blocks);
     barrier();
     // The next tile's rows and the one after's blocks: in flight during this tile's work.
@@ -340,15 +351,12 @@ void main() {
       load_rows(tile + TK, raw);
       read_blocks(table, tile + 2u * TK, span.hi, blocks);
     }
-    int key_shift = 0;  // the bf16 tile's power of two
-    if (BF16_CACHE) {
-      key_shift = range_shift(s_largest[1]);
-      if (convert_bf16_rows(K_BASE, TK, DKPAD / 8u, DS / 8u, exp2(float(key_shift)))) atomicOr(s_value_bad[parity], 1u);
-      barrier();
-      if (tid == 0u) s_largest[1] = 0u;  // read by all before the barrier; raised again after the tile's end
+    // This parity's range and the other parity's flag were last read before this barrier and
+    // the previous tile's end; they are raised again at this tile's end and the next's staging.
+    if (tid == 0u) {
+      s_largest[1u + parity] = 0u;
+      s_value_bad[parity ^ 1u] = 0u;
     }
-    // The other parity's flag was last read before the previous tile's end.
-    if (tid == 0u) s_value_bad[parity ^ 1u] = 0u;
 
     // ---- scores: this unit's column blocks of its row block (over its slice of the dims) ----
     if (computes) {
@@ -458,6 +466,8 @@ void main() {
         barrier();
       }
     }
+    // bf16: the next tile's range, from its loads (landed during this tile's work).
+    if (BF16_CACHE && tile + TK < span.hi) atomicMax(s_largest[2u - parity], loaded_largest(raw));
     barrier();  // the next tile's staging overwrites the rows, S, P and the factors
     parity ^= 1u;
   }

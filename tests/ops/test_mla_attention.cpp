@@ -221,6 +221,43 @@ TEST_P(MlaAttentionTest, NanInTheRotaryPartPoisonsTheRow) {
   }
 }
 
+// bf16 rows whose rotary parts jump in magnitude by up to 2^48 from one run of 64 positions to
+// the next (a run holds whole key tiles of any device's plan), the queries' rotary parts zero so
+// that the logits and outputs stay moderate: the matrix kernel scales each tile into f16's range
+// by its own power of two, which it takes from the tile's loads at the end of the tile before.
+// Scaled by a neighbour's, a tile's 2^24 entries pass f16's range (Inf, and Inf times the zero
+// query entry is NaN), and its values may lose their precision. Both forms, one pass and split.
+TEST_P(MlaAttentionTest, Bf16TilesFarApartInRangeEachKeepTheirOwn) {
+  for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
+    MlaCase c;
+    c.value_head_size = 32;
+    c.rope_head_size = 8;
+    c.attention.heads = 2;
+    c.attention.block_size = 16;
+    c.attention.query_dtype = c.attention.cache_dtype = DType::bf16;
+    c.attention.lens = {300, 130};
+    c.attention.new_tokens = {1, 2};
+    std::mt19937 rng(95);
+    MlaInputs in = make_mla_inputs(c, rng).mla;
+    const int64_t B = c.attention.block_size, Dv = 32, Dk = 40, M = in.block_tables.shape()[1];
+    for (int64_t i = 0; i < in.query.numel(); ++i)
+      if (i % Dk >= Dv) in.query.set(size_t(i), 0.0);
+    const int exponents[] = {24, -24, 20, 0, -20};
+    for (size_t r = 0; r < c.attention.lens.size(); ++r)
+      for (int64_t t = 0; t < int64_t(c.attention.lens[r]); ++t) {
+        const int64_t block = in.block_tables.get(size_t(int64_t(r) * M + t / B));
+        const double factor = std::ldexp(1.0, exponents[(t / 64 + int64_t(r)) % 5]);
+        for (int64_t d = Dv; d < Dk; ++d) {
+          const size_t e = size_t((block * B + t % B) * Dk + d);
+          in.mla_cache.set(e, in.mla_cache.get(e) * factor);
+        }
+      }
+    in = with_cache_form(in, form);
+    c.form = form;
+    for (const MlaOptions& o : {single_pass(), split_by(256)}) check_inputs(in, c, default_params(c.attention), o);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, MlaAttentionTest, ::testing::ValuesIn(kMlaKernels), attention_kernel_param_name);
 
 // ---- refusals: each names the argument and the value ----
