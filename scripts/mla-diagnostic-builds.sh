@@ -6,14 +6,15 @@
 # split the fp8 decode's. Built here, carried to the GPU machine, timed there with
 #
 #   COMPARE_SUITES=mla COMPARE_CASES="r1-4k r8-4k r1-32k" scripts/h200-session.sh compare BUILD OUT \
-#     DEST/serial-staging DEST/no-pipelining DEST/noload DEST/noproducts DEST/noconvert
+#     DEST/serial-staging DEST/no-pipelining DEST/no-fused-range DEST/noload DEST/noproducts DEST/noconvert
 #
-# Variants (each from this tree's shader):
-#   no-pipelining   231e686 undone: the staging loads at the tile's start, all in flight together
-#   serial-staging  231e686 and bb3c24f undone: each staging load stored before the next load
+# Variants (each from this tree's shader; the kernel's last three changes undone newest first):
+#   no-fused-range  e55b22e undone: a bf16 tile converted in a pass of its own after its staging
+#   no-pipelining   and 231e686: the staging loads at the tile's start, all in flight together
+#   serial-staging  and bb3c24f: each staging load stored before the next load
 #   noload          staging stores a constant instead of reading the cache (the block table is read)
 #   noproducts      no matrix products: neither the scores nor P V
-#   noconvert       no bf16 range pass over the staged tile
+#   noconvert       bf16 words stored as they are loaded, not scaled into f16 (times only)
 #
 # Usage: scripts/mla-diagnostic-builds.sh BUILD DEST
 #   BUILD: a configured build folder of this tree; DEST/<variant>/tools/vkpaged/vkpaged are written
@@ -46,15 +47,17 @@ variant() {  # name, then a command that edits $shader
   echo "$name: $dest/$name/tools/vkpaged/vkpaged"
 }
 undo() { git -C "$root" show "$1" -- shaders/mla_attention_matrix_khr.comp | git -C "$root" apply -R; }
-undo_pipelining() { undo 231e686; }
-undo_staging() { undo 231e686 && undo bb3c24f; }
+undo_fused_range() { undo e55b22e; }
+undo_pipelining() { undo e55b22e && undo 231e686; }
+undo_staging() { undo e55b22e && undo 231e686 && undo bb3c24f; }
 edit() { perl -0pi -e "$1" "$shader"; }
 
+variant no-fused-range undo_fused_range
 variant no-pipelining undo_pipelining
 variant serial-staging undo_staging
 variant noload edit 's/raw\[k\] = cache_word\(block \* B \+ \(tile \+ c\) % B, w\);/raw[k] = 0x3c003c00u;/'
 variant noproducts edit 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'
-variant noconvert edit 's/if \(convert_bf16_rows\(K_BASE/if (false && convert_bf16_rows(K_BASE/'
+variant noconvert edit 's/const uint h = BF16_CACHE \? bf16_pair_to_f16\(raw\[k\], bf16_factor\) : raw\[k\];/const uint h = raw[k];/'
 restore
 trap - EXIT
 cmake --build "$build" --target vkpaged_cli -j"$(nproc)" >/dev/null
