@@ -351,8 +351,9 @@ void main() {
       load_rows(tile + TK, raw);
       read_blocks(table, tile + 2u * TK, span.hi, blocks);
     }
-    // This parity's range and the other parity's flag were last read before this barrier and
-    // the previous tile's end; they are raised again at this tile's end and the next's staging.
+    // This parity's range was read by all before this barrier (it is raised next at the next
+    // tile's end, for the tile after it); the other parity's flag before the previous tile's end
+    // (it is raised next at the next tile's staging).
     if (tid == 0u) {
       s_largest[1u + parity] = 0u;
       s_value_bad[parity ^ 1u] = 0u;
