@@ -8,10 +8,13 @@
 #   COMPARE_SUITES=mla COMPARE_CASES="r1-4k r8-4k r1-32k" scripts/h200-session.sh compare BUILD OUT \
 #     DEST/serial-staging DEST/no-pipelining DEST/no-fused-range DEST/noload DEST/noproducts DEST/noconvert
 #
-# Variants (each from this tree's shader; the kernel's last three changes undone newest first):
-#   no-fused-range  e55b22e undone: a bf16 tile converted in a pass of its own after its staging
-#   no-pipelining   and 231e686: the staging loads at the tile's start, all in flight together
-#   serial-staging  and bb3c24f: each staging load stored before the next load
+# Variants: the kernel before each of its last three changes (the file as it was then; the
+# script refuses to run once the kernel has moved on from 8fd0b48, whose changes they undo):
+#   no-fused-range  before e55b22e: a bf16 tile converted in a pass of its own after its staging
+#   no-pipelining   before 231e686: the staging loads at the tile's start, all in flight together
+#   serial-staging  before bb3c24f: each staging load stored before the next load (aa4abc5's,
+#                   the kernel the H100 run of 2026-12-05 timed)
+# and three cuts of this tree's kernel:
 #   noload          staging stores a constant instead of reading the cache (the block table is read)
 #   noproducts      no matrix products: neither the scores nor P V
 #   noconvert       bf16 words stored as they are loaded, not scaled into f16 (times only)
@@ -46,15 +49,16 @@ variant() {  # name, then a command that edits $shader
   strip -o "$dest/$name/tools/vkpaged/vkpaged" "$build/tools/vkpaged/vkpaged"
   echo "$name: $dest/$name/tools/vkpaged/vkpaged"
 }
-undo() { git -C "$root" show "$1" -- shaders/mla_attention_matrix_khr.comp | git -C "$root" apply -R; }
-undo_fused_range() { undo e55b22e; }
-undo_pipelining() { undo e55b22e && undo 231e686; }
-undo_staging() { undo e55b22e && undo 231e686 && undo bb3c24f; }
+if ! git -C "$root" diff --quiet 8fd0b48 -- shaders/mla_attention_matrix_khr.comp; then
+  echo "mla-diagnostic-builds: the kernel differs from 8fd0b48's, whose history the variants undo (update this script)" >&2
+  exit 1
+fi
+before() { git -C "$root" show "$1^:shaders/mla_attention_matrix_khr.comp" >"$shader"; }
 edit() { perl -0pi -e "$1" "$shader"; }
 
-variant no-fused-range undo_fused_range
-variant no-pipelining undo_pipelining
-variant serial-staging undo_staging
+variant no-fused-range before e55b22e
+variant no-pipelining before 231e686
+variant serial-staging before bb3c24f
 variant noload edit 's/raw\[k\] = cache_word\(block \* B \+ \(tile \+ c\) % B, w\);/raw[k] = 0x3c003c00u;/'
 variant noproducts edit 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'
 variant noconvert edit 's/const uint h = BF16_CACHE \? bf16_pair_to_f16\(raw\[k\], bf16_factor\) : raw\[k\];/const uint h = raw[k];/'
