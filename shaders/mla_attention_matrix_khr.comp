@@ -18,12 +18,10 @@
 // barrier (no subgroup barriers: Mesa's llvmpipe runs those as workgroup barriers). Per key tile
 // of TK positions from the tile's key range (attention_range.glsl):
 //   staging:  the positions' blocks, then their rows (DK entries: the one pool's row, or ckv's
-//             then kpe's) read as 32-bit words a tile ahead (the loads in flight during the tile
-//             before: see read_blocks) and written to shared memory as f16, [TK][DS]:
+//             then kpe's) read as 32-bit words and written to shared memory as f16, [TK][DS]:
 //             fp8 converted (E4M3 as value / 256, folded into the scales), a bf16 tile scaled by
-//             a power of two into f16's range (common/matrix_f16_elements.glsl) as it is stored,
-//             the tile's largest magnitude taken from the registers at the end of the tile
-//             before. Positions past the key range are zeros, never read;
+//             a power of two into f16's range (common/matrix_f16_elements.glsl). Positions past
+//             the key range are zeros, never read;
 //   scores:   block b's S [M x TK] in N-column blocks, each unit of the block taking columns
 //             and, where the block has more units than column blocks, a slice of the DK dims
 //             (the slices' partial sums land side by side and are added in the softmax);
@@ -109,7 +107,7 @@ const uint F_BASE = P_BASE + ROWS * TS / 8u;
 const uint MEM_WORDS = F_BASE + ROWS * NN / 4u;
 shared uvec4 s_mem[MEM_WORDS];
 
-shared uint s_key_block[TK];      // physical block of each position of the next tile to load (NO_BLOCK: none)
+shared uint s_key_block[TK];      // physical block of each position of the tile (NO_BLOCK: none)
 shared float s_row_slope[ROWS];   // ALiBi slope of each row's head
 shared float s_row_factor[ROWS];  // at the end: the rows' output factors
 shared float s_row_max[ROWS];
@@ -118,7 +116,7 @@ shared float s_part[WG];          // the softmax lanes' partial maxima and sums
 shared uint s_lane_words[WG];     // the tree mask's partial sums
 shared uint s_mask_base;          // tree mask: the request's first byte
 shared uint s_value_bad[2];       // per tile parity: a staged value entry is not finite
-shared uint s_largest[3];         // bf16: largest finite magnitude (f32 bits) of the queries; of the rows of the tile of parity 0, 1
+shared uint s_largest[2];         // bf16: largest finite magnitude (f32 bits) of the queries, of the tile's rows
 
 #define A_MAT coopmat<float16_t, gl_ScopeSubgroup, MM, KK, gl_MatrixUseA>
 #define B_MAT coopmat<float16_t, gl_ScopeSubgroup, KK, NN, gl_MatrixUseB>
@@ -171,40 +169,15 @@ void set_shared_float(uint base, uint i, float x) { set_shared_word(4u * base + 
 // f16 element i (as bits) of the region from 16-byte word `base`.
 uint shared_half(uint base, uint i) { return (shared_word(4u * base + i / 2u) >> (16u * (i % 2u))) & 0xffffu; }
 
-// The staging runs a tile ahead (software pipelining): a tile's block ids are read into
-// registers two tiles before it, published to shared memory at the staging of the tile before
-// it, and its rows read into registers then, so that every load is in flight during a tile's
-// products and softmax instead of in a chain at its start (block id, then row, then store).
-// s_key_block holds one tile's ids: each tile's barriers order its reads before the next write.
-//
-// The block ids of positions [tile, tile + TK) (NO_BLOCK past the key range), into registers.
-const uint BLOCK_READS = (TK + WG - 1u) / WG;  // positions per invocation (the workgroup may hold fewer than TK)
-void read_blocks(uint table, uint tile, uint hi, out uint blocks[BLOCK_READS]) {
-  [[unroll]] for (uint k = 0u; k < BLOCK_READS; ++k) {
-    const uint c = gl_LocalInvocationID.x + k * WG;
-    blocks[k] = NO_BLOCK;
-    if (c < TK && tile + c < hi) blocks[k] = block_tables[table + (tile + c) / B];
-  }
-}
-// ... into s_key_block, a bad id flagged in the status word and read as none.
-void publish_blocks(uint blocks[BLOCK_READS]) {
-  [[unroll]] for (uint k = 0u; k < BLOCK_READS; ++k) {
-    const uint c = gl_LocalInvocationID.x + k * WG;
-    if (c >= TK) continue;
-    uint b = blocks[k];
-    if (b != NO_BLOCK && b >= pc.num_blocks) {
-      atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
-      b = NO_BLOCK;
-    }
-    s_key_block[c] = b;
-  }
-}
-
-// The tile's rows (DK words each: the one pool's, or ckv's then kpe's), this invocation's words of
-// [TK][PAD_WORDS] into registers (zeros past a row's words and for positions without a block).
+// The tile's rows into [TK][DS] as f16 (bf16: raw, converted after): raises `largest` (bf16)
+// and returns whether a staged value entry (one of the first DV) is not finite (f16, fp8).
+// An invocation issues every load of its words before it stores any: the loads do not depend
+// on one another, so they can all be in flight at once (a loop that stores each word before
+// the next load waits out each load in turn).
 const uint STAGE_WORDS = TK * PAD_WORDS;
 const uint STAGE_LOADS = (STAGE_WORDS + WG - 1u) / WG;  // words per invocation and tile
-void load_rows(uint tile, out uint raw[STAGE_LOADS]) {
+bool stage_rows(uint tile, inout uint largest) {
+  uint raw[STAGE_LOADS];
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
     raw[k] = 0u;
@@ -215,19 +188,6 @@ void load_rows(uint tile, out uint raw[STAGE_LOADS]) {
       if (w < ROW_WORDS && block != NO_BLOCK) raw[k] = cache_word(block * B + (tile + c) % B, w);
     }
   }
-}
-
-// bf16: the largest finite magnitude (f32 bits) of the loaded words, for the tile's range.
-uint loaded_largest(uint raw[STAGE_LOADS]) {
-  uint largest = 0u;
-  [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) largest = max(largest, bf16_largest(raw[k]));
-  return largest;
-}
-
-// The loaded words into [TK][DS] as f16 (bf16: times `bf16_factor`, the tile's power of two, as
-// loaded_largest's workgroup maximum gives it): returns whether a staged value entry (one of the
-// first DV) is not finite.
-bool store_rows(uint raw[STAGE_LOADS], float bf16_factor) {
   bool bad = false;
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
@@ -241,9 +201,9 @@ bool store_rows(uint raw[STAGE_LOADS], float bf16_factor) {
       set_shared_word(first + 2u * w + 1u, h.y);
       if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(h.x) || f16_pair_not_finite(h.y);
     } else {
-      const uint h = BF16_CACHE ? bf16_pair_to_f16(raw[k], bf16_factor) : raw[k];
-      set_shared_word(first + w, h);
-      if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(h);
+      set_shared_word(first + w, raw[k]);
+      if (BF16_CACHE) largest = max(largest, bf16_largest(raw[k]));
+      else if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(raw[k]);
     }
   }
   return bad;
@@ -270,7 +230,6 @@ void main() {
   if (tid == 0u) {
     s_largest[0] = 0u;
     s_largest[1] = 0u;
-    s_largest[2] = 0u;
     s_value_bad[0] = 0u;
     s_value_bad[1] = 0u;
   }
@@ -328,36 +287,35 @@ void main() {
   [[unroll]] for (uint j = 0u; j < V_BLOCKS; ++j) o[j] = C_MAT(0.0);
 
   const uint table = pc.block_tables_offset + request * pc.max_blocks_per_seq;
-  // The first tile's blocks and rows, and the second tile's blocks, in flight before the loop.
-  uint blocks[BLOCK_READS];
-  uint raw[STAGE_LOADS];
-  read_blocks(table, span.lo, span.hi, blocks);
-  publish_blocks(blocks);
-  barrier();  // also: the queries are in place
-  load_rows(span.lo, raw);
-  read_blocks(table, span.lo + TK, span.hi, blocks);
-  if (BF16_CACHE) atomicMax(s_largest[1], loaded_largest(raw));
-  barrier();  // the ids read before the first tile publishes the next; the first tile's range known
-  uint parity = 0u;  // the tile's slot of s_value_bad and s_largest
+  uint parity = 0u;
   for (uint tile = span.lo; tile < span.hi; tile += TK) {
-    // ---- staging: the rows loaded during the tile before (bf16: scaled by the range its loads
-    // raised at that tile's end); the next tile's blocks published ----
-    const int key_shift = BF16_CACHE ? range_shift(s_largest[1u + parity]) : 0;  // the bf16 tile's power of two
-    if (store_rows(raw, exp2(float(key_shift)))) atomicOr(s_value_bad[parity], 1u);
-    publish_blocks(blocks);
+    // ---- staging: the tile's blocks, then its rows ----
+    for (uint c = tid; c < TK; c += WG) {  // the workgroup may hold fewer invocations than positions
+      const uint t = tile + c;
+      uint b = NO_BLOCK;
+      if (t < span.hi) {
+        b = block_tables[table + t / B];
+        if (b >= pc.num_blocks) {
+          atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
+          b = NO_BLOCK;
+        }
+      }
+      s_key_block[c] = b;
+    }
+    barrier();  // also: the queries (first tile) are in place
+    uint largest = 0u;
+    if (stage_rows(tile, largest)) atomicOr(s_value_bad[parity], 1u);
+    if (BF16_CACHE) atomicMax(s_largest[1], largest);
     barrier();
-    // The next tile's rows and the one after's blocks: in flight during this tile's work.
-    if (tile + TK < span.hi) {
-      load_rows(tile + TK, raw);
-      read_blocks(table, tile + 2u * TK, span.hi, blocks);
+    int key_shift = 0;  // the bf16 tile's power of two
+    if (BF16_CACHE) {
+      key_shift = range_shift(s_largest[1]);
+      if (convert_bf16_rows(K_BASE, TK, DKPAD / 8u, DS / 8u, exp2(float(key_shift)))) atomicOr(s_value_bad[parity], 1u);
+      barrier();
+      if (tid == 0u) s_largest[1] = 0u;  // read by all before the barrier; raised again after the tile's end
     }
-    // This parity's range was read by all before this barrier (it is raised next at the next
-    // tile's end, for the tile after it); the other parity's flag before the previous tile's end
-    // (it is raised next at the next tile's staging).
-    if (tid == 0u) {
-      s_largest[1u + parity] = 0u;
-      s_value_bad[parity ^ 1u] = 0u;
-    }
+    // The other parity's flag was last read before the previous tile's end.
+    if (tid == 0u) s_value_bad[parity ^ 1u] = 0u;
 
     // ---- scores: this unit's column blocks of its row block (over its slice of the dims) ----
     if (computes) {
@@ -467,8 +425,6 @@ void main() {
         barrier();
       }
     }
-    // bf16: the next tile's range, from its loads (landed during this tile's work).
-    if (BF16_CACHE && tile + TK < span.hi) atomicMax(s_largest[2u - parity], loaded_largest(raw));
     barrier();  // the next tile's staging overwrites the rows, S, P and the factors
     parity ^= 1u;
   }
