@@ -251,37 +251,26 @@ def main():
     args = parser.parse_args()
     print("torch", torch.__version__, torch.cuda.get_device_name(), flush=True)
     flush_buffer = torch.zeros(FLUSH_BYTES // 4, device="cuda", dtype=torch.float32)
-    rows = []
     if args.suite == "mla-prefill":
-        for shape in prefill_cases():
-            if args.cases not in shape[0]:
-                continue
-            row = measure_prefill(*shape)
-            rows.append(row)
-            for entry in row["backends"]:
-                print(line(row, entry), flush=True)
-            print(f"{row['name']:22s} best: {row.get('best_backend', 'none')} {row.get('best_us', float('nan')):.1f} us",
-                  flush=True)
-            if args.json:
-                with open(args.json, "w") as f:
-                    json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "suite": args.suite,
-                               "calls": CALLS, "rounds": ROUNDS, "scale": SCALE, "rows": rows}, f, indent=1)
-        return
-    for shape in cases():
+        shapes, run, header = prefill_cases(), measure_prefill, {"suite": args.suite}
+    else:
+        shapes, run, header = cases(), lambda *shape: measure(*shape, flush_buffer), {"fp8_scale": FP8_SCALE}
+    rows = []
+    for shape in shapes:
         if args.cases not in shape[0]:
             continue
-        row = measure(*shape, flush_buffer)
+        row = run(*shape)
         rows.append(row)
         for entry in row["backends"]:
             print(line(row, entry), flush=True)
+        note = row.get("note")
         print(f"{row['name']:22s} best: {row.get('best_backend', 'none')} "
-              f"{row.get('best_us', float('nan')):.1f} us{' (' + row['note'] + ')' if row['note'] else ''}", flush=True)
+              f"{row.get('best_us', float('nan')):.1f} us{' (' + note + ')' if note else ''}", flush=True)
         torch.cuda.empty_cache()
         if args.json:  # after every case, so that a run cut short by its timeout keeps what it measured
             with open(args.json, "w") as f:
                 json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "calls": CALLS,
-                           "rounds": ROUNDS, "scale": SCALE, "fp8_scale": FP8_SCALE, "rows": rows}, f, indent=1)
-
+                           "rounds": ROUNDS, "scale": SCALE, **header, "rows": rows}, f, indent=1)
 
 if __name__ == "__main__":
     main()

@@ -130,10 +130,16 @@ struct BenchOptions {
 bool case_selected(const BenchOptions& options, const std::string& name);
 // Throws vkpaged::Error naming --case and its texts: they select no case of `suite`.
 [[noreturn]] void throw_no_case_selected(const BenchOptions& options, const std::string& suite);
-// The cases --case selects, in their order; throws (above) when it selects none.
+// The cases --case selects, in their order (none, maybe).
+template <class Case>
+std::vector<Case> kept_cases(const BenchOptions& options, std::vector<Case> cases) {
+  std::erase_if(cases, [&](const Case& c) { return !case_selected(options, c.name); });
+  return cases;
+}
+// The same; throws (above) when it selects none.
 template <class Case>
 std::vector<Case> selected_cases(const BenchOptions& options, std::vector<Case> cases, const std::string& suite) {
-  std::erase_if(cases, [&](const Case& c) { return !case_selected(options, c.name); });
+  cases = kept_cases(options, std::move(cases));
   if (cases.empty()) throw_no_case_selected(options, suite);
   return cases;
 }

@@ -218,7 +218,7 @@ class MlaBatch {
     for (uint32_t r : k.requests)
       for (uint32_t j : k.tokens) {
         const uint32_t row = r * c_.new_tokens + j;
-        const HostTensor want = reference::mla_attention(token_inputs(row, j, k.heads), params_).output;  // [1, h, Dv]
+        const HostTensor want = reference::mla_attention(token_inputs(row, k.heads), params_).output;  // [1, h, Dv]
         const HostTensor got = download_rows(views_.output, row);                                        // [H, Dv]
         for (int64_t i = 0; i < want.numel(); ++i)
           k.max_reference = std::max(k.max_reference, std::fabs(want.get(size_t(i))));
@@ -244,11 +244,11 @@ class MlaBatch {
     return rows;
   }
 
-  // Query token `row` (new token j of its request) alone, for the reference: its query on
+  // Query token `row` (new token j = row % new_tokens of request row / new_tokens) alone, for the reference: its query on
   // `heads`, its request's blocks read back from the pool (renumbered 0 .. M - 1), and the length
   // it sees: causal, the keys up to its own (the same output as within its request).
-  MlaInputs token_inputs(uint32_t row, uint32_t j, const std::vector<uint32_t>& heads) const {
-    const uint32_t r = row / c_.new_tokens;
+  MlaInputs token_inputs(uint32_t row, const std::vector<uint32_t>& heads) const {
+    const uint32_t r = row / c_.new_tokens, j = row % c_.new_tokens;
     const int64_t B = kMlaBlockSize, M = int64_t(ceil_div(c_.context, B)), h = int64_t(heads.size());
     MlaInputs in;
     in.cache_dtype = c_.cache_dtype;

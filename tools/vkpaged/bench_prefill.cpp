@@ -291,8 +291,7 @@ int run_prefill_bench(const BenchOptions& o) {
   options.partition_tokens = o.partition_tokens;
   if (!o.cache_dtype.empty())
     throw Error(ErrorCode::invalid_argument, "--cache-dtype: the prefill suites run f16 caches (the anchor's)");
-  std::vector<PrefillCase> cases = prefill_cases(o.suite);
-  std::erase_if(cases, [&](const PrefillCase& c) { return !case_selected(o, c.name); });
+  const std::vector<PrefillCase> cases = kept_cases(o, prefill_cases(o.suite));
   const bool run_mixed = case_selected(o, "mixed");  // the mixed step's three rows go together
   if (cases.empty() && !run_mixed) throw_no_case_selected(o, o.suite);
 

@@ -74,8 +74,7 @@ int run_bench(const BenchOptions& o) {
   // Bad option values are refused before the device is opened and its bandwidth measured.
   std::vector<std::pair<std::string, std::vector<BenchCase>>> suites;
   for (const auto& name : bench_suite_names(o.suite)) {
-    auto cases = with_kv_layout(with_cache_dtype(bench_suite(name), o.cache_dtype), o.kv_layout);
-    std::erase_if(cases, [&](const BenchCase& c) { return !case_selected(o, c.name); });
+    auto cases = kept_cases(o, with_kv_layout(with_cache_dtype(bench_suite(name), o.cache_dtype), o.kv_layout));
     if (!cases.empty()) suites.emplace_back(name, std::move(cases));  // a suite --case leaves empty is not run
   }
   if (suites.empty()) throw_no_case_selected(o, o.suite);
