@@ -13,6 +13,11 @@
 #                                               # its PyTorch anchor, one call
 #   scripts/h200-session.sh mla-prefill BUILD OUT  # MLA prefill and chunks (target 14: bench --suite
 #                                               # mla-prefill) and FlashAttention-2 unabsorbed, one call
+#   scripts/h200-session.sh mla-tiles BUILD OUT  # MLA decode's cost per key tile: r1-4k cases with
+#                                               # 1 to 16 workgroups of 4096 to 256 positions each
+#   scripts/h200-session.sh sass     BUILD OUT  # the SASS of the pipelines SASS_SUITE's SASS_CASE
+#                                               # compiles (default: mla, r1-4k-h16-bf16), with
+#                                               # zstd carried in .gl/zstd (scripts/nvidia_sass.py)
 #   scripts/h200-session.sh compare  BUILD OUT BASE...  # this build's CLI against earlier builds'
 #                                               # (BASE: a folder with tools/vkpaged/vkpaged), suite by
 #                                               # suite, the binaries alternating, in one call
@@ -28,7 +33,7 @@
 # VK_KHR_cooperative_matrix), or says it fell back to Debian 12's.
 set -uo pipefail
 
-stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla|mla-prefill|compare BUILD OUT [BASE...]}"
+stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla|mla-prefill|mla-tiles|sass|compare BUILD OUT [BASE...]}"
 build="${2:?BUILD}"
 out="${3:?OUT}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -177,6 +182,42 @@ case "$stage" in
     } >"$out/mla-prefill-anchor.txt" 2>&1
     grep -E '^(=== |[a-z0-9+-]+-h[0-9]+)' "$out/mla-prefill-vkpaged.txt" "$out/mla-prefill-anchor.txt" | grep -E '=== |best:|  ok  |FAILED' | head -n 60
     ;;
+  mla-tiles)
+    # One request of 4096 positions split into partitions of 256 to 4096 (16 to 1 workgroups per
+    # head group, each alone on an SM): the time against the tiles per workgroup separates the
+    # cost of a key tile from what a workgroup pays once (set-up, epilogue, the merge).
+    {
+      log nvidia-smi
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+      for c in ${MLA_TILES_CASES:-r1-4k-h16-bf16 r1-4k-h16-fp8 r1-4k-h128-bf16}; do
+        for p in 256 512 1024 2048 4096; do
+          log "$c, partitions of $p"
+          bench timeout 60 "$cli" bench --suite mla --case "$c" --split split --partition-tokens "$p" "${w[@]}"
+        done
+        log "$c, one pass"; bench timeout 60 "$cli" bench --suite mla --case "$c" --split single "${w[@]}"
+      done
+    } >"$out/mla-tiles.txt" 2>&1
+    grep -E '^=== |-h[0-9]+-' "$out/mla-tiles.txt" | tail -n 60
+    ;;
+  sass)
+    # The driver writes each pipeline's machine code to its disk cache; nvidia_sass.py disassembles
+    # it (nvdisasm from the CUDA toolkit or Triton's copy; zstd from .gl/zstd where not installed).
+    if ! command -v zstd >/dev/null && compgen -G "$root/.gl/zstd/*.deb" >/dev/null; then
+      for deb in "$root"/.gl/zstd/*.deb; do dpkg -x "$deb" /opt/zstd; done
+      export PATH="$PATH:/opt/zstd/usr/bin"
+      export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/opt/zstd/usr/lib/x86_64-linux-gnu"
+    fi
+    cache="$(mktemp -d)"
+    {
+      log "${SASS_SUITE:-mla} --case ${SASS_CASE:-r1-4k-h16-bf16}, pipeline statistics"
+      __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_PATH="$cache" __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 \
+        VKPAGED_PIPELINE_STATS=1 bench timeout 120 "$cli" bench --suite "${SASS_SUITE:-mla}" \
+        --case "${SASS_CASE:-r1-4k-h16-bf16}" --repetitions 20 --warmup 1
+      log "nvidia_sass.py"
+      python3 "$root/scripts/nvidia_sass.py" "$cache" "$out/sass" --loops 12
+    } >"$out/sass.txt" 2>&1
+    grep -E '^=== |pipeline[0-9]+\.sass' "$out/sass.txt" | cut -c1-300 | tail -n 30
+    ;;
   compare)
     # A change's cost on the GPU: the same suites with each binary in one process each, the
     # binaries alternating round by round so that clock drift falls on all alike (issue 37's
@@ -207,7 +248,7 @@ case "$stage" in
     grep -E '^(=== |binary )' "$out/compare.txt" | tail -n 20
     ;;
   *)
-    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla, mla-prefill or compare" >&2
+    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla, mla-prefill, mla-tiles, sass or compare" >&2
     exit 2
     ;;
 esac

@@ -420,9 +420,7 @@ void main() {
   // tile is computed, and stored to shared memory when its own turn comes.
   uvec4 key_raw[CHUNK_LOADS], value_raw[CHUNK_LOADS];
   const uint first_tile = g_span.lo / TK * TK;
-  load_rows(first_tile, false, key_raw);
-  if (VALUE_COLUMNS) load_value_columns(first_tile, value_raw);
-  else load_rows(first_tile, true, value_raw);
+  load_tile(first_tile, key_raw, value_raw);
   uint parity = 0u;
   for (uint tile = first_tile; tile < g_span.hi; tile += TK) {
     // ---- staging: the registers loaded during the tile before into shared memory ----
@@ -438,11 +436,7 @@ void main() {
     if (bad) atomicOr(s_value_bad[parity], 1u);
     barrier();
     // The next tile's loads, in flight during this tile's products and softmax.
-    if (tile + TK < g_span.hi) {
-      load_rows(tile + TK, false, key_raw);
-      if (VALUE_COLUMNS) load_value_columns(tile + TK, value_raw);
-      else load_rows(tile + TK, true, value_raw);
-    }
+    if (tile + TK < g_span.hi) load_tile(tile + TK, key_raw, value_raw);
     int key_shift = 0;          // the bf16 key tile's power of two
     float value_factor = 1.0;   // the bf16 value tile's power of two, undone
     if (BF16_CACHE) {

@@ -161,4 +161,11 @@ void store_value_columns(uint tile, uvec4 raw[CHUNK_LOADS], inout bool bad, inou
   }
 }
 
+// A whole tile: its keys as rows, its values as rows or (vllm layout) as columns.
+void load_tile(uint tile, out uvec4 key_raw[CHUNK_LOADS], out uvec4 value_raw[CHUNK_LOADS]) {
+  load_rows(tile, false, key_raw);
+  if (VALUE_COLUMNS) load_value_columns(tile, value_raw);
+  else load_rows(tile, true, value_raw);
+}
+
 #endif  // VKPAGED_ATTENTION_MATRIX_STAGING_GLSL
