@@ -149,6 +149,10 @@ case "$stage" in
       log "contract_check_multi_query --kernel $kernel"
       VKPAGED_VALIDATION=${CONTRACT_VALIDATION:-1} timeout 80 python3 "$root/tests/tools/contract_check_multi_query.py" "$cli" --count 40 --kernel "$kernel"
     done >"$out/contract-multi-query.txt" 2>&1
+    # MLA (the tensor-core kernel where the device has one): 30 steps, the other cases cut short.
+    { log "contract_check_multi_query --mla 30"
+      VKPAGED_VALIDATION=${CONTRACT_VALIDATION:-1} timeout 80 python3 "$root/tests/tools/contract_check_multi_query.py" "$cli" --count 1 --bad 0 --mla 30
+    } >"$out/contract-mla.txt" 2>&1
     grep -E '^(=== |contract_check|FAIL|--kernel)' "$out"/contract-*.txt | tail -n 40
     ;;
   mla)

@@ -53,6 +53,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
 
 #include "common/shader_interface.h"
@@ -378,7 +379,7 @@ void main() {
     for (uint i = tid; i < ROWS * D / 2u; i += WG)
       if (row_valid(i / (D / 2u)))
         largest = max(largest, bf16_largest(query_words[query_row_word(i / (D / 2u)) + i % (D / 2u)]));
-    atomicMax(s_largest[0], largest);
+    RAISE_SHARED_LARGEST(s_largest[0], largest);
     barrier();
   }
   const int query_shift = BF16_QUERY ? range_shift(s_largest[0]) : 0;
@@ -430,8 +431,8 @@ void main() {
     if (VALUE_COLUMNS) store_value_columns(tile, value_raw, bad, value_largest);
     else store_rows(true, value_raw, bad, value_largest);
     if (BF16_CACHE) {
-      atomicMax(s_largest[1], key_largest);
-      atomicMax(s_largest[2], value_largest);
+      RAISE_SHARED_LARGEST(s_largest[1], key_largest);
+      RAISE_SHARED_LARGEST(s_largest[2], value_largest);
     }
     if (bad) atomicOr(s_value_bad[parity], 1u);
     barrier();

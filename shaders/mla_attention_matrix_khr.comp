@@ -42,6 +42,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
 
 #include "common/mla_interface.h"
@@ -244,7 +245,7 @@ void main() {
     for (uint i = tid; i < ROWS * query_pairs; i += WG)
       if (row_valid(i / query_pairs) && i % query_pairs < DK / 2u)
         largest = max(largest, bf16_largest(query_words[query_row_word(i / query_pairs) + i % query_pairs]));
-    atomicMax(s_largest[0], largest);
+    RAISE_SHARED_LARGEST(s_largest[0], largest);
     barrier();
   }
   const int query_shift = BF16_QUERY ? range_shift(s_largest[0]) : 0;
@@ -305,7 +306,7 @@ void main() {
     barrier();  // also: the queries (first tile) are in place
     uint largest = 0u;
     if (stage_rows(tile, largest)) atomicOr(s_value_bad[parity], 1u);
-    if (BF16_CACHE) atomicMax(s_largest[1], largest);
+    if (BF16_CACHE) RAISE_SHARED_LARGEST(s_largest[1], largest);
     barrier();
     int key_shift = 0;  // the bf16 tile's power of two
     if (BF16_CACHE) {

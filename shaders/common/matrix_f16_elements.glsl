@@ -37,6 +37,14 @@ uint bf16_largest(uint w) {
   const uint hi = w & 0x7fff0000u;
   return max(lo < 0x7f800000u ? lo : 0u, hi < 0x7f800000u ? hi : 0u);
 }
+// Raises the shared uint `slot` to the largest `value` of the workgroup: one atomic per subgroup,
+// since atomics of many invocations on one address run one after another. Every invocation of
+// the workgroup must reach it.
+#define RAISE_SHARED_LARGEST(slot, value)                \
+  {                                                      \
+    const uint subgroup_largest_ = subgroupMax(value);   \
+    if (subgroupElect()) atomicMax(slot, subgroup_largest_); \
+  }
 // The exponent of the power of two that brings a largest finite magnitude (f32 bits) into
 // [2^14, 2^15); 0 when it is 0.
 int range_shift(uint largest) { return largest == 0u ? 0 : clamp(14 - (int(largest >> 23) - 127), -126, 126); }
