@@ -93,19 +93,26 @@ const uint DS = DKPAD + 8u;  // f16 per query and key row
 const uint TS = TK + 8u;     // f16 per P row
 const uint SS = TK + 4u;     // f32 per S row
 
+// The queries stay in registers: each unit keeps the A fragments of its block's rows over its
+// slice of the dims (Q_FRAGS of them), loaded once, so that shared memory holds only what changes
+// from tile to tile and more rows share each staged row.
+const uint Q_FRAGS = (K_STEPS + S_PARTS - 1u) / S_PARTS;
+
 // Shared memory in 16-byte words (8 f16 or 4 f32); src/ops/mla_matrix_planner.cpp sizes the same:
-// the queries [ROWS][DS], the staged rows [TK][DS], the scores [S_PARTS][ROWS][SS] (f32) which
-// once read make room for each unit's [MM][NN] f32 way out (the element-by-element P V's sums,
-// the outputs), P [ROWS][TS] and the factors [ROWS][NN] (f32).
+// the staged rows [TK][DS], the scores [S_PARTS][ROWS][SS] (f32) which once read make room for
+// each unit's [MM][NN] f32 way out (the element-by-element P V's sums, the outputs), P [ROWS][TS]
+// and the factors [ROWS][NN] (f32). Before the first tile, one row block's queries [MM][DS] pass
+// through its front on their way into registers.
 const uint S_WORDS = S_PARTS * ROWS * SS / 4u;
 const uint W_WORDS = UNITS * MM * NN / 4u;
-const uint Q_BASE = 0u;
-const uint K_BASE = Q_BASE + ROWS * DS / 8u;
+const uint K_BASE = 0u;
 const uint S_BASE = K_BASE + TK * DS / 8u;
 const uint W_BASE = S_BASE;
 const uint P_BASE = S_BASE + (S_WORDS > W_WORDS ? S_WORDS : W_WORDS);
 const uint F_BASE = P_BASE + ROWS * TS / 8u;
-const uint MEM_WORDS = F_BASE + ROWS * NN / 4u;
+const uint TILE_WORDS = F_BASE + ROWS * NN / 4u;
+const uint Q_WORDS = MM * DS / 8u;  // one row block's queries
+const uint MEM_WORDS = TILE_WORDS > Q_WORDS ? TILE_WORDS : Q_WORDS;
 shared uvec4 s_mem[MEM_WORDS];
 
 shared uint s_key_block[TK];      // physical block of each position of the tile (NO_BLOCK: none)
@@ -250,18 +257,9 @@ void main() {
   }
   const int query_shift = BF16_QUERY ? range_shift(s_largest[0]) : 0;
   const float query_factor = exp2(float(query_shift));
-  for (uint i = tid; i < ROWS * query_pairs; i += WG) {
-    const uint r = i / query_pairs;
-    const uint w = i % query_pairs;
-    uint word = 0u;
-    if (row_valid(r) && w < DK / 2u) {
-      word = query_words[query_row_word(r) + w];
-      if (BF16_QUERY) word = bf16_pair_to_f16(word, query_factor);
-    }
-    set_shared_word(4u * Q_BASE + r * (DS / 2u) + w, word);
-  }
 
-  // The unit of this subgroup: row block `block`, value part `vpart`, and its share of S.
+  // The unit of this subgroup: row block `block`, value part `vpart`, and its share of S: the
+  // dims [k_lo KK, k_hi KK) of the column blocks it takes.
   const uint unit = gl_SubgroupID;
   const bool computes = unit < UNITS;
   const uint block = unit / VALUE_PARTS;
@@ -269,6 +267,28 @@ void main() {
   const uint s_part_index = VALUE_PARTS > N_BLOCKS ? vpart / N_BLOCKS : 0u;
   const uint k_lo = s_part_index * K_STEPS / S_PARTS;
   const uint k_hi = (s_part_index + 1u) * K_STEPS / S_PARTS;
+
+  // ---- the queries into registers, a row block at a time through shared memory ----
+  A_MAT qa[Q_FRAGS];
+  [[unroll]] for (uint f = 0u; f < Q_FRAGS; ++f) qa[f] = A_MAT(0.0);
+  for (uint b = 0u; b < ROW_BLOCKS; ++b) {
+    for (uint i = tid; i < MM * query_pairs; i += WG) {
+      const uint r = b * MM + i / query_pairs;
+      const uint w = i % query_pairs;
+      uint word = 0u;
+      if (row_valid(r) && w < DK / 2u) {
+        word = query_words[query_row_word(r) + w];
+        if (BF16_QUERY) word = bf16_pair_to_f16(word, query_factor);
+      }
+      set_shared_word((i / query_pairs) * (DS / 2u) + w, word);
+    }
+    barrier();
+    if (computes && block == b) {
+      [[unroll]] for (uint f = 0u; f < Q_FRAGS; ++f)
+        if (k_lo + f < k_hi) coopMatLoad(qa[f], s_mem, (k_lo + f) * KK / 8u, DS / 8u, gl_CooperativeMatrixLayoutRowMajor);
+    }
+    barrier();  // the next block's queries, or the first tile, overwrite these
+  }
   // Softmax: this invocation's row, its running max and its share of the row's sum.
   const uint my_row = tid / LANES;
   const uint lane = tid % LANES;
@@ -303,7 +323,7 @@ void main() {
       }
       s_key_block[c] = b;
     }
-    barrier();  // also: the queries (first tile) are in place
+    barrier();
     uint largest = 0u;
     if (stage_rows(tile, largest)) atomicOr(s_value_bad[parity], 1u);
     if (BF16_CACHE) RAISE_SHARED_LARGEST(s_largest[1], largest);
@@ -322,12 +342,12 @@ void main() {
     if (computes) {
       for (uint n = VALUE_PARTS > N_BLOCKS ? vpart % N_BLOCKS : vpart; n < N_BLOCKS; n += VALUE_PARTS) {
         C_MAT scores = C_MAT(0.0);
-        for (uint k = k_lo; k < k_hi; ++k) {
-          A_MAT qa;
+        [[unroll]] for (uint f = 0u; f < Q_FRAGS; ++f) {  // constant indices keep qa in registers
+          if (k_lo + f >= k_hi) continue;
           B_MAT kb;  // K^T [KK dims x NN positions]: column c is staged row c
-          coopMatLoad(qa, s_mem, Q_BASE + (block * MM * DS + k * KK) / 8u, DS / 8u, gl_CooperativeMatrixLayoutRowMajor);
-          coopMatLoad(kb, s_mem, K_BASE + (n * NN * DS + k * KK) / 8u, DS / 8u, gl_CooperativeMatrixLayoutColumnMajor);
-          scores = coopMatMulAdd(qa, kb, scores);
+          coopMatLoad(kb, s_mem, K_BASE + (n * NN * DS + (k_lo + f) * KK) / 8u, DS / 8u,
+                      gl_CooperativeMatrixLayoutColumnMajor);
+          scores = coopMatMulAdd(qa[f], kb, scores);
         }
         coopMatStore(scores, s_mem, S_BASE + ((s_part_index * ROWS + block * MM) * SS + n * NN) / 4u, SS / 4u,
                      gl_CooperativeMatrixLayoutRowMajor);

@@ -25,8 +25,6 @@ constexpr uint32_t kMaxRows = 32;
 constexpr uint32_t kMaxKeyHeadSize = 576;
 constexpr uint32_t kMaxValueHeadSize = 512;
 
-uint32_t cache_bytes(DType cache) { return is_fp8_dtype(cache) ? 1 : uint32_t(dtype_size(cache)); }
-
 // Rows, key tile and row parts: rows for the longest request's tokens times the heads, within
 // the register budget, then rows and key tile halved (the larger part of the shared memory
 // first) until the device's shared memory holds them.
@@ -67,6 +65,8 @@ void check_pool(const DeviceCapabilities& dev, const char* name, const MlaShape&
 }
 
 }  // namespace
+
+uint32_t cache_bytes(DType cache) { return is_fp8_dtype(cache) ? 1 : uint32_t(dtype_size(cache)); }
 
 size_t mla_attention_shared_bytes(uint32_t rows, uint32_t key_tile, uint32_t key_head_size, DType cache_dtype,
                                   uint32_t workgroup) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "ops/mla_attention_planner.hpp"
@@ -17,10 +18,17 @@ namespace {
 uint64_t round_up(uint64_t a, uint64_t b) { return (a + b - 1) / b * b; }
 
 // Row blocks of m rows per workgroup at most: 4 blocks share each staged row among 4m rows
-// (FlashMLA's 64 heads), if shared memory holds their queries.
+// (FlashMLA's 64 heads), if shared memory holds their scores, P and factors beside the staged rows
+// (their queries are in registers).
 constexpr uint32_t kMaxRowBlocks = 4;
 // Key positions per tile, longest first: fewer barriers per position. Multiples of n and k.
 constexpr uint32_t kKeyTiles[] = {64, 32, 16, 8};
+// Cache words one invocation stages per tile, all loaded before any is stored (the shader's
+// STAGE_LOADS, held in registers): a tile longer than kShortKeyTile is taken only while it stays
+// within kMaxStageWords (16 positions of DeepSeek's bf16 rows over 128 invocations), so that the
+// staging does not crowd out the queries' and outputs' registers.
+constexpr uint32_t kShortKeyTile = 16;
+constexpr uint64_t kMaxStageWords = 36;
 // Output columns one subgroup keeps in f32 accumulators at most: 128 columns of 16 rows are 64
 // registers per lane on a subgroup of 32. DeepSeek's Dv = 512 takes 4 value parts.
 constexpr uint32_t kMaxUnitColumns = 128;
@@ -52,7 +60,10 @@ std::optional<MlaMatrixTiles> fit_tiles(const DeviceCapabilities& d, const MlaSh
   const auto parts = choose_value_parts(d, m, p);
   if (!parts) return std::nullopt;
   auto workgroup_of = [&](uint32_t blocks) { return uint64_t(blocks) * *parts * d.max_subgroup_size; };
+  const uint64_t row_words = round_up(m.attention.head_size, 16) * cache_bytes(m.attention.cache_dtype) / 4;
   auto shared_bytes_of = [&](uint32_t blocks, uint32_t key_tile, uint32_t workgroup) {
+    const uint64_t stage_words = (key_tile * row_words + workgroup - 1) / workgroup;
+    if (key_tile > kShortKeyTile && stage_words > kMaxStageWords) return std::numeric_limits<size_t>::max();  // not taken
     return mla_matrix_shared_bytes(blocks * p.m, p, m.attention.head_size, key_tile, *parts, workgroup);
   };
   const auto fit = fit_matrix_tiles(d, p, wanted_rows, kMaxRowBlocks, kKeyTiles, workgroup_of, shared_bytes_of);
@@ -70,8 +81,10 @@ size_t mla_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& p, uint3
   const uint64_t score_parts = value_parts > column_blocks ? value_parts / column_blocks : 1;
   const uint64_t units = uint64_t(rows / p.m) * value_parts;
   const uint64_t s_words = score_parts * rows * ss / 4, w_words = units * p.m * p.n / 4;
-  const uint64_t words = uint64_t(rows) * ds / 8 + uint64_t(key_tile) * ds / 8 + std::max(s_words, w_words) +
-                         uint64_t(rows) * ts / 8 + uint64_t(rows) * p.n / 4;
+  // The queries live in registers; one row block's pass through the front once.
+  const uint64_t tile_words = uint64_t(key_tile) * ds / 8 + std::max(s_words, w_words) + uint64_t(rows) * ts / 8 +
+                              uint64_t(rows) * p.n / 4;
+  const uint64_t words = std::max(tile_words, uint64_t(p.m) * ds / 8);
   // Key blocks, four per-row arrays, two per-invocation arrays, the mask base, two flags, two maxima.
   return size_t(16 * words + 4 * (uint64_t(key_tile) + 4ull * rows + 2ull * workgroup + 5));
 }

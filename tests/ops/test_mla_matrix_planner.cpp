@@ -38,18 +38,19 @@ struct Expected {
 };
 
 // Each device's kernel and tile for DeepSeek's decode at 16 heads (bf16 queries, an fp8 cache).
-// The sizes follow from mla_matrix_shared_bytes: on the H200's 48 KiB one block of 16 rows
-// (18.3 KiB of f16 queries) and 16 staged rows (18.3 KiB) fit, 32 staged rows do not; AMD's
-// 64 KiB takes 32; lavapipe's 32 KiB one block of 8 rows and 16 staged rows.
+// The sizes follow from mla_matrix_shared_bytes (the queries in registers): on the H200's 48 KiB
+// 32 staged rows (36.5 KiB) fit beside one block of 16 rows' scores, P and factors, 64 do not;
+// 32 fp8 rows are 36 cache words per invocation of 128, within the staging's registers.
+// lavapipe's 32 KiB takes 16 staged rows for two blocks of 8 rows.
 TEST(MlaMatrixPlanner, EachDeviceGetsItsKernelAndTile) {
   DeviceCapabilities only_16x8x16 = khr_only_16x8x16();  // the 16x8x16 product alone
   only_16x8x16.cooperative_matrix_khr_shapes = f16_products({{16, 8, 16}});
   const std::vector<Expected> expected{
       {h200(), AttentionKernel::scalar},
-      {h200_with_khr(), AttentionKernel::matrix, 16, 16, 16, 16, 4, 16, 128},
-      {only_16x8x16, AttentionKernel::matrix, 16, 8, 16, 16, 4, 16, 128},
+      {h200_with_khr(), AttentionKernel::matrix, 16, 16, 16, 16, 4, 32, 128},
+      {only_16x8x16, AttentionKernel::matrix, 16, 8, 16, 16, 4, 32, 128},
       {lavapipe(), AttentionKernel::scalar},
-      {lavapipe_with_cooperative_matrices(), AttentionKernel::matrix, 8, 8, 8, 8, 4, 16, 32},
+      {lavapipe_with_cooperative_matrices(), AttentionKernel::matrix, 8, 8, 8, 16, 4, 16, 64},
       {amd_rdna3(), AttentionKernel::matrix, 16, 16, 16, 16, 4, 32, 128},
       {amd_rdna3(64), AttentionKernel::matrix, 16, 16, 16, 16, 4, 32, 256},
       {intel_xe(), AttentionKernel::matrix, 8, 8, 16, 16, 4, 32, 128},
@@ -128,9 +129,10 @@ TEST(MlaMatrixPlanner, FallsBackToThePortableKernelOrRefuses) {
                  "kernel: matrix: kv_dtype: f32", ErrorCode::unsupported);
   expect_refused([&] { plan(lavapipe(), deepseek_decode(16), AttentionKernel::matrix); },
                  "kernel: matrix: VK_KHR_cooperative_matrix is not enabled", ErrorCode::unsupported);
-  // Cooperative matrices but too little shared memory for one block of rows and the shortest tile.
+  // Cooperative matrices but too little shared memory for one block of rows' queries on their way
+  // into registers (8 rows of 576 f16, 9.1 KiB) and for the shortest tile.
   DeviceCapabilities small = lavapipe_with_cooperative_matrices();
-  small.max_shared_memory = 16384;
+  small.max_shared_memory = 8192;
   EXPECT_EQ(plan(small, deepseek_decode(16)).kernel, AttentionKernel::scalar);
   expect_refused([&] { plan(small, deepseek_decode(16), AttentionKernel::matrix); },
                  "kernel: matrix: head_size: Dk = 576 needs more shared memory", ErrorCode::unsupported);
@@ -147,14 +149,19 @@ TEST(MlaMatrixPlanner, FallsBackToThePortableKernelOrRefuses) {
 
 // More heads than a workgroup's rows: equal groups of them; more tokens: more row blocks.
 TEST(MlaMatrixPlanner, HeadsAndTokensFillTheRowBlocks) {
+  // 128 heads on the H200: two blocks of 16 rows (four do not fit: their scores, P and factors
+  // beside 16 staged rows pass 48 KiB), so four groups of 32 heads.
   auto c = plan(h200_with_khr(), deepseek_decode(128));
-  EXPECT_EQ(c.rows, 16u);
-  EXPECT_EQ(c.groups_per_kv_head, 8u);
-  EXPECT_EQ(c.heads_per_workgroup, 16u);
-  c = plan(lavapipe_with_cooperative_matrices(), deepseek_decode(20));
-  EXPECT_EQ(c.rows, 8u);
-  EXPECT_EQ(c.groups_per_kv_head, 3u);
-  EXPECT_EQ(c.heads_per_workgroup, 7u);
+  EXPECT_EQ(c.rows, 32u);
+  EXPECT_EQ(c.groups_per_kv_head, 4u);
+  EXPECT_EQ(c.heads_per_workgroup, 32u);
+  c = plan(lavapipe_with_cooperative_matrices(), deepseek_decode(40));
+  EXPECT_EQ(c.rows, 32u);
+  EXPECT_EQ(c.groups_per_kv_head, 2u);
+  EXPECT_EQ(c.heads_per_workgroup, 20u);
+  c = plan(lavapipe_with_cooperative_matrices(), deepseek_decode(36));
+  EXPECT_EQ(c.groups_per_kv_head, 2u);
+  EXPECT_EQ(c.heads_per_workgroup, 18u) << "equal groups, not 32 and 4";
   // Small rows (Dk 80): 4 heads x 8 tokens take 2 blocks of 16 on AMD.
   MlaShape m = deepseek_decode(4, DType::f16, DType::f16);
   m.attention.head_size = 80;
