@@ -1,47 +1,48 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Diagnostic builds of the MLA tensor-core kernel (shaders/mla_attention_matrix_khr.comp) for one
-# GPU call: each leaves one step of the key tile out (its outputs are wrong, its times are what
-# it is for), so that the tile's cost can be split by step, as bench/experiments/fp8-conversion.md
-# split the fp8 decode's. Built here, carried to the GPU machine, timed there with
+# Diagnostic builds of the MLA tensor-core kernel (shaders/mla_attention_matrix_khr.comp and its
+# planner, src/ops/mla_matrix_planner.cpp) for one GPU call: three leave one step of the key tile
+# out (their outputs are wrong, their times are what they are for), so that the tile's cost can
+# be split by step, as bench/experiments/fp8-conversion.md split the fp8 decode's; one changes a
+# choice of the planner. Built here, carried to the GPU machine, timed there with
 #
-#   COMPARE_SUITES=mla COMPARE_CASES="r1-4k r8-4k r1-32k" scripts/h200-session.sh compare BUILD OUT \
-#     DEST/serial-staging DEST/staging-ahead DEST/noload DEST/noproducts DEST/noconvert
+#   COMPARE_SUITES=mla COMPARE_CASES="r1-4k r8-4k r32-4k" scripts/h200-session.sh compare BUILD OUT \
+#     DEST/noload DEST/noproducts DEST/noconvert DEST/long-tiles
 #
-# Variants: earlier kernels (the file as it was; the script refuses to run once the kernel
-# differs from fbb120e's, the one they are measured against):
-#   serial-staging  before bb3c24f: each staging load stored before the next load (aa4abc5's,
-#                   the kernel the H100 run of 2026-12-05 17:15 timed)
-#   staging-ahead   8fd0b48's: the staging a tile ahead and bf16 scaled as stored (231e686,
-#                   e55b22e), measured slower on the H100 at 22:33 and undone
-# and three cuts of this tree's kernel:
+# Variants of this tree (the script refuses to run once the kernel differs from 1c49c46's, the
+# one its edits are written against):
 #   noload          staging stores a constant instead of reading the cache (the block table is read)
 #   noproducts      no matrix products: neither the scores nor P V
 #   noconvert       no bf16 range pass over the staged tile (times only)
+#   long-tiles      key tiles longer than 16 positions up to 72 staged words per invocation, not
+#                   36 (bf16 16-head decode: tiles of 32)
+# The kernels before 1c49c46 (queries in shared memory) do not fit its planner's tiles; they are
+# measured against their own builds (scripts/gpu-prepare.sh BASE commits).
 #
 # Usage: scripts/mla-diagnostic-builds.sh BUILD DEST
 #   BUILD: a configured build folder of this tree; DEST/<variant>/tools/vkpaged/vkpaged are written
-#   (stripped). The shader is restored afterwards, and BUILD rebuilt from it.
+#   (stripped). The edited files are restored afterwards, and BUILD rebuilt from them.
 set -euo pipefail
 build="${1:?usage: scripts/mla-diagnostic-builds.sh BUILD DEST}"
 dest="${2:?DEST}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 shader="$root/shaders/mla_attention_matrix_khr.comp"
-saved="$(mktemp)"
-cp "$shader" "$saved"
+planner="$root/src/ops/mla_matrix_planner.cpp"
+saved="$(mktemp -d)"
+cp "$shader" "$saved/shader"
+cp "$planner" "$saved/planner"
 restore() {
-  cp "$saved" "$shader"
-  rm -f "$saved"
+  cp "$saved/shader" "$shader"
+  cp "$saved/planner" "$planner"
 }
-trap restore EXIT
+trap 'restore; rm -rf "$saved"' EXIT
 
-variant() {  # name, then a command that edits $shader
-  local name="$1"
-  shift
-  cp "$saved" "$shader"
-  "$@"
-  if cmp -s "$saved" "$shader"; then
-    echo "mla-diagnostic-builds: $name changed nothing in $shader (the kernel moved on: update this script)" >&2
+variant() {  # name, file, then a perl substitution that edits it
+  local name="$1" file="$2" substitution="$3"
+  restore
+  perl -0pi -e "$substitution" "$file"
+  if cmp -s "$saved/shader" "$shader" && cmp -s "$saved/planner" "$planner"; then
+    echo "mla-diagnostic-builds: $name changed nothing in $file (the code moved on: update this script)" >&2
     exit 1
   fi
   cmake --build "$build" --target vkpaged_cli -j"$(nproc)" >/dev/null
@@ -49,18 +50,14 @@ variant() {  # name, then a command that edits $shader
   strip -o "$dest/$name/tools/vkpaged/vkpaged" "$build/tools/vkpaged/vkpaged"
   echo "$name: $dest/$name/tools/vkpaged/vkpaged"
 }
-if ! git -C "$root" diff --quiet fbb120e -- shaders/mla_attention_matrix_khr.comp; then
-  echo "mla-diagnostic-builds: the kernel differs from fbb120e's, which the variants are made from (update this script)" >&2
+if ! git -C "$root" diff --quiet 1c49c46 -- shaders/mla_attention_matrix_khr.comp; then
+  echo "mla-diagnostic-builds: the kernel differs from 1c49c46's, which the variants are made from (update this script)" >&2
   exit 1
 fi
-at() { git -C "$root" show "$1:shaders/mla_attention_matrix_khr.comp" >"$shader"; }
-edit() { perl -0pi -e "$1" "$shader"; }
-
-variant serial-staging at aa4abc5
-variant staging-ahead at 8fd0b48
-variant noload edit 's/raw\[k\] = cache_word\(block \* B \+ \(tile \+ c\) % B, w\);/raw[k] = 0x3c003c00u;/'
-variant noproducts edit 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'
-variant noconvert edit 's/if \(convert_bf16_rows\(K_BASE/if (false && convert_bf16_rows(K_BASE/'
+variant noload "$shader" 's/raw\[k\] = cache_word\(block \* B \+ \(tile \+ c\) % B, w\);/raw[k] = 0x3c003c00u;/'
+variant noproducts "$shader" 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'
+variant noconvert "$shader" 's/if \(convert_bf16_rows\(K_BASE/if (false && convert_bf16_rows(K_BASE/'
+variant long-tiles "$planner" 's/kMaxStageWords = 36;/kMaxStageWords = 72;/'
 restore
-trap - EXIT
+trap 'rm -rf "$saved"' EXIT
 cmake --build "$build" --target vkpaged_cli -j"$(nproc)" >/dev/null
