@@ -8,7 +8,7 @@
 #   .devbuild-base/<commit>  the CLI of each BASE commit, for `h200-session.sh compare`
 # packed with xz into .devpack/dev.tar.xz (about 4 MB where the folders are 50 MB, past what a
 # call carries beside .gl and the tree: 64 MiB). A call carries [".gl", ".devpack"] and starts
-# with `tar xJf .devpack/dev.tar.xz`. The folders are ignored by git (.git/info/exclude).
+# with `source scripts/device-call.sh` (which unpacks them). The folders are ignored by git (.git/info/exclude).
 #
 # Usage: scripts/gpu-prepare.sh BUILD [BASE...]
 #   BUILD: a configured Release build folder of this tree. BASE: commits to compare against,
@@ -59,4 +59,4 @@ folders=(.devbuild .devbuild-diag)
 tar -C "$root" -cJf "$root/.devpack/dev.tar.xz" "${folders[@]}"
 echo "== carry [\".gl\", \".devpack\"]: $(du -sch "$root/.gl" "$root/.devpack" | tail -n 1 | cut -f 1) beside the tree's" \
   "$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -cb) | tail -n 1 | cut -f 1) bytes (64 MiB a call);" \
-  "start each command with: tar xJf .devpack/dev.tar.xz && source .gl/device-prefix.sh"
+  "start each command with: source scripts/device-call.sh (then: stage NEED NAME ..., as its header says)"
