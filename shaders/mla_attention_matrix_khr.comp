@@ -17,8 +17,8 @@
 // rounded up to N, and computes a share of block b's scores. Every phase ends in a workgroup
 // barrier (no subgroup barriers: Mesa's llvmpipe runs those as workgroup barriers). Per key tile
 // of TK positions from the tile's key range (attention_range.glsl):
-//   staging:  the positions' blocks, then their rows (DK entries: the one pool's row, or ckv's
-//             then kpe's) read as 32-bit words and written to shared memory as f16, [TK][DS]:
+//   staging:  the positions' rows (DK entries: the one pool's row, or ckv's then kpe's; their
+//             blocks read from the block table during the tile before) read as 32-bit words and written to shared memory as f16, [TK][DS]:
 //             fp8 converted (E4M3 as value / 256, folded into the scales), a bf16 tile scaled by
 //             a power of two into f16's range (common/matrix_f16_elements.glsl). Positions past
 //             the key range are zeros, never read;
@@ -115,7 +115,7 @@ const uint Q_WORDS = MM * DS / 8u;  // one row block's queries
 const uint MEM_WORDS = TILE_WORDS > Q_WORDS ? TILE_WORDS : Q_WORDS;
 shared uvec4 s_mem[MEM_WORDS];
 
-shared uint s_key_block[TK];      // physical block of each position of the tile (NO_BLOCK: none)
+shared uint s_key_block[2][TK];   // per tile parity: the physical block of each position (NO_BLOCK: none)
 shared float s_row_slope[ROWS];   // ALiBi slope of each row's head
 shared float s_row_factor[ROWS];  // at the end: the rows' output factors
 shared float s_row_max[ROWS];
@@ -184,7 +184,7 @@ uint shared_half(uint base, uint i) { return (shared_word(4u * base + i / 2u) >>
 // the next load waits out each load in turn).
 const uint STAGE_WORDS = TK * PAD_WORDS;
 const uint STAGE_LOADS = (STAGE_WORDS + WG - 1u) / WG;  // words per invocation and tile
-bool stage_rows(uint tile, inout uint largest) {
+bool stage_rows(uint tile, uint parity, inout uint largest) {
   uint raw[STAGE_LOADS];
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
@@ -192,7 +192,7 @@ bool stage_rows(uint tile, inout uint largest) {
     if (i < STAGE_WORDS) {
       const uint c = i / PAD_WORDS;
       const uint w = i % PAD_WORDS;
-      const uint block = s_key_block[c];
+      const uint block = s_key_block[parity][c];
       if (w < ROW_WORDS && block != NO_BLOCK) raw[k] = cache_word(block * B + (tile + c) % B, w);
     }
   }
@@ -215,6 +215,24 @@ bool stage_rows(uint tile, inout uint largest) {
     }
   }
   return bad;
+}
+
+// The physical blocks of the TK positions from `tile` into s_key_block[parity] (positions past the
+// span and bad block ids: NO_BLOCK, the latter flagged).
+void read_tile_blocks(uint request, KeyRange span, uint tile, uint parity) {
+  const uint table = pc.block_tables_offset + request * pc.max_blocks_per_seq;
+  for (uint c = gl_LocalInvocationID.x; c < TK; c += WG) {  // the workgroup may hold fewer invocations than positions
+    const uint t = tile + c;
+    uint b = NO_BLOCK;
+    if (t < span.hi) {
+      b = block_tables[table + t / B];
+      if (b >= pc.num_blocks) {
+        atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
+        b = NO_BLOCK;
+      }
+    }
+    s_key_block[parity][c] = b;
+  }
 }
 
 void main() {
@@ -307,27 +325,18 @@ void main() {
   C_MAT o[V_BLOCKS];
   [[unroll]] for (uint j = 0u; j < V_BLOCKS; ++j) o[j] = C_MAT(0.0);
 
-  const uint table = pc.block_tables_offset + request * pc.max_blocks_per_seq;
   uint parity = 0u;
+  read_tile_blocks(request, span, span.lo, parity);
+  barrier();
   for (uint tile = span.lo; tile < span.hi; tile += TK) {
-    // ---- staging: the tile's blocks, then its rows ----
-    for (uint c = tid; c < TK; c += WG) {  // the workgroup may hold fewer invocations than positions
-      const uint t = tile + c;
-      uint b = NO_BLOCK;
-      if (t < span.hi) {
-        b = block_tables[table + t / B];
-        if (b >= pc.num_blocks) {
-          atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
-          b = NO_BLOCK;
-        }
-      }
-      s_key_block[c] = b;
-    }
-    barrier();
+    // ---- staging: the tile's rows (its blocks were read during the tile before) ----
     uint largest = 0u;
-    if (stage_rows(tile, largest)) atomicOr(s_value_bad[parity], 1u);
+    if (stage_rows(tile, parity, largest)) atomicOr(s_value_bad[parity], 1u);
     if (BF16_CACHE) RAISE_SHARED_LARGEST(s_largest[1], largest);
     barrier();
+    // The next tile's blocks, in flight during this tile's products and softmax (the other
+    // parity's were last read before this barrier).
+    if (tile + TK < span.hi) read_tile_blocks(request, span, tile + TK, parity ^ 1u);
     int key_shift = 0;  // the bf16 tile's power of two
     if (BF16_CACHE) {
       key_shift = range_shift(s_largest[1]);
