@@ -9,14 +9,14 @@
 #   COMPARE_SUITES=mla COMPARE_CASES="r1-4k r8-4k r32-4k" scripts/h200-session.sh compare BUILD OUT \
 #     DEST/noload DEST/noproducts DEST/noconvert DEST/long-tiles
 #
-# Variants of this tree (the script refuses to run once the kernel differs from 1c49c46's, the
+# Variants of this tree (the script refuses to run once the kernel differs from 3ee7007's, the
 # one its edits are written against):
 #   noload          staging stores a constant instead of reading the cache (the block table is read)
 #   noproducts      no matrix products: neither the scores nor P V
 #   noconvert       no bf16 range pass over the staged tile (times only)
 #   long-tiles      key tiles longer than 16 positions up to 72 staged words per invocation, not
 #                   36 (bf16 16-head decode: tiles of 32)
-# The kernels before 1c49c46 (queries in shared memory) do not fit its planner's tiles; they are
+# The kernels before 3ee7007 (queries in shared memory) do not fit its planner's tiles; they are
 # measured against their own builds (scripts/gpu-prepare.sh BASE commits).
 #
 # Usage: scripts/mla-diagnostic-builds.sh BUILD DEST
@@ -50,8 +50,8 @@ variant() {  # name, file, then a perl substitution that edits it
   strip -o "$dest/$name/tools/vkpaged/vkpaged" "$build/tools/vkpaged/vkpaged"
   echo "$name: $dest/$name/tools/vkpaged/vkpaged"
 }
-if ! git -C "$root" diff --quiet 1c49c46 -- shaders/mla_attention_matrix_khr.comp; then
-  echo "mla-diagnostic-builds: the kernel differs from 1c49c46's, which the variants are made from (update this script)" >&2
+if ! git -C "$root" diff --quiet 3ee7007 -- shaders/mla_attention_matrix_khr.comp; then
+  echo "mla-diagnostic-builds: the kernel differs from 3ee7007's, which the variants are made from (update this script)" >&2
   exit 1
 fi
 variant noload "$shader" 's/raw\[k\] = cache_word\(block \* B \+ \(tile \+ c\) % B, w\);/raw[k] = 0x3c003c00u;/'
