@@ -16,7 +16,7 @@
 #   noconvert       no bf16 range pass over the staged tile (times only)
 #   long-tiles      key tiles longer than 16 positions up to 72 staged words per invocation, not
 #                   36 (bf16 16-head decode: tiles of 32)
-# The kernels before 3ee7007 (queries in shared memory) do not fit its planner's tiles; they are
+# The kernels before 1c49c46 (queries in shared memory) do not fit its planner's tiles; they are
 # measured against their own builds (scripts/gpu-prepare.sh BASE commits).
 #
 # Usage: scripts/mla-diagnostic-builds.sh BUILD DEST
