@@ -44,6 +44,10 @@ std::string matrix_product_refusal(const DeviceCapabilities& d) {
   if (d.max_subgroup_size == 0 || d.max_subgroup_size > d.max_workgroup_invocations)
     return fmt::format("device {}: subgroups of up to {} invocations in workgroups of at most {}", d.name,
                        d.max_subgroup_size, d.max_workgroup_invocations);
+  if (!d.subgroup_arithmetic)
+    return fmt::format("device {}: no subgroup arithmetic in compute shaders (or ContextOptions::"
+                       "disable_subgroup_arithmetic); the matrix kernels take a bf16 tile's range with subgroupMax",
+                       d.name);
   return "";
 }
 

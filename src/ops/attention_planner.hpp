@@ -73,7 +73,7 @@ size_t attention_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& pr
 // or 32 and N and K of 8 or 16 (std::nullopt: none).
 std::optional<MatrixProductShape> choose_matrix_product(const DeviceCapabilities& device);
 // Why the KHR matrix kernels find nothing to run on this device's products ("" where
-// choose_matrix_product finds one and its subgroups fit a workgroup).
+// choose_matrix_product finds one, its subgroups fit a workgroup and have arithmetic).
 std::string matrix_product_refusal(const DeviceCapabilities& device);
 
 // Why a KHR matrix kernel (named `kernel` in the message: "the matrix kernel") cannot take the

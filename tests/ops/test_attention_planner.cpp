@@ -368,6 +368,11 @@ TEST(AttentionPlanner, MatrixKernelRefusalsNameWhy) {
   odd.cooperative_matrix_khr_shapes = f16_products({{32, 32, 8}});
   expect_refused([&] { plan(odd, s, starts, matrix_kernel()); }, ErrorCode::unsupported,
                  {"kernel: matrix: device NVIDIA H200 lists no f16 x f16 + f32 product", "[32x32x8]"});
+  DeviceCapabilities no_reductions = h200_with_khr();
+  no_reductions.subgroup_arithmetic = false;  // the kernels' bf16 range needs subgroupMax
+  expect_refused([&] { plan(no_reductions, s, starts, matrix_kernel()); }, ErrorCode::unsupported,
+                 {"kernel: matrix: device NVIDIA H200: no subgroup arithmetic"});
+  EXPECT_EQ(plan(no_reductions, s, starts).kernel, AttentionKernel::scalar);
   DeviceCapabilities tiny = h200_with_khr();
   tiny.max_shared_memory = 8192;
   expect_refused([&] { plan(tiny, shape_of(2, 8, 512, 8, 8, 256), starts, matrix_kernel()); }, ErrorCode::unsupported,

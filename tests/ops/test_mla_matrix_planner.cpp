@@ -142,6 +142,12 @@ TEST(MlaMatrixPlanner, FallsBackToThePortableKernelOrRefuses) {
   EXPECT_EQ(plan(odd, deepseek_decode(16)).kernel, AttentionKernel::scalar);
   expect_refused([&] { plan(odd, deepseek_decode(16), AttentionKernel::matrix); }, "lists no f16 x f16 + f32 product",
                  ErrorCode::unsupported);
+  // Subgroups without arithmetic (the kernel's bf16 range takes subgroupMax).
+  DeviceCapabilities no_reductions = lavapipe_with_cooperative_matrices();
+  no_reductions.subgroup_arithmetic = false;
+  EXPECT_EQ(plan(no_reductions, deepseek_decode(16)).kernel, AttentionKernel::scalar);
+  expect_refused([&] { plan(no_reductions, deepseek_decode(16), AttentionKernel::matrix); },
+                 "no subgroup arithmetic in compute shaders", ErrorCode::unsupported);
   MlaOptions decode;
   decode.kernel = AttentionKernel::decode;
   expect_refused([&] { detail::plan_mla_attention(khr, deepseek_decode(16), kDecodeStarts, decode); }, "kernel: 1");
