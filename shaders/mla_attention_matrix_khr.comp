@@ -18,7 +18,8 @@
 // barrier (no subgroup barriers: Mesa's llvmpipe runs those as workgroup barriers). Per key tile
 // of TK positions from the tile's key range (attention_range.glsl):
 //   staging:  the positions' rows (DK entries: the one pool's row, or ckv's then kpe's; their
-//             blocks read from the block table during the tile before) read as 32-bit words and written to shared memory as f16, [TK][DS]:
+//             blocks read from the block table during the tile before) read as 32-bit words
+//             and written to shared memory as f16, [TK][DS]:
 //             fp8 converted (E4M3 as value / 256, folded into the scales), a bf16 tile scaled by
 //             a power of two into f16's range (common/matrix_f16_elements.glsl). Positions past
 //             the key range are zeros, never read;
@@ -217,14 +218,14 @@ bool stage_rows(uint tile, uint parity, inout uint largest) {
   return bad;
 }
 
-// The physical blocks of the TK positions from `tile` into s_key_block[parity] (positions past the
-// span and bad block ids: NO_BLOCK, the latter flagged).
-void read_tile_blocks(uint request, KeyRange span, uint tile, uint parity) {
-  const uint table = pc.block_tables_offset + request * pc.max_blocks_per_seq;
+// The physical blocks of the TK positions from `tile` into s_key_block[parity], from the request's
+// block table at word `table` (positions from `hi` on and bad block ids: NO_BLOCK, the latter
+// flagged).
+void read_tile_blocks(uint table, uint hi, uint tile, uint parity) {
   for (uint c = gl_LocalInvocationID.x; c < TK; c += WG) {  // the workgroup may hold fewer invocations than positions
     const uint t = tile + c;
     uint b = NO_BLOCK;
-    if (t < span.hi) {
+    if (t < hi) {
       b = block_tables[table + t / B];
       if (b >= pc.num_blocks) {
         atomicOr(status[pc.status_offset], STATUS_BAD_BLOCK_ID);
@@ -325,8 +326,9 @@ void main() {
   C_MAT o[V_BLOCKS];
   [[unroll]] for (uint j = 0u; j < V_BLOCKS; ++j) o[j] = C_MAT(0.0);
 
+  const uint table = pc.block_tables_offset + request * pc.max_blocks_per_seq;
   uint parity = 0u;
-  read_tile_blocks(request, span, span.lo, parity);
+  read_tile_blocks(table, span.hi, span.lo, parity);
   barrier();
   for (uint tile = span.lo; tile < span.hi; tile += TK) {
     // ---- staging: the tile's rows (its blocks were read during the tile before) ----
@@ -336,7 +338,7 @@ void main() {
     barrier();
     // The next tile's blocks, in flight during this tile's products and softmax (the other
     // parity's were last read before this barrier).
-    if (tile + TK < span.hi) read_tile_blocks(request, span, tile + TK, parity ^ 1u);
+    if (tile + TK < span.hi) read_tile_blocks(table, span.hi, tile + TK, parity ^ 1u);
     int key_shift = 0;  // the bf16 tile's power of two
     if (BF16_CACHE) {
       key_shift = range_shift(s_largest[1]);
