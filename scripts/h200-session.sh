@@ -187,14 +187,14 @@ case "$stage" in
     grep -E '^(=== |[a-z0-9+-]+-h[0-9]+)' "$out/mla-prefill-vkpaged.txt" "$out/mla-prefill-anchor.txt" | grep -E '=== |best:|  ok  |FAILED' | head -n 60
     ;;
   mla-tiles)
-    # One request of 4096 positions split into partitions of 256 to 4096 (16 to 1 workgroups per
+    # One request of 4096 positions split into partitions of 64 to 4096 (64 to 1 workgroups per
     # head group, each alone on an SM): the time against the tiles per workgroup separates the
     # cost of a key tile from what a workgroup pays once (set-up, epilogue, the merge).
     {
       log nvidia-smi
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
       for c in ${MLA_TILES_CASES:-r1-4k-h16-bf16 r1-4k-h16-fp8 r1-4k-h128-bf16}; do
-        for p in 256 512 1024 2048 4096; do
+        for p in ${MLA_TILES_PARTITIONS:-64 128 256 512 1024 2048 4096}; do
           log "$c, partitions of $p"
           bench timeout 60 "$cli" bench --suite mla --case "$c" --split split --partition-tokens "$p" "${w[@]}"
         done

@@ -34,7 +34,7 @@ namespace vkpaged {
 // How an MLA plan may run. Nothing here changes the results beyond the contract's tolerances.
 struct MlaOptions {
   SplitMode split = SplitMode::automatic;  // split the key positions into partitions merged after
-  uint32_t partition_tokens = 0;           // split: key positions per partition (multiple of 256); 0 = auto
+  uint32_t partition_tokens = 0;           // split: key positions per partition (multiple of 64); 0 = auto
   // automatic: the tensor-core kernel where it can run the shape, else the portable one; scalar:
   // the portable kernel; matrix: the tensor-core kernel, refused (unsupported, naming why) where
   // it cannot run; decode is refused (MLA has no decode kernels).

@@ -1508,7 +1508,7 @@ typedef enum vkp_mla_cache_form {
 typedef struct vkp_mla_options {
   uint32_t struct_size;
   vkp_split_mode split;      /* split the key positions into partitions merged after */
-  uint32_t partition_tokens; /* split: key positions per partition (a multiple of 256); 0 = auto */
+  uint32_t partition_tokens; /* split: key positions per partition (a multiple of 64); 0 = auto */
   /* AUTOMATIC: the tensor-core kernel where it can run the shape, else the portable one; SCALAR:
    * the portable kernel; MATRIX: the tensor-core kernel (VK_KHR_cooperative_matrix with an f16
    * product; f16 and bf16 queries, f16, bf16 and fp8 caches), UNSUPPORTED (naming why) where it

@@ -23,10 +23,8 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // fewer rows idle for short requests (and take less shared memory).
 constexpr uint32_t kMinRows = 8;
 constexpr uint32_t kMaxRows = 32;
-// Split: workgroups wanted per compute unit, as the decode planner's default, and partitions
-// in multiples of this many positions.
+// Split: workgroups wanted per compute unit, as the decode planner's default.
 constexpr uint32_t kWorkgroupsPerComputeUnit = 4;
-constexpr uint32_t kPartitionQuantum = 256;
 // The merge pass: invocations over the output pairs of one row.
 constexpr uint32_t kMergeWorkgroup = 64;
 
@@ -80,16 +78,17 @@ void choose_tile_slots(AttentionChoice& c, const AttentionShape& s) {
                             s.num_query_tokens, c.tokens_per_tile, s.num_requests, c.tile_slots));
 }
 
-void validate_split_options(const AttentionOptions& o) {
-  if (o.partition_tokens % kPartitionQuantum != 0)
+void validate_split_options(const AttentionOptions& o, uint32_t quantum) {
+  if (o.partition_tokens % quantum != 0)
     throw Error(ErrorCode::invalid_argument,
-                fmt::format("partition_tokens: {} is not a multiple of {}", o.partition_tokens, kPartitionQuantum));
+                fmt::format("partition_tokens: {} is not a multiple of {}", o.partition_tokens, quantum));
   if (o.partition_tokens != 0 && o.split == SplitMode::single_pass)
     throw Error(ErrorCode::invalid_argument, "partition_tokens: given with split = single_pass");
 }
 
 void choose_attention_split(AttentionChoice& c, const DeviceCapabilities& dev, const AttentionShape& s,
-                            uint32_t value_head_size, std::span<const int32_t> starts, const AttentionOptions& o) {
+                            uint32_t value_head_size, std::span<const int32_t> starts, const AttentionOptions& o,
+                            uint32_t quantum) {
   const uint32_t max_len = longest_context(s);
   uint64_t tiles = 0;  // workgroups of one pass: the requests' tiles times the kv-head groups
   for (size_t i = 0; i < starts.size() && i < s.num_requests; ++i)
@@ -102,7 +101,7 @@ void choose_attention_split(AttentionChoice& c, const DeviceCapabilities& dev, c
     split = false;
   } else if (o.split == SplitMode::split) {
     split = true;
-    if (tokens == 0) tokens = uint32_t(std::max<uint64_t>(kPartitionQuantum, ceil_div(ceil_div(max_len, 4), kPartitionQuantum) * kPartitionQuantum));
+    if (tokens == 0) tokens = uint32_t(std::max<uint64_t>(quantum, ceil_div(ceil_div(max_len, 4), quantum) * quantum));
   } else if (tokens != 0) {
     split = tokens < max_len;
   } else {
@@ -113,7 +112,7 @@ void choose_attention_split(AttentionChoice& c, const DeviceCapabilities& dev, c
     const uint64_t wanted = uint64_t(kWorkgroupsPerComputeUnit) * std::max(1u, dev.compute_units);
     if (workgroups * 2 < wanted) {
       const uint64_t parts = ceil_div(wanted, std::max<uint64_t>(workgroups, 1));
-      tokens = uint32_t(std::max<uint64_t>(kPartitionQuantum, ceil_div(ceil_div(max_len, parts), kPartitionQuantum) * kPartitionQuantum));
+      tokens = uint32_t(std::max<uint64_t>(quantum, ceil_div(ceil_div(max_len, parts), quantum) * quantum));
       split = tokens < max_len;
     }
   }
@@ -185,7 +184,7 @@ QueryStartsSummary bucket_summary(const AttentionShape& s, uint32_t max_query_to
 AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const AttentionShape& s,
                                   const QueryStartsSummary& summary, std::span<const int32_t> starts, bool bucket,
                                   const AttentionOptions& o) {
-  validate_split_options(o);
+  validate_split_options(o, kPartitionQuantum);
   AttentionChoice c;
   c.bucket = bucket;
   c.max_query_tokens = summary.max_query_tokens;
@@ -232,7 +231,7 @@ AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const Attention
   if (uint64_t(s.num_kv_heads) * c.groups_per_kv_head > 65535)
     unsupported(fmt::format("num_kv_heads: {} kv heads need more than 65535 workgroups along one grid dimension",
                             s.num_kv_heads));
-  choose_attention_split(c, dev, s, s.head_size, starts, o);
+  choose_attention_split(c, dev, s, s.head_size, starts, o, kPartitionQuantum);
   return c;
 }
 

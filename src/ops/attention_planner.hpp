@@ -125,17 +125,21 @@ bool take_matrix_kernel(AttentionKernel requested, const std::function<std::stri
 // workgroups every device launches along one dimension.
 void choose_tile_slots(AttentionChoice& choice, const AttentionShape& shape);
 
-// The options' split fields: partition_tokens a multiple of 256, not given with single_pass.
-void validate_split_options(const AttentionOptions& options);
+// Split partitions hold a multiple of this many key positions (AttentionOptions' and
+// DecodeOptions' partition_tokens).
+inline constexpr uint32_t kPartitionQuantum = 256;
+// The options' split fields: partition_tokens a multiple of `quantum`, not given with single_pass.
+void validate_split_options(const AttentionOptions& options, uint32_t quantum);
 
 // The split of the key positions into partitions (split, num_partitions, partition_tokens,
 // scratch_bytes, context_cap, merge_workgroup), once the rows are chosen (tokens_per_tile,
 // groups_per_kv_head). The scratch holds value sums value_head_size wide (the head size; MLA's
 // Dv). `starts` empty: a bucket, whose full steps (T tokens, every request at least one tile)
-// size the split.
+// size the split. Automatic partitions are the shortest multiple of `quantum` that brings the grid
+// up to the workgroups wanted.
 void choose_attention_split(AttentionChoice& choice, const DeviceCapabilities& device, const AttentionShape& shape,
                             uint32_t value_head_size, std::span<const int32_t> query_starts,
-                            const AttentionOptions& options);
+                            const AttentionOptions& options, uint32_t quantum);
 
 // What the host knows of a problem's query rows when it is planned: a step's query starts
 // (AttentionPlan::create), a bucket's longest request (create_bucket), or single tokens by

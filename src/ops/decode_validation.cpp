@@ -30,7 +30,7 @@ void validate_decode_shape(const DecodeShape& s) {
   validate_attention_shape(decode_problem(s));
 }
 
-void validate_decode_options(const DecodeOptions& o) { validate_split_options(decode_attention_options(o)); }
+void validate_decode_options(const DecodeOptions& o) { validate_split_options(decode_attention_options(o), kPartitionQuantum); }
 
 void validate_decode_params(const DecodeParams& p, const DecodeShape& s) {
   validate_attention_params(p, decode_problem(s));

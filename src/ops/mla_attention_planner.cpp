@@ -105,7 +105,7 @@ AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape
   AttentionOptions split_options;
   split_options.split = o.split;
   split_options.partition_tokens = o.partition_tokens;
-  validate_split_options(split_options);
+  validate_split_options(split_options, kMlaPartitionQuantum);
   if (o.kernel != AttentionKernel::automatic && o.kernel != AttentionKernel::scalar && o.kernel != AttentionKernel::matrix)
     refuse(fmt::format("kernel: {} (MLA runs on automatic (0), scalar (2) or matrix (3); it has no decode kernels)",
                        uint32_t(o.kernel)));
@@ -128,7 +128,7 @@ AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape
   choose_tile_slots(c, s);
   if (c.groups_per_kv_head > 65535)
     unsupported(fmt::format("num_heads: {} heads need more than 65535 workgroups along one grid dimension", s.num_heads));
-  choose_attention_split(c, dev, s, m.value_head_size, starts, split_options);
+  choose_attention_split(c, dev, s, m.value_head_size, starts, split_options, kMlaPartitionQuantum);
   return c;
 }
 

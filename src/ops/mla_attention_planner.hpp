@@ -15,6 +15,13 @@
 
 namespace vkpaged::detail {
 
+// MLA's split partitions hold a multiple of this many key positions (MlaOptions::partition_tokens),
+// finer than the multi-query kernels' 256: an MLA workgroup walks its partition a key tile at a
+// time (16 or 32 positions), so a decode step of a few requests fills the device only with short
+// partitions, and each partition still holds two tiles or more for what a workgroup pays once (its
+// queries, its outputs, the merge).
+inline constexpr uint32_t kMlaPartitionQuantum = 64;
+
 // Bytes of one cache element of the MLA pools (fp8: 1).
 uint32_t cache_bytes(DType cache);
 

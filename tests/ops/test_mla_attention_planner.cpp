@@ -4,6 +4,7 @@
 // split's scratch sized for Dv-wide value sums.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "ops/mla_attention_planner.hpp"
@@ -71,6 +72,48 @@ TEST(MlaAttentionPlanner, SplitScratchHoldsValueWidthSums) {
   ASSERT_TRUE(c.split);
   EXPECT_EQ(c.num_partitions, 4u);  // M * B = 1024 positions
   EXPECT_EQ(c.scratch_bytes, size_t(4) * 2 * 16 * 4 * (512 + 2));
+}
+
+TEST(MlaAttentionPlanner, FewRequestsSplitIntoShortPartitions) {
+  // Requests of one token over 4096 positions, 16 heads, on an H200 (132 compute units, 4 x 132
+  // workgroups wanted): partitions of the shortest multiple of 64 positions (MLA's quantum) that
+  // brings the grid up to that. The tensor-core kernel takes the 16 heads in one workgroup: one
+  // request and eight get partitions of 64, 32 requests of 256 (528 / 32 parts of 4096). The
+  // portable one in two (8 rows each): 64, 128 (33 parts), 512 (9 parts).
+  struct Case {
+    AttentionKernel kernel;
+    uint32_t groups, requests, tokens;
+  };
+  for (const Case& k : {Case{AttentionKernel::matrix, 1, 1, 64}, Case{AttentionKernel::matrix, 1, 8, 64},
+                        Case{AttentionKernel::matrix, 1, 32, 256}, Case{AttentionKernel::scalar, 2, 1, 64},
+                        Case{AttentionKernel::scalar, 2, 8, 128}, Case{AttentionKernel::scalar, 2, 32, 512}}) {
+    MlaOptions o;
+    o.kernel = k.kernel;
+    MlaShape m = decode_shape(16, 576, 512, DType::bf16);
+    m.attention.num_requests = k.requests;
+    m.attention.num_query_tokens = k.requests;
+    m.attention.max_blocks_per_seq = 256;
+    m.attention.num_blocks = 256 * k.requests;
+    std::vector<int32_t> starts(k.requests + 1);
+    for (uint32_t i = 0; i <= k.requests; ++i) starts[i] = int32_t(i);
+    const auto c = detail::plan_mla_attention(h200_with_khr(), m, starts, o);
+    const std::string label = "kernel " + std::to_string(uint32_t(k.kernel)) + ", " + std::to_string(k.requests) + " requests";
+    EXPECT_EQ(c.groups_per_kv_head, k.groups) << label;
+    EXPECT_TRUE(c.split) << label;
+    EXPECT_EQ(c.partition_tokens, k.tokens) << label;
+    EXPECT_EQ(c.num_partitions, 4096u / k.tokens) << label;
+    EXPECT_EQ(c.scratch_bytes, size_t(4) * k.requests * 16 * (4096 / k.tokens) * (512 + 2)) << label;
+  }
+  // Given partitions: multiples of 64.
+  const int32_t starts[] = {0, 1, 2};
+  MlaOptions given;
+  given.partition_tokens = 192;
+  const auto g = detail::plan_mla_attention(h200(), decode_shape(16, 576, 512, DType::bf16), starts, given);
+  EXPECT_TRUE(g.split);
+  EXPECT_EQ(g.num_partitions, 6u);  // M * B = 1024 positions
+  given.partition_tokens = 100;
+  expect_refused([&] { detail::plan_mla_attention(h200(), decode_shape(16, 576, 512, DType::bf16), starts, given); },
+                 "partition_tokens: 100 is not a multiple of 64");
 }
 
 TEST(MlaAttentionPlanner, RefusesWhatNoDeviceCanRun) {

@@ -66,7 +66,7 @@ void add_attend_options(CLI::App& cmd, AttendArgs& a, float& scale) {
   cmd.add_option("--kv-layout", a.kv_layout, "the caches' layout (default vllm)")->type_name("vllm|nhd|hnd");
   cmd.add_option("--split", a.split, "extra: auto, single (one pass) or split (partitions + reduce)")
       ->type_name("auto|single|split");
-  cmd.add_option("--partition-tokens", a.partition_tokens, "extra: tokens per split partition, a multiple of 256 (0 = auto)")
+  cmd.add_option("--partition-tokens", a.partition_tokens, "extra: tokens per split partition, a multiple of 256 (MLA: of 64; 0 = auto)")
       ->type_name("N");
   cmd.add_option("--kernel", a.kernel,
                  "extra: auto, scalar (portable), matrix (matrix units through VK_NV_cooperative_matrix, else "
@@ -156,7 +156,7 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
   cmd.add_option("--repetitions", b.repetitions, "timed repetitions per case (at least 20)")->capture_default_str();
   cmd.add_option("--warmup", b.warmup, "untimed runs before timing")->capture_default_str();
   cmd.add_option("--split", b.split, "auto, single (one pass) or split")->capture_default_str();
-  cmd.add_option("--partition-tokens", b.partition_tokens, "tokens per split partition (multiple of 256; 0 = auto)");
+  cmd.add_option("--partition-tokens", b.partition_tokens, "tokens per split partition (multiple of 256, MLA suites: of 64; 0 = auto)");
   cmd.add_option("--kernel", b.kernel,
                  "auto, scalar, matrix or matrix-khr (the matrix kernel through VK_KHR_cooperative_matrix even where "
                  "NV's runs; without a validation layer older than it); cases the matrix kernel cannot run are skipped; "
