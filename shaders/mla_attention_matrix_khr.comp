@@ -98,6 +98,8 @@ const uint SS = TK + 4u;     // f32 per S row
 // slice of the dims (Q_FRAGS of them), loaded once, so that shared memory holds only what changes
 // from tile to tile and more rows share each staged row.
 const uint Q_FRAGS = (K_STEPS + S_PARTS - 1u) / S_PARTS;
+const uint QUERY_PAIRS = DKPAD / 2u;  // 32-bit words of a query row as staged (zeros past DK)
+const uint QUERY_LOADS = (ROWS * QUERY_PAIRS + WG - 1u) / WG;  // query words per invocation
 
 // Shared memory in 16-byte words (8 f16 or 4 f32); src/ops/mla_matrix_planner.cpp sizes the same:
 // the staged rows [TK][DS], the scores [S_PARTS][ROWS][SS] (f32) which once read make room for
@@ -264,13 +266,20 @@ void main() {
   if (TREE_MASK) find_mask_base(request, tid);
   barrier();
 
-  // ---- the rows' queries as f16 (bf16: scaled into f16's range) ----
-  const uint query_pairs = DKPAD / 2u;
+  // ---- the rows' queries: every load of this invocation's words first (in flight together),
+  // then (bf16) the rows' largest magnitude, then into registers as f16 a row block at a time
+  // through the front of shared memory ----
+  uint query_raw[QUERY_LOADS];
+  [[unroll]] for (uint k = 0u; k < QUERY_LOADS; ++k) {
+    const uint i = tid + k * WG;
+    const uint r = i / QUERY_PAIRS;
+    const uint w = i % QUERY_PAIRS;
+    query_raw[k] = 0u;
+    if (i < ROWS * QUERY_PAIRS && row_valid(r) && w < DK / 2u) query_raw[k] = query_words[query_row_word(r) + w];
+  }
   if (BF16_QUERY) {
     uint largest = 0u;
-    for (uint i = tid; i < ROWS * query_pairs; i += WG)
-      if (row_valid(i / query_pairs) && i % query_pairs < DK / 2u)
-        largest = max(largest, bf16_largest(query_words[query_row_word(i / query_pairs) + i % query_pairs]));
+    [[unroll]] for (uint k = 0u; k < QUERY_LOADS; ++k) largest = max(largest, bf16_largest(query_raw[k]));
     RAISE_SHARED_LARGEST(s_largest[0], largest);
     barrier();
   }
@@ -287,19 +296,15 @@ void main() {
   const uint k_lo = s_part_index * K_STEPS / S_PARTS;
   const uint k_hi = (s_part_index + 1u) * K_STEPS / S_PARTS;
 
-  // ---- the queries into registers, a row block at a time through shared memory ----
   A_MAT qa[Q_FRAGS];
   [[unroll]] for (uint f = 0u; f < Q_FRAGS; ++f) qa[f] = A_MAT(0.0);
   for (uint b = 0u; b < ROW_BLOCKS; ++b) {
-    for (uint i = tid; i < MM * query_pairs; i += WG) {
-      const uint r = b * MM + i / query_pairs;
-      const uint w = i % query_pairs;
-      uint word = 0u;
-      if (row_valid(r) && w < DK / 2u) {
-        word = query_words[query_row_word(r) + w];
-        if (BF16_QUERY) word = bf16_pair_to_f16(word, query_factor);
-      }
-      set_shared_word((i / query_pairs) * (DS / 2u) + w, word);
+    [[unroll]] for (uint k = 0u; k < QUERY_LOADS; ++k) {
+      const uint i = tid + k * WG;
+      const uint r = i / QUERY_PAIRS;
+      if (i >= ROWS * QUERY_PAIRS || r / MM != b) continue;
+      const uint word = BF16_QUERY ? bf16_pair_to_f16(query_raw[k], query_factor) : query_raw[k];
+      set_shared_word((r % MM) * (DS / 2u) + i % QUERY_PAIRS, word);
     }
     barrier();
     if (computes && block == b) {
