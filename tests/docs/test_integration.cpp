@@ -511,15 +511,17 @@ float deepseek_softmax_scale(double factor = 40.0, double mscale_all_dim = 1.0) 
   return float(mscale * mscale / std::sqrt(128.0 + 64.0));
 }
 
-// Once per step, for every MLA layer.
-MlaPlan plan_mla_step(Context& ctx, const KvCache& cache, uint32_t heads, const StepPlan& step) {
+// Once per step, for every MLA layer. A step of few requests splits the key positions (the plan's
+// scratch_bytes() then is not 0): the default options choose.
+MlaPlan plan_mla_step(Context& ctx, const KvCache& cache, uint32_t heads, const StepPlan& step,
+                      const MlaOptions& options = {}) {
   MlaShape shape;
   shape.attention = {.num_requests = uint32_t(step.seqs.size()), .num_query_tokens = uint32_t(step.slots.size()),
                      .num_heads = heads, .num_kv_heads = 1, .head_size = kMlaRow, .block_size = kBlockSize,
                      .num_blocks = cache.num_blocks(), .max_blocks_per_seq = kMaxBlocksPerSeq,
                      .query_dtype = DType::bf16, .cache_dtype = DType::bf16, .kv_layout = KvLayout::nhd};
   shape.value_head_size = kLatent;
-  return MlaPlan::create(ctx, shape, step.query_starts);
+  return MlaPlan::create(ctx, shape, step.query_starts, options);
 }
 
 // What the engine's projections made for one layer, and the step's arrays.
@@ -530,6 +532,7 @@ struct MlaLayerViews {
   TensorView cos_sin;           // [max_position, 64] f32: the model's (YaRN) table
   TensorView block_tables, context_lens, query_starts;
   TensorView output;            // [T, H, 512]: in the latent space; the engine applies W_UV, then W_O
+  BufferView scratch;           // plan.scratch_bytes() of the step's scratch (section 3), when not 0
 };
 
 void record_mla_layer(Context& ctx, VkCommandBuffer cmd, const KvCache& cache, uint32_t layer, const MlaPlan& plan,
@@ -550,7 +553,8 @@ void record_mla_layer(Context& ctx, VkCommandBuffer cmd, const KvCache& cache, u
   record_compute_barrier(ctx, cmd);  // the rotated query and the new rows, before attention reads them
   record_mla_attention(ctx, cmd, plan,
                        {.query = v.query, .mla_cache = cache.mla_cache(layer).mla_cache, .block_tables = v.block_tables,
-                        .context_lens = v.context_lens, .query_starts = v.query_starts, .output = v.output},
+                        .context_lens = v.context_lens, .query_starts = v.query_starts, .output = v.output,
+                        .scratch = v.scratch},
                        {.scale = softmax_scale});
 }
 // [/doc:mla-layer]
@@ -1263,7 +1267,9 @@ TEST_F(IntegrationDocTest, RefusalsAndTheLog) {
 
 // One MLA layer of a decode step through the snippet (three requests, their blocks shuffled, the
 // earlier rows random, 16 heads), against the CPU reference: q_pe rotated in place, the new rows
-// written with k_pe rotated (bit for bit), the attention's latent output.
+// written with k_pe rotated (bit for bit), the attention's latent output; with the plan the device
+// chooses and with a split one, whose scratch the layer passes on (an H100 chose a split where
+// lavapipe did not, and the snippet passed none).
 TEST_F(IntegrationDocTest, MlaLayerMatchesTheReference) {
   const uint32_t H = 16, N = 3 * kMaxBlocksPerSeq;
   const int64_t M = kMaxBlocksPerSeq, B = kBlockSize;
@@ -1284,7 +1290,6 @@ TEST_F(IntegrationDocTest, MlaLayerMatchesTheReference) {
     step.context_lens.push_back(lens[r]);
     step.query_starts.push_back(int32_t(r + 1));
   }
-  const MlaPlan plan = plan_mla_step(ctx(), cache, H, step);
   const int64_t T = int64_t(step.slots.size());
 
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
@@ -1298,7 +1303,7 @@ TEST_F(IntegrationDocTest, MlaLayerMatchesTheReference) {
     for (size_t i = 0; i < values.size(); ++i) t.set(i, double(values[i]));
     return t;
   };
-  HostTensor query = random(Shape{T, H, kMlaRow});
+  const HostTensor query = random(Shape{T, H, kMlaRow});
   const HostTensor kv_c = random(Shape{T, kLatent}), k_pe = random(Shape{T, kRope});
   const HostTensor pool = random(Shape{N, B, kMlaRow});  // what earlier steps wrote
   const HostTensor cos_sin = rotary_cos_sin_cache(kMaxPosition, kRope, 10000.0);
@@ -1306,45 +1311,59 @@ TEST_F(IntegrationDocTest, MlaLayerMatchesTheReference) {
   const HostTensor tables = host(DType::i32, Shape{T, M}, step.block_tables);
   const HostTensor lens_t = host(DType::i32, Shape{T}, step.context_lens);
   const HostTensor starts = host(DType::i32, Shape{T + 1}, step.query_starts);
-
-  std::vector<DeviceBuffer> keep;
-  auto make = [&](const HostTensor& h) {
-    keep.push_back(ctx().create_buffer(std::max<size_t>(h.bytes(), 16)));
-    ctx().upload(keep.back().view(), h.data(), h.bytes());
-    return keep.back().tensor(h.dtype(), h.shape());
-  };
-  const TensorView device_pool = cache.mla_cache(0).mla_cache;
-  ctx().upload(device_pool.memory, pool.data(), pool.bytes());
-  const MlaLayerViews v{.query = make(query), .kv_c = make(kv_c), .k_pe = make(k_pe), .slots = make(slots),
-                        .positions = make(positions), .cos_sin = make(cos_sin), .block_tables = make(tables),
-                        .context_lens = make(lens_t), .query_starts = make(starts),
-                        .output = make(HostTensor(DType::bf16, Shape{T, H, kLatent}))};
   const float scale = deepseek_softmax_scale();
   EXPECT_NEAR(scale, 0.1352, 1e-4);
-  ctx().run_and_wait([&](VkCommandBuffer cmd) { record_mla_layer(ctx(), cmd, cache, 0, plan, v, scale); });
 
   // The reference: q_pe rotated, the rows written (k_pe rotated), then the attention.
-  HostTensor q_pe(DType::bf16, Shape{T, H, kRope}), no_key;
+  HostTensor rotated = query, q_pe(DType::bf16, Shape{T, H, kRope}), no_key;
   for (int64_t i = 0; i < T * H; ++i)
     for (int64_t d = 0; d < kRope; ++d) q_pe.set(size_t(i * kRope + d), query.get(size_t(i * kMlaRow + kLatent + d)));
   reference::rotary_embedding(q_pe, no_key, positions, cos_sin, RotaryStyle::gptj);
   for (int64_t i = 0; i < T * H; ++i)
-    for (int64_t d = 0; d < kRope; ++d) query.set(size_t(i * kMlaRow + kLatent + d), q_pe.get(size_t(i * kRope + d)));
+    for (int64_t d = 0; d < kRope; ++d) rotated.set(size_t(i * kMlaRow + kLatent + d), q_pe.get(size_t(i * kRope + d)));
   reference::MlaHostCache want_cache{.mla_cache = pool};
   const reference::MlaHostRope rope{positions, cos_sin, RotaryStyle::gptj};
   reference::mla_reshape_and_cache(kv_c, k_pe, slots, want_cache, 1.0f, &rope);
-  const MlaInputs in{.query = query, .mla_cache = want_cache.mla_cache, .value_head_size = kLatent,
+  const MlaInputs in{.query = rotated, .mla_cache = want_cache.mla_cache, .value_head_size = kLatent,
                      .block_tables = tables, .context_lens = lens_t, .query_starts = starts, .cache_dtype = DType::bf16};
   const HostTensor want = reference::mla_attention(in, {.scale = scale}).output;
-
-  HostTensor got_query(DType::bf16, query.shape()), got_pool(DType::bf16, pool.shape()), got(DType::bf16, want.shape());
-  ctx().download(v.query.memory, got_query.data(), got_query.bytes());
-  ctx().download(device_pool.memory, got_pool.data(), got_pool.bytes());
-  ctx().download(v.output.memory, got.data(), got.bytes());
-  EXPECT_LE(max_abs_diff(got_query, query), 1.0 / 128) << "q_pe rotated (bf16: one unit in the last place)";
-  EXPECT_EQ(std::memcmp(got_pool.data(), want_cache.mla_cache.data(), got_pool.bytes()), 0) << "the rows written";
   EXPECT_GT(reference::absmax(want), 0.01f);
-  EXPECT_LE(max_abs_diff(got, want), tolerance(DType::bf16, DType::bf16));
+
+  // The plan the device chooses, and a split one (every device, whatever it chooses: the scratch
+  // the layer passes on).
+  MlaOptions split;
+  split.split = SplitMode::split;
+  split.partition_tokens = 64;
+  for (const MlaOptions& options : {MlaOptions{}, split}) {
+    const MlaPlan plan = plan_mla_step(ctx(), cache, H, step, options);
+    SCOPED_TRACE(plan.describe());
+    if (options.split == SplitMode::split) EXPECT_GT(plan.scratch_bytes(), 0u);
+    std::vector<DeviceBuffer> keep;
+    auto make = [&](const HostTensor& h) {
+      keep.push_back(ctx().create_buffer(std::max<size_t>(h.bytes(), 16)));
+      ctx().upload(keep.back().view(), h.data(), h.bytes());
+      return keep.back().tensor(h.dtype(), h.shape());
+    };
+    const TensorView device_pool = cache.mla_cache(0).mla_cache;
+    ctx().upload(device_pool.memory, pool.data(), pool.bytes());
+    MlaLayerViews v{.query = make(query), .kv_c = make(kv_c), .k_pe = make(k_pe), .slots = make(slots),
+                    .positions = make(positions), .cos_sin = make(cos_sin), .block_tables = make(tables),
+                    .context_lens = make(lens_t), .query_starts = make(starts),
+                    .output = make(HostTensor(DType::bf16, Shape{T, H, kLatent}))};
+    if (plan.scratch_bytes() > 0) {
+      keep.push_back(ctx().create_buffer(plan.scratch_bytes()));
+      v.scratch = keep.back().view();
+    }
+    ctx().run_and_wait([&](VkCommandBuffer cmd) { record_mla_layer(ctx(), cmd, cache, 0, plan, v, scale); });
+
+    HostTensor got_query(DType::bf16, query.shape()), got_pool(DType::bf16, pool.shape()), got(DType::bf16, want.shape());
+    ctx().download(v.query.memory, got_query.data(), got_query.bytes());
+    ctx().download(device_pool.memory, got_pool.data(), got_pool.bytes());
+    ctx().download(v.output.memory, got.data(), got.bytes());
+    EXPECT_LE(max_abs_diff(got_query, rotated), 1.0 / 128) << "q_pe rotated (bf16: one unit in the last place)";
+    EXPECT_EQ(std::memcmp(got_pool.data(), want_cache.mla_cache.data(), got_pool.bytes()), 0) << "the rows written";
+    EXPECT_LE(max_abs_diff(got, want), tolerance(DType::bf16, DType::bf16));
+  }
 }
 
 }  // namespace
