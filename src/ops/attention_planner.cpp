@@ -86,9 +86,30 @@ void validate_split_options(const AttentionOptions& o, uint32_t quantum) {
     throw Error(ErrorCode::invalid_argument, "partition_tokens: given with split = single_pass");
 }
 
+uint32_t balanced_partition_tokens(uint64_t workgroups, uint32_t max_len, uint32_t compute_units,
+                                   const SplitPolicy& policy) {
+  const uint64_t units = std::max(1u, compute_units), tile = std::max(1u, policy.key_tile), quantum = policy.quantum;
+  auto cost = [&](uint64_t parts, uint64_t tokens) {
+    return ceil_div(workgroups * parts, units) * (ceil_div(tokens, tile) + kSplitFixedTiles);
+  };
+  uint64_t best = cost(1, max_len);
+  uint32_t best_tokens = 0;
+  const uint64_t most = std::min<uint64_t>(ceil_div(max_len, quantum), 65535);
+  for (uint64_t parts = 2; parts <= most; ++parts) {
+    const uint64_t tokens = ceil_div(ceil_div(max_len, parts), quantum) * quantum;
+    const uint64_t c = cost(ceil_div(max_len, tokens), tokens);
+    if (c < best) {
+      best = c;
+      best_tokens = uint32_t(tokens);
+    }
+  }
+  return best_tokens;
+}
+
 void choose_attention_split(AttentionChoice& c, const DeviceCapabilities& dev, const AttentionShape& s,
                             uint32_t value_head_size, std::span<const int32_t> starts, const AttentionOptions& o,
-                            uint32_t quantum) {
+                            const SplitPolicy& policy) {
+  const uint32_t quantum = policy.quantum;
   const uint32_t max_len = longest_context(s);
   uint64_t tiles = 0;  // workgroups of one pass: the requests' tiles times the kv-head groups
   for (size_t i = 0; i < starts.size() && i < s.num_requests; ++i)
@@ -104,6 +125,9 @@ void choose_attention_split(AttentionChoice& c, const DeviceCapabilities& dev, c
     if (tokens == 0) tokens = uint32_t(std::max<uint64_t>(quantum, ceil_div(ceil_div(max_len, 4), quantum) * quantum));
   } else if (tokens != 0) {
     split = tokens < max_len;
+  } else if (policy.key_tile != 0) {
+    tokens = balanced_partition_tokens(workgroups, max_len, dev.compute_units, policy);
+    split = tokens != 0 && tokens < max_len;
   } else {
     // Few query tokens facing long contexts (speculative verification, a chunk's last tile):
     // the one-pass grid would leave most of the device idle while a few workgroups walk
@@ -231,7 +255,7 @@ AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const Attention
   if (uint64_t(s.num_kv_heads) * c.groups_per_kv_head > 65535)
     unsupported(fmt::format("num_kv_heads: {} kv heads need more than 65535 workgroups along one grid dimension",
                             s.num_kv_heads));
-  choose_attention_split(c, dev, s, s.head_size, starts, o, kPartitionQuantum);
+  choose_attention_split(c, dev, s, s.head_size, starts, o, SplitPolicy{});
   return c;
 }
 

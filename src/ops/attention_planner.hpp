@@ -131,15 +131,33 @@ inline constexpr uint32_t kPartitionQuantum = 256;
 // The options' split fields: partition_tokens a multiple of `quantum`, not given with single_pass.
 void validate_split_options(const AttentionOptions& options, uint32_t quantum);
 
+// How choose_attention_split sizes a split's partitions.
+struct SplitPolicy {
+  uint32_t quantum = kPartitionQuantum;  // partitions hold a multiple of this many key positions
+  // 0: the automatic split fills the device (kWorkgroupsPerComputeUnit workgroups per compute
+  // unit; the multi-query kernels). Else the key positions a workgroup walks per tile, and the
+  // automatic partitions balance waves of one workgroup per compute unit against the tiles each
+  // walks (balanced_partition_tokens; MLA).
+  uint32_t key_tile = 0;
+};
+
+// The automatic partition of a balanced split: a grid of `workgroups` one-pass workgroups over
+// `max_len` positions in P partitions runs in ceil(workgroups x P / compute_units) waves, each
+// as long as a workgroup's key tiles plus kSplitFixedTiles (what it pays once: its queries, its
+// outputs, its share of the merge). Returns the multiple of policy.quantum with the fewest
+// waves x (tiles + kSplitFixedTiles), or 0 where one pass takes no longer.
+inline constexpr uint32_t kSplitFixedTiles = 5;
+uint32_t balanced_partition_tokens(uint64_t workgroups, uint32_t max_len, uint32_t compute_units,
+                                   const SplitPolicy& policy);
+
 // The split of the key positions into partitions (split, num_partitions, partition_tokens,
 // scratch_bytes, context_cap, merge_workgroup), once the rows are chosen (tokens_per_tile,
 // groups_per_kv_head). The scratch holds value sums value_head_size wide (the head size; MLA's
 // Dv). `starts` empty: a bucket, whose full steps (T tokens, every request at least one tile)
-// size the split. Automatic partitions are the shortest multiple of `quantum` that brings the grid
-// up to the workgroups wanted.
+// size the split.
 void choose_attention_split(AttentionChoice& choice, const DeviceCapabilities& device, const AttentionShape& shape,
                             uint32_t value_head_size, std::span<const int32_t> query_starts,
-                            const AttentionOptions& options, uint32_t quantum);
+                            const AttentionOptions& options, const SplitPolicy& policy);
 
 // What the host knows of a problem's query rows when it is planned: a step's query starts
 // (AttentionPlan::create), a bucket's longest request (create_bucket), or single tokens by

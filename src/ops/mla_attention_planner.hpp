@@ -18,8 +18,9 @@ namespace vkpaged::detail {
 // MLA's split partitions hold a multiple of this many key positions (MlaOptions::partition_tokens),
 // finer than the multi-query kernels' 256: an MLA workgroup walks its partition a key tile at a
 // time (16 or 32 positions), so a decode step of a few requests fills the device only with short
-// partitions, and each partition still holds two tiles or more for what a workgroup pays once (its
-// queries, its outputs, the merge).
+// partitions. The automatic split balances waves against tiles (balanced_partition_tokens): on an
+// H100 a workgroup of the tensor-core kernel took about the same time per tile alone on its SM as
+// beside another, and about 5 tiles' time once (bench/experiments/mla-tile-chain.md).
 inline constexpr uint32_t kMlaPartitionQuantum = 64;
 
 // Bytes of one cache element of the MLA pools (fp8: 1).

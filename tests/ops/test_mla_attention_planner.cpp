@@ -74,19 +74,22 @@ TEST(MlaAttentionPlanner, SplitScratchHoldsValueWidthSums) {
   EXPECT_EQ(c.scratch_bytes, size_t(4) * 2 * 16 * 4 * (512 + 2));
 }
 
-TEST(MlaAttentionPlanner, FewRequestsSplitIntoShortPartitions) {
-  // Requests of one token over 4096 positions, 16 heads, on an H200 (132 compute units, 4 x 132
-  // workgroups wanted): partitions of the shortest multiple of 64 positions (MLA's quantum) that
-  // brings the grid up to that. The tensor-core kernel takes the 16 heads in one workgroup: one
-  // request and eight get partitions of 64, 32 requests of 256 (528 / 32 parts of 4096). The
-  // portable one in two (8 rows each): 64, 128 (33 parts), 512 (9 parts).
+TEST(MlaAttentionPlanner, SplitsBalanceWavesAgainstTiles) {
+  // Requests of one token over 4096 positions, 16 heads, on an H200 (132 compute units): the
+  // partitions (multiples of 64) with the fewest waves x (tiles + 5), one workgroup per compute
+  // unit at a time. The tensor-core kernel takes the 16 heads in one workgroup (tiles of 16): one
+  // request takes 64 partitions of 64 (one wave of 4 tiles; 32 positions would be finer than the
+  // quantum), 8 requests 16 of 256 (128 workgroups of 16 tiles: one wave), 32 requests 4 of 1024
+  // (128 of 64 tiles), 128 requests one pass (a second wave costs more than halving the tiles
+  // saves). The portable kernel takes them in two workgroups of 8 rows: 64, 512 and 2048.
   struct Case {
     AttentionKernel kernel;
-    uint32_t groups, requests, tokens;
+    uint32_t groups, requests, tokens;  // tokens 0: one pass
   };
-  for (const Case& k : {Case{AttentionKernel::matrix, 1, 1, 64}, Case{AttentionKernel::matrix, 1, 8, 64},
-                        Case{AttentionKernel::matrix, 1, 32, 256}, Case{AttentionKernel::scalar, 2, 1, 64},
-                        Case{AttentionKernel::scalar, 2, 8, 128}, Case{AttentionKernel::scalar, 2, 32, 512}}) {
+  for (const Case& k : {Case{AttentionKernel::matrix, 1, 1, 64}, Case{AttentionKernel::matrix, 1, 8, 256},
+                        Case{AttentionKernel::matrix, 1, 32, 1024}, Case{AttentionKernel::matrix, 1, 128, 0},
+                        Case{AttentionKernel::scalar, 2, 1, 64}, Case{AttentionKernel::scalar, 2, 8, 512},
+                        Case{AttentionKernel::scalar, 2, 32, 2048}}) {
     MlaOptions o;
     o.kernel = k.kernel;
     MlaShape m = decode_shape(16, 576, 512, DType::bf16);
@@ -99,11 +102,21 @@ TEST(MlaAttentionPlanner, FewRequestsSplitIntoShortPartitions) {
     const auto c = detail::plan_mla_attention(h200_with_khr(), m, starts, o);
     const std::string label = "kernel " + std::to_string(uint32_t(k.kernel)) + ", " + std::to_string(k.requests) + " requests";
     EXPECT_EQ(c.groups_per_kv_head, k.groups) << label;
-    EXPECT_TRUE(c.split) << label;
+    EXPECT_EQ(c.split, k.tokens != 0) << label;
     EXPECT_EQ(c.partition_tokens, k.tokens) << label;
-    EXPECT_EQ(c.num_partitions, 4096u / k.tokens) << label;
-    EXPECT_EQ(c.scratch_bytes, size_t(4) * k.requests * 16 * (4096 / k.tokens) * (512 + 2)) << label;
+    const uint32_t partitions = k.tokens ? 4096u / k.tokens : 1u;
+    EXPECT_EQ(c.num_partitions, partitions) << label;
+    EXPECT_EQ(c.scratch_bytes, k.tokens ? size_t(4) * k.requests * 16 * partitions * (512 + 2) : 0u) << label;
   }
+  // The H100's workgroups of 32 rows for 128 heads (4 per request, tiles of 16) and one request:
+  // 32 partitions of 128, one wave of 128 workgroups (partitions of 64: two waves of 4 tiles).
+  const detail::SplitPolicy mla{.quantum = 64, .key_tile = 16};
+  EXPECT_EQ(detail::balanced_partition_tokens(4, 4096, 132, mla), 128u);
+  // Partitions of 64 at the least, whatever the device's size.
+  EXPECT_EQ(detail::balanced_partition_tokens(1, 4096, 10000, mla), 64u);
+  // No split where one pass already fills the device in one wave or a short context gains nothing.
+  EXPECT_EQ(detail::balanced_partition_tokens(132, 4096, 132, mla), 0u);
+  EXPECT_EQ(detail::balanced_partition_tokens(1, 64, 132, mla), 0u);
   // Given partitions: multiples of 64.
   const int32_t starts[] = {0, 1, 2};
   MlaOptions given;
