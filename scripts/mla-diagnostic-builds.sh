@@ -54,7 +54,7 @@ if ! git -C "$root" diff --quiet e53d4be -- shaders/mla_attention_matrix_khr.com
   echo "mla-diagnostic-builds: the kernel differs from e53d4be's, which the variants are made from (update this script)" >&2
   exit 1
 fi
-variant noload "$shader" 's/raw\[k\] = cache_word\(block \* B \+ \(tile \+ c\) % B, w\);/raw[k] = 0x3c003c00u;/'
+variant noload "$shader" 's/raw\[k\] = cache_chunk\(block \* B \+ \(tile \+ c\) % B, j\);/raw[k] = uvec4(0x3c003c00u);/'
 variant noproducts "$shader" 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'
 variant noconvert "$shader" 's/if \(convert_bf16_rows\(K_BASE/if (false && convert_bf16_rows(K_BASE/'
 variant long-tiles "$planner" 's/kMaxStageWords = 36;/kMaxStageWords = 72;/'

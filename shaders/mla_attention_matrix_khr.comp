@@ -18,7 +18,8 @@
 // barrier (no subgroup barriers: Mesa's llvmpipe runs those as workgroup barriers). Per key tile
 // of TK positions from the tile's key range (attention_range.glsl):
 //   staging:  the positions' rows (DK entries: the one pool's row, or ckv's then kpe's; their
-//             blocks read from the block table during the tile before) read as 32-bit words
+//             blocks read from the block table during the tile before) read in 16-byte chunks
+//             (8-byte where a pool's rows are not whole 16-byte chunks)
 //             and written to shared memory as f16, [TK][DS]:
 //             fp8 converted (E4M3 as value / 256, folded into the scales), a bf16 tile scaled by
 //             a power of two into f16's range (common/matrix_f16_elements.glsl). Positions past
@@ -88,6 +89,10 @@ const uint ROW_WORDS = DK / PER_WORD;          // cache words of a row
 const uint VALUE_WORDS = DV / PER_WORD;        // ... of its value (two pools: of its ckv row)
 const uint ROPE_WORDS = ROW_WORDS - VALUE_WORDS;
 const uint PAD_WORDS = DKPAD / PER_WORD;       // ... and of the staged row, zeros past ROW_WORDS
+// Cache words per staged chunk: 16-byte loads where every pool's rows are whole 16-byte chunks,
+// else 8-byte ones (rows are multiples of 8 elements: 8 bytes at least).
+// (Integer arithmetic: glslang turns && and || of specialization constants into invalid SPIR-V.)
+const uint CW = (ROW_WORDS | TWO_POOLS * VALUE_WORDS) % 4u == 0u ? 4u : 2u;
 const uint NO_BLOCK = 0xffffffffu;
 // Shared strides, padded by 16 bytes so that the rows of a fragment fall in different banks.
 const uint DS = DKPAD + 8u;  // f16 per query and key row
@@ -137,8 +142,11 @@ layout(push_constant) uniform PushBlock { AttentionPush pc; };
 
 layout(set = 0, binding = ATTN_BINDING_QUERY) readonly buffer Query { uint query_words[]; };
 // The one pool [N, B, DK], or ckv [N, B, DV]; kpe [N, B, DK - DV] (two pools only).
-layout(set = 0, binding = ATTN_BINDING_KEY_CACHE) readonly buffer Pool { uint pool_words[]; };
-layout(set = 0, binding = ATTN_BINDING_VALUE_CACHE) readonly buffer Kpe { uint kpe_words[]; };
+// Read in chunks of CW words (16 or 8 bytes; the views are 16-byte aligned, checked).
+layout(set = 0, binding = ATTN_BINDING_KEY_CACHE) readonly buffer Pool16 { uvec4 pool16[]; };
+layout(set = 0, binding = ATTN_BINDING_KEY_CACHE) readonly buffer Pool8 { uvec2 pool8[]; };
+layout(set = 0, binding = ATTN_BINDING_VALUE_CACHE) readonly buffer Kpe16 { uvec4 kpe16[]; };
+layout(set = 0, binding = ATTN_BINDING_VALUE_CACHE) readonly buffer Kpe8 { uvec2 kpe8[]; };
 layout(set = 0, binding = ATTN_BINDING_BLOCK_TABLES) readonly buffer BlockTables { uint block_tables[]; };
 layout(set = 0, binding = ATTN_BINDING_CONTEXT_LENS) readonly buffer ContextLens { uint context_lens[]; };
 layout(set = 0, binding = ATTN_BINDING_QUERY_STARTS) readonly buffer QueryStarts { uint query_starts[]; };
@@ -164,11 +172,15 @@ uint query_start_at(uint s) { return query_starts[pc.query_starts_offset + s]; }
 #include "common/attention_logits.glsl"
 #include "common/attention_epilogue.glsl"
 
-// Word j of cache row `row` (block * B + offset): the one pool's, or ckv's then kpe's.
-uint cache_word(uint row, uint j) {
-  if (TWO_POOLS == 0u) return pool_words[pc.key_offset + row * ROW_WORDS + j];
-  if (j < VALUE_WORDS) return pool_words[pc.key_offset + row * VALUE_WORDS + j];
-  return kpe_words[pc.value_offset + row * ROPE_WORDS + (j - VALUE_WORDS)];
+// CW words of pool `words` (pool16/pool8 or kpe16/kpe8) from word w (a multiple of CW).
+#define POOL_CHUNK(chunks16, chunks8, w) (CW == 4u ? chunks16[(w) / 4u] : uvec4(chunks8[(w) / 2u], 0u, 0u))
+// Words [j CW, (j + 1) CW) of cache row `row` (block * B + offset): the one pool's, or ckv's then
+// kpe's (a chunk never straddles them: VALUE_WORDS is a multiple of CW).
+uvec4 cache_chunk(uint row, uint j) {
+  const uint w = j * CW;
+  if (TWO_POOLS == 0u) return POOL_CHUNK(pool16, pool8, pc.key_offset + row * ROW_WORDS + w);
+  if (w < VALUE_WORDS) return POOL_CHUNK(pool16, pool8, pc.key_offset + row * VALUE_WORDS + w);
+  return POOL_CHUNK(kpe16, kpe8, pc.value_offset + row * ROPE_WORDS + (w - VALUE_WORDS));
 }
 
 // 32-bit word w of the shared memory (a pair of f16, or one f32).
@@ -182,39 +194,50 @@ uint shared_half(uint base, uint i) { return (shared_word(4u * base + i / 2u) >>
 
 // The tile's rows into [TK][DS] as f16 (bf16: raw, converted after): raises `largest` (bf16)
 // and returns whether a staged value entry (one of the first DV) is not finite (f16, fp8).
-// An invocation issues every load of its words before it stores any: the loads do not depend
-// on one another, so they can all be in flight at once (a loop that stores each word before
+// An invocation issues every load of its chunks before it stores any: the loads do not depend
+// on one another, so they can all be in flight at once (a loop that stores each chunk before
 // the next load waits out each load in turn).
-const uint STAGE_WORDS = TK * PAD_WORDS;
-const uint STAGE_LOADS = (STAGE_WORDS + WG - 1u) / WG;  // words per invocation and tile
+const uint PAD_CHUNKS = PAD_WORDS / CW;
+const uint ROW_CHUNKS = ROW_WORDS / CW;
+const uint STAGE_CHUNKS = TK * PAD_CHUNKS;
+const uint STAGE_LOADS = (STAGE_CHUNKS + WG - 1u) / WG;  // chunks per invocation and tile
 bool stage_rows(uint tile, uint parity, inout uint largest) {
-  uint raw[STAGE_LOADS];
+  uvec4 raw[STAGE_LOADS];
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
-    raw[k] = 0u;
-    if (i < STAGE_WORDS) {
-      const uint c = i / PAD_WORDS;
-      const uint w = i % PAD_WORDS;
+    raw[k] = uvec4(0u);
+    if (i < STAGE_CHUNKS) {
+      const uint c = i / PAD_CHUNKS;
+      const uint j = i % PAD_CHUNKS;
       const uint block = s_key_block[parity][c];
-      if (w < ROW_WORDS && block != NO_BLOCK) raw[k] = cache_word(block * B + (tile + c) % B, w);
+      if (j < ROW_CHUNKS && block != NO_BLOCK) raw[k] = cache_chunk(block * B + (tile + c) % B, j);
     }
   }
   bool bad = false;
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
-    if (i >= STAGE_WORDS) continue;
-    const uint c = i / PAD_WORDS;
-    const uint w = i % PAD_WORDS;
-    const uint first = 4u * K_BASE + c * (DS / 2u);  // 32-bit word of the row's first pair
+    if (i >= STAGE_CHUNKS) continue;
+    const uint c = i / PAD_CHUNKS;
+    const uint w = (i % PAD_CHUNKS) * CW;  // the chunk's first cache word in its row
+    const uint first = 4u * K_BASE + c * (DS / 2u);  // 32-bit word of the row's first pair (16-byte aligned)
     if (FP8) {
-      const uvec2 h = fp8_word_to_f16(raw[k]);
-      set_shared_word(first + 2u * w, h.x);
-      set_shared_word(first + 2u * w + 1u, h.y);
-      if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(h.x) || f16_pair_not_finite(h.y);
+      // CW words of fp8 are 2 CW words of f16: two 16-byte words, or one.
+      const uvec2 h0 = fp8_word_to_f16(raw[k].x), h1 = fp8_word_to_f16(raw[k].y);
+      s_mem[(first + 2u * w) / 4u] = uvec4(h0, h1);
+      if (w < VALUE_WORDS) bad = bad || f16_chunk_not_finite(uvec4(h0, h1));
+      if (CW == 4u) {
+        const uvec2 h2 = fp8_word_to_f16(raw[k].z), h3 = fp8_word_to_f16(raw[k].w);
+        s_mem[(first + 2u * w) / 4u + 1u] = uvec4(h2, h3);
+        if (w < VALUE_WORDS) bad = bad || f16_chunk_not_finite(uvec4(h2, h3));
+      }
     } else {
-      set_shared_word(first + w, raw[k]);
-      if (BF16_CACHE) largest = max(largest, bf16_largest(raw[k]));
-      else if (w < VALUE_WORDS) bad = bad || f16_pair_not_finite(raw[k]);
+      if (CW == 4u) s_mem[(first + w) / 4u] = raw[k];
+      else {
+        set_shared_word(first + w, raw[k].x);
+        set_shared_word(first + w + 1u, raw[k].y);
+      }
+      if (BF16_CACHE) largest = max(largest, bf16_chunk_largest(raw[k]));
+      else if (w < VALUE_WORDS) bad = bad || f16_chunk_not_finite(raw[k]);
     }
   }
   return bad;

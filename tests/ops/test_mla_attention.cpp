@@ -53,6 +53,28 @@ TEST_P(MlaAttentionTest, DecodeEveryCacheDtypeBothForms) {
   }
 }
 
+// fp8 rows that are not whole 16-byte chunks (the matrix kernel then stages 8-byte ones): Dk 40
+// in one pool (40 bytes), Dv 40 beside R 8 in two (40 and 8 bytes), both fp8 formats, decode and
+// a chunk, lengths around the block's edge.
+TEST_P(MlaAttentionTest, Fp8RowsOfEightByteChunks) {
+  for (DType cache : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
+      MlaCase c;
+      c.value_head_size = form == MlaCacheForm::one_pool ? 32 : 40;
+      c.rope_head_size = 8;
+      c.form = form;
+      c.attention.heads = 4;
+      c.attention.block_size = 8;
+      c.attention.lens = {1, 7, 8, 9, 45};
+      c.attention.new_tokens = {1, 1, 1, 1, 5};
+      c.attention.cache_dtype = cache;
+      c.attention.query_dtype = DType::f16;
+      check(c, default_params(c.attention), form == MlaCacheForm::one_pool ? single_pass() : split_by(256),
+            90 + uint32_t(cache) * 2 + uint32_t(form));
+    }
+  }
+}
+
 // Chunks after cached prefixes of 0, 1, B - 1, B and B + 1 positions, chunks crossing block
 // edges, each query dtype.
 TEST_P(MlaAttentionTest, ChunksAfterACachedPrefix) {
