@@ -101,11 +101,12 @@ case "$stage" in
       # Targets 1 and 7: the standard suite twice in one process (--repeat 2 compares the rounds).
       log "standard warm x2"; bench timeout 120 "$cli" bench --suite standard "${w[@]}" --repeat 2
       log "standard cold"; bench timeout 60 "$cli" bench --suite standard --flush-caches
-      log "groups warm"; bench timeout 50 "$cli" bench --suite groups "${w[@]}"
+      # Target 7 for every other suite: each warm run twice in its process too.
+      log "groups warm x2"; bench timeout 90 "$cli" bench --suite groups "${w[@]}" --repeat 2
       log "groups warm, head slices"; VKPAGED_DECODE_TUNE=slices=1 bench timeout 50 "$cli" bench --suite groups "${w[@]}"
-      log "latency warm"; bench timeout 40 "$cli" bench --suite latency "${w[@]}"
-      log "dtypes warm"; bench timeout 70 "$cli" bench --suite dtypes "${w[@]}"
-      log "ragged warm"; bench timeout 60 "$cli" bench --suite ragged "${w[@]}"
+      log "latency warm x2"; bench timeout 70 "$cli" bench --suite latency "${w[@]}" --repeat 2
+      log "dtypes warm x2"; bench timeout 130 "$cli" bench --suite dtypes "${w[@]}" --repeat 2
+      log "ragged warm x2"; bench timeout 110 "$cli" bench --suite ragged "${w[@]}" --repeat 2
       # The cold columns of targets 3 to 6 (each repetition in its own submission).
       for suite in groups latency dtypes ragged; do
         log "$suite cold"; bench timeout 70 "$cli" bench --suite "$suite" --flush-caches
