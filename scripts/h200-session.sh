@@ -52,8 +52,18 @@ log() { echo "=== $(date +%T) $*"; }
 # layer, which vkpaged never asks for: taken to come from an implicit layer of the driver's above it
 # (tests-info.txt lists the layers the loader found, to check). Set VK_LOADER_LAYERS_DISABLE= to keep them.
 export VK_LOADER_LAYERS_DISABLE="${VK_LOADER_LAYERS_DISABLE-~implicit~}"
-# Timings run without the layer (it changes them); correctness runs with it.
-bench() { VKPAGED_VALIDATION=0 "$@" 2>&1; }
+# Timings run without the layer (it changes them); correctness runs with it. After each run, the
+# card's clocks, temperature, power and throttle reasons, so that a slow run can be read beside
+# the card's state (2026-12-06: some processes ran the MLA suite's 128-head cases 2.5-5 x slower).
+bench() {
+  VKPAGED_VALIDATION=0 "$@" 2>&1
+  local rc=$?
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active \
+      --format=csv,noheader 2>&1 | sed 's/^/gpu after the run: /'
+  fi
+  return $rc
+}
 w=(--flush-caches --warm-start)
 
 case "$stage" in
