@@ -192,6 +192,19 @@ void set_shared_float(uint base, uint i, float x) { set_shared_word(4u * base + 
 // f16 element i (as bits) of the region from 16-byte word `base`.
 uint shared_half(uint base, uint i) { return (shared_word(4u * base + i / 2u) >> (16u * (i % 2u))) & 0xffffu; }
 
+// An 8-byte cache chunk written to shared memory as f16 from 32-bit word `word` (fp8: a whole
+// 16-byte word); store_chunk's 8-byte counterpart.
+bool store_half_chunk(uint word, uvec2 raw) {
+  if (FP8) {
+    const uvec4 h = uvec4(fp8_word_to_f16(raw.x), fp8_word_to_f16(raw.y));
+    s_mem[word / 4u] = h;
+    return f16_chunk_not_finite(h);
+  }
+  set_shared_word(word, raw.x);
+  set_shared_word(word + 1u, raw.y);
+  return f16_chunk_not_finite(uvec4(raw, 0u, 0u));
+}
+
 // The tile's rows into [TK][DS] as f16 (bf16: raw, converted after): raises `largest` (bf16)
 // and returns whether a staged value entry (one of the first DV) is not finite (f16, fp8).
 // An invocation issues every load of its chunks before it stores any: the loads do not depend
@@ -220,25 +233,10 @@ bool stage_rows(uint tile, uint parity, inout uint largest) {
     const uint c = i / PAD_CHUNKS;
     const uint w = (i % PAD_CHUNKS) * CW;  // the chunk's first cache word in its row
     const uint first = 4u * K_BASE + c * (DS / 2u);  // 32-bit word of the row's first pair (16-byte aligned)
-    if (FP8) {
-      // CW words of fp8 are 2 CW words of f16: two 16-byte words, or one.
-      const uvec2 h0 = fp8_word_to_f16(raw[k].x), h1 = fp8_word_to_f16(raw[k].y);
-      s_mem[(first + 2u * w) / 4u] = uvec4(h0, h1);
-      if (w < VALUE_WORDS) bad = bad || f16_chunk_not_finite(uvec4(h0, h1));
-      if (CW == 4u) {
-        const uvec2 h2 = fp8_word_to_f16(raw[k].z), h3 = fp8_word_to_f16(raw[k].w);
-        s_mem[(first + 2u * w) / 4u + 1u] = uvec4(h2, h3);
-        if (w < VALUE_WORDS) bad = bad || f16_chunk_not_finite(uvec4(h2, h3));
-      }
-    } else {
-      if (CW == 4u) s_mem[(first + w) / 4u] = raw[k];
-      else {
-        set_shared_word(first + w, raw[k].x);
-        set_shared_word(first + w + 1u, raw[k].y);
-      }
-      if (BF16_CACHE) largest = max(largest, bf16_chunk_largest(raw[k]));
-      else if (w < VALUE_WORDS) bad = bad || f16_chunk_not_finite(raw[k]);
-    }
+    const uint word = first + (FP8 ? 2u : 1u) * w;   // ... of the chunk's first f16 pair
+    const bool chunk_bad = CW == 4u ? store_chunk(word / 4u, raw[k]) : store_half_chunk(word, raw[k].xy);
+    if (BF16_CACHE) largest = max(largest, bf16_chunk_largest(raw[k]));
+    else if (w < VALUE_WORDS) bad = bad || chunk_bad;
   }
   return bad;
 }

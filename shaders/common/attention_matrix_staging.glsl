@@ -28,20 +28,6 @@ uint block_at(uint t) {
 
 bool in_span(uint t) { return t >= g_span.lo && t < g_span.hi; }
 
-// A 16-byte cache chunk (X elements) written to shared memory as X f16 at 16-byte word `word`
-// (fp8: two words). Returns the f16 words' non-finite test (bf16: raw bits, tested later).
-bool store_chunk(uint word, uvec4 raw) {
-  if (FP8) {
-    const uvec4 lo = uvec4(fp8_word_to_f16(raw.x), fp8_word_to_f16(raw.y));
-    const uvec4 hi = uvec4(fp8_word_to_f16(raw.z), fp8_word_to_f16(raw.w));
-    s_mem[word] = lo;
-    s_mem[word + 1u] = hi;
-    return f16_chunk_not_finite(lo) || f16_chunk_not_finite(hi);
-  }
-  s_mem[word] = raw;
-  return f16_chunk_not_finite(raw);
-}
-
 // A tile's chunks pass through registers: loaded (load_rows, load_value_columns), then stored to
 // shared memory (store_rows, store_value_columns). The kernel loads the next tile's right after a
 // tile's staging barrier, so that its loads are in flight while it computes that tile. Within a

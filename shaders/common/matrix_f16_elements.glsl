@@ -3,7 +3,8 @@
 // mla_attention_matrix_khr.comp): fp8 bytes converted (E4M3 as value / 256, folded into the
 // scales), bf16 words scaled by a power of two into f16's range, the non-finite tests, a staged
 // bf16 tile's conversion in place, and the factors that undo the powers of two in a logit.
-// Requires, from the includer: CACHE_DTYPE, WG and the shared `uvec4 s_mem[]`.
+// Requires, from the includer: CACHE_DTYPE, FP8 (cache_element.glsl), WG and the shared
+// `uvec4 s_mem[]`.
 #ifndef VKPAGED_MATRIX_F16_ELEMENTS_GLSL
 #define VKPAGED_MATRIX_F16_ELEMENTS_GLSL
 
@@ -53,6 +54,20 @@ bool f16_chunk_not_finite(uvec4 w) {
   return f16_pair_not_finite(w.x) || f16_pair_not_finite(w.y) || f16_pair_not_finite(w.z) || f16_pair_not_finite(w.w);
 }
 uint bf16_chunk_largest(uvec4 w) { return max(max(bf16_largest(w.x), bf16_largest(w.y)), max(bf16_largest(w.z), bf16_largest(w.w))); }
+
+// A 16-byte cache chunk written to shared memory as f16 at 16-byte word `word` (fp8: two words).
+// Returns the f16 words' non-finite test (bf16: raw bits, tested later).
+bool store_chunk(uint word, uvec4 raw) {
+  if (FP8) {
+    const uvec4 lo = uvec4(fp8_word_to_f16(raw.x), fp8_word_to_f16(raw.y));
+    const uvec4 hi = uvec4(fp8_word_to_f16(raw.z), fp8_word_to_f16(raw.w));
+    s_mem[word] = lo;
+    s_mem[word + 1u] = hi;
+    return f16_chunk_not_finite(lo) || f16_chunk_not_finite(hi);
+  }
+  s_mem[word] = raw;
+  return f16_chunk_not_finite(raw);
+}
 
 // bf16: the staged raw bits of `rows` rows of `row_words` 16-byte words (`stride` apart, from
 // `first`; the pads between them never written) become f16 times `factor`. Returns whether
