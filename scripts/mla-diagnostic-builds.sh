@@ -9,7 +9,7 @@
 #   COMPARE_SUITES=mla COMPARE_CASES="r1-4k r8-4k r32-4k" scripts/h200-session.sh compare BUILD OUT \
 #     DEST/noload DEST/noproducts DEST/noconvert DEST/long-tiles
 #
-# Variants of this tree (the script refuses to run once the kernel differs from 1836d90's, the
+# Variants of this tree (the script refuses to run once the kernel differs from d7919e6's, the
 # one its edits are written against):
 #   noload          staging stores a constant instead of reading the cache (the block table is read)
 #   noproducts      no matrix products: neither the scores nor P V
@@ -50,8 +50,8 @@ variant() {  # name, file, then a perl substitution that edits it
   strip -o "$dest/$name/tools/vkpaged/vkpaged" "$build/tools/vkpaged/vkpaged"
   echo "$name: $dest/$name/tools/vkpaged/vkpaged"
 }
-if ! git -C "$root" diff --quiet 1836d90 -- shaders/mla_attention_matrix_khr.comp; then
-  echo "mla-diagnostic-builds: the kernel differs from 1836d90's, which the variants are made from (update this script)" >&2
+if ! git -C "$root" diff --quiet d7919e6 -- shaders/mla_attention_matrix_khr.comp; then
+  echo "mla-diagnostic-builds: the kernel differs from d7919e6's, which the variants are made from (update this script)" >&2
   exit 1
 fi
 variant noload "$shader" 's/raw\[k\] = cache_chunk\(block \* B \+ \(tile \+ c\) % B, j\);/raw[k] = uvec4(0x3c003c00u);/'
