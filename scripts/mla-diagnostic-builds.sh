@@ -7,15 +7,15 @@
 # choice of the planner. Built here, carried to the GPU machine, timed there with
 #
 #   COMPARE_SUITES=mla COMPARE_CASES="r1-4k r8-4k r32-4k" scripts/h200-session.sh compare BUILD OUT \
-#     DEST/noload DEST/noproducts DEST/noconvert DEST/long-tiles
+#     DEST/noload DEST/noproducts DEST/noconvert DEST/short-tiles
 #
 # Variants of this tree (the script refuses to run once the kernel differs from d7919e6's, the
 # one its edits are written against):
 #   noload          staging stores a constant instead of reading the cache (the block table is read)
 #   noproducts      no matrix products: neither the scores nor P V
 #   noconvert       no bf16 range pass over the staged tile (times only)
-#   long-tiles      key tiles longer than 16 positions up to 72 staged words per invocation, not
-#                   36 (bf16 16-head decode: tiles of 32)
+#   short-tiles     key tiles longer than 16 positions only up to 36 staged words per invocation,
+#                   not 72 (bf16 16-head decode: tiles of 16, as before 2026-12-06's long-tiles run)
 # The kernels before 1c49c46 (queries in shared memory) do not fit its planner's tiles; they are
 # measured against their own builds (scripts/gpu-prepare.sh BASE commits).
 #
@@ -57,7 +57,7 @@ fi
 variant noload "$shader" 's/raw\[k\] = cache_chunk\(block \* B \+ \(tile \+ c\) % B, j\);/raw[k] = uvec4(0x3c003c00u);/'
 variant noproducts "$shader" 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'
 variant noconvert "$shader" 's/if \(convert_bf16_rows\(K_BASE/if (false && convert_bf16_rows(K_BASE/'
-variant long-tiles "$planner" 's/kMaxStageWords = 36;/kMaxStageWords = 72;/'
+variant short-tiles "$planner" 's/kMaxStageWords = 72;/kMaxStageWords = 36;/'
 restore
 trap 'rm -rf "$saved"' EXIT
 cmake --build "$build" --target vkpaged_cli -j"$(nproc)" >/dev/null

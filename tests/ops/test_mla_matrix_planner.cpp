@@ -80,6 +80,23 @@ TEST(MlaMatrixPlanner, EachDeviceGetsItsKernelAndTile) {
   }
 }
 
+// bf16 rows are twice fp8's words: 32 positions of DeepSeek's 576-wide bf16 rows are 72 staged
+// words per invocation of 128, the most the staging holds in registers; the H200's 48 KiB holds
+// that tile beside 16 rows. 128 heads (two blocks of 16 rows) keep tiles of 16: 32 do not fit.
+TEST(MlaMatrixPlanner, Bf16RowsTakeTheLongestTileTheStagingRegistersHold) {
+  const auto c16 = plan(h200_with_khr(), deepseek_decode(16, DType::bf16, DType::bf16));
+  ASSERT_EQ(c16.kernel, AttentionKernel::matrix);
+  EXPECT_EQ(c16.key_tile, 32u);
+  EXPECT_EQ(c16.workgroup, 128u);
+  EXPECT_EQ(uint64_t(c16.key_tile) * 576 * 2 / 4 / c16.workgroup, 72u);
+  const auto c128 = plan(h200_with_khr(), deepseek_decode(128, DType::bf16, DType::bf16));
+  ASSERT_EQ(c128.kernel, AttentionKernel::matrix);
+  EXPECT_EQ(c128.rows, 32u);
+  EXPECT_EQ(c128.key_tile, 16u);
+  EXPECT_GT(detail::mla_matrix_shared_bytes(c128.rows, c128.product, 576, 32, c128.value_parts, c128.workgroup),
+            h200_with_khr().max_shared_memory);
+}
+
 // Every head count and dtype on every device with the kernel: the tile within the device's
 // limits, the softmax's lanes whole (workgroup a multiple of the rows), every head in a group.
 TEST(MlaMatrixPlanner, TilesStayWithinEveryDevicesLimits) {
