@@ -27,6 +27,19 @@ for folder in /.devbuild/ /.devbuild-diag/ /.devbuild-base/ /.devpack/; do
   grep -qxF "$folder" "$exclude" 2>/dev/null || echo "$folder" >>"$exclude"
 done
 
+# What the calls need in .gl besides ../shared/tools/device-vulkan-loaders.sh's packages: the
+# prefix itself, Debian 13's loader and layer (without them every test that reads the CLI's
+# messages fails on the layer's loader warning), zstd for the sass stage.
+[ -d "$root/.gl" ] || { echo "gpu-prepare: no .gl: run ../shared/tools/device-vulkan-loaders.sh first" >&2; exit 1; }
+[ -f "$root/.gl/device-prefix.sh" ] || cp "$root/../shared/tools/device-prefix.sh" "$root/.gl/"
+if ! compgen -G "$root/.gl/loader13/libvulkan1_*.deb" >/dev/null || ! compgen -G "$root/.gl/vvl13/*.deb" >/dev/null; then
+  "$root/scripts/fetch-loader13.sh"
+fi
+if ! compgen -G "$root/.gl/zstd/zstd_*.deb" >/dev/null; then
+  mkdir -p "$root/.gl/zstd"
+  (cd "$root/.gl/zstd" && apt-get download zstd libzstd1 2>&1 | grep -vE '^W:|unsandboxed' || true)
+fi
+
 echo "== this tree ($(git -C "$root" rev-parse --short HEAD)) in $build"
 cmake --build "$build" --target vkpaged_tests vkpaged_cli -j"$jobs" >/dev/null
 rm -rf "$root/.devbuild"
