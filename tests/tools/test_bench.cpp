@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The bench's stability rules (performance-targets.md, target 7) with made-up figures: when a
 // suite or a case is flagged as disturbed, the lines that say so, the rounds of one case, the
-// arena's layout and the suites `all` runs; scripts/bench_stability.py's comparison of runs. The
-// bench itself runs in test_cli.cpp.
+// arena's layout (and on the device its views and its refusal past the allocation limit) and the
+// suites `all` runs; scripts/bench_stability.py's comparison of runs. The bench itself runs in
+// test_cli.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +16,8 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "bench_run.hpp"
+#include "support/test_context.hpp"
 #include "support/test_paths.hpp"
 #include "vkpaged/error.hpp"
 
@@ -113,6 +117,43 @@ TEST(BenchArena, PoolsAtTheirBoundaryTheRestPackedAtTheSmallAlignment) {
   EXPECT_EQ(arena_offsets({}, 2, 2 * MiB, 256), (std::vector<size_t>{0}));
   // Every case gets the same pool offsets whatever its size: the arena only grows at the end.
   EXPECT_EQ(arena_offsets({16, 16, 16}, 2, 2 * MiB, 256), (std::vector<size_t>{0, 2 * MiB, 2 * MiB + 256, 2 * MiB + 272}));
+}
+
+// The arena on the device (what the decode and MLA suites share): a case's views where
+// arena_offsets puts them, the arena as large as arena_bytes says; an arena past the device's
+// maxMemoryAllocationSize refused naming --arena and its bytes, before any allocation.
+class BenchArenaDevice : public vkpaged::test::GpuTest {};
+
+TEST_F(BenchArenaDevice, ViewsLieWhereTheLayoutSaysAndAnArenaTooLargeIsRefusedByName) {
+  constexpr size_t MiB = size_t(1) << 20;
+  const std::vector<size_t> sizes{3 * MiB + 5, 100, 17};  // one pool, two small buffers
+  const size_t alignment = std::max<size_t>(ctx().device_info().min_storage_buffer_offset_alignment, 256);
+  const DeviceBuffer arena = create_arena(ctx(), arena_bytes(ctx(), sizes, 1));
+  const CaseMemory m = arena_memory(ctx(), arena, sizes, 1);
+  ASSERT_EQ(m.views.size(), 3u);
+  EXPECT_TRUE(m.owned.empty());
+  EXPECT_EQ(m.views[0].offset, 0u);
+  EXPECT_EQ(m.views[1].offset, (3 * MiB + 5 + alignment - 1) / alignment * alignment);
+  EXPECT_EQ(m.views[2].offset, m.views[1].offset + alignment);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(m.views[i].buffer, arena.handle());
+    EXPECT_EQ(m.views[i].size, sizes[i]);
+  }
+  EXPECT_EQ(arena.size(), m.views[2].offset + 17);
+  EXPECT_EQ(own_memory(ctx(), sizes).owned.size(), 3u);
+
+  const uint64_t limit = ctx().device_info().max_memory_allocation_size;
+  if (limit == 0) GTEST_SKIP() << "the device reports no maxMemoryAllocationSize";
+  const size_t bytes = size_t(limit + 2 * MiB);
+  try {
+    const DeviceBuffer too_large = create_arena(ctx(), bytes);
+    ADD_FAILURE() << "an arena of " << bytes << " bytes was allocated past maxMemoryAllocationSize " << limit;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::out_of_memory) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--arena: one allocation of " + std::to_string(bytes) + " bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("--no-arena"), std::string::npos) << what;
+  }
 }
 
 TEST(BenchArena, DefaultIsTheConstant) {

@@ -748,6 +748,7 @@ TEST_F(CliTest, BenchMlaTimesEveryCaseBesideItsLimitsAndChecksItsOutput) {
 
   const nlohmann::json j = nlohmann::json::parse(slurp(path("mla.json")));
   EXPECT_EQ(j["suite"], "mla-quick");
+  EXPECT_EQ(j["arena"], kArenaByDefault);
   EXPECT_GT(j["read_bandwidth_bytes_per_second"].get<double>(), 0);
   EXPECT_GT(j["cache_flush_bytes"].get<double>(), 0);
   const auto& m = j["matrix_ceiling"];
@@ -807,6 +808,52 @@ TEST_F(CliTest, BenchMlaPrefillTimesChunksAndChecksTheirFirstAndLastTokens) {
     EXPECT_GT(check["max_abs_reference"].get<double>(), 0) << "an output of zeros checks nothing";
     EXPECT_TRUE(check["passed"].get<bool>());
   }
+}
+
+// --arena on the MLA suites, as on the decode suites: one allocation for the run, every case's
+// pool, query, output, tables and scratch views into it, each case still checked against the
+// reference; the arena holds at least the largest case's pool, query and output. --no-arena says
+// so in the same places.
+TEST_F(CliTest, BenchMlaSuitesRunEveryCaseInOneArenaWhenAsked) {
+  for (const char* suite : {"mla-quick", "mla-prefill-quick"}) {
+    SCOPED_TRACE(suite);
+    const std::string json_path = path(std::string(suite) + ".json").string();
+    const CliResult r =
+        run({"bench", "--suite", suite, "--repetitions", "10", "--warmup", "1", "--arena", "--json", json_path});
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
+    EXPECT_NE(r.out.find("buffers: one arena of "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" (--arena)\n"), std::string::npos) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(slurp(json_path));
+    EXPECT_EQ(j["arena"], true);
+    ASSERT_EQ(j["cases"].size(), std::string(suite) == "mla-quick" ? 4u : 3u);
+    double largest = 0;
+    for (const auto& c : j["cases"]) {
+      const std::string name = c["name"];
+      SCOPED_TRACE(name);
+      EXPECT_EQ(c["skipped"], "");
+      EXPECT_TRUE(c["check"]["passed"].get<bool>());
+      EXPECT_GT(c["check"]["max_abs_reference"].get<double>(), 0) << "an output of zeros checks nothing";
+      const size_t at = r.out.find(name + " ");
+      ASSERT_NE(at, std::string::npos) << r.out;
+      EXPECT_NE(r.out.substr(at, r.out.find('\n', at) - at).find("  ok     "), std::string::npos) << r.out;
+      const double requests = c["requests"], context = c["context"], heads = c["heads"], q = c["new_tokens"];
+      const double pool = requests * std::ceil(context / 64) * 64 * 576 * (c["cache_dtype"] == "bf16" ? 2 : 1);
+      largest = std::max(largest, pool + requests * q * heads * (576 + 512) * 2);
+    }
+    EXPECT_GE(j["arena_bytes"].get<double>(), largest);
+  }
+  const CliResult r = run({"bench", "--suite", "mla-prefill-quick", "--case", "q-p48", "--repetitions", "10", "--warmup",
+                           "1", "--no-arena", "--json", path("per-case.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("buffers: each case allocates its own and frees them when it ends (--no-arena)\n"),
+            std::string::npos)
+      << r.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(path("per-case.json")));
+  EXPECT_EQ(j["arena"], false);
+  EXPECT_EQ(j["arena_bytes"], 0);
+  ASSERT_EQ(j["cases"].size(), 1u);
+  EXPECT_TRUE(j["cases"][0]["check"]["passed"].get<bool>());
 }
 
 TEST_F(CliTest, BenchMlaRefusesDecodeOptionsBeforeOpeningADevice) {

@@ -83,10 +83,10 @@ std::vector<CaseRounds> case_rounds(const std::vector<BenchResult>& results, dou
 // whose rounds differ. Empty when everything agreed.
 std::vector<std::string> disturbed_lines(const std::vector<SuiteRun>& suites, const std::vector<CaseRounds>& cases);
 
-// Where a case's buffers live. true: one allocation (the arena) made once per process, sized for
-// the largest case of the run, every case's pools, tables and small buffers views into it,
-// each pool at a 2 MiB boundary. false: each case allocates its buffers and frees them when it
-// ends. `--arena` and `--no-arena` choose; this line is the default.
+// Where a case's buffers live (the decode and MLA suites). true: one allocation (the arena) made
+// once per process, sized for the largest case of the run, every case's pools, tables and small
+// buffers views into it, each pool at a 2 MiB boundary. false: each case allocates its buffers
+// and frees them when it ends. `--arena` and `--no-arena` choose; this line is the default.
 inline constexpr bool kArenaByDefault = false;
 
 struct BenchOptions {
@@ -180,7 +180,8 @@ int run_prefill_bench(const BenchOptions& options);
 // prefix: target 14's shapes) and their -quick twins (lavapipe-sized): each case timed
 // beside its two limits, the cache bytes over the read bandwidth and the FLOPs over the
 // cooperative-matrix ceiling, both measured in the same run, and checked against the CPU
-// reference (bench_mla.cpp). run_bench hands these suites to it.
+// reference (bench_mla.cpp); each case's buffers its own or, with --arena, views into the run's
+// arena (the pool at a 2 MiB boundary). run_bench hands these suites to it.
 inline constexpr uint32_t kMlaKeyWidth = 576;    // Dk: 512 latent + 64 rope
 inline constexpr uint32_t kMlaValueWidth = 512;  // Dv: the rows' first 512
 inline constexpr uint32_t kMlaBlockSize = 64;    // FlashMLA's and vLLM's MLA block size

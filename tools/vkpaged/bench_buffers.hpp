@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// The device buffers of one bench case (the prefill, cache-write and MLA suites), allocated one
+// The device buffers of one bench case (the prefill and cache-write suites), allocated one
 // by one as the case is set up and freed with it.
 #include <algorithm>
 #include <vector>

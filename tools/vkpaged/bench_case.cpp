@@ -44,8 +44,8 @@ void write_timeline(Context& ctx, const BenchCase& c, const DecodeShape& s, Deco
   if (!f) throw Error(ErrorCode::io_error, fmt::format("--timeline: cannot write {}", path));
 }
 
-// The arena places the pools (the first two of CaseBuffer) at 2 MiB boundaries, the rest at
-// 256 bytes or the device's storage-buffer offset alignment.
+// The arena places a case's pools (a decode case's first two of CaseBuffer, an MLA case's one) at
+// 2 MiB boundaries, the rest at 256 bytes or the device's storage-buffer offset alignment.
 constexpr size_t kPoolBuffers = 2;
 constexpr size_t kPoolAlignment = size_t(2) << 20;
 
@@ -82,28 +82,55 @@ double median_ns(Context& ctx, const std::function<void(VkCommandBuffer)>& recor
 
 }  // namespace
 
-CaseMemory own_memory(Context& ctx, const PreparedCase& p) {
+CaseMemory own_memory(Context& ctx, const std::vector<size_t>& sizes) {
   CaseMemory m;
-  for (size_t bytes : buffer_sizes(p)) {
+  for (size_t bytes : sizes) {
     m.owned.push_back(ctx.create_buffer(bytes));
     m.views.push_back(m.owned.back().view());
   }
   return m;
 }
 
-CaseMemory arena_memory(const Context& ctx, const DeviceBuffer& arena, const PreparedCase& p) {
-  const auto sizes = buffer_sizes(p);
-  const auto at = arena_offsets(sizes, kPoolBuffers, kPoolAlignment, small_alignment(ctx));
+CaseMemory arena_memory(const Context& ctx, const DeviceBuffer& arena, const std::vector<size_t>& sizes, size_t pools) {
+  const auto at = arena_offsets(sizes, pools, kPoolAlignment, small_alignment(ctx));
   CaseMemory m;
   for (size_t i = 0; i < sizes.size(); ++i) m.views.push_back(arena.view(at[i], sizes[i]));
   return m;
 }
 
+size_t arena_bytes(const Context& ctx, const std::vector<size_t>& sizes, size_t pools) {
+  return arena_offsets(sizes, pools, kPoolAlignment, small_alignment(ctx)).back();
+}
+
+DeviceBuffer create_arena(Context& ctx, size_t bytes) {
+  try {
+    return ctx.create_buffer(bytes);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::out_of_memory) throw;
+    throw Error(ErrorCode::out_of_memory,
+                fmt::format("--arena: one allocation of {} bytes ({} MB) for the run's largest case: {}; --no-arena "
+                            "allocates each case's buffers apart",
+                            bytes, bytes / 1000000, e.what()));
+  }
+}
+
+std::string buffers_line(const DeviceBuffer* arena) {
+  if (!arena) return "buffers: each case allocates its own and frees them when it ends (--no-arena)";
+  return fmt::format(
+      "buffers: one arena of {} MB, allocated once, every case's pools and tables views into it (--arena)",
+      arena->size() / 1000000);
+}
+
+CaseMemory own_memory(Context& ctx, const PreparedCase& p) { return own_memory(ctx, buffer_sizes(p)); }
+
+CaseMemory arena_memory(const Context& ctx, const DeviceBuffer& arena, const PreparedCase& p) {
+  return arena_memory(ctx, arena, buffer_sizes(p), kPoolBuffers);
+}
+
 size_t arena_bytes(const Context& ctx, const std::vector<PreparedCase>& cases) {
   size_t bytes = 16;
   for (const auto& p : cases)
-    if (p.skipped.empty())
-      bytes = std::max(bytes, arena_offsets(buffer_sizes(p), kPoolBuffers, kPoolAlignment, small_alignment(ctx)).back());
+    if (p.skipped.empty()) bytes = std::max(bytes, arena_bytes(ctx, buffer_sizes(p), kPoolBuffers));
   return bytes;
 }
 

@@ -8,8 +8,10 @@
 // (src/ops/matrix_ceiling_khr.cpp). The absorbed shapes of DeepSeek-V2/V3: one latent kv head,
 // keys Dk = 512 latent + 64 rope = 576 wide, values the rows' first Dv = 512; the cache in one
 // pool [N, B, 576] (vLLM's form), bf16 or fp8 E4M3 with a scale, blocks of 64 in shuffled order;
-// bf16 queries. After timing, each case's output is checked against the CPU reference for its
-// first and last request (their first and last new token) on a few heads.
+// bf16 queries. Each case's buffers are allocations of its own, freed when it ends, or with
+// --arena views into one allocation made once for the run (its pool at a 2 MiB boundary), as the
+// decode suites' (bench_case.cpp). After timing, each case's output is checked against the CPU
+// reference for its first and last request (their first and last new token) on a few heads.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -25,7 +27,7 @@
 #include <vector>
 
 #include "bench.hpp"
-#include "bench_buffers.hpp"
+#include "bench_run.hpp"
 #include "bench_timing.hpp"
 #include "cli_context.hpp"
 #include "decode_option_names.hpp"
@@ -148,59 +150,115 @@ std::string mla_case_unfit(const MlaBenchCase& c, const DeviceInfo& dev) {
 
 namespace {
 
-// One case's plan and buffers on the device (random contents), made and freed case by case.
+// One case made once for the run, before any case's buffers exist (the arena is sized for the
+// largest case that runs): its plan, query starts, lengths and block table, or why it cannot run
+// on this device.
+struct MlaPrepared {
+  MlaBenchCase config;
+  MlaCaseBytes bytes;
+  std::vector<int32_t> starts, lens, table;  // table: [S, M], blocks in random order
+  std::optional<MlaPlan> plan;
+  std::string skipped;
+};
+
+MlaPrepared prepare_mla_case(Context& ctx, const MlaBenchCase& c, const MlaOptions& options) {
+  MlaPrepared p;
+  p.config = c;
+  p.bytes = mla_case_bytes(c);
+  p.skipped = mla_case_unfit(c, ctx.device_info());
+  if (!p.skipped.empty()) return p;
+  const uint32_t S = c.requests, B = kMlaBlockSize, T = S * c.new_tokens;
+  const uint32_t M = uint32_t(ceil_div(c.context, B));
+  p.starts.resize(S + 1);
+  for (uint32_t r = 0; r <= S; ++r) p.starts[r] = int32_t(r * c.new_tokens);
+  p.lens.assign(S, int32_t(c.context));
+  MlaShape s;
+  s.attention.num_requests = S;
+  s.attention.num_query_tokens = T;
+  s.attention.num_heads = c.heads;
+  s.attention.num_kv_heads = 1;
+  s.attention.head_size = kMlaKeyWidth;
+  s.attention.block_size = B;
+  s.attention.num_blocks = uint32_t(p.bytes.blocks);
+  s.attention.max_blocks_per_seq = M;
+  s.attention.max_context_len = c.context;
+  s.attention.query_dtype = kQueryDtype;
+  s.attention.cache_dtype = c.cache_dtype;
+  s.attention.kv_layout = KvLayout::nhd;
+  s.value_head_size = kMlaValueWidth;
+  s.cache_form = MlaCacheForm::one_pool;
+  try {
+    p.plan.emplace(MlaPlan::create(ctx, s, p.starts, options));
+  } catch (const Error& e) {
+    // What this device cannot run (a refused plan, memory the checks above did not foresee).
+    if (e.code() != ErrorCode::unsupported && e.code() != ErrorCode::out_of_memory) throw;
+    p.skipped = e.what();
+    return p;
+  }
+  // Blocks handed out in random order, as a server's free list does.
+  std::vector<int32_t> ids(p.bytes.blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(39));
+  p.table.assign(size_t(S) * M, 0);
+  for (size_t i = 0; i < p.table.size(); ++i) p.table[i] = ids[i];
+  return p;
+}
+
+// An MLA case's buffers, in the order the arena lays them out: the pool first (kMlaPools: at a
+// 2 MiB boundary), then the small ones.
+enum MlaBuffer : size_t {
+  kMlaPool, kMlaQuery, kMlaOutput, kMlaTables, kMlaLengths, kMlaStarts, kMlaScratch, kMlaBufferCount
+};
+constexpr size_t kMlaPools = 1;
+
+std::vector<size_t> mla_buffer_sizes(const MlaPrepared& p) {
+  std::vector<size_t> sizes(kMlaBufferCount);
+  sizes[kMlaPool] = p.bytes.pool;
+  sizes[kMlaQuery] = p.bytes.query;
+  sizes[kMlaOutput] = p.bytes.output;
+  sizes[kMlaTables] = p.table.size() * 4;
+  sizes[kMlaLengths] = p.lens.size() * 4;
+  sizes[kMlaStarts] = p.starts.size() * 4;
+  sizes[kMlaScratch] = std::max<size_t>(p.plan->scratch_bytes(), 16);
+  return sizes;
+}
+
+// One case's tensors on the device (random contents) in its buffers: allocations of its own or
+// views into the arena (`buffers`, MlaBuffer order, outliving this object).
 class MlaBatch {
  public:
-  MlaBatch(Context& ctx, const MlaBenchCase& c, const MlaOptions& options) : ctx_(ctx), c_(c), buffers_(ctx) {
-    const uint32_t S = c.requests, B = kMlaBlockSize, T = S * c.new_tokens;
-    const uint32_t M = uint32_t(ceil_div(c.context, B));
-    const MlaCaseBytes bytes = mla_case_bytes(c);
-    starts_.resize(S + 1);
-    for (uint32_t r = 0; r <= S; ++r) starts_[r] = int32_t(r * c.new_tokens);
-    MlaShape s;
-    s.attention.num_requests = S;
-    s.attention.num_query_tokens = T;
-    s.attention.num_heads = c.heads;
-    s.attention.num_kv_heads = 1;
-    s.attention.head_size = kMlaKeyWidth;
-    s.attention.block_size = B;
-    s.attention.num_blocks = uint32_t(bytes.blocks);
-    s.attention.max_blocks_per_seq = M;
-    s.attention.max_context_len = c.context;
-    s.attention.query_dtype = kQueryDtype;
-    s.attention.cache_dtype = c.cache_dtype;
-    s.attention.kv_layout = KvLayout::nhd;
-    s.value_head_size = kMlaValueWidth;
-    s.cache_form = MlaCacheForm::one_pool;
-    plan_.emplace(MlaPlan::create(ctx, s, starts_, options));
-
-    const DType stored = is_fp8_dtype(c.cache_dtype) ? DType::u8 : c.cache_dtype;
-    views_.query = buffers_.make(kQueryDtype, Shape{T, c.heads, kMlaKeyWidth});
-    views_.output = buffers_.make(kQueryDtype, Shape{T, c.heads, kMlaValueWidth});
-    views_.mla_cache = buffers_.make(stored, Shape{int64_t(bytes.blocks), B, kMlaKeyWidth});
-    // Blocks handed out in random order, as a server's free list does.
-    std::vector<int32_t> ids(bytes.blocks);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), std::mt19937(39));
-    table_.assign(size_t(S) * M, 0);
-    for (size_t i = 0; i < table_.size(); ++i) table_[i] = ids[i];
-    const std::vector<int32_t> lens(S, int32_t(c.context));
-    views_.block_tables = buffers_.upload(DType::i32, Shape{S, M}, table_.data());
-    views_.context_lens = buffers_.upload(DType::i32, Shape{S}, lens.data());
-    views_.query_starts = buffers_.upload(DType::i32, Shape{S + 1}, starts_.data());
-    if (plan_->scratch_bytes()) {
-      views_.scratch = buffers_.bytes(plan_->scratch_bytes());
+  MlaBatch(Context& ctx, const MlaPrepared& p, const std::vector<BufferView>& buffers)
+      : ctx_(ctx), c_(p.config), table_(p.table), plan_(*p.plan) {
+    const uint32_t S = c_.requests, B = kMlaBlockSize, T = S * c_.new_tokens;
+    const uint32_t M = uint32_t(ceil_div(c_.context, B));
+    auto tensor = [&](MlaBuffer i, DType dtype, const Shape& shape) {
+      const BufferView& b = buffers[i];
+      return TensorView{BufferView{b.buffer, b.offset, size_t(shape.numel()) * dtype_size(dtype)}, dtype, shape};
+    };
+    const DType stored = is_fp8_dtype(c_.cache_dtype) ? DType::u8 : c_.cache_dtype;
+    views_.query = tensor(kMlaQuery, kQueryDtype, Shape{T, c_.heads, kMlaKeyWidth});
+    views_.output = tensor(kMlaOutput, kQueryDtype, Shape{T, c_.heads, kMlaValueWidth});
+    views_.mla_cache = tensor(kMlaPool, stored, Shape{int64_t(p.bytes.blocks), B, kMlaKeyWidth});
+    views_.block_tables = tensor(kMlaTables, DType::i32, Shape{S, M});
+    views_.context_lens = tensor(kMlaLengths, DType::i32, Shape{S});
+    views_.query_starts = tensor(kMlaStarts, DType::i32, Shape{S + 1});
+    ctx.upload(views_.block_tables.memory, p.table.data(), views_.block_tables.bytes());
+    ctx.upload(views_.context_lens.memory, p.lens.data(), views_.context_lens.bytes());
+    ctx.upload(views_.query_starts.memory, p.starts.data(), views_.query_starts.bytes());
+    if (plan_.scratch_bytes()) {
+      const BufferView& b = buffers[kMlaScratch];
+      views_.scratch = BufferView{b.buffer, b.offset, plan_.scratch_bytes()};
     }
     ctx.run_and_wait([&](VkCommandBuffer cmd) {
       record_fill_random(ctx, cmd, views_.query, 5);
       record_fill_random(ctx, cmd, views_.mla_cache, 6);
     });
     params_.scale = kDeepSeekScale;
-    if (is_fp8_dtype(c.cache_dtype)) params_.k_scale = params_.v_scale = kFp8Scale;
+    if (is_fp8_dtype(c_.cache_dtype)) params_.k_scale = params_.v_scale = kFp8Scale;
   }
 
-  void record(VkCommandBuffer cmd) const { record_mla_attention(ctx_, cmd, *plan_, views_, params_); }
-  const MlaPlan& plan() const { return *plan_; }
+  void record(VkCommandBuffer cmd) const { record_mla_attention(ctx_, cmd, plan_, views_, params_); }
+  const MlaPlan& plan() const { return plan_; }
 
   // The output of the first and the last request (their first and last new token) on a few heads
   // against the CPU reference over the same rows, read back from the device (the last recorded
@@ -277,10 +335,9 @@ class MlaBatch {
   }
 
   Context& ctx_;
-  MlaBenchCase c_;
-  std::vector<int32_t> starts_, table_;
-  std::optional<MlaPlan> plan_;
-  BenchBuffers buffers_;
+  const MlaBenchCase& c_;
+  const std::vector<int32_t>& table_;
+  const MlaPlan& plan_;
   MlaViews views_;
   AttentionParams params_;
 };
@@ -307,18 +364,23 @@ struct Limits {
   }
 };
 
-MlaResult run_mla_case(Context& ctx, const MlaBenchCase& c, const MlaOptions& options, const BenchOptions& o,
+// The case timed in its buffers: views into `arena` (--arena), or allocations of its own (null),
+// freed when it ends.
+MlaResult run_mla_case(Context& ctx, const MlaPrepared& p, const DeviceBuffer* arena, const BenchOptions& o,
                        const StreamingRead* flush) {
   MlaResult r;
-  r.config = c;
-  r.bytes = mla_case_bytes(c);
-  r.skipped = mla_case_unfit(c, ctx.device_info());
+  r.config = p.config;
+  r.bytes = p.bytes;
+  r.skipped = p.skipped;
   if (!r.skipped.empty()) return r;
+  const std::vector<size_t> sizes = mla_buffer_sizes(p);
+  CaseMemory memory;
   std::optional<MlaBatch> batch;
   try {
-    batch.emplace(ctx, c, options);
+    memory = arena ? arena_memory(ctx, *arena, sizes, kMlaPools) : own_memory(ctx, sizes);
+    batch.emplace(ctx, p, memory.views);
   } catch (const Error& e) {
-    // What this device cannot run (a refused plan, memory the checks above did not foresee).
+    // What this device cannot run after all (memory the checks of prepare_mla_case did not foresee).
     if (e.code() != ErrorCode::unsupported && e.code() != ErrorCode::out_of_memory) throw;
     r.skipped = e.what();
     return r;
@@ -467,6 +529,18 @@ int run_mla_bench(const BenchOptions& o) {
              kMlaKeyWidth, dtype_name(kQueryDtype), kDeepSeekScale, kFp8Scale, o.kernel,
              flush ? fmt::format(", caches flushed ({} MB read) before each repetition", flush->bytes() / 1000000) : "",
              o.warm_start ? ", warm start (each repetition after the same call and the flush, untimed)" : "");
+  // Every case's plan and table before any case's buffers exist; the arena is sized for the
+  // largest case that runs (not for one skipped: a pool past the device's limits).
+  std::vector<MlaPrepared> prepared;
+  for (const MlaBenchCase& c : cases) prepared.push_back(prepare_mla_case(ctx, c, options));
+  std::optional<DeviceBuffer> arena;
+  if (o.arena) {
+    size_t bytes = 16;
+    for (const MlaPrepared& p : prepared)
+      if (p.skipped.empty()) bytes = std::max(bytes, arena_bytes(ctx, mla_buffer_sizes(p), kMlaPools));
+    arena.emplace(create_arena(ctx, bytes));
+  }
+  fmt::print("{}\n", buffers_line(arena ? &*arena : nullptr));
   fmt::print("GB/s: cache bytes (every row of every request read once) per second; TFLOP/s: 2 x H x ({} + {}) per "
              "query token per key it sees; limits: cache bytes / read bandwidth, FLOPs / matrix ceiling, each share = "
              "limit / time; check: first and last request (first and last new token), a few heads, against the CPU "
@@ -476,8 +550,8 @@ int run_mla_bench(const BenchOptions& o) {
              "case", "reqs", "new", "ctx", "H", "cache", "median us", "min us", "max us", "GB/s", "TFLOP/s", "mem us", "share",
              "mma us", "share", "check", "kernel", "path");
   std::vector<MlaResult> results;
-  for (const MlaBenchCase& c : cases) {
-    results.push_back(run_mla_case(ctx, c, options, o, flush));
+  for (const MlaPrepared& p : prepared) {
+    results.push_back(run_mla_case(ctx, p, arena ? &*arena : nullptr, o, flush));
     print_row(results.back(), limits);
     std::fflush(stdout);
   }
@@ -493,6 +567,8 @@ int run_mla_bench(const BenchOptions& o) {
     j["kernel_requested"] = o.kernel;
     j["cache_flush_bytes"] = flush ? flush->bytes() : 0;
     j["warm_start"] = o.warm_start;
+    j["arena"] = o.arena;
+    j["arena_bytes"] = arena ? arena->size() : 0;
     j["read_bandwidth_bytes_per_second"] = limits.read_bytes_per_second;
     j["matrix_ceiling"] = {{"flops_per_second", limits.matrix_flops_per_second},
                            {"unavailable", ceiling.unavailable},

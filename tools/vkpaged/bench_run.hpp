@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The pieces `vkpaged bench` is made of (command_bench.cpp runs them): each case prepared once
-// for the run, its buffers (its own allocations or views into the arena), one timed run of it,
-// and the JSON of the results.
+// for the run, its buffers (its own allocations or views into the arena: the MLA suites' buffers
+// too), one timed run of it, and the JSON of the results.
 #include <functional>
 #include <optional>
 #include <string>
@@ -44,6 +44,21 @@ CaseMemory own_memory(Context& ctx, const PreparedCase& p);
 CaseMemory arena_memory(const Context& ctx, const DeviceBuffer& arena, const PreparedCase& p);
 // The arena's size for these cases: the largest one's buffers laid out as arena_memory lays them.
 size_t arena_bytes(const Context& ctx, const std::vector<PreparedCase>& cases);
+
+// The same for any suite's case, given its buffers' sizes in order, the first `pools` of them its
+// pools (the decode suites' key and value pools, the MLA suites' one pool): each an allocation of
+// its own; or views into the arena, each pool at a 2 MiB boundary, the rest at the small
+// alignment (256 bytes or the device's storage-buffer offset alignment); and the arena bytes
+// that layout ends at.
+CaseMemory own_memory(Context& ctx, const std::vector<size_t>& sizes);
+CaseMemory arena_memory(const Context& ctx, const DeviceBuffer& arena, const std::vector<size_t>& sizes, size_t pools);
+size_t arena_bytes(const Context& ctx, const std::vector<size_t>& sizes, size_t pools);
+// The run's arena (--arena): one allocation of `bytes`, the largest case's arena_bytes. Throws
+// vkpaged::Error naming --arena and the bytes where the device cannot allocate it.
+DeviceBuffer create_arena(Context& ctx, size_t bytes);
+// The line the bench prints about where the cases' buffers live: in `arena`, or (null) in
+// allocations of each case's own (--no-arena).
+std::string buffers_line(const DeviceBuffer* arena);
 
 // What every case of the run shares: the decode options (for --timeline), the flush (with
 // --flush-caches), the sinks of the pools' streaming reads.

@@ -139,12 +139,9 @@ int run_bench(const BenchOptions& o) {
   if (o.arena) {
     size_t bytes = 16;
     for (const auto& cases : prepared) bytes = std::max(bytes, arena_bytes(ctx, cases));
-    arena.emplace(ctx.create_buffer(bytes));
-    fmt::print("buffers: one arena of {} MB, allocated once, every case's pools and tables views into it (--arena)\n",
-               bytes / 1000000);
-  } else {
-    fmt::print("buffers: each case allocates its own and frees them when it ends (--no-arena)\n");
+    arena.emplace(create_arena(ctx, bytes));
   }
+  fmt::print("{}\n", buffers_line(arena ? &*arena : nullptr));
   if (o.repeat > 1) fmt::print("rounds: {}, every suite run again after the last round, each case's rounds compared\n", o.repeat);
   fmt::print("after every suite the read bandwidth is measured again: a change of more than {0:.0f} % from the start "
              "prints a line starting \"disturbed:\"{1}\n",

@@ -197,9 +197,10 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
                "command buffer, so that its pipeline has run before (as for an engine's later layers; on NVIDIA's "
                "driver a pipeline's first dispatch in a submission is slower) while its bytes are not in the L2");
   cmd.add_flag("--arena,!--no-arena", b.arena,
-               std::string("--arena: every case's pools, tables and small buffers are views into one allocation made "
-                           "once for the run (sized for its largest case, pools at 2 MiB boundaries); --no-arena: each "
-                           "case allocates its own and frees them when it ends. Default: ") +
+               std::string("the decode and MLA suites: --arena: every case's pools, tables and small buffers are "
+                           "views into one allocation made once for the run (sized for its largest case that runs, "
+                           "pools at 2 MiB boundaries); --no-arena: each case allocates its own and frees them when it "
+                           "ends. Default: ") +
                    (kArenaByDefault ? "--arena" : "--no-arena"));
   cmd.add_option("--repeat", b.repeat,
                  "run every suite this many times in the process and compare each case's rounds. After every suite "
