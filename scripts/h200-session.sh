@@ -13,6 +13,8 @@
 #                                               # its PyTorch anchor, one call
 #   scripts/h200-session.sh mla-prefill BUILD OUT  # MLA prefill and chunks (target 14: bench --suite
 #                                               # mla-prefill) and FlashAttention-2 unabsorbed, one call
+#   scripts/h200-session.sh mla-arena BUILD OUT  # the mla suite warm, each case's own buffers against
+#                                               # one arena, alternating (the suite's variance)
 #   scripts/h200-session.sh mla-tiles BUILD OUT  # MLA decode's cost per key tile: r1-4k cases with
 #                                               # 1 to 16 workgroups of 4096 to 256 positions each
 #   scripts/h200-session.sh sass     BUILD OUT  # the SASS of the pipelines SASS_SUITE's SASS_CASE
@@ -33,7 +35,7 @@
 # VK_KHR_cooperative_matrix), or says it fell back to Debian 12's.
 set -uo pipefail
 
-stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla|mla-prefill|mla-tiles|sass|compare BUILD OUT [BASE...]}"
+stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla|mla-prefill|mla-arena|mla-tiles|sass|compare BUILD OUT [BASE...]}"
 build="${2:?BUILD}"
 out="${3:?OUT}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -197,6 +199,22 @@ case "$stage" in
     } >"$out/mla-prefill-anchor.txt" 2>&1
     grep -E '^(=== |[a-z0-9+-]+-h[0-9]+)' "$out/mla-prefill-vkpaged.txt" "$out/mla-prefill-anchor.txt" | grep -E '=== |best:|  ok  |FAILED' | head -n 60
     ;;
+  mla-arena)
+    # The MLA suite's cases slow after the suite's earlier cases in one process (2026-12-06): the
+    # whole suite warm with every case's buffers its own (--no-arena) and in one arena (--arena),
+    # alternating, MLA_ARENA_ROUNDS processes of each.
+    {
+      log nvidia-smi
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+      for ((round = 1; round <= ${MLA_ARENA_ROUNDS:-2}; ++round)); do
+        for mode in no-arena arena; do
+          log "mla warm --$mode, round $round"
+          bench timeout 190 "$cli" bench --suite mla "${w[@]}" "--$mode" --json "$out/mla-$mode-$round.json"
+        done
+      done
+    } >"$out/mla-arena.txt" 2>&1
+    grep -E '^(=== |buffers:)' "$out/mla-arena.txt" | tail -n 12
+    ;;
   mla-tiles)
     # One request of 4096 positions split into partitions of 64 to 4096 (64 to 1 workgroups per
     # head group, each alone on an SM): the time against the tiles per workgroup separates the
@@ -263,7 +281,7 @@ case "$stage" in
     grep -E '^(=== |binary )' "$out/compare.txt" | tail -n 20
     ;;
   *)
-    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla, mla-prefill, mla-tiles, sass or compare" >&2
+    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla, mla-prefill, mla-arena, mla-tiles, sass or compare" >&2
     exit 2
     ;;
 esac
