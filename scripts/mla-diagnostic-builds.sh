@@ -7,15 +7,22 @@
 # choice of the planner. Built here, carried to the GPU machine, timed there with
 #
 #   COMPARE_SUITES=mla COMPARE_CASES="r1-4k r8-4k r32-4k" scripts/h200-session.sh compare BUILD OUT \
-#     DEST/noload DEST/noproducts DEST/noconvert DEST/short-tiles
+#     DEST/noload DEST/noproducts DEST/unconverted DEST/short-tiles
 #
-# Variants of this tree (the script refuses to run once the kernel differs from d7919e6's, the
-# one its edits are written against):
+# Variants of this tree (the script refuses to run once the kernel differs from the one its edits
+# are written against: kernel_blob below, the bf16 register conversion's):
 #   noload          staging stores a constant instead of reading the cache (the block table is read)
 #   noproducts      no matrix products: neither the scores nor P V
-#   noconvert       no bf16 range pass over the staged tile (times only)
+#   unconverted     a bf16 tile's chunks stored as loaded, not converted to f16 in registers (the
+#                   tile's largest magnitude and its barrier stay): what the conversion's arithmetic
+#                   costs (times only; the non-finite test then reads bf16 bits as f16, which flags
+#                   only magnitudes from 2^121 up: random rows take the products' path as before)
 #   short-tiles     key tiles longer than 16 positions only up to 36 staged words per invocation,
 #                   not 72 (bf16 16-head decode: tiles of 16, as before 2026-12-06's long-tiles run)
+# noconvert (up to the kernel of 00d3ac9) left out the second pass over the staged tile that
+# converted a bf16 tile in shared memory; the kernel now converts each invocation's chunks in
+# registers as it stores them, so there is no such pass to leave out, and `unconverted`, which
+# leaves out only the arithmetic, is not comparable with noconvert's figures.
 # The kernels before 1c49c46 (queries in shared memory) do not fit its planner's tiles; they are
 # measured against their own builds (scripts/gpu-prepare.sh BASE commits).
 #
@@ -50,13 +57,16 @@ variant() {  # name, file, then a perl substitution that edits it
   strip -o "$dest/$name/tools/vkpaged/vkpaged" "$build/tools/vkpaged/vkpaged"
   echo "$name: $dest/$name/tools/vkpaged/vkpaged"
 }
-if ! git -C "$root" diff --quiet d7919e6 -- shaders/mla_attention_matrix_khr.comp; then
-  echo "mla-diagnostic-builds: the kernel differs from d7919e6's, which the variants are made from (update this script)" >&2
+# The kernel the variants are written against, as a blob id (`git hash-object`) rather than a
+# commit, so that the commit which changes the kernel can carry this line.
+kernel_blob=281276babb1b716197b97799508a686d11f07453
+if [ "$(git -C "$root" hash-object "$shader")" != "$kernel_blob" ]; then
+  echo "mla-diagnostic-builds: the kernel differs from blob $kernel_blob, which the variants are made from (update this script)" >&2
   exit 1
 fi
 variant noload "$shader" 's/raw\[k\] = cache_chunk\(block \* B \+ \(tile \+ c\) % B, j\);/raw[k] = uvec4(0x3c003c00u);/'
 variant noproducts "$shader" 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'
-variant noconvert "$shader" 's/if \(convert_bf16_rows\(K_BASE/if (false && convert_bf16_rows(K_BASE/'
+variant unconverted "$shader" 's/BF16_CACHE \? bf16_chunk_to_f16\(raw\[k\], factor\) : raw\[k\]/raw[k]/'
 variant short-tiles "$planner" 's/kMaxStageWords = 72;/kMaxStageWords = 36;/'
 restore
 trap 'rm -rf "$saved"' EXIT

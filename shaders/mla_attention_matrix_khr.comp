@@ -22,8 +22,10 @@
 //             (8-byte where a pool's rows are not whole 16-byte chunks)
 //             and written to shared memory as f16, [TK][DS]:
 //             fp8 converted (E4M3 as value / 256, folded into the scales), a bf16 tile scaled by
-//             a power of two into f16's range (common/matrix_f16_elements.glsl). Positions past
-//             the key range are zeros, never read;
+//             a power of two into f16's range (common/matrix_f16_elements.glsl): its largest
+//             magnitude is raised from the loaded chunks, and after a barrier each invocation
+//             converts its own chunks in registers as it stores them. Positions past the key
+//             range are zeros, never read;
 //   scores:   block b's S [M x TK] in N-column blocks, each unit of the block taking columns
 //             and, where the block has more units than column blocks, a slice of the DK dims
 //             (the slices' partial sums land side by side and are added in the softmax);
@@ -205,17 +207,17 @@ bool store_half_chunk(uint word, uvec2 raw) {
   return f16_chunk_not_finite(uvec4(raw, 0u, 0u));
 }
 
-// The tile's rows into [TK][DS] as f16 (bf16: raw, converted after): raises `largest` (bf16)
-// and returns whether a staged value entry (one of the first DV) is not finite (f16, fp8).
-// An invocation issues every load of its chunks before it stores any: the loads do not depend
-// on one another, so they can all be in flight at once (a loop that stores each chunk before
-// the next load waits out each load in turn).
+// Staging in two steps: load_rows reads this invocation's chunks of the tile's rows into
+// registers, every load before any store (the loads do not depend on one another, so they can
+// all be in flight at once; a loop that stores each chunk before the next load waits out each
+// load in turn); store_rows writes them into [TK][DS] as f16, a bf16 cache's converted there
+// and then (times `factor`, the tile's power of two, known only once every invocation has
+// raised the tile's largest magnitude from its loaded chunks: a barrier between the steps).
 const uint PAD_CHUNKS = PAD_WORDS / CW;
 const uint ROW_CHUNKS = ROW_WORDS / CW;
 const uint STAGE_CHUNKS = TK * PAD_CHUNKS;
 const uint STAGE_LOADS = (STAGE_CHUNKS + WG - 1u) / WG;  // chunks per invocation and tile
-bool stage_rows(uint tile, uint parity, inout uint largest) {
-  uvec4 raw[STAGE_LOADS];
+void load_rows(uint tile, uint parity, out uvec4 raw[STAGE_LOADS]) {
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
     raw[k] = uvec4(0u);
@@ -226,6 +228,16 @@ bool stage_rows(uint tile, uint parity, inout uint largest) {
       if (j < ROW_CHUNKS && block != NO_BLOCK) raw[k] = cache_chunk(block * B + (tile + c) % B, j);
     }
   }
+}
+// The largest finite magnitude (f32 bits) of this invocation's loaded bf16 chunks.
+uint raw_largest(uvec4 raw[STAGE_LOADS]) {
+  uint largest = 0u;
+  [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) largest = max(largest, bf16_chunk_largest(raw[k]));
+  return largest;
+}
+// Returns whether a staged entry is not finite: f16 and fp8 one of a row's values (its first DV),
+// bf16 any entry of the row (as the pass over the staged tile that this replaces flagged).
+bool store_rows(uvec4 raw[STAGE_LOADS], float factor) {
   bool bad = false;
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
@@ -234,8 +246,9 @@ bool stage_rows(uint tile, uint parity, inout uint largest) {
     const uint w = (i % PAD_CHUNKS) * CW;  // the chunk's first cache word in its row
     const uint first = 4u * K_BASE + c * (DS / 2u);  // 32-bit word of the row's first pair (16-byte aligned)
     const uint word = first + (FP8 ? 2u : 1u) * w;   // ... of the chunk's first f16 pair
-    const bool chunk_bad = CW == 4u ? store_chunk(word / 4u, raw[k]) : store_half_chunk(word, raw[k].xy);
-    if (BF16_CACHE) largest = max(largest, bf16_chunk_largest(raw[k]));
+    const uvec4 chunk = BF16_CACHE ? bf16_chunk_to_f16(raw[k], factor) : raw[k];
+    const bool chunk_bad = CW == 4u ? store_chunk(word / 4u, chunk) : store_half_chunk(word, chunk.xy);
+    if (BF16_CACHE) bad = bad || chunk_bad;
     else if (w < VALUE_WORDS) bad = bad || chunk_bad;
   }
   return bad;
@@ -357,10 +370,15 @@ void main() {
   read_tile_blocks(table, span.hi, span.lo, parity);
   barrier();
   for (uint tile = span.lo; tile < span.hi; tile += TK) {
-    // ---- staging: the tile's rows (its blocks were read during the tile before) ----
-    uint largest = 0u;
-    if (stage_rows(tile, parity, largest)) atomicOr(s_value_bad[parity], 1u);
-    if (BF16_CACHE) RAISE_SHARED_LARGEST(s_largest[1], largest);
+    // ---- staging: the tile's rows (its blocks were read during the tile before); bf16: the
+    // tile's largest magnitude raised first, the rows stored converted after its barrier ----
+    uvec4 raw[STAGE_LOADS];
+    load_rows(tile, parity, raw);
+    if (BF16_CACHE) {
+      RAISE_SHARED_LARGEST(s_largest[1], raw_largest(raw));
+    } else if (store_rows(raw, 1.0)) {
+      atomicOr(s_value_bad[parity], 1u);
+    }
     barrier();
     // The next tile's blocks, in flight during this tile's products and softmax (the other
     // parity's were last read before this barrier).
@@ -368,7 +386,7 @@ void main() {
     int key_shift = 0;  // the bf16 tile's power of two
     if (BF16_CACHE) {
       key_shift = range_shift(s_largest[1]);
-      if (convert_bf16_rows(K_BASE, TK, DKPAD / 8u, DS / 8u, exp2(float(key_shift)))) atomicOr(s_value_bad[parity], 1u);
+      if (store_rows(raw, exp2(float(key_shift)))) atomicOr(s_value_bad[parity], 1u);
       barrier();
       if (tid == 0u) s_largest[1] = 0u;  // read by all before the barrier; raised again after the tile's end
     }

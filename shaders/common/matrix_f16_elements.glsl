@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Elements as f16 bits for the shared tiles of the KHR matrix kernels (attention_matrix_khr.comp,
 // mla_attention_matrix_khr.comp): fp8 bytes converted (E4M3 as value / 256, folded into the
-// scales), bf16 words scaled by a power of two into f16's range, the non-finite tests, a staged
-// bf16 tile's conversion in place, and the factors that undo the powers of two in a logit.
+// scales), bf16 words scaled by a power of two into f16's range (a chunk in registers, or a
+// staged tile in place), the non-finite tests, and the factors that undo the powers of two in a
+// logit.
 // Requires, from the includer: CACHE_DTYPE, FP8 (cache_element.glsl), WG and the shared
 // `uvec4 s_mem[]`.
 #ifndef VKPAGED_MATRIX_F16_ELEMENTS_GLSL
@@ -54,9 +55,15 @@ bool f16_chunk_not_finite(uvec4 w) {
   return f16_pair_not_finite(w.x) || f16_pair_not_finite(w.y) || f16_pair_not_finite(w.z) || f16_pair_not_finite(w.w);
 }
 uint bf16_chunk_largest(uvec4 w) { return max(max(bf16_largest(w.x), bf16_largest(w.y)), max(bf16_largest(w.z), bf16_largest(w.w))); }
+// A 16-byte chunk of bf16 as f16 times `factor` (bf16_pair_to_f16 word by word).
+uvec4 bf16_chunk_to_f16(uvec4 w, float factor) {
+  return uvec4(bf16_pair_to_f16(w.x, factor), bf16_pair_to_f16(w.y, factor), bf16_pair_to_f16(w.z, factor),
+               bf16_pair_to_f16(w.w, factor));
+}
 
 // A 16-byte cache chunk written to shared memory as f16 at 16-byte word `word` (fp8: two words).
-// Returns the f16 words' non-finite test (bf16: raw bits, tested later).
+// Returns the f16 words' non-finite test (bf16 raw bits, converted later: meaningless; bf16
+// converted before: the test of the converted words).
 bool store_chunk(uint word, uvec4 raw) {
   if (FP8) {
     const uvec4 lo = uvec4(fp8_word_to_f16(raw.x), fp8_word_to_f16(raw.y));

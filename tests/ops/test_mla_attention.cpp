@@ -246,7 +246,7 @@ TEST_P(MlaAttentionTest, NanInTheRotaryPartPoisonsTheRow) {
 // bf16 rows whose rotary parts jump in magnitude by up to 2^48 from one run of 64 positions to
 // the next (a run holds whole key tiles of any device's plan), the queries' rotary parts zero so
 // that the logits and outputs stay moderate: the matrix kernel scales each tile into f16's range
-// by its own power of two, which it takes from the tile's loads at the end of the tile before.
+// by its own power of two, which it takes from the tile's own loads before it stores them.
 // Scaled by a neighbour's, a tile's 2^24 entries pass f16's range (Inf, and Inf times the zero
 // query entry is NaN), and its values may lose their precision. Both forms, one pass and split.
 TEST_P(MlaAttentionTest, Bf16TilesFarApartInRangeEachKeepTheirOwn) {
@@ -276,6 +276,38 @@ TEST_P(MlaAttentionTest, Bf16TilesFarApartInRangeEachKeepTheirOwn) {
       }
     in = with_cache_form(in, form);
     c.form = form;
+    for (const MlaOptions& o : {single_pass(), split_by(256)}) check_inputs(in, c, default_params(c.attention), o);
+  }
+}
+
+// bf16 rows with a NaN value entry that only some rows attend (request 1's new tokens at 17, 18
+// and 19; the entry at 18, which the token at 17 does not see) and a NaN in a rotary entry
+// (request 0): the matrix kernel flags a tile holding either while it converts the tile to f16,
+// and does that tile's P V element by element with hidden positions skipped, so that the NaN
+// value reaches only the rows that attend it, and the rotary NaN poisons its request's rows.
+TEST_P(MlaAttentionTest, Bf16NanEntriesReachOnlyTheRowsThatAttendThem) {
+  for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
+    MlaCase c;
+    c.value_head_size = 32;
+    c.rope_head_size = 8;
+    c.attention.heads = 2;
+    c.attention.query_dtype = c.attention.cache_dtype = DType::bf16;
+    c.attention.lens = {12, 20};
+    c.attention.new_tokens = {1, 3};
+    std::mt19937 rng(97);
+    MlaInputs in = make_mla_inputs(c, rng).mla;
+    const int64_t B = c.attention.block_size, Dv = 32, Dk = 40, M = in.block_tables.shape()[1];
+    const auto entry = [&](int64_t request, int64_t t, int64_t d) {
+      const int64_t block = in.block_tables.get(size_t(request * M + t / B));
+      return size_t((block * B + t % B) * Dk + d);
+    };
+    in.mla_cache.set(entry(1, 18, 5), std::nan(""));
+    in.mla_cache.set(entry(0, 4, Dv + 3), std::nan(""));
+    in = with_cache_form(in, form);
+    c.form = form;
+    const AttentionResult want = reference::mla_attention(in, default_params(c.attention), true);
+    ASSERT_TRUE(std::isnan(want.lse.get(0))) << "request 0's rows must be NaN in the reference";
+    ASSERT_FALSE(std::isnan(want.lse.get(size_t(1 * 2)))) << "the value NaN must not poison a row's state";
     for (const MlaOptions& o : {single_pass(), split_by(256)}) check_inputs(in, c, default_params(c.attention), o);
   }
 }
