@@ -32,6 +32,14 @@ constexpr DType kCacheDtypes[] = {DType::f32, DType::f16, DType::bf16, DType::fp
 // the device lacks it, and skips the cases it refuses (f32 queries or caches).
 class MlaAttentionTest : public MlaKernelTest {};
 
+// The element of the one pool `in.mla_cache` ([N, B, Dk]) holding entry d of request
+// `request`'s position t, through its block table.
+size_t cache_entry(const MlaInputs& in, int64_t request, int64_t t, int64_t d) {
+  const int64_t B = in.mla_cache.shape()[1], Dk = in.mla_cache.shape()[2], M = in.block_tables.shape()[1];
+  const int64_t block = in.block_tables.get(size_t(request * M + t / B));
+  return size_t((block * B + t % B) * Dk + d);
+}
+
 // One token per request, lengths 1, B - 1, B, B + 1 and longer, every cache dtype in both forms,
 // a small odd head count; one pass, and split in the two-pool form.
 TEST_P(MlaAttentionTest, DecodeEveryCacheDtypeBothForms) {
@@ -231,10 +239,8 @@ TEST_P(MlaAttentionTest, NanInTheRotaryPartPoisonsTheRow) {
     c.attention.new_tokens = {1, 3};
     std::mt19937 rng(90);
     MlaInputs in = make_mla_inputs(c, rng).mla;
-    // Position 4 of request 1: row (block, 4) of its first block, entry Dv + 3 (rotary).
-    const int64_t block = in.block_tables.get(size_t(1 * in.block_tables.shape()[1]));
-    const int64_t Dk = 40;
-    in.mla_cache.set(size_t((block * c.attention.block_size + 4) * Dk + 32 + 3), std::nan(""));
+    // Position 4 of request 1, entry Dv + 3 (rotary).
+    in.mla_cache.set(cache_entry(in, 1, 4, 32 + 3), std::nan(""));
     in = with_cache_form(in, form);
     c.form = form;
     const AttentionResult want = reference::mla_attention(in, default_params(c.attention), true);
@@ -261,16 +267,15 @@ TEST_P(MlaAttentionTest, Bf16TilesFarApartInRangeEachKeepTheirOwn) {
     c.attention.new_tokens = {1, 2};
     std::mt19937 rng(95);
     MlaInputs in = make_mla_inputs(c, rng).mla;
-    const int64_t B = c.attention.block_size, Dv = 32, Dk = 40, M = in.block_tables.shape()[1];
+    const int64_t Dv = 32, Dk = 40;
     for (int64_t i = 0; i < in.query.numel(); ++i)
       if (i % Dk >= Dv) in.query.set(size_t(i), 0.0);
     const int exponents[] = {24, -24, 20, 0, -20};
     for (size_t r = 0; r < c.attention.lens.size(); ++r)
       for (int64_t t = 0; t < int64_t(c.attention.lens[r]); ++t) {
-        const int64_t block = in.block_tables.get(size_t(int64_t(r) * M + t / B));
         const double factor = std::ldexp(1.0, exponents[(t / 64 + int64_t(r)) % 5]);
         for (int64_t d = Dv; d < Dk; ++d) {
-          const size_t e = size_t((block * B + t % B) * Dk + d);
+          const size_t e = cache_entry(in, int64_t(r), t, d);
           in.mla_cache.set(e, in.mla_cache.get(e) * factor);
         }
       }
@@ -296,13 +301,9 @@ TEST_P(MlaAttentionTest, Bf16NanEntriesReachOnlyTheRowsThatAttendThem) {
     c.attention.new_tokens = {1, 3};
     std::mt19937 rng(97);
     MlaInputs in = make_mla_inputs(c, rng).mla;
-    const int64_t B = c.attention.block_size, Dv = 32, Dk = 40, M = in.block_tables.shape()[1];
-    const auto entry = [&](int64_t request, int64_t t, int64_t d) {
-      const int64_t block = in.block_tables.get(size_t(request * M + t / B));
-      return size_t((block * B + t % B) * Dk + d);
-    };
-    in.mla_cache.set(entry(1, 18, 5), std::nan(""));
-    in.mla_cache.set(entry(0, 4, Dv + 3), std::nan(""));
+    const int64_t Dv = 32;
+    in.mla_cache.set(cache_entry(in, 1, 18, 5), std::nan(""));
+    in.mla_cache.set(cache_entry(in, 0, 4, Dv + 3), std::nan(""));
     in = with_cache_form(in, form);
     c.form = form;
     const AttentionResult want = reference::mla_attention(in, default_params(c.attention), true);
