@@ -7,7 +7,7 @@
 # choice of the planner. Built here, carried to the GPU machine, timed there with
 #
 #   COMPARE_SUITES=mla COMPARE_CASES="r1-4k r8-4k r32-4k" scripts/h200-session.sh compare BUILD OUT \
-#     DEST/noload DEST/noproducts DEST/unconverted DEST/short-tiles
+#     DEST/noload DEST/noproducts DEST/unconverted DEST/long-tiles
 #
 # Variants of this tree (the script refuses to run once the kernel differs from the one its edits
 # are written against: kernel_blob below, the bf16 register conversion's):
@@ -17,8 +17,8 @@
 #                   tile's largest magnitude and its barrier stay): what the conversion's arithmetic
 #                   costs (times only; the non-finite test then reads bf16 bits as f16, which flags
 #                   only magnitudes from 2^121 up: random rows take the products' path as before)
-#   short-tiles     key tiles longer than 16 positions only up to 36 staged words per invocation,
-#                   not 72 (bf16 16-head decode: tiles of 16, as before 2026-12-06's long-tiles run)
+#   long-tiles      key tiles longer than 16 positions up to 72 staged words per invocation, not
+#                   36 (bf16 16-head decode: tiles of 32, as 00d3ac9 to the third lease of 2026-12-06)
 # noconvert (up to the kernel of 00d3ac9) left out the second pass over the staged tile that
 # converted a bf16 tile in shared memory; the kernel now converts each invocation's chunks in
 # registers as it stores them, so there is no such pass to leave out, and `unconverted`, which
@@ -67,7 +67,7 @@ fi
 variant noload "$shader" 's/raw\[k\] = cache_chunk\(block \* B \+ \(tile \+ c\) % B, j\);/raw[k] = uvec4(0x3c003c00u);/'
 variant noproducts "$shader" 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'
 variant unconverted "$shader" 's/BF16_CACHE \? bf16_chunk_to_f16\(raw\[k\], factor\) : raw\[k\]/raw[k]/'
-variant short-tiles "$planner" 's/kMaxStageWords = 72;/kMaxStageWords = 36;/'
+variant long-tiles "$planner" 's/kMaxStageWords = 36;/kMaxStageWords = 72;/'
 restore
 trap 'rm -rf "$saved"' EXIT
 cmake --build "$build" --target vkpaged_cli -j"$(nproc)" >/dev/null

@@ -24,12 +24,14 @@ constexpr uint32_t kMaxRowBlocks = 4;
 // Key positions per tile, longest first: fewer barriers per position. Multiples of n and k.
 constexpr uint32_t kKeyTiles[] = {64, 32, 16, 8};
 // Cache words one invocation stages per tile, all loaded before any is stored (the shader's
-// STAGE_LOADS, held in registers): a tile longer than kShortKeyTile is taken only while it stays
-// within kMaxStageWords (32 positions of DeepSeek's bf16 rows over 128 invocations), so that the
-// staging does not crowd out the queries' and outputs' registers. Tiles of 32 bf16 positions
-// measured faster than 16 on the H100 (bench/experiments/mla-tile-chain.md, long-tiles).
+// STAGE_LOADS, held in registers across the barrier that publishes a bf16 tile's largest
+// magnitude): a tile longer than kShortKeyTile is taken only while it stays within kMaxStageWords
+// (32 positions of fp8 rows, 16 of bf16, over 128 invocations), so that the staging does not
+// crowd out the queries' and outputs' registers. With the bf16 conversion in registers, tiles of
+// 32 bf16 positions spilled and measured slower than 16 on the H100
+// (bench/experiments/mla-tile-chain.md, the third lease).
 constexpr uint32_t kShortKeyTile = 16;
-constexpr uint64_t kMaxStageWords = 72;
+constexpr uint64_t kMaxStageWords = 36;
 // Output columns one subgroup keeps in f32 accumulators at most: 128 columns of 16 rows are 64
 // registers per lane on a subgroup of 32. DeepSeek's Dv = 512 takes 4 value parts.
 constexpr uint32_t kMaxUnitColumns = 128;

@@ -83,12 +83,18 @@ TEST(MlaMatrixPlanner, EachDeviceGetsItsKernelAndTile) {
 // bf16 rows are twice fp8's words: 32 positions of DeepSeek's 576-wide bf16 rows are 72 staged
 // words per invocation of 128, the most the staging holds in registers; the H200's 48 KiB holds
 // that tile beside 16 rows. 128 heads (two blocks of 16 rows) keep tiles of 16: 32 do not fit.
-TEST(MlaMatrixPlanner, Bf16RowsTakeTheLongestTileTheStagingRegistersHold) {
+TEST(MlaMatrixPlanner, RowsTakeTheLongestTileTheStagingRegistersHold) {
+  // 36 staged words per invocation at most: 16 bf16 positions, 32 fp8 ones.
   const auto c16 = plan(h200_with_khr(), deepseek_decode(16, DType::bf16, DType::bf16));
   ASSERT_EQ(c16.kernel, AttentionKernel::matrix);
-  EXPECT_EQ(c16.key_tile, 32u);
+  EXPECT_EQ(c16.key_tile, 16u);
   EXPECT_EQ(c16.workgroup, 128u);
-  EXPECT_EQ(uint64_t(c16.key_tile) * 576 * 2 / 4 / c16.workgroup, 72u);
+  EXPECT_EQ(uint64_t(c16.key_tile) * 576 * 2 / 4 / c16.workgroup, 36u);
+  const auto fp8 = plan(h200_with_khr(), deepseek_decode(16, DType::bf16, DType::fp8_e4m3));
+  ASSERT_EQ(fp8.kernel, AttentionKernel::matrix);
+  EXPECT_EQ(fp8.key_tile, 32u);
+  EXPECT_EQ(fp8.workgroup, 128u);
+  EXPECT_EQ(uint64_t(fp8.key_tile) * 576 / 4 / fp8.workgroup, 36u);
   const auto c128 = plan(h200_with_khr(), deepseek_decode(128, DType::bf16, DType::bf16));
   ASSERT_EQ(c128.kernel, AttentionKernel::matrix);
   EXPECT_EQ(c128.rows, 32u);
