@@ -15,6 +15,8 @@
 #                                               # mla-prefill) and FlashAttention-2 unabsorbed, one call
 #   scripts/h200-session.sh mla-arena BUILD OUT  # the mla suite warm, each case's own buffers against
 #                                               # one arena, alternating (the suite's variance)
+#   scripts/h200-session.sh mla-clocks BUILD OUT  # the mla suite warm without and with a clock warm-up
+#                                               # per case (--clock-warmup-ms), nvidia-smi sampling the clocks
 #   scripts/h200-session.sh mla-tiles BUILD OUT  # MLA decode's cost per key tile: r1-4k cases with
 #                                               # 1 to 16 workgroups of 4096 to 256 positions each
 #   scripts/h200-session.sh sass     BUILD OUT  # the SASS of the pipelines SASS_SUITE's SASS_CASE
@@ -35,7 +37,7 @@
 # VK_KHR_cooperative_matrix), or says it fell back to Debian 12's.
 set -uo pipefail
 
-stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla|mla-prefill|mla-arena|mla-tiles|sass|compare BUILD OUT [BASE...]}"
+stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla|mla-prefill|mla-arena|mla-clocks|mla-tiles|sass|compare BUILD OUT [BASE...]}"
 build="${2:?BUILD}"
 out="${3:?OUT}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -67,6 +69,9 @@ bench() {
   return $rc
 }
 w=(--flush-caches --warm-start)
+# CLOCK_WARMUP_MS: --clock-warmup-ms for the mla and mla-prefill stages' runs (bench/experiments/disturbed-runs.md).
+cw=()
+[ -n "${CLOCK_WARMUP_MS:-}" ] && cw=(--clock-warmup-ms "$CLOCK_WARMUP_MS")
 
 case "$stage" in
   tests)
@@ -175,8 +180,8 @@ case "$stage" in
     {
       log nvidia-smi
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
-      log "mla cold"; bench timeout 190 "$cli" bench --suite mla --flush-caches --json "$out/mla-cold.json"
-      log "mla warm"; bench timeout 190 "$cli" bench --suite mla "${w[@]}" --json "$out/mla-warm.json"
+      log "mla cold"; bench timeout 190 "$cli" bench --suite mla --flush-caches "${cw[@]}" --json "$out/mla-cold.json"
+      log "mla warm"; bench timeout 190 "$cli" bench --suite mla "${w[@]}" "${cw[@]}" --json "$out/mla-warm.json"
     } >"$out/mla-vkpaged.txt" 2>&1
     {
       log "MLA anchor"; timeout 180 python3 "$root/bench/torch_mla_anchor.py" --json "$out/mla-anchor.json"
@@ -191,7 +196,7 @@ case "$stage" in
     {
       log nvidia-smi
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
-      log "mla-prefill"; bench timeout 240 "$cli" bench --suite mla-prefill --flush-caches --repetitions 20 --warmup 2 --json "$out/mla-prefill.json"
+      log "mla-prefill"; bench timeout 240 "$cli" bench --suite mla-prefill --flush-caches --repetitions 20 --warmup 2 "${cw[@]}" --json "$out/mla-prefill.json"
     } >"$out/mla-prefill-vkpaged.txt" 2>&1
     {
       log "MLA prefill anchor"
@@ -214,6 +219,30 @@ case "$stage" in
       done
     } >"$out/mla-arena.txt" 2>&1
     grep -E '^(=== |buffers:)' "$out/mla-arena.txt" | tail -n 12
+    ;;
+  mla-clocks)
+    # 2026-12-06: the arena removed none of the MLA suite's slow cases, and the SM clock read 345 MHz
+    # after such a run. The suite warm with each of MLA_CLOCK_WARMUPS (ms of --clock-warmup-ms per
+    # case; default 0 and 1000), alternating, MLA_CLOCKS_ROUNDS processes of each, nvidia-smi sampling
+    # the SM and memory clocks, the load and the clock-event reasons every 20 ms beside each run
+    # (each case's wall_clock_s in the JSON places it among the samples).
+    {
+      log nvidia-smi
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+      for ((round = 1; round <= ${MLA_CLOCKS_ROUNDS:-1}; ++round)); do
+        for ms in ${MLA_CLOCK_WARMUPS:-0 1000}; do
+          log "mla warm --clock-warmup-ms $ms, round $round"
+          nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw,clocks_event_reasons.active \
+            --format=csv,noheader,nounits -lms 20 >"$out/clocks-$ms-$round.csv" 2>&1 &
+          local_sampler=$!
+          bench timeout 200 "$cli" bench --suite mla "${w[@]}" --clock-warmup-ms "$ms" --json "$out/mla-clock$ms-$round.json"
+          kill "$local_sampler" 2>/dev/null; wait "$local_sampler" 2>/dev/null
+          awk -F', ' '$2 ~ /^[0-9]+$/ {n++; if ($2 + 0 < 1000) low++} END {printf "SM clock samples: %d, below 1000 MHz: %d\n", n, low}' \
+            "$out/clocks-$ms-$round.csv"
+        done
+      done
+    } >"$out/mla-clocks.txt" 2>&1
+    grep -E '^(=== |SM clock samples|clock warm-up)' "$out/mla-clocks.txt" | tail -n 12
     ;;
   mla-tiles)
     # One request of 4096 positions split into partitions of 64 to 4096 (64 to 1 workgroups per
@@ -281,7 +310,7 @@ case "$stage" in
     grep -E '^(=== |binary )' "$out/compare.txt" | tail -n 20
     ;;
   *)
-    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla, mla-prefill, mla-arena, mla-tiles, sass or compare" >&2
+    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla, mla-prefill, mla-arena, mla-clocks, mla-tiles, sass or compare" >&2
     exit 2
     ;;
 esac

@@ -8,15 +8,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench.hpp"
 #include "bench_run.hpp"
+#include "bench_timing.hpp"
 #include "support/test_context.hpp"
 #include "support/test_paths.hpp"
 #include "vkpaged/error.hpp"
@@ -159,6 +162,85 @@ TEST_F(BenchArenaDevice, ViewsLieWhereTheLayoutSaysAndAnArenaTooLargeIsRefusedBy
 TEST(BenchArena, DefaultIsTheConstant) {
   EXPECT_EQ(BenchOptions{}.arena, kArenaByDefault);
   EXPECT_EQ(BenchOptions{}.repeat, 1);
+}
+
+// A stand-in for one repetition: sleeps 1 ms, counts its calls, and returns its call number as its
+// "GPU time" so that the timed ones can be told apart.
+struct CountingRepetition {
+  int calls = 0;
+  double operator()() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return 1000.0 * ++calls;
+  }
+};
+
+// On the device: keep_device_busy submits streaming reads (the validation layer watches them).
+class BenchTiming : public vkpaged::test::GpuTest {};
+
+TEST_F(BenchTiming, WithoutClockWarmupTheWarmupRunsAloneComeBeforeTheTimedOnes) {
+  BenchOptions o;
+  o.warmup = 3;
+  o.repetitions = 5;
+  o.clock_warmup = "0";
+  CountingRepetition rep;
+  const RepetitionTimes t = time_repetitions(ctx(), o, 7, [&] { return rep(); });
+  EXPECT_EQ(rep.calls, 3 + 7);  // at least min_repetitions timed
+  EXPECT_DOUBLE_EQ(t.min_us, 4.0);  // call 4 is the first timed one (ns -> us)
+  EXPECT_DOUBLE_EQ(t.max_us, 10.0);
+  EXPECT_DOUBLE_EQ(t.median_us, 7.0);
+  EXPECT_EQ(clock_warmup_line(o, "discrete"), "");
+}
+
+TEST_F(BenchTiming, ClockWarmupKeepsTheDeviceBusyForItsTimeBeforeTheWarmupRuns) {
+  BenchOptions o;
+  o.warmup = 2;
+  o.repetitions = 20;
+  o.clock_warmup = "30";
+  CountingRepetition rep;
+  const RepetitionTimes t = time_repetitions(ctx(), o, 20, [&] { return rep(); });
+  EXPECT_EQ(rep.calls, 2 + 20) << "the clock warm-up runs reads of its own, not the case";
+  EXPECT_DOUBLE_EQ(t.min_us, 3.0);
+  EXPECT_DOUBLE_EQ(t.max_us, 22.0);
+  // The wall clock: 30 ms busy and two warm-up runs of at least 1 ms, then 20 timed ones.
+  EXPECT_GE(t.wall.timed_s - t.wall.warmup_s, 0.032);
+  EXPECT_GE(t.wall.end_s - t.wall.timed_s, 0.020);
+  EXPECT_EQ(clock_warmup_line(o, "cpu"),
+            "clock warm-up: the device kept busy (streaming reads) for 30 ms before each case's warm-up runs\n");
+}
+
+TEST(BenchClockWarmup, AutoIsASecondOnAGpuAndNoneOnACpuDeviceANumberIsTakenAsGiven) {
+  BenchOptions o;
+  EXPECT_EQ(o.clock_warmup, "auto");
+  EXPECT_EQ(clock_warmup_ms(o, "discrete"), kClockWarmupMsOnGpus);
+  EXPECT_EQ(clock_warmup_ms(o, "integrated"), kClockWarmupMsOnGpus);
+  EXPECT_EQ(clock_warmup_ms(o, "cpu"), 0.0);
+  EXPECT_EQ(clock_warmup_line(o, "cpu"), "");
+  o.clock_warmup = "12.5";
+  EXPECT_EQ(clock_warmup_ms(o, "cpu"), 12.5);
+  o.clock_warmup = "0";
+  EXPECT_EQ(clock_warmup_ms(o, "discrete"), 0.0);
+  for (const char* bad : {"-1", "abc", "5ms", "", "nan", "inf", "1e400"}) {
+    o.clock_warmup = bad;
+    try {
+      clock_warmup_ms(o, "discrete");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_EQ(std::string(e.what()), std::string("--clock-warmup-ms: \"") + bad +
+                                           "\" is not auto or a number of milliseconds, 0 or more");
+    }
+  }
+}
+
+TEST_F(BenchTiming, KeepDeviceBusyReturnsAtOnceWithoutATime) {
+  using Ms = std::chrono::duration<double, std::milli>;
+  const auto start = std::chrono::steady_clock::now();
+  keep_device_busy(ctx(), 0);
+  keep_device_busy(ctx(), -5);
+  EXPECT_LT(Ms(std::chrono::steady_clock::now() - start).count(), 5.0);
+  const auto busy = std::chrono::steady_clock::now();
+  keep_device_busy(ctx(), 20);
+  EXPECT_GE(Ms(std::chrono::steady_clock::now() - busy).count(), 20.0);
 }
 
 TEST(BenchSuites, AllRunsEverySuiteInTurn) {

@@ -24,6 +24,7 @@
 #include "bench.hpp"
 #include "commands.hpp"
 #include "npy.hpp"
+#include "support/test_context.hpp"
 #include "support/test_paths.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
@@ -933,6 +934,45 @@ TEST_F(CliTest, BenchStartsWarmAfterTheSameDecodeAndTheFlushWhenAsked) {
       << r.out;
   for (const char* name : {"q-long", "q-batch", "q-mha", "q-ragged"}) EXPECT_NE(r.out.find(name), std::string::npos) << name;
   EXPECT_NE(slurp(path("bench.json")).find("\"warm_start\": true,"), std::string::npos);
+}
+
+TEST_F(CliTest, BenchWarmsTheClocksOfEveryCaseWhenAskedAndSaysSoInTheJson) {
+  const std::vector<std::pair<std::string, std::string>> suites = {
+      {"quick", "q-long"}, {"mla-quick", "q-r1-"}, {"prefill-quick", "p256"}};
+  for (const auto& [suite, one_case] : suites) {
+    const std::string json = path(suite + ".json").string();
+    const CliResult r = run({"bench", "--suite", suite, "--repetitions", "20", "--warmup", "1", "--clock-warmup-ms",
+                             "2.5", "--case", one_case, "--json", json});
+    ASSERT_EQ(r.exit_code, 0) << suite << r.err;
+    EXPECT_EQ(r.err, "") << "nothing may reach stderr on success (validation messages included)";
+    EXPECT_NE(r.out.find("clock warm-up: the device kept busy (streaming reads) for 2.5 ms before each case's warm-up runs"),
+              std::string::npos)
+        << r.out;
+    const nlohmann::json j = nlohmann::json::parse(slurp(json));
+    EXPECT_EQ(j["clock_warmup_ms"].get<double>(), 2.5) << suite;
+    if (suite == "mla-quick") {  // each case's wall clock, to line it up with clock samples
+      ASSERT_EQ(j["cases"].size(), 1u);
+      const nlohmann::json& wall = j["cases"][0]["wall_clock_s"];
+      EXPECT_GT(wall["warmup"].get<double>(), 1.7e9);  // seconds since 1970: after 2023
+      EXPECT_GE(wall["timed"].get<double>() - wall["warmup"].get<double>(), 0.0025);
+      EXPECT_GE(wall["end"].get<double>(), wall["timed"].get<double>());
+    }
+  }
+  for (const char* suite : {"quick", "mla-quick", "prefill-quick", "cache-write-quick"}) {
+    const CliResult refused = run({"bench", "--suite", suite, "--clock-warmup-ms", "-1"});
+    EXPECT_EQ(refused.exit_code, 1) << suite;
+    EXPECT_NE(refused.err.find("vkpaged: --clock-warmup-ms: \"-1\" is not auto or a number of milliseconds, 0 or more"),
+              std::string::npos)
+        << refused.err;
+    EXPECT_EQ(refused.out, "") << "the bench started before refusing";
+  }
+  // auto: a second on a GPU, none on a CPU device (lavapipe).
+  const bool cpu = test::shared_context().device_info().type == "cpu";
+  const CliResult automatic = run({"bench", "--suite", "quick", "--repetitions", "20", "--warmup", "1", "--case", "q-long",
+                                   "--json", path("auto.json").string()});
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(path("auto.json")))["clock_warmup_ms"].get<double>(), cpu ? 0.0 : 1000.0);
+  EXPECT_EQ(automatic.out.find("clock warm-up:") == std::string::npos, cpu) << automatic.out;
 }
 
 TEST_F(CliTest, BenchRefusesAWarmStartWithoutTheFlush) {

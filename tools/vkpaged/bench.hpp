@@ -89,6 +89,10 @@ std::vector<std::string> disturbed_lines(const std::vector<SuiteRun>& suites, co
 // and frees them when it ends. `--arena` and `--no-arena` choose; this line is the default.
 inline constexpr bool kArenaByDefault = false;
 
+// --clock-warmup-ms auto on a GPU: on an H100 a second of full load brought every MLA case's
+// timing to the full SM clock, 300 ms not every one (bench/experiments/disturbed-runs.md).
+inline constexpr double kClockWarmupMsOnGpus = 1000;
+
 struct BenchOptions {
   std::string suite = "standard";  // standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick, all
   std::string device;
@@ -119,6 +123,12 @@ struct BenchOptions {
   // pipeline's first dispatch in a submission is slower) while its bytes are not in the L2.
   bool warm_start = false;
   bool arena = kArenaByDefault;
+  // Before each case's warm-up runs, keep the device busy for this many milliseconds of wall time
+  // (keep_device_busy): a GPU left idle while the host worked (preparing the cases, checking the
+  // last one on the CPU) lowers its clocks, and a short case's own repetitions do not raise them
+  // again (bench/experiments/disturbed-runs.md). "auto": kClockWarmupMsOnGpus on a GPU, none on a
+  // CPU device (no clocks of its own to raise); else a number of milliseconds, 0 for none.
+  std::string clock_warmup = "auto";
   // Runs every suite this many times in the process (rounds), each round's cases after the last
   // round's, and reports each case's rounds and their spread.
   int repeat = 1;

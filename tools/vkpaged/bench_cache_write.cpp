@@ -110,7 +110,7 @@ Timing time_it(Context& ctx, const BenchOptions& o, const StreamingRead* flush, 
     if (flush) ctx.run_and_wait([&](VkCommandBuffer cmd) { flush->record(cmd); });
     return ctx.run_and_time(record);
   };
-  const RepetitionTimes t = time_repetitions(o, 10, timed);
+  const RepetitionTimes t = time_repetitions(ctx, o, 10, timed);
   return {std::move(name), t.median_us, t.min_us, t.max_us, bytes};
 }
 
@@ -128,6 +128,7 @@ int run_cache_write_bench(const BenchOptions& o) {
   if (o.flush_caches)
     flush.emplace(ctx, std::min<size_t>({size_t(1) << 30, dev.max_storage_buffer_range, dev.device_local_bytes / 4}));
   fmt::print("device: {} ({})\n", dev.name, dev.driver);
+  fmt::print("{}", clock_warmup_line(o, dev.type));
   fmt::print(
       "step: {} new tokens, {} query / {} kv heads, D {}, B {}, f16 keys and values, NeoX rotary over all of D{}\n\n",
       s.tokens, s.heads, s.kv_heads, s.head_size, s.block_size,

@@ -273,7 +273,7 @@ BenchResult run_case(Context& ctx, const PreparedCase& p, const CaseMemory& m, i
     if (flush) ctx.run_and_wait([&](VkCommandBuffer cmd) { flush->record(cmd); });
     return ctx.run_and_time(run);
   };
-  const RepetitionTimes t = time_repetitions(o, 20, timed);
+  const RepetitionTimes t = time_repetitions(ctx, o, 20, timed);
   if (!o.timeline_dir.empty() && round == 1) write_timeline(ctx, c, p.shape, shared.options, v, o.timeline_dir);
   r.median_us = t.median_us;
   r.min_us = t.min_us;

@@ -28,6 +28,7 @@ void write_bench_json(const std::string& path, const DeviceInfo& dev, const Benc
   j["read_bandwidth_bytes_per_second"] = run.bandwidth;
   j["cache_flush_bytes"] = run.flush_bytes;
   j["warm_start"] = run.warm_start;
+  j["clock_warmup_ms"] = run.clock_warmup_ms;
   j["arena"] = run.arena;
   j["arena_bytes"] = run.arena_bytes;
   j["rounds"] = run.rounds;

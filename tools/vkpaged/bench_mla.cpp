@@ -347,6 +347,7 @@ struct MlaResult {
   MlaCaseBytes bytes;
   std::string kernel, path, skipped;  // kernel: scalar (portable) or matrix (tensor cores)
   double median_us = 0, min_us = 0, max_us = 0;
+  WallClock wall;
   MlaCheck check;
   double bytes_per_second() const { return median_us > 0 ? double(bytes.cache_read) / (median_us * 1e-6) : 0.0; }
   double flops_per_second() const { return median_us > 0 ? bytes.flops / (median_us * 1e-6) : 0.0; }
@@ -399,10 +400,11 @@ MlaResult run_mla_case(Context& ctx, const MlaPrepared& p, const DeviceBuffer* a
     if (flush) ctx.run_and_wait([&](VkCommandBuffer cmd) { flush->record(cmd); });
     return ctx.run_and_time(run);
   };
-  const RepetitionTimes t = time_repetitions(o, kMlaMinRepetitions, timed);
+  const RepetitionTimes t = time_repetitions(ctx, o, kMlaMinRepetitions, timed);
   r.median_us = t.median_us;
   r.min_us = t.min_us;
   r.max_us = t.max_us;
+  r.wall = t.wall;
   r.check = batch->check();
   return r;
 }
@@ -450,6 +452,7 @@ Json json_case(const MlaResult& r, const Limits& limits) {
   j["median_us"] = r.median_us;
   j["min_us"] = r.min_us;
   j["max_us"] = r.max_us;
+  j["wall_clock_s"] = {{"warmup", r.wall.warmup_s}, {"timed", r.wall.timed_s}, {"end", r.wall.end_s}};
   j["cache_bytes_per_second"] = r.bytes_per_second();
   j["flops_per_second"] = r.flops_per_second();
   j["memory_limit_us"] = mem_us;
@@ -512,6 +515,7 @@ int run_mla_bench(const BenchOptions& o) {
   const StreamingRead* flush = o.flush_caches ? &probe : nullptr;
 
   fmt::print("device: {} ({})\n", dev.name, dev.driver);
+  fmt::print("{}", clock_warmup_line(o, dev.type));
   fmt::print("read bandwidth (streaming 16-byte loads, {} MB, median of {}): {:.1f} GB/s\n", probe.bytes() / 1000000, reps,
              limits.read_bytes_per_second / 1e9);
   if (ceiling.unavailable.empty())
@@ -567,6 +571,7 @@ int run_mla_bench(const BenchOptions& o) {
     j["kernel_requested"] = o.kernel;
     j["cache_flush_bytes"] = flush ? flush->bytes() : 0;
     j["warm_start"] = o.warm_start;
+    j["clock_warmup_ms"] = clock_warmup_ms(o, dev.type);
     j["arena"] = o.arena;
     j["arena_bytes"] = arena ? arena->size() : 0;
     j["read_bandwidth_bytes_per_second"] = limits.read_bytes_per_second;

@@ -196,7 +196,7 @@ PrefillResult run_prefill_case(Context& ctx, const PrefillCase& c, const Attenti
     if (flush) ctx.run_and_wait([&](VkCommandBuffer cmd) { flush->record(cmd); });
     return ctx.run_and_time([&](VkCommandBuffer cmd) { batch->record(cmd); });
   };
-  const RepetitionTimes t = time_repetitions(o, 10, timed);
+  const RepetitionTimes t = time_repetitions(ctx, o, 10, timed);
   r.median_us = t.median_us;
   r.min_us = t.min_us;
   r.max_us = t.max_us;
@@ -302,6 +302,7 @@ int run_prefill_bench(const BenchOptions& o) {
   const double bandwidth = measure_read_bandwidth(ctx, probe, std::max(10, o.repetitions)).bytes_per_second();
   const StreamingRead* flush = o.flush_caches ? &probe : nullptr;
   fmt::print("device: {} ({})\n", dev.name, dev.driver);
+  fmt::print("{}", clock_warmup_line(o, dev.type));
   fmt::print("read bandwidth (streaming 16-byte loads, {} MB): {:.1f} GB/s\n", probe.bytes() / 1000000, bandwidth / 1e9);
   fmt::print("f16 queries and cache, vllm layout, blocks of {} in shuffled order, causal (bottom-right); kernel {}{}\n",
              kBlockSize, o.kernel,
@@ -326,6 +327,7 @@ int run_prefill_bench(const BenchOptions& o) {
     j["suite"] = o.suite;
     j["kernel"] = o.kernel;
     j["cache_flush_bytes"] = flush ? flush->bytes() : 0;
+    j["clock_warmup_ms"] = clock_warmup_ms(o, dev.type);
     j["read_bandwidth_bytes_per_second"] = bandwidth;
     j["cases"] = Json::array();
     for (const PrefillResult& r : results) j["cases"].push_back(json_case(r, bandwidth));

@@ -78,6 +78,7 @@ struct BenchJsonRun {
   double bandwidth = 0;  // the process's first measure
   size_t flush_bytes = 0;
   bool warm_start = false;
+  double clock_warmup_ms = 0;
   bool arena = false;
   size_t arena_bytes = 0;
   int rounds = 1;

@@ -1,28 +1,52 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
-// How every bench suite times a case: untimed warm-up runs, then the median (and least and
-// greatest) of the timed repetitions.
+// How every bench suite times a case: the device kept busy for --clock-warmup-ms, untimed
+// warm-up runs, then the median (and least and greatest) of the timed repetitions.
 #include <algorithm>
+#include <chrono>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "bench.hpp"
+#include "vkpaged/context.hpp"
 
 namespace vkpaged::cli {
 
-struct RepetitionTimes {
-  double median_us = 0, min_us = 0, max_us = 0;
+// When a case's clock warm-up began, when its timed repetitions began and when they ended, in
+// seconds since the Unix epoch: to line a case up with clock samples taken beside the run
+// (scripts/h200-session.sh mla-clocks: nvidia-smi's).
+struct WallClock {
+  double warmup_s = 0, timed_s = 0, end_s = 0;
 };
 
-// options.warmup untimed calls of `timed_ns` (one repetition, its GPU time in ns), then
-// options.repetitions timed ones, at least `min_repetitions`.
-inline RepetitionTimes time_repetitions(const BenchOptions& options, int min_repetitions,
-                                        const std::function<double()>& timed_ns) {
-  for (int i = 0; i < options.warmup; ++i) timed_ns();
-  std::vector<double> us;
-  for (int i = 0; i < std::max(min_repetitions, options.repetitions); ++i) us.push_back(timed_ns() * 1e-3);
-  std::sort(us.begin(), us.end());
-  return {us[us.size() / 2], us.front(), us.back()};
-}
+struct RepetitionTimes {
+  double median_us = 0, min_us = 0, max_us = 0;
+  WallClock wall;
+};
+
+double unix_seconds();
+
+// Keeps the device saturated for `ms` of wall time: submissions of back-to-back streaming reads
+// (the bandwidth probe's kernel, over a buffer of its own), each grown until it lasts a few
+// milliseconds. An H100 left idle lowers its SM clock to 345 MHz and raises it again within about
+// 100 ms of a full load, but not under a case's own repetitions, which leave it idle half the time
+// (bench/experiments/disturbed-runs.md). Does nothing for ms <= 0.
+void keep_device_busy(Context& ctx, double ms);
+
+// --clock-warmup-ms resolved for a device of this type (DeviceInfo::type): auto is
+// kClockWarmupMsOnGpus but 0 on a CPU device. Throws vkpaged::Error naming the option where the text
+// is neither auto nor a number of milliseconds, 0 or more (run_bench checks it before opening a
+// device: `device_type` "" then).
+double clock_warmup_ms(const BenchOptions& options, const std::string& device_type);
+
+// keep_device_busy for clock_warmup_ms, options.warmup untimed calls of `timed_ns` (one
+// repetition, its GPU time in ns), then options.repetitions timed ones, at least `min_repetitions`.
+RepetitionTimes time_repetitions(Context& ctx, const BenchOptions& options, int min_repetitions,
+                                 const std::function<double()>& timed_ns);
+
+// The line each suite prints after its device line: how long the device is kept busy before each
+// case ("" where not at all).
+std::string clock_warmup_line(const BenchOptions& options, const std::string& device_type);
 
 }  // namespace vkpaged::cli

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "bench_run.hpp"
+#include "bench_timing.hpp"
 #include "cli_context.hpp"
 #include "decode_option_names.hpp"
 #include "vkpaged/context.hpp"
@@ -68,6 +69,7 @@ void throw_no_case_selected(const BenchOptions& o, const std::string& suite) {
 }
 
 int run_bench(const BenchOptions& o) {
+  clock_warmup_ms(o, "");  // refuses a bad --clock-warmup-ms before any suite opens the device
   if (is_cache_write_suite(o.suite)) return run_cache_write_bench(o);
   if (is_prefill_suite(o.suite)) return run_prefill_bench(o);
   if (is_mla_suite(o.suite)) return run_mla_bench(o);
@@ -107,6 +109,7 @@ int run_bench(const BenchOptions& o) {
   const auto bw = measure(probe);
   const double bandwidth = bw.bytes_per_second();
   fmt::print("device: {} ({})\n", dev.name, dev.driver);
+  fmt::print("{}", clock_warmup_line(o, dev.type));
   fmt::print("read bandwidth (streaming 16-byte loads, {} MB, median of {}): {:.1f} GB/s\n", bw.bytes / 1000000,
              o.repetitions, bandwidth / 1e9);
   // The same kernel over the KV bytes of the small standard cases (134 MB), where a launch and
@@ -214,6 +217,7 @@ int run_bench(const BenchOptions& o) {
     run.bandwidth = bandwidth;
     run.flush_bytes = flush ? flush->bytes() : 0;
     run.warm_start = o.warm_start;
+    run.clock_warmup_ms = clock_warmup_ms(o, dev.type);
     run.arena = o.arena;
     run.arena_bytes = arena ? arena->size() : 0;
     run.rounds = o.repeat;

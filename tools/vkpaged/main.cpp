@@ -155,6 +155,11 @@ void add_bench_options(CLI::App& cmd, BenchOptions& b) {
   cmd.add_option("--device", b.device, "Vulkan device index or name substring");
   cmd.add_option("--repetitions", b.repetitions, "timed repetitions per case (at least 20)")->capture_default_str();
   cmd.add_option("--warmup", b.warmup, "untimed runs before timing")->capture_default_str();
+  cmd.add_option("--clock-warmup-ms", b.clock_warmup,
+                 "before each case's --warmup runs, keep the device busy with streaming reads for this many "
+                 "milliseconds, so that a GPU whose clocks fell while the host worked times the case at the clocks of a "
+                 "busy device; auto: 1000 on a GPU, 0 (none) on a CPU device")
+      ->capture_default_str();
   cmd.add_option("--split", b.split, "auto, single (one pass) or split")->capture_default_str();
   cmd.add_option("--partition-tokens", b.partition_tokens, "tokens per split partition (multiple of 256, MLA suites: of 64; 0 = auto)");
   cmd.add_option("--kernel", b.kernel,
