@@ -25,6 +25,13 @@ struct BenchCase {
   KvLayout kv_layout = KvLayout::vllm;  // the pools' layout (--kv-layout)
 };
 
+// When a case's clock warm-up began, when its timed repetitions began and when they ended, in
+// seconds since the Unix epoch: to line a case up with clock samples taken beside the run
+// (scripts/h200-session.sh mla-clocks: nvidia-smi's). Each suite's JSON gives it as wall_clock_s.
+struct WallClock {
+  double warmup_s = 0, timed_s = 0, end_s = 0;
+};
+
 struct BenchResult {
   BenchCase config;
   std::string suite;     // the suite the case belongs to (a part of `all`)
@@ -33,6 +40,7 @@ struct BenchResult {
   uint64_t kv_bytes = 0; // keys and values actually read
   double median_us = 0, min_us = 0, max_us = 0;
   double order_us = 0;  // longest first: median time of record_decode_order, made once per step (not in median_us)
+  WallClock wall;
   // The streaming read (the probe's kernel) over the case's own key and value pools, both
   // whole, after the case was timed: where the decode's memory reads slower than the probe's,
   // the memory's placement is to blame, not the kernel.

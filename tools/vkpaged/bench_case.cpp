@@ -278,6 +278,7 @@ BenchResult run_case(Context& ctx, const PreparedCase& p, const CaseMemory& m, i
   r.median_us = t.median_us;
   r.min_us = t.min_us;
   r.max_us = t.max_us;
+  r.wall = t.wall;
 
   // Both pools read end to end, after the flush when the bench flushes (which also runs the
   // read's pipeline first, as a warm start does).

@@ -13,13 +13,6 @@
 
 namespace vkpaged::cli {
 
-// When a case's clock warm-up began, when its timed repetitions began and when they ended, in
-// seconds since the Unix epoch: to line a case up with clock samples taken beside the run
-// (scripts/h200-session.sh mla-clocks: nvidia-smi's).
-struct WallClock {
-  double warmup_s = 0, timed_s = 0, end_s = 0;
-};
-
 struct RepetitionTimes {
   double median_us = 0, min_us = 0, max_us = 0;
   WallClock wall;
