@@ -69,6 +69,23 @@ bench() {
   return $rc
 }
 w=(--flush-caches --warm-start)
+# nvidia-smi's SM clock every 50 ms into FILE while a stage's runs go; stop_clocks FILE JSON...
+# then places each case of the JSON files among the samples (scripts/bench_clocks.py: the cases
+# timed below the boost clock, bench/experiments/disturbed-runs.md). Nothing without nvidia-smi.
+clocks_pid=""
+start_clocks() {
+  command -v nvidia-smi >/dev/null || return 0
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw \
+    --format=csv,noheader,nounits -lms 50 >"$1" 2>/dev/null &
+  clocks_pid=$!
+}
+stop_clocks() {
+  [ -n "$clocks_pid" ] || return 0
+  kill "$clocks_pid" 2>/dev/null
+  wait "$clocks_pid" 2>/dev/null
+  clocks_pid=""
+  python3 "$root/scripts/bench_clocks.py" "$@"
+}
 # CLOCK_WARMUP_MS: --clock-warmup-ms for the mla and mla-prefill stages' runs (bench/experiments/disturbed-runs.md).
 cw=()
 [ -n "${CLOCK_WARMUP_MS:-}" ] && cw=(--clock-warmup-ms "$CLOCK_WARMUP_MS")
@@ -112,29 +129,32 @@ case "$stage" in
     grep -E '^vkpaged: validation' "$out/tests-validated.log" | cut -c1-240 | sort | uniq -c | sort -rn | head -20
     ;;
   decode)
+    start_clocks "$out/decode-clocks.csv"
     {
       log nvidia-smi
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
       # Targets 1 and 7: the standard suite twice in one process (--repeat 2 compares the rounds).
-      log "standard warm x2"; bench timeout 120 "$cli" bench --suite standard "${w[@]}" --repeat 2
-      log "standard cold"; bench timeout 60 "$cli" bench --suite standard --flush-caches
+      log "standard warm x2"; bench timeout 120 "$cli" bench --suite standard "${w[@]}" --repeat 2 --json "$out/decode-standard-warm.json"
+      log "standard cold"; bench timeout 60 "$cli" bench --suite standard --flush-caches --json "$out/decode-standard-cold.json"
       # Target 7 for every other suite: each warm run twice in its process too.
-      log "groups warm x2"; bench timeout 90 "$cli" bench --suite groups "${w[@]}" --repeat 2
-      log "groups warm, head slices"; VKPAGED_DECODE_TUNE=slices=1 bench timeout 50 "$cli" bench --suite groups "${w[@]}"
-      log "latency warm x2"; bench timeout 70 "$cli" bench --suite latency "${w[@]}" --repeat 2
-      log "dtypes warm x2"; bench timeout 130 "$cli" bench --suite dtypes "${w[@]}" --repeat 2
-      log "ragged warm x2"; bench timeout 110 "$cli" bench --suite ragged "${w[@]}" --repeat 2
+      log "groups warm x2"; bench timeout 90 "$cli" bench --suite groups "${w[@]}" --repeat 2 --json "$out/decode-groups-warm.json"
+      log "groups warm, head slices"; VKPAGED_DECODE_TUNE=slices=1 bench timeout 50 "$cli" bench --suite groups "${w[@]}" --json "$out/decode-groups-slices.json"
+      log "latency warm x2"; bench timeout 70 "$cli" bench --suite latency "${w[@]}" --repeat 2 --json "$out/decode-latency-warm.json"
+      log "dtypes warm x2"; bench timeout 130 "$cli" bench --suite dtypes "${w[@]}" --repeat 2 --json "$out/decode-dtypes-warm.json"
+      log "ragged warm x2"; bench timeout 110 "$cli" bench --suite ragged "${w[@]}" --repeat 2 --json "$out/decode-ragged-warm.json"
       # The cold columns of targets 3 to 6 (each repetition in its own submission).
       for suite in groups latency dtypes ragged; do
-        log "$suite cold"; bench timeout 70 "$cli" bench --suite "$suite" --flush-caches
+        log "$suite cold"; bench timeout 70 "$cli" bench --suite "$suite" --flush-caches --json "$out/decode-$suite-cold.json"
       done
     } >"$out/decode-vkpaged.txt" 2>&1
+    stop_clocks "$out/decode-clocks.csv" "$out"/decode-*.json >"$out/decode-clocks.txt" 2>&1
     {
       # The anchor: cuDNN's kernels in CUDA graphs, kernel time against kernel time.
       log "cuDNN decode anchor"; timeout 120 python3 "$root/bench/torch_cudnn_back_to_back.py" --suite all \
         --json "$out/anchor-decode.json"
     } >"$out/decode-anchor.txt" 2>&1
     grep -E '^(=== |disturbed)' "$out/decode-vkpaged.txt" | tail -n 12
+    grep -E '^bench_clocks|LOW' "$out/decode-clocks.txt" | head -n 12
     tail -n 30 "$out/decode-anchor.txt"
     ;;
   prefill)
@@ -177,27 +197,32 @@ case "$stage" in
     # Each case beside the read bandwidth and the cooperative-matrix ceiling the same process
     # measured, its output checked against the CPU reference; then the anchor (PyTorch's SDPA
     # backends that take Dk 576, and matmul + softmax, in CUDA graphs). 190 + 190 + 180 s.
+    start_clocks "$out/mla-clocks.csv"
     {
       log nvidia-smi
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
       log "mla cold"; bench timeout 190 "$cli" bench --suite mla --flush-caches "${cw[@]}" --json "$out/mla-cold.json"
       log "mla warm"; bench timeout 190 "$cli" bench --suite mla "${w[@]}" "${cw[@]}" --json "$out/mla-warm.json"
     } >"$out/mla-vkpaged.txt" 2>&1
+    stop_clocks "$out/mla-clocks.csv" "$out/mla-cold.json" "$out/mla-warm.json" >"$out/mla-clocks.txt" 2>&1
     {
       log "MLA anchor"; timeout 180 python3 "$root/bench/torch_mla_anchor.py" --json "$out/mla-anchor.json"
     } >"$out/mla-anchor.txt" 2>&1
     grep -E '^(=== |matrix ceiling|read bandwidth|check FAILED)' "$out/mla-vkpaged.txt" | tail -n 12
+    grep -E '^bench_clocks|LOW' "$out/mla-clocks.txt" | head -n 12
     grep -E ' best: ' "$out/mla-anchor.txt" | tail -n 32
     ;;
   mla-prefill)
     # Target 14: each case beside the same limits as the decode cases, checked against the CPU
     # reference; then FlashAttention-2 (and SDPA's other backends) on the unabsorbed shapes. The
     # compute-bound cases are timed flushed, not warm-started, as the prefill suite. 240 + 200 s.
+    start_clocks "$out/mla-prefill-clocks.csv"
     {
       log nvidia-smi
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
       log "mla-prefill"; bench timeout 240 "$cli" bench --suite mla-prefill --flush-caches --repetitions 20 --warmup 2 "${cw[@]}" --json "$out/mla-prefill.json"
     } >"$out/mla-prefill-vkpaged.txt" 2>&1
+    stop_clocks "$out/mla-prefill-clocks.csv" "$out/mla-prefill.json" >"$out/mla-prefill-clocks.txt" 2>&1
     {
       log "MLA prefill anchor"
       timeout 200 python3 "$root/bench/torch_mla_anchor.py" --suite mla-prefill --json "$out/mla-prefill-anchor.json"
@@ -223,26 +248,21 @@ case "$stage" in
   mla-clocks)
     # 2026-12-06: the arena removed none of the MLA suite's slow cases, and the SM clock read 345 MHz
     # after such a run. The suite warm with each of MLA_CLOCK_WARMUPS (ms of --clock-warmup-ms per
-    # case; default 0 and 1000), alternating, MLA_CLOCKS_ROUNDS processes of each, nvidia-smi sampling
-    # the SM and memory clocks, the load and the clock-event reasons every 20 ms beside each run
-    # (each case's wall_clock_s in the JSON places it among the samples).
+    # case; default 0 and 1000), alternating, MLA_CLOCKS_ROUNDS processes of each, with the clocks
+    # sampled beside each run and each case placed among the samples (start_clocks, stop_clocks).
     {
       log nvidia-smi
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
       for ((round = 1; round <= ${MLA_CLOCKS_ROUNDS:-1}; ++round)); do
         for ms in ${MLA_CLOCK_WARMUPS:-0 1000}; do
           log "mla warm --clock-warmup-ms $ms, round $round"
-          nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw,clocks_event_reasons.active \
-            --format=csv,noheader,nounits -lms 20 >"$out/clocks-$ms-$round.csv" 2>&1 &
-          local_sampler=$!
+          start_clocks "$out/clocks-$ms-$round.csv"
           bench timeout 200 "$cli" bench --suite mla "${w[@]}" --clock-warmup-ms "$ms" --json "$out/mla-clock$ms-$round.json"
-          kill "$local_sampler" 2>/dev/null; wait "$local_sampler" 2>/dev/null
-          awk -F', ' '$2 ~ /^[0-9]+$/ {n++; if ($2 + 0 < 1000) low++} END {printf "SM clock samples: %d, below 1000 MHz: %d\n", n, low}' \
-            "$out/clocks-$ms-$round.csv"
+          stop_clocks "$out/clocks-$ms-$round.csv" "$out/mla-clock$ms-$round.json"
         done
       done
     } >"$out/mla-clocks.txt" 2>&1
-    grep -E '^(=== |SM clock samples|clock warm-up)' "$out/mla-clocks.txt" | tail -n 12
+    grep -E '^(=== |bench_clocks|clock warm-up)' "$out/mla-clocks.txt" | tail -n 12
     ;;
   mla-tiles)
     # One request of 4096 positions split into partitions of 64 to 4096 (64 to 1 workgroups per

@@ -2,15 +2,18 @@
 // The bench's stability rules (performance-targets.md, target 7) with made-up figures: when a
 // suite or a case is flagged as disturbed, the lines that say so, the rounds of one case, the
 // arena's layout (and on the device its views and its refusal past the allocation limit) and the
-// suites `all` runs; scripts/bench_stability.py's comparison of runs. The bench itself runs in
+// suites `all` runs; the clock warm-up; scripts/bench_stability.py's comparison of runs and
+// scripts/bench_clocks.py's placing of cases among clock samples. The bench itself runs in
 // test_cli.cpp.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -299,29 +302,42 @@ std::string run_json(bool arena, double after, double round2_us) {
          std::to_string(spread) + ", \"disturbed\": " + (differs ? "true" : "false") + "}], \"cases\": []}";
 }
 
-TEST(BenchStabilityScript, ComparesRunsByWhereTheirBuffersLived) {
-  const std::string python = vkpaged::test::python_path();
-  if (!std::filesystem::exists(python)) GTEST_SKIP() << python << " is not available";
-  // The source tree: VKPAGED_SOURCE_DIR where the tests run away from it (scripts/gpu-test.sh sets
-  // it), else where this file was compiled from.
+// Runs scripts/NAME with `args` (each quoted), stdout and stderr together: its exit status and
+// output. The source tree: VKPAGED_SOURCE_DIR where the tests run away from it (scripts/gpu-test.sh
+// sets it), else where this file was compiled from.
+struct ScriptRun {
+  int status = -1;
+  std::string out;
+};
+ScriptRun run_script(const std::string& name, const std::vector<std::string>& args) {
   const char* source_dir = std::getenv("VKPAGED_SOURCE_DIR");
   const auto root = source_dir != nullptr && *source_dir != '\0'
                         ? std::filesystem::path(source_dir)
                         : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
-  const auto script = root / "scripts" / "bench_stability.py";
-  ASSERT_TRUE(std::filesystem::exists(script)) << script;
+  const auto script = root / "scripts" / name;
+  EXPECT_TRUE(std::filesystem::exists(script)) << script;
+  std::string command = "'" + vkpaged::test::python_path() + "' '" + script.string() + "'";
+  for (const auto& a : args) command += " '" + a + "'";
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  ScriptRun r;
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) r.out.append(buffer, n);
+  const int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(BenchStabilityScript, ComparesRunsByWhereTheirBuffersLived) {
+  const std::string python = vkpaged::test::python_path();
+  if (!std::filesystem::exists(python)) GTEST_SKIP() << python << " is not available";
   const auto dir = std::filesystem::temp_directory_path() / ("vkpaged_bench_stability_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "a.json") << run_json(false, 2300e9, 480.0);
   std::ofstream(dir / "b.json") << run_json(true, 4490e9, 251.0);
-  const std::string command = "'" + python + "' '" + script.string() + "' --compare '" + (dir / "a.json").string() +
-                              "' '" + (dir / "b.json").string() + "' 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) out.append(buffer, n);
-  EXPECT_EQ(pclose(pipe), 0) << out;
+  const ScriptRun run = run_script("bench_stability.py", {"--compare", (dir / "a.json").string(), (dir / "b.json").string()});
+  const std::string& out = run.out;
+  EXPECT_EQ(run.status, 0) << out;
   std::filesystem::remove_all(dir);
   EXPECT_NE(out.find("a.json           per-case rounds 2  read  4500.0 GB/s  after: +0.1% -48.9%  disturbed suite runs "
                      "1/2, cases differing 1/1, max spread 92.0%"),
@@ -335,6 +351,60 @@ TEST(BenchStabilityScript, ComparesRunsByWhereTheirBuffersLived) {
   EXPECT_NE(out.find("  b.json           arena    250.0 251.0 (0.4%) | pools 98 50\n"), std::string::npos) << out;
   EXPECT_NE(out.find("summary: per-case: 1 of 1 runs disturbed\n"), std::string::npos) << out;
   EXPECT_NE(out.find("summary: arena: 0 of 1 runs disturbed\n"), std::string::npos) << out;
+}
+
+// scripts/bench_clocks.py on made-up samples: 345 MHz for the first second, 1980 after, one
+// sample every 100 ms, written in local time as nvidia-smi writes them; four cases timed at the
+// low clock, across the rise, at the high clock, and between two samples.
+TEST(BenchClocksScript, PlacesEachCaseAmongTheSamplesAndFlagsTheOnesTimedAtALowClock) {
+  const std::string python = vkpaged::test::python_path();
+  if (!std::filesystem::exists(python)) GTEST_SKIP() << python << " is not available";
+  const auto dir = std::filesystem::temp_directory_path() / ("vkpaged_bench_clocks_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const double t0 = 1.8e9;  // seconds since the epoch, a whole second
+  {
+    std::ofstream csv(dir / "clocks.csv");
+    for (int i = 0; i <= 20; ++i) {
+      const std::time_t whole = std::time_t(t0) + i / 10;
+      char stamp[32];
+      std::strftime(stamp, sizeof(stamp), "%Y/%m/%d %H:%M:%S", std::localtime(&whole));
+      csv << stamp << "." << (i % 10) << "00, " << (i < 10 ? 345 : 1980) << ", 2619, 40, 120.5\n";
+    }
+    csv << "not a sample\n";
+  }
+  auto timed_case = [&](const std::string& name, double median, double timed, double end, int round) {
+    return "{\"name\": \"" + name + "\", \"round\": " + std::to_string(round) + ", \"median_us\": " +
+           std::to_string(median) + ", \"skipped\": \"\", \"wall_clock_s\": {\"warmup\": " + std::to_string(t0) +
+           ", \"timed\": " + std::to_string(t0 + timed) + ", \"end\": " + std::to_string(t0 + end) + "}}";
+  };
+  std::ofstream(dir / "run.json") << "{\"cases\": [" << timed_case("low", 160.0, 0.2, 0.3, 1) << ", "
+                                  << timed_case("rising", 90.0, 0.95, 1.2, 1) << ", " << timed_case("high", 47.0, 1.5, 1.6, 2)
+                                  << ", " << timed_case("between", 35.0, 1.76, 1.77, 1)
+                                  << ", {\"name\": \"skipped\", \"skipped\": \"too large\"}]}";
+  const std::string csv = (dir / "clocks.csv").string(), json = (dir / "run.json").string();
+  const ScriptRun plain = run_script("bench_clocks.py", {csv, json});
+  const ScriptRun failing = run_script("bench_clocks.py", {csv, json, "--fail-on-low"});
+  const ScriptRun missing = run_script("bench_clocks.py", {(dir / "none.csv").string(), json});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(plain.status, 0) << plain.out;
+  EXPECT_EQ(failing.status, 1) << failing.out;
+  EXPECT_EQ(missing.status, 2) << missing.out;
+  const std::string& out = plain.out;
+  EXPECT_NE(out.find("bench_clocks: 21 samples, highest SM clock 1980 MHz; 4 cases, 1 timed wholly below 1782 MHz\n"),
+            std::string::npos)
+      << out;
+  auto line_of = [&](const std::string& label) {
+    const size_t at = out.find(json + "  " + label + " ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  EXPECT_NE(line_of("low (round 1)").find("160.0 us  SM       345 MHz  LOW"), std::string::npos) << out;
+  EXPECT_NE(line_of("rising (round 1)").find("90.0 us  SM  345-1980 MHz  rising"), std::string::npos) << out;
+  const std::string high = line_of("high (round 2)");
+  EXPECT_NE(high.find("47.0 us  SM      1980 MHz"), std::string::npos) << out;
+  EXPECT_EQ(high.find("LOW"), std::string::npos) << high;
+  EXPECT_EQ(high.find("rising"), std::string::npos) << high;
+  EXPECT_NE(line_of("between (round 1)").find("35.0 us  SM      1980 MHz"), std::string::npos) << out;
+  EXPECT_EQ(out.find("skipped"), std::string::npos) << "a skipped case has no line\n" << out;
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ double unix_seconds();
 // Keeps the device saturated for `ms` of wall time: submissions of back-to-back streaming reads
 // (the bandwidth probe's kernel, over a buffer of its own), each grown until it lasts a few
 // milliseconds. An H100 left idle lowers its SM clock to 345 MHz and raises it again under a full
-// load within 0.1 to more than 0.3 s, but not under a case's own repetitions, which leave it idle
+// load within about half a second, but not under a case's own repetitions, which leave it idle
 // half the time (bench/experiments/disturbed-runs.md). Does nothing for ms <= 0.
 void keep_device_busy(Context& ctx, double ms);
 
