@@ -20,7 +20,8 @@
 #   scripts/h200-session.sh mla-tiles BUILD OUT  # MLA decode's cost per key tile: r1-4k cases with
 #                                               # 1 to 16 workgroups of 4096 to 256 positions each
 #   scripts/h200-session.sh sass     BUILD OUT  # the SASS of the pipelines SASS_SUITE's SASS_CASE
-#                                               # compiles (default: mla, r1-4k-h16-bf16), with
+#                                               # compiles (default: mla, r1-4k-h16-bf16; SASS_CLI:
+#                                               # another build's vkpaged, e.g. a BASE's), with
 #                                               # zstd carried in .gl/zstd (scripts/nvidia_sass.py)
 #   scripts/h200-session.sh compare  BUILD OUT BASE...  # this build's CLI against earlier builds'
 #                                               # (BASE: a folder with tools/vkpaged/vkpaged), suite by
@@ -293,7 +294,7 @@ case "$stage" in
     {
       log "${SASS_SUITE:-mla} --case ${SASS_CASE:-r1-4k-h16-bf16}, pipeline statistics"
       __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_PATH="$cache" __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1 \
-        VKPAGED_PIPELINE_STATS=1 bench timeout 120 "$cli" bench --suite "${SASS_SUITE:-mla}" \
+        VKPAGED_PIPELINE_STATS=1 bench timeout 120 "${SASS_CLI:-$cli}" bench --suite "${SASS_SUITE:-mla}" \
         --case "${SASS_CASE:-r1-4k-h16-bf16}" --repetitions 20 --warmup 1
       log "nvidia_sass.py"
       python3 "$root/scripts/nvidia_sass.py" "$cache" "$out/sass" --loops 12
