@@ -8,7 +8,7 @@ an idle NVIDIA GPU lowers its SM clock, and a case timed at 345 MHz takes 4-5 ti
     vkpaged bench --suite mla --flush-caches --warm-start --json run.json; kill %1
     python3 scripts/bench_clocks.py clocks.csv run.json
 
-Each case's `wall_clock_s` (the decode and MLA suites' JSON) gives when its timed repetitions ran;
+Each case's `wall_clock_s` (every suite's JSON) gives when its timed repetitions ran;
 the samples from 50 ms before their start to their end are its clocks (nvidia-smi reads with some
 delay). A line per case: its median, the SM clock's least and greatest sample there, and a flag:
 `LOW` where every sample is below 90 % of the highest clock in the file, `rising` where only

@@ -72,7 +72,8 @@ bench() {
 w=(--flush-caches --warm-start)
 # nvidia-smi's SM clock every 50 ms into FILE while a stage's runs go; stop_clocks FILE JSON...
 # then places each case of the JSON files among the samples (scripts/bench_clocks.py: the cases
-# timed below the boost clock, bench/experiments/disturbed-runs.md). Nothing without nvidia-smi.
+# timed below the boost clock, bench/experiments/disturbed-runs.md): the decode, prefill, mla,
+# mla-prefill and mla-clocks stages. Nothing without nvidia-smi.
 clocks_pid=""
 start_clocks() {
   command -v nvidia-smi >/dev/null || return 0
@@ -159,22 +160,25 @@ case "$stage" in
     tail -n 30 "$out/decode-anchor.txt"
     ;;
   prefill)
+    start_clocks "$out/prefill-clocks.csv"
     {
       log nvidia-smi
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
-      log "prefill"; bench timeout 150 "$cli" bench --suite prefill --flush-caches
-      log "standard warm, scalar"; bench timeout 50 "$cli" bench --suite standard --kernel scalar "${w[@]}"
-      log "dtypes warm, scalar"; bench timeout 60 "$cli" bench --suite dtypes --kernel scalar "${w[@]}"
-      log "standard warm, matrix-khr"; bench timeout 50 "$cli" bench --suite standard --kernel matrix-khr "${w[@]}"
+      log "prefill"; bench timeout 150 "$cli" bench --suite prefill --flush-caches --json "$out/prefill-prefill.json"
+      log "standard warm, scalar"; bench timeout 50 "$cli" bench --suite standard --kernel scalar "${w[@]}" --json "$out/prefill-standard-scalar.json"
+      log "dtypes warm, scalar"; bench timeout 60 "$cli" bench --suite dtypes --kernel scalar "${w[@]}" --json "$out/prefill-dtypes-scalar.json"
+      log "standard warm, matrix-khr"; bench timeout 50 "$cli" bench --suite standard --kernel matrix-khr "${w[@]}" --json "$out/prefill-standard-khr.json"
       for layout in nhd hnd; do
-        log "standard warm, $layout"; bench timeout 50 "$cli" bench --suite standard --kv-layout "$layout" "${w[@]}"
+        log "standard warm, $layout"; bench timeout 50 "$cli" bench --suite standard --kv-layout "$layout" "${w[@]}" --json "$out/prefill-standard-$layout.json"
       done
-      log "cache-write"; bench timeout 40 "$cli" bench --suite cache-write --flush-caches
+      log "cache-write"; bench timeout 40 "$cli" bench --suite cache-write --flush-caches --json "$out/prefill-cache-write.json"
     } >"$out/prefill-vkpaged.txt" 2>&1
+    stop_clocks "$out/prefill-clocks.csv" "$out"/prefill-*.json >"$out/prefill-clocks.txt" 2>&1
     {
       log "prefill anchor"; timeout 90 python3 "$root/bench/torch_prefill_anchor.py"
     } >"$out/prefill-anchor.txt" 2>&1
     grep -E '^=== ' "$out/prefill-vkpaged.txt" | tail -n 10
+    grep -E '^bench_clocks|LOW' "$out/prefill-clocks.txt" | head -n 12
     tail -n 20 "$out/prefill-anchor.txt"
     ;;
   contract)
@@ -228,6 +232,7 @@ case "$stage" in
       log "MLA prefill anchor"
       timeout 200 python3 "$root/bench/torch_mla_anchor.py" --suite mla-prefill --json "$out/mla-prefill-anchor.json"
     } >"$out/mla-prefill-anchor.txt" 2>&1
+    grep -E '^bench_clocks|LOW' "$out/mla-prefill-clocks.txt" | head -n 12
     grep -E '^(=== |[a-z0-9+-]+-h[0-9]+)' "$out/mla-prefill-vkpaged.txt" "$out/mla-prefill-anchor.txt" | grep -E '=== |best:|  ok  |FAILED' | head -n 60
     ;;
   mla-arena)

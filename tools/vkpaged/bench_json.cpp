@@ -71,7 +71,7 @@ void write_bench_json(const std::string& path, const DeviceInfo& dev, const Benc
          {"median_us", r.median_us},
          {"min_us", r.min_us},
          {"max_us", r.max_us},
-         {"wall_clock_s", {{"warmup", r.wall.warmup_s}, {"timed", r.wall.timed_s}, {"end", r.wall.end_s}}},
+         {"wall_clock_s", wall_clock_json(r.wall)},
          {"kv_bytes_per_second", r.kv_bytes_per_second()},
          {"share_of_bandwidth", run.bandwidth > 0 ? r.kv_bytes_per_second() / run.bandwidth : 0.0},
          {"order_us", r.order_us},

@@ -452,7 +452,7 @@ Json json_case(const MlaResult& r, const Limits& limits) {
   j["median_us"] = r.median_us;
   j["min_us"] = r.min_us;
   j["max_us"] = r.max_us;
-  j["wall_clock_s"] = {{"warmup", r.wall.warmup_s}, {"timed", r.wall.timed_s}, {"end", r.wall.end_s}};
+  j["wall_clock_s"] = wall_clock_json(r.wall);
   j["cache_bytes_per_second"] = r.bytes_per_second();
   j["flops_per_second"] = r.flops_per_second();
   j["memory_limit_us"] = mem_us;

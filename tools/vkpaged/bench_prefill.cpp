@@ -172,6 +172,7 @@ struct PrefillResult {
   double flops = 0;
   uint64_t kv_bytes = 0;
   double median_us = 0, min_us = 0, max_us = 0;
+  WallClock wall;
   double tflops() const { return median_us > 0 ? flops / (median_us * 1e6) : 0.0; }
   double kv_bytes_per_second() const { return median_us > 0 ? double(kv_bytes) / (median_us * 1e-6) : 0.0; }
 };
@@ -200,6 +201,7 @@ PrefillResult run_prefill_case(Context& ctx, const PrefillCase& c, const Attenti
   r.median_us = t.median_us;
   r.min_us = t.min_us;
   r.max_us = t.max_us;
+  r.wall = t.wall;
   return r;
 }
 
@@ -245,6 +247,7 @@ Json json_case(const PrefillResult& r, double bandwidth) {
           {"median_us", r.median_us},
           {"min_us", r.min_us},
           {"max_us", r.max_us},
+          {"wall_clock_s", wall_clock_json(r.wall)},
           {"tflops", r.tflops()},
           {"kv_bytes_per_second", r.kv_bytes_per_second()},
           {"share_of_bandwidth", bandwidth > 0 ? r.kv_bytes_per_second() / bandwidth : 0.0},

@@ -17,4 +17,8 @@ void write_json_file(const std::string& path, const Json& document) {
   if (!f) throw Error(ErrorCode::io_error, fmt::format("--json: cannot write {}", path));
 }
 
+Json wall_clock_json(const WallClock& wall) {
+  return {{"warmup", wall.warmup_s}, {"timed", wall.timed_s}, {"end", wall.end_s}};
+}
+
 }  // namespace vkpaged::cli
