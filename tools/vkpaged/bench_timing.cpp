@@ -16,11 +16,12 @@ double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-}  // namespace
-
+// Seconds since the Unix epoch (WallClock's unit).
 double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
+
+}  // namespace
 
 void keep_device_busy(Context& ctx, double ms) {
   if (!(ms > 0)) return;
