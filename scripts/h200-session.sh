@@ -19,6 +19,9 @@
 #                                               # per case (--clock-warmup-ms), nvidia-smi sampling the clocks
 #   scripts/h200-session.sh mla-tiles BUILD OUT  # MLA decode's cost per key tile: r1-4k cases with
 #                                               # 1 to 16 workgroups of 4096 to 256 positions each
+#   scripts/h200-session.sh mla-phases BUILD OUT  # where an MLA key tile's time goes: the phase-clocks
+#                                               # diagnostic build's cycles per phase, SM and interval of
+#                                               # each workgroup (MLA_PHASES_CASES, --split single)
 #   scripts/h200-session.sh sass     BUILD OUT  # the SASS of the pipelines SASS_SUITE's SASS_CASE
 #                                               # compiles (default: mla, r1-4k-h16-bf16; SASS_CLI:
 #                                               # another build's vkpaged, e.g. a BASE's), with
@@ -38,7 +41,7 @@
 # VK_KHR_cooperative_matrix), or says it fell back to Debian 12's.
 set -uo pipefail
 
-stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla|mla-prefill|mla-arena|mla-clocks|mla-tiles|sass|compare BUILD OUT [BASE...]}"
+stage="${1:?usage: scripts/h200-session.sh tests|decode|prefill|contract|mla|mla-prefill|mla-arena|mla-clocks|mla-tiles|mla-phases|sass|compare BUILD OUT [BASE...]}"
 build="${2:?BUILD}"
 out="${3:?OUT}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -287,6 +290,29 @@ case "$stage" in
     } >"$out/mla-tiles.txt" 2>&1
     grep -E '^=== |-h[0-9]+-' "$out/mla-tiles.txt" | tail -n 60
     ;;
+  mla-phases)
+    # Each case with --split single (one workgroup per head group and request: the merge of a split
+    # would overwrite the records) through the phase-clocks build of scripts/mla-diagnostic-builds.sh
+    # (MLA_PHASES_BUILD, default .devbuild-diag/phase-clocks), then through this build for its time
+    # without the clocks; scripts/mla_phase_clocks.py sums the records.
+    diag="${MLA_PHASES_BUILD:-$root/.devbuild-diag/phase-clocks}"
+    [[ "$diag" = /* ]] || diag="$root/$diag"
+    dumps="$(mktemp -d)"
+    {
+      log nvidia-smi
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+      for c in ${MLA_PHASES_CASES:-r32-4k-h16-bf16 r128-4k-h16-bf16 r128-4k-h16-fp8 r8-4k-h128-bf16 r32-4k-h128-bf16 r128-4k-h128-bf16}; do
+        log "$c, phase-clocks"
+        VKPAGED_DIAG_DUMP="$dumps" bench timeout 60 "$diag/tools/vkpaged/vkpaged" bench --suite mla --case "$c" --split single "${w[@]}" --repetitions 30
+        log "$c, this build"
+        bench timeout 60 "$cli" bench --suite mla --case "$c" --split single "${w[@]}" --repetitions 30
+      done
+      log "mla_phase_clocks.py"
+      python3 "$root/scripts/mla_phase_clocks.py" "$dumps"
+    } >"$out/mla-phases.txt" 2>&1
+    rm -rf "$dumps"
+    grep -E '^(=== |r[0-9]+-[0-9]+k-h[0-9]+-[a-z0-9_]+ |  cycles|r.* workgroups on )' "$out/mla-phases.txt" | cut -c1-250 | tail -n 60
+    ;;
   sass)
     # The driver writes each pipeline's machine code to its disk cache; nvidia_sass.py disassembles
     # it (nvdisasm from the CUDA toolkit or Triton's copy; zstd from .gl/zstd where not installed).
@@ -336,7 +362,7 @@ case "$stage" in
     grep -E '^(=== |binary )' "$out/compare.txt" | tail -n 20
     ;;
   *)
-    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla, mla-prefill, mla-arena, mla-clocks, mla-tiles, sass or compare" >&2
+    echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla, mla-prefill, mla-arena, mla-clocks, mla-tiles, mla-phases, sass or compare" >&2
     exit 2
     ;;
 esac

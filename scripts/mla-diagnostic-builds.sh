@@ -19,6 +19,15 @@
 #                   only magnitudes from 2^121 up: random rows take the products' path as before)
 #   long-tiles      key tiles longer than 16 positions up to 72 staged words per invocation, not
 #                   36 (bf16 16-head decode: tiles of 32, as 00d3ac9 to the third lease of 2026-12-06)
+#   phase-clocks    scripts/mla-phase-clocks.patch: each workgroup's invocation 0 sums the SM
+#                   cycles of each phase of its key tiles (between the tile's barriers) and writes
+#                   them, its SM id and its start and end on the device clock in place of row 0 of
+#                   its head group's output; the bench writes each case's output to
+#                   VKPAGED_DIAG_DUMP/<case>-<single|split>.bin, scripts/mla_phase_clocks.py reads
+#                   them. Run with --split single (a split's merge overwrites the output), e.g.
+#                   VKPAGED_DIAG_DUMP=/tmp/pc DEST/phase-clocks/tools/vkpaged/vkpaged bench --suite mla \
+#                     --case r128-4k-h16-bf16 --split single --warm-start --flush-caches
+#                   python3 scripts/mla_phase_clocks.py /tmp/pc
 # noconvert (up to the kernel of 00d3ac9) left out the second pass over the staged tile that
 # converted a bf16 tile in shared memory; the kernel now converts each invocation's chunks in
 # registers as it stores them, so there is no such pass to leave out, and `unconverted`, which
@@ -35,20 +44,24 @@ dest="${2:?DEST}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 shader="$root/shaders/mla_attention_matrix_khr.comp"
 planner="$root/src/ops/mla_matrix_planner.cpp"
+# Every file a variant edits (phase-clocks' patch: also the context's clock feature and the bench's dump).
+edited=("$shader" "$planner" "$root/src/context.cpp" "$root/tools/vkpaged/bench_mla.cpp")
 saved="$(mktemp -d)"
-cp "$shader" "$saved/shader"
-cp "$planner" "$saved/planner"
+for i in "${!edited[@]}"; do cp "${edited[$i]}" "$saved/$i"; done
 restore() {
-  cp "$saved/shader" "$shader"
-  cp "$saved/planner" "$planner"
+  for i in "${!edited[@]}"; do cp "$saved/$i" "${edited[$i]}"; done
 }
 trap 'restore; rm -rf "$saved"' EXIT
 
-variant() {  # name, file, then a perl substitution that edits it
+variant() {  # name, file, then a perl substitution that edits it (or `patch`: the file is a patch to apply)
   local name="$1" file="$2" substitution="$3"
   restore
-  perl -0pi -e "$substitution" "$file"
-  if cmp -s "$saved/shader" "$shader" && cmp -s "$saved/planner" "$planner"; then
+  if [ "$substitution" = patch ]; then
+    git -C "$root" apply "$file" || { echo "mla-diagnostic-builds: $file no longer applies (update it)" >&2; exit 1; }
+  else
+    perl -0pi -e "$substitution" "$file"
+  fi
+  if cmp -s "$saved/0" "$shader" && cmp -s "$saved/1" "$planner"; then
     echo "mla-diagnostic-builds: $name changed nothing in $file (the code moved on: update this script)" >&2
     exit 1
   fi
@@ -68,6 +81,7 @@ variant noload "$shader" 's/raw\[k\] = cache_chunk\(block \* B \+ \(tile \+ c\) 
 variant noproducts "$shader" 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'
 variant unconverted "$shader" 's/BF16_CACHE \? bf16_chunk_to_f16\(raw\[k\], factor\) : raw\[k\]/raw[k]/'
 variant long-tiles "$planner" 's/kMaxStageWords = 36;/kMaxStageWords = 72;/'
+variant phase-clocks "$root/scripts/mla-phase-clocks.patch" patch
 restore
 trap 'rm -rf "$saved"' EXIT
 cmake --build "$build" --target vkpaged_cli -j"$(nproc)" >/dev/null

@@ -2,8 +2,9 @@
 // The bench's stability rules (performance-targets.md, target 7) with made-up figures: when a
 // suite or a case is flagged as disturbed, the lines that say so, the rounds of one case, the
 // arena's layout (and on the device its views and its refusal past the allocation limit) and the
-// suites `all` runs; the clock warm-up; scripts/bench_stability.py's comparison of runs and
-// scripts/bench_clocks.py's placing of cases among clock samples. The bench itself runs in
+// suites `all` runs; the clock warm-up; scripts/bench_stability.py's comparison of runs,
+// scripts/bench_clocks.py's placing of cases among clock samples and scripts/mla_phase_clocks.py's
+// sums of the MLA kernel's phase clocks. The bench itself runs in
 // test_cli.cpp.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -405,6 +406,49 @@ TEST(BenchClocksScript, PlacesEachCaseAmongTheSamplesAndFlagsTheOnesTimedAtALowC
   EXPECT_EQ(high.find("rising"), std::string::npos) << high;
   EXPECT_NE(line_of("between (round 1)").find("35.0 us  SM      1980 MHz"), std::string::npos) << out;
   EXPECT_EQ(out.find("skipped"), std::string::npos) << "a skipped case has no line\n" << out;
+}
+
+// scripts/mla_phase_clocks.py on made-up dumps of the phase-clocks build: two requests of 32 heads
+// (four workgroups, two of them at once on SM 3, two one after the other on SM 5), and a case
+// whose workgroup wrote no record.
+TEST(MlaPhaseClocksScript, SumsEachPhaseOfTheKeyTilesAndFindsTheWorkgroupsAnSmHeldAtOnce) {
+  const std::string python = vkpaged::test::python_path();
+  if (!std::filesystem::exists(python)) GTEST_SKIP() << python << " is not available";
+  const auto dir = std::filesystem::temp_directory_path() / ("vkpaged_mla_phases_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "empty");
+  constexpr size_t kRowWords = 512 / 2;  // an output row: 512 bf16
+  std::vector<uint32_t> words(2 * 32 * kRowWords, 0u);
+  struct Workgroup {
+    uint32_t sm, start_ns, end_ns;
+  };
+  const Workgroup workgroups[4] = {{3, 1000, 11000}, {3, 2000, 12000}, {5, 1000, 11000}, {5, 11000, 21000}};
+  for (uint32_t i = 0; i < 4; ++i) {  // request i / 2, heads 16 (i % 2) on: row 16 i
+    uint32_t* r = &words[16 * i * kRowWords];
+    const uint32_t record[17] = {0x50484153u, workgroups[i].sm, workgroups[i].start_ns, 0, workgroups[i].end_ns, 0,
+                                 4,           20000,            1000, 1000, 0, 2000, 500, 500, 1000, 1000, 7};
+    std::copy(std::begin(record), std::end(record), r);
+  }
+  std::ofstream(dir / "r2-4k-h32-bf16-single.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(words.data()), std::streamsize(words.size() * 4));
+  const std::vector<uint32_t> blank(16 * kRowWords, 0u);
+  std::ofstream(dir / "r1-4k-h16-fp8_e4m3-single.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(blank.data()), std::streamsize(blank.size() * 4));
+  const ScriptRun run = run_script("mla_phase_clocks.py", {dir.string()});
+  const ScriptRun empty = run_script("mla_phase_clocks.py", {(dir / "empty").string()});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(run.status, 0) << run.out;
+  EXPECT_EQ(empty.status, 2) << empty.out;
+  const std::string& out = run.out;
+  EXPECT_NE(out.find("r1-4k-h16-fp8_e4m3-single: 1 workgroups without a record\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("r2-4k-h32-bf16-single: 4 workgroups on 2 SMs, at most 2 at once on one; span 20.0 us, a workgroup "
+                     "10.0-10.0 us (median 10.0); 4.0 key tiles each; SM clock 2.000 GHz\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  cycles per key tile: load 250 (20%), store 0 (0%), scores 500 (40%), max 125 (10%), p 125 (10%), "
+                     "values 250 (20%); all 1250\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  cycles per workgroup: setup 1000, epilogue 1000, all 20000\n"), std::string::npos) << out;
 }
 
 }  // namespace
