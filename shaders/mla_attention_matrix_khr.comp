@@ -134,7 +134,8 @@ shared float s_part[WG];          // the softmax lanes' partial maxima and sums
 shared uint s_lane_words[WG];     // the tree mask's partial sums
 shared uint s_mask_base;          // tree mask: the request's first byte
 shared uint s_value_bad[2];       // per tile parity: a staged value entry is not finite
-shared uint s_largest[2];         // bf16: largest finite magnitude (f32 bits) of the queries, of the tile's rows
+shared uint s_largest[2];         // bf16: largest finite magnitude (f32 bits) of the queries (of a tile's rows that hold Inf or NaN)
+shared uint s_magnitude;          // bf16: the tile's largest magnitude as 15 bits, Inf and NaN included
 
 #define A_MAT coopmat<float16_t, gl_ScopeSubgroup, MM, KK, gl_MatrixUseA>
 #define B_MAT coopmat<float16_t, gl_ScopeSubgroup, KK, NN, gl_MatrixUseB>
@@ -235,6 +236,33 @@ uint raw_largest(uvec4 raw[STAGE_LOADS]) {
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) largest = max(largest, bf16_chunk_largest(raw[k]));
   return largest;
 }
+// The largest magnitude of this invocation's loaded bf16 chunks as 15 bits, Inf and NaN included
+// (0x7f80 and up): a few operations a word where raw_largest takes a dozen, since a tile holds
+// Inf or NaN seldom; such a tile then takes raw_largest too.
+uint raw_magnitude(uvec4 raw[STAGE_LOADS]) {
+  uvec4 m = uvec4(0u);
+  [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) m = max(m, raw[k] & 0x7fff7fffu);
+  const uint pairs = max(max(m.x, m.y), max(m.z, m.w));
+  return max(pairs & 0xffffu, pairs >> 16);
+}
+// A bf16 tile without Inf or NaN (whose largest magnitude is finite) into [TK][DS] as f16 times
+// `factor`: no special values to carry over, nothing to flag.
+void store_finite_bf16_rows(uvec4 raw[STAGE_LOADS], float factor) {
+  [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
+    const uint i = gl_LocalInvocationID.x + k * WG;
+    if (i >= STAGE_CHUNKS) continue;
+    const uint c = i / PAD_CHUNKS;
+    const uint w = (i % PAD_CHUNKS) * CW;
+    const uint word = 4u * K_BASE + c * (DS / 2u) + w;
+    const uvec4 chunk = finite_bf16_chunk_to_f16(raw[k], factor);
+    if (CW == 4u) {
+      s_mem[word / 4u] = chunk;
+    } else {
+      set_shared_word(word, chunk.x);
+      set_shared_word(word + 1u, chunk.y);
+    }
+  }
+}
 // Returns whether a staged entry is not finite: f16 and fp8 one of a row's values (its first DV),
 // bf16 any entry of the row (as the pass over the staged tile that this replaces flagged).
 bool store_rows(uvec4 raw[STAGE_LOADS], float factor) {
@@ -293,6 +321,7 @@ void main() {
   if (tid == 0u) {
     s_largest[0] = 0u;
     s_largest[1] = 0u;
+    s_magnitude = 0u;
     s_value_bad[0] = 0u;
     s_value_bad[1] = 0u;
   }
@@ -375,7 +404,7 @@ void main() {
     uvec4 raw[STAGE_LOADS];
     load_rows(tile, parity, raw);
     if (BF16_CACHE) {
-      RAISE_SHARED_LARGEST(s_largest[1], raw_largest(raw));
+      RAISE_SHARED_LARGEST(s_magnitude, raw_magnitude(raw));
     } else if (store_rows(raw, 1.0)) {
       atomicOr(s_value_bad[parity], 1u);
     }
@@ -385,10 +414,23 @@ void main() {
     if (tile + TK < span.hi) read_tile_blocks(table, span.hi, tile + TK, parity ^ 1u);
     int key_shift = 0;  // the bf16 tile's power of two
     if (BF16_CACHE) {
-      key_shift = range_shift(s_largest[1]);
-      if (store_rows(raw, exp2(float(key_shift)))) atomicOr(s_value_bad[parity], 1u);
+      // The tile's power of two from its largest magnitude; where that is Inf or NaN (the same
+      // for every invocation), from its largest finite one, raised in a pass of its own.
+      const uint magnitude = s_magnitude;
+      if (magnitude < 0x7f80u) {
+        key_shift = range_shift(magnitude << 16);
+        store_finite_bf16_rows(raw, exp2(float(key_shift)));
+      } else {
+        RAISE_SHARED_LARGEST(s_largest[1], raw_largest(raw));
+        barrier();
+        key_shift = range_shift(s_largest[1]);
+        if (store_rows(raw, exp2(float(key_shift)))) atomicOr(s_value_bad[parity], 1u);
+      }
       barrier();
-      if (tid == 0u) s_largest[1] = 0u;  // read by all before the barrier; raised again after the tile's end
+      if (tid == 0u) {  // read by all before the barrier; raised again after the tile's end
+        s_magnitude = 0u;
+        s_largest[1] = 0u;
+      }
     }
     // The other parity's flag was last read before the previous tile's end.
     if (tid == 0u) s_value_bad[parity ^ 1u] = 0u;

@@ -33,6 +33,14 @@ uint bf16_pair_to_f16(uint w, float factor) {
   if ((w & 0x7f800000u) == 0x7f800000u) h = (h & 0xffffu) | (bf16_special_to_f16(w >> 16) << 16);
   return h;
 }
+// bf16_pair_to_f16 for a word known to hold neither Inf nor NaN.
+uint finite_bf16_pair_to_f16(uint w, float factor) {
+  return packHalf2x16(vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)) * factor);
+}
+uvec4 finite_bf16_chunk_to_f16(uvec4 w, float factor) {
+  return uvec4(finite_bf16_pair_to_f16(w.x, factor), finite_bf16_pair_to_f16(w.y, factor),
+               finite_bf16_pair_to_f16(w.z, factor), finite_bf16_pair_to_f16(w.w, factor));
+}
 // The larger finite magnitude of the two bf16 in `w`, as f32 bits (Inf and NaN count as 0).
 uint bf16_largest(uint w) {
   const uint lo = (w << 16) & 0x7fffffffu;
