@@ -10,13 +10,12 @@
 #     DEST/noload DEST/noproducts DEST/unconverted DEST/long-tiles
 #
 # Variants of this tree (the script refuses to run once the kernel differs from the one its edits
-# are written against: kernel_blob below, the bf16 register conversion's):
+# are written against: kernel_blob below, the bf16 finite-tile conversion's):
 #   noload          staging stores a constant instead of reading the cache (the block table is read)
 #   noproducts      no matrix products: neither the scores nor P V
-#   unconverted     a bf16 tile's chunks stored as loaded, not converted to f16 in registers (the
-#                   tile's largest magnitude and its barrier stay): what the conversion's arithmetic
-#                   costs (times only; the non-finite test then reads bf16 bits as f16, which flags
-#                   only magnitudes from 2^121 up: random rows take the products' path as before)
+#   unconverted     a finite bf16 tile's chunks stored as loaded, not converted to f16 in registers
+#                   (the tile's largest magnitude and its barrier stay): what the conversion's
+#                   arithmetic costs (times only; a tile with Inf or NaN is converted as before)
 #   long-tiles      key tiles longer than 16 positions up to 72 staged words per invocation, not
 #                   36 (bf16 16-head decode: tiles of 32, as 00d3ac9 to the third lease of 2026-12-06)
 #   phase-clocks    scripts/mla-phase-clocks.patch: each workgroup's invocation 0 sums the SM
@@ -72,14 +71,14 @@ variant() {  # name, file, then a perl substitution that edits it (or `patch`: t
 }
 # The kernel the variants are written against, as a blob id (`git hash-object`) rather than a
 # commit, so that the commit which changes the kernel can carry this line.
-kernel_blob=281276babb1b716197b97799508a686d11f07453
+kernel_blob=2f06792d353d9a96cd5f406fb18218b435eb8720
 if [ "$(git -C "$root" hash-object "$shader")" != "$kernel_blob" ]; then
   echo "mla-diagnostic-builds: the kernel differs from blob $kernel_blob, which the variants are made from (update this script)" >&2
   exit 1
 fi
 variant noload "$shader" 's/raw\[k\] = cache_chunk\(block \* B \+ \(tile \+ c\) % B, j\);/raw[k] = uvec4(0x3c003c00u);/'
 variant noproducts "$shader" 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'
-variant unconverted "$shader" 's/BF16_CACHE \? bf16_chunk_to_f16\(raw\[k\], factor\) : raw\[k\]/raw[k]/'
+variant unconverted "$shader" 's/finite_bf16_chunk_to_f16\(raw\[k\], factor\)/raw[k]/'
 variant long-tiles "$planner" 's/kMaxStageWords = 36;/kMaxStageWords = 72;/'
 variant phase-clocks "$root/scripts/mla-phase-clocks.patch" patch
 restore
