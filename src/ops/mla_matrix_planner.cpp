@@ -89,8 +89,8 @@ size_t mla_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& p, uint3
                               uint64_t(rows) * p.n / 4;
   const uint64_t words = std::max(tile_words, uint64_t(p.m) * ds / 8);
   // Key blocks of two tiles, four per-row arrays, two per-invocation arrays, the mask base, two
-  // flags, two maxima.
-  return size_t(16 * words + 4 * (2ull * key_tile + 4ull * rows + 2ull * workgroup + 5));
+  // flags, two maxima and a bf16 tile's magnitude.
+  return size_t(16 * words + 4 * (2ull * key_tile + 4ull * rows + 2ull * workgroup + 6));
 }
 
 std::string mla_matrix_refusal(const DeviceCapabilities& d, const MlaShape& m) {
