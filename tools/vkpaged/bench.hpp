@@ -32,15 +32,20 @@ struct WallClock {
   double warmup_s = 0, timed_s = 0, end_s = 0;
 };
 
-struct BenchResult {
+// A case's timed repetitions (time_repetitions, bench_timing.hpp): every suite's result holds
+// them, as this base.
+struct RepetitionTimes {
+  double median_us = 0, min_us = 0, max_us = 0;
+  WallClock wall;
+};
+
+struct BenchResult : RepetitionTimes {
   BenchCase config;
   std::string suite;     // the suite the case belongs to (a part of `all`)
   int round = 1;         // with --repeat, which round of the suite (from 1)
   std::string path;      // plan.describe()
   uint64_t kv_bytes = 0; // keys and values actually read
-  double median_us = 0, min_us = 0, max_us = 0;
   double order_us = 0;  // longest first: median time of record_decode_order, made once per step (not in median_us)
-  WallClock wall;
   // The streaming read (the probe's kernel) over the case's own key and value pools, both
   // whole, after the case was timed: where the decode's memory reads slower than the probe's,
   // the memory's placement is to blame, not the kernel.

@@ -40,11 +40,9 @@ StepShape step_of(const std::string& suite) {
   return {64, 8, 2, 64, 16};
 }
 
-struct Timing {
+struct Timing : RepetitionTimes {
   std::string name;
-  double median_us = 0, min_us = 0, max_us = 0;
   uint64_t bytes = 0;  // what the operation must move at least
-  WallClock wall;
 };
 
 // One case: its buffers on the device, filled once.
@@ -112,7 +110,7 @@ Timing time_it(Context& ctx, const BenchOptions& o, const StreamingRead* flush, 
     return ctx.run_and_time(record);
   };
   const RepetitionTimes t = time_repetitions(ctx, o, 10, timed);
-  return {std::move(name), t.median_us, t.min_us, t.max_us, bytes, t.wall};
+  return {t, std::move(name), bytes};
 }
 
 }  // namespace

@@ -275,10 +275,7 @@ BenchResult run_case(Context& ctx, const PreparedCase& p, const CaseMemory& m, i
   };
   const RepetitionTimes t = time_repetitions(ctx, o, 20, timed);
   if (!o.timeline_dir.empty() && round == 1) write_timeline(ctx, c, p.shape, shared.options, v, o.timeline_dir);
-  r.median_us = t.median_us;
-  r.min_us = t.min_us;
-  r.max_us = t.max_us;
-  r.wall = t.wall;
+  static_cast<RepetitionTimes&>(r) = t;
 
   // Both pools read end to end, after the flush when the bench flushes (which also runs the
   // read's pipeline first, as a warm start does).

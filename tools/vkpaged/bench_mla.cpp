@@ -342,12 +342,10 @@ class MlaBatch {
   AttentionParams params_;
 };
 
-struct MlaResult {
+struct MlaResult : RepetitionTimes {
   MlaBenchCase config;
   MlaCaseBytes bytes;
   std::string kernel, path, skipped;  // kernel: scalar (portable) or matrix (tensor cores)
-  double median_us = 0, min_us = 0, max_us = 0;
-  WallClock wall;
   MlaCheck check;
   double bytes_per_second() const { return median_us > 0 ? double(bytes.cache_read) / (median_us * 1e-6) : 0.0; }
   double flops_per_second() const { return median_us > 0 ? bytes.flops / (median_us * 1e-6) : 0.0; }
@@ -401,10 +399,7 @@ MlaResult run_mla_case(Context& ctx, const MlaPrepared& p, const DeviceBuffer* a
     return ctx.run_and_time(run);
   };
   const RepetitionTimes t = time_repetitions(ctx, o, kMlaMinRepetitions, timed);
-  r.median_us = t.median_us;
-  r.min_us = t.min_us;
-  r.max_us = t.max_us;
-  r.wall = t.wall;
+  static_cast<RepetitionTimes&>(r) = t;
   r.check = batch->check();
   return r;
 }

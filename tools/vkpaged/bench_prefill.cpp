@@ -166,13 +166,11 @@ class PrefillBatch {
   AttentionViews views_;
 };
 
-struct PrefillResult {
+struct PrefillResult : RepetitionTimes {
   PrefillCase config;
   std::string path, skipped;
   double flops = 0;
   uint64_t kv_bytes = 0;
-  double median_us = 0, min_us = 0, max_us = 0;
-  WallClock wall;
   double tflops() const { return median_us > 0 ? flops / (median_us * 1e6) : 0.0; }
   double kv_bytes_per_second() const { return median_us > 0 ? double(kv_bytes) / (median_us * 1e-6) : 0.0; }
 };
@@ -198,10 +196,7 @@ PrefillResult run_prefill_case(Context& ctx, const PrefillCase& c, const Attenti
     return ctx.run_and_time([&](VkCommandBuffer cmd) { batch->record(cmd); });
   };
   const RepetitionTimes t = time_repetitions(ctx, o, 10, timed);
-  r.median_us = t.median_us;
-  r.min_us = t.min_us;
-  r.max_us = t.max_us;
-  r.wall = t.wall;
+  static_cast<RepetitionTimes&>(r) = t;
   return r;
 }
 

@@ -13,11 +13,6 @@
 
 namespace vkpaged::cli {
 
-struct RepetitionTimes {
-  double median_us = 0, min_us = 0, max_us = 0;
-  WallClock wall;
-};
-
 // Keeps the device saturated for `ms` of wall time: submissions of back-to-back streaming reads
 // (the bandwidth probe's kernel, over a buffer of its own), each grown until it lasts a few
 // milliseconds. An H100 left idle lowers its SM clock to 345 MHz and raises it again under a full
