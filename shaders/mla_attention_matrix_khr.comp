@@ -245,22 +245,21 @@ uint raw_magnitude(uvec4 raw[STAGE_LOADS]) {
   const uint pairs = max(max(m.x, m.y), max(m.z, m.w));
   return max(pairs & 0xffffu, pairs >> 16);
 }
+// The first cache word, in its row, of staged chunk i (of STAGE_CHUNKS).
+uint staged_chunk_row_word(uint i) { return (i % PAD_CHUNKS) * CW; }
+// Writes staged chunk i into [TK][DS] (16- or 8-byte chunks; fp8 converted) and returns
+// store_chunk's non-finite test of it.
+bool store_staged_chunk(uint i, uvec4 chunk) {
+  const uint first = 4u * K_BASE + (i / PAD_CHUNKS) * (DS / 2u);   // 32-bit word of the row's first pair (16-byte aligned)
+  const uint word = first + (FP8 ? 2u : 1u) * staged_chunk_row_word(i);  // ... of the chunk's first f16 pair
+  return CW == 4u ? store_chunk(word / 4u, chunk) : store_half_chunk(word, chunk.xy);
+}
 // A bf16 tile without Inf or NaN (whose largest magnitude is finite) into [TK][DS] as f16 times
-// `factor`: no special values to carry over, nothing to flag.
+// `factor`: no special values to carry over, nothing to flag (the chunks' test goes unused).
 void store_finite_bf16_rows(uvec4 raw[STAGE_LOADS], float factor) {
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
-    if (i >= STAGE_CHUNKS) continue;
-    const uint c = i / PAD_CHUNKS;
-    const uint w = (i % PAD_CHUNKS) * CW;
-    const uint word = 4u * K_BASE + c * (DS / 2u) + w;
-    const uvec4 chunk = finite_bf16_chunk_to_f16(raw[k], factor);
-    if (CW == 4u) {
-      s_mem[word / 4u] = chunk;
-    } else {
-      set_shared_word(word, chunk.x);
-      set_shared_word(word + 1u, chunk.y);
-    }
+    if (i < STAGE_CHUNKS) store_staged_chunk(i, finite_bf16_chunk_to_f16(raw[k], factor));
   }
 }
 // Returns whether a staged entry is not finite: f16 and fp8 one of a row's values (its first DV),
@@ -270,14 +269,9 @@ bool store_rows(uvec4 raw[STAGE_LOADS], float factor) {
   [[unroll]] for (uint k = 0u; k < STAGE_LOADS; ++k) {
     const uint i = gl_LocalInvocationID.x + k * WG;
     if (i >= STAGE_CHUNKS) continue;
-    const uint c = i / PAD_CHUNKS;
-    const uint w = (i % PAD_CHUNKS) * CW;  // the chunk's first cache word in its row
-    const uint first = 4u * K_BASE + c * (DS / 2u);  // 32-bit word of the row's first pair (16-byte aligned)
-    const uint word = first + (FP8 ? 2u : 1u) * w;   // ... of the chunk's first f16 pair
-    const uvec4 chunk = BF16_CACHE ? bf16_chunk_to_f16(raw[k], factor) : raw[k];
-    const bool chunk_bad = CW == 4u ? store_chunk(word / 4u, chunk) : store_half_chunk(word, chunk.xy);
+    const bool chunk_bad = store_staged_chunk(i, BF16_CACHE ? bf16_chunk_to_f16(raw[k], factor) : raw[k]);
     if (BF16_CACHE) bad = bad || chunk_bad;
-    else if (w < VALUE_WORDS) bad = bad || chunk_bad;
+    else if (staged_chunk_row_word(i) < VALUE_WORDS) bad = bad || chunk_bad;
   }
   return bad;
 }
