@@ -13,12 +13,12 @@ and no output file.
 """
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
+
+from contract_runner import NOT_TAKEN, refusal_problems, run_cases
 
 # ---- dtypes ----
 
@@ -199,8 +199,6 @@ def build_arrays(rng, c):
     return files, ref
 
 
-# A good case that the kernel forced by --kernel refuses (the CLI says why): counted apart.
-NOT_TAKEN = "not taken by the forced kernel"
 
 
 def command(cli, c, paths, out, flags):
@@ -331,16 +329,7 @@ def check_bad_case(cli, rng, kind, directory, flags):
         must = "--key-cache"
     out = os.path.join(directory, "out.npy")
     run = subprocess.run(command(cli, c, paths, out, flags), capture_output=True, text=True, timeout=300)
-    problems = []
-    if run.returncode == 0 or run.returncode >= 128 or run.returncode < 0:
-        problems.append(f"exit {run.returncode}")
-    if run.stderr.count("\n") != 1 or not run.stderr.startswith("vkpaged: "):
-        problems.append(f"stderr is not one 'vkpaged: ' line: {run.stderr!r}")
-    if must not in run.stderr:
-        problems.append(f"stderr does not name {must}: {run.stderr.strip()}")
-    if os.path.exists(out):
-        problems.append("an output file was left behind")
-    return "; ".join(problems) or None
+    return refusal_problems(run, must, [out])
 
 
 def main():
@@ -356,41 +345,17 @@ def main():
 
     rng = np.random.default_rng(args.seed)
     flags = (["--device", args.device] if args.device else []) + (["--kernel", args.kernel] if args.kernel else [])
-    passed = failed = not_taken = 0
-    work = tempfile.mkdtemp(prefix="vkpaged_contract_")
-    try:
-        cases = [("good", i) for i in range(args.count)] + [("bad", BAD_KINDS[i % len(BAD_KINDS)]) for i in range(args.bad)]
-        for n, (kind, what) in enumerate(cases):
-            directory = os.path.join(work, str(n))
-            os.makedirs(directory)
-            if kind == "good":
-                c = random_case(rng, what)
-                label = describe(c)
-                problem = check_good_case(args.cli, rng, c, directory, flags)
-            else:
-                label = f"bad input: {what}"
-                problem = check_bad_case(args.cli, rng, what, directory, flags)
-            shutil.rmtree(directory)
-            if problem is NOT_TAKEN:
-                not_taken += 1
-                if args.verbose:
-                    print(f"--kernel {args.kernel} refuses case {n}: {label}")
-            elif problem is None:
-                passed += 1
-                if args.verbose:
-                    print(f"ok   case {n}: {label}")
-            else:
-                failed += 1
-                print(f"FAIL case {n} (seed {args.seed}): {label}: {problem}")
-            sys.stdout.flush()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"contract_check: {passed} passed, {failed} failed" + (f", {not_taken} refused by --kernel {args.kernel}" if not_taken else ""))
-    if args.kernel and args.count and not_taken == args.count:
-        print(f"--kernel {args.kernel} took none of the {args.count} cases")
-        return 1
-    return 1 if failed else 0
 
+    def good(i):
+        c = random_case(rng, i)
+        return describe(c), lambda directory: check_good_case(args.cli, rng, c, directory, flags)
+
+    def bad(what):
+        return f"bad input: {what}", lambda directory: check_bad_case(args.cli, rng, what, directory, flags)
+
+    makers = [lambda i=i: good(i) for i in range(args.count)]
+    makers += [lambda what=BAD_KINDS[i % len(BAD_KINDS)]: bad(what) for i in range(args.bad)]
+    return run_cases("contract_check", makers, args, forced=args.count)
 
 if __name__ == "__main__":
     sys.exit(main())

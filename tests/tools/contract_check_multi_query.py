@@ -23,12 +23,12 @@ parts; the output [T, H, Dv] must be mla_attention's.
 """
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
+
+from contract_runner import NOT_TAKEN, refusal_problems, run_cases
 
 # ---- element formats ----
 
@@ -276,8 +276,6 @@ OPTIONS = {"query": "--query", "key_cache": "--key-cache", "value_cache": "--val
            "mla_cache": "--mla-cache", "ckv_cache": "--ckv-cache", "kpe_cache": "--kpe-cache"}
 
 
-# A good case that the kernel forced by --kernel refuses (the CLI says why): counted apart.
-NOT_TAKEN = "not taken by the forced kernel"
 
 
 def command(cli, c, paths, out, lse, flags):
@@ -439,16 +437,7 @@ def check_bad(cli, rng, kind, directory, flags):
     paths = write(directory, files)
     out, lse = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
     run = subprocess.run(command(cli, c, paths, out, lse, flags), capture_output=True, text=True, timeout=300)
-    problems = []
-    if run.returncode == 0 or run.returncode >= 128 or run.returncode < 0:
-        problems.append(f"exit {run.returncode}")
-    if run.stderr.count("\n") != 1 or not run.stderr.startswith("vkpaged: "):
-        problems.append(f"stderr is not one 'vkpaged: ' line: {run.stderr!r}")
-    if must not in run.stderr:
-        problems.append(f"stderr does not name {must}: {run.stderr.strip()}")
-    if os.path.exists(out) or os.path.exists(lse):
-        problems.append("an output file was left behind")
-    return "; ".join(problems) or None
+    return refusal_problems(run, must, [out, lse])
 
 
 def main():
@@ -465,46 +454,22 @@ def main():
 
     rng = np.random.default_rng(args.seed)
     flags = (["--device", args.device] if args.device else []) + (["--kernel", args.kernel] if args.kernel else [])
-    passed = failed = not_taken = 0
-    work = tempfile.mkdtemp(prefix="vkpaged_multi_query_")
-    try:
-        cases = [("good", i) for i in range(args.count)] + [("bad", BAD[i % len(BAD)]) for i in range(args.bad)]
-        cases += [("mla", i) for i in range(args.mla)]
-        for n, (kind, what) in enumerate(cases):
-            directory = os.path.join(work, str(n))
-            os.makedirs(directory)
-            if kind == "good":
-                c = random_case(rng, what)
-                label = describe(c)
-                problem = check_good(args.cli, rng, c, directory, flags)
-            elif kind == "mla":
-                c = random_mla_case(rng, what)
-                label = describe_mla(c)
-                problem = check_mla(args.cli, rng, c, directory, flags)
-            else:
-                label = f"bad input: {what}"
-                problem = check_bad(args.cli, rng, what, directory, flags)
-            shutil.rmtree(directory)
-            if problem is NOT_TAKEN:
-                not_taken += 1
-                if args.verbose:
-                    print(f"--kernel {args.kernel} refuses case {n}: {label}")
-            elif problem is None:
-                passed += 1
-                if args.verbose:
-                    print(f"ok   case {n}: {label}")
-            else:
-                failed += 1
-                print(f"FAIL case {n} (seed {args.seed}): {label}: {problem}")
-            sys.stdout.flush()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"contract_check_multi_query: {passed} passed, {failed} failed" + (f", {not_taken} refused by --kernel {args.kernel}" if not_taken else ""))
-    if args.kernel and args.count + args.mla and not_taken == args.count + args.mla:
-        print(f"--kernel {args.kernel} took none of the {args.count + args.mla} cases")
-        return 1
-    return 1 if failed else 0
 
+    def good(i):
+        c = random_case(rng, i)
+        return describe(c), lambda directory: check_good(args.cli, rng, c, directory, flags)
+
+    def mla(i):
+        c = random_mla_case(rng, i)
+        return describe_mla(c), lambda directory: check_mla(args.cli, rng, c, directory, flags)
+
+    def bad(what):
+        return f"bad input: {what}", lambda directory: check_bad(args.cli, rng, what, directory, flags)
+
+    makers = [lambda i=i: good(i) for i in range(args.count)]
+    makers += [lambda what=BAD[i % len(BAD)]: bad(what) for i in range(args.bad)]
+    makers += [lambda i=i: mla(i) for i in range(args.mla)]
+    return run_cases("contract_check_multi_query", makers, args, forced=args.count + args.mla)
 
 if __name__ == "__main__":
     sys.exit(main())
