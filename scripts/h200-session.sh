@@ -338,6 +338,9 @@ case "$stage" in
     # 1 % check; the bf16/E4M3 regression against 2eae94d). COMPARE_SUITES picks the suites,
     # COMPARE_ROUNDS the rounds, COMPARE_CASES (texts, space-separated) the cases (bench --case:
     # every binary must know it); each run's figures go to compare-<suite>-<binary>-<round>.json.
+    # Round 1 also logs each pipeline's compiler statistics (VKPAGED_PIPELINE_STATS, as its
+    # pipelines are made, before any timing), so that a candidate the compiler turned into the
+    # same code as its base shows as such (2026-12-06: a touch of the next tile folded away).
     shift 3
     (($# > 0)) || { echo "h200-session: compare needs at least one BASE build folder" >&2; exit 2; }
     bins=("$@" "$build")
@@ -353,13 +356,16 @@ case "$stage" in
         for ((round = 1; round <= ${COMPARE_ROUNDS:-2}; ++round)); do
           for ((b = 0; b < ${#bins[@]}; ++b)); do
             log "$suite, binary $b, round $round"
-            bench timeout 150 "${bins[$b]}/tools/vkpaged/vkpaged" bench --suite "$suite" "${flags[@]}" "${cases[@]}" \
-              --json "$out/compare-$suite-$b-$round.json"
+            VKPAGED_PIPELINE_STATS=$((round == 1)) bench timeout 150 "${bins[$b]}/tools/vkpaged/vkpaged" bench \
+              --suite "$suite" "${flags[@]}" "${cases[@]}" --json "$out/compare-$suite-$b-$round.json"
           done
         done
       done
     } >"$out/compare.txt" 2>&1
     grep -E '^(=== |binary )' "$out/compare.txt" | tail -n 20
+    # Each binary's attention pipelines, as round 1 made them.
+    grep -E '^=== .*round 1$|^vkpaged: pipeline ' "$out/compare.txt" | grep -vE 'pipeline (fill_random|read_bandwidth|matrix_ceiling)' |
+      cut -c1-260 | tail -n 40
     ;;
   *)
     echo "h200-session: stage '$stage' is not tests, decode, prefill, contract, mla, mla-prefill, mla-arena, mla-clocks, mla-tiles, mla-phases, sass or compare" >&2
