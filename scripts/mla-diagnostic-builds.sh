@@ -60,7 +60,9 @@ variant() {  # name, file, then a perl substitution that edits it (or `patch`: t
   else
     perl -0pi -e "$substitution" "$file"
   fi
-  if cmp -s "$saved/0" "$shader" && cmp -s "$saved/1" "$planner"; then
+  local i changed=0
+  for i in "${!edited[@]}"; do cmp -s "$saved/$i" "${edited[$i]}" || changed=1; done
+  if [ "$changed" = 0 ]; then
     echo "mla-diagnostic-builds: $name changed nothing in $file (the code moved on: update this script)" >&2
     exit 1
   fi

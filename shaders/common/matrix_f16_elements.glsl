@@ -24,18 +24,18 @@ uvec2 fp8_word_to_f16(uint w) {
 }
 // Inf or NaN bf16 bits (low 16) as the f16 Inf or NaN of the same sign.
 uint bf16_special_to_f16(uint b) { return (b & 0x8000u) | ((b & 0x7fu) != 0u ? 0x7e00u : 0x7c00u); }
-// Two bf16 (a word) times `factor`, the power of two that brings the tile's largest finite
+// Two finite bf16 (a word) times `factor`, the power of two that brings the tile's largest finite
 // magnitude into [2^14, 2^15), as two f16: exact down to 2^-17 of that magnitude, whatever
-// packHalf2x16's rounding; only f16's subnormals may round. Inf and NaN stay Inf and NaN.
+// packHalf2x16's rounding; only f16's subnormals may round.
+uint finite_bf16_pair_to_f16(uint w, float factor) {
+  return packHalf2x16(vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)) * factor);
+}
+// finite_bf16_pair_to_f16 for any two bf16: Inf and NaN stay Inf and NaN.
 uint bf16_pair_to_f16(uint w, float factor) {
-  uint h = packHalf2x16(vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)) * factor);
+  uint h = finite_bf16_pair_to_f16(w, factor);
   if ((w & 0x7f80u) == 0x7f80u) h = (h & 0xffff0000u) | bf16_special_to_f16(w & 0xffffu);
   if ((w & 0x7f800000u) == 0x7f800000u) h = (h & 0xffffu) | (bf16_special_to_f16(w >> 16) << 16);
   return h;
-}
-// bf16_pair_to_f16 for a word known to hold neither Inf nor NaN.
-uint finite_bf16_pair_to_f16(uint w, float factor) {
-  return packHalf2x16(vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u)) * factor);
 }
 uvec4 finite_bf16_chunk_to_f16(uvec4 w, float factor) {
   return uvec4(finite_bf16_pair_to_f16(w.x, factor), finite_bf16_pair_to_f16(w.y, factor),
