@@ -130,8 +130,10 @@ shared float s_row_slope[ROWS];   // ALiBi slope of each row's head
 shared float s_row_factor[ROWS];  // at the end: the rows' output factors
 shared float s_row_max[ROWS];
 shared float s_row_sum[ROWS];
-shared float s_part[WG];          // the softmax lanes' partial maxima and sums
-shared uint s_lane_words[WG];     // the tree mask's partial sums
+// One word per invocation: the tree mask's partial sums (once, before the first tile), then the
+// softmax lanes' partial maxima and sums as float bits (one array, not two: the 16-head layout
+// keeps two workgroups within the shared memory one may take).
+shared uint s_lane_words[WG];
 shared uint s_mask_base;          // tree mask: the request's first byte
 shared uint s_value_bad[2];       // per tile parity: a staged value entry is not finite
 shared uint s_largest[2];         // bf16: largest finite magnitude (f32 bits) of the queries (of a tile's rows that hold Inf or NaN)
@@ -464,11 +466,11 @@ void main() {
       set_shared_float(S_BASE, my_row * SS + 2u * q, logits.x);  // own entries of slice 0: the logits
       set_shared_float(S_BASE, my_row * SS + 2u * q + 1u, logits.y);
     }
-    s_part[tid] = row_state_max(tile_max, tile_poisoned);
+    s_lane_words[tid] = floatBitsToUint(row_state_max(tile_max, tile_poisoned));
     barrier();
     tile_max = VKP_NEG_INF;
     tile_poisoned = false;
-    for (uint i = 0u; i < LANES; ++i) tile_max_add(tile_max, tile_poisoned, s_part[my_row * LANES + i]);
+    for (uint i = 0u; i < LANES; ++i) tile_max_add(tile_max, tile_poisoned, uintBitsToFloat(s_lane_words[my_row * LANES + i]));
     row_poisoned = row_poisoned || tile_poisoned;
     const float alpha = row_state_rescale(row_max, tile_max);
     float tile_sum = 0.0;
@@ -542,11 +544,11 @@ void main() {
   }
 
   // ---- the rows' states: sums over their lanes ----
-  s_part[tid] = row_sum;
+  s_lane_words[tid] = floatBitsToUint(row_sum);
   barrier();
   if (lane == 0u) {
     float total = 0.0;
-    for (uint i = 0u; i < LANES; ++i) total += s_part[my_row * LANES + i];
+    for (uint i = 0u; i < LANES; ++i) total += uintBitsToFloat(s_lane_words[my_row * LANES + i]);
     s_row_sum[my_row] = total;
     s_row_max[my_row] = row_state_max(row_max, row_poisoned);
   }

@@ -27,10 +27,19 @@ bool usable(const MatrixProductShape& p) {
 
 // The largest usable product (fewest instructions per FLOP), the first listed among equals.
 std::optional<MatrixProductShape> choose_matrix_product(const DeviceCapabilities& d) {
-  std::optional<MatrixProductShape> best;
+  const auto products = usable_matrix_products(d);
+  if (products.empty()) return std::nullopt;
+  return products.front();
+}
+
+std::vector<MatrixProductShape> usable_matrix_products(const DeviceCapabilities& d) {
+  std::vector<MatrixProductShape> products;
   for (const auto& p : d.f16_products())
-    if (usable(p) && (!best || p.m * p.n * p.k > best->m * best->n * best->k)) best = p;
-  return best;
+    if (usable(p)) products.push_back(p);
+  std::stable_sort(products.begin(), products.end(), [](const MatrixProductShape& a, const MatrixProductShape& b) {
+    return a.m * a.n * a.k > b.m * b.n * b.k;
+  });
+  return products;
 }
 
 std::string matrix_product_refusal(const DeviceCapabilities& d) {

@@ -88,7 +88,8 @@ void validate_split_options(const AttentionOptions& o, uint32_t quantum) {
 
 uint32_t balanced_partition_tokens(uint64_t workgroups, uint32_t max_len, uint32_t compute_units,
                                    const SplitPolicy& policy) {
-  const uint64_t units = std::max(1u, compute_units), tile = std::max(1u, policy.key_tile), quantum = policy.quantum;
+  const uint64_t units = uint64_t(std::max(1u, compute_units)) * std::max(1u, policy.resident_workgroups),
+                 tile = std::max(1u, policy.key_tile), quantum = policy.quantum;
   auto cost = [&](uint64_t parts, uint64_t tokens) {
     return ceil_div(workgroups * parts, units) * (ceil_div(tokens, tile) + kSplitFixedTiles);
   };

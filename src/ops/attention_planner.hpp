@@ -57,6 +57,10 @@ struct AttentionChoice {
   bool workgroup_sync = false;  // DeviceCapabilities::workgroup_sync
   // The MLA matrix kernel: subgroups side by side over the value dims per block of m rows.
   uint32_t value_parts = 1;
+  // Workgroups of this plan one compute unit is expected to run at once (by their shared
+  // memory: the MLA matrix kernel's one-block layout that two share); the automatic split
+  // counts its waves by it.
+  uint32_t resident_workgroups = 1;
 };
 
 // Whether the decode kernels take this batch (every q_s = 1, no tree mask; any layout).
@@ -72,6 +76,9 @@ size_t attention_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& pr
 // The f16 product the KHR matrix kernels take on this device: the largest listed with M of 8, 16
 // or 32 and N and K of 8 or 16 (std::nullopt: none).
 std::optional<MatrixProductShape> choose_matrix_product(const DeviceCapabilities& device);
+// Every usable f16 product of the device (as choose_matrix_product's), largest first: the first
+// is choose_matrix_product's.
+std::vector<MatrixProductShape> usable_matrix_products(const DeviceCapabilities& device);
 // Why the KHR matrix kernels find nothing to run on this device's products ("" where
 // choose_matrix_product finds one, its subgroups fit a workgroup and have arithmetic).
 std::string matrix_product_refusal(const DeviceCapabilities& device);
@@ -139,10 +146,13 @@ struct SplitPolicy {
   // automatic partitions balance waves of one workgroup per compute unit against the tiles each
   // walks (balanced_partition_tokens; MLA).
   uint32_t key_tile = 0;
+  // With key_tile: the workgroups one compute unit runs at once (AttentionChoice::resident_workgroups).
+  uint32_t resident_workgroups = 1;
 };
 
 // The automatic partition of a balanced split: a grid of `workgroups` one-pass workgroups over
-// `max_len` positions in P partitions runs in ceil(workgroups x P / compute_units) waves, each
+// `max_len` positions in P partitions runs in ceil(workgroups x P / (compute_units x
+// policy.resident_workgroups)) waves, each
 // as long as a workgroup's key tiles plus kSplitFixedTiles (what it pays once: its queries, its
 // outputs, its share of the merge). Returns the multiple of policy.quantum with the fewest
 // waves x (tiles + kSplitFixedTiles), or 0 where one pass takes no longer.

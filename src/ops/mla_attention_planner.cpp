@@ -129,7 +129,8 @@ AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape
   if (c.groups_per_kv_head > 65535)
     unsupported(fmt::format("num_heads: {} heads need more than 65535 workgroups along one grid dimension", s.num_heads));
   choose_attention_split(c, dev, s, m.value_head_size, starts, split_options,
-                         SplitPolicy{.quantum = kMlaPartitionQuantum, .key_tile = c.key_tile});
+                         SplitPolicy{.quantum = kMlaPartitionQuantum, .key_tile = c.key_tile,
+                                     .resident_workgroups = c.resident_workgroups});
   return c;
 }
 

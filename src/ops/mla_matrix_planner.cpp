@@ -59,7 +59,7 @@ struct MlaMatrixTiles {
   uint32_t value_parts = 0;
 };
 std::optional<MlaMatrixTiles> fit_tiles(const DeviceCapabilities& d, const MlaShape& m, const MatrixProductShape& p,
-                                        uint64_t wanted_rows) {
+                                        uint64_t wanted_rows, size_t shared_limit) {
   const auto parts = choose_value_parts(d, m, p);
   if (!parts) return std::nullopt;
   auto workgroup_of = [&](uint32_t blocks) { return uint64_t(blocks) * *parts * d.max_subgroup_size; };
@@ -67,11 +67,38 @@ std::optional<MlaMatrixTiles> fit_tiles(const DeviceCapabilities& d, const MlaSh
   auto shared_bytes_of = [&](uint32_t blocks, uint32_t key_tile, uint32_t workgroup) {
     const uint64_t stage_words = (key_tile * row_words + workgroup - 1) / workgroup;
     if (key_tile > kShortKeyTile && stage_words > kMaxStageWords) return std::numeric_limits<size_t>::max();  // not taken
-    return mla_matrix_shared_bytes(blocks * p.m, p, m.attention.head_size, key_tile, *parts, workgroup);
+    const size_t bytes = mla_matrix_shared_bytes(blocks * p.m, p, m.attention.head_size, key_tile, *parts, workgroup);
+    return bytes <= shared_limit ? bytes : std::numeric_limits<size_t>::max();
   };
   const auto fit = fit_matrix_tiles(d, p, wanted_rows, kMaxRowBlocks, kKeyTiles, workgroup_of, shared_bytes_of);
   if (!fit) return std::nullopt;
   return MlaMatrixTiles{*fit, *parts};
+}
+
+// The product and tiles of a step whose rows want `wanted_rows`: the largest product's most row
+// blocks and longest tile (fit_tiles), except where that is one row block (decode of up to m
+// heads: bound by its loads) too large for two workgroups to share the device's shared memory per
+// workgroup: then the largest product and longest tile with which two do, where one exists. One
+// workgroup on a compute unit waits out its own loads; a second one resident beside it works
+// meanwhile (NVIDIA's driver gives an SM's compute pipeline about that limit in all:
+// bench/experiments/mla-two-resident.md).
+struct MlaMatrixLayout {
+  MatrixProductShape product;
+  MlaMatrixTiles tiles;
+  uint32_t resident_workgroups = 1;
+};
+std::optional<MlaMatrixLayout> choose_layout(const DeviceCapabilities& d, const MlaShape& m, uint64_t wanted_rows) {
+  const auto product = choose_matrix_product(d);
+  if (!product) return std::nullopt;
+  const auto tiles = fit_tiles(d, m, *product, wanted_rows, d.max_shared_memory);
+  if (!tiles) return std::nullopt;
+  if (tiles->fit.row_blocks == 1 && 2 * tiles->fit.shared_bytes > d.max_shared_memory) {
+    for (const MatrixProductShape& p : usable_matrix_products(d)) {
+      const auto shared = fit_tiles(d, m, p, p.m, d.max_shared_memory / 2);
+      if (shared && shared->fit.row_blocks == 1 && uint64_t(p.m) >= wanted_rows) return MlaMatrixLayout{p, *shared, 2};
+    }
+  }
+  return MlaMatrixLayout{*product, *tiles, tiles->fit.row_blocks == 1 && 2 * tiles->fit.shared_bytes <= d.max_shared_memory ? 2u : 1u};
 }
 
 }  // namespace
@@ -88,9 +115,9 @@ size_t mla_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& p, uint3
   const uint64_t tile_words = uint64_t(key_tile) * ds / 8 + std::max(s_words, w_words) + uint64_t(rows) * ts / 8 +
                               uint64_t(rows) * p.n / 4;
   const uint64_t words = std::max(tile_words, uint64_t(p.m) * ds / 8);
-  // Key blocks of two tiles, four per-row arrays, two per-invocation arrays, the mask base, two
+  // Key blocks of two tiles, four per-row arrays, one per-invocation array, the mask base, two
   // flags, two maxima and a bf16 tile's magnitude.
-  return size_t(16 * words + 4 * (2ull * key_tile + 4ull * rows + 2ull * workgroup + 6));
+  return size_t(16 * words + 4 * (2ull * key_tile + 4ull * rows + uint64_t(workgroup) + 6));
 }
 
 std::string mla_matrix_refusal(const DeviceCapabilities& d, const MlaShape& m) {
@@ -101,7 +128,7 @@ std::string mla_matrix_refusal(const DeviceCapabilities& d, const MlaShape& m) {
   if (!choose_value_parts(d, m, *product))
     return fmt::format("device {}: subgroups of {} cannot share the {}-row blocks of its {}x{}x{} product evenly",
                        d.name, d.max_subgroup_size, product->m, product->m, product->n, product->k);
-  if (!fit_tiles(d, m, *product, product->m))
+  if (!fit_tiles(d, m, *product, product->m, d.max_shared_memory))
     return fmt::format("head_size: Dk = {} needs more shared memory per workgroup on the MLA matrix kernel (one block "
                        "of {} rows, the shortest key tile) than device {} has ({} bytes)",
                        s.head_size, product->m, d.name, d.max_shared_memory);
@@ -109,11 +136,11 @@ std::string mla_matrix_refusal(const DeviceCapabilities& d, const MlaShape& m) {
 }
 
 void plan_mla_matrix(AttentionChoice& c, const DeviceCapabilities& d, const MlaShape& m) {
-  const MatrixProductShape product = *choose_matrix_product(d);
   const uint32_t heads = m.attention.num_heads;  // one kv head: its group is every head
-  const MlaMatrixTiles t = *fit_tiles(d, m, product, uint64_t(c.max_query_tokens) * heads);
-  take_matrix_tiles(c, d, product, t.fit, heads);
-  c.value_parts = t.value_parts;
+  const MlaMatrixLayout layout = *choose_layout(d, m, uint64_t(c.max_query_tokens) * heads);
+  take_matrix_tiles(c, d, layout.product, layout.tiles.fit, heads);
+  c.value_parts = layout.tiles.value_parts;
+  c.resident_workgroups = layout.resident_workgroups;
 }
 
 }  // namespace vkpaged::detail

@@ -76,18 +76,18 @@ TEST(MlaAttentionPlanner, SplitScratchHoldsValueWidthSums) {
 
 TEST(MlaAttentionPlanner, SplitsBalanceWavesAgainstTiles) {
   // Requests of one token over 4096 positions, 16 heads, on an H200 (132 compute units): the
-  // partitions (multiples of 64) with the fewest waves x (tiles + 5), one workgroup per compute
-  // unit at a time. The tensor-core kernel takes the 16 heads in one workgroup (tiles of 16): one
-  // request takes 64 partitions of 64 (one wave of 4 tiles; 32 positions would be finer than the
-  // quantum), 8 requests 16 of 256 (128 workgroups of 16 tiles: one wave), 32 requests 4 of 1024
-  // (128 of 64 tiles), 128 requests one pass (a second wave costs more than halving the tiles
-  // saves). The portable kernel takes them in two workgroups of 8 rows: 64, 512 and 2048.
+  // partitions (multiples of 64) with the fewest waves x (tiles + 5). The tensor-core kernel takes
+  // the 16 heads in one workgroup (tiles of 16) of a layout two share a compute unit with, so a
+  // wave is 264 workgroups: one request takes 64 partitions of 64 (4 tiles; 32 positions would be
+  // finer than the quantum), 8 requests 32 of 128 (256 workgroups of 8 tiles: one wave), 32
+  // requests 8 of 512 (256 of 32 tiles), 128 requests 2 of 2048. The portable kernel takes them
+  // in two workgroups of 8 rows, one per compute unit at a time: 64, 512 and 2048.
   struct Case {
     AttentionKernel kernel;
     uint32_t groups, requests, tokens;  // tokens 0: one pass
   };
-  for (const Case& k : {Case{AttentionKernel::matrix, 1, 1, 64}, Case{AttentionKernel::matrix, 1, 8, 256},
-                        Case{AttentionKernel::matrix, 1, 32, 1024}, Case{AttentionKernel::matrix, 1, 128, 0},
+  for (const Case& k : {Case{AttentionKernel::matrix, 1, 1, 64}, Case{AttentionKernel::matrix, 1, 8, 128},
+                        Case{AttentionKernel::matrix, 1, 32, 512}, Case{AttentionKernel::matrix, 1, 128, 2048},
                         Case{AttentionKernel::scalar, 2, 1, 64}, Case{AttentionKernel::scalar, 2, 8, 512},
                         Case{AttentionKernel::scalar, 2, 32, 2048}}) {
     MlaOptions o;
@@ -112,6 +112,13 @@ TEST(MlaAttentionPlanner, SplitsBalanceWavesAgainstTiles) {
   // 32 partitions of 128, one wave of 128 workgroups (partitions of 64: two waves of 4 tiles).
   const detail::SplitPolicy mla{.quantum = 64, .key_tile = 16};
   EXPECT_EQ(detail::balanced_partition_tokens(4, 4096, 132, mla), 128u);
+  // Two resident per compute unit: twice the workgroups in a wave, so half the partition
+  // (128 requests: one pass in one wave of one per unit is 261 tile-times; two partitions of 2048
+  // in one wave of two per unit are 133).
+  const detail::SplitPolicy two{.quantum = 64, .key_tile = 16, .resident_workgroups = 2};
+  EXPECT_EQ(detail::balanced_partition_tokens(4, 4096, 132, two), 64u);
+  EXPECT_EQ(detail::balanced_partition_tokens(128, 4096, 132, mla), 0u);
+  EXPECT_EQ(detail::balanced_partition_tokens(128, 4096, 132, two), 2048u);
   // Partitions of 64 at the least, whatever the device's size.
   EXPECT_EQ(detail::balanced_partition_tokens(1, 4096, 10000, mla), 64u);
   // No split where one pass already fills the device in one wave or a short context gains nothing.

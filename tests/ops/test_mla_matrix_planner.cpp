@@ -34,26 +34,30 @@ struct Expected {
   DeviceCapabilities device;
   AttentionKernel kernel;
   // the matrix kernel's choice (unchecked for the scalar kernel)
-  uint32_t m = 0, n = 0, k = 0, rows = 0, value_parts = 0, key_tile = 0, workgroup = 0;
+  uint32_t m = 0, n = 0, k = 0, rows = 0, value_parts = 0, key_tile = 0, workgroup = 0, resident = 0;
 };
 
 // Each device's kernel and tile for DeepSeek's decode at 16 heads (bf16 queries, an fp8 cache).
-// The sizes follow from mla_matrix_shared_bytes (the queries in registers): on the H200's 48 KiB
-// 32 staged rows (36.5 KiB) fit beside one block of 16 rows' scores, P and factors, 64 do not;
-// 32 fp8 rows are 36 cache words per invocation of 128, within the staging's registers.
-// lavapipe's 32 KiB takes 16 staged rows for two blocks of 8 rows.
+// The sizes follow from mla_matrix_shared_bytes (the queries in registers). 16 heads are one
+// block of rows where the product's m is 16: such a step is bound by its loads, and takes the
+// largest product and longest tile with which two workgroups share the device's shared memory
+// per workgroup (half of the H200's 48 KiB: 16 staged rows beside scores in two slices, the
+// 16x8x16 product's; the 16x16x16 product's four slices do not fit). lavapipe's and Intel's
+// m = 8 make 16 heads two blocks: the longest tile one workgroup holds (lavapipe's 32 KiB: 16
+// staged rows; 32 fp8 rows are 36 cache words per invocation of 128, within the staging's
+// registers).
 TEST(MlaMatrixPlanner, EachDeviceGetsItsKernelAndTile) {
   DeviceCapabilities only_16x8x16 = khr_only_16x8x16();  // the 16x8x16 product alone
   only_16x8x16.cooperative_matrix_khr_shapes = f16_products({{16, 8, 16}});
   const std::vector<Expected> expected{
       {h200(), AttentionKernel::scalar},
-      {h200_with_khr(), AttentionKernel::matrix, 16, 16, 16, 16, 4, 32, 128},
-      {only_16x8x16, AttentionKernel::matrix, 16, 8, 16, 16, 4, 32, 128},
+      {h200_with_khr(), AttentionKernel::matrix, 16, 8, 16, 16, 4, 16, 128, 2},
+      {only_16x8x16, AttentionKernel::matrix, 16, 8, 16, 16, 4, 16, 128, 2},
       {lavapipe(), AttentionKernel::scalar},
-      {lavapipe_with_cooperative_matrices(), AttentionKernel::matrix, 8, 8, 8, 16, 4, 16, 64},
-      {amd_rdna3(), AttentionKernel::matrix, 16, 16, 16, 16, 4, 32, 128},
-      {amd_rdna3(64), AttentionKernel::matrix, 16, 16, 16, 16, 4, 32, 256},
-      {intel_xe(), AttentionKernel::matrix, 8, 8, 16, 16, 4, 32, 128},
+      {lavapipe_with_cooperative_matrices(), AttentionKernel::matrix, 8, 8, 8, 16, 4, 16, 64, 1},
+      {amd_rdna3(), AttentionKernel::matrix, 16, 16, 16, 16, 4, 16, 128, 2},
+      {amd_rdna3(64), AttentionKernel::matrix, 16, 16, 16, 16, 4, 16, 256, 2},
+      {intel_xe(), AttentionKernel::matrix, 8, 8, 16, 16, 4, 32, 128, 1},
       {minimal(), AttentionKernel::scalar},
   };
   for (const Expected& e : expected) {
@@ -61,7 +65,7 @@ TEST(MlaMatrixPlanner, EachDeviceGetsItsKernelAndTile) {
     std::cout << "  " << e.device.name << ": " << (c.kernel == AttentionKernel::matrix ? "matrix" : "scalar") << " "
               << c.product.m << "x" << c.product.n << "x" << c.product.k << ", rows " << c.rows << ", value parts "
               << c.value_parts << ", key tile " << c.key_tile << ", wg " << c.workgroup << ", " << c.shared_bytes
-              << " bytes shared\n";
+              << " bytes shared, " << c.resident_workgroups << " resident\n";
     SCOPED_TRACE(e.device.name);
     ASSERT_EQ(c.kernel, e.kernel);
     EXPECT_LE(c.shared_bytes, e.device.max_shared_memory);
@@ -73,28 +77,72 @@ TEST(MlaMatrixPlanner, EachDeviceGetsItsKernelAndTile) {
     EXPECT_EQ(c.value_parts, e.value_parts);
     EXPECT_EQ(c.key_tile, e.key_tile);
     EXPECT_EQ(c.workgroup, e.workgroup);
+    EXPECT_EQ(c.resident_workgroups, e.resident);
     EXPECT_EQ(c.shared_bytes, detail::mla_matrix_shared_bytes(c.rows, c.product, 576, c.key_tile, c.value_parts, c.workgroup));
+    EXPECT_LE(c.shared_bytes * c.resident_workgroups, e.device.max_shared_memory);
     EXPECT_GT(detail::mla_matrix_shared_bytes(c.rows, c.product, 576, c.key_tile * 2, c.value_parts, c.workgroup),
-              e.device.max_shared_memory)
+              e.device.max_shared_memory / c.resident_workgroups)
         << "the key tile is the longest that fits";
   }
 }
 
-// bf16 rows are twice fp8's words: 32 positions of DeepSeek's 576-wide bf16 rows are 72 staged
-// words per invocation of 128, the most the staging holds in registers; the H200's 48 KiB holds
-// that tile beside 16 rows. 128 heads (two blocks of 16 rows) keep tiles of 16: 32 do not fit.
+// One block of rows whose largest product's layout two workgroups cannot share takes a smaller
+// product's where two can: on the H200 the 16x16x16 product needs 26520 bytes at 16 heads (four
+// slices of scores), past half of 48 KiB, the 16x8x16 product 23448. The split then counts two
+// workgroups per compute unit.
+TEST(MlaMatrixPlanner, OneRowBlockTakesTheLayoutTwoWorkgroupsShare) {
+  const DeviceCapabilities d = h200_with_khr();
+  for (DType cache : {DType::bf16, DType::fp8_e4m3, DType::f16}) {
+    const auto c = plan(d, deepseek_decode(16, cache == DType::f16 ? DType::f16 : DType::bf16, cache));
+    SCOPED_TRACE(std::string(dtype_name(cache)));
+    ASSERT_EQ(c.kernel, AttentionKernel::matrix);
+    EXPECT_EQ(c.rows, 16u);
+    EXPECT_EQ(c.resident_workgroups, 2u);
+    EXPECT_LE(2 * c.shared_bytes, d.max_shared_memory);
+    EXPECT_GT(2 * detail::mla_matrix_shared_bytes(16, MatrixProductShape{16, 16, 16}, 576, 16, 4, 128), d.max_shared_memory);
+  }
+  // A device with room for two of the largest product's: it keeps that product.
+  DeviceCapabilities roomy = h200_with_khr();
+  roomy.max_shared_memory = 65536;
+  const auto r = plan(roomy, deepseek_decode(16, DType::bf16, DType::bf16));
+  EXPECT_EQ(r.product.n, 16u);
+  EXPECT_EQ(r.resident_workgroups, 2u);
+  // More rows than a block (32 and 128 heads): the longest tile one workgroup holds, one resident.
+  for (uint32_t heads : {32u, 128u}) {
+    const auto c = plan(d, deepseek_decode(heads, DType::bf16, DType::bf16));
+    EXPECT_EQ(c.product.n, 16u) << heads;
+    EXPECT_EQ(c.resident_workgroups, 1u) << heads;
+  }
+  // A prefill's rows at 16 heads (8 tokens: 128 rows) fill several blocks: one resident.
+  MlaShape prefill = deepseek_decode(16, DType::bf16, DType::bf16);
+  prefill.attention.num_requests = 1;
+  prefill.attention.num_query_tokens = 8;
+  const int32_t starts[] = {0, 8};
+  const auto p = detail::plan_mla_attention(d, prefill, starts, MlaOptions{});
+  EXPECT_GT(p.rows, 16u);
+  EXPECT_EQ(p.resident_workgroups, 1u);
+}
+
+// bf16 rows are twice fp8's words: 32 positions of DeepSeek's 576-wide rows are 36 cache words
+// per invocation of 128 for fp8, the most the staging holds in registers, and 72 for bf16, so
+// Intel's 16 heads (two blocks of 8 rows: one workgroup at a time) take tiles of 32 for fp8 and
+// 16 for bf16 though its 64 KiB would hold 32 of either. The H200's 128 heads (two blocks of 16
+// rows) keep tiles of 16: 32 do not fit its 48 KiB.
 TEST(MlaMatrixPlanner, RowsTakeTheLongestTileTheStagingRegistersHold) {
-  // 36 staged words per invocation at most: 16 bf16 positions, 32 fp8 ones.
-  const auto c16 = plan(h200_with_khr(), deepseek_decode(16, DType::bf16, DType::bf16));
-  ASSERT_EQ(c16.kernel, AttentionKernel::matrix);
-  EXPECT_EQ(c16.key_tile, 16u);
-  EXPECT_EQ(c16.workgroup, 128u);
-  EXPECT_EQ(uint64_t(c16.key_tile) * 576 * 2 / 4 / c16.workgroup, 36u);
-  const auto fp8 = plan(h200_with_khr(), deepseek_decode(16, DType::bf16, DType::fp8_e4m3));
+  const DeviceCapabilities xe = intel_xe();
+  const auto fp8 = plan(xe, deepseek_decode(16, DType::bf16, DType::fp8_e4m3));
   ASSERT_EQ(fp8.kernel, AttentionKernel::matrix);
   EXPECT_EQ(fp8.key_tile, 32u);
   EXPECT_EQ(fp8.workgroup, 128u);
   EXPECT_EQ(uint64_t(fp8.key_tile) * 576 / 4 / fp8.workgroup, 36u);
+  const auto bf16 = plan(xe, deepseek_decode(16, DType::bf16, DType::bf16));
+  ASSERT_EQ(bf16.kernel, AttentionKernel::matrix);
+  EXPECT_EQ(bf16.key_tile, 16u);
+  EXPECT_EQ(bf16.workgroup, 128u);
+  EXPECT_EQ(uint64_t(bf16.key_tile) * 576 * 2 / 4 / bf16.workgroup, 36u);
+  EXPECT_LE(detail::mla_matrix_shared_bytes(bf16.rows, bf16.product, 576, 32, bf16.value_parts, bf16.workgroup),
+            xe.max_shared_memory)
+      << "the staging's registers, not shared memory, keep bf16 at 16";
   const auto c128 = plan(h200_with_khr(), deepseek_decode(128, DType::bf16, DType::bf16));
   ASSERT_EQ(c128.kernel, AttentionKernel::matrix);
   EXPECT_EQ(c128.rows, 32u);
