@@ -143,8 +143,8 @@ struct SplitPolicy {
   uint32_t quantum = kPartitionQuantum;  // partitions hold a multiple of this many key positions
   // 0: the automatic split fills the device (kWorkgroupsPerComputeUnit workgroups per compute
   // unit; the multi-query kernels). Else the key positions a workgroup walks per tile, and the
-  // automatic partitions balance waves of one workgroup per compute unit against the tiles each
-  // walks (balanced_partition_tokens; MLA).
+  // automatic partitions balance waves of resident_workgroups per compute unit against the tiles
+  // each walks (balanced_partition_tokens; MLA).
   uint32_t key_tile = 0;
   // With key_tile: the workgroups one compute unit runs at once (AttentionChoice::resident_workgroups).
   uint32_t resident_workgroups = 1;

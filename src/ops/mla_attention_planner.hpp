@@ -18,9 +18,10 @@ namespace vkpaged::detail {
 // MLA's split partitions hold a multiple of this many key positions (MlaOptions::partition_tokens),
 // finer than the multi-query kernels' 256: an MLA workgroup walks its partition a key tile at a
 // time (16 or 32 positions), so a decode step of a few requests fills the device only with short
-// partitions. The automatic split balances waves against tiles (balanced_partition_tokens): on an
-// H100 a workgroup of the tensor-core kernel took about the same time per tile alone on its SM as
-// beside another, and about 5 tiles' time once (bench/experiments/mla-tile-chain.md).
+// partitions. The automatic split balances waves against tiles (balanced_partition_tokens), a wave
+// being the workgroups the compute units hold at once (two of the tensor-core kernel's one-block
+// layout; bench/experiments/mla-two-resident.md), each paying about 5 tiles' time once
+// (bench/experiments/mla-tile-chain.md).
 inline constexpr uint32_t kMlaPartitionQuantum = 64;
 
 // Bytes of one cache element of the MLA pools (fp8: 1).
