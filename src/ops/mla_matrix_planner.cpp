@@ -92,13 +92,13 @@ std::optional<MlaMatrixLayout> choose_layout(const DeviceCapabilities& d, const 
   if (!product) return std::nullopt;
   const auto tiles = fit_tiles(d, m, *product, wanted_rows, d.max_shared_memory);
   if (!tiles) return std::nullopt;
-  if (tiles->fit.row_blocks == 1 && 2 * tiles->fit.shared_bytes > d.max_shared_memory) {
-    for (const MatrixProductShape& p : usable_matrix_products(d)) {
-      const auto shared = fit_tiles(d, m, p, p.m, d.max_shared_memory / 2);
-      if (shared && shared->fit.row_blocks == 1 && uint64_t(p.m) >= wanted_rows) return MlaMatrixLayout{p, *shared, 2};
-    }
+  if (wanted_rows > product->m) return MlaMatrixLayout{*product, *tiles, 1};
+  if (2 * tiles->fit.shared_bytes <= d.max_shared_memory) return MlaMatrixLayout{*product, *tiles, 2};
+  for (const MatrixProductShape& p : usable_matrix_products(d)) {
+    if (p.m < wanted_rows) continue;
+    if (const auto shared = fit_tiles(d, m, p, wanted_rows, d.max_shared_memory / 2)) return MlaMatrixLayout{p, *shared, 2};
   }
-  return MlaMatrixLayout{*product, *tiles, tiles->fit.row_blocks == 1 && 2 * tiles->fit.shared_bytes <= d.max_shared_memory ? 2u : 1u};
+  return MlaMatrixLayout{*product, *tiles, 1};
 }
 
 }  // namespace
