@@ -28,10 +28,6 @@ constexpr uint32_t kWorkgroupsPerComputeUnit = 4;
 // The merge pass: invocations over the output pairs of one row.
 constexpr uint32_t kMergeWorkgroup = 64;
 
-uint32_t longest_context(const AttentionShape& s) {
-  return s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
-}
-
 // The workgroup rows: enough for the longest request's tokens times the group's heads (up to
 // kMaxRows), halved while the device's shared memory is short.
 void choose_rows(AttentionChoice& c, const DeviceCapabilities& dev, const AttentionShape& s) {
@@ -51,6 +47,10 @@ void choose_rows(AttentionChoice& c, const DeviceCapabilities& dev, const Attent
 }
 
 }  // namespace
+
+uint32_t longest_context(const AttentionShape& s) {
+  return s.max_context_len ? s.max_context_len : s.max_blocks_per_seq * s.block_size;
+}
 
 void slice_heads(AttentionChoice& c, uint32_t group) {
   c.groups_per_kv_head = uint32_t(ceil_div(group, c.rows));

@@ -63,6 +63,9 @@ struct AttentionChoice {
   uint32_t resident_workgroups = 1;
 };
 
+// The longest context the plan is sized for: max_context_len, or M x B where it is 0.
+uint32_t longest_context(const AttentionShape& shape);
+
 // Whether the decode kernels take this batch (every q_s = 1, no tree mask; any layout).
 bool decode_kernels_take(const AttentionShape& shape, bool single_tokens);
 

@@ -120,7 +120,14 @@ AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape
   c.tree_mask_bytes = size_t(summary.tree_mask_bytes);
   // The matrix kernel where asked, or (automatic) where it can run; else the scalar kernel.
   if (take_matrix_kernel(o.kernel, [&] { return mla_matrix_refusal(dev, m); })) {
-    plan_mla_matrix(c, dev, m);
+    // The most workgroups the step may have: each request's tiles (one, for the one-block layouts
+    // this bounds) in as many partitions as the split may take.
+    const uint32_t longest = longest_context(s);
+    const uint64_t partitions =
+        o.split == SplitMode::single_pass ? 1
+        : o.partition_tokens != 0         ? (uint64_t(longest) + o.partition_tokens - 1) / o.partition_tokens
+                                          : (uint64_t(longest) + kMlaPartitionQuantum - 1) / kMlaPartitionQuantum;
+    plan_mla_matrix(c, dev, m, uint64_t(s.num_requests) * std::max<uint64_t>(partitions, 1));
   } else {
     c.kernel = AttentionKernel::scalar;
     choose_tiles(c, dev, m);

@@ -35,11 +35,14 @@ size_t mla_attention_shared_bytes(uint32_t rows, uint32_t key_tile, uint32_t key
 // The tensor-core kernel (shaders/mla_attention_matrix_khr.comp, mla_matrix_planner.cpp): its
 // shared memory for `rows` rows in blocks of the product's m, key tiles of `key_tile` positions
 // and `value_parts` subgroups per row block; why it cannot run this shape on this device ("" where
-// it can); and its rows, tiles and product for a shape it takes (choice.max_query_tokens set).
+// it can); and its rows, tiles and product for a shape it takes (choice.max_query_tokens set),
+// for a step of at most `most_workgroups` workgroups (its requests times the partitions its split
+// may take).
 size_t mla_matrix_shared_bytes(uint32_t rows, const MatrixProductShape& product, uint32_t key_head_size,
                                uint32_t key_tile, uint32_t value_parts, uint32_t workgroup);
 std::string mla_matrix_refusal(const DeviceCapabilities& device, const MlaShape& shape);
-void plan_mla_matrix(AttentionChoice& choice, const DeviceCapabilities& device, const MlaShape& shape);
+void plan_mla_matrix(AttentionChoice& choice, const DeviceCapabilities& device, const MlaShape& shape,
+                     uint64_t most_workgroups);
 
 // The shape's checks: the multi-query ones (validate_attention_shape) but the head size, and
 // MLA's (Hkv 1, nhd, Dk and Dv). Throws invalid_argument naming the field and the value.

@@ -75,25 +75,30 @@ std::optional<MlaMatrixTiles> fit_tiles(const DeviceCapabilities& d, const MlaSh
   return MlaMatrixTiles{*fit, *parts};
 }
 
-// The product and tiles of a step whose rows want `wanted_rows`: the largest product's most row
-// blocks and longest tile (fit_tiles), except where that is one row block (decode of up to m
-// heads: bound by its loads) too large for two workgroups to share the device's shared memory per
-// workgroup: then the largest product and longest tile with which two do, where one exists. One
-// workgroup on a compute unit waits out its own loads; a second one resident beside it works
-// meanwhile (NVIDIA's driver gives an SM's compute pipeline about that limit in all:
-// bench/experiments/mla-two-resident.md).
+// The product and tiles of a step whose rows want `wanted_rows`, in at most `most_workgroups`
+// workgroups: the largest product's most row blocks and longest tile (fit_tiles), except where
+// that is one row block (decode of up to m heads: bound by its loads) too large for two
+// workgroups to share the device's shared memory per workgroup, and the step has more workgroups
+// than compute units: then the largest product and longest tile with which two do, where one
+// exists. One workgroup on a compute unit waits out its own loads; a second one resident beside
+// it works meanwhile (NVIDIA's driver gives an SM's compute pipeline about that limit in all),
+// though each of that layout's workgroups alone takes 1.3 times as long on an H200: a step that
+// cannot fill the compute units one each keeps the largest layout
+// (bench/experiments/mla-two-resident.md).
 struct MlaMatrixLayout {
   MatrixProductShape product;
   MlaMatrixTiles tiles;
   uint32_t resident_workgroups = 1;
 };
-std::optional<MlaMatrixLayout> choose_layout(const DeviceCapabilities& d, const MlaShape& m, uint64_t wanted_rows) {
+std::optional<MlaMatrixLayout> choose_layout(const DeviceCapabilities& d, const MlaShape& m, uint64_t wanted_rows,
+                                            uint64_t most_workgroups) {
   const auto product = choose_matrix_product(d);
   if (!product) return std::nullopt;
   const auto tiles = fit_tiles(d, m, *product, wanted_rows, d.max_shared_memory);
   if (!tiles) return std::nullopt;
   if (wanted_rows > product->m) return MlaMatrixLayout{*product, *tiles, 1};
   if (2 * tiles->fit.shared_bytes <= d.max_shared_memory) return MlaMatrixLayout{*product, *tiles, 2};
+  if (most_workgroups <= d.compute_units) return MlaMatrixLayout{*product, *tiles, 1};
   for (const MatrixProductShape& p : usable_matrix_products(d)) {
     if (p.m < wanted_rows) continue;
     if (const auto shared = fit_tiles(d, m, p, wanted_rows, d.max_shared_memory / 2)) return MlaMatrixLayout{p, *shared, 2};
@@ -135,9 +140,9 @@ std::string mla_matrix_refusal(const DeviceCapabilities& d, const MlaShape& m) {
   return "";
 }
 
-void plan_mla_matrix(AttentionChoice& c, const DeviceCapabilities& d, const MlaShape& m) {
+void plan_mla_matrix(AttentionChoice& c, const DeviceCapabilities& d, const MlaShape& m, uint64_t most_workgroups) {
   const uint32_t heads = m.attention.num_heads;  // one kv head: its group is every head
-  const MlaMatrixLayout layout = *choose_layout(d, m, uint64_t(c.max_query_tokens) * heads);
+  const MlaMatrixLayout layout = *choose_layout(d, m, uint64_t(c.max_query_tokens) * heads, most_workgroups);
   take_matrix_tiles(c, d, layout.product, layout.tiles.fit, heads);
   c.value_parts = layout.tiles.value_parts;
   c.resident_workgroups = layout.resident_workgroups;

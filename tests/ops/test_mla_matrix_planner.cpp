@@ -17,9 +17,12 @@
 namespace vkpaged::test {
 namespace {
 
-// DeepSeek's widths: Dk 576 = 512 latent + 64 rope, Dv 512.
+// DeepSeek's widths: Dk 576 = 512 latent + 64 rope, Dv 512; two requests over up to 32768
+// positions, a step whose split can fill every device's compute units.
 MlaShape deepseek_decode(uint32_t heads, DType query = DType::bf16, DType cache = DType::fp8_e4m3) {
-  return mla_decode_shape(heads, 576, 512, query, cache);
+  MlaShape m = mla_decode_shape(heads, 576, 512, query, cache);
+  m.attention.max_blocks_per_seq = 2048;
+  return m;
 }
 
 const int32_t kDecodeStarts[] = {0, 1, 2};
@@ -121,6 +124,36 @@ TEST(MlaMatrixPlanner, OneRowBlockTakesTheLayoutTwoWorkgroupsShare) {
   const auto p = detail::plan_mla_attention(d, prefill, starts, MlaOptions{});
   EXPECT_GT(p.rows, 16u);
   EXPECT_EQ(p.resident_workgroups, 1u);
+}
+
+// A step too small to fill the compute units one workgroup each gains nothing from a second
+// resident one, and each workgroup of the two-workgroup layout alone is slower: it keeps the
+// largest product's layout. On the H200 (132 SMs), one request over 4096 positions splits into
+// at most 64 workgroups, 8 requests into 512, 32 requests forced into one pass 32.
+TEST(MlaMatrixPlanner, AStepThatCannotFillTheDeviceKeepsTheLargestLayout) {
+  const DeviceCapabilities d = h200_with_khr();
+  struct Case {
+    uint32_t requests;
+    SplitMode split;
+    uint32_t n, resident;
+  };
+  for (const Case& k : {Case{1, SplitMode::automatic, 16, 1}, Case{8, SplitMode::automatic, 8, 2},
+                        Case{32, SplitMode::single_pass, 16, 1}, Case{32, SplitMode::automatic, 8, 2}}) {
+    MlaShape m = mla_decode_shape(16, 576, 512, DType::bf16, DType::bf16);
+    m.attention.num_requests = k.requests;
+    m.attention.num_query_tokens = k.requests;
+    m.attention.max_blocks_per_seq = 256;  // 4096 positions
+    std::vector<int32_t> starts(k.requests + 1);
+    for (uint32_t i = 0; i <= k.requests; ++i) starts[i] = int32_t(i);
+    MlaOptions o;
+    o.split = k.split;
+    const auto c = detail::plan_mla_attention(d, m, starts, o);
+    const std::string label = std::to_string(k.requests) + " requests, split " + std::to_string(int(k.split));
+    ASSERT_EQ(c.kernel, AttentionKernel::matrix) << label;
+    EXPECT_EQ(c.product.n, k.n) << label;
+    EXPECT_EQ(c.resident_workgroups, k.resident) << label;
+    EXPECT_EQ(c.key_tile, 16u) << label;
+  }
 }
 
 // bf16 rows are twice fp8's words: 32 positions of DeepSeek's 576-wide rows are 36 cache words
