@@ -21,7 +21,9 @@
 #                                               # 1 to 16 workgroups of 4096 to 256 positions each
 #   scripts/h200-session.sh mla-phases BUILD OUT  # where an MLA key tile's time goes: the phase-clocks
 #                                               # diagnostic build's cycles per phase, SM and interval of
-#                                               # each workgroup (MLA_PHASES_CASES, --split single)
+#                                               # each workgroup (MLA_PHASES_CASES of MLA_PHASES_SUITE,
+#                                               # default mla; mla-resident: 256 workgroups in one
+#                                               # pass, more than an SM each), --split single
 #   scripts/h200-session.sh sass     BUILD OUT  # the SASS of the pipelines SASS_SUITE's SASS_CASE
 #                                               # compiles (default: mla, r1-4k-h16-bf16; SASS_CLI:
 #                                               # another build's vkpaged, e.g. a BASE's), with
@@ -303,9 +305,9 @@ case "$stage" in
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
       for c in ${MLA_PHASES_CASES:-r32-4k-h16-bf16 r128-4k-h16-bf16 r128-4k-h16-fp8 r8-4k-h128-bf16 r32-4k-h128-bf16 r128-4k-h128-bf16}; do
         log "$c, phase-clocks"
-        VKPAGED_DIAG_DUMP="$dumps" bench timeout 60 "$diag/tools/vkpaged/vkpaged" bench --suite mla --case "$c" --split single "${w[@]}" --repetitions 30
+        VKPAGED_DIAG_DUMP="$dumps" bench timeout 60 "$diag/tools/vkpaged/vkpaged" bench --suite "${MLA_PHASES_SUITE:-mla}" --case "$c" --split single "${w[@]}" --repetitions 30
         log "$c, this build"
-        bench timeout 60 "$cli" bench --suite mla --case "$c" --split single "${w[@]}" --repetitions 30
+        bench timeout 60 "$cli" bench --suite "${MLA_PHASES_SUITE:-mla}" --case "$c" --split single "${w[@]}" --repetitions 30
       done
       log "mla_phase_clocks.py"
       python3 "$root/scripts/mla_phase_clocks.py" "$dumps"

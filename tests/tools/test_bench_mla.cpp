@@ -92,6 +92,17 @@ TEST(BenchMla, PrefillSuiteHoldsEachShapeOncePerHeadsAndDtype) {
   EXPECT_EQ(cases[2].context, 8704u);
   EXPECT_EQ(cases.back().name, "chunk4x512+8k-h128-fp8_e4m3");
   EXPECT_EQ(mla_bench_cases("mla-prefill-quick").size(), 3u);
+  // The residency suite: 256 decode requests of 16 heads, one workgroup each in one pass.
+  const auto resident = mla_bench_cases("mla-resident");
+  ASSERT_EQ(resident.size(), 2u);
+  EXPECT_TRUE(is_mla_suite("mla-resident"));
+  for (const auto& c : resident) {
+    EXPECT_EQ(c.requests, 256u) << c.name;
+    EXPECT_EQ(c.heads, 16u) << c.name;
+    EXPECT_EQ(c.new_tokens, 1u) << c.name;
+  }
+  EXPECT_EQ(resident.front().name, "r256-4k-h16-bf16");
+  EXPECT_EQ(resident.back().name, "r256-4k-h16-fp8_e4m3");
   EXPECT_TRUE(is_mla_suite("mla-prefill") && is_mla_suite("mla-prefill-quick"));
   for (const auto& c : mla_bench_cases("mla")) EXPECT_EQ(c.new_tokens, 1u) << c.name;
 }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// `vkpaged bench --suite mla` (and mla-quick, lavapipe-sized): DeepSeek's multi-head latent
-// attention in decode (one new token per request) over the paged MLA cache, and `--suite
+// `vkpaged bench --suite mla` (and mla-quick, lavapipe-sized; mla-resident, decode steps of more
+// workgroups than a GPU has compute units in one pass, for the phase clocks of
+// scripts/h200-session.sh): DeepSeek's multi-head latent attention in decode (one new token per
+// request) over the paged MLA cache, and `--suite
 // mla-prefill` (mla-prefill-quick): prefills and chunks after a cached prefix (many new tokens per
 // request, causal), record_mla_attention
 // timed with GPU timestamps, each case beside its two limits measured in the same run: the cache
@@ -79,7 +81,8 @@ std::string mla_kernel_name(const MlaPlan& plan) {
 }  // namespace
 
 bool is_mla_suite(const std::string& suite) {
-  return suite == "mla" || suite == "mla-quick" || suite == "mla-prefill" || suite == "mla-prefill-quick";
+  return suite == "mla" || suite == "mla-quick" || suite == "mla-resident" || suite == "mla-prefill" ||
+         suite == "mla-prefill-quick";
 }
 
 std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite) {
@@ -91,6 +94,10 @@ std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite) {
           for (uint32_t requests : {1u, 8u, 32u, 128u}) cases.push_back(mla_case(requests, context, heads, cache));
     return cases;
   }
+  // 256 requests of 16 heads: in one pass (--split single) 256 workgroups, more than one per
+  // compute unit on a GPU of fewer: the phase clocks show how many an SM holds at once and what
+  // a tile costs beside another (bench/experiments/mla-two-resident.md).
+  if (suite == "mla-resident") return {mla_case(256, 4096, 16, DType::bf16), mla_case(256, 4096, 16, DType::fp8_e4m3)};
   if (suite == "mla-quick")  // lavapipe-sized; 200 rows end in a block of 8
     return {mla_case(1, 512, 16, DType::bf16, "q-"), mla_case(4, 256, 16, DType::fp8_e4m3, "q-"),
             mla_case(2, 256, 128, DType::bf16, "q-"), mla_case(3, 200, 128, DType::fp8_e4m3, "q-")};
@@ -111,7 +118,8 @@ std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite) {
             mla_prefill_case("q-chunk2x40+160", 2, 40, 200, 16, DType::fp8_e4m3),
             mla_prefill_case("q-p48", 1, 48, 48, 128, DType::bf16)};
   throw Error(ErrorCode::invalid_argument,
-              fmt::format("--suite: \"{}\" is not mla, mla-quick, mla-prefill or mla-prefill-quick", suite));
+              fmt::format("--suite: \"{}\" is not mla, mla-quick, mla-resident, mla-prefill or mla-prefill-quick",
+                          suite));
 }
 
 MlaCaseBytes mla_case_bytes(const MlaBenchCase& c) {

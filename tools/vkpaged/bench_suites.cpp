@@ -131,7 +131,7 @@ std::vector<BenchCase> bench_suite(const std::string& name) {
     return all;
   }
   throw Error(ErrorCode::invalid_argument,
-              fmt::format("--suite: unknown suite \"{}\" (standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick, all; cache-write, cache-write-quick; prefill, prefill-quick; mla, mla-quick)", name));
+              fmt::format("--suite: unknown suite \"{}\" (standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick, all; cache-write, cache-write-quick; prefill, prefill-quick; mla, mla-quick, mla-resident, mla-prefill, mla-prefill-quick)", name));
 }
 
 std::vector<std::string> bench_suite_names(const std::string& name) {

@@ -150,7 +150,7 @@ void add_simulate_options(CLI::App& cmd, SimulateArgs& s) {
 }
 
 void add_bench_options(CLI::App& cmd, BenchOptions& b) {
-  cmd.add_option("--suite", b.suite, "standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick (lavapipe-sized), all, cache-write and cache-write-quick (the rotary cache write), prefill and prefill-quick (multi-query attention: prefill, chunks, speculative verification, a mixed step), mla and mla-quick (DeepSeek's multi-head latent attention in decode, against the read bandwidth and the cooperative-matrix ceiling), or mla-prefill and mla-prefill-quick (MLA prefills and chunks after a cached prefix, likewise)")
+  cmd.add_option("--suite", b.suite, "standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick (lavapipe-sized), all, cache-write and cache-write-quick (the rotary cache write), prefill and prefill-quick (multi-query attention: prefill, chunks, speculative verification, a mixed step), mla and mla-quick (DeepSeek's multi-head latent attention in decode, against the read bandwidth and the cooperative-matrix ceiling; mla-resident: 256 requests of 16 heads, more workgroups than compute units in one pass), or mla-prefill and mla-prefill-quick (MLA prefills and chunks after a cached prefix, likewise)")
       ->capture_default_str();
   cmd.add_option("--device", b.device, "Vulkan device index or name substring");
   cmd.add_option("--repetitions", b.repetitions, "timed repetitions per case (at least 20)")->capture_default_str();
