@@ -17,6 +17,13 @@ namespace {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// The most partitions the options let a split take of `longest` positions: one in a single
+// pass, else one per partition_tokens (given) or per kMlaPartitionQuantum (automatic).
+uint64_t most_partitions(uint32_t longest, const MlaOptions& o) {
+  if (o.split == SplitMode::single_pass) return 1;
+  return std::max<uint64_t>(1, ceil_div(longest, o.partition_tokens != 0 ? o.partition_tokens : kMlaPartitionQuantum));
+}
+
 // Key positions staged per tile at most: more share each barrier, fewer take less shared memory.
 constexpr uint32_t kMaxKeyTile = 32;
 // Value sums kept per invocation at most (rows x dims it owns): beyond, registers spill.
@@ -122,12 +129,7 @@ AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape
   if (take_matrix_kernel(o.kernel, [&] { return mla_matrix_refusal(dev, m); })) {
     // The most workgroups the step may have: each request's tiles (one, for the one-block layouts
     // this bounds) in as many partitions as the split may take.
-    const uint32_t longest = longest_context(s);
-    const uint64_t partitions =
-        o.split == SplitMode::single_pass ? 1
-        : o.partition_tokens != 0         ? (uint64_t(longest) + o.partition_tokens - 1) / o.partition_tokens
-                                          : (uint64_t(longest) + kMlaPartitionQuantum - 1) / kMlaPartitionQuantum;
-    plan_mla_matrix(c, dev, m, uint64_t(s.num_requests) * std::max<uint64_t>(partitions, 1));
+    plan_mla_matrix(c, dev, m, uint64_t(s.num_requests) * most_partitions(longest_context(s), o));
   } else {
     c.kernel = AttentionKernel::scalar;
     choose_tiles(c, dev, m);
