@@ -305,7 +305,7 @@ std::string run_json(bool arena, double after, double round2_us) {
 
 // Runs scripts/NAME with `args` (each quoted), stdout and stderr together: its exit status and
 // output. The source tree: VKPAGED_SOURCE_DIR where the tests run away from it (scripts/gpu-test.sh
-// sets it), else where this file was compiled from.
+// sets it), else the one the tests were built from.
 struct ScriptRun {
   int status = -1;
   std::string out;
@@ -314,7 +314,7 @@ ScriptRun run_script(const std::string& name, const std::vector<std::string>& ar
   const char* source_dir = std::getenv("VKPAGED_SOURCE_DIR");
   const auto root = source_dir != nullptr && *source_dir != '\0'
                         ? std::filesystem::path(source_dir)
-                        : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+                        : std::filesystem::path(VKPAGED_TEST_SOURCE_ROOT);
   const auto script = root / "scripts" / name;
   EXPECT_TRUE(std::filesystem::exists(script)) << script;
   std::string command = "'" + vkpaged::test::python_path() + "' '" + script.string() + "'";
