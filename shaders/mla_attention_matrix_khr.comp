@@ -47,6 +47,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
 
 #include "common/mla_interface.h"
@@ -372,9 +373,12 @@ void main() {
     }
     barrier();  // the next block's queries, or the first tile, overwrite these
   }
-  // Softmax: this invocation's row, its running max and its share of the row's sum.
-  const uint my_row = tid / LANES;
-  const uint lane = tid % LANES;
+  // Softmax: this invocation's row, its running max and its share of the row's sum. Rows are
+  // numbered by subgroup, so that a row's LANES invocations (a power of two no larger than the
+  // subgroup, the planner's) are one subgroup's and exchange their maxima by shuffles.
+  const uint softmax_index = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+  const uint my_row = softmax_index / LANES;
+  const uint lane = softmax_index % LANES;
   float row_max = VKP_NEG_INF;
   float row_sum = 0.0;
   bool row_poisoned = false;
@@ -466,11 +470,8 @@ void main() {
       set_shared_float(S_BASE, my_row * SS + 2u * q, logits.x);  // own entries of slice 0: the logits
       set_shared_float(S_BASE, my_row * SS + 2u * q + 1u, logits.y);
     }
-    s_lane_words[tid] = floatBitsToUint(row_state_max(tile_max, tile_poisoned));
-    barrier();
-    tile_max = VKP_NEG_INF;
-    tile_poisoned = false;
-    for (uint i = 0u; i < LANES; ++i) tile_max_add(tile_max, tile_poisoned, uintBitsToFloat(s_lane_words[my_row * LANES + i]));
+    for (uint x = 1u; x < LANES; x <<= 1u)  // the row's lanes: a butterfly, no barrier
+      tile_max_add(tile_max, tile_poisoned, subgroupShuffleXor(row_state_max(tile_max, tile_poisoned), x));
     row_poisoned = row_poisoned || tile_poisoned;
     const float alpha = row_state_rescale(row_max, tile_max);
     float tile_sum = 0.0;
@@ -544,7 +545,7 @@ void main() {
   }
 
   // ---- the rows' states: sums over their lanes ----
-  s_lane_words[tid] = floatBitsToUint(row_sum);
+  s_lane_words[softmax_index] = floatBitsToUint(row_sum);
   barrier();
   if (lane == 0u) {
     float total = 0.0;
