@@ -374,8 +374,8 @@ void main() {
     barrier();  // the next block's queries, or the first tile, overwrite these
   }
   // Softmax: this invocation's row, its running max and its share of the row's sum. Rows are
-  // numbered by subgroup, so that a row's LANES invocations (a power of two no larger than the
-  // subgroup, the planner's) are one subgroup's and exchange their maxima by shuffles.
+  // numbered by subgroup, so that a row's LANES invocations (a power of two) are one subgroup's
+  // where the subgroup holds that many, and exchange their tile maxima by shuffles.
   const uint softmax_index = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
   const uint my_row = softmax_index / LANES;
   const uint lane = softmax_index % LANES;
@@ -470,8 +470,16 @@ void main() {
       set_shared_float(S_BASE, my_row * SS + 2u * q, logits.x);  // own entries of slice 0: the logits
       set_shared_float(S_BASE, my_row * SS + 2u * q + 1u, logits.y);
     }
-    for (uint x = 1u; x < LANES; x <<= 1u)  // the row's lanes: a butterfly, no barrier
-      tile_max_add(tile_max, tile_poisoned, subgroupShuffleXor(row_state_max(tile_max, tile_poisoned), x));
+    if (LANES <= gl_SubgroupSize) {  // the row's lanes are one subgroup's: a butterfly, no barrier
+      for (uint x = 1u; x < LANES; x <<= 1u)
+        tile_max_add(tile_max, tile_poisoned, subgroupShuffleXor(row_state_max(tile_max, tile_poisoned), x));
+    } else {  // they span subgroups (a device that runs smaller ones than it lists): through shared memory
+      s_lane_words[softmax_index] = floatBitsToUint(row_state_max(tile_max, tile_poisoned));
+      barrier();
+      tile_max = VKP_NEG_INF;
+      tile_poisoned = false;
+      for (uint i = 0u; i < LANES; ++i) tile_max_add(tile_max, tile_poisoned, uintBitsToFloat(s_lane_words[my_row * LANES + i]));
+    }
     row_poisoned = row_poisoned || tile_poisoned;
     const float alpha = row_state_rescale(row_max, tile_max);
     float tile_sum = 0.0;
