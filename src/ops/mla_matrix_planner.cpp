@@ -129,6 +129,11 @@ std::string mla_matrix_refusal(const DeviceCapabilities& d, const MlaShape& m) {
   const AttentionShape& s = m.attention;
   if (std::string refusal = matrix_dtype_refusal(d, s, "the MLA matrix kernel"); !refusal.empty()) return refusal;
   if (const std::string refusal = matrix_product_refusal(d); !refusal.empty()) return refusal;
+  if (!d.subgroup_shuffle)
+    return fmt::format("device {}: no subgroup shuffles in compute shaders (or ContextOptions::"
+                       "disable_subgroup_arithmetic); the MLA matrix kernel's softmax rows exchange their maxima with "
+                       "subgroupShuffleXor",
+                       d.name);
   const auto product = choose_matrix_product(d);
   if (!choose_value_parts(d, m, *product))
     return fmt::format("device {}: subgroups of {} cannot share the {}-row blocks of its {}x{}x{} product evenly",

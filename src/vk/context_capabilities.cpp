@@ -19,6 +19,7 @@ DeviceCapabilities device_capabilities(const ContextImpl& impl) {
   c.compute_units = impl.info.compute_units;
   c.subgroup_size = impl.info.subgroup_size;
   c.subgroup_arithmetic = impl.info.subgroup_arithmetic;
+  c.subgroup_shuffle = impl.info.subgroup_shuffle;
   c.max_workgroup_invocations = impl.info.max_workgroup_invocations;
   c.max_shared_memory = impl.info.max_shared_memory;
   c.max_storage_buffer_range = impl.info.max_storage_buffer_range;

@@ -26,6 +26,7 @@ struct DeviceCapabilities {
   uint32_t compute_units = 1;             // SMs / CUs, or an estimate: sizes the splits
   uint32_t subgroup_size = 0;
   bool subgroup_arithmetic = false;       // subgroup reductions in compute shaders
+  bool subgroup_shuffle = false;          // subgroupShuffleXor in compute shaders
   uint32_t max_workgroup_invocations = 128;
   uint32_t max_shared_memory = 16384;     // bytes per workgroup
   uint64_t max_storage_buffer_range = 0;  // a pool past it is read by device address

@@ -252,6 +252,12 @@ TEST(MlaMatrixPlanner, FallsBackToThePortableKernelOrRefuses) {
   EXPECT_EQ(plan(no_reductions, deepseek_decode(16)).kernel, AttentionKernel::scalar);
   expect_refused([&] { plan(no_reductions, deepseek_decode(16), AttentionKernel::matrix); },
                  "no subgroup arithmetic in compute shaders", ErrorCode::unsupported);
+  // Subgroups without shuffles (the softmax rows' lanes exchange their maxima with them).
+  DeviceCapabilities no_shuffles = lavapipe_with_cooperative_matrices();
+  no_shuffles.subgroup_shuffle = false;
+  EXPECT_EQ(plan(no_shuffles, deepseek_decode(16)).kernel, AttentionKernel::scalar);
+  expect_refused([&] { plan(no_shuffles, deepseek_decode(16), AttentionKernel::matrix); },
+                 "no subgroup shuffles in compute shaders", ErrorCode::unsupported);
   MlaOptions decode;
   decode.kernel = AttentionKernel::decode;
   expect_refused([&] { detail::plan_mla_attention(khr, deepseek_decode(16), kDecodeStarts, decode); }, "kernel: 1");

@@ -27,6 +27,7 @@ inline DeviceCapabilities h200() {
   d.compute_units = 132;
   d.subgroup_size = 32;
   d.subgroup_arithmetic = true;
+  d.subgroup_shuffle = true;
   d.max_workgroup_invocations = 1024;
   d.max_shared_memory = 49152;
   d.max_storage_buffer_range = 4294967295u;
@@ -46,6 +47,7 @@ inline DeviceCapabilities lavapipe() {
   d.compute_units = 2;
   d.subgroup_size = 8;
   d.subgroup_arithmetic = true;
+  d.subgroup_shuffle = true;
   d.max_workgroup_invocations = 1024;
   d.max_shared_memory = 32768;
   d.max_storage_buffer_range = 128u << 20;
@@ -110,6 +112,7 @@ inline DeviceCapabilities subgroups_of_64() {
   d.compute_units = 60;
   d.subgroup_size = 64;
   d.subgroup_arithmetic = true;
+  d.subgroup_shuffle = true;
   d.max_workgroup_invocations = 1024;
   d.max_shared_memory = 65536;
   d.max_storage_buffer_range = 4294967295u;
@@ -125,6 +128,7 @@ inline DeviceCapabilities subgroups_of_16() {
   d.compute_units = 32;
   d.subgroup_size = 16;
   d.subgroup_arithmetic = true;
+  d.subgroup_shuffle = true;
   d.max_workgroup_invocations = 1024;
   d.max_shared_memory = 65536;
   d.max_storage_buffer_range = 1u << 30;
@@ -159,6 +163,7 @@ inline DeviceCapabilities amd_rdna3(uint32_t wave = 32) {
   d.compute_units = 48;
   d.subgroup_size = wave;
   d.subgroup_arithmetic = true;
+  d.subgroup_shuffle = true;
   d.max_workgroup_invocations = 1024;
   d.max_shared_memory = 65536;
   d.max_storage_buffer_range = 4294967295u;
