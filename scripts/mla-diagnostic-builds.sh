@@ -73,7 +73,7 @@ variant() {  # name, file, then a perl substitution that edits it (or `patch`: t
 }
 # The kernel the variants are written against, as a blob id (`git hash-object`) rather than a
 # commit, so that the commit which changes the kernel can carry this line.
-kernel_blob=d75f2ad358391e71e923d0c1a399fa6e1086d25f
+kernel_blob=fc485153c54f4b30fe877e3962a26727d1952a5c
 if [ "$(git -C "$root" hash-object "$shader")" != "$kernel_blob" ]; then
   echo "mla-diagnostic-builds: the kernel differs from blob $kernel_blob, which the variants are made from (update this script)" >&2
   exit 1

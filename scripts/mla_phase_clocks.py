@@ -15,6 +15,9 @@ For each case: the workgroups, the SMs they ran on and the most that ran on one 
 (several at once: the SM holds them together), their span and durations, the SM clock they saw
 (cycles over nanoseconds), and the cycles per key tile of each phase (the barriers' waits
 included: a phase ends when the tile's slowest subgroup reaches its barrier) and per workgroup.
+Since 471b255 the softmax's rows exchange their maxima by subgroup shuffles, no barrier between
+"max" and "p": "max" is then invocation 0's own logits and exchange, and "p" from there to the
+barrier after P (the slowest subgroup's wait falls in "p").
 Exit status 2 when DIR holds no dump.
 """
 import glob
