@@ -232,8 +232,11 @@ struct MlaCheck {
   bool passed = false;
   double seconds = 0;  // on the host: downloads and the reference
 };
+// The MLA suites' names, in the order the messages list them; whether `suite` is one.
+const std::vector<std::string>& mla_suite_names();
 bool is_mla_suite(const std::string& suite);
-// The cases of mla, mla-prefill or their -quick twins; Error(invalid_argument) for another name.
+// The cases of mla, mla-resident, mla-prefill or their -quick twins; Error(invalid_argument) for
+// another name.
 std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite);
 MlaCaseBytes mla_case_bytes(const MlaBenchCase& c);
 // Why the case cannot run on the device, "" when it fits: its pool past maxStorageBufferRange or

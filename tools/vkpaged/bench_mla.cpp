@@ -80,9 +80,14 @@ std::string mla_kernel_name(const MlaPlan& plan) {
 
 }  // namespace
 
+const std::vector<std::string>& mla_suite_names() {
+  static const std::vector<std::string> names = {"mla", "mla-quick", "mla-resident", "mla-prefill", "mla-prefill-quick"};
+  return names;
+}
+
 bool is_mla_suite(const std::string& suite) {
-  return suite == "mla" || suite == "mla-quick" || suite == "mla-resident" || suite == "mla-prefill" ||
-         suite == "mla-prefill-quick";
+  const auto& names = mla_suite_names();
+  return std::find(names.begin(), names.end(), suite) != names.end();
 }
 
 std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite) {
@@ -117,9 +122,10 @@ std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite) {
     return {mla_prefill_case("q-p96", 1, 96, 96, 16, DType::bf16),
             mla_prefill_case("q-chunk2x40+160", 2, 40, 200, 16, DType::fp8_e4m3),
             mla_prefill_case("q-p48", 1, 48, 48, 128, DType::bf16)};
+  const auto& names = mla_suite_names();
   throw Error(ErrorCode::invalid_argument,
-              fmt::format("--suite: \"{}\" is not mla, mla-quick, mla-resident, mla-prefill or mla-prefill-quick",
-                          suite));
+              fmt::format("--suite: \"{}\" is not {} or {}", suite,
+                          fmt::join(names.begin(), names.end() - 1, ", "), names.back()));
 }
 
 MlaCaseBytes mla_case_bytes(const MlaBenchCase& c) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The benchmark suites: `standard` is the table of docs/performance-targets.md.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bench.hpp"
 #include "vkpaged/error.hpp"
@@ -131,7 +132,7 @@ std::vector<BenchCase> bench_suite(const std::string& name) {
     return all;
   }
   throw Error(ErrorCode::invalid_argument,
-              fmt::format("--suite: unknown suite \"{}\" (standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick, all; cache-write, cache-write-quick; prefill, prefill-quick; mla, mla-quick, mla-resident, mla-prefill, mla-prefill-quick)", name));
+              fmt::format("--suite: unknown suite \"{}\" (standard, ragged, dtypes, blocks, long, lengths, groups, latency, quick, all; cache-write, cache-write-quick; prefill, prefill-quick; {})", name, fmt::join(mla_suite_names(), ", ")));
 }
 
 std::vector<std::string> bench_suite_names(const std::string& name) {
