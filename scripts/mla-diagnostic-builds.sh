@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Diagnostic builds of the MLA tensor-core kernel (shaders/mla_attention_matrix_khr.comp and its
+# Diagnostic builds of the MLA tensor-core kernel (shaders/common/mla_attention_matrix_kernel.glsl,
+# the body of shaders/mla_attention_matrix_khr.comp and its address variant, and its
 # planner, src/ops/mla_matrix_planner.cpp) for one GPU call: three leave one step of the key tile
 # out (their outputs are wrong, their times are what they are for), so that the tile's cost can
 # be split by step, as bench/experiments/fp8-conversion.md split the fp8 decode's; one changes a
@@ -41,7 +42,7 @@ set -euo pipefail
 build="${1:?usage: scripts/mla-diagnostic-builds.sh BUILD DEST}"
 dest="${2:?DEST}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
-shader="$root/shaders/mla_attention_matrix_khr.comp"
+shader="$root/shaders/common/mla_attention_matrix_kernel.glsl"
 planner="$root/src/ops/mla_matrix_planner.cpp"
 # Every file a variant edits (phase-clocks' patch: also the context's clock feature and the bench's dump).
 edited=("$shader" "$planner" "$root/src/context.cpp" "$root/tools/vkpaged/bench_mla.cpp")
@@ -73,12 +74,12 @@ variant() {  # name, file, then a perl substitution that edits it (or `patch`: t
 }
 # The kernel the variants are written against, as a blob id (`git hash-object`) rather than a
 # commit, so that the commit which changes the kernel can carry this line.
-kernel_blob=fc485153c54f4b30fe877e3962a26727d1952a5c
+kernel_blob=03e531fd55d7c8ad6e1703aa7d8e8d0639a77f51
 if [ "$(git -C "$root" hash-object "$shader")" != "$kernel_blob" ]; then
   echo "mla-diagnostic-builds: the kernel differs from blob $kernel_blob, which the variants are made from (update this script)" >&2
   exit 1
 fi
-variant noload "$shader" 's/raw\[k\] = cache_chunk\(block \* B \+ \(tile \+ c\) % B, j\);/raw[k] = uvec4(0x3c003c00u);/'
+variant noload "$shader" 's/raw\[k\] = cache_chunk\(block, \(tile \+ c\) % B, j\);/raw[k] = uvec4(0x3c003c00u);/'
 variant noproducts "$shader" 's/if \(computes\) \{(\s+for \(uint n = )/if (false && computes) {$1/; s/if \(!values_bad\) \{/if (false && !values_bad) {/'
 variant unconverted "$shader" 's/finite_bf16_chunk_to_f16\(raw\[k\], factor\)/raw[k]/'
 variant long-tiles "$planner" 's/kMaxStageWords = 36;/kMaxStageWords = 72;/'

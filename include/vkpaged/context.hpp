@@ -148,9 +148,9 @@ struct ExternalDevice {
   // The engine's loader entry; null = the vkGetInstanceProcAddr vkpaged links against.
   PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;
   // Whether the engine enabled the bufferDeviceAddress feature. Caches larger than
-  // maxStorageBufferRange need it (decode, reshape_and_cache and gather reach them by address;
-  // KvCache refuses such pools without it), and cache buffers created with
-  // VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT.
+  // maxStorageBufferRange need it (decode, attention, reshape_and_cache and gather, MLA's too,
+  // reach them by address; KvCache refuses such pools without it), and cache buffers created
+  // with VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT.
   bool buffer_device_address = false;
   // Whether the engine enabled VK_NV_cooperative_matrix with its cooperativeMatrix feature,
   // shaderFloat16 and storageBuffer16BitAccess: the decode then may run on matrix units.

@@ -144,8 +144,8 @@ class VKPAGED_API KvCache {
   // host-visible ones). A budget_fraction is taken of the free memory queried now
   // (VK_EXT_memory_budget), else of the heaps' size. Pools larger than the device's
   // maxStorageBufferRange are allowed where the context has buffer device addresses: decode,
-  // reshape_and_cache and gather then reach them by address, copies need nothing (MLA pools,
-  // written by a shader that binds them whole, must fit maxStorageBufferRange). Refused
+  // attention, reshape_and_cache and gather (MLA's too) then reach them by address, copies need
+  // nothing. Refused
   // (vkpaged::Error, nothing allocated): a bad shape (invalid_argument); no block count or
   // budget, or one that holds no block (invalid_argument); a budget or block count over the
   // device-local memory or the host-visible heap (out_of_memory); a pool over

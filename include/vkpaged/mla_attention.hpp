@@ -49,7 +49,8 @@ class VKPAGED_API MlaPlan {
  public:
   // Validates the shape (the multi-query rules with Hkv 1 and the nhd row, plus the kernel's:
   // Dk a multiple of 8 up to 576, Dv a multiple of 8 up to min(Dk, 512), R = Dk - Dv >= 8 with
-  // two pools, pools within maxStorageBufferRange), the query starts ([S + 1] on the host, as
+  // two pools; a pool past maxStorageBufferRange needs buffer device addresses: both kernels then
+  // read the pools by address), the query starts ([S + 1] on the host, as
   // AttentionPlan::create's) and the options, chooses the kernel, rows, key tile and split, and
   // creates (or finds) the pipelines. Throws vkpaged::Error naming the argument and the value
   // (unsupported, "kernel: matrix: ...", where options.kernel asks for a kernel that cannot run).

@@ -6,7 +6,8 @@
 //   one pool   mla_cache [N, B, Dv + R]      the row is kv_c then k_pe
 //   two pools  ckv_cache [N, B, Dv] and kpe_cache [N, B, R]
 // Dv and R are multiples of x = 16 / element bytes (the shader writes 16 bytes at a time); the
-// views start 16-byte aligned, within maxStorageBufferRange. Optionally RoPE rotates k_pe on its
+// views start 16-byte aligned (pools past maxStorageBufferRange are written by device address,
+// which needs a context with buffer device addresses). Optionally RoPE rotates k_pe on its
 // way in (rotary.hpp's math over k_pe's first rotary_dim entries: each rotated element is
 // rounded to k_pe's dtype, then to the cache's, what rotary_embedding then the write would
 // store); k_pe itself is not written. fp8 caches store encode(x * (1 / scale)), one scale for

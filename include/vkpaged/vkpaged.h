@@ -1428,7 +1428,8 @@ static inline vkp_status VKP_CALL vkp_mla_cache_views_init(vkp_mla_cache_views* 
 }
 
 /* reshape_and_cache for MLA (vLLM's concat_and_cache_mla): token i's kv_c and k_pe into the row
- * of its slot; Dv and R multiples of x; pools 16-byte aligned, within maxStorageBufferRange. */
+ * of its slot; Dv and R multiples of x; pools 16-byte aligned (past maxStorageBufferRange:
+ * written by device address, on a context with buffer device addresses). */
 typedef struct vkp_mla_reshape_and_cache_views {
   uint32_t struct_size;
   uint32_t reserved0;           /* padding made explicit: ignored */

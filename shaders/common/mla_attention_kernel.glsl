@@ -21,8 +21,12 @@
 // Split (FEATURE_SPLIT): workgroup z takes partition z of the key positions and writes
 // its rows' value sums (DV wide) with their max and sum to the scratch, which
 // partition_merge.comp (value width DV) merges; otherwise the rows finish here.
+// Included by mla_attention.comp (VKP_ADDRESS 0: the pools bound as storage buffers) and
+// mla_attention_address.comp (VKP_ADDRESS 1: pools past maxStorageBufferRange, by device address;
+// common/mla_pools.glsl is where the two differ).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#include "common/address_extensions.glsl"
 
 #include "common/mla_interface.h"
 #include "common/dtype.glsl"
@@ -39,14 +43,14 @@ layout(constant_id = MLA_ATTN_SC_TWO_POOLS) const uint TWO_POOLS = 0u;
 const uint ROW_WORDS = DK / PER_WORD;      // cache words of a row (DK and DV are multiples of 8)
 const uint VALUE_WORDS = DV / PER_WORD;    // ... of its value (two pools: of its ckv row)
 const uint ROPE_WORDS = ROW_WORDS - VALUE_WORDS;
+const uint CW = 1u;                        // cache words per read (common/mla_pools.glsl)
 const uint SCORE_LANES = WG / TK;          // score phase: invocations per position
 const uint SCORE_ROWS = (ROWS + SCORE_LANES - 1u) / SCORE_LANES;
 
 layout(push_constant) uniform PushBlock { AttentionPush pc; };
 
-// The one pool [N, B, DK], or ckv [N, B, DV]; kpe [N, B, DK - DV] (two pools only).
-layout(set = 0, binding = ATTN_BINDING_KEY_CACHE) readonly buffer Pool { uint pool_words[]; };
-layout(set = 0, binding = ATTN_BINDING_VALUE_CACHE) readonly buffer Kpe { uint kpe_words[]; };
+// The one pool [N, B, DK], or ckv [N, B, DV]; kpe [N, B, DK - DV] (two pools only): cache_chunk.
+#include "common/mla_pools.glsl"
 #define VKP_BINDING(name) ATTN_BINDING_##name
 #include "common/attention_bindings.glsl"
 layout(set = 0, binding = ATTN_BINDING_QUERY_STARTS) readonly buffer QueryStarts { uint query_starts[]; };
@@ -67,13 +71,6 @@ void set_score(uint r, uint c, float x) { s_score[r * TK + c] = x; }
 
 #define VKP_MASK_PARTIALS s_lane_words
 #include "common/attention_phases.glsl"
-
-// Word j of cache row `row` (block * B + offset): the one pool's, or ckv's then kpe's.
-uint cache_word(uint row, uint j) {
-  if (TWO_POOLS == 0u) return pool_words[pc.key_offset + row * ROW_WORDS + j];
-  if (j < VALUE_WORDS) return pool_words[pc.key_offset + row * VALUE_WORDS + j];
-  return kpe_words[pc.value_offset + row * ROPE_WORDS + (j - VALUE_WORDS)];
-}
 
 // Entries 4q .. 4q + 3 of staged row c.
 vec4 row_quad(uint c, uint q) {
@@ -119,7 +116,7 @@ void main() {
         if (w < TK * ROW_WORDS) {
           const uint c = w / ROW_WORDS;
           const uint block = s_key_block[c];
-          s_rows[w] = block == NO_BLOCK ? 0u : cache_word(block * B + (key_tile + c) % B, w % ROW_WORDS);
+          s_rows[w] = block == NO_BLOCK ? 0u : cache_chunk(block, (key_tile + c) % B, w % ROW_WORDS).x;
         }
       }
     }

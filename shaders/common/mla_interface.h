@@ -4,7 +4,9 @@
 // writes token t's kv_c [Dv] and k_pe [R] into the MLA pools, one pool [N, B, Dv + R] or ckv
 // [N, B, Dv] and kpe [N, B, R], 16 bytes (x elements) per invocation. The rope variant works in
 // rotary tiles of tokens (common/rotary.glsl; RotaryPush after MlaReshapePush, with num_heads 0,
-// num_kv_heads 1 and head_size R).
+// num_kv_heads 1 and head_size R). The `_address` variants of both (pools past
+// maxStorageBufferRange) reach the pools by device address, as AttentionPush does: the
+// addresses' low words in the pools' offset fields, their high words in the *_address_high ones.
 #ifndef VKPAGED_MLA_INTERFACE_H
 #define VKPAGED_MLA_INTERFACE_H
 
@@ -44,10 +46,12 @@ struct MlaReshapePush {
   uint kv_c_offset;  // word offsets into each bound range
   uint k_pe_offset;
   uint slot_offset;
-  uint cache_offset;
-  uint kpe_cache_offset;
+  uint cache_offset;      // the pools' (multiples of 4 words); address variant: the low words of
+  uint kpe_cache_offset;  // their device addresses (16-byte aligned)
   uint status_offset;
   float inv_scale;   // fp8 caches store encode(x * inv_scale), inv_scale = 1 / scale
+  uint cache_address_high;  // address variant: the high words of the pools' device addresses
+  uint kpe_cache_address_high;
 };
 
 
@@ -78,7 +82,7 @@ struct MlaReshapePush {
 #define MLA_MATRIX_SC_COUNT 15
 
 #ifdef __cplusplus
-static_assert(sizeof(MlaReshapePush) == 13 * 4);
+static_assert(sizeof(MlaReshapePush) == 15 * 4, "MlaReshapePush must be plain 32-bit fields");
 static_assert(sizeof(MlaReshapePush) + sizeof(RotaryPush) <= 128, "the rope variant pushes both");
 }  // namespace vkpaged::shader
 #endif

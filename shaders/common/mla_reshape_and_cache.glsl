@@ -9,9 +9,12 @@
 // which rotates k_pe on its way in with the rotary embedding's own code (common/rotary.glsl):
 // a workgroup takes a tile of tokens, stages their k_pe rows, then writes each chunk, the
 // rotated elements rounded to k_pe's dtype first (what rotary_embedding would leave), then to
-// the cache's. k_pe itself is left as it is.
+// the cache's. k_pe itself is left as it is. Their `_address` variants (VKP_ADDRESS 1) write
+// pools past maxStorageBufferRange through buffer device addresses; the pools' access below
+// is where the two differ.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#include "common/address_extensions.glsl"
 
 #include "common/mla_interface.h"
 #include "common/convert.glsl"
@@ -33,9 +36,35 @@ layout(set = 0, binding = MLA_RESHAPE_BINDING_KV_C) readonly buffer KvC { uint k
 // Named key_words for common/rotary.glsl, whose in-place rotation (not called here) writes it.
 layout(set = 0, binding = MLA_RESHAPE_BINDING_K_PE) buffer KPe { uint key_words[]; };
 layout(set = 0, binding = MLA_RESHAPE_BINDING_SLOT_MAPPING) readonly buffer Slots { uint slot_words[]; };
-layout(set = 0, binding = MLA_RESHAPE_BINDING_CACHE) writeonly buffer Cache { uint cache_words[]; };
-layout(set = 0, binding = MLA_RESHAPE_BINDING_KPE_CACHE) writeonly buffer KpeCache { uint kpe_cache_words[]; };
 layout(set = 0, binding = MLA_RESHAPE_BINDING_STATUS) buffer Status { uint status[]; };
+
+// The pools, a block at a time: the one pool or ckv (`cache`, `width` elements a row), and kpe.
+// Bound as storage buffers, or (VKP_ADDRESS 1) by device address, only a block's start in 64
+// bits: a block is B * width * CACHE_BYTES < 2^32 bytes (the host checks), a multiple of 16.
+#if VKP_ADDRESS
+layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer PoolChunks { uvec4 chunks[]; };
+#include "common/address.glsl"
+#define PoolBlock uvec2
+PoolBlock cache_block(uint block, uint width) {
+  return address_of_block(uvec2(pc.cache_offset, pc.cache_address_high), block, pc.block_size * width * CACHE_BYTES);
+}
+PoolBlock kpe_block(uint block) {
+  return address_of_block(uvec2(pc.kpe_cache_offset, pc.kpe_cache_address_high), block,
+                          pc.block_size * pc.rope_size * CACHE_BYTES);
+}
+#define CACHE_CHUNK(b, i) PoolChunks(b).chunks[i]
+#define KPE_CHUNK(b, i) PoolChunks(b).chunks[i]
+#else
+layout(set = 0, binding = MLA_RESHAPE_BINDING_CACHE) writeonly buffer Cache { uvec4 cache_chunks[]; };
+layout(set = 0, binding = MLA_RESHAPE_BINDING_KPE_CACHE) writeonly buffer KpeCache { uvec4 kpe_cache_chunks[]; };
+// The block's first chunk in the bound array (the pools are within 4 GiB here; their offsets
+// are multiples of 4 words).
+#define PoolBlock uint
+PoolBlock cache_block(uint block, uint width) { return pc.cache_offset / 4u + block * (pc.block_size * width / X); }
+PoolBlock kpe_block(uint block) { return pc.kpe_cache_offset / 4u + block * (pc.block_size * pc.rope_size / X); }
+#define CACHE_CHUNK(b, i) cache_chunks[(b) + (i)]
+#define KPE_CHUNK(b, i) kpe_cache_chunks[(b) + (i)]
+#endif
 
 #if VKP_ROTARY
 layout(set = 0, binding = MLA_RESHAPE_BINDING_POSITIONS) readonly buffer Positions { uint position_words[]; };
@@ -56,17 +85,13 @@ void store_chunk(uint slot, uint chunk, uint bits[16]) {
   uvec4 packed = uvec4(0u);
   for (uint e = 0u; e < X; ++e) packed[e / PER_WORD] |= encode(bits[e], pc.inv_scale) << ((e % PER_WORD) * ELEMENT_BITS);
   const uint d0 = chunk * X;  // first element of the chunk in the row [Dv + R]
-  uint word;
-  if (TWO_POOLS == 0u) {
-    word = pc.cache_offset + (slot * (pc.latent_size + pc.rope_size) + d0) / PER_WORD;
-  } else if (d0 < pc.latent_size) {
-    word = pc.cache_offset + (slot * pc.latent_size + d0) / PER_WORD;
-  } else {
-    word = pc.kpe_cache_offset + (slot * pc.rope_size + d0 - pc.latent_size) / PER_WORD;
-    [[unroll]] for (uint w = 0u; w < 4u; ++w) kpe_cache_words[word + w] = packed[w];
+  const uint block = slot / pc.block_size, row = slot % pc.block_size;
+  if (TWO_POOLS != 0u && d0 >= pc.latent_size) {
+    KPE_CHUNK(kpe_block(block), (row * pc.rope_size + d0 - pc.latent_size) / X) = packed;
     return;
   }
-  [[unroll]] for (uint w = 0u; w < 4u; ++w) cache_words[word + w] = packed[w];
+  const uint width = TWO_POOLS == 0u ? pc.latent_size + pc.rope_size : pc.latent_size;
+  CACHE_CHUNK(cache_block(block, width), (row * width + d0) / X) = packed;
 }
 
 // The chunk's x input elements as f32 bits: kv_c's, or k_pe's (rope variant: rotated below

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // KvCache: the pools of an L-layer paged KV cache, sized and checked (kv_cache_sizing.cpp)
-// before anything is allocated. One buffer per pool (2 per layer). A pool within
+// before anything is allocated. One buffer per pool (2 per layer; MLA: 1 or 2). A pool within
 // maxStorageBufferRange is bound whole as a descriptor by the operators; a larger one is
-// reached through buffer device addresses (decode, reshape_and_cache and gather pick their
-// address variants; copies have no limit), so such pools need a context with buffer device
-// addresses.
+// reached through buffer device addresses (decode, reshape_and_cache, gather and the MLA cache
+// write pick their address variants; copies have no limit), so such pools need a context with
+// buffer device addresses.
 #include "vkpaged/kv_cache.hpp"
 
 #include <fmt/format.h>

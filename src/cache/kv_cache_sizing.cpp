@@ -49,18 +49,6 @@ void check_pool_reach(const DeviceInfo& device, const char* what, const char* po
                   mib(range), device.name, range / z.block_bytes));
 }
 
-void check_mla_pool_reach(const DeviceInfo& device, const char* what, const KvCacheSizing& z) {
-  check_pool_allocation(device, what, "largest MLA pool", z);
-  const uint64_t range = device.max_storage_buffer_range;
-  if (z.pool_bytes <= range) return;
-  refuse_cache(ErrorCode::unsupported,
-               fmt::format("{} {}: a layer's largest MLA pool of {} blocks x {} bytes = {} bytes ({}) exceeds the "
-                           "device's maxStorageBufferRange of {} bytes ({}), which MLA pools must fit (the MLA "
-                           "cache write binds them whole); at most {} blocks fit one pool",
-                           what, z.num_blocks, z.num_blocks, z.block_bytes, z.pool_bytes, mib(z.pool_bytes), range,
-                           mib(range), range / z.block_bytes));
-}
-
 }  // namespace detail
 
 namespace {
@@ -245,11 +233,10 @@ KvCacheSizing KvCache::plan(const DeviceInfo& device, const KvCacheShape& shape,
     refuse_cache(ErrorCode::out_of_memory,
                  fmt::format("{} blocks need {} bytes ({}), more than the {} bytes ({}) of device-local memory of {}",
                              blocks, z.total_bytes, mib(z.total_bytes), memory, mib(memory), device.name));
-  if (shape.kind == KvCacheKind::key_value) {
-    check_pool_reach(device, "num_blocks", "key or value pool", z);
-  } else {
-    detail::check_mla_pool_reach(device, "num_blocks", z);
-  }
+  // MLA: the largest pool of a layer (z.block_bytes' pool); the MLA cache write reaches pools
+  // past the range by address too.
+  const bool mla = shape.kind != KvCacheKind::key_value;
+  check_pool_reach(device, "num_blocks", mla ? "largest MLA pool" : "key or value pool", z);
   return z;
 }
 

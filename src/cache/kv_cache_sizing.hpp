@@ -21,12 +21,10 @@ constexpr uint32_t kMaxCacheBlocks = uint32_t(std::numeric_limits<int32_t>::max(
 std::string mib(uint64_t bytes);
 
 // A pool past maxStorageBufferRange cannot be one descriptor: it is reached by device address,
-// which the device must offer (the constructor passes whether its context enabled it). `what`
-// names the size argument ("num_blocks", "num_host_blocks").
+// which the device must offer (the constructor passes whether its context enabled it); the
+// key and value pools and the MLA pools alike (z.pool_bytes: the largest MLA pool). `what`
+// names the size argument ("num_blocks", "num_host_blocks"), `pool` the pool.
 void check_pool_reach(const DeviceInfo& device, const char* what, const char* pool, const KvCacheSizing& z);
-
-// MLA pools are bound whole by the MLA cache write: the largest must fit maxStorageBufferRange.
-void check_mla_pool_reach(const DeviceInfo& device, const char* what, const KvCacheSizing& z);
 
 // Bytes of one block of each pool of a layer, in allocation order: key and value, the one MLA
 // pool, or ckv and kpe. The shape is validated.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 
 #include "ops/view_checks.hpp"
 #include "vkpaged/error.hpp"
@@ -29,37 +30,43 @@ shader::uvec2 address_of(const ContextImpl& impl, const BufferView& view) {
 
 }  // namespace
 
-CachePoolAccess cache_pool_access(const ContextImpl& impl, const BufferView& key_cache, const BufferView& value_cache,
-                                  uint64_t pool_bytes, uint64_t block_bytes) {
-  check_buffer(impl, "key_cache", key_cache, pool_bytes, 16, false);
-  check_buffer(impl, "value_cache", value_cache, pool_bytes, 16, false);
+PoolReach pool_reach(const ContextImpl& impl, std::span<const PoolView> pools) {
+  if (pools.size() > kMaxPools) throw std::logic_error("pool_reach: more pools than kMaxPools");
+  for (const PoolView& p : pools) check_buffer(impl, p.name, *p.view, p.pool_bytes, 16, false);
   const uint64_t range = impl.info.max_storage_buffer_range;
-  const char* past = bound_range(impl, key_cache) > range     ? "key_cache"
-                     : bound_range(impl, value_cache) > range ? "value_cache"
-                                                              : nullptr;
-  CachePoolAccess a;
-  if (past == nullptr) {
-    a.key = impl.bind_view(key_cache);
-    a.value = impl.bind_view(value_cache);
-    return a;
+  const auto past = std::find_if(pools.begin(), pools.end(),
+                                 [&](const PoolView& p) { return bound_range(impl, *p.view) > range; });
+  PoolReach r;
+  if (past == pools.end()) {
+    for (size_t i = 0; i < pools.size(); ++i) r.bound[i] = impl.bind_view(*pools[i].view);
+    return r;
   }
-  const BufferView& view = past == std::string_view("key_cache") ? key_cache : value_cache;
   if (!impl.buffer_device_address)
     throw Error(ErrorCode::unsupported,
                 fmt::format("{}: a view of {} bytes exceeds the device's maxStorageBufferRange of {} bytes, and the "
                             "context has no buffer device addresses to reach it with (the device lacks "
                             "bufferDeviceAddress, or an adopted device did not enable it)",
-                            past, view.size, range));
-  if (block_bytes > std::numeric_limits<uint32_t>::max())
-    throw Error(ErrorCode::unsupported,
-                fmt::format("{}: blocks of {} bytes are too large to address (at most {} bytes)", past, block_bytes,
-                            std::numeric_limits<uint32_t>::max()));
-  a.address = true;
-  a.key = impl.bind_view(BufferView{});  // the dummy: the shader reads no binding for the pools
-  a.value = impl.bind_view(BufferView{});
-  a.key_address = address_of(impl, key_cache);
-  a.value_address = address_of(impl, value_cache);
-  return a;
+                            past->name, past->view->size, range));
+  // The shaders add a block's offset to the view's address in 32 bits (common/address.glsl).
+  for (const PoolView& p : pools)
+    if (p.block_bytes > std::numeric_limits<uint32_t>::max())
+      throw Error(ErrorCode::unsupported,
+                  fmt::format("{}: blocks of {} bytes are too large to address (at most {} bytes)", p.name,
+                              p.block_bytes, std::numeric_limits<uint32_t>::max()));
+  r.address = true;
+  for (size_t i = 0; i < pools.size(); ++i) {
+    r.bound[i] = impl.bind_view(BufferView{});  // the dummy: the shader reads no binding for the pools
+    r.addresses[i] = address_of(impl, *pools[i].view);
+  }
+  return r;
+}
+
+CachePoolAccess cache_pool_access(const ContextImpl& impl, const BufferView& key_cache, const BufferView& value_cache,
+                                  uint64_t pool_bytes, uint64_t block_bytes) {
+  const std::array<PoolView, 2> pools{PoolView{"key_cache", &key_cache, pool_bytes, block_bytes},
+                                      PoolView{"value_cache", &value_cache, pool_bytes, block_bytes}};
+  const PoolReach r = pool_reach(impl, pools);
+  return {r.address, r.bound[0], r.bound[1], r.addresses[0], r.addresses[1]};
 }
 
 }  // namespace vkpaged::detail

@@ -31,7 +31,8 @@ namespace {
 vk::PipelineRequest scalar_request(const MlaShape& m, const detail::AttentionChoice& c, uint32_t features) {
   std::vector<uint32_t> spec = detail::mla_spec_constants(m, c, features, MLA_ATTN_SC_COUNT);
   spec[MLA_ATTN_SC_ROW_PARTS] = c.row_parts;
-  return {&vk::shader_mla_attention(), std::move(spec), ATTN_BINDING_COUNT, sizeof(sh::AttentionPush)};
+  return {c.address ? &vk::shader_mla_attention_address() : &vk::shader_mla_attention(), std::move(spec),
+          ATTN_BINDING_COUNT, sizeof(sh::AttentionPush)};
 }
 
 std::unique_ptr<MlaPlanData> plan_data(Context& context, const MlaShape& m, const MlaOptions& options,
@@ -101,9 +102,10 @@ std::string MlaPlan::describe() const {
       matrix ? fmt::format("MLA matrix kernel, {}x{}x{} f16 products, {} value parts", c.product.m, c.product.n,
                            c.product.k, c.value_parts)
              : fmt::format("MLA scalar kernel, {} row parts", c.row_parts);
-  return fmt::format("{}, {} ({}), Dk {} Dv {}, {} rows ({} tokens x {} heads)/wg, key tiles of {}, wg {}, "
+  return fmt::format("{}, {} ({}{}), Dk {} Dv {}, {} rows ({} tokens x {} heads)/wg, key tiles of {}, wg {}, "
                      "{} bytes shared",
                      path, kernel, p.shape.cache_form == MlaCacheForm::one_pool ? "one pool" : "two pools",
+                     c.address ? ", by device address" : "",
                      p.shape.attention.head_size, p.shape.value_head_size, c.rows, c.tokens_per_tile,
                      c.heads_per_workgroup, c.key_tile, c.workgroup, c.shared_bytes);
 }
@@ -127,19 +129,20 @@ detail::AttentionRows check_views(const detail::ContextImpl& impl, const MlaPlan
   const auto& s = m.attention;
   const int64_t Dk = s.head_size, Dv = m.value_head_size, B = s.block_size, N = s.num_blocks;
   const DType cache_elem = is_fp8_dtype(s.cache_dtype) ? DType::u8 : s.cache_dtype;
+  const bool range = !p.choice.address;  // pools read by device address need not fit one descriptor
   return detail::check_attention_views(
       impl, s, call_views(p, v), {Dv, false, p.csr, p.choice.tree_mask_bytes, p.scratch_bytes()}, [&] {
         if (m.cache_form == MlaCacheForm::one_pool) {
           if (!v.ckv_cache.empty() || !v.kpe_cache.empty())
             throw Error(ErrorCode::invalid_argument,
                         "ckv_cache: given to a plan of the one-pool form (give mla_cache only)");
-          check_view(impl, "mla_cache", v.mla_cache, {cache_elem, s.cache_dtype}, Shape{N, B, Dk}, 16);
+          check_view(impl, "mla_cache", v.mla_cache, {cache_elem, s.cache_dtype}, Shape{N, B, Dk}, 16, range);
         } else {
           if (!v.mla_cache.empty())
             throw Error(ErrorCode::invalid_argument,
                         "mla_cache: given to a plan of the two-pool form (give ckv_cache and kpe_cache)");
-          check_view(impl, "ckv_cache", v.ckv_cache, {cache_elem, s.cache_dtype}, Shape{N, B, Dv}, 16);
-          check_view(impl, "kpe_cache", v.kpe_cache, {cache_elem, s.cache_dtype}, Shape{N, B, Dk - Dv}, 16);
+          check_view(impl, "ckv_cache", v.ckv_cache, {cache_elem, s.cache_dtype}, Shape{N, B, Dv}, 16, range);
+          check_view(impl, "kpe_cache", v.kpe_cache, {cache_elem, s.cache_dtype}, Shape{N, B, Dk - Dv}, 16, range);
         }
       });
 }

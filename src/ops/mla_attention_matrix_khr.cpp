@@ -15,7 +15,8 @@ vk::PipelineRequest mla_matrix_pipeline_request(const MlaShape& m, const Attenti
   spec[MLA_MATRIX_SC_MATRIX_M] = c.product.m;
   spec[MLA_MATRIX_SC_MATRIX_N] = c.product.n;
   spec[MLA_MATRIX_SC_MATRIX_K] = c.product.k;
-  return {&vk::shader_mla_attention_matrix_khr(), std::move(spec), ATTN_BINDING_COUNT, sizeof(shader::AttentionPush)};
+  return {c.address ? &vk::shader_mla_attention_matrix_address_khr() : &vk::shader_mla_attention_matrix_khr(),
+          std::move(spec), ATTN_BINDING_COUNT, sizeof(shader::AttentionPush)};
 }
 
 }  // namespace vkpaged::detail

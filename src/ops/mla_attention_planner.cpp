@@ -62,13 +62,19 @@ void choose_tiles(AttentionChoice& c, const DeviceCapabilities& dev, const MlaSh
   choose_row_parts(c, Dv);
 }
 
-void check_pool(const DeviceCapabilities& dev, const char* name, const MlaShape& m, uint32_t width) {
-  const uint64_t bytes =
-      uint64_t(m.attention.num_blocks) * m.attention.block_size * width * cache_bytes(m.attention.cache_dtype);
-  if (bytes > dev.max_storage_buffer_range)
+// The pools are read by device address (each kernel's address variant) when one of them, with
+// the slack a view's offset adds to its binding, is past maxStorageBufferRange.
+void choose_pool_access(AttentionChoice& c, const DeviceCapabilities& dev, const MlaShape& m) {
+  const AttentionShape& s = m.attention;
+  const bool one = m.cache_form == MlaCacheForm::one_pool;
+  const uint32_t width = one ? s.head_size : std::max(m.value_head_size, m.rope_head_size());
+  const char* name = one ? "mla_cache" : (width == m.value_head_size ? "ckv_cache" : "kpe_cache");
+  const uint64_t bytes = uint64_t(s.num_blocks) * s.block_size * width * cache_bytes(s.cache_dtype);
+  c.address = bytes + 256 > dev.max_storage_buffer_range;
+  if (c.address && !dev.buffer_device_address)
     unsupported(fmt::format("num_blocks: {} of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} "
-                            "bytes (the MLA kernel binds each pool as one storage buffer)",
-                            name, m.attention.num_blocks, bytes, dev.max_storage_buffer_range));
+                            "bytes, and the context has no buffer device address to read it with",
+                            name, s.num_blocks, bytes, dev.max_storage_buffer_range));
 }
 
 }  // namespace
@@ -116,13 +122,8 @@ AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape
   if (o.kernel != AttentionKernel::automatic && o.kernel != AttentionKernel::scalar && o.kernel != AttentionKernel::matrix)
     refuse(fmt::format("kernel: {} (MLA runs on automatic (0), scalar (2) or matrix (3); it has no decode kernels)",
                        uint32_t(o.kernel)));
-  if (m.cache_form == MlaCacheForm::one_pool) {
-    check_pool(dev, "mla_cache", m, s.head_size);
-  } else {
-    check_pool(dev, "ckv_cache", m, m.value_head_size);
-    check_pool(dev, "kpe_cache", m, m.rope_head_size());
-  }
   AttentionChoice c;
+  choose_pool_access(c, dev, m);
   c.max_query_tokens = summary.max_query_tokens;
   c.tree_mask_bytes = size_t(summary.tree_mask_bytes);
   // The matrix kernel where asked, or (automatic) where it can run; else the scalar kernel.

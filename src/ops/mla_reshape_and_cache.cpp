@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Host side of shaders/mla_reshape_and_cache.comp and its rope variant
-// (mla_reshape_and_cache_rope.comp): the checks (mla_cache_checks.hpp, the rotary ones for the
-// rope), then one dispatch: one invocation per (token, 16-byte chunk of its row), or, with the
-// rope, one workgroup per rotary tile of tokens.
+// (mla_reshape_and_cache_rope.comp), and of their `_address` variants for pools past
+// maxStorageBufferRange: the checks (mla_cache_checks.hpp, the rotary ones for the rope), then
+// one dispatch: one invocation per (token, 16-byte chunk of its row), or, with the rope, one
+// workgroup per rotary tile of tokens.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -11,6 +12,7 @@
 
 #include "common/mla_interface.h"
 #include "embedded_shaders.hpp"
+#include "ops/cache_pool_access.hpp"
 #include "ops/linear_grid.hpp"
 #include "ops/mla_cache_checks.hpp"
 #include "ops/scale_validation.hpp"
@@ -27,6 +29,7 @@ struct MlaWrite {
   detail::MlaCacheGeometry cache;
   int64_t tokens = 0;
   float inv_scale = 1.0f;
+  detail::PoolReach pools;  // the one pool, or ckv then kpe
 };
 
 MlaWrite check_write(const detail::ContextImpl& impl, const MlaReshapeAndCacheViews& v, float scale) {
@@ -53,12 +56,19 @@ MlaWrite check_write(const detail::ContextImpl& impl, const MlaReshapeAndCacheVi
   detail::check_buffer(impl, "kv_c", v.kv_c.memory, v.kv_c.bytes(), 4);
   detail::check_buffer(impl, "k_pe", v.k_pe.memory, v.k_pe.bytes(), 4);
   detail::check_buffer(impl, "slot_mapping", v.slot_mapping.memory, v.slot_mapping.bytes(), 4);
-  // The pools are written 16 bytes at a time, bound whole as descriptors.
+  // The pools are written 16 bytes at a time, bound as descriptors, or by device address where
+  // one is past maxStorageBufferRange (cache_pool_access.hpp).
+  const uint64_t element = dtype_size(w.cache.dtype), B = uint64_t(w.cache.block_size);
+  auto pool = [&](const char* name, const TensorView& t, int64_t width) {
+    return detail::PoolView{name, &t.memory, t.bytes(), B * uint64_t(width) * element};
+  };
   if (w.cache.form == MlaCacheForm::one_pool) {
-    detail::check_buffer(impl, "mla_cache", v.cache.mla_cache.memory, v.cache.mla_cache.bytes(), 16);
+    const std::array pools{pool("mla_cache", v.cache.mla_cache, w.cache.row_size())};
+    w.pools = detail::pool_reach(impl, pools);
   } else {
-    detail::check_buffer(impl, "ckv_cache", v.cache.ckv_cache.memory, v.cache.ckv_cache.bytes(), 16);
-    detail::check_buffer(impl, "kpe_cache", v.cache.kpe_cache.memory, v.cache.kpe_cache.bytes(), 16);
+    const std::array pools{pool("ckv_cache", v.cache.ckv_cache, w.cache.latent_size),
+                           pool("kpe_cache", v.cache.kpe_cache, w.cache.rope_size)};
+    w.pools = detail::pool_reach(impl, pools);
   }
   if (!v.status.empty()) detail::check_buffer(impl, "status", v.status, 4, 4);
   return w;
@@ -97,11 +107,11 @@ void record_mla_reshape_and_cache(Context& context, VkCommandBuffer cmd, const M
   bound[MLA_RESHAPE_BINDING_KV_C] = impl.bind_view(v.kv_c.memory);
   bound[MLA_RESHAPE_BINDING_K_PE] = impl.bind_view(v.k_pe.memory);
   bound[MLA_RESHAPE_BINDING_SLOT_MAPPING] = impl.bind_view(v.slot_mapping.memory);
-  bound[MLA_RESHAPE_BINDING_CACHE] = impl.bind_view(two ? v.cache.ckv_cache.memory : v.cache.mla_cache.memory);
+  bound[MLA_RESHAPE_BINDING_CACHE] = w.pools.bound[0];
   // One pool: the pool again, never written through this binding (the dummy buffer here would
-  // be a write that the synchronization validation sees between dispatches).
-  bound[MLA_RESHAPE_BINDING_KPE_CACHE] = bound[MLA_RESHAPE_BINDING_CACHE];
-  if (two) bound[MLA_RESHAPE_BINDING_KPE_CACHE] = impl.bind_view(v.cache.kpe_cache.memory);
+  // be a write that the synchronization validation sees between dispatches). The address
+  // variants declare neither binding: both hold the dummy.
+  bound[MLA_RESHAPE_BINDING_KPE_CACHE] = two ? w.pools.bound[1] : w.pools.bound[0];
   bound[MLA_RESHAPE_BINDING_STATUS] = impl.bind_view(v.status);
 
   struct Push {
@@ -119,6 +129,13 @@ void record_mla_reshape_and_cache(Context& context, VkCommandBuffer cmd, const M
   push.cache.slot_offset = bound[MLA_RESHAPE_BINDING_SLOT_MAPPING].word_offset;
   push.cache.cache_offset = bound[MLA_RESHAPE_BINDING_CACHE].word_offset;
   push.cache.kpe_cache_offset = bound[MLA_RESHAPE_BINDING_KPE_CACHE].word_offset;
+  if (w.pools.address) {  // the addresses' low words in the offsets' (mla_interface.h)
+    const shader::uvec2 cache = w.pools.addresses[0], kpe = two ? w.pools.addresses[1] : cache;
+    push.cache.cache_offset = cache.x;
+    push.cache.cache_address_high = cache.y;
+    push.cache.kpe_cache_offset = kpe.x;
+    push.cache.kpe_cache_address_high = kpe.y;
+  }
   push.cache.status_offset = bound[MLA_RESHAPE_BINDING_STATUS].word_offset;
   push.cache.inv_scale = w.inv_scale;
 
@@ -126,9 +143,9 @@ void record_mla_reshape_and_cache(Context& context, VkCommandBuffer cmd, const M
     const uint64_t chunks = uint64_t(w.cache.row_size() / int64_t(cache_pack_factor(w.cache.dtype)));
     const auto grid = detail::linear_grid(uint64_t(w.tokens) * chunks, CACHE_OP_WORKGROUP);
     push.cache.groups_x = grid.x;
-    const auto& pipeline = impl.pipeline(vk::shader_mla_reshape_and_cache(),
-                                         std::span(spec.data(), MLA_RESHAPE_SC_COUNT), MLA_RESHAPE_BINDING_COUNT,
-                                         sizeof(shader::MlaReshapePush));
+    const auto& pipeline = impl.pipeline(
+        w.pools.address ? vk::shader_mla_reshape_and_cache_address() : vk::shader_mla_reshape_and_cache(),
+        std::span(spec.data(), MLA_RESHAPE_SC_COUNT), MLA_RESHAPE_BINDING_COUNT, sizeof(shader::MlaReshapePush));
     impl.dispatch(cmd, pipeline, std::span(bound.data(), MLA_RESHAPE_BINDING_COUNT), &push.cache, grid.x, grid.y, 1);
     return;
   }
@@ -150,8 +167,9 @@ void record_mla_reshape_and_cache(Context& context, VkCommandBuffer cmd, const M
   push.rotary.cos_sin_offset = bound[MLA_RESHAPE_BINDING_COS_SIN].word_offset;
   push.rotary.status_offset = push.cache.status_offset;
   static_assert(offsetof(Push, rotary) == sizeof(shader::MlaReshapePush));
-  const auto& pipeline =
-      impl.pipeline(vk::shader_mla_reshape_and_cache_rope(), spec, MLA_RESHAPE_ROPE_BINDING_COUNT, sizeof(Push));
+  const auto& pipeline = impl.pipeline(
+      w.pools.address ? vk::shader_mla_reshape_and_cache_rope_address() : vk::shader_mla_reshape_and_cache_rope(),
+      spec, MLA_RESHAPE_ROPE_BINDING_COUNT, sizeof(Push));
   impl.dispatch(cmd, pipeline, bound, &push, grid.x, grid.y, 1);
 }
 

@@ -76,18 +76,32 @@ TEST(KvCacheMlaSizing, RefusesShapesThatAreNotMla) {
   refused(s, "kind 7 is not key_value (0), mla_one_pool (1) or mla_two_pools (2)");
 }
 
-// MLA pools are bound whole by the MLA cache write: buffer device addresses do not lift the
-// storage-buffer range for them.
-TEST(KvCacheMlaSizing, PoolsPastTheStorageBufferRangeAreRefused) {
-  DeviceInfo device = fake_device(64 * kGiB, 128 * kMiB);
-  device.buffer_device_address = true;
-  const auto s = mla_shape(KvCacheKind::mla_one_pool, DType::f16, 4);  // 73728 bytes a pool block
-  KvCacheOptions o;
-  o.num_blocks = uint32_t(128 * kMiB / 73728);
-  EXPECT_EQ(KvCache::plan(device, s, o).num_blocks, o.num_blocks);
-  o.num_blocks += 1;
-  expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::unsupported,
-                 {"num_blocks 1821", "largest MLA pool", "maxStorageBufferRange", "at most 1820 blocks"});
+// MLA pools past maxStorageBufferRange are reached by device address, as the key and value
+// pools are: planned where the device has buffer device addresses, refused where it has not,
+// naming the size, the largest pool and how many blocks would fit.
+TEST(KvCacheMlaSizing, PoolsPastTheStorageBufferRangeNeedDeviceAddresses) {
+  for (const KvCacheKind kind : {KvCacheKind::mla_one_pool, KvCacheKind::mla_two_pools}) {
+    const bool one = kind == KvCacheKind::mla_one_pool;
+    SCOPED_TRACE(one ? "one pool" : "two pools");
+    const auto s = mla_shape(kind, DType::f16, 4);
+    const uint64_t block_bytes = one ? 73728 : 65536;  // [64, 576] f16, or ckv's [64, 512]
+    const uint32_t fit = uint32_t(128 * kMiB / block_bytes);  // 1820 or 2048 blocks
+    DeviceInfo device = fake_device(64 * kGiB, 128 * kMiB);
+    KvCacheOptions o;
+    for (const bool addresses : {true, false}) {
+      device.buffer_device_address = addresses;
+      o.num_blocks = fit;
+      EXPECT_EQ(KvCache::plan(device, s, o).pool_bytes, fit * block_bytes);
+      o.num_blocks = fit + 1;
+      if (addresses) {
+        EXPECT_EQ(KvCache::plan(device, s, o).pool_bytes, (fit + 1) * block_bytes);
+      } else {
+        expect_refused([&] { KvCache::plan(device, s, o); }, ErrorCode::unsupported,
+                       {"num_blocks " + std::to_string(fit + 1), "largest MLA pool", "maxStorageBufferRange",
+                        "buffer device addresses", "at most " + std::to_string(fit) + " blocks"});
+      }
+    }
+  }
 }
 
 TEST(KvCacheMlaSizing, PoolsPastMaxMemoryAllocationSizeAreRefused) {

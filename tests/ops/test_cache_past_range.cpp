@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/cache_test_helpers.hpp"
+#include "support/engine_buffer.hpp"
 #include "support/pool_window.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/rotary.hpp"
@@ -20,10 +21,6 @@ namespace vkpaged::test {
 namespace {
 
 using namespace cache_helpers;
-
-constexpr int32_t kLowBlocks = 8;    // blocks 0..7
-constexpr int32_t kHighBlocks = 48;  // the last 48 blocks; the last 32 lie wholly past the range
-constexpr int32_t kPastBlocks = 32;
 
 // A key and a value pool of N blocks, N chosen so that the last kPastBlocks start past the range.
 struct LargePools {
@@ -289,31 +286,9 @@ TEST_F(CachePastRangeTest, WithoutDeviceAddressesIndexedOperationsAreRefused) {
 // or blocks (gather) than that are refused, naming them, before anything is recorded. (The
 // views claim sizes no buffer here has; the refusal comes before any use of them.)
 TEST_F(CachePastRangeTest, SlotsAndBlocksPast32BitsAreRefused) {
-  // Views that claim pools of 2^32 slots or blocks over a small buffer that vkpaged did not make
-  // (an engine's, never recorded): vkpaged refuses views past the end of its own buffers first,
-  // but an engine's buffer's size is not vkpaged's to know, so these views reach the
-  // operators' own limits.
-  const auto& impl = ctx().impl();
-  const auto& d = impl.d;
-  VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-  info.size = 4096;
-  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-  if (impl.buffer_device_address) info.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
-  VkBuffer raw = VK_NULL_HANDLE;
-  ASSERT_EQ(d.vkCreateBuffer(ctx().device(), &info, nullptr, &raw), VK_SUCCESS);
-  const vk::UniqueBuffer engine_buffer(&d, ctx().device(), raw);
-  VkMemoryRequirements req{};
-  d.vkGetBufferMemoryRequirements(ctx().device(), raw, &req);
-  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
-  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
-  VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  if (impl.buffer_device_address) alloc.pNext = &flags;
-  alloc.allocationSize = req.size;
-  while (!(req.memoryTypeBits & (1u << alloc.memoryTypeIndex))) ++alloc.memoryTypeIndex;
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  ASSERT_EQ(d.vkAllocateMemory(ctx().device(), &alloc, nullptr, &memory), VK_SUCCESS);
-  const vk::UniqueMemory engine_memory(&d, ctx().device(), memory);
-  ASSERT_EQ(d.vkBindBufferMemory(ctx().device(), raw, memory, 0), VK_SUCCESS);
+  // Views that claim pools of 2^32 slots or blocks over a small engine buffer (never recorded).
+  const EngineBuffer engine(ctx(), 4096);
+  const VkBuffer raw = engine.get();
   const int64_t n_slots = (int64_t(1) << 28) + 1;  // blocks of 16 slots: N * B > 2^32 - 1
   auto claim = [&](DType t, int64_t n, int64_t b) {
     const TensorView key{{raw, 0, uint64_t(n * 16 * b)}, t, key_cache_shape(t, n, 1, 16, b)};

@@ -3,8 +3,9 @@
 // (reference::mla_attention): every cache dtype in both cache forms, f32/f16/bf16 queries,
 // decode, chunks after a cached prefix, speculative tokens with tree masks, window, soft cap,
 // ALiBi, sinks, LSE, split and one pass, ragged lengths around the block size over shuffled
-// block tables (slots past each length hold NaN), CSR page tables, DeepSeek's widths, on each
-// kernel (the portable one, and the tensor-core one where the device has it); then the refusals.
+// block tables (slots past each length hold NaN), CSR page tables, DeepSeek's widths, pools past
+// maxStorageBufferRange, on each kernel (the portable one, and the tensor-core one where the
+// device has it); then the refusals.
 // Shapes stay small but for one 128-head case: lavapipe runs the shaders on the CPU.
 #include <gtest/gtest.h>
 
@@ -13,6 +14,8 @@
 #include <random>
 #include <string>
 
+#include "ops/attention_host_run.hpp"
+#include "ops/attention_validation.hpp"
 #include "support/attention_case.hpp"
 #include "support/csr_tables.hpp"
 #include "support/decode_case.hpp"
@@ -310,6 +313,73 @@ TEST_P(MlaAttentionTest, Bf16NanEntriesReachOnlyTheRowsThatAttendThem) {
     ASSERT_TRUE(std::isnan(want.lse.get(0))) << "request 0's rows must be NaN in the reference";
     ASSERT_FALSE(std::isnan(want.lse.get(size_t(1 * 2)))) << "the value NaN must not poison a row's state";
     for (const MlaOptions& o : {single_pass(), split_by(256)}) check_inputs(in, c, default_params(c.attention), o);
+  }
+}
+
+// Pools past maxStorageBufferRange (128 MiB on lavapipe) are read through device addresses: the
+// case's blocks sit at the end of pools just past the range, in both forms (two pools: ckv is
+// past the range, kpe is not and is read by address all the same), decode and a chunk, one pass
+// and split, bf16 and fp8 caches.
+TEST_P(MlaAttentionTest, PoolsPastTheStorageBufferRange) {
+  const DeviceInfo& dev = ctx().device_info();
+  if (dev.max_storage_buffer_range > (uint64_t(1) << 30) || !dev.buffer_device_address)
+    GTEST_SKIP() << "a pool past this device's range is too large for a test";
+  for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
+    const bool one = form == MlaCacheForm::one_pool;
+    MlaCase c;
+    c.value_head_size = 64;
+    c.rope_head_size = 16;
+    c.form = form;
+    c.attention.heads = 4;
+    c.attention.block_size = 16;
+    c.attention.lens = {300, 17, 9};
+    c.attention.new_tokens = {1, 9, 1};
+    c.attention.cache_dtype = one ? DType::bf16 : DType::fp8_e4m3;
+    c.attention.query_dtype = one ? DType::bf16 : DType::f16;
+    std::mt19937 rng(40 + uint32_t(form));
+    const MlaInputs in = make_mla_inputs(c, rng).mla;
+    const AttentionParams params = default_params(c.attention);
+    const std::vector<const HostTensor*> pools =
+        one ? std::vector<const HostTensor*>{&in.mla_cache} : std::vector<const HostTensor*>{&in.ckv_cache, &in.kpe_cache};
+    const int64_t small = pools[0]->shape()[0];
+    uint64_t widest = 0;
+    for (const HostTensor* pool : pools) widest = std::max<uint64_t>(widest, pool->bytes() / uint64_t(small));
+    const int64_t big = int64_t(dev.max_storage_buffer_range / widest) + 8;
+    const int64_t first = big - small;  // the case's block b is the pools' block first + b
+    MlaInputs shifted = in;
+    for (int64_t i = 0; i < shifted.block_tables.numel(); ++i) shifted.block_tables.as<int32_t>()[i] += int32_t(first);
+    MlaShape shape = mla_shape_of(in, params, true);
+    shape.attention.num_blocks = uint32_t(big);
+    const AttentionResult want = reference::mla_attention(in, params, true);
+    for (const MlaOptions& o : {single_pass(), split_by(256)}) {
+      const MlaPlan plan = MlaPlan::create(ctx(), shape, detail::host_query_starts(in.query_starts), o);
+      ASSERT_NE(plan.describe().find("by device address"), std::string::npos) << plan.describe();
+      EXPECT_EQ(plan.kernel(), kernel()) << plan.describe();
+      std::vector<DeviceBuffer> keep;
+      auto large_pool = [&](const HostTensor& t) {
+        const uint64_t block_bytes = t.bytes() / uint64_t(small);
+        keep.push_back(ctx().create_buffer(size_t(big) * block_bytes));
+        ctx().upload(keep.back().view(size_t(first) * block_bytes, t.bytes()), t.data(), t.bytes());
+        return keep.back().tensor(t.dtype(), Shape{big, t.shape()[1], t.shape()[2]});
+      };
+      MlaViews v;
+      if (one) {
+        v.mla_cache = large_pool(in.mla_cache);
+      } else {
+        v.ckv_cache = large_pool(in.ckv_cache);
+        v.kpe_cache = large_pool(in.kpe_cache);
+      }
+      v.query = detail::upload_kept(ctx(), keep, in.query, in.query.dtype());
+      detail::upload_page_tables(ctx(), keep, shifted, v);
+      detail::stage_query_starts(ctx(), keep, in, shape.attention.tree_mask, v);
+      const int64_t T = in.query.shape()[0], H = in.query.shape()[1];
+      AttentionResult got;
+      detail::stage_outputs(ctx(), keep, in.query.dtype(), Shape{T, H, int64_t(c.value_head_size)}, true, T, H, v, got);
+      detail::run_staged_attention(ctx(), keep, plan.scratch_bytes(), v, true, "mla_attention", got,
+                                   [&](VkCommandBuffer cmd) { record_mla_attention(ctx(), cmd, plan, v, params); });
+      expect_attention_near(got, want, tolerance(c.attention.query_dtype, c.attention.cache_dtype), true,
+                            plan.describe());
+    }
   }
 }
 

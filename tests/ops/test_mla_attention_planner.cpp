@@ -136,12 +136,40 @@ TEST(MlaAttentionPlanner, SplitsBalanceWavesAgainstTiles) {
                  "partition_tokens: 100 is not a multiple of 64");
 }
 
-TEST(MlaAttentionPlanner, RefusesWhatNoDeviceCanRun) {
+// A pool past maxStorageBufferRange (with the slack a view's offset adds) is read by device
+// address, on either kernel; without buffer device addresses it is refused, naming the pool.
+TEST(MlaAttentionPlanner, PoolsPastTheStorageRangeAreReadByAddress) {
   const int32_t starts[] = {0, 1, 2};
   MlaShape m = decode_shape(16, 576, 512, DType::f32);
   m.attention.num_blocks = 1 << 12;  // 4096 * 16 rows of 576 f32: 150 MiB, past lavapipe's 128 MiB
-  expect_refused([&] { detail::plan_mla_attention(lavapipe(), m, starts, MlaOptions{}); }, "num_blocks: mla_cache of 4096",
+  DeviceCapabilities dev = lavapipe();
+  ASSERT_TRUE(dev.buffer_device_address);
+  EXPECT_TRUE(detail::plan_mla_attention(dev, m, starts, MlaOptions{}).address);
+  m.attention.num_blocks = 1 << 11;  // 75 MiB
+  EXPECT_FALSE(detail::plan_mla_attention(dev, m, starts, MlaOptions{}).address);
+  // Exactly the range (4096 * 16 rows of 512 f32): a view's offset may carry its binding past it.
+  MlaShape exact = decode_shape(16, 512, 448, DType::f32);
+  exact.attention.num_blocks = 1 << 12;
+  EXPECT_TRUE(detail::plan_mla_attention(dev, exact, starts, MlaOptions{}).address);
+  exact.attention.num_blocks = (1 << 12) - 1;
+  EXPECT_FALSE(detail::plan_mla_attention(dev, exact, starts, MlaOptions{}).address);
+  // Two pools: ckv past the range, kpe (64 wide) not; both read by address.
+  m.attention.num_blocks = 1 << 12;
+  m.cache_form = MlaCacheForm::two_pools;
+  EXPECT_TRUE(detail::plan_mla_attention(dev, m, starts, MlaOptions{}).address);
+  dev.buffer_device_address = false;
+  expect_refused([&] { detail::plan_mla_attention(dev, m, starts, MlaOptions{}); },
+                 "num_blocks: ckv_cache of 4096 blocks is 134217728 bytes, past the device's maxStorageBufferRange",
                  ErrorCode::unsupported);
+  m.cache_form = MlaCacheForm::one_pool;
+  expect_refused([&] { detail::plan_mla_attention(dev, m, starts, MlaOptions{}); }, "num_blocks: mla_cache of 4096",
+                 ErrorCode::unsupported);
+  // The tensor-core kernel on an H200: 128 requests of 32768 bf16 rows (4.8 GB) by address.
+  MlaShape big = decode_shape(16, 576, 512, DType::bf16);
+  big.attention.num_blocks = 128 * 32768 / 16;
+  const auto c = detail::plan_mla_attention(h200_with_khr(), big, starts, MlaOptions{});
+  EXPECT_EQ(c.kernel, AttentionKernel::matrix);
+  EXPECT_TRUE(c.address);
 }
 
 }  // namespace

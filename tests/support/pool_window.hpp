@@ -11,6 +11,12 @@
 
 namespace vkpaged::test {
 
+// The window the past-range tests take: blocks 0..7 and the last 48, of which the last 32 lie
+// wholly past the range (their pools are sized so).
+constexpr int32_t kLowBlocks = 8;
+constexpr int32_t kHighBlocks = 48;
+constexpr int32_t kPastBlocks = 32;
+
 struct PoolWindow {
   int64_t num_blocks = 0;  // N of the large pool
   int32_t low = 0, high = 0;

@@ -137,10 +137,25 @@ TEST(BenchMla, CasesPastTheDevicesLimitsAreSkippedNamingTheLimit) {
   const std::string why = mla_case_unfit(cases[1], lavapipe);  // r8-4k-h16-bf16: 37.7 MB, fits
   EXPECT_EQ(why, "");
   EXPECT_EQ(mla_case_unfit({"x", 32, 4096, 16, DType::bf16}, lavapipe),
-            "the pool of 150 MB exceeds maxStorageBufferRange (134 MB)");
-  // An H200: 4 GiB - 1 ranges, 141 GB: only the bf16 pool of 128 x 32768 rows (4.8 GB) is past it.
-  const DeviceInfo h200 = device(0xffffffffull, 150 * GB, 0xffffffffull * 4);
+            "the pool of 150 MB exceeds maxStorageBufferRange (134 MB), and the device has no buffer device "
+            "addresses");
+  // With buffer device addresses a pool past the range is read by address: lavapipe then fits them all.
+  DeviceInfo lavapipe_addresses = lavapipe;
+  lavapipe_addresses.buffer_device_address = true;
+  EXPECT_EQ(unfit_names(cases, lavapipe_addresses), std::vector<std::string>{});
+  // An H200's range and memory (4 GiB - 1, 141 GB) with allocations of up to 16 GiB (the H200's
+  // own limit, 4 GiB - 2 MiB, after): without device addresses only the bf16 pool of
+  // 128 x 32768 rows (4.8 GB) is past the range; with them nothing.
+  DeviceInfo h200 = device(0xffffffffull, 150 * GB, 0xffffffffull * 4);
   EXPECT_EQ(unfit_names(cases, h200), (std::vector<std::string>{"r128-32k-h16-bf16", "r128-32k-h128-bf16"}));
+  h200.buffer_device_address = true;
+  EXPECT_EQ(unfit_names(cases, h200), std::vector<std::string>{});
+  // The H200 as it reports itself: one allocation of 4 GiB - 2 MiB at most, so that pool is
+  // still refused, naming that limit.
+  h200.max_memory_allocation_size = (uint64_t(4) << 30) - (uint64_t(2) << 20);
+  EXPECT_EQ(unfit_names(cases, h200), (std::vector<std::string>{"r128-32k-h16-bf16", "r128-32k-h128-bf16"}));
+  EXPECT_EQ(mla_case_unfit({"x", 128, 32768, 16, DType::bf16}, h200),
+            "the pool of 4831 MB exceeds maxMemoryAllocationSize (4292 MB)");
   // One allocation's limit and the memory count too.
   EXPECT_EQ(mla_case_unfit({"x", 8, 32768, 16, DType::bf16}, device(0xffffffffull, 150 * GB, 200 * MiB)),
             "the pool of 301 MB exceeds maxMemoryAllocationSize (209 MB)");

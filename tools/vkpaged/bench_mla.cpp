@@ -145,9 +145,11 @@ MlaCaseBytes mla_case_bytes(const MlaBenchCase& c) {
 
 std::string mla_case_unfit(const MlaBenchCase& c, const DeviceInfo& dev) {
   const MlaCaseBytes b = mla_case_bytes(c);
-  if (b.pool > dev.max_storage_buffer_range)
-    return fmt::format("the pool of {} MB exceeds maxStorageBufferRange ({} MB)", b.pool / 1000000,
-                       dev.max_storage_buffer_range / 1000000);
+  // A pool past the range is read by device address (the kernels' address variants).
+  if (b.pool > dev.max_storage_buffer_range && !dev.buffer_device_address)
+    return fmt::format("the pool of {} MB exceeds maxStorageBufferRange ({} MB), and the device has no buffer device "
+                       "addresses",
+                       b.pool / 1000000, dev.max_storage_buffer_range / 1000000);
   if (dev.max_memory_allocation_size && b.pool > dev.max_memory_allocation_size)
     return fmt::format("the pool of {} MB exceeds maxMemoryAllocationSize ({} MB)", b.pool / 1000000,
                        dev.max_memory_allocation_size / 1000000);
@@ -237,6 +239,21 @@ std::vector<size_t> mla_buffer_sizes(const MlaPrepared& p) {
   return sizes;
 }
 
+// Random contents for a pool, in slices that each fit one descriptor: fill_random binds its view,
+// and a pool may be past maxStorageBufferRange (its kernels then read it by device address).
+void fill_pool(Context& ctx, VkCommandBuffer cmd, const TensorView& pool, uint32_t seed) {
+  const size_t element = dtype_size(pool.dtype);
+  const size_t slice = (ctx.device_info().max_storage_buffer_range - 256) / 256 * 256;  // whole elements, aligned starts
+  const size_t bytes = pool.bytes();
+  for (size_t at = 0, i = 0; at < bytes; at += slice, ++i) {
+    const size_t n = std::min(slice, bytes - at);
+    record_fill_random(ctx, cmd,
+                       TensorView{BufferView{pool.memory.buffer, pool.memory.offset + at, n}, pool.dtype,
+                                  Shape{int64_t(n / element)}},
+                       seed + uint32_t(1000 * i));
+  }
+}
+
 // One case's tensors on the device (random contents) in its buffers: allocations of its own or
 // views into the arena (`buffers`, MlaBuffer order, outliving this object).
 class MlaBatch {
@@ -265,7 +282,7 @@ class MlaBatch {
     }
     ctx.run_and_wait([&](VkCommandBuffer cmd) {
       record_fill_random(ctx, cmd, views_.query, 5);
-      record_fill_random(ctx, cmd, views_.mla_cache, 6);
+      fill_pool(ctx, cmd, views_.mla_cache, 6);
     });
     params_.scale = kDeepSeekScale;
     if (is_fp8_dtype(c_.cache_dtype)) params_.k_scale = params_.v_scale = kFp8Scale;
