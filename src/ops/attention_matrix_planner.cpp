@@ -12,12 +12,11 @@
 
 #include "ops/attention_planner.hpp"
 #include "vkpaged/error.hpp"
+#include "ops/integer_math.hpp"
 
 namespace vkpaged::detail {
 
 namespace {
-
-uint64_t round_up(uint64_t a, uint64_t b) { return (a + b - 1) / b * b; }
 
 bool usable(const MatrixProductShape& p) {
   return (p.m == 8 || p.m == 16 || p.m == 32) && (p.n == 8 || p.n == 16) && (p.k == 8 || p.k == 16);

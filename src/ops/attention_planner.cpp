@@ -10,12 +10,11 @@
 #include "common/split_scratch.h"
 #include "ops/attention_validation.hpp"
 #include "vkpaged/error.hpp"
+#include "ops/integer_math.hpp"
 
 namespace vkpaged::detail {
 
 namespace {
-
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 [[noreturn]] void unsupported(const std::string& message) { throw Error(ErrorCode::unsupported, message); }
 

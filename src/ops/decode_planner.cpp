@@ -12,6 +12,7 @@
 #include "common/split_scratch.h"
 #include "ops/attention_problem.hpp"
 #include "ops/decode_validation.hpp"
+#include "ops/integer_math.hpp"
 #include "vk/cooperative_matrix_khr.hpp"
 #include "vkpaged/error.hpp"
 
@@ -69,8 +70,6 @@ DecodeModule decode_matrix_module(bool khr, bool token_major, bool head_slices, 
 
 namespace {
 
-uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
-
 // ---- shared by both kernel families ----
 
 // The longest context the plan must cover: DecodeShape::max_context_len, else M * B.
@@ -115,7 +114,7 @@ struct Split {
 // A split into partitions of `tokens` (or none) over the shape's longest context.
 Split split_of(const DecodeShape& s, bool split, uint32_t tokens) {
   if (!split) return {};
-  const uint32_t partitions = std::max(1u, ceil_div(longest_context(s), tokens));
+  const uint32_t partitions = uint32_t(std::max<uint64_t>(1, ceil_div(longest_context(s), tokens)));
   return {true, partitions, tokens, split_scratch_bytes(s, partitions)};
 }
 
@@ -441,7 +440,7 @@ uint32_t matrix_head_slices(const DecodeShape& s, const DecodeOptions& o, const 
                             const DeviceCapabilities& dev) {
   const uint32_t group = s.num_heads / s.num_kv_heads;
   if (tuning.slices == 0 || group <= kMatrixHeads || s.kv_layout != KvLayout::vllm || o.timeline) return 1;
-  uint32_t slices = std::min(ceil_div(group, kMatrixHeads), kMatrixMostSlices);
+  uint32_t slices = uint32_t(std::min<uint64_t>(ceil_div(group, kMatrixHeads), kMatrixMostSlices));
   while (slices > 1 && !matrix_subgroups_fit(1, s.head_size, dev, tuning, slices)) --slices;
   return slices;
 }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include "ops/integer_math.hpp"
 #include "ops/mla_attention_planner.hpp"
 
 #include <fmt/format.h>
@@ -14,8 +15,6 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& message) { throw Error(ErrorCode::invalid_argument, message); }
 [[noreturn]] void unsupported(const std::string& message) { throw Error(ErrorCode::unsupported, message); }
-
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // The most partitions the options let a split take of `longest` positions: one in a single
 // pass, else one per partition_tokens (given) or per kMlaPartitionQuantum (automatic).

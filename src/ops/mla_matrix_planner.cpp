@@ -9,13 +9,12 @@
 #include <limits>
 #include <optional>
 
+#include "ops/integer_math.hpp"
 #include "ops/mla_attention_planner.hpp"
 
 namespace vkpaged::detail {
 
 namespace {
-
-uint64_t round_up(uint64_t a, uint64_t b) { return (a + b - 1) / b * b; }
 
 // Row blocks of m rows per workgroup at most: 4 blocks share each staged row among 4m rows
 // (FlashMLA's 64 heads), if shared memory holds their scores, P and factors beside the staged rows

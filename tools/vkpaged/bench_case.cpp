@@ -12,12 +12,13 @@
 #include "bench_run.hpp"
 #include "bench_timing.hpp"
 #include "vkpaged/error.hpp"
+#include "ops/integer_math.hpp"
 
 namespace vkpaged::cli {
 
-namespace {
+using detail::ceil_div;
 
-uint32_t ceil_div(uint64_t a, uint64_t b) { return uint32_t((a + b - 1) / b); }
+namespace {
 
 // One run of the case with the timeline kernel (after one untimed run), its records written to
 // DIR/<case>.bin: DecodePlan::timeline_bytes() as the device wrote them. Cases on the scalar

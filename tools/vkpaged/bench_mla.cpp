@@ -34,6 +34,7 @@
 #include "cli_context.hpp"
 #include "decode_option_names.hpp"
 #include "json_file.hpp"
+#include "ops/integer_math.hpp"
 #include "ops/matrix_ceiling_khr.hpp"
 #include "vkpaged/context.hpp"
 #include "vkpaged/error.hpp"
@@ -42,6 +43,8 @@
 #include "vkpaged/utilities.hpp"
 
 namespace vkpaged::cli {
+
+using detail::ceil_div;
 
 namespace {
 
@@ -63,8 +66,6 @@ MlaBenchCase mla_prefill_case(const char* shape, uint32_t requests, uint32_t new
                               uint32_t heads, DType cache) {
   return {fmt::format("{}-h{}-{}", shape, heads, dtype_name(cache)), requests, context, heads, cache, new_tokens};
 }
-
-uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // --kernel: MlaOptions::kernel (automatic, the portable kernel or the tensor-core one).
 void set_mla_kernel(MlaOptions& options, const std::string& name) {

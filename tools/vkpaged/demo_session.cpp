@@ -10,12 +10,13 @@
 
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
+#include "ops/integer_math.hpp"
 
 namespace vkpaged::cli {
 
-namespace {
+using detail::ceil_div;
 
-uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+namespace {
 
 // How the cache's elements sit in memory: fp8 caches are bytes.
 DType stored_dtype(DType cache) { return is_fp8_dtype(cache) ? DType::u8 : cache; }
@@ -67,7 +68,7 @@ DemoSession::DemoSession(Context& context, const DemoShape& shape, const std::ve
     : ctx_(context),
       shape_(shape),
       decode_steps_(decode_steps),
-      max_blocks_per_seq_(std::max(1u, ceil_div(shape.max_len, shape.block_size))),
+      max_blocks_per_seq_(uint32_t(std::max<uint64_t>(1, ceil_div(shape.max_len, shape.block_size)))),
       blocks_(shape.num_seqs * max_blocks_per_seq_, shape.block_size),
       cache_(context, cache_shape(shape), cache_blocks(shape.num_seqs * max_blocks_per_seq_)),
       rng_(seed) {
@@ -78,7 +79,7 @@ DemoSession::DemoSession(Context& context, const DemoShape& shape, const std::ve
     q.prompt_len = prompt_lens[i];
     q.prompt_slots = blocks_.add_sequence(i, q.prompt_len);  // every prompt block now: the chunks fill them
     seqs_.push_back(std::move(q));
-    total_steps_ = std::max(total_steps_, ceil_div(prompt_lens[i], s.chunk) + decode_steps);
+    total_steps_ = std::max(total_steps_, uint32_t(ceil_div(prompt_lens[i], s.chunk)) + decode_steps);
   }
   max_step_tokens_ = s.num_seqs * std::max(1u, std::min(s.chunk, s.max_len));
 
