@@ -356,7 +356,8 @@ typedef struct vkp_external_device {
   PFN_vkGetInstanceProcAddr get_instance_proc_addr;
   uint32_t queue_index;
   /* Whether the engine enabled the bufferDeviceAddress feature: caches larger than
-   * maxStorageBufferRange need it (decode, reshape_and_cache, gather, KvCache; see context.hpp). */
+   * maxStorageBufferRange need it (decode, attention, reshape_and_cache, gather, their MLA forms,
+   * KvCache; see context.hpp). */
   vkp_bool32 buffer_device_address;
   /* Whether the engine enabled VK_NV_cooperative_matrix with its cooperativeMatrix feature,
    * shaderFloat16 and storageBuffer16BitAccess: the decode then may run on matrix units. */
@@ -758,7 +759,8 @@ typedef enum vkp_attention_kernel {
   VKP_ATTENTION_KERNEL_DECODE = 1, /* the decode kernels: every q_s = 1, any layout, no tree mask */
   VKP_ATTENTION_KERNEL_SCALAR = 2, /* the portable attention kernel, whatever the batch */
   /* The tensor-core attention kernel (VK_KHR_cooperative_matrix with f16 products): f16 and bf16
-   * queries, f16, bf16 and fp8 caches, pools within maxStorageBufferRange; UNSUPPORTED (naming
+   * queries, f16, bf16 and fp8 caches, pools within maxStorageBufferRange (MLA's: any, by device
+   * address past it); UNSUPPORTED (naming
    * why) where it cannot run. */
   VKP_ATTENTION_KERNEL_MATRIX = 3,
   VKP_ATTENTION_KERNEL_MAX_ENUM = 0x7FFFFFFF
@@ -1528,8 +1530,9 @@ typedef struct vkp_mla_plan vkp_mla_plan;
  * head_size Dk (a multiple of 8 up to 576); value_head_size is Dv (a multiple of 8 up to
  * min(Dk, 512)); cache_form the pools' form (two pools: R = Dk - Dv >= 8). query_starts as
  * vkp_attention_plan_create's; options NULL = defaults. The plan belongs to the context: destroy
- * it first. Errors: INVALID_ARGUMENT naming the field and the value, UNSUPPORTED (a pool past
- * maxStorageBufferRange; options.kernel MATRIX where the tensor-core kernel cannot run, naming
+ * it first. Pools past maxStorageBufferRange are read by device address. Errors: INVALID_ARGUMENT
+ * naming the field and the value, UNSUPPORTED (a pool past maxStorageBufferRange on a context
+ * without buffer device addresses; options.kernel MATRIX where the tensor-core kernel cannot run, naming
  * why), DEVICE. */
 VKP_API vkp_status VKP_CALL vkp_mla_plan_create(vkp_context* context, const vkp_attention_shape* shape,
                                                 uint32_t value_head_size, vkp_mla_cache_form cache_form,
