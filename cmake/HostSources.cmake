@@ -31,6 +31,7 @@ function(vkpaged_host_sources out_var root)
     src/ops/mla_attention_planner.cpp
     src/ops/mla_matrix_planner.cpp
     src/ops/mla_validation.cpp
+    src/ops/pool_address_rule.cpp
     src/ops/scale_validation.cpp
     src/ops/rotary_checks.cpp
     src/ops/rotary_cos_sin_cache.cpp

@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "ops/attention_planner.hpp"
-#include "vkpaged/error.hpp"
 #include "ops/integer_math.hpp"
+#include "ops/pool_address_rule.hpp"
+#include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
 
@@ -161,7 +162,7 @@ std::string matrix_attention_refusal(const DeviceCapabilities& d, const Attentio
     return fmt::format("head_size: {} (the matrix kernel takes multiples of 8 from 32 to 256)", s.head_size);
   const uint64_t element_bytes = is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype);
   const uint64_t pool_bytes = uint64_t(s.num_kv_heads) * s.head_size * s.block_size * element_bytes * s.num_blocks;
-  if (pool_bytes + 256 > d.max_storage_buffer_range)
+  if (pool_past_range(d, pool_bytes))
     return fmt::format("num_blocks: a pool of {} blocks is {} bytes, past device {}'s maxStorageBufferRange of {} bytes "
                        "(the matrix kernel reads each pool through one descriptor; the scalar kernel reads such pools "
                        "by device address)",

@@ -9,8 +9,9 @@
 #include "common/shader_interface.h"
 #include "common/split_scratch.h"
 #include "ops/attention_validation.hpp"
-#include "vkpaged/error.hpp"
 #include "ops/integer_math.hpp"
+#include "ops/pool_address_rule.hpp"
+#include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
 
@@ -244,11 +245,7 @@ AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const Attention
   } else {
     c.kernel = AttentionKernel::scalar;
     const uint64_t pool_bytes = block_bytes * s.num_blocks;
-    c.address = pool_bytes + 256 > dev.max_storage_buffer_range;
-    if (c.address && !dev.buffer_device_address)
-      unsupported(fmt::format("num_blocks: a pool of {} blocks is {} bytes, past the device's maxStorageBufferRange of "
-                              "{} bytes, and the context has no buffer device address to read it with",
-                              s.num_blocks, pool_bytes, dev.max_storage_buffer_range));
+    c.address = pool_read_by_address(dev, pool_bytes, s.num_blocks, "a pool");
     choose_rows(c, dev, s);
   }
   choose_tile_slots(c, s);

@@ -13,6 +13,7 @@
 #include "ops/attention_problem.hpp"
 #include "ops/decode_validation.hpp"
 #include "ops/integer_math.hpp"
+#include "ops/pool_address_rule.hpp"
 #include "vk/cooperative_matrix_khr.hpp"
 #include "vkpaged/error.hpp"
 
@@ -177,11 +178,10 @@ void finish_choice(DecodeChoice& c, const DeviceCapabilities& dev, const DecodeS
                (c.longest_first ? FEATURE_ORDERED : 0u) | (merge_in_dispatch ? FEATURE_MERGE_IN_DISPATCH : 0u);
 }
 
-// A pool past maxStorageBufferRange cannot be one descriptor: it is read by device address.
-bool reads_caches_by_address(const DeviceCapabilities& dev, const DecodeShape& s) {
-  const uint64_t pool_bytes = uint64_t(s.num_blocks) * s.num_kv_heads * s.head_size * s.block_size *
-                              (is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype));
-  return pool_bytes + 256 > dev.max_storage_buffer_range;
+// Bytes of one of the caches' pools.
+uint64_t decode_pool_bytes(const DecodeShape& s) {
+  return uint64_t(s.num_blocks) * s.num_kv_heads * s.head_size * s.block_size *
+         (is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype));
 }
 
 // ---- the scalar kernel (shaders/common/decode_kernel.glsl) ----
@@ -540,15 +540,7 @@ DecodeKernelChoice choose_decode_kernel(const DeviceCapabilities& dev, const Dec
   validate_decode_shape(shape);
   validate_decode_options(options);
   DecodeKernelChoice k;
-  k.address = reads_caches_by_address(dev, shape);
-  if (k.address && !dev.buffer_device_address) {
-    const uint64_t pool_bytes = uint64_t(shape.num_blocks) * shape.num_kv_heads * shape.head_size * shape.block_size *
-                                (is_fp8_dtype(shape.cache_dtype) ? 1 : dtype_size(shape.cache_dtype));
-    throw Error(ErrorCode::unsupported,
-                fmt::format("num_blocks: a pool of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} bytes, "
-                            "and the context has no buffer device address to read it with",
-                            shape.num_blocks, pool_bytes, dev.max_storage_buffer_range));
-  }
+  k.address = pool_read_by_address(dev, decode_pool_bytes(shape), shape.num_blocks, "a pool");
   const bool force_khr = options.kernel == DecodeKernel::matrix_khr;
   const bool forced = options.kernel == DecodeKernel::matrix || force_khr;
   const bool want_matrix =

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "ops/integer_math.hpp"
 #include "ops/mla_attention_planner.hpp"
 
 #include <fmt/format.h>
@@ -7,6 +6,8 @@
 #include <algorithm>
 
 #include "ops/attention_validation.hpp"
+#include "ops/integer_math.hpp"
+#include "ops/pool_address_rule.hpp"
 #include "vkpaged/error.hpp"
 
 namespace vkpaged::detail {
@@ -61,19 +62,15 @@ void choose_tiles(AttentionChoice& c, const DeviceCapabilities& dev, const MlaSh
   choose_row_parts(c, Dv);
 }
 
-// The pools are read by device address (each kernel's address variant) when one of them, with
-// the slack a view's offset adds to its binding, is past maxStorageBufferRange.
+// The pools are read by device address (each kernel's address variant) when the largest is past
+// maxStorageBufferRange (pool_address_rule.hpp).
 void choose_pool_access(AttentionChoice& c, const DeviceCapabilities& dev, const MlaShape& m) {
   const AttentionShape& s = m.attention;
   const bool one = m.cache_form == MlaCacheForm::one_pool;
   const uint32_t width = one ? s.head_size : std::max(m.value_head_size, m.rope_head_size());
   const char* name = one ? "mla_cache" : (width == m.value_head_size ? "ckv_cache" : "kpe_cache");
   const uint64_t bytes = uint64_t(s.num_blocks) * s.block_size * width * cache_bytes(s.cache_dtype);
-  c.address = bytes + 256 > dev.max_storage_buffer_range;
-  if (c.address && !dev.buffer_device_address)
-    unsupported(fmt::format("num_blocks: {} of {} blocks is {} bytes, past the device's maxStorageBufferRange of {} "
-                            "bytes, and the context has no buffer device address to read it with",
-                            name, s.num_blocks, bytes, dev.max_storage_buffer_range));
+  c.address = pool_read_by_address(dev, bytes, s.num_blocks, name);
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 
 #include "bench_run.hpp"
 #include "bench_timing.hpp"
-#include "vkpaged/error.hpp"
 #include "ops/integer_math.hpp"
+#include "vkpaged/error.hpp"
 
 namespace vkpaged::cli {
 

@@ -8,9 +8,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/integer_math.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/reference.hpp"
-#include "ops/integer_math.hpp"
 
 namespace vkpaged::cli {
 
