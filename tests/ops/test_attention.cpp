@@ -17,6 +17,7 @@
 #include "support/decode_case.hpp"
 #include "support/decode_check.hpp"
 #include "support/expect_error.hpp"
+#include "support/pool_window.hpp"
 #include "support/test_context.hpp"
 #include "ops/attention_validation.hpp"
 #include "vkpaged/reference.hpp"
@@ -373,8 +374,7 @@ TEST_P(AttentionTest, DeviceSideBadValuesAreFlaggedAndNotFollowed) {
 // the case's blocks sit at the end of pools one range long, past it.
 TEST_P(AttentionTest, CachesPastTheStorageBufferRange) {
   const auto& dev = ctx().device_info();
-  if (dev.max_storage_buffer_range > (uint64_t(1) << 30) || !dev.buffer_device_address)
-    GTEST_SKIP() << "a pool past this device's range is too large for a test";
+  if (const std::string why = past_range_skip_reason(dev); !why.empty()) GTEST_SKIP() << why;
   AttentionCase c;
   c.layout = KvLayout::hnd;
   c.lens = {70, 9};

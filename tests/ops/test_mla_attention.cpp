@@ -22,6 +22,7 @@
 #include "support/expect_error.hpp"
 #include "support/mla_case.hpp"
 #include "support/mla_kernels.hpp"
+#include "support/pool_window.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/mla_attention.hpp"
 #include "vkpaged/reference.hpp"
@@ -322,8 +323,7 @@ TEST_P(MlaAttentionTest, Bf16NanEntriesReachOnlyTheRowsThatAttendThem) {
 // and split, bf16 and fp8 caches.
 TEST_P(MlaAttentionTest, PoolsPastTheStorageBufferRange) {
   const DeviceInfo& dev = ctx().device_info();
-  if (dev.max_storage_buffer_range > (uint64_t(1) << 30) || !dev.buffer_device_address)
-    GTEST_SKIP() << "a pool past this device's range is too large for a test";
+  if (const std::string why = past_range_skip_reason(dev); !why.empty()) GTEST_SKIP() << why;
   for (MlaCacheForm form : {MlaCacheForm::one_pool, MlaCacheForm::two_pools}) {
     const bool one = form == MlaCacheForm::one_pool;
     MlaCase c;

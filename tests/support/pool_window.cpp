@@ -7,6 +7,12 @@
 
 namespace vkpaged::test {
 
+std::string past_range_skip_reason(const DeviceInfo& device) {
+  if (device.max_storage_buffer_range > (uint64_t(1) << 30)) return "a pool past this device's range is too large for a test";
+  if (!device.buffer_device_address) return "the device has no buffer device addresses";
+  return "";
+}
+
 namespace {
 
 uint64_t block_bytes(const TensorView& pool) {

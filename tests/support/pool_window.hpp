@@ -5,6 +5,7 @@
 // pool that the CPU references work on (window block w < low is pool block w, else pool block
 // N - high + (w - low)); only the window travels between device and host.
 #include <cstdint>
+#include <string>
 
 #include "vkpaged/context.hpp"
 #include "vkpaged/tensor.hpp"
@@ -16,6 +17,11 @@ namespace vkpaged::test {
 constexpr int32_t kLowBlocks = 8;
 constexpr int32_t kHighBlocks = 48;
 constexpr int32_t kPastBlocks = 32;
+
+// Why a test of pools past maxStorageBufferRange cannot run on `device`, "" where it can: past
+// a range of 1 GiB such a pool is too large for a test, and without buffer device addresses
+// nothing reaches past the range.
+std::string past_range_skip_reason(const DeviceInfo& device);
 
 struct PoolWindow {
   int64_t num_blocks = 0;  // N of the large pool
