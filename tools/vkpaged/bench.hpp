@@ -239,9 +239,9 @@ bool is_mla_suite(const std::string& suite);
 // another name.
 std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite);
 MlaCaseBytes mla_case_bytes(const MlaBenchCase& c);
-// Why the case cannot run on the device, "" when it fits: its pool past maxStorageBufferRange or
-// maxMemoryAllocationSize, or its buffers past half the device's memory (free memory where the
-// device reports its budget).
+// Why the case cannot run on the device, "" when it fits: its pool past maxStorageBufferRange on
+// a device without buffer device addresses, or past maxMemoryAllocationSize, or its buffers past
+// half the device's memory (free memory where the device reports its budget).
 std::string mla_case_unfit(const MlaBenchCase& c, const DeviceInfo& dev);
 int run_mla_bench(const BenchOptions& options);
 // Draws the share of measured bandwidth per case as an SVG bar chart.
