@@ -25,6 +25,7 @@ namespace vkpaged {
 
 namespace {
 
+using detail::check_pool_allocation;
 using detail::check_pool_reach;
 using detail::kMaxCacheBlocks;
 using detail::mib;
@@ -170,7 +171,8 @@ KvCache::KvCache(Context& context, const KvCacheShape& shape, const KvCacheOptio
     const KvCacheSizing h = sizing(shape, options.num_host_blocks);
     if (shape.kind == KvCacheKind::key_value)
       check_pool_reach(device, "num_host_blocks", "host key or value pool", h);
-    // (MLA host pools are only copied to and from: no range applies to them.)
+    else  // MLA host pools are only copied to and from: no range applies to them, one allocation's limit does
+      check_pool_allocation(device, "num_host_blocks", "largest host MLA pool", h);
     const HostHeap heap = host_heap(context_impl.memory_properties);
     // Where host-visible memory is device-local too, both pools come out of that one heap.
     const uint64_t needed = h.total_bytes + (heap.device_local ? z.total_bytes : 0);

@@ -24,7 +24,7 @@ std::string mib(uint64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes)
 
 // A pool is one allocation: past the device's maxMemoryAllocationSize it may fail or succeed by
 // driver, so it is refused on every device alike.
-static void check_pool_allocation(const DeviceInfo& device, const char* what, const char* pool, const KvCacheSizing& z) {
+void check_pool_allocation(const DeviceInfo& device, const char* what, const char* pool, const KvCacheSizing& z) {
   const uint64_t limit = device.max_memory_allocation_size;
   if (limit == 0 || z.pool_bytes <= limit) return;
   refuse_cache(ErrorCode::out_of_memory,

@@ -20,10 +20,15 @@ constexpr uint32_t kMaxCacheBlocks = uint32_t(std::numeric_limits<int32_t>::max(
 // "12.5 MiB"
 std::string mib(uint64_t bytes);
 
+// A pool is one allocation: past maxMemoryAllocationSize it is refused (out_of_memory, naming
+// `what` and `pool` as check_pool_reach does), on every device alike.
+void check_pool_allocation(const DeviceInfo& device, const char* what, const char* pool, const KvCacheSizing& z);
+
 // A pool past maxStorageBufferRange cannot be one descriptor: it is reached by device address,
 // which the device must offer (the constructor passes whether its context enabled it); the
 // key and value pools and the MLA pools alike (z.pool_bytes: the largest MLA pool). `what`
-// names the size argument ("num_blocks", "num_host_blocks"), `pool` the pool.
+// names the size argument ("num_blocks", "num_host_blocks"), `pool` the pool. Checks the
+// allocation (check_pool_allocation) first.
 void check_pool_reach(const DeviceInfo& device, const char* what, const char* pool, const KvCacheSizing& z);
 
 // Bytes of one block of each pool of a layer, in allocation order: key and value, the one MLA

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -180,6 +181,26 @@ TEST_F(KvCacheMlaTest, RefusesTheOtherKindsOperations) {
   expect_refused_recording(
       ctx(), [&](VkCommandBuffer cmd) { mla.record_mla_reshape_and_cache(cmd, 5, MlaNewTokens{}); },
       "record_mla_reshape_and_cache: layer 5 is outside [0, 2) layers");
+}
+
+// A host pool is one allocation as a device pool is: past maxMemoryAllocationSize it is refused
+// before anything is allocated, naming num_host_blocks and the pool (no range applies to it: it
+// is only copied to and from).
+TEST_F(KvCacheMlaTest, HostPoolsPastMaxMemoryAllocationSizeAreRefused) {
+  const uint64_t allocation = ctx().device_info().max_memory_allocation_size;
+  if (allocation == 0) GTEST_SKIP() << "the device reports no maxMemoryAllocationSize";
+  for (KvCacheKind kind : {KvCacheKind::mla_one_pool, KvCacheKind::mla_two_pools}) {
+    const KvCacheShape s = mla_shape(kind, DType::f16);
+    const uint64_t largest_block = uint64_t(s.block_size) * (kind == KvCacheKind::mla_one_pool ? 96 : 64) * 2;
+    const uint64_t past = allocation / largest_block + 1;
+    if (past > uint64_t(std::numeric_limits<int32_t>::max())) GTEST_SKIP() << "the limit is past int32 blocks";
+    KvCacheOptions o;
+    o.num_blocks = 4;
+    o.num_host_blocks = uint32_t(past);
+    expect_refused([&] { KvCache c(ctx(), s, o); }, ErrorCode::out_of_memory,
+                   {"num_host_blocks " + std::to_string(past), "largest host MLA pool", "maxMemoryAllocationSize",
+                    "at most " + std::to_string(past - 1) + " blocks"});
+  }
 }
 
 }  // namespace
