@@ -191,15 +191,14 @@ TEST_F(KvCacheMlaTest, HostPoolsPastMaxMemoryAllocationSizeAreRefused) {
   if (allocation == 0) GTEST_SKIP() << "the device reports no maxMemoryAllocationSize";
   for (KvCacheKind kind : {KvCacheKind::mla_one_pool, KvCacheKind::mla_two_pools}) {
     const KvCacheShape s = mla_shape(kind, DType::f16);
-    const uint64_t largest_block = uint64_t(s.block_size) * (kind == KvCacheKind::mla_one_pool ? 96 : 64) * 2;
-    const uint64_t past = allocation / largest_block + 1;
-    if (past > uint64_t(std::numeric_limits<int32_t>::max())) GTEST_SKIP() << "the limit is past int32 blocks";
+    const uint32_t fit = KvCache::max_blocks_per_pool(s, allocation);  // blocks of the largest pool
+    if (fit == uint32_t(std::numeric_limits<int32_t>::max())) GTEST_SKIP() << "the limit is past int32 blocks";
     KvCacheOptions o;
     o.num_blocks = 4;
-    o.num_host_blocks = uint32_t(past);
+    o.num_host_blocks = fit + 1;
     expect_refused([&] { KvCache c(ctx(), s, o); }, ErrorCode::out_of_memory,
-                   {"num_host_blocks " + std::to_string(past), "largest host MLA pool", "maxMemoryAllocationSize",
-                    "at most " + std::to_string(past - 1) + " blocks"});
+                   {"num_host_blocks " + std::to_string(fit + 1), "largest host MLA pool", "maxMemoryAllocationSize",
+                    "at most " + std::to_string(fit) + " blocks"});
   }
 }
 
