@@ -234,7 +234,7 @@ AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const Attention
                 fmt::format("head_size: {} runs on the decode kernels only (a batch of single tokens without a tree "
                             "mask); the attention kernel takes multiples of 8 from 32 to 256",
                             s.head_size));
-  const uint64_t element_bytes = is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype);
+  const uint64_t element_bytes = dtype_size(s.cache_dtype);
   const uint64_t block_bytes = uint64_t(s.num_kv_heads) * s.head_size * s.block_size * element_bytes;
   if (block_bytes > 0xffffffffull)
     unsupported(fmt::format("num_kv_heads: a block of {} kv heads x {} dims x {} positions is {} bytes, past 2^32 - 1",

@@ -181,7 +181,7 @@ void finish_choice(DecodeChoice& c, const DeviceCapabilities& dev, const DecodeS
 // Bytes of one of the caches' pools.
 uint64_t decode_pool_bytes(const DecodeShape& s) {
   return uint64_t(s.num_blocks) * s.num_kv_heads * s.head_size * s.block_size *
-         (is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype));
+         dtype_size(s.cache_dtype);
 }
 
 // ---- the scalar kernel (shaders/common/decode_kernel.glsl) ----
@@ -290,7 +290,7 @@ Split scalar_split(const DeviceCapabilities& dev, const DecodeShape& s, const De
 uint32_t scalar_value_dims(const DecodeShape& s, const DecodeTuning& tuning) {
   if (s.kv_layout == KvLayout::vllm) return 0;
   const uint32_t bytes = tuning.vbytes ? tuning.vbytes : 8;
-  return bytes / (is_fp8_dtype(s.cache_dtype) ? 1 : dtype_size(s.cache_dtype));
+  return uint32_t(bytes / dtype_size(s.cache_dtype));
 }
 
 DecodeModule scalar_module(bool address, bool subgroup_reduce, const ScalarVariant& variant) {

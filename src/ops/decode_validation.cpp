@@ -79,7 +79,7 @@ DecodeShape decode_shape_of(const DecodeInputs& in, bool want_lse) {
   const detail::PageTableForm form = detail::page_table_form(page_tables);
 
   const DType cache = in.cache_dtype;
-  const size_t cache_bytes = is_fp8_dtype(cache) ? 1 : dtype_size(cache);
+  const size_t cache_bytes = dtype_size(cache);
   detail::check_host_cache_dtypes(in.key_cache, in.value_cache, cache);
 
   DecodeShape s;

@@ -46,7 +46,7 @@ void choose_tiles(AttentionChoice& c, const DeviceCapabilities& dev, const MlaSh
   c.rows = 1;
   while (c.rows < max_rows && c.rows < wanted) c.rows *= 2;
   c.key_tile = kMaxKeyTile;
-  const uint64_t row_bytes = uint64_t(Dk) * cache_bytes(s.cache_dtype);
+  const uint64_t row_bytes = uint64_t(Dk) * dtype_size(s.cache_dtype);
   auto bytes = [&] { return mla_attention_shared_bytes(c.rows, c.key_tile, Dk, s.cache_dtype, c.workgroup); };
   while (bytes() > dev.max_shared_memory) {
     if (c.key_tile > 8 && c.key_tile * row_bytes >= uint64_t(c.rows) * Dk * 4) c.key_tile /= 2;
@@ -69,20 +69,18 @@ void choose_pool_access(AttentionChoice& c, const DeviceCapabilities& dev, const
   const bool one = m.cache_form == MlaCacheForm::one_pool;
   const uint32_t width = one ? s.head_size : std::max(m.value_head_size, m.rope_head_size());
   const char* name = one ? "mla_cache" : (width == m.value_head_size ? "ckv_cache" : "kpe_cache");
-  const uint64_t bytes = uint64_t(s.num_blocks) * s.block_size * width * cache_bytes(s.cache_dtype);
+  const uint64_t bytes = uint64_t(s.num_blocks) * s.block_size * width * dtype_size(s.cache_dtype);
   c.address = pool_read_by_address(dev, bytes, s.num_blocks, name);
 }
 
 }  // namespace
-
-uint32_t cache_bytes(DType cache) { return is_fp8_dtype(cache) ? 1 : uint32_t(dtype_size(cache)); }
 
 size_t mla_attention_shared_bytes(uint32_t rows, uint32_t key_tile, uint32_t key_head_size, DType cache_dtype,
                                   uint32_t workgroup) {
   // queries (rows x Dk f32), staged rows (key_tile x Dk cache elements), scores (rows x tile),
   // softmax partials and mask partials, tile blocks, 4 per-row arrays, mask base
   return 4ull * (size_t(rows) * key_head_size + size_t(rows) * key_tile + 2ull * workgroup + key_tile + 4ull * rows + 1) +
-         size_t(key_tile) * key_head_size * cache_bytes(cache_dtype);
+         size_t(key_tile) * key_head_size * dtype_size(cache_dtype);
 }
 
 void validate_mla_shape(const MlaShape& m) {

@@ -24,9 +24,6 @@ namespace vkpaged::detail {
 // (bench/experiments/mla-tile-chain.md).
 inline constexpr uint32_t kMlaPartitionQuantum = 64;
 
-// Bytes of one cache element of the MLA pools (fp8: 1).
-uint32_t cache_bytes(DType cache);
-
 // Shared memory of the MLA kernel (mla_attention_kernel.glsl's declarations) for `rows` rows
 // and key tiles of `key_tile` positions.
 size_t mla_attention_shared_bytes(uint32_t rows, uint32_t key_tile, uint32_t key_head_size, DType cache_dtype,

@@ -62,7 +62,7 @@ std::optional<MlaMatrixTiles> fit_tiles(const DeviceCapabilities& d, const MlaSh
   const auto parts = choose_value_parts(d, m, p);
   if (!parts) return std::nullopt;
   auto workgroup_of = [&](uint32_t blocks) { return uint64_t(blocks) * *parts * d.max_subgroup_size; };
-  const uint64_t row_words = round_up(m.attention.head_size, 16) * cache_bytes(m.attention.cache_dtype) / 4;
+  const uint64_t row_words = round_up(m.attention.head_size, 16) * dtype_size(m.attention.cache_dtype) / 4;
   auto shared_bytes_of = [&](uint32_t blocks, uint32_t key_tile, uint32_t workgroup) {
     const uint64_t stage_words = (key_tile * row_words + workgroup - 1) / workgroup;
     if (key_tile > kShortKeyTile && stage_words > kMaxStageWords) return std::numeric_limits<size_t>::max();  // not taken

@@ -45,7 +45,7 @@ vk::PipelineRequest cache_write_request(const detail::ContextImpl& impl, const C
     refuse(fmt::format("{}.token_dtype: {} is not f32, f16 or bf16", at, dtype_name(w.token_dtype)));
   if (w.slot_dtype != DType::i64 && w.slot_dtype != DType::i32)
     refuse(fmt::format("{}.slot_dtype: {} is not i64 or i32", at, dtype_name(w.slot_dtype)));
-  const uint64_t element = is_fp8_dtype(cache.dtype) ? 1 : dtype_size(cache.dtype);
+  const uint64_t element = dtype_size(cache.dtype);
   const uint64_t pool_bytes = uint64_t(w.num_blocks) * cache.num_kv_heads * cache.head_size * cache.block_size * element;
   // A pool past the range is written by device address (cache_pool_access.cpp).
   const bool address = pool_bytes > impl.info.max_storage_buffer_range;

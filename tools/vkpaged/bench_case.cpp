@@ -152,7 +152,7 @@ PreparedCase prepare_case(Context& ctx, const std::string& suite, const BenchCas
     p.blocks += ceil_div(uint64_t(l), c.block_size);
     tokens += uint64_t(l);
   }
-  const uint64_t elem = is_fp8_dtype(c.cache_dtype) ? 1 : dtype_size(c.cache_dtype);
+  const uint64_t elem = dtype_size(c.cache_dtype);
   p.pool_bytes = p.blocks * c.kv_heads * c.head_size * c.block_size * elem;
   p.kv_bytes = 2 * tokens * c.kv_heads * c.head_size * elem;
   if (p.pool_bytes > dev.max_storage_buffer_range) {

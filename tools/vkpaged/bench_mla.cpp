@@ -131,7 +131,7 @@ std::vector<MlaBenchCase> mla_bench_cases(const std::string& suite) {
 
 MlaCaseBytes mla_case_bytes(const MlaBenchCase& c) {
   MlaCaseBytes b;
-  const uint64_t elem = is_fp8_dtype(c.cache_dtype) ? 1 : dtype_size(c.cache_dtype);
+  const uint64_t elem = dtype_size(c.cache_dtype);
   b.blocks = c.requests * ceil_div(c.context, kMlaBlockSize);
   b.pool = b.blocks * kMlaBlockSize * kMlaKeyWidth * elem;
   b.cache_read = uint64_t(c.requests) * c.context * kMlaKeyWidth * elem;
