@@ -6,13 +6,16 @@
 #                   (stripped), for every stage of scripts/h200-session.sh
 #   .devbuild-diag  the MLA kernel's diagnostic builds (scripts/mla-diagnostic-builds.sh)
 #   .devbuild-base/<commit>  the CLI of each BASE commit, for `h200-session.sh compare`
+#   .devbuild-base/<name>    the CLI of this tree's HEAD with each candidate patch <name>.patch applied
 # packed with xz into .devpack/dev.tar.xz (about 4 MB where the folders are 50 MB, past what a
 # call carries beside .gl and the tree: 64 MiB). A call carries [".gl", ".devpack"] and starts
 # with `source scripts/device-call.sh` (which unpacks them). The folders are ignored by git (.git/info/exclude).
 #
 # Usage: scripts/gpu-prepare.sh BUILD [BASE...]
-#   BUILD: a configured Release build folder of this tree. BASE: commits to compare against,
-#   each built in a worktree beside this one (../vkpaged-base-<commit>, kept for next time).
+#   BUILD: a configured Release build folder of this tree. BASE: commits to compare against, or
+#   patch files (*.patch, as bench/experiments/candidates/ keeps the kernel candidates: a branch
+#   lives only as long as the checkout that holds it) applied to this tree's HEAD; each built in a
+#   worktree beside this one (../vkpaged-base-<commit> or ../vkpaged-patch-<name>).
 set -euo pipefail
 build="${1:?usage: scripts/gpu-prepare.sh BUILD [BASE...]}"
 shift
@@ -53,10 +56,21 @@ rm -rf "$root/.devbuild-diag"
 "$root/scripts/mla-diagnostic-builds.sh" "$build" "$root/.devbuild-diag"
 
 for base in "$@"; do
-  commit="$(git -C "$root" rev-parse --short "$base^{commit}")"
-  tree="$(dirname "$root")/vkpaged-base-$commit"
-  echo "== base $commit in $tree"
-  [ -d "$tree" ] || git -C "$root" worktree add --detach "$tree" "$commit" >/dev/null
+  if [[ "$base" == *.patch ]]; then
+    patch="$(cd "$(dirname "$base")" && pwd)/$(basename "$base")"
+    commit="$(basename "$base" .patch)"
+    tree="$(dirname "$root")/vkpaged-patch-$commit"
+    echo "== candidate $commit (HEAD and $base) in $tree"
+    [ -d "$tree" ] || git -C "$root" worktree add --detach "$tree" HEAD >/dev/null
+    git -C "$tree" checkout -q --detach "$(git -C "$root" rev-parse HEAD)"
+    git -C "$tree" checkout -q -- .
+    git -C "$tree" apply "$patch" || { echo "gpu-prepare: $base does not apply to HEAD" >&2; exit 1; }
+  else
+    commit="$(git -C "$root" rev-parse --short "$base^{commit}")"
+    tree="$(dirname "$root")/vkpaged-base-$commit"
+    echo "== base $commit in $tree"
+    [ -d "$tree" ] || git -C "$root" worktree add --detach "$tree" "$commit" >/dev/null
+  fi
   cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
     -DCMAKE_C_COMPILER_LAUNCHER=ccache -DVKPAGED_BUILD_TESTS=OFF >/dev/null
   cmake --build "$tree/build" --target vkpaged_cli -j"$jobs" >/dev/null

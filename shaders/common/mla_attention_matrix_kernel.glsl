@@ -80,6 +80,12 @@ const bool TREE_MASK = (FEATURES & FEATURE_TREE_MASK) != 0u;
 #include "common/cache_element.glsl"
 const bool BF16_CACHE = CACHE_DTYPE == DT_BF16;
 const bool BF16_QUERY = QUERY_DTYPE == DT_BF16;
+// A split step's bf16 tiles load their rows a tile ahead (in flight during the tile before's
+// products and softmax) and their blocks two tiles ahead; other steps load a tile's rows at its
+// start. Measured on an H100: the split's workgroups each read their own rows once, and ahead
+// they ran faster; one-pass (prefill) workgroups, whose rows other workgroups read too, and fp8
+// tiles ran slower (bench/experiments/mla-tile-phases.md).
+const bool ROWS_AHEAD = SPLIT && BF16_CACHE;
 const uint WG = gl_WorkGroupSize.x;
 const uint TQ = ROWS / GROUP;                  // query tokens per tile
 const uint ROW_BLOCKS = ROWS / MM;
@@ -385,13 +391,16 @@ void main() {
 
   const uint table = pc.block_tables_offset + request * pc.max_blocks_per_seq;
   uint parity = 0u;
-  read_tile_blocks(table, span.hi, span.lo, parity);
+  read_tile_blocks(table, span.hi, span.lo, 0u);
+  if (ROWS_AHEAD && span.lo + TK < span.hi) read_tile_blocks(table, span.hi, span.lo + TK, 1u);
   barrier();
+  uvec4 raw[STAGE_LOADS];
+  if (ROWS_AHEAD && span.lo < span.hi) load_rows(span.lo, 0u, raw);
   for (uint tile = span.lo; tile < span.hi; tile += TK) {
-    // ---- staging: the tile's rows (its blocks were read during the tile before); bf16: the
-    // tile's largest magnitude raised first, the rows stored converted after its barrier ----
-    uvec4 raw[STAGE_LOADS];
-    load_rows(tile, parity, raw);
+    // ---- staging: the tile's rows (its blocks were read during the tile before; ROWS_AHEAD:
+    // the rows too); bf16: the tile's largest magnitude raised first, the rows stored converted
+    // after its barrier ----
+    if (!ROWS_AHEAD) load_rows(tile, parity, raw);
     if (BF16_CACHE) {
       RAISE_SHARED_LARGEST(s_magnitude, raw_magnitude(raw));
     } else if (store_rows(raw, 1.0)) {
@@ -400,7 +409,7 @@ void main() {
     barrier();
     // The next tile's blocks, in flight during this tile's products and softmax (the other
     // parity's were last read before this barrier).
-    if (tile + TK < span.hi) read_tile_blocks(table, span.hi, tile + TK, parity ^ 1u);
+    if (!ROWS_AHEAD && tile + TK < span.hi) read_tile_blocks(table, span.hi, tile + TK, parity ^ 1u);
     int key_shift = 0;  // the bf16 tile's power of two
     if (BF16_CACHE) {
       // The tile's power of two from its largest magnitude; where that is Inf or NaN (the same
@@ -423,6 +432,13 @@ void main() {
     }
     // The other parity's flag was last read before the previous tile's end.
     if (tid == 0u) s_value_bad[parity ^ 1u] = 0u;
+    if (ROWS_AHEAD) {
+      // This tile's rows are stored (raw is free): the next tile's rows (their blocks, the other
+      // parity, read during the tile before), then the blocks of the tile after it into this
+      // tile's parity, whose last reader, this tile's loads, the tile before's barriers ordered.
+      if (tile + TK < span.hi) load_rows(tile + TK, parity ^ 1u, raw);
+      if (tile + 2u * TK < span.hi) read_tile_blocks(table, span.hi, tile + 2u * TK, parity);
+    }
 
     // ---- scores: this unit's column blocks of its row block (over its slice of the dims) ----
     if (computes) {
@@ -537,7 +553,10 @@ void main() {
         barrier();
       }
     }
-    barrier();  // the next tile's staging overwrites the rows, S, P and the factors
+    // The next tile's staging overwrites the rows, S, P and the factors. A bf16 tile writes
+    // shared memory only after its first barrier, which orders those writes after this tile's
+    // reads: a ROWS_AHEAD tile ends without one (its next loads are in flight already).
+    if (!ROWS_AHEAD) barrier();
     parity ^= 1u;
   }
 
