@@ -49,7 +49,9 @@ struct RotaryWrite {
 };
 
 // One kind of cache write (record_reshape_and_cache, KvCache::record_reshape_and_cache) into a
-// cache of this geometry, its pools each one buffer from its start (as KvCache's are).
+// cache of this geometry, its pools each one buffer from its start (as KvCache's are). A cache
+// of an MLA kind (cache.kind) takes MLA writes (record_mla_reshape_and_cache,
+// KvCache::record_mla_reshape_and_cache; `rotary`: the rope on k_pe, rotary_dim its R).
 struct CacheWriteKind {
   KvCacheShape cache;                 // num_layers is not read
   uint32_t num_blocks = 0;            // N of each pool (past maxStorageBufferRange: by device address)

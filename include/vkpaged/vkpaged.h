@@ -1690,7 +1690,8 @@ static inline vkp_status VKP_CALL vkp_cache_write_kind_init(vkp_cache_write_kind
   return vkp_cache_write_kind_init_sized(kind, (uint32_t)sizeof(vkp_cache_write_kind));
 }
 /* The geometry of a cache's writes: num_kv_heads, head_size, block_size, cache_dtype, layout and
- * num_blocks of `cache` written into `kind` (an input and output: its other fields stay). */
+ * num_blocks of `cache` written into `kind` (an input and output: its other fields stay). An MLA
+ * cache is refused (INVALID_ARGUMENT): this struct describes key and value writes only. */
 VKP_API vkp_status VKP_CALL vkp_kv_cache_write_kind(const vkp_kv_cache* cache, vkp_cache_write_kind* kind);
 VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_cache_write(vkp_pipeline_set* set, const vkp_cache_write_kind* kind);
 

@@ -102,6 +102,11 @@ VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_decode(vkp_pipeline_set* set, c
 VKP_API vkp_status VKP_CALL vkp_kv_cache_write_kind(const vkp_kv_cache* cache, vkp_cache_write_kind* kind) {
   return guarded("vkp_kv_cache_write_kind", [&] {
     const KvCache& c = require(cache, "cache")->cache;
+    // vkp_cache_write_kind has no field for an MLA cache's form and rope width: its writes are
+    // not preparable through the C API yet (C++: CacheWriteKind::of).
+    if (c.shape().kind != KvCacheKind::key_value)
+      throw Error(ErrorCode::invalid_argument,
+                  "cache: the cache holds MLA pools, and vkp_cache_write_kind describes writes of key and value pools");
     const StructOut result(kind, "kind");
     vkp_cache_write_kind k = read_struct(kind, "kind");  // the fields the cache does not know stay
     const vkp_cache_write_kind geometry = ::to_c(CacheWriteKind::of(c, DType::f16));

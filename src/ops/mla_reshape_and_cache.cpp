@@ -11,9 +11,9 @@
 #include <cstddef>
 
 #include "common/mla_interface.h"
-#include "embedded_shaders.hpp"
 #include "ops/cache_pool_access.hpp"
 #include "ops/linear_grid.hpp"
+#include "ops/mla_cache_write_pipeline.hpp"
 #include "ops/mla_cache_checks.hpp"
 #include "ops/scale_validation.hpp"
 #include "ops/view_checks.hpp"
@@ -98,11 +98,14 @@ void record_mla_reshape_and_cache(Context& context, VkCommandBuffer cmd, const M
   }
   if (w.tokens == 0) return;
 
-  std::array<uint32_t, MLA_RESHAPE_ROPE_SC_COUNT> spec{};
-  spec[MLA_RESHAPE_SC_INPUT_DTYPE] = uint32_t(v.kv_c.dtype);
-  spec[MLA_RESHAPE_SC_CACHE_DTYPE] = uint32_t(w.cache.dtype);
-  spec[MLA_RESHAPE_SC_SLOT_I64] = v.slot_mapping.dtype == DType::i64 ? 1u : 0u;
-  spec[MLA_RESHAPE_SC_TWO_POOLS] = two ? 1u : 0u;
+  const detail::MlaCacheWritePipeline described{.token_dtype = v.kv_c.dtype,
+                                               .cache_dtype = w.cache.dtype,
+                                               .slot_i64 = v.slot_mapping.dtype == DType::i64,
+                                               .two_pools = two,
+                                               .address = w.pools.address,
+                                               .rope = rope ? &g : nullptr,
+                                               .rope_style = rope ? rope->style : RotaryStyle::neox};
+  const auto& pipeline = impl.pipeline(detail::mla_cache_write_request(described));
   std::array<detail::BoundView, MLA_RESHAPE_ROPE_BINDING_COUNT> bound;
   bound[MLA_RESHAPE_BINDING_KV_C] = impl.bind_view(v.kv_c.memory);
   bound[MLA_RESHAPE_BINDING_K_PE] = impl.bind_view(v.k_pe.memory);
@@ -143,19 +146,12 @@ void record_mla_reshape_and_cache(Context& context, VkCommandBuffer cmd, const M
     const uint64_t chunks = uint64_t(w.cache.row_size() / int64_t(cache_pack_factor(w.cache.dtype)));
     const auto grid = detail::linear_grid(uint64_t(w.tokens) * chunks, CACHE_OP_WORKGROUP);
     push.cache.groups_x = grid.x;
-    const auto& pipeline = impl.pipeline(
-        w.pools.address ? vk::shader_mla_reshape_and_cache_address() : vk::shader_mla_reshape_and_cache(),
-        std::span(spec.data(), MLA_RESHAPE_SC_COUNT), MLA_RESHAPE_BINDING_COUNT, sizeof(shader::MlaReshapePush));
     impl.dispatch(cmd, pipeline, std::span(bound.data(), MLA_RESHAPE_BINDING_COUNT), &push.cache, grid.x, grid.y, 1);
     return;
   }
   bound[MLA_RESHAPE_BINDING_POSITIONS] = impl.bind_view(rope->positions.memory);
   bound[MLA_RESHAPE_BINDING_COS_SIN] = impl.bind_view(rope->cos_sin_cache.memory);
   const detail::RotaryTiles tiles = detail::rotary_tiles(g);  // key tiles only: no query
-  spec[MLA_RESHAPE_SC_ROTARY_STYLE] = uint32_t(rope->style);
-  spec[MLA_RESHAPE_SC_COS_SIN_DTYPE] = uint32_t(g.cos_sin_dtype);
-  spec[MLA_RESHAPE_SC_POSITION_I64] = g.position_i64 ? 1u : 0u;
-  spec[MLA_RESHAPE_SC_TILE_FLOATS] = tiles.tile_floats();
   const auto grid = detail::linear_grid(uint64_t(tiles.key_tiles) * CACHE_OP_WORKGROUP, CACHE_OP_WORKGROUP);
   push.cache.groups_x = grid.x;
   push.rotary = detail::rotary_push(g, tiles);
@@ -166,10 +162,9 @@ void record_mla_reshape_and_cache(Context& context, VkCommandBuffer cmd, const M
   push.rotary.positions_offset = bound[MLA_RESHAPE_BINDING_POSITIONS].word_offset;
   push.rotary.cos_sin_offset = bound[MLA_RESHAPE_BINDING_COS_SIN].word_offset;
   push.rotary.status_offset = push.cache.status_offset;
-  static_assert(offsetof(Push, rotary) == sizeof(shader::MlaReshapePush));
-  const auto& pipeline = impl.pipeline(
-      w.pools.address ? vk::shader_mla_reshape_and_cache_rope_address() : vk::shader_mla_reshape_and_cache_rope(),
-      spec, MLA_RESHAPE_ROPE_BINDING_COUNT, sizeof(Push));
+  // mla_cache_write_request's push size.
+  static_assert(offsetof(Push, rotary) == sizeof(shader::MlaReshapePush) &&
+                sizeof(Push) == sizeof(shader::MlaReshapePush) + sizeof(shader::RotaryPush));
   impl.dispatch(cmd, pipeline, bound, &push, grid.x, grid.y, 1);
 }
 

@@ -13,7 +13,10 @@
 
 #include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
+#include "cache/kv_cache_sizing.hpp"
 #include "ops/attention_plan.hpp"
+#include "ops/mla_cache_checks.hpp"
+#include "ops/mla_cache_write_pipeline.hpp"
 #include "ops/rotary_checks.hpp"
 #include "vkpaged/error.hpp"
 
@@ -33,6 +36,34 @@ auto naming(const std::string& where, Body&& body) {
 
 [[noreturn]] void refuse(const std::string& message) { throw Error(ErrorCode::invalid_argument, message); }
 
+// An MLA cache's write (record_mla_reshape_and_cache, KvCache::record_mla_reshape_and_cache; the
+// kind's rotary: its rope on k_pe), `cache` validated: the pipeline mla_reshape_and_cache.cpp
+// builds (ops/mla_cache_write_pipeline.hpp), a pool past the range written by device address.
+vk::PipelineRequest mla_cache_write_request(const detail::ContextImpl& impl, const CacheWriteKind& w,
+                                            const KvCacheShape& cache, const std::string& at) {
+  uint64_t largest_block = 0;
+  for (uint64_t block_bytes : detail::layer_pool_block_bytes(cache))
+    largest_block = std::max(largest_block, block_bytes);
+  detail::MlaCacheWritePipeline p{.token_dtype = w.token_dtype,
+                                  .cache_dtype = cache.dtype,
+                                  .slot_i64 = w.slot_dtype == DType::i64,
+                                  .two_pools = cache.kind == KvCacheKind::mla_two_pools,
+                                  .address = largest_block * w.num_blocks > impl.info.max_storage_buffer_range};
+  detail::RotaryGeometry g;
+  if (w.rotary) {
+    const RotaryWrite& r = *w.rotary;
+    // The rope checks of a call with these dtypes and shapes: one token's k_pe [1, R].
+    g = naming(at + ".rotary", [&] {
+      return detail::check_mla_rope(r.style, {true, w.token_dtype, Shape{1, int64_t(cache.rope_head_size)}},
+                                    {true, r.position_dtype, Shape{1}},
+                                    {true, r.cos_sin_dtype, Shape{1, int64_t(r.rotary_dim)}});
+    });
+    p.rope = &g;
+    p.rope_style = r.style;
+  }
+  return detail::mla_cache_write_request(p);
+}
+
 // The pipeline record_reshape_and_cache (or its rotary form) builds for a write of this kind
 // (reshape_and_cache.cpp's cache_write_spec, reshape_and_cache_rotary.cpp's spec), its checks
 // of the kind's fields first.
@@ -45,6 +76,7 @@ vk::PipelineRequest cache_write_request(const detail::ContextImpl& impl, const C
     refuse(fmt::format("{}.token_dtype: {} is not f32, f16 or bf16", at, dtype_name(w.token_dtype)));
   if (w.slot_dtype != DType::i64 && w.slot_dtype != DType::i32)
     refuse(fmt::format("{}.slot_dtype: {} is not i64 or i32", at, dtype_name(w.slot_dtype)));
+  if (cache.kind != KvCacheKind::key_value) return mla_cache_write_request(impl, w, cache, at);
   const uint64_t element = dtype_size(cache.dtype);
   const uint64_t pool_bytes = uint64_t(w.num_blocks) * cache.num_kv_heads * cache.head_size * cache.block_size * element;
   // A pool past the range is written by device address (cache_pool_access.cpp).

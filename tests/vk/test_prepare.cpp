@@ -14,11 +14,13 @@
 
 #include "ops/fragment_layout.hpp"
 #include "ops/fragment_layout_khr.hpp"
+#include "support/expect_error.hpp"
 #include "support/test_context.hpp"
 #include "vk/context_impl.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/kv_cache.hpp"
+#include "vkpaged/mla_cache_ops.hpp"
 #include "vkpaged/prepare.hpp"
 #include "vkpaged/rotary.hpp"
 
@@ -143,6 +145,62 @@ TEST(PreparedPipelinesTest, DecodePlansAndTheirOrderPass) {
   EXPECT_TRUE(plan.longest_first());
   EXPECT_TRUE(plan.split());
   EXPECT_EQ(pipelines_built(ctx), after);
+}
+
+// An MLA cache's writes (both forms, with and without the rope on k_pe, i32 slots): prepared from
+// CacheWriteKind::of, the records after it build no pipeline; an odd rope width is refused,
+// naming the entry, before anything is built.
+TEST(PreparedPipelinesTest, AnMlaCachesWritesAfterPrepareBuildNoPipeline) {
+  constexpr int64_t kLatent = 64, kRope = 32, kTokens = 5, kPositions = 64;
+  for (KvCacheKind kind : {KvCacheKind::mla_one_pool, KvCacheKind::mla_two_pools}) {
+    SCOPED_TRACE(kind == KvCacheKind::mla_one_pool ? "one pool" : "two pools");
+    Context ctx(fresh_options());
+    KvCacheShape shape;
+    shape.kind = kind;
+    shape.num_kv_heads = 1;
+    shape.head_size = uint32_t(kLatent);
+    shape.rope_head_size = uint32_t(kRope);
+    shape.block_size = kBlockSize;
+    shape.layout = KvLayout::nhd;
+    KvCache cache(ctx, shape, {.num_blocks = kBlocks});
+    PipelineSet set;
+    set.cache_writes.push_back(CacheWriteKind::of(cache, DType::f16, {}, DType::i32));
+    set.cache_writes.push_back(
+        CacheWriteKind::of(cache, DType::f16, RotaryWrite{RotaryStyle::gptj, uint32_t(kRope)}, DType::i32));
+    PipelineSet odd = set;
+    odd.cache_writes[1].rotary->rotary_dim = 3;
+    const size_t before = pipelines_built(ctx);
+    expect_refused([&] { ctx.prepare(odd); }, "cache_writes[1].rotary: ");
+    EXPECT_EQ(pipelines_built(ctx), before) << "a refused set builds nothing";
+
+    const PrepareReport report = ctx.prepare(set);
+    EXPECT_EQ(report.pipelines, 2u) << "the MLA write and its rope variant";
+    EXPECT_EQ(report.created, 2u);
+    const size_t prepared = pipelines_built(ctx);
+    EXPECT_EQ(prepared, before + 2);
+    EXPECT_EQ(ctx.prepare(set).created, 0u);
+
+    auto zeros = [&](size_t bytes) {
+      DeviceBuffer b = ctx.create_buffer(bytes, MemoryKind::host_visible);
+      std::memset(b.mapped(), 0, bytes);
+      return b;
+    };
+    DeviceBuffer kv_c = zeros(kTokens * kLatent * 2), k_pe = zeros(kTokens * kRope * 2), slots = zeros(kTokens * 4),
+                 positions = zeros(kTokens * 8), cos_sin = zeros(kPositions * kRope * 4);
+    for (int32_t t = 0; t < int32_t(kTokens); ++t) static_cast<int32_t*>(slots.mapped())[t] = 3 * t;  // distinct slots
+    const MlaNewTokens tokens{kv_c.tensor(DType::f16, Shape{kTokens, kLatent}),
+                              k_pe.tensor(DType::f16, Shape{kTokens, kRope}),
+                              slots.tensor(DType::i32, Shape{kTokens}), {}};
+    const MlaRopeViews rope{positions.tensor(DType::i64, Shape{kTokens}),
+                            cos_sin.tensor(DType::f32, Shape{kPositions, kRope}), RotaryStyle::gptj};
+    ctx.run_and_wait([&](VkCommandBuffer cmd) {
+      cache.record_mla_reshape_and_cache(cmd, 0, tokens);
+      record_compute_barrier(ctx, cmd);
+      cache.record_mla_reshape_and_cache(cmd, 0, tokens, 1.0f, &rope);
+    });
+    EXPECT_EQ(pipelines_built(ctx), prepared) << "the records after prepare built none";
+    EXPECT_EQ(ctx.validation_message_count(), 0u);
+  }
 }
 
 TEST(PreparedPipelinesTest, RefusalsNameTheEntryAndBuildNothing) {
