@@ -62,8 +62,8 @@ for base in "$@"; do
     tree="$(dirname "$root")/vkpaged-patch-$commit"
     echo "== candidate $commit (HEAD and $base) in $tree"
     [ -d "$tree" ] || git -C "$root" worktree add --detach "$tree" HEAD >/dev/null
+    git -C "$tree" checkout -q -- .  # the patch applied last time undone, then this HEAD
     git -C "$tree" checkout -q --detach "$(git -C "$root" rev-parse HEAD)"
-    git -C "$tree" checkout -q -- .
     git -C "$tree" apply "$patch" || { echo "gpu-prepare: $base does not apply to HEAD" >&2; exit 1; }
   else
     commit="$(git -C "$root" rev-parse --short "$base^{commit}")"
