@@ -1668,7 +1668,7 @@ VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_decode(vkp_pipeline_set* set, c
 
 /* One kind of cache write (vkpaged::CacheWriteKind): vkp_record_reshape_and_cache (or its rotary
  * form, vkp_kv_cache_record_reshape_and_cache) into pools of this geometry, each one buffer from
- * its start. */
+ * its start; with an MLA cache_kind, vkp_kv_cache_record_mla_reshape_and_cache's writes. */
 typedef struct vkp_cache_write_kind {
   uint32_t struct_size;
   uint32_t num_kv_heads;           /* the cache's Hkv */
@@ -1684,14 +1684,18 @@ typedef struct vkp_cache_write_kind {
   uint32_t rotary_dim;             /* columns of the cos/sin cache */
   vkp_dtype cos_sin_dtype;         /* f32 (default) or the token dtype */
   vkp_dtype position_dtype;        /* i64 (default) or i32 */
+  /* An MLA cache's writes (vkp_kv_cache_record_mla_reshape_and_cache; rotary: the rope on k_pe,
+   * rotary_dim its R): its kind and R; key_value (default) and 0 otherwise. Appended in 0.2.0. */
+  vkp_kv_cache_kind cache_kind;
+  uint32_t rope_head_size;
 } vkp_cache_write_kind;
 VKP_API vkp_status VKP_CALL vkp_cache_write_kind_init_sized(vkp_cache_write_kind* kind, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_cache_write_kind_init(vkp_cache_write_kind* kind) {
   return vkp_cache_write_kind_init_sized(kind, (uint32_t)sizeof(vkp_cache_write_kind));
 }
-/* The geometry of a cache's writes: num_kv_heads, head_size, block_size, cache_dtype, layout and
- * num_blocks of `cache` written into `kind` (an input and output: its other fields stay). An MLA
- * cache is refused (INVALID_ARGUMENT): this struct describes key and value writes only. */
+/* The geometry of a cache's writes: num_kv_heads, head_size, block_size, cache_dtype, layout,
+ * num_blocks, cache_kind and rope_head_size of `cache` written into `kind` (an input and output:
+ * its other fields stay). */
 VKP_API vkp_status VKP_CALL vkp_kv_cache_write_kind(const vkp_kv_cache* cache, vkp_cache_write_kind* kind);
 VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_cache_write(vkp_pipeline_set* set, const vkp_cache_write_kind* kind);
 

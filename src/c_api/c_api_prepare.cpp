@@ -9,6 +9,7 @@
 #include "c_api/c_api_convert.hpp"
 #include "c_api/c_api_guard.hpp"
 #include "c_api/c_api_handles.hpp"
+#include "c_api/c_api_mla.hpp"
 #include "vkpaged/prepare.hpp"
 #include "vkpaged/vkpaged.h"
 
@@ -35,6 +36,8 @@ vkp_cache_write_kind to_c(const CacheWriteKind& k) {
   c.rotary_dim = r.rotary_dim;
   c.cos_sin_dtype = c_api::to_c(r.cos_sin_dtype);
   c.position_dtype = c_api::to_c(r.position_dtype);
+  c.cache_kind = c_api::to_c(k.cache.kind);
+  c.rope_head_size = k.cache.rope_head_size;
   return c;
 }
 
@@ -45,6 +48,8 @@ CacheWriteKind to_cpp(const vkp_cache_write_kind& c) {
   k.cache.block_size = c.block_size;
   k.cache.dtype = to_dtype(c.cache_dtype, "kind.cache_dtype");
   k.cache.layout = to_kv_layout(c.layout, "kind.layout");
+  k.cache.kind = to_kv_cache_kind(c.cache_kind, "kind.cache_kind");
+  k.cache.rope_head_size = c.rope_head_size;
   k.num_blocks = c.num_blocks;
   k.token_dtype = to_dtype(c.token_dtype, "kind.token_dtype");
   k.slot_dtype = to_dtype(c.slot_dtype, "kind.slot_dtype");
@@ -102,11 +107,6 @@ VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_decode(vkp_pipeline_set* set, c
 VKP_API vkp_status VKP_CALL vkp_kv_cache_write_kind(const vkp_kv_cache* cache, vkp_cache_write_kind* kind) {
   return guarded("vkp_kv_cache_write_kind", [&] {
     const KvCache& c = require(cache, "cache")->cache;
-    // vkp_cache_write_kind has no field for an MLA cache's form and rope width: its writes are
-    // not preparable through the C API yet (C++: CacheWriteKind::of).
-    if (c.shape().kind != KvCacheKind::key_value)
-      throw Error(ErrorCode::invalid_argument,
-                  "cache: the cache holds MLA pools, and vkp_cache_write_kind describes writes of key and value pools");
     const StructOut result(kind, "kind");
     vkp_cache_write_kind k = read_struct(kind, "kind");  // the fields the cache does not know stay
     const vkp_cache_write_kind geometry = ::to_c(CacheWriteKind::of(c, DType::f16));
@@ -116,6 +116,8 @@ VKP_API vkp_status VKP_CALL vkp_kv_cache_write_kind(const vkp_kv_cache* cache, v
     k.cache_dtype = geometry.cache_dtype;
     k.layout = geometry.layout;
     k.num_blocks = geometry.num_blocks;
+    k.cache_kind = geometry.cache_kind;
+    k.rope_head_size = geometry.rope_head_size;
     result.set(k);
   });
 }

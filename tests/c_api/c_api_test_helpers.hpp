@@ -222,6 +222,24 @@ inline vkp_decode_params c_params(const DecodeParams& p) {
   return c;
 }
 
+// One layer's new MLA tokens (no status word) and the rope's views, as the C structs.
+inline vkp_mla_new_tokens mla_new_tokens(const CTensor& kv_c, const CTensor& k_pe, const CTensor& slot_mapping) {
+  vkp_mla_new_tokens tokens;
+  vkp_mla_new_tokens_init(&tokens);
+  tokens.kv_c = kv_c.view;
+  tokens.k_pe = k_pe.view;
+  tokens.slot_mapping = slot_mapping.view;
+  return tokens;
+}
+inline vkp_mla_rope_views mla_rope(const CTensor& positions, const CTensor& cos_sin_cache, vkp_rotary_style style) {
+  vkp_mla_rope_views rope;
+  vkp_mla_rope_views_init(&rope);
+  rope.style = style;
+  rope.positions = positions.view;
+  rope.cos_sin_cache = cos_sin_cache.view;
+  return rope;
+}
+
 // vkp_run_and_wait with a C++ callable as the record callback.
 template <typename Record>
 vkp_status run(vkp_context* ctx, Record&& record) {

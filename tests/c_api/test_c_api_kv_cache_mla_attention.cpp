@@ -172,15 +172,6 @@ TEST_F(CApiKvCacheMlaAttentionTest, RefusesNamingTheArgument) {
   expect_refused(vkp_kv_cache_mla_shape(cache.get(), &batch, &shape, &dv, nullptr), "cache_form is NULL");
   expect_refused(vkp_kv_cache_mla_shape(cache.get(), nullptr, &shape, &dv, &form), "batch is NULL");
   EXPECT_EQ(dv, 77u);
-  // vkp_cache_write_kind describes key and value writes: an MLA cache's kind is refused (C++
-  // prepares its writes from CacheWriteKind::of), the struct left as it was.
-  vkp_cache_write_kind kind;
-  vkp_cache_write_kind_init(&kind);
-  kind.head_size = 77;
-  expect_refused(vkp_kv_cache_write_kind(cache.get(), &kind),
-                 "vkp_kv_cache_write_kind: cache: the cache holds MLA pools, and vkp_cache_write_kind describes "
-                 "writes of key and value pools");
-  EXPECT_EQ(kind.head_size, 77u);
   ASSERT_VKP_OK(vkp_kv_cache_mla_shape(cache.get(), &batch, &shape, &dv, &form));
 
   const int32_t starts[] = {0, 1};

@@ -100,16 +100,11 @@ TEST_F(CApiMlaTest, CacheWritesAsTheReference) {
     const HostTensor cos_sin = rotary_cos_sin_cache(64, 32);
     const CTensor d_kv_c = upload(cctx, kv_c), d_k_pe = upload(cctx, k_pe), d_slots = upload(cctx, slots);
     const CTensor d_positions = upload(cctx, positions), d_cos_sin = upload(cctx, cos_sin);
-    vkp_mla_new_tokens tokens;
-    vkp_mla_new_tokens_init(&tokens);
-    tokens.kv_c = d_kv_c.view;
-    tokens.k_pe = d_k_pe.view;
-    tokens.slot_mapping = d_slots.view;
-    vkp_mla_rope_views rope;
-    vkp_mla_rope_views_init(&rope);
-    EXPECT_EQ(rope.style, VKP_ROTARY_NEOX);
-    rope.positions = d_positions.view;
-    rope.cos_sin_cache = d_cos_sin.view;
+    const vkp_mla_new_tokens tokens = mla_new_tokens(d_kv_c, d_k_pe, d_slots);
+    vkp_mla_rope_views defaults;
+    vkp_mla_rope_views_init(&defaults);
+    EXPECT_EQ(defaults.style, VKP_ROTARY_NEOX);
+    const vkp_mla_rope_views rope = mla_rope(d_positions, d_cos_sin, VKP_ROTARY_NEOX);
     ASSERT_VKP_OK(run(cctx, [&](VkCommandBuffer cmd) {
       vkp_status s = vkp_kv_cache_record_mla_reshape_and_cache(raw, cmd, 1, &tokens, 1.0f, &rope);
       if (s == VKP_OK) s = vkp_kv_cache_record_mla_reshape_and_cache(raw, cmd, 0, &tokens, 1.0f, nullptr);

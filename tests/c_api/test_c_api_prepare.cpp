@@ -157,6 +157,69 @@ TEST_F(CApiBucketTest, PrepareBuildsWhatThePlansThenFind) {
   expect_refused(vkp_pipeline_set_create(nullptr), "out is NULL");
 }
 
+// An MLA cache's write through C: vkp_kv_cache_write_kind gives its cache_kind and R, and
+// vkp_prepare builds that write's pipeline (a context of its own: the record after it builds
+// none); an unknown cache_kind is refused as the kind is added.
+TEST_F(CApiBucketTest, AnMlaCachesWriteKindPreparesItsWrite) {
+  vkp_external_device ext = shared_device();
+  vkp_context* ctx = nullptr;
+  ASSERT_VKP_OK(vkp_context_create_external(&ext, &ctx));
+  const std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)> own(ctx, &vkp_context_destroy);
+  constexpr int64_t kLatent = 64, kRope = 32, kTokens = 5, kPositions = 64;
+  vkp_kv_cache_shape cshape;
+  vkp_kv_cache_shape_init(&cshape);
+  cshape.num_kv_heads = 1;
+  cshape.head_size = uint32_t(kLatent);
+  cshape.block_size = 16;
+  cshape.layout = VKP_KV_LAYOUT_NHD;
+  cshape.kind = VKP_KV_CACHE_MLA_TWO_POOLS;
+  cshape.rope_head_size = uint32_t(kRope);
+  const vkp_kv_cache_options copts = kv_cache_options(32);
+  vkp_kv_cache* raw_cache = nullptr;
+  ASSERT_VKP_OK(vkp_kv_cache_create(ctx, &cshape, &copts, &raw_cache));
+  const KvCachePtr cache(raw_cache, &vkp_kv_cache_destroy);
+
+  vkp_cache_write_kind kind;
+  vkp_cache_write_kind_init(&kind);
+  EXPECT_EQ(kind.cache_kind, VKP_KV_CACHE_KEY_VALUE);
+  EXPECT_EQ(kind.rope_head_size, 0u);
+  kind.slot_dtype = VKP_DTYPE_I32;
+  kind.rotary = VKP_TRUE;
+  kind.rotary_style = VKP_ROTARY_GPTJ;
+  kind.rotary_dim = uint32_t(kRope);
+  ASSERT_VKP_OK(vkp_kv_cache_write_kind(cache.get(), &kind));
+  EXPECT_EQ(kind.cache_kind, VKP_KV_CACHE_MLA_TWO_POOLS);
+  EXPECT_EQ(kind.rope_head_size, uint32_t(kRope));
+  EXPECT_EQ(kind.head_size, uint32_t(kLatent));
+  EXPECT_EQ(kind.num_blocks, 32u);
+  vkp_pipeline_set* raw = nullptr;
+  ASSERT_VKP_OK(vkp_pipeline_set_create(&raw));
+  const PipelineSetPtr set(raw, &vkp_pipeline_set_destroy);
+  ASSERT_VKP_OK(vkp_pipeline_set_add_cache_write(set.get(), &kind));
+  vkp_prepare_report report;
+  vkp_prepare_report_init(&report);
+  ASSERT_VKP_OK(vkp_prepare(ctx, set.get(), &report));
+  EXPECT_EQ(report.pipelines, 1u);
+  EXPECT_EQ(report.created, 1u) << "a context of its own had none";
+  const size_t built = pipelines_built(ctx);
+
+  HostTensor slot_values(DType::i32, Shape{kTokens});
+  for (int64_t t = 0; t < kTokens; ++t) slot_values.as<int32_t>()[t] = int32_t(3 * t);  // distinct slots
+  const CTensor kv_c = zeros(ctx, DType::f16, Shape{kTokens, kLatent});
+  const CTensor k_pe = zeros(ctx, DType::f16, Shape{kTokens, kRope}), slots = upload(ctx, slot_values);
+  const CTensor positions = zeros(ctx, DType::i64, Shape{kTokens});
+  const CTensor cos_sin = zeros(ctx, DType::f32, Shape{kPositions, kRope});
+  const vkp_mla_new_tokens tokens = mla_new_tokens(kv_c, k_pe, slots);
+  const vkp_mla_rope_views rope = mla_rope(positions, cos_sin, VKP_ROTARY_GPTJ);
+  EXPECT_VKP_OK(run(ctx, [&](VkCommandBuffer cmd) {
+    return vkp_kv_cache_record_mla_reshape_and_cache(cache.get(), cmd, 0, &tokens, 1.0f, &rope);
+  }));
+  EXPECT_EQ(pipelines_built(ctx), built) << "the MLA write found its pipeline built";
+
+  kind.cache_kind = vkp_kv_cache_kind(9);
+  expect_refused(vkp_pipeline_set_add_cache_write(set.get(), &kind), "kind.cache_kind: 9 is not a vkp_kv_cache_kind");
+}
+
 TEST_F(CApiBucketTest, ThePipelineCacheIsSavedAndLoadedAndAForeignOneRefused) {
   vkp_context* ctx = c_context();
   size_t size = 0;
