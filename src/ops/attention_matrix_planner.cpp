@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/attention_planner.hpp"
+#include "ops/cache_geometry.hpp"
 #include "ops/integer_math.hpp"
 #include "ops/pool_address_rule.hpp"
 #include "vkpaged/error.hpp"
@@ -160,8 +161,7 @@ std::string matrix_attention_refusal(const DeviceCapabilities& d, const Attentio
   if (std::string refusal = matrix_dtype_refusal(d, s, "the matrix kernel"); !refusal.empty()) return refusal;
   if (s.head_size > 256)
     return fmt::format("head_size: {} (the matrix kernel takes multiples of 8 from 32 to 256)", s.head_size);
-  const uint64_t element_bytes = dtype_size(s.cache_dtype);
-  const uint64_t pool_bytes = uint64_t(s.num_kv_heads) * s.head_size * s.block_size * element_bytes * s.num_blocks;
+  const uint64_t pool_bytes = cache_geometry_of(s).pool_bytes();
   if (pool_past_range(d, pool_bytes))
     return fmt::format("num_blocks: a pool of {} blocks is {} bytes, past device {}'s maxStorageBufferRange of {} bytes "
                        "(the matrix kernel reads each pool through one descriptor; the scalar kernel reads such pools "

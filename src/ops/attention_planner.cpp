@@ -9,6 +9,7 @@
 #include "common/shader_interface.h"
 #include "common/split_scratch.h"
 #include "ops/attention_validation.hpp"
+#include "ops/cache_geometry.hpp"
 #include "ops/integer_math.hpp"
 #include "ops/pool_address_rule.hpp"
 #include "vkpaged/error.hpp"
@@ -234,8 +235,7 @@ AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const Attention
                 fmt::format("head_size: {} runs on the decode kernels only (a batch of single tokens without a tree "
                             "mask); the attention kernel takes multiples of 8 from 32 to 256",
                             s.head_size));
-  const uint64_t element_bytes = dtype_size(s.cache_dtype);
-  const uint64_t block_bytes = uint64_t(s.num_kv_heads) * s.head_size * s.block_size * element_bytes;
+  const uint64_t block_bytes = cache_geometry_of(s).block_bytes();
   if (block_bytes > 0xffffffffull)
     unsupported(fmt::format("num_kv_heads: a block of {} kv heads x {} dims x {} positions is {} bytes, past 2^32 - 1",
                             s.num_kv_heads, s.head_size, s.block_size, block_bytes));
@@ -244,8 +244,7 @@ AttentionChoice plan_from_summary(const DeviceCapabilities& dev, const Attention
     plan_matrix_attention(c, dev, s);
   } else {
     c.kernel = AttentionKernel::scalar;
-    const uint64_t pool_bytes = block_bytes * s.num_blocks;
-    c.address = pool_read_by_address(dev, pool_bytes, s.num_blocks, "a pool");
+    c.address = pool_read_by_address(dev, cache_geometry_of(s).pool_bytes(), s.num_blocks, "a pool");
     choose_rows(c, dev, s);
   }
   choose_tile_slots(c, s);

@@ -11,6 +11,7 @@
 #include "common/shader_interface.h"
 #include "common/split_scratch.h"
 #include "ops/attention_problem.hpp"
+#include "ops/cache_geometry.hpp"
 #include "ops/decode_validation.hpp"
 #include "ops/integer_math.hpp"
 #include "ops/pool_address_rule.hpp"
@@ -176,12 +177,6 @@ void finish_choice(DecodeChoice& c, const DeviceCapabilities& dev, const DecodeS
   c.reduce_workgroup = c.split && !merge_in_dispatch ? std::min(256u, dev.max_workgroup_invocations) : 0u;
   c.features = problem_feature_bits(decode_problem(s, o.sliding_window), c.split) |
                (c.longest_first ? FEATURE_ORDERED : 0u) | (merge_in_dispatch ? FEATURE_MERGE_IN_DISPATCH : 0u);
-}
-
-// Bytes of one of the caches' pools.
-uint64_t decode_pool_bytes(const DecodeShape& s) {
-  return uint64_t(s.num_blocks) * s.num_kv_heads * s.head_size * s.block_size *
-         dtype_size(s.cache_dtype);
 }
 
 // ---- the scalar kernel (shaders/common/decode_kernel.glsl) ----
@@ -540,7 +535,7 @@ DecodeKernelChoice choose_decode_kernel(const DeviceCapabilities& dev, const Dec
   validate_decode_shape(shape);
   validate_decode_options(options);
   DecodeKernelChoice k;
-  k.address = pool_read_by_address(dev, decode_pool_bytes(shape), shape.num_blocks, "a pool");
+  k.address = pool_read_by_address(dev, cache_geometry_of(decode_problem(shape)).pool_bytes(), shape.num_blocks, "a pool");
   const bool force_khr = options.kernel == DecodeKernel::matrix_khr;
   const bool forced = options.kernel == DecodeKernel::matrix || force_khr;
   const bool want_matrix =

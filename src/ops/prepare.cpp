@@ -15,6 +15,7 @@
 #include "embedded_shaders.hpp"
 #include "cache/kv_cache_sizing.hpp"
 #include "ops/attention_plan.hpp"
+#include "ops/cache_geometry.hpp"
 #include "ops/mla_cache_checks.hpp"
 #include "ops/mla_cache_write_pipeline.hpp"
 #include "ops/rotary_checks.hpp"
@@ -77,8 +78,7 @@ vk::PipelineRequest cache_write_request(const detail::ContextImpl& impl, const C
   if (w.slot_dtype != DType::i64 && w.slot_dtype != DType::i32)
     refuse(fmt::format("{}.slot_dtype: {} is not i64 or i32", at, dtype_name(w.slot_dtype)));
   if (cache.kind != KvCacheKind::key_value) return mla_cache_write_request(impl, w, cache, at);
-  const uint64_t element = dtype_size(cache.dtype);
-  const uint64_t pool_bytes = uint64_t(w.num_blocks) * cache.num_kv_heads * cache.head_size * cache.block_size * element;
+  const uint64_t pool_bytes = detail::cache_geometry_of(cache, w.num_blocks).pool_bytes();
   // A pool past the range is written by device address (cache_pool_access.cpp).
   const bool address = pool_bytes > impl.info.max_storage_buffer_range;
   std::vector<uint32_t> spec(w.rotary ? RESHAPE_ROTARY_SC_COUNT : RESHAPE_SC_COUNT);
