@@ -94,7 +94,9 @@ struct KvCache::Impl {
   std::vector<LayerCacheViews> host_views;
 
   // The pools' shapes in the cache's layout (the operators' geometry, ops/cache_geometry.hpp).
-  detail::CacheGeometry geometry(uint32_t blocks) const { return detail::cache_geometry_of(shape, blocks); }
+  detail::CacheGeometry geometry(uint32_t blocks) const {
+    return {blocks, shape.num_kv_heads, shape.head_size, shape.block_size, shape.dtype, shape.layout};
+  }
 
   bool mla() const noexcept { return shape.kind != KvCacheKind::key_value; }
 

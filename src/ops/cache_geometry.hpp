@@ -12,7 +12,6 @@
 #include "vkpaged/attention.hpp"
 #include "vkpaged/block_manager.hpp"
 #include "vkpaged/dtype.hpp"
-#include "vkpaged/kv_cache.hpp"
 #include "vkpaged/kv_layout.hpp"
 #include "vkpaged/tensor.hpp"
 
@@ -49,13 +48,9 @@ struct CacheGeometry {
   }
 };
 
-// The key and value pools an attention problem reads, and a key_value cache's pools of
-// `num_blocks` blocks each (KvCache's; an MLA cache's pools are laid out otherwise).
+// The key and value pools an attention problem reads.
 inline CacheGeometry cache_geometry_of(const AttentionShape& s) noexcept {
   return {s.num_blocks, s.num_kv_heads, s.head_size, s.block_size, s.cache_dtype, s.kv_layout};
-}
-inline CacheGeometry cache_geometry_of(const KvCacheShape& s, uint32_t num_blocks) noexcept {
-  return {num_blocks, s.num_kv_heads, s.head_size, s.block_size, s.dtype, s.layout};
 }
 
 constexpr bool is_kv_layout(KvLayout layout) noexcept {

@@ -13,9 +13,7 @@
 
 #include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
-#include "cache/kv_cache_sizing.hpp"
 #include "ops/attention_plan.hpp"
-#include "ops/cache_geometry.hpp"
 #include "ops/mla_cache_checks.hpp"
 #include "ops/mla_cache_write_pipeline.hpp"
 #include "ops/rotary_checks.hpp"
@@ -39,17 +37,14 @@ auto naming(const std::string& where, Body&& body) {
 
 // An MLA cache's write (record_mla_reshape_and_cache, KvCache::record_mla_reshape_and_cache; the
 // kind's rotary: its rope on k_pe), `cache` validated: the pipeline mla_reshape_and_cache.cpp
-// builds (ops/mla_cache_write_pipeline.hpp), a pool past the range written by device address.
-vk::PipelineRequest mla_cache_write_request(const detail::ContextImpl& impl, const CacheWriteKind& w,
-                                            const KvCacheShape& cache, const std::string& at) {
-  uint64_t largest_block = 0;
-  for (uint64_t block_bytes : detail::layer_pool_block_bytes(cache))
-    largest_block = std::max(largest_block, block_bytes);
+// builds (ops/mla_cache_write_pipeline.hpp); `address`: a pool written by device address.
+vk::PipelineRequest mla_cache_write_request(const CacheWriteKind& w, const KvCacheShape& cache, bool address,
+                                            const std::string& at) {
   detail::MlaCacheWritePipeline p{.token_dtype = w.token_dtype,
                                   .cache_dtype = cache.dtype,
                                   .slot_i64 = w.slot_dtype == DType::i64,
                                   .two_pools = cache.kind == KvCacheKind::mla_two_pools,
-                                  .address = largest_block * w.num_blocks > impl.info.max_storage_buffer_range};
+                                  .address = address};
   detail::RotaryGeometry g;
   if (w.rotary) {
     const RotaryWrite& r = *w.rotary;
@@ -77,10 +72,10 @@ vk::PipelineRequest cache_write_request(const detail::ContextImpl& impl, const C
     refuse(fmt::format("{}.token_dtype: {} is not f32, f16 or bf16", at, dtype_name(w.token_dtype)));
   if (w.slot_dtype != DType::i64 && w.slot_dtype != DType::i32)
     refuse(fmt::format("{}.slot_dtype: {} is not i64 or i32", at, dtype_name(w.slot_dtype)));
-  if (cache.kind != KvCacheKind::key_value) return mla_cache_write_request(impl, w, cache, at);
-  const uint64_t pool_bytes = detail::cache_geometry_of(cache, w.num_blocks).pool_bytes();
-  // A pool past the range is written by device address (cache_pool_access.cpp).
-  const bool address = pool_bytes > impl.info.max_storage_buffer_range;
+  // A pool past the range is written by device address (cache_pool_access.cpp): the cache's own
+  // pool size (of an MLA cache, its largest pool).
+  const bool address = KvCache::sizing(cache, w.num_blocks).pool_bytes > impl.info.max_storage_buffer_range;
+  if (cache.kind != KvCacheKind::key_value) return mla_cache_write_request(w, cache, address, at);
   std::vector<uint32_t> spec(w.rotary ? RESHAPE_ROTARY_SC_COUNT : RESHAPE_SC_COUNT);
   spec[RESHAPE_SC_INPUT_DTYPE] = uint32_t(w.token_dtype);
   spec[RESHAPE_SC_CACHE_DTYPE] = uint32_t(cache.dtype);
