@@ -80,14 +80,17 @@ const bool TREE_MASK = (FEATURES & FEATURE_TREE_MASK) != 0u;
 #include "common/cache_element.glsl"
 const bool BF16_CACHE = CACHE_DTYPE == DT_BF16;
 const bool BF16_QUERY = QUERY_DTYPE == DT_BF16;
-// A split step's bf16 tiles load their rows a tile ahead (in flight during the tile before's
-// products and softmax) and their blocks two tiles ahead; other steps load a tile's rows at its
-// start. Measured on an H100: the split's workgroups each read their own rows once, and ahead
-// they ran faster; one-pass (prefill) workgroups, whose rows other workgroups read too, and fp8
-// tiles ran slower (bench/experiments/mla-tile-phases.md).
-const bool ROWS_AHEAD = SPLIT && BF16_CACHE;
 const uint WG = gl_WorkGroupSize.x;
 const uint TQ = ROWS / GROUP;                  // query tokens per tile
+// bf16 tiles of a split step or of one query token load their rows a tile ahead (in flight
+// during the tile before's products and softmax) and their blocks two tiles ahead; other tiles
+// load their rows at their start. Measured on an H100: ahead, split and one-token (decode) steps
+// ran faster; tiles of two query tokens (16-head prefill) and fp8 tiles ran slower
+// (bench/experiments/mla-tile-phases.md). One operator per constant: glslang compiles a compound
+// && / || of specialization constants into a branch and a phi, invalid SPIR-V at global scope.
+const bool ONE_TOKEN_TILES = TQ == 1u;
+const bool AHEAD_STEP = SPLIT || ONE_TOKEN_TILES;
+const bool ROWS_AHEAD = BF16_CACHE && AHEAD_STEP;
 const uint ROW_BLOCKS = ROWS / MM;
 const uint UNITS = ROW_BLOCKS * VALUE_PARTS;   // subgroups that compute
 const uint LANES = WG / ROWS;                  // softmax: invocations per row (the planner keeps WG = LANES x ROWS)
