@@ -7,6 +7,9 @@
 //   MlaPlan plan = MlaPlan::create(ctx, shape, query_starts);  // host, once per step
 //   record_mla_attention(ctx, cmd, plan, views, params);       // records, allocates no GPU memory
 //
+// or, for a bucket of steps recorded once and replayed, MlaPlan::create_bucket(ctx, shape,
+// max_query_tokens) (Context::prepare builds its pipelines ahead: PipelineSet::mla).
+//
 // Every request form of record_attention (decode, chunks after a cached prefix, speculative
 // tokens with tree masks), window, soft cap, ALiBi, sinks, LSE, fp8 scales, CSR page tables and
 // the split over the key positions (merged by partition_merge.comp, Dv wide) run on a portable
@@ -56,6 +59,21 @@ class VKPAGED_API MlaPlan {
   // (unsupported, "kernel: matrix: ...", where options.kernel asks for a kernel that cannot run).
   static MlaPlan create(Context& context, const MlaShape& shape, Span<const int32_t> query_starts,
                         const MlaOptions& options = {});
+  // A plan for a bucket of steps, recorded once and replayed, as AttentionPlan::create_bucket's
+  // (docs/integration.md, "Replaying a recorded step"): shape.attention's S, T and
+  // max_context_len are the bucket's most requests, most new tokens and longest context (0 =
+  // M * B), max_query_tokens its longest request's new tokens (0 = T). A step of the bucket fills
+  // the plan's S and T with padding (requests of no new tokens and context length 0 after its
+  // own); rows past its tokens are unspecified. The kernel, rows, split, scratch and tree-mask
+  // size are chosen for the bucket's worst step, and every length, block table and query start
+  // is read on the device. Throws as create, naming max_query_tokens where it exceeds T or the
+  // longest context.
+  static MlaPlan create_bucket(Context& context, const MlaShape& shape, uint32_t max_query_tokens,
+                               const MlaOptions& options = {});
+  // The scratch a bucket's plan needs (what create_bucket would make scratch_bytes()), without a
+  // plan or a pipeline, so that an engine allocates it once.
+  static size_t max_scratch_bytes(Context& context, const MlaShape& shape, uint32_t max_query_tokens,
+                                  const MlaOptions& options = {});
 
   MlaPlan(const MlaPlan&);
   MlaPlan& operator=(const MlaPlan&);
@@ -65,7 +83,9 @@ class VKPAGED_API MlaPlan {
 
   const MlaShape& shape() const noexcept;
   const MlaOptions& options() const noexcept;
-  size_t tree_mask_bytes() const noexcept;  // sum of q_s^2 with a tree mask, else 0
+  bool bucket() const noexcept;                // made by create_bucket
+  uint32_t max_query_tokens() const noexcept;  // the longest request's q_s (a bucket's: its bound)
+  size_t tree_mask_bytes() const noexcept;  // sum of q_s^2 with a tree mask (a bucket's: the most its steps' masks take), else 0
   bool split() const noexcept;
   AttentionKernel kernel() const noexcept;     // scalar or matrix: the kernel that runs it
   uint32_t num_partitions() const noexcept;  // 1 when not split

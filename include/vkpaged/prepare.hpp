@@ -9,11 +9,12 @@
 //   set.attention.push_back({cache.attention_shape(decode_bucket), 1});          // decode steps
 //   set.attention.push_back({cache.attention_shape(mixed_bucket), max_chunk});   // prompt chunks
 //   set.cache_writes.push_back(CacheWriteKind::of(cache, DType::f16, RotaryWrite{RotaryStyle::neox, 128}));
+//   set.mla.push_back({mla_cache.mla_shape(decode_bucket), 1});                // an MLA cache's decode steps
 //   ctx.load_pipeline_cache(saved);   // optional: the last run's Context::pipeline_cache_data()
 //   ctx.prepare(set);                 // builds what the cache does not hold
 //
-// Then AttentionPlan::create_bucket, DecodePlan::create and the records of those cache writes
-// find their pipelines built. A list that names more than the steps use costs only start-up.
+// Then AttentionPlan::create_bucket, DecodePlan::create, MlaPlan::create_bucket and the records of
+// those cache writes find their pipelines built. A list that names more than the steps use costs only start-up.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "vkpaged/context.hpp"
 #include "vkpaged/decode.hpp"
 #include "vkpaged/kv_cache.hpp"
+#include "vkpaged/mla_attention.hpp"
 #include "vkpaged/rotary.hpp"
 
 namespace vkpaged {
@@ -32,6 +34,13 @@ struct AttentionBucket {
   AttentionShape shape;
   uint32_t max_query_tokens = 0;  // 0 = shape.num_query_tokens
   AttentionOptions options;
+};
+
+// MlaPlan::create_bucket's arguments.
+struct MlaBucket {
+  MlaShape shape;
+  uint32_t max_query_tokens = 0;  // 0 = shape.attention.num_query_tokens
+  MlaOptions options;
 };
 
 // DecodePlan::create's arguments (a DecodeShape is a bucket already: S and the longest context).
@@ -68,6 +77,7 @@ struct PipelineSet {
   std::vector<AttentionBucket> attention;
   std::vector<DecodeBucket> decode;
   std::vector<CacheWriteKind> cache_writes;
+  std::vector<MlaBucket> mla;
 };
 
 struct PrepareReport {
@@ -77,7 +87,7 @@ struct PrepareReport {
 
 // Context::prepare(set) (context.hpp): plans every bucket as create_bucket and DecodePlan::create
 // would (the same checks: an argument they refuse is refused here, naming
-// "attention[i]: ...", "decode[i]: ..." or "cache_writes[i].<field>: ...", before anything is
+// "attention[i]: ...", "decode[i]: ...", "mla[i]: ..." or "cache_writes[i].<field>: ...", before anything is
 // built) and builds the pipelines the context lacks. A decode bucket that could take the matrix
 // kernel runs its fragment-layout probe here, as DecodePlan::create would.
 

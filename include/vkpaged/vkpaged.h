@@ -1538,6 +1538,22 @@ VKP_API vkp_status VKP_CALL vkp_mla_plan_create(vkp_context* context, const vkp_
                                                 uint32_t value_head_size, vkp_mla_cache_form cache_form,
                                                 const int32_t* query_starts, size_t num_query_starts,
                                                 const vkp_mla_options* options, vkp_mla_plan** out);
+/* A plan for a bucket of steps, recorded once and replayed (MlaPlan::create_bucket; as
+ * vkp_attention_plan_create_bucket's, docs/integration.md "Replaying a recorded step"): shape's
+ * S, T and max_context_len are the bucket's most requests, most new tokens and longest context,
+ * max_query_tokens its longest request's new tokens (0 = T); a step fills S and T with padding
+ * requests of no new tokens and context length 0. Errors: as vkp_mla_plan_create, and
+ * INVALID_ARGUMENT naming max_query_tokens where it exceeds T or the longest context. */
+VKP_API vkp_status VKP_CALL vkp_mla_plan_create_bucket(vkp_context* context, const vkp_attention_shape* shape,
+                                                       uint32_t value_head_size, vkp_mla_cache_form cache_form,
+                                                       uint32_t max_query_tokens, const vkp_mla_options* options,
+                                                       vkp_mla_plan** out);
+/* The scratch the bucket's plan needs, the most any of its steps uses (MlaPlan::max_scratch_bytes),
+ * without a plan or a pipeline. Errors: as vkp_mla_plan_create_bucket. */
+VKP_API vkp_status VKP_CALL vkp_mla_bucket_scratch_bytes(vkp_context* context, const vkp_attention_shape* shape,
+                                                         uint32_t value_head_size, vkp_mla_cache_form cache_form,
+                                                         uint32_t max_query_tokens, const vkp_mla_options* options,
+                                                         uint64_t* bytes);
 VKP_API void VKP_CALL vkp_mla_plan_destroy(vkp_mla_plan* plan);
 
 /* What the MLA plan chose. */
@@ -1550,6 +1566,8 @@ typedef struct vkp_mla_plan_info {
   uint64_t scratch_bytes;   /* size of views.scratch; 0 when not split, without csr_page_table */
   vkp_attention_kernel kernel; /* SCALAR or MATRIX: the kernel that runs it */
   uint32_t reserved1;          /* padding made explicit: written 0 */
+  vkp_bool32 bucket;           /* made by vkp_mla_plan_create_bucket */
+  uint32_t max_query_tokens;   /* the longest request's q_s (a bucket's: its bound) */
 } vkp_mla_plan_info;
 VKP_API vkp_status VKP_CALL vkp_mla_plan_info_init_sized(vkp_mla_plan_info* info, uint32_t struct_size);
 static inline vkp_status VKP_CALL vkp_mla_plan_info_init(vkp_mla_plan_info* info) {
@@ -1665,6 +1683,11 @@ VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_attention(vkp_pipeline_set* set
 /* A decode plan: vkp_decode_plan_create's arguments (options NULL = defaults). */
 VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_decode(vkp_pipeline_set* set, const vkp_decode_shape* shape,
                                                         const vkp_decode_options* options);
+
+/* An MLA bucket's plan: vkp_mla_plan_create_bucket's arguments (options NULL = defaults). */
+VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_mla(vkp_pipeline_set* set, const vkp_attention_shape* shape,
+                                                     uint32_t value_head_size, vkp_mla_cache_form cache_form,
+                                                     uint32_t max_query_tokens, const vkp_mla_options* options);
 
 /* One kind of cache write (vkpaged::CacheWriteKind): vkp_record_reshape_and_cache (or its rotary
  * form, vkp_kv_cache_record_reshape_and_cache) into pools of this geometry, each one buffer from

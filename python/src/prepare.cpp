@@ -34,6 +34,18 @@ void bind_buckets(py::module_& m) {
       .def_property_readonly("split", [](const AttentionBucket& b) { return name_of(b.options.split); })
       .def_property_readonly("partition_tokens", [](const AttentionBucket& b) { return b.options.partition_tokens; });
 
+  py::class_<MlaBucket>(m, "MlaBucket", "MlaPlan.create_bucket's arguments, for Context.prepare.")
+      .def(py::init([](const MlaShape& shape, uint32_t max_query_tokens, const std::string& split,
+                       uint32_t partition_tokens) {
+             return MlaBucket{shape, max_query_tokens, mla_options(split, partition_tokens)};
+           }),
+           py::arg("shape"), py::arg("max_query_tokens") = 0, py::kw_only(), py::arg("split") = "auto",
+           py::arg("partition_tokens") = 0)
+      .def_readonly("shape", &MlaBucket::shape)
+      .def_readonly("max_query_tokens", &MlaBucket::max_query_tokens)
+      .def_property_readonly("split", [](const MlaBucket& b) { return name_of(b.options.split); })
+      .def_property_readonly("partition_tokens", [](const MlaBucket& b) { return b.options.partition_tokens; });
+
   py::class_<DecodeBucket>(m, "DecodeBucket", "DecodePlan's arguments (a DecodeShape is a bucket already), for "
                                               "Context.prepare.")
       .def(py::init([](const DecodeShape& shape, uint32_t sliding_window, const std::string& split,
@@ -127,15 +139,17 @@ void bind_prepare(py::module_& m) {
       .def(
           "prepare",
           [](PyContext& c, std::vector<AttentionBucket> attention, std::vector<DecodeBucket> decode,
-             std::vector<CacheWriteKind> cache_writes) {
-            return c.context.prepare(PipelineSet{std::move(attention), std::move(decode), std::move(cache_writes)});
+             std::vector<CacheWriteKind> cache_writes, std::vector<MlaBucket> mla) {
+            return c.context.prepare(
+                PipelineSet{std::move(attention), std::move(decode), std::move(cache_writes), std::move(mla)});
           },
           py::kw_only(), py::arg("attention") = std::vector<AttentionBucket>{},
           py::arg("decode") = std::vector<DecodeBucket>{}, py::arg("cache_writes") = std::vector<CacheWriteKind>{},
-          "Builds now, on several threads, every pipeline the bucket plans (AttentionBucket), decode plans "
-          "(DecodeBucket) and cache writes (CacheWriteKind) use, so that the plans made and the writes recorded "
-          "after build none. Checks them as the plans would, naming 'attention[i]: ...', 'decode[i]: ...' or "
-          "'cache_writes[i].<field>: ...', before building anything.")
+          py::arg("mla") = std::vector<MlaBucket>{},
+          "Builds now, on several threads, every pipeline the bucket plans (AttentionBucket, MlaBucket), decode "
+          "plans (DecodeBucket) and cache writes (CacheWriteKind) use, so that the plans made and the writes "
+          "recorded after build none. Checks them as the plans would, naming 'attention[i]: ...', 'decode[i]: "
+          "...', 'mla[i]: ...' or 'cache_writes[i].<field>: ...', before building anything.")
       .def("pipeline_cache_data", &cache_data,
            "The Context's VkPipelineCache (every pipeline built so far) as bytes, for the next run's Context.")
       .def("load_pipeline_cache", &load_cache, py::arg("data"),

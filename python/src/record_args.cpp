@@ -107,4 +107,11 @@ AttentionOptions attention_options(const std::string& kernel, const std::string&
   return o;
 }
 
+MlaOptions mla_options(const std::string& split, uint32_t partition_tokens) {
+  MlaOptions o;
+  o.split = parse_split_arg("split", split);
+  o.partition_tokens = partition_tokens;
+  return o;
+}
+
 }  // namespace vkpaged::python

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Start-up: Context.prepare builds every pipeline of an engine's buckets, decode plans and cache
-writes at once, so that the plans made and the writes recorded after it build none; the Context's
-pipeline cache, saved as bytes, loads into the next Context; a cache of another device or driver,
+"""Start-up: Context.prepare builds every pipeline of an engine's buckets (MLA ones too), decode
+plans and cache writes at once, so that the plans made and the writes recorded after it build
+none; the Context's pipeline cache, saved as bytes, loads into the next Context; a cache of another device or driver,
 or a damaged one, is refused with the library's reason and changes nothing."""
 import os
 import struct
@@ -88,6 +88,41 @@ def test_prepare_refuses_an_entry_naming_it(ctx):
     odd = vkpaged.CacheWriteKind.of(cache, "f16", vkpaged.RotaryWrite(3))
     with pytest.raises(vkpaged.InvalidArgumentError, match=r"^cache_writes\[0\]\.rotary: "):
         ctx.prepare(cache_writes=[odd])
+
+
+def test_mla_buckets_are_prepared_and_their_plans_then_build_none():
+    """An MLA cache's buckets (decode steps; mixed steps, split): MlaPlan.create_bucket's pipelines,
+    built by prepare; a Context whose plans came first had built every one of them."""
+    def mla_set(ctx):
+        cache = vkpaged.KvCache(ctx, vkpaged.KvCacheShape(num_kv_heads=1, head_size=64, block_size=B, layout="nhd",
+                                                          kind="mla_one_pool", rope_head_size=16), num_blocks=32)
+        bucket = lambda tokens: cache.mla_shape(vkpaged.AttentionShape(
+            num_requests=S, num_query_tokens=tokens, num_heads=H, max_blocks_per_seq=M))
+        return [vkpaged.MlaBucket(bucket(S), 1), vkpaged.MlaBucket(bucket(T), CHUNK, split="split", partition_tokens=64)]
+
+    ctx = fresh_context()
+    buckets = mla_set(ctx)
+    report = ctx.prepare(mla=buckets)
+    assert report.pipelines >= 3 and report.created == report.pipelines  # two kernels and the split's merge
+    assert ctx.prepare(mla=buckets).created == 0
+    for bucket in buckets:
+        plan = vkpaged.MlaPlan.create_bucket(ctx, bucket.shape, bucket.max_query_tokens, split=bucket.split,
+                                             partition_tokens=bucket.partition_tokens)
+        assert plan.bucket and plan.max_query_tokens == bucket.max_query_tokens
+        assert plan.scratch_bytes == vkpaged.MlaPlan.max_scratch_bytes(
+            ctx, bucket.shape, bucket.max_query_tokens, split=bucket.split, partition_tokens=bucket.partition_tokens)
+    assert buckets[1].split == "split" and plan.scratch_bytes > 0
+    assert ctx.validation_message_count == 0
+
+    other = fresh_context()
+    buckets = mla_set(other)
+    for bucket in buckets:
+        vkpaged.MlaPlan.create_bucket(other, bucket.shape, bucket.max_query_tokens, split=bucket.split,
+                                      partition_tokens=bucket.partition_tokens)
+    assert other.prepare(mla=buckets).created == 0
+    with pytest.raises(vkpaged.InvalidArgumentError) as caught:
+        other.prepare(mla=[buckets[0], vkpaged.MlaBucket(buckets[1].shape, T + 1)])
+    assert str(caught.value) == f"mla[1]: max_query_tokens: {T + 1} exceeds T = num_query_tokens = {T}"
 
 
 def test_a_saved_pipeline_cache_loads_into_the_next_context():

@@ -7,7 +7,7 @@ Two ways in (python/README.md):
   decode_attention, batch_attention, mla_attention, merge_attention, rotary_embedding, reference.*;
 - the engine path: a KvCache and DeviceBuffers on a Context, plans made once, and each step's
   record_* calls recorded into a CommandBuffer and submitted; or, with bucket plans
-  (AttentionPlan.create_bucket), a step recorded once, ended and submitted again for every step of
+  (AttentionPlan.create_bucket, MlaPlan.create_bucket), a step recorded once, ended and submitted again for every step of
   its bucket, the device arrays rewritten in between. Context.prepare builds every pipeline the
   steps will need at start-up; Context.pipeline_cache_data / load_pipeline_cache carry them to the
   next run.
@@ -26,7 +26,7 @@ from ._errors import (DeviceError, Error, ErrorCode, InternalError, InvalidArgum
 from ._core import (AppendResult, AttentionBucket, AttentionPlan, AttentionShape, BlockCopy, BlockManager, BlockUsage,
                     BufferView, CacheWriteKind, CommandBuffer, Context, CooperativeMatrixShape, DecodeBucket,
                     DecodePlan, DecodeShape, DeviceBuffer, DeviceInfo, DeviceList, KvCache, KvCacheShape,
-                    KvCacheSizing, MlaCacheViews, MlaPlan, MlaShape, PrefixCacheStats, PrepareReport, RotaryWrite,
+                    KvCacheSizing, MlaBucket, MlaCacheViews, MlaPlan, MlaShape, PrefixCacheStats, PrepareReport, RotaryWrite,
                     TensorView, batch_attention, bits_to_float, cache_pack_factor, decode_attention, dtype_max,
                     dtype_size, float_to_bits, fp8_scale_from_amax, list_devices, merge_attention, mla_attention,
                     record_attention, record_decode, record_decode_order, record_gather, record_merge_attention,
@@ -38,8 +38,8 @@ __all__ = [
     "AppendResult", "AttentionBucket", "AttentionPlan", "AttentionShape", "BlockCopy", "BlockManager", "BlockUsage",
     "BufferView", "CacheWriteKind", "CommandBuffer", "Context", "CooperativeMatrixShape", "DecodeBucket",
     "DecodePlan", "DecodeShape", "DeviceBuffer", "DeviceError", "DeviceInfo", "DeviceList", "Error", "ErrorCode",
-    "InternalError", "InvalidArgumentError", "IoError", "KvCache", "KvCacheShape", "KvCacheSizing", "MlaCacheViews",
-    "MlaPlan", "MlaShape", "OutOfMemoryError", "PrefixCacheStats", "PrepareReport", "RotaryWrite", "TensorView",
+    "InternalError", "InvalidArgumentError", "IoError", "KvCache", "KvCacheShape", "KvCacheSizing", "MlaBucket",
+    "MlaCacheViews", "MlaPlan", "MlaShape", "OutOfMemoryError", "PrefixCacheStats", "PrepareReport", "RotaryWrite", "TensorView",
     "UnsupportedError", "batch_attention", "bits_to_float", "cache_pack_factor", "decode_attention", "dtype_max",
     "dtype_size", "float_to_bits", "fp8_scale_from_amax", "list_devices", "merge_attention", "mla_attention",
     "record_attention", "record_decode", "record_decode_order", "record_gather", "record_merge_attention",

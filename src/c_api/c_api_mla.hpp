@@ -23,5 +23,7 @@ MlaViews to_cpp(const vkp_mla_views* views);  // read (struct_size), then as abo
 // A KvCache write's new tokens, read (struct_size) and converted, each view named after its field.
 NewTokens to_cpp(const vkp_new_tokens* tokens);
 MlaNewTokens to_cpp(const vkp_mla_new_tokens* tokens);
+// The MlaShape of vkp_mla_plan_create's arguments (shape read: struct_size; cache_form checked).
+MlaShape to_mla_shape(const vkp_attention_shape* shape, uint32_t value_head_size, vkp_mla_cache_form cache_form);
 
 }  // namespace vkpaged::c_api

@@ -19,13 +19,28 @@ using namespace vkpaged::c_api;
 
 static_assert(int(MlaCacheForm::one_pool) == VKP_MLA_ONE_POOL && int(MlaCacheForm::two_pools) == VKP_MLA_TWO_POOLS);
 
+namespace vkpaged::c_api {
+
+MlaShape to_mla_shape(const vkp_attention_shape* shape, uint32_t value_head_size, vkp_mla_cache_form cache_form) {
+  MlaShape m;
+  m.attention = to_cpp(read_struct(shape, "shape"), "shape");
+  m.value_head_size = value_head_size;
+  const auto form = int64_t(cache_form);
+  if (form != VKP_MLA_ONE_POOL && form != VKP_MLA_TWO_POOLS)
+    throw Error(ErrorCode::invalid_argument, fmt::format("cache_form: {} is not a vkp_mla_cache_form", form));
+  m.cache_form = MlaCacheForm(form);
+  return m;
+}
+
+}  // namespace vkpaged::c_api
+
 namespace {
 
-MlaCacheForm to_cache_form(vkp_mla_cache_form form) {
-  const auto value = int64_t(form);
-  if (value != VKP_MLA_ONE_POOL && value != VKP_MLA_TWO_POOLS)
-    throw Error(ErrorCode::invalid_argument, fmt::format("cache_form: {} is not a vkp_mla_cache_form", value));
-  return MlaCacheForm(value);
+// A C plan handle of `plan`, its description kept beside it.
+vkp_mla_plan* adopt_plan(MlaPlan plan, vkp_context* context) {
+  auto handle = std::make_unique<vkp_mla_plan>(vkp_mla_plan{std::move(plan), "", context});
+  handle->description = handle->plan.describe();
+  return adopt(handle.release(), context);
 }
 
 }  // namespace
@@ -40,22 +55,45 @@ VKP_API vkp_status VKP_CALL vkp_mla_plan_create(vkp_context* context, const vkp_
     require(out, "out");
     *out = nullptr;
     auto& ctx = require(context, "context")->context;
-    MlaShape m;
-    m.attention = to_cpp(read_struct(shape, "shape"), "shape");
-    m.value_head_size = value_head_size;
-    m.cache_form = to_cache_form(cache_form);
+    const MlaShape m = to_mla_shape(shape, value_head_size, cache_form);
     const auto starts = array_of(query_starts, num_query_starts, "query_starts");
     const MlaOptions o = to_cpp(read_optional_struct(options, "options"), "options");
-    auto plan = std::make_unique<vkp_mla_plan>(vkp_mla_plan{MlaPlan::create(ctx, m, starts, o), "", context});
-    plan->description = plan->plan.describe();
-    *out = adopt(plan.release(), context);
+    *out = adopt_plan(MlaPlan::create(ctx, m, starts, o), context);
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_mla_plan_create_bucket(vkp_context* context, const vkp_attention_shape* shape,
+                                                       uint32_t value_head_size, vkp_mla_cache_form cache_form,
+                                                       uint32_t max_query_tokens, const vkp_mla_options* options,
+                                                       vkp_mla_plan** out) {
+  return guarded("vkp_mla_plan_create_bucket", [&] {
+    require(out, "out");
+    *out = nullptr;
+    auto& ctx = require(context, "context")->context;
+    const MlaShape m = to_mla_shape(shape, value_head_size, cache_form);
+    const MlaOptions o = to_cpp(read_optional_struct(options, "options"), "options");
+    *out = adopt_plan(MlaPlan::create_bucket(ctx, m, max_query_tokens, o), context);
+  });
+}
+
+VKP_API vkp_status VKP_CALL vkp_mla_bucket_scratch_bytes(vkp_context* context, const vkp_attention_shape* shape,
+                                                         uint32_t value_head_size, vkp_mla_cache_form cache_form,
+                                                         uint32_t max_query_tokens, const vkp_mla_options* options,
+                                                         uint64_t* bytes) {
+  return guarded("vkp_mla_bucket_scratch_bytes", [&] {
+    auto& ctx = require(context, "context")->context;
+    require(bytes, "bytes");
+    const MlaShape m = to_mla_shape(shape, value_head_size, cache_form);
+    const MlaOptions o = to_cpp(read_optional_struct(options, "options"), "options");
+    *bytes = MlaPlan::max_scratch_bytes(ctx, m, max_query_tokens, o);
   });
 }
 
 VKP_API void VKP_CALL vkp_mla_plan_destroy(vkp_mla_plan* plan) { destroy_handle("vkp_mla_plan_destroy", plan, "plan"); }
 
 // vkp_mla_plan_info's fields: each the MlaPlan getter of its name.
-#define VKP_MLA_PLAN_INFO_FIELDS(X) X(split) X(num_partitions) X(tree_mask_bytes) X(scratch_bytes) X(kernel)
+#define VKP_MLA_PLAN_INFO_FIELDS(X) \
+  X(split) X(num_partitions) X(tree_mask_bytes) X(scratch_bytes) X(kernel) X(bucket) X(max_query_tokens)
 VKP_INFO_GETTER(vkp_mla_plan_info_get, vkp_mla_plan, plan, vkp_mla_plan_info, plan, VKP_MLA_PLAN_INFO_FIELDS)
 
 VKP_API const char* VKP_CALL vkp_mla_plan_describe(const vkp_mla_plan* plan) {

@@ -104,6 +104,17 @@ VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_decode(vkp_pipeline_set* set, c
   });
 }
 
+VKP_API vkp_status VKP_CALL vkp_pipeline_set_add_mla(vkp_pipeline_set* set, const vkp_attention_shape* shape,
+                                                     uint32_t value_head_size, vkp_mla_cache_form cache_form,
+                                                     uint32_t max_query_tokens, const vkp_mla_options* options) {
+  return guarded("vkp_pipeline_set_add_mla", [&] {
+    auto& s = require(set, "set")->set;
+    MlaBucket b{to_mla_shape(shape, value_head_size, cache_form), max_query_tokens,
+                to_cpp(read_optional_struct(options, "options"), "options")};
+    s.mla.push_back(b);
+  });
+}
+
 VKP_API vkp_status VKP_CALL vkp_kv_cache_write_kind(const vkp_kv_cache* cache, vkp_cache_write_kind* kind) {
   return guarded("vkp_kv_cache_write_kind", [&] {
     const KvCache& c = require(cache, "cache")->cache;

@@ -268,17 +268,19 @@ QueryStartsSummary single_token_summary(const AttentionShape& s) {
 
 }  // namespace
 
+QueryStartsSummary summarize_query_rows(const AttentionShape& s, const QueryRows& rows) {
+  switch (rows.kind) {
+    case QueryRows::Kind::step: return validate_query_starts(s, rows.starts);
+    case QueryRows::Kind::bucket: return bucket_summary(s, rows.max_query_tokens);
+    case QueryRows::Kind::single_tokens: break;
+  }
+  return single_token_summary(s);
+}
+
 AttentionChoice plan_attention_rows(const DeviceCapabilities& dev, const AttentionShape& s, const QueryRows& rows,
                                     const AttentionOptions& o) {
   validate_attention_shape(s);
-  switch (rows.kind) {
-    case QueryRows::Kind::step:
-      return plan_from_summary(dev, s, validate_query_starts(s, rows.starts), rows.starts, false, o);
-    case QueryRows::Kind::bucket:
-      return plan_from_summary(dev, s, bucket_summary(s, rows.max_query_tokens), {}, true, o);
-    case QueryRows::Kind::single_tokens: break;
-  }
-  return plan_from_summary(dev, s, single_token_summary(s), {}, false, o);
+  return plan_from_summary(dev, s, summarize_query_rows(s, rows), rows.starts, rows.bucket(), o);
 }
 
 AttentionChoice plan_attention(const DeviceCapabilities& dev, const AttentionShape& s,

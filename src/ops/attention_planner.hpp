@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/attention_validation.hpp"
 #include "vk/device_capabilities.hpp"
 #include "vkpaged/attention.hpp"
 
@@ -184,7 +185,14 @@ struct QueryRows {
   static QueryRows step(std::span<const int32_t> starts) { return {Kind::step, starts, 0}; }
   static QueryRows bucket(uint32_t max_query_tokens) { return {Kind::bucket, {}, max_query_tokens}; }
   static QueryRows single_tokens() { return {}; }
+  bool bucket() const noexcept { return kind == Kind::bucket; }
 };
+
+// What the rows tell the planner (the longest request, single tokens, the tree masks' bytes): a
+// step's query starts checked (validate_query_starts), a bucket's worst step (its longest request
+// at most T and the longest context, the tree masks of T tokens in requests of that length), or
+// single tokens. Throws invalid_argument naming the field.
+QueryStartsSummary summarize_query_rows(const AttentionShape& shape, const QueryRows& rows);
 
 // The attention problem's planner: checks the shape, the rows and the options (vkpaged::Error
 // naming the field) and chooses the kernel family: the decode kernels for a batch of single

@@ -42,13 +42,10 @@ std::unique_ptr<MlaPlanData> plan_data(Context& context, const MlaShape& m, cons
   p->options = options;
   p->choice = c;
   const AttentionShape& s = m.attention;
-  const uint32_t features = detail::problem_feature_bits(s, c.split);
   auto& impl = context.impl();
-  p->attention = &impl.pipeline(c.kernel == AttentionKernel::matrix ? detail::mla_matrix_pipeline_request(m, c, features)
-                                                                    : scalar_request(m, c, features));
-  if (c.split)  // the multi-query merge, over value sums Dv wide
-    p->merge = &impl.pipeline(
-        detail::partition_merge_request(c.merge_workgroup, m.value_head_size, s.query_dtype, features, true));
+  const detail::MlaPipelineRequests requests = detail::mla_pipeline_requests(m, c);
+  p->attention = &impl.pipeline(requests.attention);
+  if (requests.merge) p->merge = &impl.pipeline(*requests.merge);
   if (s.csr_page_table) p->csr = detail::plan_csr_expansion(impl, s.num_requests, s.max_blocks_per_seq, c.scratch_bytes);
   return p;
 }
@@ -56,6 +53,25 @@ std::unique_ptr<MlaPlanData> plan_data(Context& context, const MlaShape& m, cons
 }  // namespace
 
 namespace detail {
+
+MlaPipelineRequests mla_pipeline_requests(const MlaShape& m, const AttentionChoice& c) {
+  const AttentionShape& s = m.attention;
+  const uint32_t features = problem_feature_bits(s, c.split);
+  MlaPipelineRequests r{c.kernel == AttentionKernel::matrix ? mla_matrix_pipeline_request(m, c, features)
+                                                            : scalar_request(m, c, features),
+                        {}, {}};
+  if (c.split)  // the multi-query merge, over value sums Dv wide
+    r.merge = partition_merge_request(c.merge_workgroup, m.value_head_size, s.query_dtype, features, true);
+  if (s.csr_page_table) r.csr = csr_pipeline_request();
+  return r;
+}
+
+std::vector<vk::PipelineRequest> MlaPipelineRequests::all() const {
+  std::vector<vk::PipelineRequest> out{attention};
+  if (merge) out.push_back(*merge);
+  if (csr) out.push_back(*csr);
+  return out;
+}
 
 std::vector<uint32_t> mla_spec_constants(const MlaShape& m, const AttentionChoice& c, uint32_t features, size_t count) {
   const AttentionShape& s = m.attention;
@@ -83,9 +99,29 @@ MlaPlan MlaPlan::create(Context& context, const MlaShape& shape, Span<const int3
   return MlaPlan(plan_data(context, shape, options, choice));
 }
 
+MlaPlan MlaPlan::create_bucket(Context& context, const MlaShape& shape, uint32_t max_query_tokens,
+                               const MlaOptions& options) {
+  const auto choice = detail::plan_mla_attention_rows(context.impl().capabilities, shape,
+                                                      detail::QueryRows::bucket(max_query_tokens), options);
+  return MlaPlan(plan_data(context, shape, options, choice));
+}
+
+size_t MlaPlan::max_scratch_bytes(Context& context, const MlaShape& shape, uint32_t max_query_tokens,
+                                  const MlaOptions& options) {
+  const size_t split_bytes = detail::plan_mla_attention_rows(context.impl().capabilities, shape,
+                                                             detail::QueryRows::bucket(max_query_tokens), options)
+                                 .scratch_bytes;
+  // CSR page tables are expanded after the split's part, as the plan will place them.
+  const AttentionShape& s = shape.attention;
+  if (!s.csr_page_table) return split_bytes;
+  return detail::csr_expansion_layout(s.num_requests, s.max_blocks_per_seq, split_bytes).end();
+}
+
 VKP_PLAN_HANDLE_MEMBERS(MlaPlan, MlaPlanData)
 const MlaShape& MlaPlan::shape() const noexcept { return data_->shape; }
 const MlaOptions& MlaPlan::options() const noexcept { return data_->options; }
+bool MlaPlan::bucket() const noexcept { return data_->choice.bucket; }
+uint32_t MlaPlan::max_query_tokens() const noexcept { return data_->choice.max_query_tokens; }
 size_t MlaPlan::tree_mask_bytes() const noexcept { return data_->choice.tree_mask_bytes; }
 bool MlaPlan::split() const noexcept { return data_->choice.split; }
 AttentionKernel MlaPlan::kernel() const noexcept { return data_->choice.kernel; }

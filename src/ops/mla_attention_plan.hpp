@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What MlaPlan::create decides: the planner's choice and the pipelines it names.
+#include <optional>
+#include <vector>
+
 #include "ops/attention_planner.hpp"
 #include "ops/csr_page_table.hpp"
 #include "vk/context_impl.hpp"
@@ -27,5 +30,16 @@ std::vector<uint32_t> mla_spec_constants(const MlaShape& shape, const AttentionC
 // The pipeline of a choice on the tensor-core kernel (mla_attention_matrix_khr.cpp), with the
 // plan's FEATURE_* bits.
 vk::PipelineRequest mla_matrix_pipeline_request(const MlaShape& shape, const AttentionChoice& choice, uint32_t features);
+
+// Every pipeline a choice names: its kernel's, the merge's where it splits, the CSR expansion's
+// with CSR page tables. MlaPlan::create and create_bucket create them, Context::prepare builds
+// them ahead.
+struct MlaPipelineRequests {
+  vk::PipelineRequest attention;
+  std::optional<vk::PipelineRequest> merge;
+  std::optional<vk::PipelineRequest> csr;
+  std::vector<vk::PipelineRequest> all() const;
+};
+MlaPipelineRequests mla_pipeline_requests(const MlaShape& shape, const AttentionChoice& choice);
 
 }  // namespace vkpaged::detail

@@ -104,11 +104,13 @@ void validate_mla_shape(const MlaShape& m) {
     refuse(fmt::format("kpe_cache: R = Dk - Dv = 0 with two pools (Dk = Dv = {}); give the rows as one pool", Dk));
 }
 
-AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape& m, std::span<const int32_t> starts,
-                                   const MlaOptions& o) {
+AttentionChoice plan_mla_attention_rows(const DeviceCapabilities& dev, const MlaShape& m, const QueryRows& rows,
+                                        const MlaOptions& o) {
   validate_mla_shape(m);
   const AttentionShape& s = m.attention;
-  const QueryStartsSummary summary = validate_query_starts(s, starts);
+  if (rows.kind == QueryRows::Kind::single_tokens)
+    throw Error(ErrorCode::internal, "query rows: an MLA plan takes a step's query starts or a bucket");
+  const QueryStartsSummary summary = summarize_query_rows(s, rows);
   AttentionOptions split_options;
   split_options.split = o.split;
   split_options.partition_tokens = o.partition_tokens;
@@ -118,6 +120,7 @@ AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape
                        uint32_t(o.kernel)));
   AttentionChoice c;
   choose_pool_access(c, dev, m);
+  c.bucket = rows.bucket();
   c.max_query_tokens = summary.max_query_tokens;
   c.tree_mask_bytes = size_t(summary.tree_mask_bytes);
   // The matrix kernel where asked, or (automatic) where it can run; else the scalar kernel.
@@ -132,10 +135,15 @@ AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape
   choose_tile_slots(c, s);
   if (c.groups_per_kv_head > 65535)
     unsupported(fmt::format("num_heads: {} heads need more than 65535 workgroups along one grid dimension", s.num_heads));
-  choose_attention_split(c, dev, s, m.value_head_size, starts, split_options,
+  choose_attention_split(c, dev, s, m.value_head_size, rows.starts, split_options,
                          SplitPolicy{.quantum = kMlaPartitionQuantum, .key_tile = c.key_tile,
                                      .resident_workgroups = c.resident_workgroups});
   return c;
+}
+
+AttentionChoice plan_mla_attention(const DeviceCapabilities& dev, const MlaShape& m, std::span<const int32_t> starts,
+                                   const MlaOptions& o) {
+  return plan_mla_attention_rows(dev, m, QueryRows::step(starts), o);
 }
 
 }  // namespace vkpaged::detail

@@ -45,10 +45,14 @@ void plan_mla_matrix(AttentionChoice& choice, const DeviceCapabilities& device, 
 // MLA's (Hkv 1, nhd, Dk and Dv). Throws invalid_argument naming the field and the value.
 void validate_mla_shape(const MlaShape& shape);
 
-// Checks the shape, the query starts and the options, and makes every choice: the kernel
-// (options.kernel: automatic takes the matrix kernel where it can run, else the scalar one) and
-// its fields of AttentionChoice (key_tile the staged positions). Throws
+// Checks the shape, the query rows (a step's query starts, or a bucket's: MlaPlan::create_bucket,
+// sized for its worst step as plan_attention_bucket's) and the options, and makes every choice:
+// the kernel (options.kernel: automatic takes the matrix kernel where it can run, else the scalar
+// one) and its fields of AttentionChoice (key_tile the staged positions). Throws
 // invalid_argument for what the contract refuses, unsupported for what the device cannot run.
+AttentionChoice plan_mla_attention_rows(const DeviceCapabilities& device, const MlaShape& shape, const QueryRows& rows,
+                                        const MlaOptions& options);
+// plan_mla_attention_rows for a step's query starts.
 AttentionChoice plan_mla_attention(const DeviceCapabilities& device, const MlaShape& shape,
                                    std::span<const int32_t> query_starts, const MlaOptions& options);
 

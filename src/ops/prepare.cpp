@@ -14,6 +14,8 @@
 #include "common/shader_interface.h"
 #include "embedded_shaders.hpp"
 #include "ops/attention_plan.hpp"
+#include "ops/mla_attention_plan.hpp"
+#include "ops/mla_attention_planner.hpp"
 #include "ops/mla_cache_checks.hpp"
 #include "ops/mla_cache_write_pipeline.hpp"
 #include "ops/rotary_checks.hpp"
@@ -125,6 +127,15 @@ PrepareReport Context::prepare(const PipelineSet& set) {
     const DecodeBucket& b = set.decode[i];
     add(naming(fmt::format("decode[{}]", i),
                [&] { return detail::plan_pipeline_requests(detail::plan_decode_batch(*this, b.shape, b.options)); }));
+  }
+  for (size_t i = 0; i < set.mla.size(); ++i) {
+    const MlaBucket& b = set.mla[i];
+    add(naming(fmt::format("mla[{}]", i), [&] {
+      return detail::mla_pipeline_requests(
+                 b.shape, detail::plan_mla_attention_rows(impl_->capabilities, b.shape,
+                                                          detail::QueryRows::bucket(b.max_query_tokens), b.options))
+          .all();
+    }));
   }
   for (size_t i = 0; i < set.cache_writes.size(); ++i)
     requests.push_back(cache_write_request(*impl_, set.cache_writes[i], fmt::format("cache_writes[{}]", i)));

@@ -10,6 +10,7 @@
 #include "c_api/c_api_handles.hpp"
 #include "c_api/c_api_test_helpers.hpp"
 #include "vkpaged/attention.hpp"
+#include "vkpaged/mla_attention.hpp"
 #include "vkpaged/prepare.hpp"
 
 namespace vkpaged::test {
@@ -218,6 +219,70 @@ TEST_F(CApiBucketTest, AnMlaCachesWriteKindPreparesItsWrite) {
 
   kind.cache_kind = vkp_kv_cache_kind(9);
   expect_refused(vkp_pipeline_set_add_cache_write(set.get(), &kind), "kind.cache_kind: 9 is not a vkp_kv_cache_kind");
+}
+
+// An MLA bucket through C: vkp_mla_plan_create_bucket's plan says so, its scratch is known before
+// it (what the C++ API answers), vkp_pipeline_set_add_mla's entry is prepared so that the plan
+// made after vkp_prepare builds nothing, and refusals name the argument.
+TEST_F(CApiBucketTest, AnMlaBucketPlanIsPreparedAndItsScratchKnownBeforeIt) {
+  vkp_external_device ext = shared_device();
+  vkp_context* ctx = nullptr;
+  ASSERT_VKP_OK(vkp_context_create_external(&ext, &ctx));
+  const std::unique_ptr<vkp_context, decltype(&vkp_context_destroy)> own(ctx, &vkp_context_destroy);
+  vkp_attention_shape shape = bucket(4, 32);
+  shape.num_kv_heads = 1;
+  shape.head_size = 80;  // Dv 64 + R 16
+  shape.kv_layout = VKP_KV_LAYOUT_NHD;
+  vkp_mla_options options;
+  vkp_mla_options_init(&options);
+  options.split = VKP_SPLIT_SPLIT;
+  options.partition_tokens = 64;
+  uint64_t scratch = 0;
+  ASSERT_VKP_OK(vkp_mla_bucket_scratch_bytes(ctx, &shape, 64, VKP_MLA_TWO_POOLS, 16, &options, &scratch));
+  EXPECT_GT(scratch, 0u);
+  MlaShape cpp;
+  cpp.attention = {.num_requests = 4, .num_query_tokens = 32, .num_heads = 8, .num_kv_heads = 1, .head_size = 80,
+                   .block_size = 16, .num_blocks = 32, .max_blocks_per_seq = 8, .kv_layout = KvLayout::nhd};
+  cpp.value_head_size = 64;
+  cpp.cache_form = MlaCacheForm::two_pools;
+  EXPECT_EQ(scratch, MlaPlan::max_scratch_bytes(ctx->context, cpp, 16, {.split = SplitMode::split, .partition_tokens = 64}));
+
+  vkp_pipeline_set* raw_set = nullptr;
+  ASSERT_VKP_OK(vkp_pipeline_set_create(&raw_set));
+  const PipelineSetPtr set(raw_set, &vkp_pipeline_set_destroy);
+  ASSERT_VKP_OK(vkp_pipeline_set_add_mla(set.get(), &shape, 64, VKP_MLA_TWO_POOLS, 16, &options));
+  vkp_prepare_report report;
+  vkp_prepare_report_init(&report);
+  ASSERT_VKP_OK(vkp_prepare(ctx, set.get(), &report));
+  EXPECT_GE(report.pipelines, 2u) << "the kernel and the split's merge";
+  EXPECT_EQ(report.created, report.pipelines) << "a context of its own had none";
+  const size_t built = pipelines_built(ctx);
+
+  vkp_mla_plan* raw = nullptr;
+  ASSERT_VKP_OK(vkp_mla_plan_create_bucket(ctx, &shape, 64, VKP_MLA_TWO_POOLS, 16, &options, &raw));
+  const std::unique_ptr<vkp_mla_plan, decltype(&vkp_mla_plan_destroy)> plan(raw, &vkp_mla_plan_destroy);
+  EXPECT_EQ(pipelines_built(ctx), built) << "the plan after vkp_prepare built none";
+  vkp_mla_plan_info info;
+  vkp_mla_plan_info_init(&info);
+  ASSERT_VKP_OK(vkp_mla_plan_info_get(plan.get(), &info));
+  EXPECT_EQ(info.bucket, VKP_TRUE);
+  EXPECT_EQ(info.max_query_tokens, 16u);
+  EXPECT_EQ(info.split, VKP_TRUE);
+  EXPECT_EQ(info.scratch_bytes, scratch);
+  // A plan from query starts is none.
+  const int32_t starts[] = {0, 8, 16, 24, 32};
+  ASSERT_VKP_OK(vkp_mla_plan_create(ctx, &shape, 64, VKP_MLA_TWO_POOLS, starts, 5, &options, &raw));
+  const std::unique_ptr<vkp_mla_plan, decltype(&vkp_mla_plan_destroy)> step(raw, &vkp_mla_plan_destroy);
+  ASSERT_VKP_OK(vkp_mla_plan_info_get(step.get(), &info));
+  EXPECT_EQ(info.bucket, VKP_FALSE);
+  EXPECT_EQ(info.max_query_tokens, 8u);
+
+  expect_refused(vkp_mla_plan_create_bucket(ctx, &shape, 64, VKP_MLA_TWO_POOLS, 33, nullptr, &raw),
+                 "vkp_mla_plan_create_bucket: max_query_tokens: 33 exceeds T = num_query_tokens = 32");
+  EXPECT_EQ(raw, nullptr);
+  expect_refused(vkp_mla_bucket_scratch_bytes(ctx, &shape, 64, VKP_MLA_TWO_POOLS, 1, nullptr, nullptr), "bytes is NULL");
+  expect_refused(vkp_pipeline_set_add_mla(set.get(), &shape, 64, vkp_mla_cache_form(7), 1, nullptr),
+                 "vkp_pipeline_set_add_mla: cache_form: 7 is not a vkp_mla_cache_form");
 }
 
 TEST_F(CApiBucketTest, ThePipelineCacheIsSavedAndLoadedAndAForeignOneRefused) {

@@ -22,7 +22,9 @@
 #include <tuple>
 #include <vector>
 
+#include "support/bucket_step.hpp"
 #include "support/decode_case.hpp"
+#include "support/replayer.hpp"
 #include "support/test_context.hpp"
 #include "vkpaged/attention.hpp"
 #include "vkpaged/decode.hpp"
@@ -33,98 +35,17 @@
 namespace vkpaged::test {
 namespace {
 
-// The engine's side: one command buffer, recorded once, submitted and waited for per step.
-class Replayer {
- public:
-  explicit Replayer(Context& ctx) : ctx_(ctx) {
-    VkCommandPoolCreateInfo pinfo{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-    pinfo.queueFamilyIndex = ctx.queue_family();
-    EXPECT_EQ(vkCreateCommandPool(ctx.device(), &pinfo, nullptr, &pool_), VK_SUCCESS);
-    VkCommandBufferAllocateInfo ainfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    ainfo.commandPool = pool_;
-    ainfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ainfo.commandBufferCount = 1;
-    EXPECT_EQ(vkAllocateCommandBuffers(ctx.device(), &ainfo, &cmd_), VK_SUCCESS);
-    VkFenceCreateInfo finfo{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    EXPECT_EQ(vkCreateFence(ctx.device(), &finfo, nullptr, &fence_), VK_SUCCESS);
-  }
-  ~Replayer() {
-    vkQueueWaitIdle(ctx_.queue());
-    vkDestroyFence(ctx_.device(), fence_, nullptr);
-    vkDestroyCommandPool(ctx_.device(), pool_, nullptr);
-  }
-  Replayer(const Replayer&) = delete;
-  Replayer& operator=(const Replayer&) = delete;
-
-  // Records the step once (no ONE_TIME_SUBMIT: it is submitted again). The previous replay's
-  // writes come before this one's reads and writes; the outputs go to the host after.
-  void record(const std::function<void(VkCommandBuffer)>& step) {
-    VkCommandBufferBeginInfo binfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    ASSERT_EQ(vkBeginCommandBuffer(cmd_, &binfo), VK_SUCCESS);
-    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-    step(cmd_);
-    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
-            VK_ACCESS_HOST_READ_BIT);
-    ASSERT_EQ(vkEndCommandBuffer(cmd_), VK_SUCCESS);
-  }
-
-  void replay() {
-    VkSubmitInfo sinfo{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    sinfo.commandBufferCount = 1;
-    sinfo.pCommandBuffers = &cmd_;
-    ASSERT_EQ(vkResetFences(ctx_.device(), 1, &fence_), VK_SUCCESS);
-    ASSERT_EQ(vkQueueSubmit(ctx_.queue(), 1, &sinfo, fence_), VK_SUCCESS);
-    ASSERT_EQ(vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, 60'000'000'000ull), VK_SUCCESS);
-  }
-
- private:
-  void barrier(VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst, VkAccessFlags dst_access) {
-    const VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER, nullptr, src_access, dst_access};
-    vkCmdPipelineBarrier(cmd_, src, dst, 0, 1, &b, 0, nullptr, 0, nullptr);
-  }
-
-  Context& ctx_;
-  VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
-  VkFence fence_ = VK_NULL_HANDLE;
-};
-
 // The bucket every test replays: GQA groups of 4 (the matrix decode kernel takes them), contexts
 // of up to 300 positions in blocks of 16, a cache of 48 blocks.
 constexpr uint32_t kHeads = 8, kKvHeads = 2, kHeadSize = 64, kBlockSize = 16, kBlocks = 48;
 constexpr uint32_t kMaxBlocksPerSeq = 20, kMaxContext = 300;
 
-// One step inside the bucket: its own requests (the padding is the replay's).
-struct Step {
-  std::vector<uint32_t> new_tokens, lens;
-  std::vector<int32_t> tables;  // [S', M]
-  std::vector<uint8_t> tree_mask;  // the requests' q_s x q_s masks, one after another
-  uint32_t tokens() const {
-    uint32_t t = 0;
-    for (uint32_t q : new_tokens) t += q;
-    return t;
-  }
-};
+constexpr BucketLimits kLimits{kBlockSize, kBlocks, kMaxBlocksPerSeq, kMaxContext};
+using Step = BucketStep;
 
-// A step of `requests` requests (at most the bucket's S) sharing up to `tokens` new tokens, each
-// at most `max_query` of them; lengths from its new tokens to the bucket's longest (the first
-// request's is the longest, so that every step reaches it); tables drawn over the whole cache.
+// A step of the bucket (random_bucket_step: the ragged lengths among them).
 Step random_step(std::mt19937& rng, uint32_t requests, uint32_t tokens, uint32_t max_query, bool tree_mask) {
-  Step s;
-  uint32_t left = tokens;
-  for (uint32_t r = 0; r < requests; ++r) {
-    const uint32_t most = std::min(max_query, left - (requests - r - 1));
-    const uint32_t q = r + 1 == requests ? most : std::uniform_int_distribution<uint32_t>(1, most)(rng);
-    left -= q;
-    s.new_tokens.push_back(q);
-    s.lens.push_back(r == 0 ? kMaxContext : std::uniform_int_distribution<uint32_t>(q, kMaxContext)(rng));
-    for (uint32_t b = 0; b < kMaxBlocksPerSeq; ++b)
-      s.tables.push_back(int32_t(std::uniform_int_distribution<uint32_t>(0, kBlocks - 1)(rng)));
-    for (uint32_t j = 0; tree_mask && j < q; ++j)
-      for (uint32_t k = 0; k < q; ++k) s.tree_mask.push_back(k == j || (k < j && rng() % 2 == 0) ? 1 : 0);
-  }
-  return s;
+  return random_bucket_step(rng, kLimits, requests, tokens, max_query, tree_mask);
 }
 
 HostTensor random_cache(Shape shape, std::mt19937& rng) {
@@ -191,7 +112,6 @@ struct BucketBuffers {
   // The step and its padding: requests of no new tokens and length 0 after its own, query rows
   // past its tokens random (they are no request's).
   HostTensor write(const Step& step, std::mt19937& rng) {
-    const uint32_t n = uint32_t(step.new_tokens.size());
     HostTensor all(DType::f16, Shape{T, kHeads, kHeadSize});
     for (size_t i = 0; i < size_t(all.numel()); ++i)
       all.as<uint16_t>()[i] = f32_to_f16(std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng));
@@ -199,16 +119,7 @@ struct BucketBuffers {
       for (int64_t h = 0; h < kHeads; ++h)
         std::memcpy(static_cast<uint8_t*>(query.mapped()) + query_rows.at(t, h),
                     all.as<uint16_t>() + (t * kHeads + h) * kHeadSize, kHeadSize * 2);
-    auto* t = static_cast<int32_t*>(tables.mapped());
-    auto* l = static_cast<int32_t*>(lens.mapped());
-    auto* st = static_cast<int32_t*>(starts.mapped());
-    st[0] = 0;
-    for (uint32_t r = 0; r < S; ++r) {
-      l[r] = r < n ? int32_t(step.lens[r]) : 0;
-      st[r + 1] = st[r] + (r < n ? int32_t(step.new_tokens[r]) : 0);
-      for (uint32_t b = 0; b < kMaxBlocksPerSeq; ++b) t[r * kMaxBlocksPerSeq + b] = r < n ? step.tables[r * kMaxBlocksPerSeq + b] : 0;
-    }
-    if (!step.tree_mask.empty()) std::memcpy(tree_mask.mapped(), step.tree_mask.data(), step.tree_mask.size());
+    write_bucket_step(step, S, kLimits, {&tables, &lens, &starts, &tree_mask});
     HostTensor rows(DType::f16, Shape{step.tokens(), kHeads, kHeadSize});
     std::memcpy(rows.data(), all.data(), rows.bytes());
     return rows;
@@ -216,24 +127,12 @@ struct BucketBuffers {
 
   // The reference of the step's own requests, against this replay's output rows.
   void check(const Step& step, const HostTensor& query_rows, const std::string& label) const {
-    const int64_t n = int64_t(step.new_tokens.size()), t = step.tokens();
+    const int64_t t = step.tokens();
     AttentionInputs in;
     in.query = query_rows;
     in.key_cache = key_host;
     in.value_cache = value_host;
-    in.block_tables = HostTensor(DType::i32, Shape{n, kMaxBlocksPerSeq});
-    std::memcpy(in.block_tables.data(), step.tables.data(), in.block_tables.bytes());
-    in.context_lens = HostTensor(DType::i32, Shape{n});
-    in.query_starts = HostTensor(DType::i32, Shape{n + 1});
-    in.query_starts.as<int32_t>()[0] = 0;
-    for (int64_t r = 0; r < n; ++r) {
-      in.context_lens.as<int32_t>()[r] = int32_t(step.lens[size_t(r)]);
-      in.query_starts.as<int32_t>()[r + 1] = in.query_starts.as<int32_t>()[r] + int32_t(step.new_tokens[size_t(r)]);
-    }
-    if (!step.tree_mask.empty()) {
-      in.tree_mask = HostTensor(DType::u8, Shape{int64_t(step.tree_mask.size())});
-      std::memcpy(in.tree_mask.data(), step.tree_mask.data(), step.tree_mask.size());
-    }
+    set_reference_page_tables(in, step, kLimits);
     const AttentionResult want = reference::batch_attention(in);
     HostTensor got(DType::f16, Shape{t, kHeads, kHeadSize});
     for (int64_t r = 0; r < t; ++r)

@@ -20,6 +20,7 @@
 #include "vkpaged/attention.hpp"
 #include "vkpaged/error.hpp"
 #include "vkpaged/kv_cache.hpp"
+#include "vkpaged/mla_attention.hpp"
 #include "vkpaged/mla_cache_ops.hpp"
 #include "vkpaged/prepare.hpp"
 #include "vkpaged/rotary.hpp"
@@ -51,14 +52,23 @@ KvCacheShape cache_shape() {
   return s;
 }
 
-// An engine's two buckets (decode steps, mixed steps) and its cache write with rotary.
-PipelineSet engine_set(const KvCache& cache) {
+// The batches of an engine's two buckets: decode steps (every request one token) and mixed steps.
+struct EngineBatches {
+  AttentionShape decode, mixed;
+};
+EngineBatches engine_batches() {
   AttentionShape decode;
   decode.num_requests = decode.num_query_tokens = kRequests;
   decode.num_heads = kHeads;
   decode.max_blocks_per_seq = kMaxBlocksPerSeq;
   AttentionShape mixed = decode;
   mixed.num_query_tokens = kStepTokens;
+  return {decode, mixed};
+}
+
+// An engine's two buckets and its cache write with rotary.
+PipelineSet engine_set(const KvCache& cache) {
+  const auto [decode, mixed] = engine_batches();
   PipelineSet set;
   set.attention.push_back({cache.attention_shape(decode), 1, {}});
   set.attention.push_back({cache.attention_shape(mixed), kChunk, {}});
@@ -201,6 +211,48 @@ TEST(PreparedPipelinesTest, AnMlaCachesWritesAfterPrepareBuildNoPipeline) {
     EXPECT_EQ(pipelines_built(ctx), prepared) << "the records after prepare built none";
     EXPECT_EQ(ctx.validation_message_count(), 0u);
   }
+}
+
+// An MLA cache's buckets (decode steps; mixed steps split, with CSR page tables): prepared, the
+// plans MlaPlan::create_bucket makes after it build no pipeline; a longest request past the
+// bucket's tokens is refused, naming the entry, before anything is built.
+TEST(PreparedPipelinesTest, MlaBucketsPlansAfterPrepareBuildNoPipeline) {
+  Context ctx(fresh_options());
+  KvCacheShape shape;
+  shape.kind = KvCacheKind::mla_one_pool;
+  shape.num_kv_heads = 1;
+  shape.head_size = 64;
+  shape.rope_head_size = 16;
+  shape.block_size = kBlockSize;
+  shape.layout = KvLayout::nhd;
+  KvCache cache(ctx, shape, {.num_blocks = kBlocks});
+  auto [decode, mixed] = engine_batches();
+  mixed.csr_page_table = true;
+  PipelineSet set;
+  set.mla.push_back({cache.mla_shape(decode), 1, {}});
+  set.mla.push_back({cache.mla_shape(mixed), kChunk, {.split = SplitMode::split, .partition_tokens = 64}});
+  // The context's probes of the matrix kernels' fragment layouts are device facts, not the set's.
+  detail::khr_fragment_layout(ctx);
+  PipelineSet wrong = set;
+  wrong.mla[1].max_query_tokens = kStepTokens + 1;
+  const size_t before = pipelines_built(ctx);
+  expect_refused([&] { ctx.prepare(wrong); }, "mla[1]: max_query_tokens: 33 exceeds T = num_query_tokens = 32");
+  EXPECT_EQ(pipelines_built(ctx), before) << "a refused set builds nothing";
+
+  const PrepareReport report = ctx.prepare(set);
+  // The decode bucket's kernel; the mixed bucket's kernel, its merge and the CSR expansion.
+  EXPECT_GE(report.pipelines, 4u);
+  EXPECT_EQ(report.created, report.pipelines) << "a fresh context had none of them";
+  const size_t prepared = pipelines_built(ctx);
+  EXPECT_EQ(prepared, before + report.created);
+  for (const MlaBucket& b : set.mla) {
+    const MlaPlan plan = MlaPlan::create_bucket(ctx, b.shape, b.max_query_tokens, b.options);
+    EXPECT_TRUE(plan.bucket());
+    SCOPED_TRACE(plan.describe());
+    EXPECT_EQ(plan.split(), b.options.split == SplitMode::split);
+  }
+  EXPECT_EQ(pipelines_built(ctx), prepared) << "the plans after prepare built none";
+  EXPECT_EQ(ctx.validation_message_count(), 0u);
 }
 
 TEST(PreparedPipelinesTest, RefusalsNameTheEntryAndBuildNothing) {
