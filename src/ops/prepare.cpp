@@ -11,9 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "common/shader_interface.h"
-#include "embedded_shaders.hpp"
 #include "ops/attention_plan.hpp"
+#include "ops/cache_write_pipeline.hpp"
 #include "ops/mla_attention_plan.hpp"
 #include "ops/mla_attention_planner.hpp"
 #include "ops/mla_cache_checks.hpp"
@@ -63,9 +62,8 @@ vk::PipelineRequest mla_cache_write_request(const CacheWriteKind& w, const KvCac
 }
 
 // The pipeline record_reshape_and_cache (or its rotary form) builds for a write of this kind
-// (reshape_and_cache.cpp's cache_write_spec, reshape_and_cache_rotary.cpp's spec), its checks
-// of the kind's fields first.
-vk::PipelineRequest cache_write_request(const detail::ContextImpl& impl, const CacheWriteKind& w, const std::string& at) {
+// (ops/cache_write_pipeline.hpp), its checks of the kind's fields first.
+vk::PipelineRequest kind_request(const detail::ContextImpl& impl, const CacheWriteKind& w, const std::string& at) {
   KvCacheShape cache = w.cache;
   cache.num_layers = 1;  // not read
   naming(at + ".cache", [&] { KvCache::validate(cache); });
@@ -78,14 +76,12 @@ vk::PipelineRequest cache_write_request(const detail::ContextImpl& impl, const C
   // pool size (of an MLA cache, its largest pool).
   const bool address = KvCache::sizing(cache, w.num_blocks).pool_bytes > impl.info.max_storage_buffer_range;
   if (cache.kind != KvCacheKind::key_value) return mla_cache_write_request(w, cache, address, at);
-  std::vector<uint32_t> spec(w.rotary ? RESHAPE_ROTARY_SC_COUNT : RESHAPE_SC_COUNT);
-  spec[RESHAPE_SC_INPUT_DTYPE] = uint32_t(w.token_dtype);
-  spec[RESHAPE_SC_CACHE_DTYPE] = uint32_t(cache.dtype);
-  spec[RESHAPE_SC_SLOT_I64] = w.slot_dtype == DType::i64 ? 1u : 0u;
-  spec[RESHAPE_SC_LAYOUT] = uint32_t(cache.layout);
-  if (!w.rotary)
-    return {address ? &vk::shader_reshape_and_cache_address() : &vk::shader_reshape_and_cache(), std::move(spec),
-            RESHAPE_BINDING_COUNT, sizeof(shader::ReshapeAndCachePush)};
+  detail::CacheWritePipeline p{.token_dtype = w.token_dtype,
+                               .cache_dtype = cache.dtype,
+                               .slot_i64 = w.slot_dtype == DType::i64,
+                               .layout = cache.layout,
+                               .address = address};
+  if (!w.rotary) return detail::cache_write_request(p);
   const RotaryWrite& r = *w.rotary;
   // The rotary checks of a call with these dtypes and shapes: one token, the cache's kv heads.
   const int64_t d = cache.head_size, hkv = cache.num_kv_heads;
@@ -94,13 +90,9 @@ vk::PipelineRequest cache_write_request(const detail::ContextImpl& impl, const C
                                        {true, r.position_dtype, Shape{1}},
                                        {true, r.cos_sin_dtype, Shape{1, int64_t(r.rotary_dim)}});
   });
-  spec[RESHAPE_SC_ROTARY_STYLE] = uint32_t(r.style);
-  spec[RESHAPE_SC_COS_SIN_DTYPE] = uint32_t(g.cos_sin_dtype);
-  spec[RESHAPE_SC_POSITION_I64] = g.position_i64 ? 1u : 0u;
-  spec[RESHAPE_SC_TILE_FLOATS] = detail::rotary_tiles(g).tile_floats();
-  return {address ? &vk::shader_reshape_and_cache_rotary_address() : &vk::shader_reshape_and_cache_rotary(),
-          std::move(spec), RESHAPE_ROTARY_BINDING_COUNT,
-          uint32_t(sizeof(shader::ReshapeAndCacheRotaryPush))};
+  p.rotary = &g;
+  p.rotary_style = r.style;
+  return detail::cache_write_request(p);
 }
 
 }  // namespace
@@ -138,7 +130,7 @@ PrepareReport Context::prepare(const PipelineSet& set) {
     }));
   }
   for (size_t i = 0; i < set.cache_writes.size(); ++i)
-    requests.push_back(cache_write_request(*impl_, set.cache_writes[i], fmt::format("cache_writes[{}]", i)));
+    requests.push_back(kind_request(*impl_, set.cache_writes[i], fmt::format("cache_writes[{}]", i)));
   const auto built = impl_->prepare_pipelines(requests);
   return {built.pipelines, built.created};
 }

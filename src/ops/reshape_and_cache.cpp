@@ -8,7 +8,6 @@
 
 #include <limits>
 
-#include "embedded_shaders.hpp"
 #include "ops/linear_grid.hpp"
 #include "ops/scale_validation.hpp"
 #include "ops/view_checks.hpp"
@@ -82,11 +81,12 @@ shader::ReshapeAndCachePush cache_write_push(const CacheWrite& w, const BoundVie
   return push;
 }
 
-void cache_write_spec(const ReshapeAndCacheViews& v, const CacheWrite& w, uint32_t* spec) {
-  spec[RESHAPE_SC_INPUT_DTYPE] = uint32_t(v.key.dtype);
-  spec[RESHAPE_SC_CACHE_DTYPE] = uint32_t(w.cache.dtype);
-  spec[RESHAPE_SC_SLOT_I64] = v.slot_mapping.dtype == DType::i64 ? 1u : 0u;
-  spec[RESHAPE_SC_LAYOUT] = uint32_t(w.cache.layout);
+CacheWritePipeline cache_write_pipeline(const ReshapeAndCacheViews& v, const CacheWrite& w) {
+  return {.token_dtype = v.key.dtype,
+          .cache_dtype = w.cache.dtype,
+          .slot_i64 = v.slot_mapping.dtype == DType::i64,
+          .layout = w.cache.layout,
+          .address = w.pools.address};
 }
 
 }  // namespace detail
@@ -97,11 +97,7 @@ void record_reshape_and_cache(Context& context, VkCommandBuffer cmd, const Resha
   const detail::CacheWrite w = detail::check_cache_write(impl, v, scales, false);
   if (w.tokens == 0) return;
 
-  std::array<uint32_t, RESHAPE_SC_COUNT> spec{};
-  detail::cache_write_spec(v, w, spec.data());
-  const auto& pipeline =
-      impl.pipeline(w.pools.address ? vk::shader_reshape_and_cache_address() : vk::shader_reshape_and_cache(), spec,
-                    RESHAPE_BINDING_COUNT, sizeof(shader::ReshapeAndCachePush));
+  const auto& pipeline = impl.pipeline(detail::cache_write_request(detail::cache_write_pipeline(v, w)));
   std::array<detail::BoundView, RESHAPE_BINDING_COUNT> bound;
   detail::bind_cache_write(impl, v, w, bound.data());
   // One invocation per (token, kv head, 16-byte chunk of x elements).

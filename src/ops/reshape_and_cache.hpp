@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "common/shader_interface.h"
+#include "ops/cache_write_pipeline.hpp"
 #include "ops/cache_geometry.hpp"
 #include "ops/cache_pool_access.hpp"
 #include "ops/strided_rows.hpp"
@@ -36,7 +37,7 @@ void bind_cache_write(const ContextImpl& impl, const ReshapeAndCacheViews& views
 // The push constants of the write, bound as bind_cache_write left them.
 shader::ReshapeAndCachePush cache_write_push(const CacheWrite& write, const BoundView* bound, uint32_t groups_x);
 
-// The specialization constants [0, RESHAPE_SC_COUNT) of the write.
-void cache_write_spec(const ReshapeAndCacheViews& views, const CacheWrite& write, uint32_t* spec);
+// The write's pipeline without its rotary part (ops/cache_write_pipeline.hpp).
+CacheWritePipeline cache_write_pipeline(const ReshapeAndCacheViews& views, const CacheWrite& write);
 
 }  // namespace vkpaged::detail

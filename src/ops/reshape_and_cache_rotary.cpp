@@ -4,7 +4,6 @@
 // dispatch of tiles: query tiles rotate in place, key tiles rotate and write the cache.
 #include <array>
 
-#include "embedded_shaders.hpp"
 #include "ops/linear_grid.hpp"
 #include "ops/reshape_and_cache.hpp"
 #include "ops/rotary_checks.hpp"
@@ -70,15 +69,10 @@ void record_reshape_and_cache_rotary(Context& context, VkCommandBuffer cmd, cons
   if (w.tokens == 0) return;
 
   const detail::RotaryTiles tiles = detail::rotary_tiles(g);
-  std::array<uint32_t, RESHAPE_ROTARY_SC_COUNT> spec{};
-  detail::cache_write_spec(v, w, spec.data());
-  spec[RESHAPE_SC_ROTARY_STYLE] = uint32_t(rotary.style);
-  spec[RESHAPE_SC_COS_SIN_DTYPE] = uint32_t(g.cos_sin_dtype);
-  spec[RESHAPE_SC_POSITION_I64] = g.position_i64 ? 1u : 0u;
-  spec[RESHAPE_SC_TILE_FLOATS] = tiles.tile_floats();
-  const auto& pipeline = impl.pipeline(
-      w.pools.address ? vk::shader_reshape_and_cache_rotary_address() : vk::shader_reshape_and_cache_rotary(), spec,
-      RESHAPE_ROTARY_BINDING_COUNT, sizeof(shader::ReshapeAndCacheRotaryPush));
+  detail::CacheWritePipeline described = detail::cache_write_pipeline(v, w);
+  described.rotary = &g;
+  described.rotary_style = rotary.style;
+  const auto& pipeline = impl.pipeline(detail::cache_write_request(described));
 
   std::array<detail::BoundView, RESHAPE_ROTARY_BINDING_COUNT> bound;
   detail::bind_cache_write(impl, v, w, bound.data());
