@@ -13,6 +13,7 @@
 #include "bench_timing.hpp"
 #include "ops/integer_math.hpp"
 #include "vkpaged/error.hpp"
+#include "vkpaged/kv_cache.hpp"
 
 namespace vkpaged::cli {
 
@@ -153,7 +154,11 @@ PreparedCase prepare_case(Context& ctx, const std::string& suite, const BenchCas
     tokens += uint64_t(l);
   }
   const uint64_t elem = dtype_size(c.cache_dtype);
-  p.pool_bytes = p.blocks * c.kv_heads * c.head_size * c.block_size * elem;
+  // One layer's key (or value) pool, as a KvCache of this geometry holds it.
+  p.pool_bytes = KvCache::sizing({.num_kv_heads = uint32_t(c.kv_heads), .head_size = uint32_t(c.head_size),
+                                  .block_size = uint32_t(c.block_size), .dtype = c.cache_dtype},
+                                 uint32_t(p.blocks))
+                     .pool_bytes;
   p.kv_bytes = 2 * tokens * c.kv_heads * c.head_size * elem;
   if (p.pool_bytes > dev.max_storage_buffer_range) {
     p.skipped = fmt::format("a pool of {} MB exceeds maxStorageBufferRange", p.pool_bytes / 1000000);
