@@ -35,14 +35,15 @@ void bind_buckets(py::module_& m) {
       .def_property_readonly("partition_tokens", [](const AttentionBucket& b) { return b.options.partition_tokens; });
 
   py::class_<MlaBucket>(m, "MlaBucket", "MlaPlan.create_bucket's arguments, for Context.prepare.")
-      .def(py::init([](const MlaShape& shape, uint32_t max_query_tokens, const std::string& split,
-                       uint32_t partition_tokens) {
-             return MlaBucket{shape, max_query_tokens, mla_options(split, partition_tokens)};
+      .def(py::init([](const MlaShape& shape, uint32_t max_query_tokens, const std::string& kernel,
+                       const std::string& split, uint32_t partition_tokens) {
+             return MlaBucket{shape, max_query_tokens, mla_options(kernel, split, partition_tokens)};
            }),
-           py::arg("shape"), py::arg("max_query_tokens") = 0, py::kw_only(), py::arg("split") = "auto",
-           py::arg("partition_tokens") = 0)
+           py::arg("shape"), py::arg("max_query_tokens") = 0, py::kw_only(), py::arg("kernel") = "auto",
+           py::arg("split") = "auto", py::arg("partition_tokens") = 0)
       .def_readonly("shape", &MlaBucket::shape)
       .def_readonly("max_query_tokens", &MlaBucket::max_query_tokens)
+      .def_property_readonly("kernel", [](const MlaBucket& b) { return name_of(b.options.kernel); })
       .def_property_readonly("split", [](const MlaBucket& b) { return name_of(b.options.split); })
       .def_property_readonly("partition_tokens", [](const MlaBucket& b) { return b.options.partition_tokens; });
 

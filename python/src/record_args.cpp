@@ -107,8 +107,9 @@ AttentionOptions attention_options(const std::string& kernel, const std::string&
   return o;
 }
 
-MlaOptions mla_options(const std::string& split, uint32_t partition_tokens) {
+MlaOptions mla_options(const std::string& kernel, const std::string& split, uint32_t partition_tokens) {
   MlaOptions o;
+  o.kernel = parse_attention_kernel_arg("kernel", kernel);
   o.split = parse_split_arg("split", split);
   o.partition_tokens = partition_tokens;
   return o;

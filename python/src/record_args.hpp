@@ -61,7 +61,7 @@ DecodeParams decode_params(std::optional<float> scale, float softcap, float k_sc
 DecodeOptions decode_options(uint32_t sliding_window, const std::string& split, uint32_t partition_tokens,
                              const std::string& kernel, const std::string& order, const std::string& merge);
 AttentionOptions attention_options(const std::string& kernel, const std::string& split, uint32_t partition_tokens);
-MlaOptions mla_options(const std::string& split, uint32_t partition_tokens);
+MlaOptions mla_options(const std::string& kernel, const std::string& split, uint32_t partition_tokens);
 
 // FlashInfer's CSR page tables (kv_indptr, kv_indices, kv_last_page_len) into DecodeViews,
 // AttentionViews or MlaViews, in place of block_tables and context_lens.

@@ -109,6 +109,7 @@ def test_mla_buckets_are_prepared_and_their_plans_then_build_none():
         plan = vkpaged.MlaPlan.create_bucket(ctx, bucket.shape, bucket.max_query_tokens, split=bucket.split,
                                              partition_tokens=bucket.partition_tokens)
         assert plan.bucket and plan.max_query_tokens == bucket.max_query_tokens
+        assert plan.kernel in ("scalar", "matrix") and bucket.kernel == "auto"
         assert plan.scratch_bytes == vkpaged.MlaPlan.max_scratch_bytes(
             ctx, bucket.shape, bucket.max_query_tokens, split=bucket.split, partition_tokens=bucket.partition_tokens)
     assert buckets[1].split == "split" and plan.scratch_bytes > 0
@@ -120,6 +121,10 @@ def test_mla_buckets_are_prepared_and_their_plans_then_build_none():
         vkpaged.MlaPlan.create_bucket(other, bucket.shape, bucket.max_query_tokens, split=bucket.split,
                                       partition_tokens=bucket.partition_tokens)
     assert other.prepare(mla=buckets).created == 0
+    scalar = vkpaged.MlaPlan.create_bucket(other, buckets[0].shape, 1, kernel="scalar")
+    assert scalar.kernel == "scalar"
+    with pytest.raises(vkpaged.InvalidArgumentError, match=r"^kernel: 1 \(MLA runs on"):
+        vkpaged.MlaPlan.create_bucket(other, buckets[0].shape, 1, kernel="decode")
     with pytest.raises(vkpaged.InvalidArgumentError) as caught:
         other.prepare(mla=[buckets[0], vkpaged.MlaBucket(buckets[1].shape, T + 1)])
     assert str(caught.value) == f"mla[1]: max_query_tokens: {T + 1} exceeds T = num_query_tokens = {T}"
