@@ -108,11 +108,8 @@ AttentionOptions attention_options(const std::string& kernel, const std::string&
 }
 
 MlaOptions mla_options(const std::string& kernel, const std::string& split, uint32_t partition_tokens) {
-  MlaOptions o;
-  o.kernel = parse_attention_kernel_arg("kernel", kernel);
-  o.split = parse_split_arg("split", split);
-  o.partition_tokens = partition_tokens;
-  return o;
+  const AttentionOptions a = attention_options(kernel, split, partition_tokens);  // the same keywords
+  return {.split = a.split, .partition_tokens = a.partition_tokens, .kernel = a.kernel};
 }
 
 }  // namespace vkpaged::python

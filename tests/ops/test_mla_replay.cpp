@@ -74,22 +74,17 @@ MlaShape bucket_shape(const MlaReplayCase& c) {
 
 // The device arrays of a bucket, host-visible: the host rewrites them before each replay.
 struct MlaBucketBuffers {
-  DeviceBuffer query, tables, lens, starts, tree_mask, output, status, rows, ckv, kpe, scratch;
+  DeviceBuffer query, output, rows, ckv, kpe, scratch;
+  BucketPageTables pages;
   HostTensor rows_host;  // [N, B, Dk]: the one pool, or ckv and kpe side by side
-  uint32_t S = 0, T = 0;
+  uint32_t T = 0;
 
   MlaBucketBuffers(Context& ctx, const MlaReplayCase& c, size_t tree_mask_bytes, size_t scratch_bytes,
                    std::mt19937& rng)
-      : S(c.requests), T(c.tokens) {
+      : pages(ctx, c.requests, kLimits, tree_mask_bytes), T(c.tokens) {
     auto host = [&](size_t bytes) { return ctx.create_buffer(bytes, MemoryKind::host_visible); };
     query = host(size_t(T) * kHeads * kDk * 2);
-    tables = host(size_t(S) * kMaxBlocksPerSeq * 4);
-    lens = host(size_t(S) * 4);
-    starts = host(size_t(S + 1) * 4);
-    tree_mask = host(std::max<size_t>(4, (tree_mask_bytes + 3) / 4 * 4));
     output = host(size_t(T) * kHeads * kDv * 2);
-    status = host(4);
-    std::memset(status.mapped(), 0, 4);
     rows_host = random_f16(Shape{kBlocks, kBlockSize, kDk}, rng);
     if (c.form == MlaCacheForm::one_pool) {
       rows = ctx.create_buffer(rows_host.bytes());
@@ -108,7 +103,7 @@ struct MlaBucketBuffers {
     if (scratch_bytes > 0) scratch = ctx.create_buffer(scratch_bytes);
   }
 
-  MlaViews views(const MlaReplayCase& c, size_t tree_mask_bytes, size_t scratch_bytes) const {
+  MlaViews views(const MlaReplayCase& c, size_t scratch_bytes) const {
     MlaViews v;
     v.query = query.tensor(DType::f16, Shape{T, kHeads, kDk});
     if (c.form == MlaCacheForm::one_pool) {
@@ -117,16 +112,13 @@ struct MlaBucketBuffers {
       v.ckv_cache = ckv.tensor(DType::f16, Shape{kBlocks, kBlockSize, kDv});
       v.kpe_cache = kpe.tensor(DType::f16, Shape{kBlocks, kBlockSize, kRope});
     }
-    v.block_tables = tables.tensor(DType::i32, Shape{S, kMaxBlocksPerSeq});
-    v.context_lens = lens.tensor(DType::i32, Shape{S});
-    v.query_starts = starts.tensor(DType::i32, Shape{S + 1});
+    v.block_tables = pages.block_tables();
+    v.context_lens = pages.context_lens();
+    v.query_starts = pages.query_starts();
     v.output = output.tensor(DType::f16, Shape{T, kHeads, kDv});
-    if (c.tree_mask) {
-      v.tree_mask = tree_mask.tensor(DType::u8, Shape{int64_t(tree_mask_bytes)});
-      v.tree_mask.memory.size = (v.tree_mask.memory.size + 3) / 4 * 4;  // whole words
-    }
+    if (c.tree_mask) v.tree_mask = pages.tree_mask();
     if (scratch_bytes > 0) v.scratch = scratch.view();
-    v.status = status.view();
+    v.status = pages.status();
     return v;
   }
 
@@ -135,7 +127,7 @@ struct MlaBucketBuffers {
   HostTensor write(const BucketStep& step, std::mt19937& rng) {
     const HostTensor all = random_f16(Shape{T, kHeads, kDk}, rng);
     std::memcpy(query.mapped(), all.data(), all.bytes());
-    write_bucket_step(step, S, kLimits, {&tables, &lens, &starts, &tree_mask});
+    pages.write(step);
     HostTensor own(DType::f16, Shape{step.tokens(), kHeads, kDk});
     std::memcpy(own.data(), all.data(), own.bytes());
     return own;
@@ -153,9 +145,7 @@ struct MlaBucketBuffers {
     HostTensor got(DType::f16, Shape{t, kHeads, kDv});
     std::memcpy(got.data(), output.mapped(), got.bytes());
     EXPECT_LE(max_abs_diff(got, want.output), tolerance(DType::f16, DType::f16)) << label;
-    uint32_t flags = 0;
-    std::memcpy(&flags, status.mapped(), 4);
-    EXPECT_EQ(flags, 0u) << label << ": padding requests and lengths within the bucket flag nothing";
+    EXPECT_EQ(pages.status_flags(), 0u) << label << ": padding requests and lengths within the bucket flag nothing";
   }
 };
 
@@ -186,7 +176,7 @@ TEST_P(MlaReplayTest, OneRecordingServesEveryStepOfTheBucket) {
 
   std::mt19937 rng(11);
   MlaBucketBuffers buf(ctx(), c, plan->tree_mask_bytes(), plan->scratch_bytes(), rng);
-  const MlaViews v = buf.views(c, plan->tree_mask_bytes(), plan->scratch_bytes());
+  const MlaViews v = buf.views(c, plan->scratch_bytes());
   Replayer replayer(ctx());
   replayer.record([&](VkCommandBuffer cmd) { record_mla_attention(ctx(), cmd, *plan, v); });
 

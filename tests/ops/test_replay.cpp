@@ -69,14 +69,15 @@ constexpr RowPlacement kOutputSlice{(kHeads + 2) * kHeadSize, kHeadSize, kHeadSi
 
 // The device arrays of a bucket, host-visible: the host rewrites them before each replay.
 struct BucketBuffers {
-  DeviceBuffer query, tables, lens, starts, tree_mask, output, status, key_cache, value_cache, scratch, order;
+  DeviceBuffer query, output, key_cache, value_cache, scratch, order;
+  BucketPageTables pages;
   HostTensor key_host, value_host;
-  uint32_t S = 0, T = 0;
+  uint32_t T = 0;
   RowPlacement query_rows = kContiguous, output_rows = kContiguous;
 
   BucketBuffers(Context& ctx, uint32_t requests, uint32_t tokens, size_t tree_mask_bytes, size_t scratch_bytes,
                 size_t order_bytes, std::mt19937& rng, bool strided = false)
-      : S(requests), T(tokens) {
+      : pages(ctx, requests, kLimits, tree_mask_bytes), T(tokens) {
     auto host = [&](size_t bytes) { return ctx.create_buffer(bytes, MemoryKind::host_visible); };
     if (strided) {
       query_rows = kFusedQuery;
@@ -85,13 +86,7 @@ struct BucketBuffers {
     // The rows' extents and then some; 0xff (NaN) between them, which no replay may read.
     query = host(query_rows.at(T, 0));
     std::memset(query.mapped(), 0xff, query.size());
-    tables = host(size_t(S) * kMaxBlocksPerSeq * 4);
-    lens = host(size_t(S) * 4);
-    starts = host(size_t(S + 1) * 4);
-    tree_mask = host(std::max<size_t>(4, (tree_mask_bytes + 3) / 4 * 4));
     output = host(output_rows.at(T, 0));
-    status = host(4);
-    std::memset(status.mapped(), 0, 4);
     key_host = random_cache(Shape{kBlocks, kKvHeads, kHeadSize / 8, kBlockSize, 8}, rng);
     value_host = random_cache(Shape{kBlocks, kKvHeads, kHeadSize, kBlockSize}, rng);
     key_cache = ctx.create_buffer(key_host.bytes());
@@ -119,7 +114,7 @@ struct BucketBuffers {
       for (int64_t h = 0; h < kHeads; ++h)
         std::memcpy(static_cast<uint8_t*>(query.mapped()) + query_rows.at(t, h),
                     all.as<uint16_t>() + (t * kHeads + h) * kHeadSize, kHeadSize * 2);
-    write_bucket_step(step, S, kLimits, {&tables, &lens, &starts, &tree_mask});
+    pages.write(step);
     HostTensor rows(DType::f16, Shape{step.tokens(), kHeads, kHeadSize});
     std::memcpy(rows.data(), all.data(), rows.bytes());
     return rows;
@@ -140,9 +135,7 @@ struct BucketBuffers {
         std::memcpy(got.as<uint16_t>() + (r * kHeads + h) * kHeadSize,
                     static_cast<const uint8_t*>(output.mapped()) + output_rows.at(r, h), kHeadSize * 2);
     EXPECT_LE(max_abs_diff(got, want.output), tolerance(DType::f16, DType::f16)) << label;
-    uint32_t flags = 0;
-    std::memcpy(&flags, status.mapped(), 4);
-    EXPECT_EQ(flags, 0u) << label << ": padding requests and lengths within the bucket flag nothing";
+    EXPECT_EQ(pages.status_flags(), 0u) << label << ": padding requests and lengths within the bucket flag nothing";
   }
 };
 
@@ -207,16 +200,13 @@ TEST_P(AttentionReplayTest, OneRecordingServesEveryStepOfTheBucket) {
   v.query = buf.query_view();
   v.key_cache = buf.key_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize / 8, kBlockSize, 8});
   v.value_cache = buf.value_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize, kBlockSize});
-  v.block_tables = buf.tables.tensor(DType::i32, Shape{c.requests, kMaxBlocksPerSeq});
-  v.context_lens = buf.lens.tensor(DType::i32, Shape{c.requests});
-  v.query_starts = buf.starts.tensor(DType::i32, Shape{c.requests + 1});
+  v.block_tables = buf.pages.block_tables();
+  v.context_lens = buf.pages.context_lens();
+  v.query_starts = buf.pages.query_starts();
   v.output = buf.output_view();
-  if (c.tree_mask) {
-    v.tree_mask = buf.tree_mask.tensor(DType::u8, Shape{int64_t(plan->tree_mask_bytes())});
-    v.tree_mask.memory.size = (v.tree_mask.memory.size + 3) / 4 * 4;  // whole words
-  }
+  if (c.tree_mask) v.tree_mask = buf.pages.tree_mask();
   if (plan->scratch_bytes() > 0) v.scratch = buf.scratch.view();
-  v.status = buf.status.view();
+  v.status = buf.pages.status();
   Replayer replayer(ctx());
   replayer.record([&](VkCommandBuffer cmd) { record_attention(ctx(), cmd, *plan, v); });
 
@@ -292,12 +282,12 @@ TEST_P(DecodeReplayTest, OneRecordingServesEveryStepOfTheBucket) {
   v.query = buf.query_view();
   v.key_cache = buf.key_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize / 8, kBlockSize, 8});
   v.value_cache = buf.value_cache.tensor(DType::f16, Shape{kBlocks, kKvHeads, kHeadSize, kBlockSize});
-  v.block_tables = buf.tables.tensor(DType::i32, Shape{S, kMaxBlocksPerSeq});
-  v.context_lens = buf.lens.tensor(DType::i32, Shape{S});
+  v.block_tables = buf.pages.block_tables();
+  v.context_lens = buf.pages.context_lens();
   v.output = buf.output_view();
   v.scratch = buf.scratch.view();
   v.order = buf.order.view();
-  v.status = buf.status.view();
+  v.status = buf.pages.status();
   Replayer replayer(ctx());
   replayer.record([&](VkCommandBuffer cmd) {
     record_decode_order(ctx(), cmd, *plan, v.context_lens, v.order);

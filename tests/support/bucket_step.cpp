@@ -34,18 +34,48 @@ BucketStep random_bucket_step(std::mt19937& rng, const BucketLimits& limits, uin
   return s;
 }
 
-void write_bucket_step(const BucketStep& step, uint32_t S, const BucketLimits& limits, const BucketArrays& arrays) {
-  const uint32_t n = uint32_t(step.new_tokens.size()), M = limits.max_blocks_per_seq;
-  auto* t = static_cast<int32_t*>(arrays.tables->mapped());
-  auto* l = static_cast<int32_t*>(arrays.lens->mapped());
-  auto* st = static_cast<int32_t*>(arrays.starts->mapped());
+BucketPageTables::BucketPageTables(Context& ctx, uint32_t requests, const BucketLimits& limits,
+                                   size_t tree_mask_bytes)
+    : S_(requests), limits_(limits), tree_mask_bytes_(tree_mask_bytes) {
+  auto host = [&](size_t bytes) { return ctx.create_buffer(bytes, MemoryKind::host_visible); };
+  tables_ = host(size_t(S_) * limits.max_blocks_per_seq * 4);
+  lens_ = host(size_t(S_) * 4);
+  starts_ = host(size_t(S_ + 1) * 4);
+  tree_mask_ = host(std::max<size_t>(4, (tree_mask_bytes + 3) / 4 * 4));
+  status_ = host(4);
+  std::memset(status_.mapped(), 0, 4);
+}
+
+void BucketPageTables::write(const BucketStep& step) {
+  const uint32_t n = uint32_t(step.new_tokens.size()), M = limits_.max_blocks_per_seq;
+  auto* t = static_cast<int32_t*>(tables_.mapped());
+  auto* l = static_cast<int32_t*>(lens_.mapped());
+  auto* st = static_cast<int32_t*>(starts_.mapped());
   st[0] = 0;
-  for (uint32_t r = 0; r < S; ++r) {
+  for (uint32_t r = 0; r < S_; ++r) {
     l[r] = r < n ? int32_t(step.lens[r]) : 0;
     st[r + 1] = st[r] + (r < n ? int32_t(step.new_tokens[r]) : 0);
     for (uint32_t b = 0; b < M; ++b) t[r * M + b] = r < n ? step.tables[r * M + b] : 0;
   }
-  if (!step.tree_mask.empty()) std::memcpy(arrays.tree_mask->mapped(), step.tree_mask.data(), step.tree_mask.size());
+  if (!step.tree_mask.empty()) std::memcpy(tree_mask_.mapped(), step.tree_mask.data(), step.tree_mask.size());
+}
+
+TensorView BucketPageTables::block_tables() const {
+  return tables_.tensor(DType::i32, Shape{S_, limits_.max_blocks_per_seq});
+}
+TensorView BucketPageTables::context_lens() const { return lens_.tensor(DType::i32, Shape{S_}); }
+TensorView BucketPageTables::query_starts() const { return starts_.tensor(DType::i32, Shape{S_ + 1}); }
+
+TensorView BucketPageTables::tree_mask() const {
+  TensorView v = tree_mask_.tensor(DType::u8, Shape{int64_t(tree_mask_bytes_)});
+  v.memory.size = (v.memory.size + 3) / 4 * 4;  // whole words
+  return v;
+}
+
+uint32_t BucketPageTables::status_flags() const {
+  uint32_t flags = 0;
+  std::memcpy(&flags, status_.mapped(), 4);
+  return flags;
 }
 
 }  // namespace vkpaged::test

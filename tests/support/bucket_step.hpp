@@ -33,16 +33,29 @@ struct BucketStep {
 BucketStep random_bucket_step(std::mt19937& rng, const BucketLimits& limits, uint32_t requests, uint32_t tokens,
                               uint32_t max_query, bool tree_mask);
 
-// The host-visible arrays of a bucket of S requests: the step's requests, then padding requests
-// of no new tokens and length 0 (i32 tables [S, M], lengths [S], query starts [S + 1]; the step's
-// tree masks).
-struct BucketArrays {
-  DeviceBuffer* tables;
-  DeviceBuffer* lens;
-  DeviceBuffer* starts;
-  DeviceBuffer* tree_mask;
+// The host-visible page-table arrays of a bucket of S requests (i32 block tables [S, M], lengths
+// [S], query starts [S + 1], the tree masks' bytes in whole words) and its status word (zeroed),
+// which the host rewrites before each replay.
+class BucketPageTables {
+ public:
+  BucketPageTables(Context& ctx, uint32_t requests, const BucketLimits& limits, size_t tree_mask_bytes);
+
+  // The step's requests, then padding requests of no new tokens and length 0.
+  void write(const BucketStep& step);
+
+  TensorView block_tables() const;
+  TensorView context_lens() const;
+  TensorView query_starts() const;
+  TensorView tree_mask() const;  // its range whole 32-bit words
+  BufferView status() const { return status_.view(); }
+  uint32_t status_flags() const;
+
+ private:
+  uint32_t S_;
+  BucketLimits limits_;
+  size_t tree_mask_bytes_;
+  DeviceBuffer tables_, lens_, starts_, tree_mask_, status_;
 };
-void write_bucket_step(const BucketStep& step, uint32_t S, const BucketLimits& limits, const BucketArrays& arrays);
 
 // The step's own page tables, query starts and tree masks as the CPU reference takes them
 // (AttentionInputs' and MlaInputs' fields of those names).
