@@ -12,7 +12,9 @@ import pytest
 
 import vkpaged
 
-sys.path.insert(0, os.path.dirname(__file__))  # contract_math, steps
+sys.path.insert(0, os.path.dirname(__file__))  # steps
+# contract_math: the contract's reference, one for these tests and the CLI's contract checks.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "tools"))
 
 
 @pytest.fixture(scope="session")

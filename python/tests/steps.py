@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from contract_math import ELEMENT_BYTES, as_nhbd, cache_shapes, store
+from contract_math import ELEMENT_BYTES, as_nhbd, cache_shapes, random_tree, store
 
 
 @dataclass
@@ -25,18 +25,6 @@ class Step:
 
     def tree_mask(self):
         return np.concatenate([m.reshape(-1) for m in self.masks]).astype(np.uint8)
-
-
-def random_tree(rng, q):
-    """A draft tree: each token sees itself and its ancestors."""
-    parent = [-1] + [int(rng.integers(0, j)) for j in range(1, q)]
-    mask = np.zeros((q, q), np.uint8)
-    for j in range(q):
-        a = j
-        while a >= 0:
-            mask[j, a] = 1
-            a = parent[a]
-    return mask
 
 
 def build_step(rng, requests, layout="vllm", query_dtype="f16", cache_dtype="f16", heads=4, kv_heads=2,

@@ -143,9 +143,7 @@ size_t AttentionPlan::max_scratch_bytes(Context& context, const AttentionShape& 
   const size_t split_bytes =
       detail::plan_attention_problem(context, shape, detail::QueryRows::bucket(max_query_tokens), options)
           .split_scratch_bytes();
-  // CSR page tables are expanded after the split's part, as the plan will place them.
-  if (!shape.csr_page_table) return split_bytes;
-  return detail::csr_expansion_layout(shape.num_requests, shape.max_blocks_per_seq, split_bytes).end();
+  return detail::scratch_bytes_with_expansion(shape, split_bytes);
 }
 
 VKP_PLAN_HANDLE_MEMBERS(AttentionPlan, AttentionPlanData)

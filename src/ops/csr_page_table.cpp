@@ -43,6 +43,11 @@ CsrExpansion csr_expansion_layout(uint32_t num_seqs, uint32_t max_blocks_per_seq
   return e;
 }
 
+size_t scratch_bytes_with_expansion(const AttentionShape& shape, size_t split_bytes) {
+  if (!shape.csr_page_table) return split_bytes;
+  return csr_expansion_layout(shape.num_requests, shape.max_blocks_per_seq, split_bytes).end();
+}
+
 CsrExpansion plan_csr_expansion(ContextImpl& impl, uint32_t num_seqs, uint32_t max_blocks_per_seq, size_t split_bytes) {
   CsrExpansion e = csr_expansion_layout(num_seqs, max_blocks_per_seq, split_bytes);
   // The kernels bind the expanded table as one descriptor, as they would the caller's.

@@ -9,6 +9,7 @@
 
 #include "vk/context_impl.hpp"
 #include "vk/pipeline_request.hpp"
+#include "vkpaged/attention.hpp"
 #include "vkpaged/tensor.hpp"
 
 namespace vkpaged::detail {
@@ -32,6 +33,10 @@ vk::PipelineRequest csr_pipeline_request();
 // Where the expansion of a plan of S requests and M columns goes, after the split's first
 // `split_bytes` of the scratch, without a pipeline (a bucket's scratch before its plan).
 CsrExpansion csr_expansion_layout(uint32_t num_seqs, uint32_t max_blocks_per_seq, size_t split_bytes);
+
+// The scratch a plan of `shape` needs: the split's first `split_bytes`, then (CSR page tables)
+// the expansion, as the plan places it (AttentionPlan's and MlaPlan's max_scratch_bytes).
+size_t scratch_bytes_with_expansion(const AttentionShape& shape, size_t split_bytes);
 
 // The expansion of a plan of S requests and M columns whose split takes the scratch's first
 // `split_bytes`. Throws unsupported when the dense table would not fit one descriptor

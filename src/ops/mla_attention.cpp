@@ -111,10 +111,7 @@ size_t MlaPlan::max_scratch_bytes(Context& context, const MlaShape& shape, uint3
   const size_t split_bytes = detail::plan_mla_attention_rows(context.impl().capabilities, shape,
                                                              detail::QueryRows::bucket(max_query_tokens), options)
                                  .scratch_bytes;
-  // CSR page tables are expanded after the split's part, as the plan will place them.
-  const AttentionShape& s = shape.attention;
-  if (!s.csr_page_table) return split_bytes;
-  return detail::csr_expansion_layout(s.num_requests, s.max_blocks_per_seq, split_bytes).end();
+  return detail::scratch_bytes_with_expansion(shape.attention, split_bytes);
 }
 
 VKP_PLAN_HANDLE_MEMBERS(MlaPlan, MlaPlanData)

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """contract_check: `vkpaged attend` against an independent implementation of docs/contract.md.
 
-Written from the contract alone (NumPy, float64), it shares no code with vkpaged: it draws
+Its reference is contract_math.py beside it (NumPy, float64, written from the contract alone; it
+shares no code with vkpaged), decode being multi-query attention of one token per request: it draws
 random configurations, writes them as .npy files, runs the CLI on them and compares the
 output within the contract's tolerances. About a third of the cases give their page tables in
 FlashInfer's CSR form (--kv-indptr, --kv-indices, --kv-last-page-len), which the reference
@@ -18,111 +19,8 @@ import sys
 
 import numpy as np
 
+from contract_math import ELEMENT_BYTES, TOLERANCE, as_nhbd, attention, bf16_values, cache_shapes, read_csr, store
 from contract_runner import NOT_TAKEN, refusal_problems, run_cases
-
-# ---- dtypes ----
-
-FP8_FORMATS = {"fp8_e4m3": (4, 3, 7), "fp8_e5m2": (5, 2, 15)}  # exponent bits, mantissa bits, bias
-
-
-def fp8_decode_table(name):
-    """Value of every byte of an fp8 format; NaN for NaN codes (E4M3FN: no infinities)."""
-    exp_bits, man_bits, bias = FP8_FORMATS[name]
-    table = np.zeros(256)
-    for code in range(256):
-        sign = -1.0 if code & 0x80 else 1.0
-        e = (code >> man_bits) & ((1 << exp_bits) - 1)
-        m = code & ((1 << man_bits) - 1)
-        if name == "fp8_e4m3" and e == 15 and m == 7:
-            value = np.nan
-        elif name == "fp8_e5m2" and e == 31:
-            value = np.inf if m == 0 else np.nan
-        elif e == 0:
-            value = m / (1 << man_bits) * 2.0 ** (1 - bias)
-        else:
-            value = (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
-        table[code] = sign * value
-    return table
-
-
-def bf16_bits(x):
-    """float -> bf16 bits, round to nearest even (finite inputs)."""
-    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return u.astype(np.uint16)
-
-
-def bf16_value(bits):
-    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
-FLOAT_NPY = {"f32": np.float32, "f16": np.float16}
-TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "bf16": 2e-2}
-PACK = {"f32": 4, "f16": 8, "bf16": 8, "fp8_e4m3": 16, "fp8_e5m2": 16}  # x = 16 / bytes
-
-
-def stored_array(values, dtype):
-    """U(-1, 1) values as the file holds them, and the float64 values they now stand for."""
-    if dtype == "bf16":
-        bits = bf16_bits(values)
-        return bits, bf16_value(bits)
-    a = values.astype(FLOAT_NPY[dtype])
-    return a, a.astype(np.float64)
-
-
-def random_fp8(rng, shape, name, scale):
-    """Random bytes of an fp8 format whose value * scale lies in [-1, 1]."""
-    table = fp8_decode_table(name)
-    codes = np.array([c for c in range(256) if np.isfinite(table[c]) and abs(table[c]) * scale <= 1.0], dtype=np.uint8)
-    stored = rng.choice(codes, size=shape)
-    return stored, table[stored] * scale
-
-
-# ---- the contract's decode attention ----
-
-def reference_decode(q, k, v, tables, lens, scale, softcap, alibi, sinks, window):
-    """q [S, H, D]; k, v [N, Hkv, B, D] float64 (already dequantized); docs/contract.md steps 1-8."""
-    S, H, D = q.shape
-    Hkv, B = k.shape[1], k.shape[2]
-    group = H // Hkv
-    out = np.zeros((S, H, D))
-    for s in range(S):
-        L = int(lens[s])
-        t0 = max(0, L - window) if window > 0 else 0
-        t = np.arange(t0, L)
-        blocks = tables[s, t // B].astype(np.int64)
-        keys = k[blocks, :, t % B, :]  # [T, Hkv, D]
-        values = v[blocks, :, t % B, :]
-        for h in range(H):
-            g = h // group
-            logits = scale * (keys[:, g, :] @ q[s, h])
-            if softcap > 0:
-                logits = softcap * np.tanh(logits / softcap)
-            if alibi is not None:
-                logits = logits + alibi[h] * (t - L + 1)
-            terms = [logits]
-            if sinks is not None:
-                terms.append(np.array([sinks[h]]))
-            every = np.concatenate(terms)
-            if every.size == 0:
-                continue  # empty range, no sink: zeros
-            m = every.max()
-            p = np.exp(logits - m)
-            den = np.exp(every - m).sum()
-            out[s, h] = (p @ values[:, g, :]) / den
-    return out
-
-
-def csr_to_dense(indptr, indices, last, B):
-    """FlashInfer's CSR page tables as block tables [S, max pages] and context lengths [S]."""
-    S = len(indptr) - 1
-    pages = [int(indptr[s + 1] - indptr[s]) for s in range(S)]
-    tables = np.zeros((S, max(pages + [1])), np.int64)
-    for s in range(S):
-        tables[s, : pages[s]] = indices[indptr[s] : indptr[s + 1]]
-    lens = np.array([0 if p == 0 else (p - 1) * B + int(last[s]) for s, p in enumerate(pages)], np.int64)
-    return tables, lens
-
 
 # ---- random configurations ----
 
@@ -156,21 +54,16 @@ def build_arrays(rng, c):
     """The case's arrays as the files hold them, and float64 views for the reference."""
     S, H, Hkv, D, B = len(c["lens"]), c["heads"], c["kv_heads"], c["head_size"], c["block_size"]
     cache = c["dtype"] if c["kv_dtype"] == "auto" else c["kv_dtype"]
-    x = PACK[cache]
+    x = 16 // ELEMENT_BYTES[cache]
     used = [(L + B - 1) // B for L in c["lens"]]
     M = max(used + [1]) + int(rng.integers(0, 3))
     N = sum(used) + int(rng.integers(1, 5))
     files, ref = {}, {}
-    files["query"], ref["q"] = stored_array(rng.uniform(-1, 1, (S, H, D)), c["dtype"])
-    k_shape, v_shape = (N, Hkv, D // x, B, x), (N, Hkv, D, B)
-    if cache.startswith("fp8"):
-        files["key_cache"], k = random_fp8(rng, k_shape, cache, c["k_scale"])
-        files["value_cache"], v = random_fp8(rng, v_shape, cache, c["v_scale"])
-    else:
-        files["key_cache"], k = stored_array(rng.uniform(-1, 1, k_shape), cache)
-        files["value_cache"], v = stored_array(rng.uniform(-1, 1, v_shape), cache)
-    ref["k"] = k.transpose(0, 1, 3, 2, 4).reshape(N, Hkv, B, D)  # [N, Hkv, B, D]
-    ref["v"] = v.transpose(0, 1, 3, 2)
+    files["query"], ref["q"] = store(rng, rng.uniform(-1, 1, (S, H, D)), c["dtype"])
+    k_shape, v_shape = cache_shapes("vllm", N, Hkv, D, B, x)
+    files["key_cache"], k = store(rng, rng.uniform(-1, 1, k_shape), cache, c["k_scale"])
+    files["value_cache"], v = store(rng, rng.uniform(-1, 1, v_shape), cache, c["v_scale"])
+    ref["k"], ref["v"] = as_nhbd("vllm", k, v)  # [N, Hkv, B, D]
     pool = rng.permutation(N)
     tables = rng.integers(0, N, (S, M))  # padding columns: any valid block
     nxt = 0
@@ -183,7 +76,7 @@ def build_arrays(rng, c):
         indices = np.concatenate([tables[s, : used[s]] for s in range(S)] + [np.zeros(0, np.int64)]).astype("<i4")
         last = np.array([0 if u == 0 else L - (u - 1) * B for L, u in zip(c["lens"], used)], "<i4")
         files["kv_indptr"], files["kv_indices"], files["kv_last_page_len"] = indptr, indices, last
-        ref["tables"], ref["lens"] = csr_to_dense(indptr, indices, last, B)
+        ref["tables"], ref["lens"] = read_csr(indptr, indices, last, B)
     else:
         files["block_tables"] = tables.astype(c["index_dtype"])
         files["context_lens"] = np.array(c["lens"]).astype(c["index_dtype"])
@@ -261,11 +154,12 @@ def check_good_case(cli, rng, c, directory, flags):
     expected_descr = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}[c["dtype"]]
     if got.dtype.str != expected_descr or got.shape != files["query"].shape:
         return f"output {got.dtype.str} {got.shape}, expected {expected_descr} {files['query'].shape}"
-    got = bf16_value(got) if c["dtype"] == "bf16" else got.astype(np.float64)
+    got = bf16_values(got) if c["dtype"] == "bf16" else got.astype(np.float64)
     D = c["head_size"]
     scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(D)
-    want = reference_decode(ref["q"], ref["k"], ref["v"], ref["tables"], ref["lens"], scale, c["softcap"],
-                            ref["alibi"], ref["sinks"], c["window"])
+    starts = np.arange(len(ref["lens"]) + 1)  # decode: one query token per request
+    want, _ = attention(ref["q"], ref["k"], ref["v"], ref["tables"], ref["lens"], starts, None, scale, c["softcap"],
+                        ref["alibi"], ref["sinks"], c["window"])
     if not np.all(np.isfinite(got)):
         return "non-finite output"
     err = float(np.abs(got - want).max()) if got.size else 0.0

@@ -3,8 +3,8 @@
 """contract_check_multi_query: `vkpaged attend --query-starts` against an independent
 implementation of docs/contract.md, "Multi-query attention".
 
-Written from the contract alone (NumPy, float64; it shares no code with vkpaged or with
-contract_check.py): it draws random engine steps (decode requests, prefill chunks after cached
+Its reference is contract_math.py beside it (NumPy, float64, written from the contract alone; it
+shares no code with vkpaged): it draws random engine steps (decode requests, prefill chunks after cached
 prefixes, whole prompts, speculative requests with tree masks) over the three cache layouts,
 writes them as .npy files, runs the CLI with --lse and compares output and log-sum-exp within
 the contract's tolerances. A few single-token cases go without --query-starts on the nhd and
@@ -12,7 +12,7 @@ hnd layouts. About a third of the steps give their page tables in FlashInfer's C
 (--kv-indptr, --kv-indices, --kv-last-page-len), which the reference reads itself. Bad inputs must give a non-zero exit, one line on stderr naming the option, and no
 output file.
 
-Multi-head latent attention ("Multi-head latent attention", --mla N): mla_attention below is MLA
+Multi-head latent attention ("Multi-head latent attention", --mla N): contract_math's mla_attention is MLA
 as the contract defines it, multi-query attention over one kv head whose key is a cache row of
 Dk = Dv + R entries and whose value is the row's first Dv entries. Each MLA case runs
 `vkpaged attend` on the MLA cache itself, half of them as one pool (--mla-cache with
@@ -28,136 +28,9 @@ import sys
 
 import numpy as np
 
+from contract_math import (ELEMENT_BYTES, TOLERANCE, as_nhbd, attention, bf16_values, cache_shapes, mla_attention,
+                           random_tree, read_csr, store)
 from contract_runner import NOT_TAKEN, refusal_problems, run_cases
-
-# ---- element formats ----
-
-FP8 = {"fp8_e4m3": (4, 3, 7), "fp8_e5m2": (5, 2, 15)}  # exponent bits, mantissa bits, bias
-BYTES = {"f32": 4, "f16": 2, "bf16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
-TOLERANCE = {"f32": 1e-4, "f16": 3e-3, "bf16": 2e-2}
-
-
-def fp8_values(name):
-    """The value of each of the 256 codes (NaN for NaN codes)."""
-    e_bits, m_bits, bias = FP8[name]
-    values = np.zeros(256)
-    for code in range(256):
-        e, m = (code >> m_bits) & ((1 << e_bits) - 1), code & ((1 << m_bits) - 1)
-        if name == "fp8_e4m3" and e == 15 and m == 7 or name == "fp8_e5m2" and e == 31:
-            v = np.nan if m or name == "fp8_e4m3" else np.inf
-        elif e == 0:
-            v = m * 2.0 ** (1 - bias - m_bits)
-        else:
-            v = (1 + m / 2.0 ** m_bits) * 2.0 ** (e - bias)
-        values[code] = -v if code & 0x80 else v
-    return values
-
-
-def to_bf16_bits(x):
-    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def from_bf16_bits(bits):
-    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
-def store(values, dtype, scale=1.0, rng=None):
-    """What a file of `dtype` holds for `values`, and the float64 values it stands for."""
-    if dtype == "bf16":
-        bits = to_bf16_bits(values)
-        return bits, from_bf16_bits(bits)
-    if dtype in FP8:
-        table = fp8_values(dtype)
-        finite = np.array([c for c in range(256) if np.isfinite(table[c]) and abs(table[c]) * scale <= 1.0], np.uint8)
-        codes = rng.choice(finite, size=values.shape)
-        return codes, table[codes] * scale
-    a = values.astype({"f32": np.float32, "f16": np.float16}[dtype])
-    return a, a.astype(np.float64)
-
-
-# ---- the caches' layouts: element (block, kv head g, dim d, offset o) ----
-
-def cache_shapes(layout, N, Hkv, D, B, x):
-    if layout == "nhd":
-        return (N, B, Hkv, D), (N, B, Hkv, D)
-    if layout == "hnd":
-        return (N, Hkv, B, D), (N, Hkv, B, D)
-    return (N, Hkv, D // x, B, x), (N, Hkv, D, B)
-
-
-def as_nhbd(layout, k, v, x):
-    """Both caches as [N, Hkv, B, D] float64, read element by element from the layout's definition."""
-    if layout == "nhd":
-        return k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
-    if layout == "hnd":
-        return k, v
-    N, Hkv, Dx, B, _ = k.shape
-    return k.transpose(0, 1, 3, 2, 4).reshape(N, Hkv, B, Dx * x), v.transpose(0, 1, 3, 2)
-
-
-# ---- the contract ----
-
-def attention(q, k, v, tables, lens, starts, masks, scale, softcap, alibi, sinks, window):
-    """q [T, H, D]; k [N, Hkv, B, D], v [N, Hkv, B, Dv] (Dv = D but for MLA); masks: per request a
-    q_s x q_s 0/1 array or None. Returns output [T, H, Dv] and LSE [T, H]."""
-    T, H, D = q.shape
-    Hkv, B = k.shape[1], k.shape[2]
-    out, lse = np.zeros((T, H, v.shape[3])), np.full((T, H), -np.inf)
-    for s in range(len(lens)):
-        L, q0, q1 = int(lens[s]), int(starts[s]), int(starts[s + 1])
-        n = q1 - q0
-        first_new = L - n
-        for j in range(n):
-            p = first_new + j
-            t0 = max(0, p - window + 1) if window > 0 else 0
-            t = np.arange(L)
-            if masks is None:
-                seen = (t >= t0) & (t <= p)
-            else:
-                # The mask replaces causality among the new tokens; the window holds for all.
-                seen = t >= t0
-                seen[first_new:] &= masks[s][j] != 0
-            t = t[seen]
-            blocks = tables[s, t // B].astype(np.int64)
-            for h in range(H):
-                g = h // (H // Hkv)
-                logits = scale * (k[blocks, g, t % B, :] @ q[q0 + j, h])
-                if softcap > 0:
-                    logits = softcap * np.tanh(logits / softcap)
-                if alibi is not None:
-                    logits = logits + alibi[h] * (t - p)
-                every = np.concatenate([logits, [sinks[h]]]) if sinks is not None else logits
-                if every.size == 0:
-                    continue
-                m = every.max()
-                weights = np.exp(logits - m)
-                den = np.exp(every - m).sum()
-                out[q0 + j, h] = weights @ v[blocks, g, t % B, :] / den
-                lse[q0 + j, h] = m + np.log(den)
-    return out, lse
-
-
-def mla_attention(q, rows, Dv, tables, lens, starts, masks, scale, softcap, alibi, sinks, window):
-    """MLA: q [T, H, Dk]; rows [N, B, Dk] (one pool, or ckv and kpe side by side), each position's
-    key its whole row and its value the row's first Dv entries, one kv head for every query head.
-    Returns output [T, H, Dv] and LSE [T, H]."""
-    k = rows[:, None, :, :]
-    return attention(q, k, k[..., :Dv], tables, lens, starts, masks, scale, softcap, alibi, sinks, window)
-
-
-def read_csr(indptr, indices, last, B):
-    """FlashInfer's page tables: request s's blocks indices[indptr[s]:indptr[s + 1]], its length
-    (pages - 1) * B + last[s] (0 without pages). Returns block tables [S, pages] and lengths."""
-    S = len(indptr) - 1
-    width = max([int(indptr[s + 1] - indptr[s]) for s in range(S)] + [1])
-    tables, lens = np.zeros((S, width), np.int64), []
-    for s in range(S):
-        blocks = indices[indptr[s] : indptr[s + 1]]
-        tables[s, : len(blocks)] = blocks
-        lens.append(0 if len(blocks) == 0 else (len(blocks) - 1) * B + int(last[s]))
-    return tables, lens
-
 
 # ---- random engine steps ----
 
@@ -216,29 +89,22 @@ def random_mask(rng, q):
     """A draft tree (each token sees itself and its ancestors) or random 0/1 entries."""
     if rng.random() < 0.5:
         return (rng.random((q, q)) < 0.5).astype(np.uint8)
-    parent = [-1] + [int(rng.integers(0, j)) for j in range(1, q)]
-    mask = np.zeros((q, q), np.uint8)
-    for j in range(q):
-        a = j
-        while a >= 0:
-            mask[j, a] = 1
-            a = parent[a]
-    return mask
+    return random_tree(rng, q)
 
 
 def build(rng, c):
     S, H, Hkv, D, B = len(c["lens"]), c["heads"], c["kv_heads"], c["head_size"], c["block_size"]
     cache = c["dtype"] if c["kv_dtype"] == "auto" else c["kv_dtype"]
-    x = 16 // BYTES[cache]
+    x = 16 // ELEMENT_BYTES[cache]
     used = [(L + B - 1) // B for L in c["lens"]]
     M, N = max(used + [1]) + int(rng.integers(0, 3)), sum(used) + int(rng.integers(1, 5))
     T = sum(c["new"])
     files, ref = {}, {}
-    files["query"], ref["q"] = store(rng.uniform(-1, 1, (T, H, D)), c["dtype"])
+    files["query"], ref["q"] = store(rng, rng.uniform(-1, 1, (T, H, D)), c["dtype"])
     k_shape, v_shape = cache_shapes(c["layout"], N, Hkv, D, B, x)
-    files["key_cache"], k = store(rng.uniform(-1, 1, k_shape), cache, c["k_scale"], rng)
-    files["value_cache"], v = store(rng.uniform(-1, 1, v_shape), cache, c["v_scale"], rng)
-    ref["k"], ref["v"] = as_nhbd(c["layout"], k, v, x)
+    files["key_cache"], k = store(rng, rng.uniform(-1, 1, k_shape), cache, c["k_scale"])
+    files["value_cache"], v = store(rng, rng.uniform(-1, 1, v_shape), cache, c["v_scale"])
+    ref["k"], ref["v"] = as_nhbd(c["layout"], k, v)
     pool, tables, nxt = rng.permutation(N), rng.integers(0, N, (S, M)), 0
     for s in range(S):
         tables[s, : used[s]] = pool[nxt : nxt + used[s]]
@@ -326,7 +192,7 @@ def check_good(cli, rng, c, directory, flags):
         return f"output {got.dtype.str} {got.shape}, expected {descr} {files['query'].shape}"
     if got_lse.dtype.str != "<f4" or got_lse.shape != files["query"].shape[:2]:
         return f"lse {got_lse.dtype.str} {got_lse.shape}, expected <f4 {files['query'].shape[:2]}"
-    got = from_bf16_bits(got) if c["dtype"] == "bf16" else got.astype(np.float64)
+    got = bf16_values(got) if c["dtype"] == "bf16" else got.astype(np.float64)
     scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(c["head_size"])
     want, want_lse = attention(ref["q"], ref["k"], ref["v"], ref["tables"], ref["lens"], ref["starts"],
                                ref["masks"], scale, c["softcap"], ref["alibi"], ref["sinks"], c["window"])
@@ -373,10 +239,11 @@ def check_mla(cli, rng, c, directory, flags):
     T, H = ref["q"].shape[:2]
     if got.dtype.str != descr or got.shape != (T, H, Dv):
         return f"output {got.dtype.str} {got.shape}, expected {descr} [T, H, Dv] {(T, H, Dv)}"
-    got = from_bf16_bits(got) if c["dtype"] == "bf16" else got.astype(np.float64)
+    got = bf16_values(got) if c["dtype"] == "bf16" else got.astype(np.float64)
     scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(c["head_size"])  # 1 / sqrt(Dk)
     want, want_lse = mla_attention(ref["q"], rows, Dv, ref["tables"], ref["lens"], ref["starts"], ref["masks"],
-                                   scale, c["softcap"], ref["alibi"], ref["sinks"], c["window"])
+                                   scale=scale, softcap=c["softcap"], alibi=ref["alibi"], sinks=ref["sinks"],
+                                   window=c["window"])
     if not np.all(np.isfinite(got)):
         return "non-finite output"
     tol = TOLERANCE[c["dtype"]]

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """docs/contract.md in float64 NumPy, written from the document alone (it shares no code with
-vkpaged): element formats, the cache layouts, multi-query attention (decode is its case of one
-token per request), multi-head latent attention, and rotary embedding
-(include/vkpaged/rotary.hpp's definition)."""
+vkpaged): element formats, the cache layouts, FlashInfer's page tables, multi-query attention
+(decode is its case of one token per request), multi-head latent attention, draft-tree masks and
+rotary embedding (include/vkpaged/rotary.hpp's definition). The one reference of the contract
+checks beside it (contract_check.py, contract_check_multi_query.py: the CLI) and of the Python
+package's tests (python/tests, through its conftest.py)."""
 import numpy as np
 
 FP8 = {"fp8_e4m3": (4, 3, 7), "fp8_e5m2": (5, 2, 15)}  # exponent bits, mantissa bits, bias
@@ -102,6 +104,30 @@ def from_nhbd(layout, k, v, x):
         return k.copy(), v.copy()
     N, Hkv, B, D = k.shape
     return k.reshape(N, Hkv, B, D // x, x).transpose(0, 1, 3, 2, 4).copy(), v.transpose(0, 1, 3, 2).copy()
+
+
+def read_csr(indptr, indices, last, B):
+    """FlashInfer's page tables: request s's blocks indices[indptr[s]:indptr[s + 1]], its length
+    (pages - 1) * B + last[s] (0 without pages). Returns block tables [S, max pages] and lengths [S]."""
+    S = len(indptr) - 1
+    pages = [int(indptr[s + 1] - indptr[s]) for s in range(S)]
+    tables = np.zeros((S, max(pages + [1])), np.int64)
+    for s in range(S):
+        tables[s, : pages[s]] = indices[indptr[s] : indptr[s + 1]]
+    lens = np.array([0 if p == 0 else (p - 1) * B + int(last[s]) for s, p in enumerate(pages)], np.int64)
+    return tables, lens
+
+
+def random_tree(rng, q):
+    """A draft tree of q tokens: each token sees itself and its ancestors."""
+    parent = [-1] + [int(rng.integers(0, j)) for j in range(1, q)]
+    mask = np.zeros((q, q), np.uint8)
+    for j in range(q):
+        a = j
+        while a >= 0:
+            mask[j, a] = 1
+            a = parent[a]
+    return mask
 
 
 def attention(q, k, v, tables, lens, starts, masks=None, scale=None, softcap=0.0, alibi=None, sinks=None, window=0):
