@@ -17,10 +17,26 @@ uint fp8_to_f16_bits(uint b) {
   if ((b & 0x7fu) == 0x7fu) return sign | 0x7e00u;
   return sign | ((b & 0x7fu) << 7);
 }
-// The four fp8 bytes of a word as two words of f16 pairs, in element order.
+// Whether one of the four fp8 bytes of `w` is not finite (E4M3: S.1111.111 NaN; E5M2: exponent
+// 11111, Inf or NaN), a word at a time: the byte's tested bits xor the special pattern is zero.
+bool fp8_word_not_finite(uint w) {
+  const uint special = CACHE_DTYPE == DT_FP8_E5M2 ? 0x7c7c7c7cu : 0x7f7f7f7fu;
+  const uint x = (w & special) ^ special;  // bytes below 0x80: a zero byte borrows into its own top bit
+  return ((x - 0x01010101u) & ~x & 0x80808080u) != 0u;
+}
+bool fp8_chunk_not_finite(uvec4 w) {
+  return fp8_word_not_finite(w.x) || fp8_word_not_finite(w.y) || fp8_word_not_finite(w.z) || fp8_word_not_finite(w.w);
+}
+// The four fp8 bytes of a word as two words of f16 pairs, in element order: both pairs of a word
+// shifted at once (fp8_to_f16_bits' result, byte by byte only where an E4M3 NaN needs its f16 NaN).
 uvec2 fp8_word_to_f16(uint w) {
-  return uvec2(fp8_to_f16_bits(w & 0xffu) | (fp8_to_f16_bits((w >> 8) & 0xffu) << 16),
-               fp8_to_f16_bits((w >> 16) & 0xffu) | (fp8_to_f16_bits(w >> 24) << 16));
+  if (CACHE_DTYPE == DT_FP8_E5M2) return uvec2(((w & 0xffu) << 8) | ((w & 0xff00u) << 16), ((w >> 8) & 0xff00u) | (w & 0xff000000u));
+  if (fp8_word_not_finite(w))
+    return uvec2(fp8_to_f16_bits(w & 0xffu) | (fp8_to_f16_bits((w >> 8) & 0xffu) << 16),
+                 fp8_to_f16_bits((w >> 16) & 0xffu) | (fp8_to_f16_bits(w >> 24) << 16));
+  const uint lo = (w & 0xffu) | ((w & 0xff00u) << 8);          // bytes 0 and 1 in bits 0-7 and 16-23
+  const uint hi = ((w >> 16) & 0xffu) | ((w >> 8) & 0xff0000u);  // bytes 2 and 3
+  return uvec2(((lo & 0x007f007fu) << 7) | ((lo & 0x00800080u) << 8), ((hi & 0x007f007fu) << 7) | ((hi & 0x00800080u) << 8));
 }
 // Inf or NaN bf16 bits (low 16) as the f16 Inf or NaN of the same sign.
 uint bf16_special_to_f16(uint b) { return (b & 0x8000u) | ((b & 0x7fu) != 0u ? 0x7e00u : 0x7c00u); }
@@ -78,7 +94,7 @@ bool store_chunk(uint word, uvec4 raw) {
     const uvec4 hi = uvec4(fp8_word_to_f16(raw.z), fp8_word_to_f16(raw.w));
     s_mem[word] = lo;
     s_mem[word + 1u] = hi;
-    return f16_chunk_not_finite(lo) || f16_chunk_not_finite(hi);
+    return fp8_chunk_not_finite(raw);
   }
   s_mem[word] = raw;
   return f16_chunk_not_finite(raw);

@@ -202,7 +202,7 @@ bool store_half_chunk(uint word, uvec2 raw) {
   if (FP8) {
     const uvec4 h = uvec4(fp8_word_to_f16(raw.x), fp8_word_to_f16(raw.y));
     s_mem[word / 4u] = h;
-    return f16_chunk_not_finite(h);
+    return fp8_chunk_not_finite(uvec4(raw, 0u, 0u));
   }
   set_shared_word(word, raw.x);
   set_shared_word(word + 1u, raw.y);

@@ -249,7 +249,9 @@ TEST(PreparedPipelinesTest, MlaBucketsPlansAfterPrepareBuildNoPipeline) {
     const MlaPlan plan = MlaPlan::create_bucket(ctx, b.shape, b.max_query_tokens, b.options);
     EXPECT_TRUE(plan.bucket());
     SCOPED_TRACE(plan.describe());
-    EXPECT_EQ(plan.split(), b.options.split == SplitMode::split);
+    // The decode bucket's automatic split is the device's choice (a GPU of many compute units
+    // splits it); the mixed bucket's forced one is the plan's.
+    if (b.options.split != SplitMode::automatic) EXPECT_EQ(plan.split(), b.options.split == SplitMode::split);
   }
   EXPECT_EQ(pipelines_built(ctx), prepared) << "the plans after prepare built none";
   EXPECT_EQ(ctx.validation_message_count(), 0u);
