@@ -74,7 +74,7 @@ variant() {  # name, file, then a perl substitution that edits it (or `patch`: t
 }
 # The kernel the variants are written against, as a blob id (`git hash-object`) rather than a
 # commit, so that the commit which changes the kernel can carry this line.
-kernel_blob=1b1495991650e2f911d0250fc7b8815d69955406
+kernel_blob=8babd690d582ad5560b9247bc948cb0a68c3860a
 if [ "$(git -C "$root" hash-object "$shader")" != "$kernel_blob" ]; then
   echo "mla-diagnostic-builds: the kernel differs from blob $kernel_blob, which the variants are made from (update this script)" >&2
   exit 1
