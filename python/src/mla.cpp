@@ -64,33 +64,15 @@ void bind_plan(py::module_& m) {
                              "serves every layer.");
   plan.def(py::init(&make_plan), py::arg("context"), py::arg("shape"), py::arg("query_starts"), py::kw_only(),
            py::arg("kernel") = "auto", py::arg("split") = "auto", py::arg("partition_tokens") = 0);
-  plan.def_static(
-          "create_bucket",
-          [](const py::object& context, const MlaShape& shape, uint32_t max_query_tokens, const std::string& kernel,
-             const std::string& split, uint32_t partition_tokens) {
-            return PyMlaPlan{context, MlaPlan::create_bucket(context_of(context).context, shape, max_query_tokens,
-                                                             mla_options(kernel, split, partition_tokens))};
-          },
-          py::arg("context"), py::arg("shape"), py::arg("max_query_tokens") = 0, py::kw_only(),
-          py::arg("kernel") = "auto", py::arg("split") = "auto", py::arg("partition_tokens") = 0,
-          "A plan for a bucket of steps (vkpaged::MlaPlan::create_bucket), recorded once and replayed, as "
-          "AttentionPlan.create_bucket's: shape.attention's num_requests, num_query_tokens and max_context_len are "
-          "the bucket's most requests, most new tokens and longest context, max_query_tokens its longest request "
-          "(0: num_query_tokens). A step pads itself to it with requests of no new tokens and context length 0.")
-      .def_static(
-          "max_scratch_bytes",
-          [](const py::object& context, const MlaShape& shape, uint32_t max_query_tokens, const std::string& kernel,
-             const std::string& split, uint32_t partition_tokens) {
-            return MlaPlan::max_scratch_bytes(context_of(context).context, shape, max_query_tokens,
-                                              mla_options(kernel, split, partition_tokens));
-          },
-          py::arg("context"), py::arg("shape"), py::arg("max_query_tokens") = 0, py::kw_only(),
-          py::arg("kernel") = "auto", py::arg("split") = "auto", py::arg("partition_tokens") = 0,
-          "The scratch create_bucket's plan would need: to allocate once, before any plan. Makes no plan and builds "
-          "no pipeline.")
-      .def_property_readonly("bucket", [](const PyMlaPlan& p) { return p.plan.bucket(); }, "Whether create_bucket made it.")
-      .def_property_readonly("max_query_tokens", [](const PyMlaPlan& p) { return p.plan.max_query_tokens(); })
-      .def_property_readonly("kernel", [](const PyMlaPlan& p) { return name_of(p.plan.kernel()); },
+  def_bucket_plan(
+      plan, &mla_options,
+      "A plan for a bucket of steps (vkpaged::MlaPlan::create_bucket), recorded once and replayed, as "
+      "AttentionPlan.create_bucket's: shape.attention's num_requests, num_query_tokens and max_context_len are "
+      "the bucket's most requests, most new tokens and longest context, max_query_tokens its longest request "
+      "(0: num_query_tokens). A step pads itself to it with requests of no new tokens and context length 0.",
+      "The scratch create_bucket's plan would need: to allocate once, before any plan. Makes no plan and builds "
+      "no pipeline.");
+  plan.def_property_readonly("kernel", [](const PyMlaPlan& p) { return name_of(p.plan.kernel()); },
                              "The kernel that runs it: 'scalar' (portable) or 'matrix' (tensor cores).");
   def_step_plan_readback(plan, "MlaPlan");
 }

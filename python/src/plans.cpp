@@ -85,38 +85,18 @@ void bind_attention_plan(py::module_& m) {
                                                            attention_options(kernel, split, partition_tokens));
            }),
            py::arg("context"), py::arg("shape"), py::arg("query_starts"), py::kw_only(), py::arg("kernel") = "auto",
-           py::arg("split") = "auto", py::arg("partition_tokens") = 0)
-      .def_static(
-          "create_bucket",
-          [](const py::object& context, const AttentionShape& shape, uint32_t max_query_tokens,
-             const std::string& kernel, const std::string& split, uint32_t partition_tokens) {
-            const AttentionOptions o = attention_options(kernel, split, partition_tokens);
-            return PyAttentionPlan{
-                context, AttentionPlan::create_bucket(context_of(context).context, shape, max_query_tokens, o)};
-          },
-          py::arg("context"), py::arg("shape"), py::arg("max_query_tokens") = 0, py::kw_only(),
-          py::arg("kernel") = "auto", py::arg("split") = "auto", py::arg("partition_tokens") = 0,
-          "A plan for a bucket of steps (vkpaged::AttentionPlan::create_bucket), recorded once and replayed: shape's "
-          "num_requests, num_query_tokens and max_context_len are the bucket's most requests, most new tokens and "
-          "longest context (0: M * B), max_query_tokens its longest request (0: num_query_tokens; 1 with "
-          "num_query_tokens = num_requests: decode steps, on the decode kernels). A step of the bucket pads itself "
-          "to it: its requests first, then requests of no new tokens (query starts that stay at its token count) "
-          "and context length 0; every length, block table and query start is read on the device.")
-      .def_static(
-          "max_scratch_bytes",
-          [](const py::object& context, const AttentionShape& shape, uint32_t max_query_tokens,
-             const std::string& kernel, const std::string& split, uint32_t partition_tokens) {
-            const AttentionOptions o = attention_options(kernel, split, partition_tokens);
-            return AttentionPlan::max_scratch_bytes(context_of(context).context, shape, max_query_tokens, o);
-          },
-          py::arg("context"), py::arg("shape"), py::arg("max_query_tokens") = 0, py::kw_only(),
-          py::arg("kernel") = "auto", py::arg("split") = "auto", py::arg("partition_tokens") = 0,
-          "The scratch create_bucket's plan would need, the most any step of the bucket uses: to allocate once, "
-          "before any plan. Makes no plan and builds no pipeline.")
-      .def_property_readonly("bucket", [](const PyAttentionPlan& p) { return p.plan.bucket(); },
-                             "Whether create_bucket made it.")
-      .def_property_readonly("kernel", [](const PyAttentionPlan& p) { return name_of(p.plan.kernel()); })
-      .def_property_readonly("max_query_tokens", [](const PyAttentionPlan& p) { return p.plan.max_query_tokens(); });
+           py::arg("split") = "auto", py::arg("partition_tokens") = 0);
+  def_bucket_plan(
+      attention, &attention_options,
+      "A plan for a bucket of steps (vkpaged::AttentionPlan::create_bucket), recorded once and replayed: shape's "
+      "num_requests, num_query_tokens and max_context_len are the bucket's most requests, most new tokens and "
+      "longest context (0: M * B), max_query_tokens its longest request (0: num_query_tokens; 1 with "
+      "num_query_tokens = num_requests: decode steps, on the decode kernels). A step of the bucket pads itself "
+      "to it: its requests first, then requests of no new tokens (query starts that stay at its token count) "
+      "and context length 0; every length, block table and query start is read on the device.",
+      "The scratch create_bucket's plan would need, the most any step of the bucket uses: to allocate once, "
+      "before any plan. Makes no plan and builds no pipeline.");
+  attention.def_property_readonly("kernel", [](const PyAttentionPlan& p) { return name_of(p.plan.kernel()); });
   def_step_plan_readback(attention, "AttentionPlan");
 
   m.def(

@@ -12,6 +12,7 @@
 
 #include "bindings.hpp"
 #include "names.hpp"
+#include "plan_class.hpp"
 #include "record_args.hpp"
 #include "vkpaged/prepare.hpp"
 
@@ -20,32 +21,9 @@ namespace vkpaged::python {
 namespace {
 
 void bind_buckets(py::module_& m) {
-  py::class_<AttentionBucket>(m, "AttentionBucket",
-                              "AttentionPlan.create_bucket's arguments, for Context.prepare.")
-      .def(py::init([](const AttentionShape& shape, uint32_t max_query_tokens, const std::string& kernel,
-                       const std::string& split, uint32_t partition_tokens) {
-             return AttentionBucket{shape, max_query_tokens, attention_options(kernel, split, partition_tokens)};
-           }),
-           py::arg("shape"), py::arg("max_query_tokens") = 0, py::kw_only(), py::arg("kernel") = "auto",
-           py::arg("split") = "auto", py::arg("partition_tokens") = 0)
-      .def_readonly("shape", &AttentionBucket::shape)
-      .def_readonly("max_query_tokens", &AttentionBucket::max_query_tokens)
-      .def_property_readonly("kernel", [](const AttentionBucket& b) { return name_of(b.options.kernel); })
-      .def_property_readonly("split", [](const AttentionBucket& b) { return name_of(b.options.split); })
-      .def_property_readonly("partition_tokens", [](const AttentionBucket& b) { return b.options.partition_tokens; });
-
-  py::class_<MlaBucket>(m, "MlaBucket", "MlaPlan.create_bucket's arguments, for Context.prepare.")
-      .def(py::init([](const MlaShape& shape, uint32_t max_query_tokens, const std::string& kernel,
-                       const std::string& split, uint32_t partition_tokens) {
-             return MlaBucket{shape, max_query_tokens, mla_options(kernel, split, partition_tokens)};
-           }),
-           py::arg("shape"), py::arg("max_query_tokens") = 0, py::kw_only(), py::arg("kernel") = "auto",
-           py::arg("split") = "auto", py::arg("partition_tokens") = 0)
-      .def_readonly("shape", &MlaBucket::shape)
-      .def_readonly("max_query_tokens", &MlaBucket::max_query_tokens)
-      .def_property_readonly("kernel", [](const MlaBucket& b) { return name_of(b.options.kernel); })
-      .def_property_readonly("split", [](const MlaBucket& b) { return name_of(b.options.split); })
-      .def_property_readonly("partition_tokens", [](const MlaBucket& b) { return b.options.partition_tokens; });
+  bind_plan_bucket<AttentionBucket>(m, "AttentionBucket", "AttentionPlan.create_bucket's arguments, for Context.prepare.",
+                                    &attention_options);
+  bind_plan_bucket<MlaBucket>(m, "MlaBucket", "MlaPlan.create_bucket's arguments, for Context.prepare.", &mla_options);
 
   py::class_<DecodeBucket>(m, "DecodeBucket", "DecodePlan's arguments (a DecodeShape is a bucket already), for "
                                               "Context.prepare.")
