@@ -19,8 +19,8 @@ import sys
 
 import numpy as np
 
-from contract_math import ELEMENT_BYTES, TOLERANCE, as_nhbd, attention, bf16_values, cache_shapes, read_csr, store
-from contract_runner import NOT_TAKEN, refusal_problems, run_cases
+from contract_math import ELEMENT_BYTES, as_nhbd, attention, cache_shapes, read_csr, store
+from contract_runner import add_common_arguments, attend_problem, output_problems, passed_flags, refusal_problems, run_cases
 
 # ---- random configurations ----
 
@@ -143,28 +143,14 @@ def check_good_case(cli, rng, c, directory, flags):
     files, ref = build_arrays(rng, c)
     paths = write_files(directory, files)
     out = os.path.join(directory, "out.npy")
-    run = subprocess.run(command(cli, c, paths, out, flags), capture_output=True, text=True, timeout=300)
-    if run.returncode == 1 and "--kernel" in flags and run.stderr.startswith("vkpaged: --kernel:"):
-        return NOT_TAKEN
-    if run.returncode != 0:
-        return f"exit {run.returncode}: {run.stderr.strip()}"
-    if run.stderr:
-        return f"exit 0 but stderr not empty: {run.stderr.strip()[:300]}"
-    got = np.load(out)
-    expected_descr = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}[c["dtype"]]
-    if got.dtype.str != expected_descr or got.shape != files["query"].shape:
-        return f"output {got.dtype.str} {got.shape}, expected {expected_descr} {files['query'].shape}"
-    got = bf16_values(got) if c["dtype"] == "bf16" else got.astype(np.float64)
-    D = c["head_size"]
-    scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(D)
+    problem = attend_problem(command(cli, c, paths, out, flags), flags)
+    if problem:
+        return problem
+    scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(c["head_size"])
     starts = np.arange(len(ref["lens"]) + 1)  # decode: one query token per request
     want, _ = attention(ref["q"], ref["k"], ref["v"], ref["tables"], ref["lens"], starts, None, scale, c["softcap"],
                         ref["alibi"], ref["sinks"], c["window"])
-    if not np.all(np.isfinite(got)):
-        return "non-finite output"
-    err = float(np.abs(got - want).max()) if got.size else 0.0
-    tol = TOLERANCE[c["dtype"]]
-    return None if err <= tol else f"max |error| {err:.3e} > tolerance {tol:.0e}"
+    return output_problems(np.load(out), want, c["dtype"])
 
 
 # ---- bad inputs ----
@@ -228,17 +214,11 @@ def check_bad_case(cli, rng, kind, directory, flags):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cli", help="path to the vkpaged binary")
-    parser.add_argument("--count", type=int, default=120, help="random valid cases (default 120)")
-    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    parser.add_argument("--device", default="", help="passed to --device (default: the CLI's default)")
-    parser.add_argument("--bad", type=int, default=len(BAD_KINDS), help="bad-input cases (default: one of each kind)")
-    parser.add_argument("--kernel", default="", help="passed to --kernel (default: the CLI's choice); cases the forced kernel refuses are counted apart")
-    parser.add_argument("--verbose", action="store_true", help="print every case")
+    add_common_arguments(parser, count=120, count_help="random valid cases", bad=len(BAD_KINDS))
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
-    flags = (["--device", args.device] if args.device else []) + (["--kernel", args.kernel] if args.kernel else [])
+    flags = passed_flags(args)
 
     def good(i):
         c = random_case(rng, i)

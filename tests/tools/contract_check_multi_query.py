@@ -28,9 +28,9 @@ import sys
 
 import numpy as np
 
-from contract_math import (ELEMENT_BYTES, TOLERANCE, as_nhbd, attention, bf16_values, cache_shapes, mla_attention,
-                           random_tree, read_csr, store)
-from contract_runner import NOT_TAKEN, refusal_problems, run_cases
+from contract_math import ELEMENT_BYTES, as_nhbd, attention, cache_shapes, mla_attention, random_tree, read_csr, store
+from contract_runner import (add_common_arguments, attend_problem, output_problems, passed_flags, refusal_problems,
+                             run_cases)
 
 # ---- random engine steps ----
 
@@ -180,33 +180,14 @@ def describe(c):
 def check_good(cli, rng, c, directory, flags):
     files, ref = build(rng, c)
     paths = write(directory, files)
-    out, lse_path = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
-    run = subprocess.run(command(cli, c, paths, out, lse_path, flags), capture_output=True, text=True, timeout=300)
-    if run.returncode == 1 and "--kernel" in flags and run.stderr.startswith("vkpaged: --kernel:"):
-        return NOT_TAKEN
-    if run.returncode != 0:
-        return f"exit {run.returncode}: {run.stderr.strip()}"
-    got, got_lse = np.load(out), np.load(lse_path)
-    descr = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}[c["dtype"]]
-    if got.dtype.str != descr or got.shape != files["query"].shape:
-        return f"output {got.dtype.str} {got.shape}, expected {descr} {files['query'].shape}"
-    if got_lse.dtype.str != "<f4" or got_lse.shape != files["query"].shape[:2]:
-        return f"lse {got_lse.dtype.str} {got_lse.shape}, expected <f4 {files['query'].shape[:2]}"
-    got = bf16_values(got) if c["dtype"] == "bf16" else got.astype(np.float64)
+    out, lse = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
+    problem = attend_problem(command(cli, c, paths, out, lse, flags), flags)
+    if problem:
+        return problem
     scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(c["head_size"])
     want, want_lse = attention(ref["q"], ref["k"], ref["v"], ref["tables"], ref["lens"], ref["starts"],
                                ref["masks"], scale, c["softcap"], ref["alibi"], ref["sinks"], c["window"])
-    if not np.all(np.isfinite(got)):
-        return "non-finite output"
-    tol = TOLERANCE[c["dtype"]]
-    err = float(np.abs(got - want).max()) if got.size else 0.0
-    if err > tol:
-        return f"max |output error| {err:.3e} > {tol:.0e}"
-    empty = np.isinf(want_lse)
-    if not np.array_equal(np.isinf(got_lse) & (got_lse < 0), empty):
-        return "LSE is -inf where the range is not empty, or the other way"
-    lse_err = float(np.abs(got_lse[~empty] - want_lse[~empty]).max()) if (~empty).any() else 0.0
-    return None if lse_err <= 1e-3 + tol else f"max |LSE error| {lse_err:.3e}"
+    return output_problems(np.load(out), want, c["dtype"], np.load(lse), want_lse)
 
 
 BAD = ["starts_not_zero", "starts_fall", "starts_past_t", "context_below_q", "mask_size", "mask_byte",
@@ -225,36 +206,18 @@ def check_mla(cli, rng, c, directory, flags):
     else:
         files["mla_cache"] = pool
     paths = write(directory, files)
-    out, lse_path = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
-    cmd = command(cli, c, paths, out, lse_path, flags)
+    out, lse = os.path.join(directory, "out.npy"), os.path.join(directory, "lse.npy")
+    cmd = command(cli, c, paths, out, lse, flags)
     if not c["two_pools"]:
         cmd += ["--value-head-size", str(Dv)]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if run.returncode == 1 and "--kernel" in flags and run.stderr.startswith("vkpaged: --kernel:"):
-        return NOT_TAKEN
-    if run.returncode != 0:
-        return f"exit {run.returncode}: {run.stderr.strip()}"
-    got, got_lse = np.load(out), np.load(lse_path)
-    descr = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}[c["dtype"]]
-    T, H = ref["q"].shape[:2]
-    if got.dtype.str != descr or got.shape != (T, H, Dv):
-        return f"output {got.dtype.str} {got.shape}, expected {descr} [T, H, Dv] {(T, H, Dv)}"
-    got = bf16_values(got) if c["dtype"] == "bf16" else got.astype(np.float64)
+    problem = attend_problem(cmd, flags)
+    if problem:
+        return problem
     scale = c["scale"] if c["scale"] is not None else 1.0 / np.sqrt(c["head_size"])  # 1 / sqrt(Dk)
     want, want_lse = mla_attention(ref["q"], rows, Dv, ref["tables"], ref["lens"], ref["starts"], ref["masks"],
                                    scale=scale, softcap=c["softcap"], alibi=ref["alibi"], sinks=ref["sinks"],
                                    window=c["window"])
-    if not np.all(np.isfinite(got)):
-        return "non-finite output"
-    tol = TOLERANCE[c["dtype"]]
-    err = float(np.abs(got - want).max()) if want.size else 0.0
-    if err > tol:
-        return f"max |output error| {err:.3e} > {tol:.0e}"
-    empty = np.isinf(want_lse)
-    if not np.array_equal(np.isinf(got_lse) & (got_lse < 0), empty):
-        return "LSE is -inf where the range is not empty, or the other way"
-    lse_err = float(np.abs(got_lse[~empty] - want_lse[~empty]).max()) if (~empty).any() else 0.0
-    return None if lse_err <= 1e-3 + tol else f"max |LSE error| {lse_err:.3e}"
+    return output_problems(np.load(out), want, c["dtype"], np.load(lse), want_lse)
 
 
 def describe_mla(c):
@@ -309,18 +272,12 @@ def check_bad(cli, rng, kind, directory, flags):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cli", help="path to the vkpaged binary")
-    parser.add_argument("--count", type=int, default=60, help="random engine steps (default 60)")
-    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    parser.add_argument("--device", default="", help="passed to --device (default: the CLI's default)")
-    parser.add_argument("--bad", type=int, default=len(BAD), help="bad-input cases (default: one of each kind)")
-    parser.add_argument("--kernel", default="", help="passed to --kernel (default: the CLI's choice); cases the forced kernel refuses are counted apart")
+    add_common_arguments(parser, count=60, count_help="random engine steps", bad=len(BAD))
     parser.add_argument("--mla", type=int, default=0, help="MLA engine steps after the others (default 0)")
-    parser.add_argument("--verbose", action="store_true", help="print every case")
     args = parser.parse_args()
 
     rng = np.random.default_rng(args.seed)
-    flags = (["--device", args.device] if args.device else []) + (["--kernel", args.kernel] if args.kernel else [])
+    flags = passed_flags(args)
 
     def good(i):
         c = random_case(rng, i)
