@@ -11,7 +11,7 @@ import tempfile
 
 import numpy as np
 
-from contract_math import TOLERANCE, bf16_values
+from contract_math import TOLERANCE, stored_values
 
 # A good case that the kernel forced by --kernel refuses (the CLI says why): counted apart.
 NOT_TAKEN = "not taken by the forced kernel"
@@ -58,7 +58,7 @@ def output_problems(got, want, dtype, got_lse=None, want_lse=None):
         return f"output {got.dtype.str} {got.shape}, expected {descr} {want.shape}"
     if got_lse is not None and (got_lse.dtype.str != "<f4" or got_lse.shape != want.shape[:2]):
         return f"lse {got_lse.dtype.str} {got_lse.shape}, expected <f4 {want.shape[:2]}"
-    values = bf16_values(got) if dtype == "bf16" else got.astype(np.float64)
+    values = stored_values(got, dtype)
     if not np.all(np.isfinite(values)):
         return "non-finite output"
     tol = TOLERANCE[dtype]
